@@ -1,0 +1,414 @@
+"""Every rule of invoke_tool, on asyncio and trio."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel, Field
+
+from workspace_tools import (
+    ErrorCode,
+    ToolContext,
+    ToolError,
+    ToolPresentation,
+    ToolUpdate,
+    invoke_tool,
+    invoke_tool_sync,
+    tool,
+    tool_output,
+    tool_output_content,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class EchoArgs(BaseModel):
+    text: str = Field(description="text to echo")
+    times: int = 1
+
+
+def echo_tool(**kwargs: Any):
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        return args.text * args.times
+
+    return tool(
+        name="echo",
+        description="Echo text.",
+        parameters=EchoArgs,
+        execute=execute,
+        presentation=kwargs.pop(
+            "presentation", ToolPresentation(label="Echo", icon="repeat", detail="static")
+        ),
+        **kwargs,
+    )
+
+
+# Rule 1: validation before execute.
+async def test_invalid_arguments_never_run_execute() -> None:
+    ran: list[bool] = []
+
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        ran.append(True)
+        return "ran"
+
+    t = tool(name="echo", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": 5, "times": "many"}, call_id="c1")
+    assert ran == []
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.is_error
+    assert result.model_text() == (
+        "Invalid arguments for echo:\n"
+        "- text: Input should be a valid string\n"
+        "- times: Input should be a valid integer, unable to parse string as an integer"
+    )
+
+
+async def test_missing_argument_names_the_field() -> None:
+    result = await invoke_tool(echo_tool(), {})
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error == "Invalid arguments for echo:\n- text: Field required"
+
+
+async def test_arguments_as_json_string_are_validated() -> None:
+    result = await invoke_tool(echo_tool(), '{"text": "ab", "times": 2}')
+    assert result.content == "abab"
+    assert result.arguments == EchoArgs(text="ab", times=2)
+
+
+async def test_malformed_json_arguments_are_invalid() -> None:
+    result = await invoke_tool(echo_tool(), '{"text": ')
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error.startswith("Invalid arguments for echo: not valid JSON")
+
+
+# Rule 2: presentation precedence and fallbacks.
+async def test_result_presentation_overrides_tool_presentation() -> None:
+    own = ToolPresentation(label="Echoed", icon="check", detail="3 chars")
+
+    def execute(args: EchoArgs, context: ToolContext) -> Any:
+        return tool_output(args.text, presentation=own)
+
+    t = tool(
+        name="echo",
+        description="",
+        parameters=EchoArgs,
+        execute=execute,
+        presentation=ToolPresentation(label="Echo"),
+    )
+    result = await invoke_tool(t, {"text": "abc"})
+    assert result.presentation == own
+
+
+async def test_presentation_function_of_arguments() -> None:
+    t = echo_tool(presentation=lambda a: ToolPresentation(label="Echo", detail=a.text))
+    result = await invoke_tool(t, {"text": "hi"})
+    assert result.presentation == ToolPresentation(label="Echo", detail="hi")
+
+
+async def test_failed_call_keeps_tool_presentation() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        raise ToolError("no such thing", ErrorCode.NOT_FOUND)
+
+    t = tool(
+        name="echo",
+        description="",
+        parameters=EchoArgs,
+        execute=execute,
+        presentation=lambda a: ToolPresentation(label="Echo", detail=a.text),
+    )
+    result = await invoke_tool(t, {"text": "x"})
+    assert result.presentation == ToolPresentation(label="Echo", detail="x")
+    assert result.error_code is ErrorCode.NOT_FOUND
+
+
+async def test_raising_presentation_function_leaves_none_and_call_succeeds() -> None:
+    def broken(args: EchoArgs) -> ToolPresentation:
+        raise RuntimeError("bad presentation")
+
+    result = await invoke_tool(echo_tool(presentation=broken), {"text": "ok"})
+    assert result.presentation is None
+    assert result.error is None
+    assert result.content == "ok"
+
+
+# Rule 3: ToolOutput taken apart.
+async def test_tool_output_split_model_text_has_no_details() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> Any:
+        return tool_output({"echo": args.text}, details={"secret_diff": "--- a\n+++ b"})
+
+    t = tool(name="echo", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "hi"})
+    assert result.content == {"echo": "hi"}
+    assert result.details == {"secret_diff": "--- a\n+++ b"}
+    assert result.model_text() == '{"echo":"hi"}'
+
+
+async def test_plain_return_value_is_content() -> None:
+    result = await invoke_tool(echo_tool(), {"text": "ab", "times": 3})
+    assert result.content == "ababab"
+    assert result.details is None
+
+
+def test_tool_output_content_of_any_value() -> None:
+    assert tool_output_content(tool_output("c", details={"d": 1})) == "c"
+    assert tool_output_content({"x": 1}) == {"x": 1}
+
+
+# Rule 4: exceptions become results.
+@pytest.mark.parametrize(
+    ("exc", "message", "code"),
+    [
+        (ToolError("file not found: a.txt", ErrorCode.NOT_FOUND), "file not found: a.txt",
+         ErrorCode.NOT_FOUND),
+        (ToolError("plain"), "plain", ErrorCode.TOOL_ERROR),
+        (ValueError("boom"), "boom", ErrorCode.TOOL_ERROR),
+        (KeyError("k"), "'k'", ErrorCode.TOOL_ERROR),
+        (RuntimeError(), "RuntimeError", ErrorCode.TOOL_ERROR),
+    ],
+)
+async def test_exceptions_become_error_results(
+    exc: Exception, message: str, code: ErrorCode
+) -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        raise exc
+
+    t = tool(name="echo", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"})
+    assert (result.error, result.error_code, result.model_text()) == (message, code, message)
+
+
+async def test_async_execute_errors_become_results() -> None:
+    async def execute(args: EchoArgs, context: ToolContext) -> str:
+        await anyio.sleep(0)
+        raise ToolError("ambiguous", ErrorCode.AMBIGUOUS_MATCH)
+
+    t = tool(name="echo", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"})
+    assert result.error_code is ErrorCode.AMBIGUOUS_MATCH
+
+
+# Rule 5: timeout.
+async def test_timeout_on_async_sleeping_tool() -> None:
+    finished: list[bool] = []
+
+    async def execute(args: EchoArgs, context: ToolContext) -> str:
+        await anyio.sleep(30)
+        finished.append(True)
+        return "late"
+
+    t = tool(name="sleepy", description="", parameters=EchoArgs, execute=execute)
+    start = time.monotonic()
+    result = await invoke_tool(t, {"text": "x"}, timeout=0.5)
+    elapsed = time.monotonic() - start
+    assert result.error_code is ErrorCode.TOOL_TIMEOUT
+    assert result.error == "sleepy timed out after 0.5 s"
+    assert elapsed < 1.0
+    assert finished == []
+
+
+async def test_timeout_on_sync_sleeping_tool_uses_tool_timeout() -> None:
+    release = threading.Event()
+
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        release.wait(30)
+        return "late"
+
+    t = tool(name="sleepy", description="", parameters=EchoArgs, execute=execute, timeout=0.3)
+    start = time.monotonic()
+    result = await invoke_tool(t, {"text": "x"})
+    elapsed = time.monotonic() - start
+    release.set()
+    assert result.error_code is ErrorCode.TOOL_TIMEOUT
+    assert elapsed < 0.8
+
+
+async def test_timeout_stops_child_process() -> None:
+    pids: list[int] = []
+
+    async def execute(args: EchoArgs, context: ToolContext) -> str:
+        async with await anyio.open_process(["sleep", "30"]) as process:
+            pids.append(process.pid)
+            await process.wait()
+        return "done"
+
+    t = tool(name="proc", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"}, timeout=0.3)
+    assert result.error_code is ErrorCode.TOOL_TIMEOUT
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)
+
+
+# Rule 6: updates.
+async def test_updates_reach_callback_in_order() -> None:
+    async def execute(args: EchoArgs, context: ToolContext) -> str:
+        for i in range(3):
+            context.update(content=f"step {i}", details={"i": i})
+        return "done"
+
+    seen: list[ToolUpdate] = []
+    t = tool(name="steps", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"}, call_id="c9", on_update=seen.append)
+    assert result.content == "done"
+    assert [(u.call_id, u.name, u.content, u.details) for u in seen] == [
+        ("c9", "steps", "step 0", {"i": 0}),
+        ("c9", "steps", "step 1", {"i": 1}),
+        ("c9", "steps", "step 2", {"i": 2}),
+    ]
+
+
+async def test_update_from_worker_thread_is_delivered() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        context.update(content="from thread")
+        return "done"
+
+    seen: list[ToolUpdate] = []
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    await invoke_tool(t, {"text": "x"}, on_update=seen.append)
+    assert [u.content for u in seen] == ["from thread"]
+
+
+async def test_update_from_timer_after_return_is_dropped() -> None:
+    fired = threading.Event()
+
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        def late() -> None:
+            context.update(content="too late")
+            fired.set()
+
+        threading.Timer(0.1, late).start()
+        return "done"
+
+    seen: list[ToolUpdate] = []
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"}, on_update=seen.append)
+    assert result.content == "done"
+    assert fired.wait(5)
+    assert seen == []
+
+
+async def test_update_after_timeout_is_dropped() -> None:
+    release = threading.Event()
+    sent = threading.Event()
+
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        release.wait(5)
+        context.update(content="after timeout")
+        sent.set()
+        return "late"
+
+    seen: list[ToolUpdate] = []
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"}, on_update=seen.append, timeout=0.2)
+    release.set()
+    assert sent.wait(5)
+    assert result.error_code is ErrorCode.TOOL_TIMEOUT
+    assert seen == []
+
+
+async def test_raising_callback_is_logged_and_call_succeeds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        context.update(content="progress")
+        return "done"
+
+    def on_update(update: ToolUpdate) -> None:
+        raise RuntimeError("callback broke")
+
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    with caplog.at_level(logging.ERROR, logger="workspace_tools"):
+        result = await invoke_tool(t, {"text": "x"}, on_update=on_update)
+    assert result.content == "done"
+    assert result.error is None
+    records = [r for r in caplog.records if r.name == "workspace_tools"]
+    assert len(records) == 1
+    assert "on_update callback raised" in records[0].getMessage()
+
+
+async def test_update_without_callback_is_a_no_op() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        context.update(content="nobody listens")
+        return str(context.reports_progress)
+
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"})
+    assert result.content == "False"
+
+
+# Rule 7: truncation.
+async def test_truncates_model_text_with_marker_and_keeps_content() -> None:
+    t = echo_tool()
+    result = await invoke_tool(t, {"text": "a", "times": 100_000}, max_result_length=1000)
+    text = result.model_text()
+    marker = "\n[truncated: showing 953 of 100,000 characters]"
+    assert text == "a" * 953 + marker
+    assert len(text) == 1000
+    assert len(result.content) == 100_000
+
+
+async def test_default_limit_is_50000_characters() -> None:
+    result = await invoke_tool(echo_tool(), {"text": "b", "times": 100_000})
+    text = result.model_text()
+    assert len(text) == 50_000
+    assert text.endswith("\n[truncated: showing 49,950 of 100,000 characters]")
+
+
+async def test_short_text_is_not_truncated() -> None:
+    result = await invoke_tool(echo_tool(), {"text": "b", "times": 10}, max_result_length=10)
+    assert result.model_text() == "b" * 10
+
+
+# Rule 9: output schema.
+class Sum(BaseModel):
+    total: int
+
+
+async def test_content_against_output_schema() -> None:
+    def good(args: EchoArgs, context: ToolContext) -> Any:
+        return tool_output({"total": 3}, details={"terms": [1, 2]})
+
+    def bad(args: EchoArgs, context: ToolContext) -> Any:
+        return {"total": "three"}
+
+    ok = tool(name="sum", description="", parameters=EchoArgs, execute=good, output_schema=Sum)
+    ko = tool(name="sum", description="", parameters=EchoArgs, execute=bad, output_schema=Sum)
+    assert (await invoke_tool(ok, {"text": "x"})).content == {"total": 3}
+    result = await invoke_tool(ko, {"text": "x"})
+    assert result.error_code is ErrorCode.TOOL_ERROR
+    assert result.error == (
+        "sum returned content that does not match its output schema: "
+        "total: Input should be a valid integer, unable to parse string as an integer"
+    )
+
+
+async def test_model_instance_content_is_dumped_to_json_value() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> Any:
+        return Sum(total=7)
+
+    t = tool(name="sum", description="", parameters=EchoArgs, execute=execute, output_schema=Sum)
+    result = await invoke_tool(t, {"text": "x"})
+    assert result.content == {"total": 7}
+    assert result.model_text() == '{"total":7}'
+
+
+# Results serialise.
+async def test_result_round_trips_through_json() -> None:
+    result = await invoke_tool(echo_tool(), {"text": "hi"}, call_id="abc")
+    data = result.model_dump(mode="json")
+    assert data["call_id"] == "abc"
+    assert data["arguments"] == {"text": "hi", "times": 1}
+    assert data["content"] == "hi"
+    assert data["presentation"] == {"label": "Echo", "icon": "repeat", "detail": "static"}
+    assert data["error_code"] is None
+    assert data["duration_ms"] >= 0
+
+
+def test_invoke_tool_sync() -> None:
+    result = invoke_tool_sync(echo_tool(), {"text": "x", "times": 2}, call_id="s")
+    assert (result.call_id, result.content) == ("s", "xx")

@@ -1,0 +1,63 @@
+"""Error codes and the exception a tool raises for a failure the model should read."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class ErrorCode(str, Enum):
+    """Why a tool call failed. The value is the wire form (``"NOT_FOUND"``).
+
+    A caller branches on the code; the model reads only the message.
+    """
+
+    INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    TOOL_ERROR = "TOOL_ERROR"
+    ABORTED = "ABORTED"
+    NOT_FOUND = "NOT_FOUND"
+    OUTSIDE_WORKSPACE = "OUTSIDE_WORKSPACE"
+    IS_A_DIRECTORY = "IS_A_DIRECTORY"
+    NOT_A_DIRECTORY = "NOT_A_DIRECTORY"
+    BINARY_FILE = "BINARY_FILE"
+    FILE_TOO_LARGE = "FILE_TOO_LARGE"
+    ENCODING_ERROR = "ENCODING_ERROR"
+    NO_MATCH = "NO_MATCH"
+    AMBIGUOUS_MATCH = "AMBIGUOUS_MATCH"
+    STALE_FILE = "STALE_FILE"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
+    SANDBOX_ERROR = "SANDBOX_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ToolError(Exception):
+    """A recoverable failure whose message the model reads ("file not found").
+
+    Args:
+        message: text for the model; say what went wrong and what to do instead.
+        code: the :class:`ErrorCode` the application sees; ``TOOL_ERROR`` by default.
+        details: optional JSON value for the application (a timed-out command's partial
+            output counts, say); it lands in ``ToolResult.details``.
+    """
+
+    def __init__(
+        self, message: str, code: ErrorCode = ErrorCode.TOOL_ERROR, *, details: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = ErrorCode(code)
+        self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps code and details when the error crosses a process boundary (sandbox).
+        return (_rebuild_tool_error, (type(self), self.message, self.code, self.details))
+
+
+def _rebuild_tool_error(
+    cls: type[ToolError], message: str, code: ErrorCode, details: Any
+) -> ToolError:
+    return cls(message, code, details=details)

@@ -1,0 +1,224 @@
+"""Run one tool call: validate, execute, time out, collect updates, build the result."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, ValidationError
+
+from ._errors import ErrorCode, ToolError
+from ._output import ToolOutput, ToolPresentation
+from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
+from ._telemetry import tool_span
+from ._tool import Tool, ToolContext
+
+logger = logging.getLogger("workspace_tools")
+
+OnUpdate = Callable[[ToolUpdate], None]
+
+
+def format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """A message a model can act on: one line per bad field, with what was expected."""
+    lines = [f"Invalid arguments for {tool_name}:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        lines.append(f"- {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _parse_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, (str, bytes)):
+        return json.loads(arguments or "{}")
+    if isinstance(arguments, BaseModel):
+        return arguments.model_dump()
+    return {} if arguments is None else arguments
+
+
+def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
+    """Validate raw arguments (a dict, a JSON string or a model) against ``tool.parameters``.
+
+    Raises:
+        ToolError: with ``INVALID_ARGUMENTS`` and a message naming each bad field.
+    """
+    try:
+        raw = _parse_arguments(arguments)
+    except json.JSONDecodeError as exc:
+        raise ToolError(
+            f"Invalid arguments for {tool.name}: not valid JSON ({exc})",
+            ErrorCode.INVALID_ARGUMENTS,
+        ) from exc
+    try:
+        return tool.parameters.model_validate(raw)
+    except ValidationError as exc:
+        raise ToolError(
+            format_validation_error(tool.name, exc), ErrorCode.INVALID_ARGUMENTS
+        ) from exc
+
+
+def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
+    if tool.output_schema is None:
+        return content
+    if isinstance(content, tool.output_schema):
+        return content.model_dump(mode="json")
+    try:
+        tool.output_schema.model_validate(content)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(content)'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ToolError(
+            f"{tool.name} returned content that does not match its output schema: {detail}",
+            ErrorCode.TOOL_ERROR,
+        ) from exc
+    return content
+
+
+async def _execute(tool: Tool[Any], args: BaseModel, context: ToolContext) -> Any:
+    if inspect.iscoroutinefunction(tool.execute):
+        return await tool.execute(args, context)
+    # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its timeout.
+    value = await anyio.to_thread.run_sync(
+        partial(tool.execute, args, context), abandon_on_cancel=True
+    )
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+def _make_emitter(
+    tool: Tool[Any], call_id: str, on_update: OnUpdate | None
+) -> Callable[[Any, Any, ToolPresentation | None], None] | None:
+    if on_update is None:
+        return None
+
+    def emit(content: Any, details: Any, presentation: ToolPresentation | None) -> None:
+        update = ToolUpdate(
+            call_id=call_id,
+            name=tool.name,
+            content=content,
+            details=details,
+            presentation=presentation,
+        )
+        try:
+            on_update(update)
+        except Exception:
+            logger.exception("on_update callback raised for %s call %s", tool.name, call_id)
+
+    return emit
+
+
+async def invoke_tool(
+    tool: Tool[Any],
+    arguments: Any,
+    *,
+    call_id: str | None = None,
+    on_update: OnUpdate | None = None,
+    timeout: float | None = None,
+    max_result_length: int | None = None,
+    sandbox: Any = None,
+) -> ToolResult:
+    """Run one call of ``tool`` and return its :class:`ToolResult`; never raises for a tool
+    failure.
+
+    Args:
+        tool: the tool to run.
+        arguments: a dict, a JSON string, or an instance of ``tool.parameters``.
+        call_id: the provider's tool-call id; a random one when omitted.
+        on_update: called with each :class:`ToolUpdate` while the call runs; exceptions it
+            raises are logged and ignored. Updates after the call ended are dropped.
+        timeout: seconds; overrides ``tool.timeout``. On expiry the call is cancelled and the
+            result carries ``TOOL_TIMEOUT``.
+        max_result_length: characters of model text (default 50,000); the rest is cut with
+            a marker. ``content`` keeps the whole value.
+        sandbox: a :class:`sandbox.Sandbox`; ``execute`` then runs in its child process and
+            reports no updates.
+
+    Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
+    :class:`ToolError` keeps its code; any other exception is ``TOOL_ERROR``; a crashed
+    sandbox child is ``SANDBOX_ERROR``.
+    """
+    call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+    limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
+    effective_timeout = timeout if timeout is not None else tool.timeout
+    started = time.perf_counter()
+    result = ToolResult(call_id=call_id, name=tool.name, max_result_length=limit)
+
+    with tool_span(tool.name, call_id) as span:
+        try:
+            args = validate_arguments(tool, arguments)
+        except ToolError as exc:
+            result.error, result.error_code = exc.message, exc.code
+            result.arguments = _parse_arguments_or_none(arguments)
+            result.duration_ms = (time.perf_counter() - started) * 1000
+            span.fail(exc.code)
+            return result
+
+        result.arguments = args
+        result.presentation = tool.present(args)
+        emitter = None if sandbox is not None else _make_emitter(tool, call_id, on_update)
+        context = ToolContext(call_id, tool.name, emitter)
+        try:
+            with anyio.fail_after(effective_timeout):
+                if sandbox is not None:
+                    value = await _run_in_sandbox(sandbox, tool, args, call_id)
+                else:
+                    value = await _execute(tool, args, context)
+            _apply_value(tool, result, value)
+        except TimeoutError:
+            result.error = f"{tool.name} timed out after {effective_timeout:g} s"
+            result.error_code = ErrorCode.TOOL_TIMEOUT
+        except ToolError as exc:
+            result.error, result.error_code = exc.message, exc.code
+            result.details = exc.details
+        except Exception as exc:
+            result.error = str(exc) or type(exc).__name__
+            result.error_code = ErrorCode.TOOL_ERROR
+        finally:
+            context.close()
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        if result.error_code is not None:
+            span.fail(result.error_code)
+    return result
+
+
+def _parse_arguments_or_none(arguments: Any) -> Any:
+    try:
+        return _parse_arguments(arguments)
+    except ValueError:
+        return arguments
+
+
+def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
+    if isinstance(value, ToolOutput):
+        result.content = _check_output_schema(tool, value.content)
+        result.details = value.details
+        if value.presentation is not None:
+            result.presentation = value.presentation
+    else:
+        result.content = _check_output_schema(tool, value)
+
+
+async def _run_in_sandbox(sandbox: Any, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
+    raise ToolError(
+        "Running tools in a sandbox is not available in this build",
+        ErrorCode.SANDBOX_UNAVAILABLE,
+    )
+
+
+def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResult:
+    """Blocking twin of :func:`invoke_tool` (same arguments); runs its own event loop.
+
+    Raises:
+        RuntimeError: when called from inside a running event loop's thread.
+    """
+    return anyio.run(partial(invoke_tool, tool, arguments, **kwargs))

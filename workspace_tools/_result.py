@@ -1,0 +1,92 @@
+"""The outcome of one call and the progress updates before it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ._errors import ErrorCode
+from ._output import ToolContent, ToolPresentation
+
+DEFAULT_MAX_RESULT_LENGTH = 50_000
+
+
+def content_text(content: Any) -> str:
+    """Serialise content as the model reads it.
+
+    A string is itself; :class:`ToolContent` is described in text (images as
+    ``[image/png, 1.2 KB]``); ``None`` is empty; any other value is compact JSON.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, ToolContent):
+        return content.describe()
+    if isinstance(content, BaseModel):
+        return content.model_dump_json()
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def truncate_text(text: str, limit: int) -> str:
+    """Cut ``text`` to at most ``limit`` characters, the marker included.
+
+    The marker ends the text: ``[truncated: showing 49,950 of 100,000 characters]``.
+    """
+    if len(text) <= limit:
+        return text
+    total = len(text)
+    keep = limit
+    # The marker's own length depends on how much is kept; two passes settle it.
+    for _ in range(2):
+        marker = f"\n[truncated: showing {keep:,} of {total:,} characters]"
+        keep = max(0, limit - len(marker))
+    return text[:keep] + f"\n[truncated: showing {keep:,} of {total:,} characters]"
+
+
+class ToolUpdate(BaseModel):
+    """One progress report of a running call (never shown to the model)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    call_id: str
+    name: str
+    content: Any = None
+    details: Any = None
+    presentation: ToolPresentation | None = None
+
+
+class ToolResult(BaseModel):
+    """The outcome of one call.
+
+    ``content`` is what the model reads, before truncation; ``details`` and ``presentation``
+    are for the application. For a failed call ``error`` is the message the model reads and
+    ``error_code`` the :class:`ErrorCode`. ``duration_ms`` is wall time in milliseconds.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    call_id: str
+    name: str
+    arguments: Any = None
+    content: Any = None
+    details: Any = None
+    presentation: ToolPresentation | None = None
+    error: str | None = None
+    error_code: ErrorCode | None = None
+    duration_ms: float = 0.0
+    max_result_length: int = DEFAULT_MAX_RESULT_LENGTH
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the call failed."""
+        return self.error is not None
+
+    def model_text(self) -> str:
+        """Exactly the text the model reads: the error message, or the content serialised and
+        cut to ``max_result_length`` characters with a marker."""
+        if self.error is not None:
+            return truncate_text(self.error, self.max_result_length)
+        return truncate_text(content_text(self.content), self.max_result_length)

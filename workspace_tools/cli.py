@@ -1,0 +1,160 @@
+"""The ``workspace-tools`` command line: ``call`` a tool from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from ._events import (
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    result_event,
+    update_event,
+)
+from ._invoke import invoke_tool_sync
+from ._output import ToolPresentation
+from ._result import ToolResult, ToolUpdate, content_text
+from ._tool import Tool
+from .tools import workspace_tools
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    """A command line the program cannot run; the message is one line for the user."""
+
+
+def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
+    """``["path=a.txt", "limit=5"]`` -> ``{"path": "a.txt", "limit": "5"}``.
+
+    Values stay strings; the tool's argument model converts them (``"5"`` to 5,
+    ``"true"`` to True). Use ``--json`` for lists and objects.
+
+    Raises:
+        UsageError: a pair without ``=``.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"argument {pair!r} is not key=value (or use --json '{{...}}')")
+        out[key] = value
+    return out
+
+
+def format_presentation(presentation: ToolPresentation | None, fallback: str) -> str:
+    """One step row: ``● Read file [file-text] README.md``."""
+    if presentation is None:
+        return f"● {fallback}"
+    icon = f" [{presentation.icon}]" if presentation.icon else ""
+    detail = f" {presentation.detail}" if presentation.detail else ""
+    return f"● {presentation.label}{icon}{detail}"
+
+
+def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
+    for candidate in tools:
+        if candidate.name == name:
+            return candidate
+    names = ", ".join(t.name for t in tools)
+    raise UsageError(f"unknown tool {name!r}; choose one of: {names}")
+
+
+def _progress_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
+    def on_update(update: ToolUpdate) -> None:
+        text = content_text(update.content)
+        for line in text.splitlines():
+            out.write(f"  │ {line}\n")
+        out.flush()
+
+    return on_update
+
+
+def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
+    def on_update(update: ToolUpdate) -> None:
+        out.write(update_event(update).to_json() + "\n")
+        out.flush()
+
+    return on_update
+
+
+def run_call(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``call`` subcommand; returns the exit code (0 ok, 1 tool error, 2 usage)."""
+    if args.json is not None and args.pairs:
+        raise UsageError("give arguments as key=value pairs or --json, not both")
+    if args.json is not None:
+        try:
+            arguments: Any = json.loads(args.json)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--json is not valid JSON: {exc}") from exc
+    else:
+        arguments = parse_key_values(args.pairs)
+    try:
+        tools = workspace_tools(args.root)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from exc
+    chosen = _find_tool(tools, args.tool)
+    call_id = "cli-call"
+    if args.events:
+        out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
+        out.write(ToolCallEndEvent(tool_call_id=call_id, arguments=arguments).to_json() + "\n")
+    on_update = _events_printer(out) if args.events else _progress_printer(out)
+    sandbox = _make_sandbox() if args.sandbox else None
+    result = invoke_tool_sync(
+        chosen, arguments, call_id=call_id, on_update=on_update, sandbox=sandbox
+    )
+    if args.events:
+        out.write(result_event(result).to_json() + "\n")
+        return 0 if not result.is_error else 1
+    return _print_result(result, out)
+
+
+def _make_sandbox() -> Any:
+    from sandbox import Sandbox  # type: ignore[attr-defined]
+
+    return Sandbox()
+
+
+def _print_result(result: ToolResult, out: TextIO) -> int:
+    if result.error_code is not None and result.error_code.value == "INVALID_ARGUMENTS":
+        raise UsageError(" ".join(line.strip() for line in result.error.splitlines()))
+    out.write(format_presentation(result.presentation, result.name) + "\n")
+    if result.is_error:
+        out.write(f"error [{result.error_code}]: {result.error}\n")
+        return 1
+    out.write(result.model_text() + "\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``workspace-tools``."""
+    parser = argparse.ArgumentParser(
+        prog="workspace-tools", description="File, search and command tools for coding agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    call = sub.add_parser("call", help="run one tool call and print its result")
+    call.add_argument("tool", help="tool name, e.g. read_file")
+    call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
+    call.add_argument("--json", help="tool arguments as one JSON object")
+    call.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    call.add_argument("--sandbox", action="store_true", help="run the call in the sandbox")
+    call.add_argument("--events", action="store_true", help="print wire events as JSON lines")
+    call.set_defaults(handler=run_call)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workspace-tools`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args, sys.stdout))
+    except UsageError as exc:
+        sys.stderr.write(f"workspace-tools: error: {exc}\n")
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

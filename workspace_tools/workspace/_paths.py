@@ -1,0 +1,67 @@
+"""Confining paths to a workspace root.
+
+A path is inside when its real location (every symlink resolved, as ``os.path.realpath``)
+is the root or below it. Sibling prefixes (``/w`` vs ``/w-evil``) are outside.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._errors import ErrorCode, ToolError
+
+
+@dataclass(frozen=True)
+class ResolvedPath:
+    """A path checked against the root.
+
+    Attributes:
+        real: absolute real path (symlinks resolved); what to open, stat or rename onto.
+        rel: path relative to the root with ``/`` separators, as results show it
+            (``.`` for the root itself).
+    """
+
+    real: Path
+    rel: str
+
+
+def is_within(root: str, real: str) -> bool:
+    """Whether the real path ``real`` is ``root`` or below it (both already resolved)."""
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def to_rel(root: str, path: str) -> str:
+    """``path`` (absolute, under ``root``) relative to ``root`` with ``/`` separators."""
+    rel = os.path.relpath(path, root)
+    return "." if rel == "." else rel.replace(os.sep, "/")
+
+
+def resolve_path(root: str, path: str) -> ResolvedPath:
+    """Resolve ``path`` (relative to ``root``, or absolute inside it) and confine it.
+
+    ``root`` must already be a real absolute path. Symlinks are resolved whether or not
+    their targets exist, so a link (direct, through a linked directory, a chain or a
+    dangling link) whose real location is outside is refused.
+
+    Raises:
+        ToolError: ``INVALID_ARGUMENTS`` for an empty path or one with a NUL byte;
+            ``OUTSIDE_WORKSPACE`` when the real location is outside the root.
+    """
+    if "\x00" in path:
+        raise ToolError("Path contains a NUL byte", ErrorCode.INVALID_ARGUMENTS)
+    if path.strip() == "":
+        raise ToolError("Path is empty", ErrorCode.INVALID_ARGUMENTS)
+    joined = os.path.join(root, os.path.expanduser(path) if path.startswith("~") else path)
+    lexical = os.path.normpath(joined)
+    real = os.path.realpath(joined)
+    if not is_within(root, real):
+        raise ToolError(
+            f"Path {path!r} is outside the workspace root; use a path inside it",
+            ErrorCode.OUTSIDE_WORKSPACE,
+        )
+    # Show the path as the caller named it when that is inside too (a link inside the root
+    # keeps its own name); otherwise its real location.
+    shown = lexical if is_within(root, lexical) else real
+    return ResolvedPath(real=Path(real), rel=to_rel(root, shown))

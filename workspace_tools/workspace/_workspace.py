@@ -1,0 +1,73 @@
+"""The workspace: a root directory every tool path is confined to, and the tools' defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._paths import ResolvedPath, resolve_path, to_rel
+
+
+class WorkspaceOptions(BaseModel):
+    """Defaults of the seven tools; pass any of them to :class:`Workspace` as keywords."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    read_limit: int = Field(2000, ge=1, description="read_file lines per call")
+    max_line_length: int = Field(2000, ge=1, description="read_file cuts longer lines")
+    list_limit: int = Field(1000, ge=1, description="list_files entries per call")
+    glob_limit: int = Field(100, ge=1, description="glob matches per call")
+    grep_limit: int = Field(100, ge=1, description="grep results per call")
+    command_timeout: float = Field(120, gt=0, description="run_command seconds")
+    env_passthrough: tuple[str, ...] = Field(
+        (), description="secret-looking environment variables run_command may still see"
+    )
+
+
+class Workspace:
+    """A directory that every tool path is confined to.
+
+    Args:
+        root: the workspace directory; it must exist. Stored as its real path.
+        **options: any field of :class:`WorkspaceOptions`.
+
+    Raises:
+        NotADirectoryError: ``root`` is not an existing directory.
+        pydantic.ValidationError: an unknown or invalid option.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], **options: object) -> None:
+        real = os.path.realpath(os.fspath(root))
+        if not os.path.isdir(real):
+            raise NotADirectoryError(f"workspace root is not a directory: {root}")
+        self.root = Path(real)
+        self._root_str = real
+        self.options = WorkspaceOptions.model_validate(options)
+
+    def __repr__(self) -> str:
+        return f"Workspace({self._root_str!r})"
+
+    def resolve(self, path: str | os.PathLike[str]) -> ResolvedPath:
+        """Resolve a tool's path argument; see :func:`resolve_path` for the rules and errors."""
+        return resolve_path(self._root_str, os.fspath(path))
+
+    def rel(self, path: str | os.PathLike[str]) -> str:
+        """An absolute path under the root as results show it (relative, ``/`` separators)."""
+        return to_rel(self._root_str, os.fspath(path))
+
+
+def as_workspace(
+    root_or_workspace: Workspace | str | os.PathLike[str], **options: object
+) -> Workspace:
+    """A :class:`Workspace` from a root path, or the given one (then ``options`` must be empty).
+
+    Raises:
+        TypeError: options given together with an existing Workspace.
+    """
+    if isinstance(root_or_workspace, Workspace):
+        if options:
+            raise TypeError("options apply when a root path is given, not a Workspace")
+        return root_or_workspace
+    return Workspace(root_or_workspace, **options)
