@@ -6,6 +6,7 @@ is the root or below it. Sibling prefixes (``/w`` vs ``/w-evil``) are outside.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,21 +48,35 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
 
     Raises:
         ToolError: ``INVALID_ARGUMENTS`` for an empty path or one with a NUL byte;
-            ``OUTSIDE_WORKSPACE`` when the real location is outside the root.
+            ``OUTSIDE_WORKSPACE`` when the real location is outside the root;
+            ``NOT_FOUND`` for a symbolic link loop.
     """
     if "\x00" in path:
         raise ToolError("Path contains a NUL byte", ErrorCode.INVALID_ARGUMENTS)
     if path.strip() == "":
         raise ToolError("Path is empty", ErrorCode.INVALID_ARGUMENTS)
     joined = os.path.join(root, os.path.expanduser(path) if path.startswith("~") else path)
-    lexical = os.path.normpath(joined)
     real = os.path.realpath(joined)
     if not is_within(root, real):
         raise ToolError(
             f"Path {path!r} is outside the workspace root; use a path inside it",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
-    # Show the path as the caller named it when that is inside too (a link inside the root
-    # keeps its own name); otherwise its real location.
-    shown = lexical if is_within(root, lexical) else real
-    return ResolvedPath(real=Path(real), rel=to_rel(root, shown))
+    _refuse_link_loop(path, real)
+    # Show the path as the caller named it when it names the same place (a link inside the
+    # root keeps its own name); otherwise its real location. ``a/..`` with ``a`` a link is
+    # not its lexical parent, hence the second realpath.
+    lexical = os.path.normpath(joined)
+    same = is_within(root, lexical) and os.path.realpath(lexical) == real
+    return ResolvedPath(real=Path(real), rel=to_rel(root, lexical if same else real))
+
+
+def _refuse_link_loop(path: str, real: str) -> None:
+    # A non-strict realpath leaves a link loop unresolved; a strict one says so.
+    try:
+        os.path.realpath(real, strict=True)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ToolError(
+                f"Path {path!r} goes through a symbolic link loop", ErrorCode.NOT_FOUND
+            ) from exc

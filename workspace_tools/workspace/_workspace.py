@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._paths import ResolvedPath, resolve_path, to_rel
+from ._state import FileStates
 
 
 class WorkspaceOptions(BaseModel):
@@ -17,6 +18,14 @@ class WorkspaceOptions(BaseModel):
 
     read_limit: int = Field(2000, ge=1, description="read_file lines per call")
     max_line_length: int = Field(2000, ge=1, description="read_file cuts longer lines")
+    max_file_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1,
+        description="largest file write_file and edit_file rewrite; read_file streams larger ones",
+    )
+    max_image_bytes: int = Field(
+        5 * 1024 * 1024, ge=1, description="largest image read_file returns as image content"
+    )
     list_limit: int = Field(1000, ge=1, description="list_files entries per call")
     glob_limit: int = Field(100, ge=1, description="glob matches per call")
     grep_limit: int = Field(100, ge=1, description="grep results per call")
@@ -33,6 +42,12 @@ class Workspace:
         root: the workspace directory; it must exist. Stored as its real path.
         **options: any field of :class:`WorkspaceOptions`.
 
+    Attributes:
+        root: the real path of the root.
+        options: the tools' defaults.
+        file_states: content hashes for staleness checks and per-file locks, shared by
+            every tool built over this workspace.
+
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
         pydantic.ValidationError: an unknown or invalid option.
@@ -45,6 +60,7 @@ class Workspace:
         self.root = Path(real)
         self._root_str = real
         self.options = WorkspaceOptions.model_validate(options)
+        self.file_states = FileStates()
 
     def __repr__(self) -> str:
         return f"Workspace({self._root_str!r})"

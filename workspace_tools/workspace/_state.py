@@ -1,0 +1,71 @@
+"""What the workspace remembers about files between calls: content hashes and per-file locks."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+from .._errors import ErrorCode, ToolError
+
+
+def content_hash(data: bytes) -> bytes:
+    """SHA-256 digest of a file's bytes; staleness compares these, never mtimes."""
+    return hashlib.sha256(data).digest()
+
+
+class FileStates:
+    """Content hashes of files as last read or written through a workspace, and a lock per
+    file so that concurrent calls on one file run one after another.
+
+    Keys are real paths. Thread-safe: tools run in worker threads. Pickles without its locks
+    (a sandbox child gets the hashes and fresh locks).
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._hashes: dict[Path, bytes] = {}
+        self._locks: dict[Path, threading.Lock] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        with self._guard:
+            return {"hashes": dict(self._hashes)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+        self._hashes.update(state["hashes"])  # type: ignore[arg-type]
+
+    def lock(self, real: Path) -> threading.Lock:
+        """The lock serialising calls that change ``real`` (one per path, kept for the
+        workspace's lifetime)."""
+        with self._guard:
+            return self._locks.setdefault(real, threading.Lock())
+
+    def record(self, real: Path, data: bytes) -> None:
+        """Remember ``data`` as the content a caller last saw at ``real``."""
+        digest = content_hash(data)
+        with self._guard:
+            self._hashes[real] = digest
+
+    def forget(self, real: Path) -> None:
+        """Drop what is known about ``real`` (seen, but too large to hash)."""
+        with self._guard:
+            self._hashes.pop(real, None)
+
+    def check_fresh(self, real: Path, current: bytes | None, rel: str) -> None:
+        """Refuse a change to ``real`` whose content differs from what was last seen.
+
+        A file never read or written through the workspace, or one deleted since, is fresh.
+
+        Raises:
+            ToolError: ``STALE_FILE`` asking for a fresh read.
+        """
+        with self._guard:
+            seen = self._hashes.get(real)
+        if seen is None or current is None or content_hash(current) == seen:
+            return
+        raise ToolError(
+            f"{rel} changed on disk since it was last read or written; read it again with "
+            "read_file, then repeat the change against its current content",
+            ErrorCode.STALE_FILE,
+        )
