@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
-from .._output import ToolPresentation
+from .._errors import ErrorCode, ToolError
+from .._output import ToolPresentation, image_part, tool_content, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._files import open_read
+from ..workspace._lines import LineSlice, read_lines
+from ..workspace._text import image_media_type, newline_name
+
+DEFAULT_LIMIT = 2000
+
+DESCRIPTION = """\
+Read a file in the workspace. Text comes back as numbered lines ("cat -n" style: the line
+number, a tab, the line), so you can quote exact text in edit_file: leave out the number and
+the tab. Read a file before you edit or overwrite it.
+
+- Reads up to `limit` lines from line `offset` (1-based). A note at the end says when more
+  lines follow and which offset continues; read large files in parts.
+- Lines longer than 2000 characters are cut, with a marker.
+- PNG, JPEG, GIF and WebP images come back as images. Other binary files are refused.
+- Paths are relative to the workspace root; paths outside it are refused."""
 
 
 class ReadFileArgs(BaseModel):
@@ -14,19 +31,117 @@ class ReadFileArgs(BaseModel):
 
     path: str = Field(description="File path, relative to the workspace root")
     offset: int = Field(1, ge=1, description="1-based line number to start at")
-    limit: int | None = Field(None, ge=1, description="Maximum number of lines to read")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, description="Maximum number of lines to read")
+
+
+class ReadFileDetails(BaseModel):
+    """What the application learns about a read.
+
+    ``start_line``/``end_line`` are the 1-based lines shown (0 when none), ``truncated`` says
+    more lines follow, ``encoding`` and ``newline`` (``lf``/``crlf``, ``None`` without line
+    breaks) describe the file; for an image they are ``None`` and ``media_type`` is set.
+    """
+
+    path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    truncated: bool
+    size_bytes: int
+    encoding: str | None
+    newline: str | None
+    media_type: str | None = None
+
+
+def _arguments_model(workspace: Workspace) -> type[ReadFileArgs]:
+    limit = workspace.options.read_limit
+    if limit == DEFAULT_LIMIT:
+        return ReadFileArgs
+    # The schema a model sees shows the workspace's real default.
+    return create_model(
+        "ReadFileArgs",
+        __base__=ReadFileArgs,
+        limit=(int, Field(limit, ge=1, description="Maximum number of lines to read")),
+    )
+
+
+def _render(lines: LineSlice, offset: int, max_chars: int) -> str:
+    out = []
+    for number, (line, cut) in enumerate(zip(lines.lines, lines.cut, strict=True), start=offset):
+        marker = f" [... line cut at {max_chars} characters]" if cut else ""
+        out.append(f"{number:6}\t{line}{marker}")
+    end = offset + len(lines.lines) - 1
+    if end < lines.total_lines:
+        out.append(
+            f"\n[Lines {offset}-{end} of {lines.total_lines} shown. "
+            f"Use offset={end + 1} to read on.]"
+        )
+    return "\n".join(out)
 
 
 def build(workspace: Workspace) -> Tool[ReadFileArgs]:
     """The ``read_file`` tool over ``workspace``."""
+    options = workspace.options
 
     def execute(args: ReadFileArgs, context: ToolContext) -> object:
-        raise NotImplementedError("read_file")
+        resolved = workspace.resolve(args.path)
+        rel = resolved.rel
+        with open_read(workspace.root, resolved.real, rel) as (handle, info):
+            head = handle.read(16)
+            media_type = image_media_type(head)
+            if media_type is not None:
+                if info.st_size > options.max_image_bytes:
+                    raise ToolError(
+                        f"{rel} is a {info.st_size:,}-byte image, over the "
+                        f"{options.max_image_bytes:,}-byte limit for images",
+                        ErrorCode.FILE_TOO_LARGE,
+                    )
+                data = head + handle.read()
+                details = ReadFileDetails(
+                    path=rel, start_line=0, end_line=0, total_lines=0, truncated=False,
+                    size_bytes=len(data), encoding=None, newline=None, media_type=media_type,
+                )  # fmt: skip
+                content = tool_content(
+                    f"Image {rel} ({media_type}, {len(data):,} bytes)",
+                    image_part(data, media_type),
+                )
+                return tool_output(content, details)
+            handle.seek(0)
+            lines = read_lines(
+                handle,
+                args.offset,
+                args.limit,
+                options.max_line_length,
+                whole=info.st_size <= options.max_file_bytes,
+            )
+        if lines.digest is not None:
+            workspace.file_states.record_digest(resolved.real, lines.digest)
+        else:
+            workspace.file_states.forget(resolved.real)
+        if args.offset > max(lines.total_lines, 1):
+            raise ToolError(
+                f"offset {args.offset} is past the end of {rel}, which has "
+                f"{lines.total_lines} lines",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        end = args.offset + len(lines.lines) - 1
+        details = ReadFileDetails(
+            path=rel,
+            start_line=args.offset if lines.lines else 0,
+            end_line=end if lines.lines else 0,
+            total_lines=lines.total_lines,
+            truncated=end < lines.total_lines,
+            size_bytes=info.st_size,
+            encoding=lines.format.label,
+            newline=newline_name(lines.newline),
+        )
+        text = _render(lines, args.offset, options.max_line_length) if lines.lines else ""
+        return tool_output(text or f"[{rel} is empty]", details)
 
     return tool(
         name="read_file",
-        description="Read a text file with line numbers.",
-        parameters=ReadFileArgs,
+        description=DESCRIPTION,
+        parameters=_arguments_model(workspace),
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
         read_only=True,

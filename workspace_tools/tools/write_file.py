@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from .._output import ToolPresentation
+from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._text import convert_newlines, count_lines
+from ..workspace._textfile import load_text, save_text, text_diff
+
+DESCRIPTION = """\
+Create a file, or replace the whole content of an existing one, in the workspace.
+
+- Use it for new files and complete rewrites; to change part of a file use edit_file, which
+  sends less and cannot drop what you did not mean to touch.
+- Read an existing file first: if it changed on disk since you last read or wrote it, the
+  write is refused (STALE_FILE) and you must read it again.
+- `content` is the whole file, written exactly. Missing parent directories are created.
+  An existing file keeps its encoding, byte order mark, line-ending style (LF or CRLF) and
+  permissions; a new file is UTF-8 with LF line endings unless .editorconfig says otherwise.
+- Binary files are not overwritten. Paths outside the workspace are refused."""
 
 
 class WriteFileArgs(BaseModel):
@@ -16,18 +30,58 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The whole new content of the file")
 
 
+class WriteFileContent(BaseModel):
+    """What the model reads: the path, whether the file is new, its lines and bytes."""
+
+    path: str
+    created: bool
+    lines: int
+    bytes: int
+
+
+class WriteFileDetails(BaseModel):
+    """For the application: the unified diff (from ``/dev/null`` for a new file) and its
+    ``additions``/``deletions``; ``encoding`` is the one to encode ``diff`` in to apply it."""
+
+    path: str
+    created: bool
+    diff: str
+    additions: int
+    deletions: int
+    encoding: str
+
+
 def build(workspace: Workspace) -> Tool[WriteFileArgs]:
     """The ``write_file`` tool over ``workspace``."""
 
     def execute(args: WriteFileArgs, context: ToolContext) -> object:
-        raise NotImplementedError("write_file")
+        resolved = workspace.resolve(args.path)
+        with workspace.file_states.lock(resolved.real):
+            current = load_text(workspace, resolved)
+            text = convert_newlines(args.content, current.newline)
+            size = save_text(workspace, resolved, text, current.format)
+        created = current.text is None
+        diff = text_diff(current.text, text, current.format, resolved.rel)
+        content = WriteFileContent(
+            path=resolved.rel, created=created, lines=count_lines(text), bytes=size
+        )
+        details = WriteFileDetails(
+            path=resolved.rel,
+            created=created,
+            diff=diff.diff,
+            additions=diff.additions,
+            deletions=diff.deletions,
+            encoding=current.format.label,
+        )
+        return tool_output(content.model_dump(), details)
 
     return tool(
         name="write_file",
-        description="Create or overwrite a text file.",
+        description=DESCRIPTION,
         parameters=WriteFileArgs,
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Write file", icon="file-plus", detail=a.path
         ),
+        output_schema=WriteFileContent,
     )

@@ -43,7 +43,10 @@ class FileStates:
 
     def record(self, real: Path, data: bytes) -> None:
         """Remember ``data`` as the content a caller last saw at ``real``."""
-        digest = content_hash(data)
+        self.record_digest(real, content_hash(data))
+
+    def record_digest(self, real: Path, digest: bytes) -> None:
+        """Remember a :func:`content_hash` of the content a caller last saw at ``real``."""
         with self._guard:
             self._hashes[real] = digest
 
