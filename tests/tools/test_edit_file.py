@@ -1,0 +1,266 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.file_support import assert_diff_reproduces, call, tools
+from workspace_tools import ErrorCode
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "w"
+    path.mkdir()
+    return path
+
+
+# (name, file bytes, old_text, new_text, expected bytes, match kind)
+EDITS = [
+    (
+        "crlf_kept_in_every_line",
+        b"class A {\r\n  int x = 1;\r\n}\r\n",
+        "  int x = 1;\n}",
+        "  int x = 2;\n}",
+        b"class A {\r\n  int x = 2;\r\n}\r\n",
+        "exact",
+    ),
+    (
+        "crlf_kept_in_inserted_lines",
+        b"a\r\nb\r\n",
+        "b\n",
+        "b\nc\nd\n",
+        b"a\r\nb\r\nc\r\nd\r\n",
+        "exact",
+    ),
+    (
+        "latin1_bytes_outside_edit_kept",
+        b"// opera\xe7\xe3o\nx = 1\n",
+        "x = 1",
+        "x = 2",
+        b"// opera\xe7\xe3o\nx = 2\n",
+        "exact",
+    ),
+    (
+        "latin1_text_in_edit_encoded_latin1",
+        b"// opera\xe7\xe3o\nx = 1\n",
+        "operação",
+        "ação",
+        b"// a\xe7\xe3o\nx = 1\n",
+        "exact",
+    ),
+    (
+        "utf16_bom_le_and_crlf_kept",
+        "Hello\r\nx = 1\r\n".encode("utf-16"),
+        "x = 1\n",
+        "x = 2\ny = 3\n",
+        "Hello\r\nx = 2\r\ny = 3\r\n".encode("utf-16"),
+        "exact",
+    ),
+    (
+        "utf8_typographic_apostrophe_untouched",
+        "s = \"l’image\"\nx = 1\n".encode(),
+        "x = 1",
+        "x = 2",
+        b's = "l\xe2\x80\x99image"\nx = 2\n',
+        "exact",
+    ),
+    (
+        "regex_syntax_written_literally",
+        b"cmd = X\n",
+        "X",
+        r"pid=$$; m=$&; r=\1 \g<0>",
+        b"cmd = pid=$$; m=$&; r=\\1 \\g<0>\n",
+        "exact",
+    ),
+    (
+        "makefile_tabs_kept",
+        b"all: build\n\ttouch a\n\techo done\nbuild:\n\tcc -o x x.c\n",
+        "\techo done",
+        "\techo finished",
+        b"all: build\n\ttouch a\n\techo finished\nbuild:\n\tcc -o x x.c\n",
+        "exact",
+    ),
+    (
+        "makefile_spaces_in_old_text_reindented_to_tabs",
+        b"all:\n\ttouch a\n\techo done\n",
+        "    touch a\n    echo done\n",
+        "    touch b\n    echo done\n",
+        b"all:\n\ttouch b\n\techo done\n",
+        "indentation",
+    ),
+    (
+        "trailing_whitespace_tolerated",
+        b"def f():  \n    return 1\n",
+        "def f():\n    return 1\n",
+        "def f():\n    return 2\n",
+        b"def f():\n    return 2\n",
+        "trailing_whitespace",
+    ),
+    (
+        "indentation_tolerated_and_new_text_reindented",
+        b"class C:\n    def f(self):\n        return 1\n",
+        "def f(self):\n    return 1",
+        "def f(self):\n    x = 1\n    return x",
+        b"class C:\n    def f(self):\n        x = 1\n        return x\n",
+        "indentation",
+    ),
+    (
+        "typographic_quotes_tolerated",
+        "msg = “hi”\nx = 1\n".encode(),
+        'msg = "hi"\n',
+        'msg = "hello"\n',
+        b'msg = "hello"\nx = 1\n',
+        "quotes",
+    ),
+    (
+        "no_final_newline_kept",
+        b"a\nb",
+        "b",
+        "c",
+        b"a\nc",
+        "exact",
+    ),
+    (
+        "utf8_bom_kept",
+        b"\xef\xbb\xbfa = 1\nb = 2\n",
+        "a = 1",
+        "a = 3",
+        b"\xef\xbb\xbfa = 3\nb = 2\n",
+        "exact",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "old", "new", "expected", "kind"),
+    [case[1:] for case in EDITS],
+    ids=[case[0] for case in EDITS],
+)
+def test_edit_writes_exact_bytes(
+    root: Path, tmp_path: Path, content: bytes, old: str, new: str, expected: bytes, kind: str
+) -> None:
+    (root / "f").write_bytes(content)
+    result = call(tools(root)["edit_file"], path="f", old_text=old, new_text=new)
+    assert result.error is None
+    assert (root / "f").read_bytes() == expected
+    assert result.content == {"path": "f", "replacements": 1}
+    assert result.details.match == kind
+    if result.details.encoding in ("utf-8", "utf-8-bom", "latin-1"):
+        assert_diff_reproduces(tmp_path / "apply", "f", content, expected, result.details)
+
+
+def test_utf16_file_reads_as_text(root: Path) -> None:
+    (root / "f").write_bytes("Hello\r\n".encode("utf-16"))
+    result = call(tools(root)["read_file"], path="f")
+    assert result.content == "     1\tHello"
+    assert (result.details.encoding, result.details.newline) == ("utf-16-le", "crlf")
+
+
+def test_fallback_never_matches_other_identifiers(root: Path) -> None:
+    content = b"def load_user(uid):\n    return db.fetch_user(uid)\n\ndef load_team(tid):\n    return db.fetch_team(tid)\n"  # noqa: E501
+    (root / "f.py").write_bytes(content)
+    result = call(
+        tools(root)["edit_file"],
+        path="f.py",
+        old_text="def load_tag(tid):\n    return db.fetch_tag(tid)\n",
+        new_text="def load_tag(tid):\n    return None\n",
+    )
+    assert result.error_code is ErrorCode.NO_MATCH
+    assert (root / "f.py").read_bytes() == content
+
+
+def test_ambiguous_match_names_count_and_lines(root: Path) -> None:
+    (root / "f").write_bytes(b"x = 1\ny = 2\nx = 1\nz\nx = 1\n")
+    result = call(tools(root)["edit_file"], path="f", old_text="x = 1", new_text="x = 9")
+    assert result.error_code is ErrorCode.AMBIGUOUS_MATCH
+    assert "3 times" in result.error
+    assert "lines 1, 3, 5" in result.error
+    assert (root / "f").read_bytes() == b"x = 1\ny = 2\nx = 1\nz\nx = 1\n"
+
+
+def test_replace_all_replaces_every_match(root: Path, tmp_path: Path) -> None:
+    (root / "f").write_bytes(b"x = 1\ny = 2\nx = 1\nz\nx = 1\n")
+    result = call(
+        tools(root)["edit_file"], path="f", old_text="x = 1", new_text="x = 9", replace_all=True
+    )
+    assert result.content == {"path": "f", "replacements": 3}
+    assert result.details.replacements == 3
+    expected = b"x = 9\ny = 2\nx = 9\nz\nx = 9\n"
+    assert (root / "f").read_bytes() == expected
+    old = b"x = 1\ny = 2\nx = 1\nz\nx = 1\n"
+    assert_diff_reproduces(tmp_path / "apply", "f", old, expected, result.details)
+
+
+def test_ambiguous_fallback_is_refused(root: Path) -> None:
+    (root / "f").write_bytes(b"if a:\n\tgo()\nif b:\n\t\tgo()\n")
+    result = call(tools(root)["edit_file"], path="f", old_text="  go()\n", new_text="  stop()\n")
+    assert result.error_code is ErrorCode.AMBIGUOUS_MATCH
+    assert "lines 2, 4" in result.error
+
+
+def test_touch_is_not_staleness_but_a_content_change_is(root: Path) -> None:
+    import os
+
+    path = root / "f"
+    path.write_bytes(b"a = 1\n")
+    t = tools(root)
+    assert call(t["read_file"], path="f").error is None
+    os.utime(path, (1, 1))
+    result = call(t["edit_file"], path="f", old_text="a = 1", new_text="a = 2")
+    assert result.error is None
+    assert path.read_bytes() == b"a = 2\n"
+    path.write_bytes(b"a = 2\nb = 1\n")
+    result = call(t["edit_file"], path="f", old_text="a = 2", new_text="a = 3")
+    assert result.error_code is ErrorCode.STALE_FILE
+    assert path.read_bytes() == b"a = 2\nb = 1\n"
+    assert call(t["read_file"], path="f").error is None
+    assert call(t["edit_file"], path="f", old_text="a = 2", new_text="a = 3").error is None
+    assert path.read_bytes() == b"a = 3\nb = 1\n"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"old_text": "", "new_text": "x"}, ErrorCode.INVALID_ARGUMENTS),
+        ({"old_text": "a", "new_text": "a"}, ErrorCode.INVALID_ARGUMENTS),
+        ({"old_text": "zzz", "new_text": "y"}, ErrorCode.NO_MATCH),
+    ],
+    ids=["empty_old_text", "old_equals_new", "absent"],
+)
+def test_edit_refusals_leave_file_untouched(
+    root: Path, arguments: dict[str, str], code: ErrorCode
+) -> None:
+    (root / "f").write_bytes(b"a\n")
+    result = call(tools(root)["edit_file"], path="f", **arguments)
+    assert result.error_code is code
+    assert (root / "f").read_bytes() == b"a\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [(b"\x00\x01binary", ErrorCode.BINARY_FILE), (None, ErrorCode.NOT_FOUND)],
+    ids=["binary", "missing"],
+)
+def test_edit_refuses_binary_and_missing(root: Path, content: bytes | None, code: ErrorCode) -> None:
+    if content is not None:
+        (root / "f").write_bytes(content)
+    result = call(tools(root)["edit_file"], path="f", old_text="binary", new_text="text")
+    assert result.error_code is code
+    if content is not None:
+        assert (root / "f").read_bytes() == content
+
+
+def test_text_outside_the_encoding_is_an_encoding_error(root: Path) -> None:
+    (root / "f").write_bytes(b"caf\xe9\n")
+    result = call(tools(root)["edit_file"], path="f", old_text="caf", new_text="€ caf")
+    assert result.error_code is ErrorCode.ENCODING_ERROR
+    assert (root / "f").read_bytes() == b"caf\xe9\n"
+
+
+def test_edit_keeps_mode(root: Path) -> None:
+    path = root / "run.sh"
+    path.write_bytes(b"echo a\n")
+    path.chmod(0o751)
+    assert call(tools(root)["edit_file"], path="run.sh", old_text="a", new_text="b").error is None
+    assert path.stat().st_mode & 0o7777 == 0o751
