@@ -59,7 +59,7 @@ EDITS = [
     ),
     (
         "utf8_typographic_apostrophe_untouched",
-        "s = \"l’image\"\nx = 1\n".encode(),
+        's = "l’image"\nx = 1\n'.encode(),
         "x = 1",
         "x = 2",
         b's = "l\xe2\x80\x99image"\nx = 2\n',
@@ -242,7 +242,9 @@ def test_edit_refusals_leave_file_untouched(
     [(b"\x00\x01binary", ErrorCode.BINARY_FILE), (None, ErrorCode.NOT_FOUND)],
     ids=["binary", "missing"],
 )
-def test_edit_refuses_binary_and_missing(root: Path, content: bytes | None, code: ErrorCode) -> None:
+def test_edit_refuses_binary_and_missing(
+    root: Path, content: bytes | None, code: ErrorCode
+) -> None:
     if content is not None:
         (root / "f").write_bytes(content)
     result = call(tools(root)["edit_file"], path="f", old_text="binary", new_text="text")

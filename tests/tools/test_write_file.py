@@ -138,7 +138,9 @@ def test_stale_file_is_not_overwritten(root: Path) -> None:
         ("", ErrorCode.INVALID_ARGUMENTS),
     ],
 )
-def test_writes_never_leave_the_root(tmp_path: Path, root: Path, path: str, code: ErrorCode) -> None:
+def test_writes_never_leave_the_root(
+    tmp_path: Path, root: Path, path: str, code: ErrorCode
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_bytes(b"secret\n")

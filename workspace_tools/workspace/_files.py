@@ -103,13 +103,14 @@ def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.s
             fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         raise os_error(exc, rel) from exc
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
         if stat.S_ISDIR(info.st_mode):
             raise os_error(IsADirectoryError(), rel)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolError(f"{rel} is not a regular file", ErrorCode.TOOL_ERROR)
-        os.set_blocking(fd, True)
+        raise ToolError(f"{rel} is not a regular file", ErrorCode.TOOL_ERROR)
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as handle:
         yield handle, info
 
 

@@ -172,7 +172,8 @@ def _stream_bytes(
     window.close()
     if fmt is UTF8:
         try:
-            texts = [_decode_prefix(line, "utf-8") for line in window.lines]
+            pairs = zip(window.lines, window.capped, strict=True)
+            texts = [_decode(line, "utf-8", capped) for line, capped in pairs]
         except UnicodeDecodeError:
             fmt = LATIN1
     if fmt is not UTF8:
@@ -181,9 +182,9 @@ def _stream_bytes(
     return _slice(window, lines, cut, fmt, None)
 
 
-def _decode_prefix(data: bytes, codec: str) -> str:
-    # A kept prefix of a long line may end inside a character; drop that partial character.
-    return codecs.getincrementaldecoder(codec)().decode(data, final=False)
+def _decode(data: bytes, codec: str, capped: bool) -> str:
+    # The kept prefix of a long line may end inside a character; drop that partial character.
+    return codecs.getincrementaldecoder(codec)().decode(data, final=not capped)
 
 
 def _stream_text(
