@@ -53,40 +53,69 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
         path: the path relative to the workspace root, as shown in results.
         mode: file mode for a created file's ``new file mode`` line.
     """
-    a_lines = [] if old is None else split_lines(old)
-    b_lines = split_lines(new)
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = [f"diff --git {quoted_a} {quoted_b}\n"]
+    created = old is None
     if old is None:
         header.append(f"new file mode {mode:06o}\n")
+        old = ""
     elif old == new:
         return TextDiff("", 0, 0)
-    hunks, additions, deletions = _hunks(a_lines, b_lines)
+    start, old_stop, new_stop = _changed_span(old, new)
+    first_line = old.count("\n", 0, start)
+    hunks, additions, deletions = _hunks(
+        split_lines(old[start:old_stop]), split_lines(new[start:new_stop]), first_line
+    )
     if hunks:
-        header.append(f"--- {'/dev/null' if old is None else quoted_a}\n")
+        header.append(f"--- {'/dev/null' if created else quoted_a}\n")
         header.append(f"+++ {quoted_b}\n")
     return TextDiff("".join(header + hunks), additions, deletions)
 
 
-def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
-    # Common head and tail lines are cut before difflib runs: an edit of one line in a long
-    # file costs a scan, not a full sequence match.
-    head = 0
-    limit = min(len(a), len(b))
-    while head < limit and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
-        tail += 1
-    middle = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail])
-    codes: list[Opcode] = []
-    if head:
-        codes.append(("equal", 0, head, 0, head))
-    for tag, i1, i2, j1, j2 in middle.get_opcodes():
-        codes.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
-    if tail:
-        codes.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
-    return codes
+def _changed_span(old: str, new: str) -> tuple[int, int, int]:
+    """``(start, old_stop, new_stop)``: line-aligned character offsets around everything that
+    differs, widened by the context lines; outside them both texts are the same lines.
+
+    An edit of one line in a long file then costs a few block compares, not a line split
+    and a sequence match of the whole file.
+    """
+    limit = min(len(old), len(new))
+    head = _common_length(old, new, limit, from_end=False)
+    tail = _common_length(old, new, limit - head, from_end=True)
+    start = old.rfind("\n", 0, head) + 1
+    for _ in range(CONTEXT_LINES):
+        if start:
+            start = old.rfind("\n", 0, start - 1) + 1
+    # The first LF inside the common tail ends a line both texts share from there on.
+    stop = len(old) - tail
+    for _ in range(CONTEXT_LINES + 1):
+        found = old.find("\n", stop)
+        stop = len(old) if found == -1 else found + 1
+    return start, stop, len(new) - (len(old) - stop)
+
+
+def _common_length(a: str, b: str, limit: int, *, from_end: bool) -> int:
+    """Length of the common prefix (or suffix) of ``a`` and ``b``, at most ``limit``, by
+    comparing blocks and then halving: each step is one C-level compare."""
+
+    def same(lo: int, hi: int) -> bool:
+        if from_end:
+            return a[len(a) - hi : len(a) - lo] == b[len(b) - hi : len(b) - lo]
+        return a[lo:hi] == b[lo:hi]
+
+    done, block = 0, 1 << 16
+    while done < limit and same(done, min(done + block, limit)):
+        done = min(done + block, limit)
+    if done == limit:
+        return limit
+    lo, hi = done, min(done + block, limit) - 1  # the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(done, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _groups(codes: list[Opcode], n: int) -> list[list[Opcode]]:
@@ -113,12 +142,14 @@ def _groups(codes: list[Opcode], n: int) -> list[list[Opcode]]:
     return [group for group in groups if any(code[0] != "equal" for code in group)]
 
 
-def _hunks(a: list[str], b: list[str]) -> tuple[list[str], int, int]:
+def _hunks(a: list[str], b: list[str], first_line: int) -> tuple[list[str], int, int]:
+    """Hunks between line lists that start at 0-based line ``first_line`` of both files."""
     out: list[str] = []
     additions = deletions = 0
-    for group in _groups(_opcodes(a, b), CONTEXT_LINES):
-        i1, i2 = group[0][1], group[-1][2]
-        j1, j2 = group[0][3], group[-1][4]
+    codes = difflib.SequenceMatcher(None, a, b).get_opcodes()
+    for group in _groups(codes, CONTEXT_LINES):
+        i1, i2 = group[0][1] + first_line, group[-1][2] + first_line
+        j1, j2 = group[0][3] + first_line, group[-1][4] + first_line
         out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
         for tag, ai1, ai2, bj1, bj2 in group:
             if tag == "equal":

@@ -4,6 +4,10 @@ A file is fed through :class:`LineWindow` in chunks; it keeps only the wanted li
 to a bounded length) and counts the rest. UTF-8 and latin-1 files are scanned as bytes (LF is
 the byte 0x0A and no multi-byte character contains it), so lines outside the window are never
 decoded; UTF-16/32 files are decoded chunk by chunk first.
+
+A streamed file (one larger than the workspace's ``max_file_bytes``) is judged on part of
+it: its newline style on the first MiB, UTF-8 versus latin-1 on the lines shown. Smaller
+files are decoded whole, exactly as an edit would decode them.
 """
 
 from __future__ import annotations
@@ -30,13 +34,24 @@ class LineWindow(Generic[AnyStr]):
     CRLF is dropped from a kept line.
     """
 
-    def __init__(self, offset: int, limit: int, max_chars: int, lf: AnyStr, cr: AnyStr) -> None:
+    def __init__(
+        self,
+        offset: int,
+        limit: int,
+        max_chars: int,
+        lf: AnyStr,
+        cr: AnyStr,
+        newline_sample: int | None = None,
+    ) -> None:
         self.offset, self.stop, self.cap = offset, offset + limit, max_chars * _BYTES_PER_CHAR
         self._lf, self._cr = lf, cr
         self.lines: list[AnyStr] = []
         self.capped: list[bool] = []
         self.newlines = 0
-        self.crlf = 0
+        # Line endings are judged on the first ``newline_sample`` units (all when ``None``).
+        self._sample = newline_sample
+        self.sample_lf = 0
+        self.sample_crlf = 0
         self._line = 1
         self._piece: list[AnyStr] = []
         self._kept = 0
@@ -54,7 +69,12 @@ class LineWindow(Generic[AnyStr]):
         if not chunk:
             return
         lf = self._lf
-        self.crlf += chunk.count(self._cr + lf) + (self._last == self._cr and chunk[:1] == lf)
+        if self._sample is None or self._sample > 0:
+            self.sample_lf += chunk.count(lf)
+            crlf = chunk.count(self._cr + lf) + (self._last == self._cr and chunk[:1] == lf)
+            self.sample_crlf += crlf
+            if self._sample is not None:
+                self._sample -= len(chunk)
         self._last = chunk[-1:]
         pos, size = 0, len(chunk)
         while pos < size:
@@ -164,7 +184,9 @@ def read_lines(
 def _stream_bytes(
     handle: BinaryIO, first: bytes, fmt: TextFormat, offset: int, limit: int, max_chars: int
 ) -> LineSlice:
-    window: LineWindow[bytes] = LineWindow(offset, limit, max_chars, b"\n", b"\r")
+    window: LineWindow[bytes] = LineWindow(
+        offset, limit, max_chars, b"\n", b"\r", newline_sample=CHUNK_BYTES
+    )
     chunk = first
     while chunk:
         window.feed(chunk)
@@ -191,7 +213,9 @@ def _stream_text(
     handle: BinaryIO, first: bytes, fmt: TextFormat, offset: int, limit: int, max_chars: int
 ) -> LineSlice:
     decoder = codecs.getincrementaldecoder(fmt.codec)()
-    window: LineWindow[str] = LineWindow(offset, limit, max_chars, "\n", "\r")
+    window: LineWindow[str] = LineWindow(
+        offset, limit, max_chars, "\n", "\r", newline_sample=CHUNK_BYTES
+    )
     chunk = first
     try:
         while chunk:
@@ -223,6 +247,7 @@ def _slice(
     digest: bytes | None,
 ) -> LineSlice:
     newline = None
-    if window.newlines:
-        newline = "\r\n" if window.crlf > window.newlines - window.crlf else "\n"
+    if window.sample_lf:
+        crlf = window.sample_crlf
+        newline = "\r\n" if crlf > window.sample_lf - crlf else "\n"
     return LineSlice(lines, cut, window.total_lines, newline, fmt, digest)

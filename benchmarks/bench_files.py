@@ -1,0 +1,128 @@
+"""File tool figures: time and peak memory of edit_file and read_file beside plain Python.
+
+1. ``edit_file`` of one line in a 100,000-line file, against a plain read/replace/write.
+2. ``read_file`` of lines 500,000-500,100 of a 1 GiB file, against a plain read of those lines
+   (``itertools.islice`` over the file).
+
+Run: ``python benchmarks/bench_files.py [--dir DIR] [--repeat N]``. Peak memory is what
+``tracemalloc`` sees of Python allocations during one call; times are the median of N runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+from workspace_tools import invoke_tool_sync, workspace_tools
+
+EDIT_LINES = 100_000
+GIB = 1 << 30
+READ_OFFSET, READ_LIMIT = 500_000, 101
+
+
+def _measure(run: Callable[[int], object], repeat: int) -> tuple[float, int]:
+    times = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        run(i)
+        times.append(time.perf_counter() - started)
+    tracemalloc.start()
+    run(repeat)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return statistics.median(times), peak
+
+
+def _report(name: str, tool: tuple[float, int], plain: tuple[float, int]) -> None:
+    (t_tool, m_tool), (t_plain, m_plain) = tool, plain
+    print(
+        f"{name}\n"
+        f"  tool : {t_tool * 1000:9.1f} ms  peak {m_tool / 2**20:8.1f} MiB\n"
+        f"  plain: {t_plain * 1000:9.1f} ms  peak {m_plain / 2**20:8.1f} MiB\n"
+        f"  ratio: {t_tool / t_plain:9.2f} x time, {m_tool / max(m_plain, 1):.2f} x memory"
+    )
+
+
+def bench_edit(root: Path, repeat: int) -> None:
+    path = root / "edit.py"
+    path.write_bytes(b"".join(b"value_%06d = %d\n" % (i, i) for i in range(EDIT_LINES)))
+    edit = {t.name: t for t in workspace_tools(root)}["edit_file"]
+    target = EDIT_LINES // 2
+
+    def pair(i: int) -> tuple[str, str]:
+        old, new = f"value_{target:06d} = {target}\n", f"value_{target:06d} = -{target}\n"
+        return (old, new) if i % 2 == 0 else (new, old)
+
+    def tool_run(i: int) -> None:
+        old, new = pair(i)
+        result = invoke_tool_sync(edit, {"path": "edit.py", "old_text": old, "new_text": new})
+        assert result.error is None, result.error
+
+    def plain_run(i: int) -> None:
+        old, new = pair(i)
+        text = path.read_bytes().decode("utf-8")
+        assert text.count(old) == 1
+        path.write_bytes(text.replace(old, new).encode("utf-8"))
+
+    _report(
+        f"edit_file: one line of a {EDIT_LINES:,}-line file ({path.stat().st_size:,} bytes)",
+        _measure(tool_run, repeat),
+        _measure(plain_run, repeat),
+    )
+
+
+def _build_gib(path: Path) -> None:
+    line = b"%09d " + b"x" * 90 + b"\n"
+    block_lines = 1 << 14
+    with open(path, "wb") as handle:
+        for start in range(GIB // (len(line % 0) * block_lines)):
+            first = start * block_lines
+            handle.write(b"".join(line % (first + n) for n in range(block_lines)))
+
+
+def bench_read(root: Path, repeat: int) -> None:
+    path = root / "big.txt"
+    _build_gib(path)
+    read = {t.name: t for t in workspace_tools(root)}["read_file"]
+
+    def tool_run(_: int) -> None:
+        arguments = {"path": "big.txt", "offset": READ_OFFSET, "limit": READ_LIMIT}
+        result = invoke_tool_sync(read, arguments)
+        assert result.error is None, result.error
+
+    def plain_run(_: int) -> None:
+        with open(path, encoding="utf-8") as handle:
+            lines = list(itertools.islice(handle, READ_OFFSET - 1, READ_OFFSET - 1 + READ_LIMIT))
+        assert len(lines) == READ_LIMIT
+
+    def plain_count_run(_: int) -> None:
+        # The plain read plus what the tool also reports: the total line count.
+        plain_run(0)
+        with open(path, "rb") as handle:
+            sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+
+    name = f"read_file: lines {READ_OFFSET:,}-{READ_OFFSET + READ_LIMIT - 1:,} of a "
+    name += f"{path.stat().st_size / GIB:.2f} GiB file"
+    tool = _measure(tool_run, repeat)
+    _report(name, tool, _measure(plain_run, repeat))
+    _report(name + " (plain also counts all lines)", tool, _measure(plain_count_run, repeat))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=None, help="where to build the files")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as temp:
+        bench_edit(Path(temp), args.repeat)
+        bench_read(Path(temp), args.repeat)
+
+
+if __name__ == "__main__":
+    main()
