@@ -166,6 +166,12 @@ def test_writes_never_leave_the_root(
     assert not (tmp_path / "w-evil" / "x.txt").exists()
 
 
+def test_directory_path_is_refused(root: Path) -> None:
+    result = call(tools(root)["write_file"], path="newdir/", content="x")
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert list(root.iterdir()) == []
+
+
 def test_link_inside_the_root_writes_its_target(root: Path) -> None:
     (root / "real.txt").write_bytes(b"a\n")
     (root / "link.txt").symlink_to("real.txt")

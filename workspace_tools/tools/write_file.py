@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from .._errors import ErrorCode, ToolError
 from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
@@ -56,6 +57,11 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
 
     def execute(args: WriteFileArgs, context: ToolContext) -> object:
         resolved = workspace.resolve(args.path)
+        if args.path.endswith(("/", "/.")):
+            raise ToolError(
+                f"{args.path!r} names a directory; give the path of a file",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
         with workspace.file_states.lock(resolved.real):
             current = load_text(workspace, resolved)
             text = convert_newlines(args.content, current.newline)
