@@ -266,3 +266,30 @@ def test_edit_keeps_mode(root: Path) -> None:
     path.chmod(0o751)
     assert call(tools(root)["edit_file"], path="run.sh", old_text="a", new_text="b").error is None
     assert path.stat().st_mode & 0o7777 == 0o751
+
+
+@pytest.mark.parametrize("tool_name", ["edit_file", "write_file"])
+def test_files_over_the_size_limit_are_not_rewritten(root: Path, tool_name: str) -> None:
+    (root / "f").write_bytes(b"a = 1\n" * 10)
+    arguments = (
+        {"old_text": "a = 1", "new_text": "a = 2", "replace_all": True}
+        if tool_name == "edit_file"
+        else {"content": "short\n"}
+    )
+    result = call(tools(root, max_file_bytes=32)[tool_name], path="f", **arguments)
+    assert result.error_code is ErrorCode.FILE_TOO_LARGE
+    assert (root / "f").read_bytes() == b"a = 1\n" * 10
+
+
+def test_workspace_state_pickles_without_its_locks(root: Path) -> None:
+    import pickle
+
+    from workspace_tools import Workspace
+
+    workspace = Workspace(root)
+    (root / "f").write_bytes(b"a\n")
+    call(tools(workspace)["read_file"], path="f")
+    (root / "f").write_bytes(b"b\n")
+    copy = pickle.loads(pickle.dumps(workspace))
+    result = call(tools(copy)["edit_file"], path="f", old_text="b", new_text="c")
+    assert result.error_code is ErrorCode.STALE_FILE

@@ -12,6 +12,7 @@ import pytest
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolContent
 
+CUT = " [... line cut at 2000 characters]"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
@@ -199,3 +200,31 @@ def test_one_gib_file_is_streamed(root: Path) -> None:
     assert '"start_line":500000,"end_line":500100' in details_json
     assert '"truncated":true' in details_json
     assert int(max_rss_kib) * 1024 < 200 * (1 << 20)  # the file is 1 GiB
+
+
+def test_image_over_the_limit_is_refused(root: Path) -> None:
+    (root / "dot.png").write_bytes(PNG)
+    result = call(tools(root, max_image_bytes=10)["read_file"], path="dot.png")
+    assert result.error_code is ErrorCode.FILE_TOO_LARGE
+
+
+@pytest.mark.parametrize(
+    ("content", "shown", "total"),
+    [
+        (b"a\n" + b"y" * (3 << 20) + b"\nb\n", ["a", "y" * 2000 + CUT, "b"], 3),
+        (
+            "h\r\n".encode("utf-16") + "é\r\n".encode("utf-16-le") * (1 << 19),
+            ["h", "é"],
+            1 + (1 << 19),
+        ),
+    ],
+    ids=["line_over_several_chunks", "utf16_over_several_chunks"],
+)
+def test_streamed_reads_across_chunks(
+    root: Path, content: bytes, shown: list[str], total: int
+) -> None:
+    (root / "f").write_bytes(content)
+    t = tools(root, max_file_bytes=1)
+    result = call(t["read_file"], path="f", limit=3 if len(shown) == 3 else 2)
+    assert result.content.split("\n\n[")[0] == _numbered(1, shown)
+    assert result.details.total_lines == total
