@@ -19,9 +19,10 @@ Read a file in the workspace. Text comes back as numbered lines ("cat -n" style:
 number, a tab, the line), so you can quote exact text in edit_file: leave out the number and
 the tab. Read a file before you edit or overwrite it.
 
-- Reads up to `limit` lines from line `offset` (1-based). A note at the end says when more
-  lines follow and which offset continues; read large files in parts.
-- Lines longer than 2000 characters are cut, with a marker.
+- Reads up to `limit` lines (default {read_limit}) from line `offset` (1-based). A note
+  at the end says when more lines follow and which offset continues; read large files in
+  parts.
+- Lines longer than {max_line_length} characters are cut, with a marker.
 - PNG, JPEG, GIF and WebP images come back as images. Other binary files are refused.
 - Paths are relative to the workspace root; paths outside it are refused."""
 
@@ -140,7 +141,9 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
 
     return tool(
         name="read_file",
-        description=DESCRIPTION,
+        description=DESCRIPTION.format(
+            read_limit=options.read_limit, max_line_length=options.max_line_length
+        ),
         parameters=_arguments_model(workspace),
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
