@@ -187,13 +187,16 @@ def test_one_gib_file_is_streamed(root: Path) -> None:
     size = (root / "big.txt").stat().st_size
     assert size >= _GIB * 0.99
     repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, "-c", _STREAM_READ, str(root), "big.txt"],
-        capture_output=True,
-        check=True,
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-    ).stdout.decode()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", _STREAM_READ, str(root), "big.txt"],
+            capture_output=True,
+            check=True,
+            cwd=repo,
+            env={**os.environ, "PYTHONPATH": str(repo)},
+        ).stdout.decode()
+    finally:
+        (root / "big.txt").unlink()  # pytest keeps recent tmp dirs; do not keep 1 GiB
     details_json, first, max_rss_kib = out.splitlines()
     assert first == "500000\t000499999 " + "x" * 90
     assert f'"total_lines":{size // len(line % 0)}' in details_json
