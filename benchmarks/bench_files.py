@@ -43,8 +43,8 @@ def _report(name: str, tool: tuple[float, int], plain: tuple[float, int]) -> Non
     (t_tool, m_tool), (t_plain, m_plain) = tool, plain
     print(
         f"{name}\n"
-        f"  tool : {t_tool * 1000:9.1f} ms  peak {m_tool / 2**20:8.1f} MiB\n"
-        f"  plain: {t_plain * 1000:9.1f} ms  peak {m_plain / 2**20:8.1f} MiB\n"
+        f"  tool : {t_tool * 1000:9.1f} ms  peak {m_tool / 1024:10,.0f} KiB\n"
+        f"  plain: {t_plain * 1000:9.1f} ms  peak {m_plain / 1024:10,.0f} KiB\n"
         f"  ratio: {t_tool / t_plain:9.2f} x time, {m_tool / max(m_plain, 1):.2f} x memory"
     )
 
