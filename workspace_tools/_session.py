@@ -1,0 +1,465 @@
+"""A session of calls for one agent conversation: policy, confirmation, cache and the record."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._errors import ErrorCode
+from ._fingerprint import Fingerprint, workspace_fingerprints
+from ._invoke import OnUpdate, invoke_tool
+from ._output import ToolPresentation
+from ._policy import ALLOW_ALL, Policy, PolicyDecision
+from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
+from ._steps import (
+    CacheEvent,
+    CallEvent,
+    ConfirmEvent,
+    PolicyEvent,
+    SessionRecord,
+    SkipReason,
+    Step,
+    StepSummary,
+    ToolRunEvent,
+    TraceEvent,
+)
+from ._tool import Tool
+from .tools import workspace_tools
+from .workspace import Workspace, as_workspace
+
+logger = logging.getLogger("workspace_tools")
+
+
+class ConfirmationRequest(BaseModel):
+    """What a confirmation callback is asked about: one call a policy rule wants confirmed.
+
+    Attributes:
+        call_id: the call's id.
+        tool: the tool name.
+        arguments: the validated arguments as JSON.
+        presentation: the tool's presentation for these arguments (label, icon, detail).
+        read_only: the tool's ``read_only`` flag.
+        rule: the name of the rule that asked.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    presentation: ToolPresentation | None = None
+    read_only: bool
+    rule: str
+
+
+class Confirmation(BaseModel):
+    """A confirmation callback's answer: approve or decline, with a reason the model reads
+    when declined."""
+
+    model_config = ConfigDict(frozen=True)
+
+    approved: bool
+    reason: str | None = None
+
+
+ConfirmCallback = Callable[
+    [ConfirmationRequest], Confirmation | bool | Awaitable[Confirmation | bool]
+]
+
+
+@dataclass
+class _CacheEntry:
+    step: int
+    fingerprint: Hashable
+    result: ToolResult
+
+
+class ToolSession:
+    """Runs one conversation's tool calls one after another and keeps their record.
+
+    Args:
+        tools: a :class:`Workspace` or root directory (the session then runs the seven
+            workspace tools), or a sequence of tools.
+        workspace: the workspace the tools work in, when ``tools`` is a sequence; policy
+            path globs and cache fingerprints use it.
+        policy: which calls run (:class:`Policy`); allow-all by default.
+        confirm: called for calls the policy marks ``ask``, with a
+            :class:`ConfirmationRequest`; returns a :class:`Confirmation` or a bool, sync or
+            async (a sync callback runs in a worker thread, so it may block on a prompt).
+            Without one, an ``ask`` is a denial. A callback that raises declines the call.
+        fingerprints: per tool name, a function of the validated arguments returning a
+            fingerprint of what the call reads (``None``: do not cache that call). Only
+            read-only tools with a fingerprint are cached; with a workspace, ``read_file``,
+            ``list_files``, ``glob`` and ``grep`` have one (see ``_fingerprint``).
+        cache: ``False`` turns the cache off.
+        timeout, max_result_length, sandbox: passed to :func:`invoke_tool` for every call.
+
+    Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
+    Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
+    """
+
+    def __init__(
+        self,
+        tools: Workspace | str | os.PathLike[str] | Sequence[Tool[Any]],
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        policy: Policy = ALLOW_ALL,
+        confirm: ConfirmCallback | None = None,
+        fingerprints: Mapping[str, Fingerprint] | None = None,
+        cache: bool = True,
+        timeout: float | None = None,
+        max_result_length: int | None = None,
+        sandbox: Any = None,
+    ) -> None:
+        if isinstance(tools, (Workspace, str, os.PathLike)):
+            self.workspace: Workspace | None = as_workspace(tools)
+            tool_list = workspace_tools(self.workspace)
+        else:
+            self.workspace = None if workspace is None else as_workspace(workspace)
+            tool_list = list(tools)
+        self.tools: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        self.policy = policy
+        self.confirm = confirm
+        defaults = workspace_fingerprints(self.workspace) if self.workspace else {}
+        self._fingerprints = {**defaults, **(fingerprints or {})} if cache else {}
+        self._timeout = timeout
+        self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
+        self._sandbox = sandbox
+        self._record = SessionRecord()
+        self._cache: dict[tuple[str, str], _CacheEntry] = {}
+        self._started = time.perf_counter()
+        self._lock: anyio.Lock | None = None
+        self._sync_lock = threading.Lock()
+
+    @property
+    def steps(self) -> list[Step]:
+        """The step records so far (a copy)."""
+        return list(self._record.steps)
+
+    @property
+    def trace(self) -> list[TraceEvent]:
+        """The trace events so far (a copy)."""
+        return list(self._record.trace)
+
+    def record(self) -> SessionRecord:
+        """A snapshot of the steps and trace; ``.model_dump_json()`` serialises it."""
+        return self._record.model_copy(deep=True)
+
+    def summary(self) -> list[StepSummary]:
+        """The steps as rows for a list: label, detail, icon, state."""
+        return self._record.summary()
+
+    def render_summary(self) -> str:
+        """The summary as terminal lines (see :meth:`SessionRecord.render`)."""
+        return self._record.render()
+
+    async def call(
+        self,
+        tool_name: str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+    ) -> ToolResult:
+        """Run one call through policy, confirmation and cache; record it as a step.
+
+        Args:
+            tool_name: the tool the model called.
+            arguments: a dict, a JSON string or a model instance.
+            call_id: the provider's tool-call id; a random one when omitted.
+            on_update: receives the tool's progress updates (not for cached or skipped calls).
+
+        Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
+        for a refused or failed call. Skipped calls are error results: ``PERMISSION_DENIED``
+        (policy, confirmation) or ``INVALID_ARGUMENTS`` (missing), with ``details`` naming
+        the skip. A cancelled call is recorded as failed before the cancellation propagates.
+        """
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            return await self._call(tool_name, arguments, call_id, on_update)
+
+    def call_sync(
+        self,
+        tool_name: str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+    ) -> ToolResult:
+        """Blocking twin of :meth:`call`; runs its own event loop.
+
+        Raises:
+            RuntimeError: when called from inside a running event loop's thread.
+        """
+        with self._sync_lock:
+            return anyio.run(partial(self._call, tool_name, arguments, call_id, on_update))
+
+    async def _call(
+        self, name: str, arguments: Any, call_id: str | None, on_update: OnUpdate | None
+    ) -> ToolResult:
+        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+        index = len(self._record.steps)
+        try:
+            return await self._run(index, name, arguments, call_id, on_update)
+        except anyio.get_cancelled_exc_class():
+            if len(self._record.steps) == index:
+                text = f"The {name} call was cancelled; it may have run in part."
+                result = self._error(call_id, name, _parse(arguments), text, ErrorCode.ABORTED)
+                self._finish(index, name, result.arguments, result, failed=True)
+            raise
+
+    async def _run(
+        self, index: int, name: str, arguments: Any, call_id: str, on_update: OnUpdate | None
+    ) -> ToolResult:
+        tool = self.tools.get(name)
+        raw = _parse(arguments)
+        args = self._validated(tool, raw)
+        presentation = None
+        if tool is not None:
+            presentation = tool.present(args if isinstance(args, BaseModel) else None)
+        self._event(CallEvent, index, call_id, tool=name, presentation=presentation)
+        if tool is None:
+            known = ", ".join(sorted(self.tools))
+            message = f"Unknown tool {name!r}; the tools are: {known}"
+            result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
+            return self._finish(index, name, raw, result, failed=True)
+        if isinstance(args, list):
+            return self._skip(index, tool, raw, call_id, "missing", None, _missing_text(name, args))
+        if args is None:
+            # Invalid for another reason: invoke_tool reports it and never executes, so the
+            # workspace is unchanged and the cache stays.
+            result = await self._invoke(tool, arguments, call_id, on_update)
+            return self._finish(index, name, raw, result, failed=True)
+
+        dumped = args.model_dump(mode="json")
+        decision = self.policy.decide(tool, args, self.workspace)
+        self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
+        if decision.decision == "deny":
+            return self._skip(
+                index, tool, dumped, call_id, "policy", decision.rule, _denied_text(name, decision)
+            )
+        if decision.decision == "ask":
+            refusal = await self._ask(index, tool, dumped, call_id, presentation, decision)
+            if refusal is not None:
+                return refusal
+
+        cached = self._cached(tool, dumped, index, call_id)
+        if cached is not None:
+            return cached
+        fingerprint = self._fingerprint(tool, args)
+        if not tool.read_only:
+            # Even a failed or cancelled write or command may have changed the workspace.
+            self._cache.clear()
+        result = await self._invoke(tool, args, call_id, on_update)
+        self._event(
+            ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
+        )
+        if fingerprint is not None and not result.is_error:
+            self._cache[_cache_key(name, dumped)] = _CacheEntry(index, fingerprint, result)
+        return self._finish(index, name, dumped, result, failed=result.is_error)
+
+    def _validated(self, tool: Tool[Any] | None, raw: Any) -> BaseModel | list[str] | None:
+        """The arguments model; the missing argument names; or ``None`` when invalid."""
+        if tool is None or not isinstance(raw, dict):
+            return None
+        try:
+            return tool.parameters.model_validate(raw)
+        except ValidationError as exc:
+            missing = [
+                ".".join(str(part) for part in err["loc"])
+                for err in exc.errors(include_url=False)
+                if err["type"] == "missing"
+            ]
+            return missing or None
+
+    async def _ask(
+        self,
+        index: int,
+        tool: Tool[Any],
+        dumped: dict[str, Any],
+        call_id: str,
+        presentation: ToolPresentation | None,
+        decision: PolicyDecision,
+    ) -> ToolResult | None:
+        """Ask the callback; the refusal result when declined, ``None`` when approved."""
+        if self.confirm is None:
+            text = (
+                f"Not run: {tool.name} needs confirmation (policy rule {decision.rule!r}) "
+                "and nobody can confirm calls in this session."
+            )
+            return self._skip(index, tool, dumped, call_id, "policy", decision.rule, text)
+        request = ConfirmationRequest(
+            call_id=call_id,
+            tool=tool.name,
+            arguments=dumped,
+            presentation=presentation,
+            read_only=tool.read_only,
+            rule=decision.rule,
+        )
+        started = time.perf_counter()
+        answer = await _confirm(self.confirm, request)
+        self._event(
+            ConfirmEvent,
+            index,
+            call_id,
+            approved=answer.approved,
+            reason=answer.reason,
+            ms=(time.perf_counter() - started) * 1000,
+        )
+        if answer.approved:
+            return None
+        because = f": {answer.reason}" if answer.reason else "."
+        text = f"Not run: the user declined this {tool.name} call{because}"
+        return self._skip(index, tool, dumped, call_id, "confirmation", decision.rule, text)
+
+    def _cached(
+        self, tool: Tool[Any], dumped: dict[str, Any], index: int, call_id: str
+    ) -> ToolResult | None:
+        entry = self._cache.get(_cache_key(tool.name, dumped))
+        if entry is None:
+            return None
+        if self._fingerprint(tool, tool.parameters.model_validate(dumped)) != entry.fingerprint:
+            del self._cache[_cache_key(tool.name, dumped)]
+            return None
+        self._event(CacheEvent, index, call_id, from_step=entry.step)
+        result = entry.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
+        return self._finish(index, tool.name, dumped, result, cached=True)
+
+    def _fingerprint(self, tool: Tool[Any], args: BaseModel) -> Hashable | None:
+        """What the call reads, taken before it runs so a change during the run is seen."""
+        function = self._fingerprints.get(tool.name)
+        if function is None or not tool.read_only:
+            return None
+        try:
+            return function(args)
+        except Exception:
+            logger.exception("fingerprint of %s failed; the call is not cached", tool.name)
+            return None
+
+    async def _invoke(
+        self, tool: Tool[Any], arguments: Any, call_id: str, on_update: OnUpdate | None
+    ) -> ToolResult:
+        return await invoke_tool(
+            tool,
+            arguments,
+            call_id=call_id,
+            on_update=on_update,
+            timeout=self._timeout,
+            max_result_length=self._max_result_length,
+            sandbox=self._sandbox,
+        )
+
+    def _skip(
+        self,
+        index: int,
+        tool: Tool[Any],
+        arguments: Any,
+        call_id: str,
+        reason: SkipReason,
+        rule: str | None,
+        text: str,
+    ) -> ToolResult:
+        code = ErrorCode.INVALID_ARGUMENTS if reason == "missing" else ErrorCode.PERMISSION_DENIED
+        result = self._error(call_id, tool.name, arguments, text, code)
+        result.details = {"skipped": True, "skip_reason": reason, "denied_by": rule}
+        return self._finish(index, tool.name, arguments, result, skip=reason, denied_by=rule)
+
+    def _finish(
+        self,
+        index: int,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        *,
+        failed: bool = False,
+        cached: bool = False,
+        skip: SkipReason | None = None,
+        denied_by: str | None = None,
+    ) -> ToolResult:
+        self._record.steps.append(
+            Step(
+                index=index,
+                tool=name,
+                input=arguments,
+                result=result.model_text(),
+                skipped=skip is not None,
+                skip_reason=skip,
+                denied_by=denied_by,
+                cached=cached,
+                failed=failed,
+            )
+        )
+        return result
+
+    def _error(
+        self, call_id: str, name: str, arguments: Any, text: str, code: ErrorCode
+    ) -> ToolResult:
+        return ToolResult(
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            error=text,
+            error_code=code,
+            max_result_length=self._max_result_length,
+        )
+
+    def _event(self, kind: type[Any], index: int, call_id: str, **fields: Any) -> None:
+        at_ms = (time.perf_counter() - self._started) * 1000
+        self._record.trace.append(kind(step=index, call_id=call_id, at_ms=at_ms, **fields))
+
+
+async def _confirm(callback: ConfirmCallback, request: ConfirmationRequest) -> Confirmation:
+    try:
+        if inspect.iscoroutinefunction(callback):
+            answer = await callback(request)
+        else:
+            answer = await anyio.to_thread.run_sync(callback, request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except Exception as exc:
+        logger.exception(
+            "confirmation callback raised for %s call %s", request.tool, request.call_id
+        )
+        return Confirmation(approved=False, reason=f"the confirmation failed ({exc})")
+    if isinstance(answer, bool):
+        return Confirmation(approved=answer)
+    return answer
+
+
+def _parse(arguments: Any) -> Any:
+    if isinstance(arguments, BaseModel):
+        return arguments.model_dump(mode="json")
+    if isinstance(arguments, (str, bytes)):
+        try:
+            return json.loads(arguments or "{}")
+        except ValueError:
+            return arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
+    return {} if arguments is None else arguments
+
+
+def _cache_key(name: str, dumped: dict[str, Any]) -> tuple[str, str]:
+    return name, json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+
+
+def _missing_text(name: str, missing: list[str]) -> str:
+    return (
+        f"Not run: {name} needs the required argument(s) {', '.join(missing)}. "
+        "Call it again with every required argument."
+    )
+
+
+def _denied_text(name: str, decision: PolicyDecision) -> str:
+    because = f": {decision.reason}" if decision.reason else "."
+    return f"Not run: policy rule {decision.rule!r} denies this {name} call{because}"
