@@ -215,9 +215,12 @@ class ToolSession:
             return await self._run(index, name, arguments, call_id, on_update)
         except anyio.get_cancelled_exc_class():
             if len(self._record.steps) == index:
+                raw = _parse(arguments)
+                args = self._validated(self.tools.get(name), raw)
+                shown = args.model_dump(mode="json") if isinstance(args, BaseModel) else raw
                 text = f"The {name} call was cancelled; it may have run in part."
-                result = self._error(call_id, name, _parse(arguments), text, ErrorCode.ABORTED)
-                self._finish(index, name, result.arguments, result, failed=True)
+                result = self._error(call_id, name, shown, text, ErrorCode.ABORTED)
+                self._finish(index, name, shown, result, failed=True)
             raise
 
     async def _run(
