@@ -3,6 +3,12 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private.
 """
 
+from ._confirm import (
+    Confirmation,
+    ConfirmationForm,
+    ConfirmationRequest,
+    confirmation_from_elicitation,
+)
 from ._errors import ErrorCode, ToolError
 from ._events import (
     ToolCallEndEvent,
@@ -43,7 +49,7 @@ from ._policy import (
     policy_from_flags,
 )
 from ._result import ToolResult, ToolUpdate
-from ._session import Confirmation, ConfirmationRequest, ToolSession
+from ._session import ToolSession
 from ._steps import SessionRecord, Step, StepSummary, TraceEvent
 from ._tool import Tool, ToolContext, tool
 from .tools import TOOL_NAMES, workspace_tools
@@ -53,6 +59,7 @@ __all__ = [
     "TOOL_NAMES",
     "ArgumentCondition",
     "Confirmation",
+    "ConfirmationForm",
     "ConfirmationRequest",
     "ErrorCode",
     "FilePart",
@@ -84,6 +91,7 @@ __all__ = [
     "Workspace",
     "WorkspaceOptions",
     "add_policy_arguments",
+    "confirmation_from_elicitation",
     "file_fingerprint",
     "file_part",
     "image_part",

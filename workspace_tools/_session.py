@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import anyio
-import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from ._confirm import ConfirmationRequest, ConfirmCallback, ask
 from ._errors import ErrorCode
 from ._fingerprint import Fingerprint, workspace_fingerprints
 from ._invoke import OnUpdate, invoke_tool
-from ._output import ToolPresentation
 from ._policy import ALLOW_ALL, Policy, PolicyDecision
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from ._steps import (
@@ -41,43 +39,6 @@ from .tools import workspace_tools
 from .workspace import Workspace, as_workspace
 
 logger = logging.getLogger("workspace_tools")
-
-
-class ConfirmationRequest(BaseModel):
-    """What a confirmation callback is asked about: one call a policy rule wants confirmed.
-
-    Attributes:
-        call_id: the call's id.
-        tool: the tool name.
-        arguments: the validated arguments as JSON.
-        presentation: the tool's presentation for these arguments (label, icon, detail).
-        read_only: the tool's ``read_only`` flag.
-        rule: the name of the rule that asked.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    presentation: ToolPresentation | None = None
-    read_only: bool
-    rule: str
-
-
-class Confirmation(BaseModel):
-    """A confirmation callback's answer: approve or decline, with a reason the model reads
-    when declined."""
-
-    model_config = ConfigDict(frozen=True)
-
-    approved: bool
-    reason: str | None = None
-
-
-ConfirmCallback = Callable[
-    [ConfirmationRequest], Confirmation | bool | Awaitable[Confirmation | bool]
-]
 
 
 @dataclass
@@ -172,6 +133,8 @@ class ToolSession:
         arguments: Any,
         call_id: str | None = None,
         on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
     ) -> ToolResult:
         """Run one call through policy, confirmation and cache; record it as a step.
 
@@ -180,6 +143,8 @@ class ToolSession:
             arguments: a dict, a JSON string or a model instance.
             call_id: the provider's tool-call id; a random one when omitted.
             on_update: receives the tool's progress updates (not for cached or skipped calls).
+            confirm: this call's confirmation callback, over the session's (an MCP server
+                binds one to the request that carries the call, to elicit from its client).
 
         Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
         for a refused or failed call. Skipped calls are error results: ``PERMISSION_DENIED``
@@ -189,7 +154,7 @@ class ToolSession:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
-            return await self._call(tool_name, arguments, call_id, on_update)
+            return await self._call(tool_name, arguments, call_id, on_update, confirm)
 
     def call_sync(
         self,
@@ -197,6 +162,8 @@ class ToolSession:
         arguments: Any,
         call_id: str | None = None,
         on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
     ) -> ToolResult:
         """Blocking twin of :meth:`call`; runs its own event loop.
 
@@ -204,15 +171,21 @@ class ToolSession:
             RuntimeError: when called from inside a running event loop's thread.
         """
         with self._sync_lock:
-            return anyio.run(partial(self._call, tool_name, arguments, call_id, on_update))
+            call = partial(self._call, tool_name, arguments, call_id, on_update, confirm)
+            return anyio.run(call)
 
     async def _call(
-        self, name: str, arguments: Any, call_id: str | None, on_update: OnUpdate | None
+        self,
+        name: str,
+        arguments: Any,
+        call_id: str | None,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
     ) -> ToolResult:
         call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
         index = len(self._record.steps)
         try:
-            return await self._run(index, name, arguments, call_id, on_update)
+            return await self._run(index, name, arguments, call_id, on_update, confirm)
         except anyio.get_cancelled_exc_class():
             if len(self._record.steps) == index:
                 raw = _parse(arguments)
@@ -224,7 +197,13 @@ class ToolSession:
             raise
 
     async def _run(
-        self, index: int, name: str, arguments: Any, call_id: str, on_update: OnUpdate | None
+        self,
+        index: int,
+        name: str,
+        arguments: Any,
+        call_id: str,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
     ) -> ToolResult:
         tool = self.tools.get(name)
         raw = _parse(arguments)
@@ -254,7 +233,15 @@ class ToolSession:
                 index, tool, dumped, call_id, "policy", decision.rule, _denied_text(name, decision)
             )
         if decision.decision == "ask":
-            refusal = await self._ask(index, tool, dumped, call_id, presentation, decision)
+            request = ConfirmationRequest(
+                call_id=call_id,
+                tool=name,
+                arguments=dumped,
+                presentation=presentation,
+                read_only=tool.read_only,
+                rule=decision.rule,
+            )
+            refusal = await self._ask(index, tool, request, confirm or self.confirm)
             if refusal is not None:
                 return refusal
 
@@ -291,28 +278,19 @@ class ToolSession:
         self,
         index: int,
         tool: Tool[Any],
-        dumped: dict[str, Any],
-        call_id: str,
-        presentation: ToolPresentation | None,
-        decision: PolicyDecision,
+        request: ConfirmationRequest,
+        confirm: ConfirmCallback | None,
     ) -> ToolResult | None:
-        """Ask the callback; the refusal result when declined, ``None`` when approved."""
-        if self.confirm is None:
+        """Ask ``confirm``; the refusal result when declined, ``None`` when approved."""
+        call_id, dumped, rule = request.call_id, request.arguments, request.rule
+        if confirm is None:
             text = (
-                f"Not run: {tool.name} needs confirmation (policy rule {decision.rule!r}) "
+                f"Not run: {tool.name} needs confirmation (policy rule {rule!r}) "
                 "and nobody can confirm calls in this session."
             )
-            return self._skip(index, tool, dumped, call_id, "policy", decision.rule, text)
-        request = ConfirmationRequest(
-            call_id=call_id,
-            tool=tool.name,
-            arguments=dumped,
-            presentation=presentation,
-            read_only=tool.read_only,
-            rule=decision.rule,
-        )
+            return self._skip(index, tool, dumped, call_id, "policy", rule, text)
         started = time.perf_counter()
-        answer = await _confirm(self.confirm, request)
+        answer = await ask(confirm, request)
         self._event(
             ConfirmEvent,
             index,
@@ -325,7 +303,7 @@ class ToolSession:
             return None
         because = f": {answer.reason}" if answer.reason else "."
         text = f"Not run: the user declined this {tool.name} call{because}"
-        return self._skip(index, tool, dumped, call_id, "confirmation", decision.rule, text)
+        return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
 
     def _cached(
         self, tool: Tool[Any], dumped: dict[str, Any], index: int, call_id: str
@@ -421,24 +399,6 @@ class ToolSession:
     def _event(self, kind: type[Any], index: int, call_id: str, **fields: Any) -> None:
         at_ms = (time.perf_counter() - self._started) * 1000
         self._record.trace.append(kind(step=index, call_id=call_id, at_ms=at_ms, **fields))
-
-
-async def _confirm(callback: ConfirmCallback, request: ConfirmationRequest) -> Confirmation:
-    try:
-        if inspect.iscoroutinefunction(callback):
-            answer = await callback(request)
-        else:
-            answer = await anyio.to_thread.run_sync(callback, request)
-            if inspect.isawaitable(answer):
-                answer = await answer
-    except Exception as exc:
-        logger.exception(
-            "confirmation callback raised for %s call %s", request.tool, request.call_id
-        )
-        return Confirmation(approved=False, reason=f"the confirmation failed ({exc})")
-    if isinstance(answer, bool):
-        return Confirmation(approved=answer)
-    return answer
 
 
 def _parse(arguments: Any) -> Any:
