@@ -526,6 +526,14 @@ async def test_unknown_tool_is_a_failed_step(root: Path) -> None:
     ]
 
 
+async def test_call_takes_a_tool_as_adapters_pass_it(root: Path) -> None:
+    session = make_session(root)
+    reader = next(t for t in session.tools if t.name == "read_file")
+    result = await session.call(reader, {"path": "src/app.py"}, "mcp-1", None)
+    assert (result.call_id, result.model_text()) == ("mcp-1", APP_LINES)
+    assert steps_of(session) == [step(0, "read_file", READ_APP, APP_LINES)]
+
+
 class PingArgs(BaseModel):
     text: str = "ping"
 

@@ -91,7 +91,8 @@ class ToolSession:
         else:
             self.workspace = None if workspace is None else as_workspace(workspace)
             tool_list = list(tools)
-        self.tools: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
+        self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
         self.policy = policy
         self.confirm = confirm
         defaults = workspace_fingerprints(self.workspace) if self.workspace else {}
@@ -129,7 +130,7 @@ class ToolSession:
 
     async def call(
         self,
-        tool_name: str,
+        tool: Tool[Any] | str,
         arguments: Any,
         call_id: str | None = None,
         on_update: OnUpdate | None = None,
@@ -139,7 +140,9 @@ class ToolSession:
         """Run one call through policy, confirmation and cache; record it as a step.
 
         Args:
-            tool_name: the tool the model called.
+            tool: the name of the tool the model called, looked up among the session's
+                tools; or a :class:`Tool`, run as given (the adapters' ``CallFunction`` form:
+                ``create_server(session.tools, call=session.call)``).
             arguments: a dict, a JSON string or a model instance.
             call_id: the provider's tool-call id; a random one when omitted.
             on_update: receives the tool's progress updates (not for cached or skipped calls).
@@ -154,11 +157,11 @@ class ToolSession:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
-            return await self._call(tool_name, arguments, call_id, on_update, confirm)
+            return await self._call(tool, arguments, call_id, on_update, confirm)
 
     def call_sync(
         self,
-        tool_name: str,
+        tool: Tool[Any] | str,
         arguments: Any,
         call_id: str | None = None,
         on_update: OnUpdate | None = None,
@@ -171,12 +174,12 @@ class ToolSession:
             RuntimeError: when called from inside a running event loop's thread.
         """
         with self._sync_lock:
-            call = partial(self._call, tool_name, arguments, call_id, on_update, confirm)
+            call = partial(self._call, tool, arguments, call_id, on_update, confirm)
             return anyio.run(call)
 
     async def _call(
         self,
-        name: str,
+        target: Tool[Any] | str,
         arguments: Any,
         call_id: str | None,
         on_update: OnUpdate | None,
@@ -184,12 +187,17 @@ class ToolSession:
     ) -> ToolResult:
         call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
         index = len(self._record.steps)
+        if isinstance(target, Tool):
+            tool: Tool[Any] | None = target
+            name = target.name
+        else:
+            tool, name = self._by_name.get(target), target
         try:
-            return await self._run(index, name, arguments, call_id, on_update, confirm)
+            return await self._run(index, tool, name, arguments, call_id, on_update, confirm)
         except anyio.get_cancelled_exc_class():
             if len(self._record.steps) == index:
                 raw = _parse(arguments)
-                args = self._validated(self.tools.get(name), raw)
+                args = self._validated(tool, raw)
                 shown = args.model_dump(mode="json") if isinstance(args, BaseModel) else raw
                 text = f"The {name} call was cancelled; it may have run in part."
                 result = self._error(call_id, name, shown, text, ErrorCode.ABORTED)
@@ -199,13 +207,13 @@ class ToolSession:
     async def _run(
         self,
         index: int,
+        tool: Tool[Any] | None,
         name: str,
         arguments: Any,
         call_id: str,
         on_update: OnUpdate | None,
         confirm: ConfirmCallback | None,
     ) -> ToolResult:
-        tool = self.tools.get(name)
         raw = _parse(arguments)
         args = self._validated(tool, raw)
         presentation = None
@@ -213,7 +221,7 @@ class ToolSession:
             presentation = tool.present(args if isinstance(args, BaseModel) else None)
         self._event(CallEvent, index, call_id, tool=name, presentation=presentation)
         if tool is None:
-            known = ", ".join(sorted(self.tools))
+            known = ", ".join(sorted(self._by_name))
             message = f"Unknown tool {name!r}; the tools are: {known}"
             result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
             return self._finish(index, name, raw, result, failed=True)
@@ -245,7 +253,7 @@ class ToolSession:
             if refusal is not None:
                 return refusal
 
-        cached = self._cached(tool, dumped, index, call_id)
+        cached = self._cached(tool, args, dumped, index, call_id)
         if cached is not None:
             return cached
         fingerprint = self._fingerprint(tool, args)
@@ -306,13 +314,14 @@ class ToolSession:
         return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
 
     def _cached(
-        self, tool: Tool[Any], dumped: dict[str, Any], index: int, call_id: str
+        self, tool: Tool[Any], args: BaseModel, dumped: dict[str, Any], index: int, call_id: str
     ) -> ToolResult | None:
-        entry = self._cache.get(_cache_key(tool.name, dumped))
+        key = _cache_key(tool.name, dumped)
+        entry = self._cache.get(key)
         if entry is None:
             return None
-        if self._fingerprint(tool, tool.parameters.model_validate(dumped)) != entry.fingerprint:
-            del self._cache[_cache_key(tool.name, dumped)]
+        if self._fingerprint(tool, args) != entry.fingerprint:
+            del self._cache[key]
             return None
         self._event(CacheEvent, index, call_id, from_step=entry.step)
         result = entry.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
