@@ -359,6 +359,15 @@ async def test_change_outside_the_listed_directory_keeps_the_cached_listing(root
     assert [s.cached for s in session.steps] == [False, True]
 
 
+async def test_invalidate_cache_forgets_cached_results(root: Path) -> None:
+    runs: list[str] = []
+    session = make_session(root, runs=runs)
+    await session.call("read_file", {"path": "src/app.py"})
+    session.invalidate_cache()
+    await session.call("read_file", {"path": "src/app.py"})
+    assert runs == ["read_file", "read_file"]
+
+
 async def test_failed_read_is_not_cached(root: Path) -> None:
     runs: list[str] = []
     session = make_session(root, runs=runs)

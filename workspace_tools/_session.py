@@ -128,6 +128,11 @@ class ToolSession:
         """The summary as terminal lines (see :meth:`SessionRecord.render`)."""
         return self._record.render()
 
+    def invalidate_cache(self) -> None:
+        """Forget every cached result (when the application knows the workspace changed in
+        a way no fingerprint sees, such as a file outside it that a tool reads)."""
+        self._cache.clear()
+
     async def call(
         self,
         tool: Tool[Any] | str,
