@@ -621,7 +621,39 @@ async def test_cancelled_call_is_recorded_as_failed(tmp_path: Path) -> None:
             0,
             "hang",
             {"text": "ping"},
-            "The hang call was cancelled; it may have run in part.",
+            "The hang call was cancelled while it ran; it may have run in part.",
+            failed=True,
+        )
+    ]
+    assert [(e.type, getattr(e, "error_code", None)) for e in session.trace] == [
+        ("call", None),
+        ("policy", None),
+        ("tool", ErrorCode.ABORTED),
+    ]
+
+
+async def test_call_cancelled_while_asking_is_recorded_as_not_run(root: Path) -> None:
+    asking = anyio.Event()
+
+    async def confirm(request: ConfirmationRequest) -> bool:
+        asking.set()
+        await anyio.sleep_forever()
+        return True
+
+    runs: list[str] = []
+    session = make_session(root, confirm, runs=runs)
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.call, "write_file", {"path": "n.md", "content": "x"})
+        with anyio.fail_after(5):
+            await asking.wait()
+        group.cancel_scope.cancel()
+    assert runs == []
+    assert steps_of(session) == [
+        step(
+            0,
+            "write_file",
+            {"path": "n.md", "content": "x"},
+            "The write_file call was cancelled before it ran.",
             failed=True,
         )
     ]

@@ -204,7 +204,9 @@ class ToolSession:
                 raw = _parse(arguments)
                 args = self._validated(tool, raw)
                 shown = args.model_dump(mode="json") if isinstance(args, BaseModel) else raw
-                text = f"The {name} call was cancelled; it may have run in part."
+                ran = any(isinstance(e, ToolRunEvent) and e.step == index for e in self.trace)
+                when = "while it ran; it may have run in part" if ran else "before it ran"
+                text = f"The {name} call was cancelled {when}."
                 result = self._error(call_id, name, shown, text, ErrorCode.ABORTED)
                 self._finish(index, name, shown, result, failed=True)
             raise
@@ -265,7 +267,13 @@ class ToolSession:
         if not tool.read_only:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
-        result = await self._invoke(tool, args, call_id, on_update)
+        started = time.perf_counter()
+        try:
+            result = await self._invoke(tool, args, call_id, on_update)
+        except anyio.get_cancelled_exc_class():
+            ms = (time.perf_counter() - started) * 1000
+            self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
+            raise
         self._event(
             ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
         )
