@@ -8,14 +8,14 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from ._cache import CachedResult, ResultCache
 from ._confirm import ConfirmationRequest, ConfirmCallback, ask
 from ._errors import ErrorCode
 from ._fingerprint import Fingerprint, workspace_fingerprints
@@ -39,13 +39,6 @@ from .tools import workspace_tools
 from .workspace import Workspace, as_workspace
 
 logger = logging.getLogger("workspace_tools")
-
-
-@dataclass
-class _CacheEntry:
-    step: int
-    fingerprint: Hashable
-    result: ToolResult
 
 
 class ToolSession:
@@ -96,12 +89,11 @@ class ToolSession:
         self.policy = policy
         self.confirm = confirm
         defaults = workspace_fingerprints(self.workspace) if self.workspace else {}
-        self._fingerprints = {**defaults, **(fingerprints or {})} if cache else {}
+        self._cache = ResultCache({**defaults, **(fingerprints or {})} if cache else {})
         self._timeout = timeout
         self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
         self._sandbox = sandbox
         self._record = SessionRecord()
-        self._cache: dict[tuple[str, str], _CacheEntry] = {}
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
@@ -260,10 +252,12 @@ class ToolSession:
             if refusal is not None:
                 return refusal
 
-        cached = self._cached(tool, args, dumped, index, call_id)
-        if cached is not None:
-            return cached
-        fingerprint = self._fingerprint(tool, args)
+        hit = self._cache.lookup(tool, args)
+        if hit is not None:
+            self._event(CacheEvent, index, call_id, from_step=hit.step)
+            result = hit.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
+            return self._finish(index, name, dumped, result, cached=True)
+        fingerprint = self._cache.fingerprint(tool, args)
         if not tool.read_only:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
@@ -278,7 +272,7 @@ class ToolSession:
             ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
         )
         if fingerprint is not None and not result.is_error:
-            self._cache[_cache_key(name, dumped)] = _CacheEntry(index, fingerprint, result)
+            self._cache.store(tool, args, CachedResult(index, fingerprint, result))
         return self._finish(index, name, dumped, result, failed=result.is_error)
 
     def _validated(self, tool: Tool[Any] | None, raw: Any) -> BaseModel | list[str] | None:
@@ -325,31 +319,6 @@ class ToolSession:
         because = f": {answer.reason}" if answer.reason else "."
         text = f"Not run: the user declined this {tool.name} call{because}"
         return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
-
-    def _cached(
-        self, tool: Tool[Any], args: BaseModel, dumped: dict[str, Any], index: int, call_id: str
-    ) -> ToolResult | None:
-        key = _cache_key(tool.name, dumped)
-        entry = self._cache.get(key)
-        if entry is None:
-            return None
-        if self._fingerprint(tool, args) != entry.fingerprint:
-            del self._cache[key]
-            return None
-        self._event(CacheEvent, index, call_id, from_step=entry.step)
-        result = entry.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
-        return self._finish(index, tool.name, dumped, result, cached=True)
-
-    def _fingerprint(self, tool: Tool[Any], args: BaseModel) -> Hashable | None:
-        """What the call reads, taken before it runs so a change during the run is seen."""
-        function = self._fingerprints.get(tool.name)
-        if function is None or not tool.read_only:
-            return None
-        try:
-            return function(args)
-        except Exception:
-            logger.exception("fingerprint of %s failed; the call is not cached", tool.name)
-            return None
 
     async def _invoke(
         self, tool: Tool[Any], arguments: Any, call_id: str, on_update: OnUpdate | None
@@ -432,10 +401,6 @@ def _parse(arguments: Any) -> Any:
         except ValueError:
             return arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
     return {} if arguments is None else arguments
-
-
-def _cache_key(name: str, dumped: dict[str, Any]) -> tuple[str, str]:
-    return name, json.dumps(dumped, sort_keys=True, separators=(",", ":"))
 
 
 def _missing_text(name: str, missing: list[str]) -> str:
