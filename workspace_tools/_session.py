@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -37,8 +36,6 @@ from ._steps import (
 from ._tool import Tool
 from .tools import workspace_tools
 from .workspace import Workspace, as_workspace
-
-logger = logging.getLogger("workspace_tools")
 
 
 class ToolSession:
