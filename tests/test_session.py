@@ -232,7 +232,7 @@ async def test_summary_renders_aligned_lines(root: Path) -> None:
     await session.call("run_command", {"command": "rm -rf  src\nsecond line"})
     await session.call("read_file", {})
     assert session.render_summary() == (
-        "  0  Read file    ran         src/app.py\n"
+        "  0  Read file    ran             src/app.py\n"
         "  1  Run command  denied (no-rm)  rm -rf src second line\n"
         "  2  read_file    missing"
     )

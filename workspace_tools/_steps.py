@@ -146,16 +146,19 @@ class SessionRecord(BaseModel):
         return rows
 
     def render(self) -> str:
-        """The summary as aligned terminal lines: ``  3  Run command  rm -rf build  denied``."""
+        """The summary as aligned columns: index, label, state (with the rule that denied or
+        declined), detail on one line cut at 60 characters."""
         rows = self.summary()
         if not rows:
             return ""
-        width = max(len(row.label) for row in rows)
+        states = [f"{row.state} ({row.note})" if row.note else row.state for row in rows]
+        label_width = max(len(row.label) for row in rows)
+        state_width = max(len(state) for state in states)
         lines = []
-        for row in rows:
-            state = f"{row.state} ({row.note})" if row.note else row.state
+        for row, state in zip(rows, states, strict=True):
             detail = _one_line(row.detail or "")
-            lines.append(f"{row.index:>3}  {row.label:<{width}}  {state:<10}  {detail}".rstrip())
+            line = f"{row.index:>3}  {row.label:<{label_width}}  {state:<{state_width}}  {detail}"
+            lines.append(line.rstrip())
         return "\n".join(lines)
 
 
