@@ -543,6 +543,31 @@ async def test_call_takes_a_tool_as_adapters_pass_it(root: Path) -> None:
     assert steps_of(session) == [step(0, "read_file", READ_APP, APP_LINES)]
 
 
+def test_session_refuses_ambiguous_construction(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    with pytest.raises(TypeError, match="workspace= applies when tools is a sequence"):
+        ToolSession(workspace, workspace=workspace)
+    tools = session_tools(workspace)
+    with pytest.raises(ValueError, match=r"given more than once: \['read_file'\]"):
+        ToolSession([*tools, tools[0]])
+
+
+def test_record_has_a_json_schema(tmp_path: Path) -> None:
+    schema = SessionRecord.model_json_schema()
+    assert set(schema["properties"]) == {"steps", "trace"}
+    assert set(schema["$defs"]["Step"]["properties"]) == {
+        "index",
+        "tool",
+        "input",
+        "result",
+        "skipped",
+        "skip_reason",
+        "denied_by",
+        "cached",
+        "failed",
+    }
+
+
 class PingArgs(BaseModel):
     text: str = "ping"
 

@@ -58,6 +58,11 @@ class ToolSession:
         cache: ``False`` turns the cache off.
         timeout, max_result_length, sandbox: passed to :func:`invoke_tool` for every call.
 
+    Raises:
+        TypeError: ``workspace`` given together with a workspace as ``tools``.
+        ValueError: two tools share a name.
+        NotADirectoryError: the workspace root does not exist.
+
     Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
     Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
     """
@@ -76,11 +81,17 @@ class ToolSession:
         sandbox: Any = None,
     ) -> None:
         if isinstance(tools, (Workspace, str, os.PathLike)):
+            if workspace is not None:
+                raise TypeError("workspace= applies when tools is a sequence of tools")
             self.workspace: Workspace | None = as_workspace(tools)
             tool_list = workspace_tools(self.workspace)
         else:
             self.workspace = None if workspace is None else as_workspace(workspace)
             tool_list = list(tools)
+        names = [t.name for t in tool_list]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"tool names must be unique; given more than once: {twice}")
         self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
         self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
         self.policy = policy
