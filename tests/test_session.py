@@ -212,13 +212,13 @@ async def test_scripted_session_records_every_kind_of_step(root: Path) -> None:
     assert [(r.label, r.detail, r.state, r.note) for r in session.summary()] == [
         ("Read file", "src/app.py", "ran", None),
         ("Read file", "src/app.py", "cached", None),
-        ("read_file", None, "missing", None),
+        ("Read file", None, "missing", None),
         ("Run command", "rm -rf src", "denied", "no-rm"),
         ("Write file", "notes.md", "declined", "ask-outside-src"),
         ("Edit file", "src/app.py", "ran", None),
         ("Read file", "src/app.py", "ran", None),
         ("Edit file", "src/app.py", "failed", None),
-        ("read_file", None, "failed", None),
+        ("Read file", "src/app.py", "failed", None),
         ("Write file", "notes.md", "ran", None),
     ]
 
@@ -232,9 +232,9 @@ async def test_summary_renders_aligned_lines(root: Path) -> None:
     await session.call("run_command", {"command": "rm -rf  src\nsecond line"})
     await session.call("read_file", {})
     assert session.render_summary() == (
-        "  0  Read file    ran             src/app.py\n"
-        "  1  Run command  denied (no-rm)  rm -rf src second line\n"
-        "  2  read_file    missing"
+        "  0  Read file    ran      src/app.py\n"
+        "  1  Run command  denied   rm -rf src second line  [no-rm]\n"
+        "  2  Read file    missing"
     )
 
 

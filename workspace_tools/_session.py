@@ -19,6 +19,7 @@ from ._confirm import ConfirmationRequest, ConfirmCallback, ask
 from ._errors import ErrorCode
 from ._fingerprint import Fingerprint, workspace_fingerprints
 from ._invoke import OnUpdate, invoke_tool
+from ._output import ToolPresentation
 from ._policy import ALLOW_ALL, Policy, PolicyDecision
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from ._steps import (
@@ -223,9 +224,7 @@ class ToolSession:
     ) -> ToolResult:
         raw = _parse(arguments)
         args = self._validated(tool, raw)
-        presentation = None
-        if tool is not None:
-            presentation = tool.present(args if isinstance(args, BaseModel) else None)
+        presentation = None if tool is None else _presentation(tool, args, raw)
         self._event(CallEvent, index, call_id, tool=name, presentation=presentation)
         if tool is None:
             known = ", ".join(sorted(self._by_name))
@@ -409,6 +408,20 @@ def _parse(arguments: Any) -> Any:
         except ValueError:
             return arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
     return {} if arguments is None else arguments
+
+
+def _presentation(
+    tool: Tool[Any], args: BaseModel | list[str] | None, raw: Any
+) -> ToolPresentation | None:
+    """The tool's presentation; for arguments that did not validate, from placeholders:
+    the arguments given where the model has them, ``None`` for absent required ones (the
+    label is fixed per tool; a function that cannot cope gives no presentation)."""
+    if isinstance(args, BaseModel):
+        return tool.present(args)
+    fields = tool.parameters.model_fields
+    given = {k: v for k, v in raw.items() if k in fields} if isinstance(raw, dict) else {}
+    required = {name: None for name, field in fields.items() if field.is_required()}
+    return tool.present(tool.parameters.model_construct(**{**required, **given}))
 
 
 def _missing_text(name: str, missing: list[str]) -> str:

@@ -146,19 +146,19 @@ class SessionRecord(BaseModel):
         return rows
 
     def render(self) -> str:
-        """The summary as aligned columns: index, label, state (with the rule that denied or
-        declined), detail on one line cut at 60 characters."""
+        """The summary as aligned columns: index, label, state, the detail on one line (cut
+        at 60 characters), and ``[rule]`` for a denied or declined call."""
         rows = self.summary()
         if not rows:
             return ""
-        states = [f"{row.state} ({row.note})" if row.note else row.state for row in rows]
         label_width = max(len(row.label) for row in rows)
-        state_width = max(len(state) for state in states)
+        state_width = max(len(row.state) for row in rows)
         lines = []
-        for row, state in zip(rows, states, strict=True):
+        for row in rows:
             detail = _one_line(row.detail or "")
-            line = f"{row.index:>3}  {row.label:<{label_width}}  {state:<{state_width}}  {detail}"
-            lines.append(line.rstrip())
+            rule = f"  [{row.note}]" if row.note else ""
+            line = f"{row.index:>3}  {row.label:<{label_width}}  {row.state:<{state_width}}  "
+            lines.append(f"{line}{detail}{rule}".rstrip())
         return "\n".join(lines)
 
 
