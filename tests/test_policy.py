@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from session_tools import session_tools
 
 from workspace_tools import (
@@ -213,3 +216,29 @@ def test_argparse_reports_a_bad_flag(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         parser.parse_args(["--deny", "run_command:command~("])
     assert "invalid regular expression" in capsys.readouterr().err
+
+
+SEGMENTS = ["src", "lib", "etc", "a.py", "..", ".", "link", ""]
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=6))
+def test_path_glob_follows_the_real_location(tmp_path_factory, parts: list[str]) -> None:
+    root = tmp_path_factory.getbasetemp() / "policy-paths"
+    if not root.exists():
+        (root / "src").mkdir(parents=True)
+        (root / "etc").mkdir()
+        (root / "src" / "link").symlink_to("../etc")
+        (root / "lib").symlink_to("src")
+    workspace = Workspace(root)
+    path = "/".join(parts) or "."
+    real = os.path.realpath(os.path.join(workspace.root, path))
+    src = os.path.join(str(workspace.root), "src")
+    inside_src = real.startswith(src + os.sep)
+    inside_root = real == str(workspace.root) or real.startswith(str(workspace.root) + os.sep)
+    condition = ArgumentCondition(argument="path", glob="src/**")
+    held = condition.holds({"path": path}, workspace)
+    if inside_root:
+        assert held is inside_src
+    else:
+        assert held is False
