@@ -3,6 +3,12 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private.
 """
 
+from ._confirm import (
+    Confirmation,
+    ConfirmationForm,
+    ConfirmationRequest,
+    confirmation_from_elicitation,
+)
 from ._errors import ErrorCode, ToolError
 from ._events import (
     ToolCallEndEvent,
@@ -14,6 +20,7 @@ from ._events import (
     result_event,
     update_event,
 )
+from ._fingerprint import file_fingerprint, tree_fingerprint
 from ._history import ToolCallMetadata, ToolHistoryEntry
 from ._invoke import invoke_tool, invoke_tool_sync
 from ._output import (
@@ -31,16 +38,38 @@ from ._output import (
     tool_output,
     tool_output_content,
 )
+from ._policy import (
+    ArgumentCondition,
+    Policy,
+    PolicyDecision,
+    PolicyRule,
+    add_policy_arguments,
+    parse_policy_flag,
+    policy_from_arguments,
+    policy_from_flags,
+)
 from ._result import ToolResult, ToolUpdate
+from ._session import ToolSession
+from ._steps import SessionRecord, Step, StepSummary, TraceEvent
 from ._tool import Tool, ToolContext, tool
 from .tools import TOOL_NAMES, workspace_tools
 from .workspace import Workspace, WorkspaceOptions
 
 __all__ = [
     "TOOL_NAMES",
+    "ArgumentCondition",
+    "Confirmation",
+    "ConfirmationForm",
+    "ConfirmationRequest",
     "ErrorCode",
     "FilePart",
     "ImagePart",
+    "Policy",
+    "PolicyDecision",
+    "PolicyRule",
+    "SessionRecord",
+    "Step",
+    "StepSummary",
     "TextPart",
     "Tool",
     "ToolCallEndEvent",
@@ -55,22 +84,31 @@ __all__ = [
     "ToolPresentation",
     "ToolResult",
     "ToolResultEvent",
+    "ToolSession",
     "ToolUpdate",
     "ToolUpdateEvent",
+    "TraceEvent",
     "Workspace",
     "WorkspaceOptions",
+    "add_policy_arguments",
+    "confirmation_from_elicitation",
+    "file_fingerprint",
     "file_part",
     "image_part",
     "invoke_tool",
     "invoke_tool_sync",
     "is_tool_output",
+    "parse_policy_flag",
     "parse_tool_event",
+    "policy_from_arguments",
+    "policy_from_flags",
     "result_event",
     "text_part",
     "tool",
     "tool_content",
     "tool_output",
     "tool_output_content",
+    "tree_fingerprint",
     "update_event",
     "workspace_tools",
 ]

@@ -1,0 +1,89 @@
+"""The MCP server running its calls through a session: policy, elicitation, cache, record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import types
+from mcp.shared.memory import create_connected_server_and_client_session
+from session_tools import session_tools
+
+from workspace_tools import (
+    Confirmation,
+    ConfirmationForm,
+    ConfirmationRequest,
+    ToolSession,
+    Workspace,
+    confirmation_from_elicitation,
+    policy_from_flags,
+)
+
+adapter = pytest.importorskip("workspace_tools.adapters.mcp", reason="the MCP adapter is absent")
+
+pytestmark = pytest.mark.anyio
+
+
+def serve(session: ToolSession) -> Any:
+    """The wiring the ``_confirm`` module documents, over the adapter's low-level server."""
+    server: Any = None
+
+    async def confirm(request: ConfirmationRequest) -> Confirmation:
+        ctx = server.request_context
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        if not ctx.session.check_client_capability(wanted):
+            return Confirmation(approved=False, reason="the MCP client cannot ask the user")
+        answer = await ctx.session.elicit_form(
+            request.prompt(),
+            ConfirmationForm.model_json_schema(),
+            related_request_id=ctx.request_id,
+        )
+        return confirmation_from_elicitation(answer.action, answer.content)
+
+    session.confirm = confirm
+    server = adapter.create_server(session.tools, call=session.call)
+    return server
+
+
+async def test_mcp_calls_run_through_the_session(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    workspace = Workspace(tmp_path)
+    session = ToolSession(
+        session_tools(workspace),
+        workspace=workspace,
+        policy=policy_from_flags([("deny", "run_command"), ("ask", "write_file")]),
+    )
+    replies = iter([{"approve": False, "reason": "no"}, {"approve": True}])
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content=next(replies))
+
+    async with create_connected_server_and_client_session(
+        serve(session), elicitation_callback=on_elicit
+    ) as client:
+        texts = []
+        for name, arguments in [
+            ("read_file", {"path": "a.txt"}),
+            ("read_file", {"path": "a.txt"}),
+            ("run_command", {"command": "ls"}),
+            ("write_file", {"path": "b.txt", "content": "b"}),
+            ("write_file", {"path": "b.txt", "content": "b"}),
+        ]:
+            result = await client.call_tool(name, arguments)
+            texts.append((result.isError, result.content[0].text))
+    assert texts == [
+        (False, "1\talpha\n"),
+        (False, "1\talpha\n"),
+        (True, "Not run: policy rule '--deny run_command' denies this run_command call."),
+        (True, "Not run: the user declined this write_file call: no"),
+        (False, '{"path":"b.txt","created":true}'),
+    ]
+    assert [row.state for row in session.summary()] == [
+        "ran",
+        "cached",
+        "denied",
+        "declined",
+        "ran",
+    ]
+    assert (tmp_path / "b.txt").read_text() == "b"

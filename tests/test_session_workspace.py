@@ -1,0 +1,151 @@
+"""A session over the real workspace tools: the cache follows edits, outside changes and
+discovery; the policy guards writes; a failure leaves earlier writes in place."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from workspace_tools import (
+    Confirmation,
+    ConfirmationRequest,
+    ErrorCode,
+    ToolPresentation,
+    ToolSession,
+    Workspace,
+    invoke_tool_sync,
+    policy_from_flags,
+    workspace_tools,
+)
+
+
+def _tools_landed() -> bool:
+    """Whether the tools are implemented in this checkout (a stub's error is its name)."""
+    with tempfile.TemporaryDirectory() as root:
+        tools = {t.name: t for t in workspace_tools(root)}
+        probes = [
+            ("read_file", {"path": "a"}),
+            ("edit_file", {"path": "a", "old_text": "a", "new_text": "b"}),
+            ("glob", {"pattern": "*"}),
+            ("grep", {"pattern": "a"}),
+            ("list_files", {}),
+        ]
+        return all(invoke_tool_sync(tools[name], args).error != name for name, args in probes)
+
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not _tools_landed(), reason="the workspace tools are stubs here"),
+]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("def main():\n    return 1\n")
+    (tmp_path / "README.md").write_text("# demo\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    return tmp_path
+
+
+async def test_real_read_is_cached_until_an_edit(root: Path) -> None:
+    session = ToolSession(root)
+    first = await session.call("read_file", {"path": "src/app.py"})
+    again = await session.call("read_file", {"path": "src/app.py", "offset": 1})
+    edit = {"path": "src/app.py", "old_text": "return 1", "new_text": "return 2"}
+    edited = await session.call("edit_file", edit)
+    after = await session.call("read_file", {"path": "src/app.py"})
+    assert first.model_text() == again.model_text()
+    assert edited.error is None
+    assert "return 2" in after.model_text()
+    assert [(s.cached, s.failed) for s in session.steps] == [
+        (False, False),
+        (True, False),
+        (False, False),
+        (False, False),
+    ]
+
+
+async def test_real_read_sees_an_outside_change(root: Path) -> None:
+    session = ToolSession(root)
+    await session.call("read_file", {"path": "src/app.py"})
+    (root / "src" / "app.py").write_text("def main():\n    return 9\n")
+    result = await session.call("read_file", {"path": "src/app.py"})
+    assert session.steps[1].cached is False
+    assert "return 9" in result.model_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("glob", {"pattern": "**/*.py"}),
+        ("grep", {"pattern": "def "}),
+        ("list_files", {"recursive": True}),
+    ],
+)
+async def test_real_discovery_is_cached_until_a_file_appears(
+    root: Path, name: str, arguments: dict[str, object]
+) -> None:
+    session = ToolSession(root)
+    first = await session.call(name, arguments)
+    await session.call(name, arguments)
+    (root / "src" / "extra.py").write_text("def extra():\n    pass\n")
+    last = await session.call(name, arguments)
+    assert [s.cached for s in session.steps] == [False, True, False]
+    assert "extra.py" not in first.model_text()
+    assert "extra.py" in last.model_text()
+
+
+async def test_real_gitignore_change_invalidates_a_cached_glob(root: Path) -> None:
+    session = ToolSession(root)
+    await session.call("glob", {"pattern": "**/*.md"})
+    (root / ".gitignore").write_text("README.md\n")
+    result = await session.call("glob", {"pattern": "**/*.md"})
+    assert session.steps[1].cached is False
+    assert "README.md" not in result.model_text()
+
+
+async def test_confirmation_sees_the_real_presentation(root: Path) -> None:
+    seen: list[ConfirmationRequest] = []
+
+    def confirm(request: ConfirmationRequest) -> Confirmation:
+        seen.append(request)
+        return Confirmation(approved=False, reason="not outside src")
+
+    session = ToolSession(
+        root, policy=policy_from_flags([("ask", "write_file:path!=src/**")]), confirm=confirm
+    )
+    result = await session.call("write_file", {"path": "notes.md", "content": "x\n"})
+    assert [r.presentation for r in seen] == [
+        ToolPresentation(label="Write file", icon="file-plus", detail="notes.md")
+    ]
+    assert result.model_text() == "Not run: the user declined this write_file call: not outside src"
+    assert not (root / "notes.md").exists()
+
+
+async def test_failed_edit_after_a_write_leaves_the_write(root: Path) -> None:
+    session = ToolSession(root)
+    written = await session.call("write_file", {"path": "src/new.py", "content": "x = 1\n"})
+    failed = await session.call(
+        "edit_file", {"path": "src/new.py", "old_text": "y = 1", "new_text": "y = 2"}
+    )
+    assert written.error is None
+    assert failed.error_code == ErrorCode.NO_MATCH
+    assert (root / "src" / "new.py").read_text() == "x = 1\n"
+    assert [(s.tool, s.failed) for s in session.steps] == [
+        ("write_file", False),
+        ("edit_file", True),
+    ]
+
+
+def test_workspace_session_uses_the_workspace_for_policy_paths(root: Path) -> None:
+    (root / "src" / "out").symlink_to("..")
+    session = ToolSession(
+        Workspace(root), policy=policy_from_flags([("deny", "write_file:path!=src/**")])
+    )
+    result = session.call_sync("write_file", {"path": "src/out/evil.md", "content": "x"})
+    assert session.steps[0].denied_by == "--deny write_file:path!=src/**"
+    assert result.error_code == ErrorCode.PERMISSION_DENIED

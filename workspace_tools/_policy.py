@@ -1,0 +1,255 @@
+"""Which calls a session lets run: named rules, first match wins, each deciding allow/deny/ask."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import posixpath
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from wcmatch import glob as wcglob
+
+from ._errors import ToolError
+from ._tool import Tool
+from .workspace import Workspace
+
+Decision = Literal["allow", "deny", "ask"]
+
+_GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.BRACE
+
+
+class ArgumentCondition(BaseModel):
+    """A test of one argument of a call; a rule applies only when all its conditions hold.
+
+    Exactly one of ``pattern`` and ``glob`` is set.
+
+    Attributes:
+        argument: the argument's name (``command``, ``path``).
+        pattern: a Python regular expression searched (``re.search``) in the argument as
+            given; a value that is not a string is tested as its compact JSON.
+        glob: a wcmatch glob (``**`` any depth, braces, dot files included) matched against
+            the argument as a workspace path: resolved with every symlink followed, relative
+            to the root, ``/`` separators. So ``src/link/a.py`` with ``src/link -> ../etc``
+            is tested as ``etc/a.py``. A path that cannot be resolved (outside the root) is
+            tested as written, normalised. Use ``src{,/**}`` for a directory and its contents.
+        negate: the condition holds when the argument does *not* match.
+
+    A call whose tool has no such argument never satisfies the condition, negated or not:
+    ``path!=src/**`` says nothing about ``run_command``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    argument: str
+    pattern: str | None = None
+    glob: str | None = None
+    negate: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _one_test(self) -> ArgumentCondition:
+        if (self.pattern is None) == (self.glob is None):
+            raise ValueError("an argument condition needs exactly one of pattern and glob")
+        return self
+
+    def holds(self, arguments: dict[str, Any], workspace: Workspace | None) -> bool:
+        """Whether the condition holds for JSON ``arguments`` (a validated model's dump)."""
+        if self.argument not in arguments:
+            return False
+        value = arguments[self.argument]
+        if self.pattern is not None:
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+            matched = re.search(self.pattern, text) is not None
+        else:
+            assert self.glob is not None
+            path = workspace_path(str(value), workspace)
+            matched = wcglob.globmatch(path, self.glob, flags=_GLOB_FLAGS)
+        return matched != self.negate
+
+
+def workspace_path(value: str, workspace: Workspace | None) -> str:
+    """A path argument as policy globs see it: real, root-relative, ``/``-separated.
+
+    Without a workspace, or for a path the workspace refuses, the value normalised
+    lexically (``./src/../a`` is ``a``).
+    """
+    if workspace is not None:
+        try:
+            return workspace.rel(workspace.resolve(value).real)
+        except ToolError:
+            pass
+    return posixpath.normpath(value.replace("\\", "/"))
+
+
+class PolicyRule(BaseModel):
+    """One named rule: when it applies to a call, its ``decision`` is the policy's answer.
+
+    Attributes:
+        name: shown in step records (``denied_by``) and to the model.
+        decision: ``allow`` (run), ``deny`` (do not run) or ``ask`` (the confirmation
+            callback decides).
+        tools: tool names the rule covers; ``None`` covers every tool.
+        read_only: when set, the rule covers only tools whose ``read_only`` flag equals it
+            (``read_only=False`` means every tool that may change something).
+        when: argument conditions that must all hold.
+        reason: what the model reads when the rule denies a call.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    decision: Decision
+    tools: tuple[str, ...] | None = None
+    read_only: bool | None = None
+    when: tuple[ArgumentCondition, ...] = ()
+    reason: str | None = None
+
+    def applies(
+        self, tool: Tool[Any], arguments: dict[str, Any], workspace: Workspace | None
+    ) -> bool:
+        """Whether the rule covers this call of ``tool`` with JSON ``arguments``."""
+        if self.tools is not None and tool.name not in self.tools:
+            return False
+        if self.read_only is not None and tool.read_only != self.read_only:
+            return False
+        return all(condition.holds(arguments, workspace) for condition in self.when)
+
+
+class PolicyDecision(BaseModel):
+    """The policy's answer for one call: the decision and the rule that gave it."""
+
+    decision: Decision
+    rule: str
+    reason: str | None = None
+
+
+DEFAULT_RULE_NAME = "default"
+
+
+class Policy(BaseModel):
+    """An ordered list of rules and a default: the first rule that applies decides.
+
+    Serialises with pydantic (``Policy.model_validate_json(text)`` loads a saved one).
+    The default's rule name is ``"default"``. A ``pattern`` rule on a command is a guard
+    rail against mistakes, not a security boundary (``r''m`` is ``rm`` to the shell); the
+    sandbox is the boundary.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rules: tuple[PolicyRule, ...] = ()
+    default: Decision = "allow"
+
+    def decide(
+        self, tool: Tool[Any], arguments: BaseModel, workspace: Workspace | None = None
+    ) -> PolicyDecision:
+        """The decision for a call of ``tool`` with validated ``arguments``."""
+        dumped = arguments.model_dump(mode="json")
+        for rule in self.rules:
+            if rule.applies(tool, dumped, workspace):
+                return PolicyDecision(decision=rule.decision, rule=rule.name, reason=rule.reason)
+        return PolicyDecision(decision=self.default, rule=DEFAULT_RULE_NAME)
+
+
+ALLOW_ALL = Policy()
+
+_CONDITION = re.compile(r"(?P<arg>[A-Za-z_][A-Za-z0-9_]*)(?P<op>!=|!~|=|~)(?P<value>.*)", re.S)
+
+
+def parse_policy_flag(decision: Decision, spec: str) -> PolicyRule:
+    """A rule from one command-line flag value, named after the flag (``--deny run_command``).
+
+    Grammar: ``TOOLS[:ARG OP VALUE]`` where ``TOOLS`` is ``*`` or comma-separated tool
+    names and ``OP`` is ``~`` (regex search), ``!~`` (regex does not match), ``=`` (path
+    glob, see :class:`ArgumentCondition`) or ``!=`` (path glob does not match). Examples:
+    ``run_command``, ``run_command:command~\\brm\\b``, ``write_file,edit_file:path!=src/**``.
+
+    Raises:
+        ValueError: an empty tool list, a malformed condition, or an invalid regex.
+    """
+    tools_part, sep, condition_part = spec.partition(":")
+    names = tuple(name.strip() for name in tools_part.split(",") if name.strip())
+    if not names:
+        raise ValueError(f"policy flag {spec!r} names no tool (use '*' for every tool)")
+    when: tuple[ArgumentCondition, ...] = ()
+    if sep:
+        match = _CONDITION.fullmatch(condition_part)
+        if match is None:
+            raise ValueError(
+                f"policy condition {condition_part!r} is not ARG~REGEX, ARG!~REGEX, "
+                "ARG=GLOB or ARG!=GLOB"
+            )
+        op, value = match["op"], match["value"]
+        kind = "pattern" if op.endswith("~") else "glob"
+        condition = {"argument": match["arg"], kind: value, "negate": op.startswith("!")}
+        when = (ArgumentCondition.model_validate(condition),)
+    return PolicyRule(
+        name=f"--{decision} {spec}",
+        decision=decision,
+        tools=None if names == ("*",) else names,
+        when=when,
+    )
+
+
+def policy_from_flags(flags: Sequence[tuple[Decision, str]], default: Decision = "allow") -> Policy:
+    """A policy from ``(decision, spec)`` pairs in command-line order (first match wins).
+
+    ``[("allow", "read_file"), ("deny", "*")]`` lets only ``read_file`` run.
+
+    Raises:
+        ValueError: a flag value :func:`parse_policy_flag` rejects.
+    """
+    return Policy(rules=tuple(parse_policy_flag(d, s) for d, s in flags), default=default)
+
+
+class _PolicyFlagAction(argparse.Action):
+    """Appends ``(decision, value)`` to one shared list so flag order is kept."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        flags = list(getattr(namespace, self.dest) or [])
+        decision = self.const
+        try:
+            parse_policy_flag(decision, str(values))
+        except ValueError as exc:
+            parser.error(str(exc))
+        flags.append((decision, str(values)))
+        setattr(namespace, self.dest, flags)
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--allow``, ``--ask`` and ``--deny`` (repeatable, order kept) to ``parser``.
+
+    Read them back with :func:`policy_from_arguments`.
+    """
+    for decision in ("allow", "ask", "deny"):
+        parser.add_argument(
+            f"--{decision}",
+            dest="policy_flags",
+            action=_PolicyFlagAction,
+            const=decision,
+            metavar="TOOLS[:ARG(~|!~|=|!=)VALUE]",
+            help=f"{decision} matching calls (first matching flag wins; repeatable)",
+        )
+
+
+def policy_from_arguments(namespace: argparse.Namespace) -> Policy:
+    """The policy of the flags :func:`add_policy_arguments` parsed (allow-all without any)."""
+    return policy_from_flags(getattr(namespace, "policy_flags", None) or [])

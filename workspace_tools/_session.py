@@ -1,0 +1,436 @@
+"""A session of calls for one agent conversation: policy, confirmation, cache and the record."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from ._cache import CachedResult, ResultCache
+from ._confirm import ConfirmationRequest, ConfirmCallback, ask
+from ._errors import ErrorCode
+from ._fingerprint import Fingerprint, workspace_fingerprints
+from ._invoke import OnUpdate, invoke_tool
+from ._output import ToolPresentation
+from ._policy import ALLOW_ALL, Policy, PolicyDecision
+from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
+from ._steps import (
+    CacheEvent,
+    CallEvent,
+    ConfirmEvent,
+    PolicyEvent,
+    SessionRecord,
+    SkipReason,
+    Step,
+    StepSummary,
+    ToolRunEvent,
+    TraceEvent,
+)
+from ._tool import Tool
+from .tools import workspace_tools
+from .workspace import Workspace, as_workspace
+
+
+class ToolSession:
+    """Runs one conversation's tool calls one after another and keeps their record.
+
+    Args:
+        tools: a :class:`Workspace` or root directory (the session then runs the seven
+            workspace tools), or a sequence of tools.
+        workspace: the workspace the tools work in, when ``tools`` is a sequence; policy
+            path globs and cache fingerprints use it.
+        policy: which calls run (:class:`Policy`); allow-all by default.
+        confirm: called for calls the policy marks ``ask``, with a
+            :class:`ConfirmationRequest`; returns a :class:`Confirmation` or a bool, sync or
+            async (a sync callback runs in a worker thread, so it may block on a prompt).
+            Without one, an ``ask`` is a denial. A callback that raises declines the call.
+        fingerprints: per tool name, a function of the validated arguments returning a
+            fingerprint of what the call reads (``None``: do not cache that call). Only
+            read-only tools with a fingerprint are cached; with a workspace, ``read_file``,
+            ``list_files``, ``glob`` and ``grep`` have one (see ``_fingerprint``).
+        cache: ``False`` turns the cache off.
+        timeout, max_result_length, sandbox: passed to :func:`invoke_tool` for every call.
+
+    Raises:
+        TypeError: ``workspace`` given together with a workspace as ``tools``.
+        ValueError: two tools share a name.
+        NotADirectoryError: the workspace root does not exist.
+
+    Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
+    Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
+    """
+
+    def __init__(
+        self,
+        tools: Workspace | str | os.PathLike[str] | Sequence[Tool[Any]],
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        policy: Policy = ALLOW_ALL,
+        confirm: ConfirmCallback | None = None,
+        fingerprints: Mapping[str, Fingerprint] | None = None,
+        cache: bool = True,
+        timeout: float | None = None,
+        max_result_length: int | None = None,
+        sandbox: Any = None,
+    ) -> None:
+        if isinstance(tools, (Workspace, str, os.PathLike)):
+            if workspace is not None:
+                raise TypeError("workspace= applies when tools is a sequence of tools")
+            self.workspace: Workspace | None = as_workspace(tools)
+            tool_list = workspace_tools(self.workspace)
+        else:
+            self.workspace = None if workspace is None else as_workspace(workspace)
+            tool_list = list(tools)
+        names = [t.name for t in tool_list]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"tool names must be unique; given more than once: {twice}")
+        self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
+        self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        self.policy = policy
+        self.confirm = confirm
+        defaults = workspace_fingerprints(self.workspace) if self.workspace else {}
+        self._cache = ResultCache({**defaults, **(fingerprints or {})} if cache else {})
+        self._timeout = timeout
+        self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
+        self._sandbox = sandbox
+        self._record = SessionRecord()
+        self._started = time.perf_counter()
+        self._lock: anyio.Lock | None = None
+        self._sync_lock = threading.Lock()
+
+    @property
+    def steps(self) -> list[Step]:
+        """The step records so far (a copy)."""
+        return list(self._record.steps)
+
+    @property
+    def trace(self) -> list[TraceEvent]:
+        """The trace events so far (a copy)."""
+        return list(self._record.trace)
+
+    def record(self) -> SessionRecord:
+        """A snapshot of the steps and trace; ``.model_dump_json()`` serialises it."""
+        return self._record.model_copy(deep=True)
+
+    def summary(self) -> list[StepSummary]:
+        """The steps as rows for a list: label, detail, icon, state."""
+        return self._record.summary()
+
+    def render_summary(self) -> str:
+        """The summary as terminal lines (see :meth:`SessionRecord.render`)."""
+        return self._record.render()
+
+    def invalidate_cache(self) -> None:
+        """Forget every cached result (when the application knows the workspace changed in
+        a way no fingerprint sees, such as a file outside it that a tool reads)."""
+        self._cache.clear()
+
+    async def call(
+        self,
+        tool: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
+    ) -> ToolResult:
+        """Run one call through policy, confirmation and cache; record it as a step.
+
+        Args:
+            tool: the name of the tool the model called, looked up among the session's
+                tools; or a :class:`Tool`, run as given (the adapters' ``CallFunction`` form:
+                ``create_server(session.tools, call=session.call)``).
+            arguments: a dict, a JSON string or a model instance.
+            call_id: the provider's tool-call id; a random one when omitted.
+            on_update: receives the tool's progress updates (not for cached or skipped calls).
+            confirm: this call's confirmation callback, over the session's (an MCP server
+                binds one to the request that carries the call, to elicit from its client).
+
+        Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
+        for a refused or failed call. Skipped calls are error results: ``PERMISSION_DENIED``
+        (policy, confirmation) or ``INVALID_ARGUMENTS`` (missing), with ``details`` naming
+        the skip. A cancelled call is recorded as failed before the cancellation propagates.
+        """
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            return await self._call(tool, arguments, call_id, on_update, confirm)
+
+    def call_sync(
+        self,
+        tool: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
+    ) -> ToolResult:
+        """Blocking twin of :meth:`call`; runs its own event loop.
+
+        Raises:
+            RuntimeError: when called from inside a running event loop's thread.
+        """
+        with self._sync_lock:
+            call = partial(self._call, tool, arguments, call_id, on_update, confirm)
+            return anyio.run(call)
+
+    async def _call(
+        self,
+        target: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult:
+        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+        index = len(self._record.steps)
+        if isinstance(target, Tool):
+            tool: Tool[Any] | None = target
+            name = target.name
+        else:
+            tool, name = self._by_name.get(target), target
+        try:
+            return await self._run(index, tool, name, arguments, call_id, on_update, confirm)
+        except anyio.get_cancelled_exc_class():
+            if len(self._record.steps) == index:
+                raw = _parse(arguments)
+                args = self._validated(tool, raw)
+                shown = args.model_dump(mode="json") if isinstance(args, BaseModel) else raw
+                ran = any(isinstance(e, ToolRunEvent) and e.step == index for e in self.trace)
+                when = "while it ran; it may have run in part" if ran else "before it ran"
+                text = f"The {name} call was cancelled {when}."
+                result = self._error(call_id, name, shown, text, ErrorCode.ABORTED)
+                self._finish(index, name, shown, result, failed=True)
+            raise
+
+    async def _run(
+        self,
+        index: int,
+        tool: Tool[Any] | None,
+        name: str,
+        arguments: Any,
+        call_id: str,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult:
+        raw = _parse(arguments)
+        args = self._validated(tool, raw)
+        presentation = None if tool is None else _presentation(tool, args, raw)
+        self._event(CallEvent, index, call_id, tool=name, presentation=presentation)
+        if tool is None:
+            known = ", ".join(sorted(self._by_name))
+            message = f"Unknown tool {name!r}; the tools are: {known}"
+            result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
+            return self._finish(index, name, raw, result, failed=True)
+        if isinstance(args, list):
+            return self._skip(index, tool, raw, call_id, "missing", None, _missing_text(name, args))
+        if args is None:
+            # Invalid for another reason: invoke_tool reports it and never executes, so the
+            # workspace is unchanged and the cache stays.
+            result = await self._invoke(tool, arguments, call_id, on_update)
+            return self._finish(index, name, raw, result, failed=True)
+
+        dumped = args.model_dump(mode="json")
+        decision = self.policy.decide(tool, args, self.workspace)
+        self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
+        if decision.decision == "deny":
+            return self._skip(
+                index, tool, dumped, call_id, "policy", decision.rule, _denied_text(name, decision)
+            )
+        if decision.decision == "ask":
+            request = ConfirmationRequest(
+                call_id=call_id,
+                tool=name,
+                arguments=dumped,
+                presentation=presentation,
+                read_only=tool.read_only,
+                rule=decision.rule,
+            )
+            refusal = await self._ask(index, tool, request, confirm or self.confirm)
+            if refusal is not None:
+                return refusal
+
+        hit = self._cache.lookup(tool, args)
+        if hit is not None:
+            self._event(CacheEvent, index, call_id, from_step=hit.step)
+            result = hit.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
+            return self._finish(index, name, dumped, result, cached=True)
+        fingerprint = self._cache.fingerprint(tool, args)
+        if not tool.read_only:
+            # Even a failed or cancelled write or command may have changed the workspace.
+            self._cache.clear()
+        started = time.perf_counter()
+        try:
+            result = await self._invoke(tool, args, call_id, on_update)
+        except anyio.get_cancelled_exc_class():
+            ms = (time.perf_counter() - started) * 1000
+            self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
+            raise
+        self._event(
+            ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
+        )
+        if fingerprint is not None and not result.is_error:
+            self._cache.store(tool, args, CachedResult(index, fingerprint, result))
+        return self._finish(index, name, dumped, result, failed=result.is_error)
+
+    def _validated(self, tool: Tool[Any] | None, raw: Any) -> BaseModel | list[str] | None:
+        """The arguments model; the missing argument names; or ``None`` when invalid."""
+        if tool is None or not isinstance(raw, dict):
+            return None
+        try:
+            return tool.parameters.model_validate(raw)
+        except ValidationError as exc:
+            missing = [
+                ".".join(str(part) for part in err["loc"])
+                for err in exc.errors(include_url=False)
+                if err["type"] == "missing"
+            ]
+            return missing or None
+
+    async def _ask(
+        self,
+        index: int,
+        tool: Tool[Any],
+        request: ConfirmationRequest,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult | None:
+        """Ask ``confirm``; the refusal result when declined, ``None`` when approved."""
+        call_id, dumped, rule = request.call_id, request.arguments, request.rule
+        if confirm is None:
+            text = (
+                f"Not run: {tool.name} needs confirmation (policy rule {rule!r}) "
+                "and nobody can confirm calls in this session."
+            )
+            return self._skip(index, tool, dumped, call_id, "policy", rule, text)
+        started = time.perf_counter()
+        answer = await ask(confirm, request)
+        self._event(
+            ConfirmEvent,
+            index,
+            call_id,
+            approved=answer.approved,
+            reason=answer.reason,
+            ms=(time.perf_counter() - started) * 1000,
+        )
+        if answer.approved:
+            return None
+        because = f": {answer.reason}" if answer.reason else "."
+        text = f"Not run: the user declined this {tool.name} call{because}"
+        return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
+
+    async def _invoke(
+        self, tool: Tool[Any], arguments: Any, call_id: str, on_update: OnUpdate | None
+    ) -> ToolResult:
+        return await invoke_tool(
+            tool,
+            arguments,
+            call_id=call_id,
+            on_update=on_update,
+            timeout=self._timeout,
+            max_result_length=self._max_result_length,
+            sandbox=self._sandbox,
+        )
+
+    def _skip(
+        self,
+        index: int,
+        tool: Tool[Any],
+        arguments: Any,
+        call_id: str,
+        reason: SkipReason,
+        rule: str | None,
+        text: str,
+    ) -> ToolResult:
+        code = ErrorCode.INVALID_ARGUMENTS if reason == "missing" else ErrorCode.PERMISSION_DENIED
+        result = self._error(call_id, tool.name, arguments, text, code)
+        result.details = {"skipped": True, "skip_reason": reason, "denied_by": rule}
+        return self._finish(index, tool.name, arguments, result, skip=reason, denied_by=rule)
+
+    def _finish(
+        self,
+        index: int,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        *,
+        failed: bool = False,
+        cached: bool = False,
+        skip: SkipReason | None = None,
+        denied_by: str | None = None,
+    ) -> ToolResult:
+        self._record.steps.append(
+            Step(
+                index=index,
+                tool=name,
+                input=arguments,
+                result=result.model_text(),
+                skipped=skip is not None,
+                skip_reason=skip,
+                denied_by=denied_by,
+                cached=cached,
+                failed=failed,
+            )
+        )
+        return result
+
+    def _error(
+        self, call_id: str, name: str, arguments: Any, text: str, code: ErrorCode
+    ) -> ToolResult:
+        return ToolResult(
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            error=text,
+            error_code=code,
+            max_result_length=self._max_result_length,
+        )
+
+    def _event(self, kind: type[Any], index: int, call_id: str, **fields: Any) -> None:
+        at_ms = (time.perf_counter() - self._started) * 1000
+        self._record.trace.append(kind(step=index, call_id=call_id, at_ms=at_ms, **fields))
+
+
+def _parse(arguments: Any) -> Any:
+    if isinstance(arguments, BaseModel):
+        return arguments.model_dump(mode="json")
+    if isinstance(arguments, (str, bytes)):
+        try:
+            return json.loads(arguments or "{}")
+        except ValueError:
+            return arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
+    return {} if arguments is None else arguments
+
+
+def _presentation(
+    tool: Tool[Any], args: BaseModel | list[str] | None, raw: Any
+) -> ToolPresentation | None:
+    """The tool's presentation; for arguments that did not validate, from placeholders:
+    the arguments given where the model has them, ``None`` for absent required ones (the
+    label is fixed per tool; a function that cannot cope gives no presentation)."""
+    if isinstance(args, BaseModel):
+        return tool.present(args)
+    fields = tool.parameters.model_fields
+    given = {k: v for k, v in raw.items() if k in fields} if isinstance(raw, dict) else {}
+    required = {name: None for name, field in fields.items() if field.is_required()}
+    return tool.present(tool.parameters.model_construct(**{**required, **given}))
+
+
+def _missing_text(name: str, missing: list[str]) -> str:
+    return (
+        f"Not run: {name} needs the required argument(s) {', '.join(missing)}. "
+        "Call it again with every required argument."
+    )
+
+
+def _denied_text(name: str, decision: PolicyDecision) -> str:
+    because = f": {decision.reason}" if decision.reason else "."
+    return f"Not run: policy rule {decision.rule!r} denies this {name} call{because}"
