@@ -412,3 +412,19 @@ async def test_result_round_trips_through_json() -> None:
 def test_invoke_tool_sync() -> None:
     result = invoke_tool_sync(echo_tool(), {"text": "x", "times": 2}, call_id="s")
     assert (result.call_id, result.content) == ("s", "xx")
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [
+        (0, ""),
+        (5, "aaaaa"),
+        (60, "a" * 18 + "\n[truncated: showing 18 of 100 characters]"),
+    ],
+)
+def test_truncation_never_exceeds_limit(limit: int, expected: str) -> None:
+    from workspace_tools._result import truncate_text
+
+    out = truncate_text("a" * 100, limit)
+    assert len(out) <= limit
+    assert out == expected

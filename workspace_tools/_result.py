@@ -33,7 +33,8 @@ def content_text(content: Any) -> str:
 def truncate_text(text: str, limit: int) -> str:
     """Cut ``text`` to at most ``limit`` characters, the marker included.
 
-    The marker ends the text: ``[truncated: showing 49,950 of 100,000 characters]``.
+    The marker ends the text: ``[truncated: showing 49,950 of 100,000 characters]``. A limit
+    too short for the marker gives the first ``limit`` characters alone.
     """
     if len(text) <= limit:
         return text
@@ -43,7 +44,9 @@ def truncate_text(text: str, limit: int) -> str:
     for _ in range(2):
         marker = f"\n[truncated: showing {keep:,} of {total:,} characters]"
         keep = max(0, limit - len(marker))
-    return text[:keep] + f"\n[truncated: showing {keep:,} of {total:,} characters]"
+    cut = text[:keep] + f"\n[truncated: showing {keep:,} of {total:,} characters]"
+    # A limit shorter than the marker leaves no room to say so: plain text at the limit.
+    return cut if len(cut) <= limit else text[:limit]
 
 
 class ToolUpdate(BaseModel):
