@@ -695,8 +695,10 @@ def test_call_sync_runs_the_call(root: Path) -> None:
 async def test_max_result_length_applies_to_skipped_calls_too(root: Path) -> None:
     workspace = Workspace(root)
     session = ToolSession(
-        session_tools(workspace), workspace=workspace, policy=POLICY, max_result_length=50
+        session_tools(workspace), workspace=workspace, policy=POLICY, max_result_length=60
     )
     denied = await session.call("run_command", {"command": "rm -rf src"})
-    assert denied.model_text() == ("Not run: p\n[truncated: showing 10 of 88 characters]")
+    assert denied.model_text() == (
+        "Not run: policy rule\n[truncated: showing 20 of 88 characters]"
+    )
     assert session.steps[0].result == denied.model_text()
