@@ -699,6 +699,6 @@ async def test_max_result_length_applies_to_skipped_calls_too(root: Path) -> Non
     )
     denied = await session.call("run_command", {"command": "rm -rf src"})
     assert denied.model_text() == (
-        "Not run: policy rule\n[truncated: showing 20 of 88 characters]"
+        "Not run: policy rul\n[truncated: showing 19 of 88 characters]"
     )
     assert session.steps[0].result == denied.model_text()
