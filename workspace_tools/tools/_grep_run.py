@@ -1,0 +1,150 @@
+"""One grep call: search the files in order, keep results up to the limit, count the rest,
+and format the model text. Searching and formatting are separate steps."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .._errors import ErrorCode, ToolError
+from ..workspace._search import LineMatch, Matcher, read_bytes
+from ._discovery import note
+
+# Lines longer than this are cut in results (a minified file is one huge line).
+MAX_LINE = 2000
+
+
+class GrepRun:
+    """Results of one search, cut at ``limit`` (matching lines, and files) but counted in
+    full. Files must be searched in path order; results keep that order."""
+
+    def __init__(self, matcher: Matcher, *, limit: int, context: int) -> None:
+        self.matcher = matcher
+        self.limit = limit
+        self.context = context
+        self.matches: list[tuple[str, LineMatch]] = []
+        self.files: list[tuple[str, int]] = []
+        self.context_lines: dict[str, dict[int, str]] = {}
+        self.match_count = 0
+        self.files_matched = 0
+        self.files_searched = 0
+        self.binary_skipped = 0
+        self.ignored = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether any list was cut at the limit."""
+        return len(self.matches) < self.match_count or len(self.files) < self.files_matched
+
+    def search_files(self, root: str, files: list[str]) -> None:
+        """Search the walked regular files ``files`` (relative to ``root``), in order."""
+        prefix = root + "/"
+        for rel in files:
+            data = read_bytes(prefix + rel)
+            if data is not None:
+                self.add(rel, data)
+
+    def search_named_file(self, real: str, rel: str) -> None:
+        """Search one file the caller named (ignore rules do not apply; a link is followed
+        because its real location was already checked to be inside the root).
+
+        Raises:
+            ToolError: ``TOOL_ERROR`` when it is not a regular file or cannot be read.
+        """
+        try:
+            mode = os.stat(real).st_mode
+        except OSError as exc:
+            raise ToolError(f"Cannot read {rel!r}: {exc.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise ToolError(f"{rel!r} is not a regular file; grep searches files and directories")
+        data = read_bytes(real, follow=True)
+        if data is None:
+            raise ToolError(f"Cannot read {rel!r}", ErrorCode.PERMISSION_DENIED)
+        self.add(rel, data)
+
+    def add(self, rel: str, data: bytes) -> None:
+        """Search one file's bytes and record what it holds."""
+        found = self.matcher.search(data, self.limit - len(self.matches), self.context)
+        if found is None:
+            self.binary_skipped += 1
+            return
+        self.files_searched += 1
+        if not found.count:
+            return
+        self.match_count += found.count
+        self.files_matched += 1
+        if len(self.files) < self.limit:
+            self.files.append((rel, found.count))
+        for line in found.lines:
+            line.text = _clip(line.text)
+            self.matches.append((rel, line))
+        if found.context:
+            self.context_lines[rel] = {n: _clip(t) for n, t in found.context.items()}
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_LINE:
+        return text
+    return text[:MAX_LINE] + f" … [line cut at {MAX_LINE:,} characters]"
+
+
+def format_grep(run: GrepRun, output_mode: str) -> str:
+    """The text the model reads for ``run`` in ``output_mode``."""
+    if not run.match_count:
+        return "No matches"
+    if output_mode == "content":
+        lines = _content_lines(run)
+        if len(run.matches) < run.match_count:
+            lines.append(
+                note(
+                    f"Showing {len(run.matches):,} of {run.match_count:,} matching lines in "
+                    f"{run.files_matched:,} files; narrow the pattern, path or glob, or raise "
+                    "limit, to see the rest"
+                )
+            )
+        return "\n".join(lines)
+    if output_mode == "count":
+        lines = [f"{path}:{count}" for path, count in run.files]
+    else:
+        lines = [path for path, _ in run.files]
+    if len(run.files) < run.files_matched:
+        lines.append(
+            note(
+                f"Showing {len(run.files):,} of {run.files_matched:,} files with matches "
+                f"({run.match_count:,} matching lines); narrow the pattern, path or glob, or "
+                "raise limit, to see the rest"
+            )
+        )
+    return "\n".join(lines)
+
+
+def _content_lines(run: GrepRun) -> list[str]:
+    if not run.context:
+        out = []
+        for path, m in run.matches:
+            for offset, text in enumerate(m.text.split("\n")):
+                out.append(f"{path}:{m.line + offset}:{text}")
+        return out
+    return _with_context(run)
+
+
+def _with_context(run: GrepRun) -> list[str]:
+    # Match and context lines of each file merged by line number; a gap starts a new
+    # group, groups are separated by "--" as grep and ripgrep print them.
+    out: list[str] = []
+    by_file: dict[str, dict[int, tuple[str, str]]] = {}
+    for path, m in run.matches:
+        numbered = by_file.setdefault(path, {})
+        for offset, text in enumerate(m.text.split("\n")):
+            numbered[m.line + offset] = (":", text)
+    for path, numbered in by_file.items():
+        for number, text in run.context_lines.get(path, {}).items():
+            numbered.setdefault(number, ("-", text))
+        previous = None
+        for number in sorted(numbered):
+            if out and (previous is None or number != previous + 1):
+                out.append("--")
+            sep, text = numbered[number]
+            out.append(f"{path}{sep}{number}{sep}{text}")
+            previous = number
+    return out

@@ -1,0 +1,233 @@
+"""Searching file contents for a Python regular expression, line by line.
+
+Speed comes from working on whole file buffers: a file is read in one call, a file without
+a match costs one search (or one substring test for a literal pattern) over its bytes, and
+line numbers are counted only for files that match. A pure-ASCII file is searched as bytes
+with the pattern compiled for bytes, which matches exactly what the ``str`` pattern matches
+on ASCII text; any other file is decoded (BOM, then strict UTF-8, else latin-1) and searched
+as text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from dataclasses import dataclass, field
+
+from .._errors import ErrorCode, ToolError
+
+# A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
+BINARY_PROBE = 8192
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_REGEX_META = frozenset(".^$*+?{}[]\\|()")
+
+
+@dataclass
+class LineMatch:
+    """A matching line: 1-based ``line``, 1-based ``column`` (in characters) of the first
+    match on it, and the line's ``text`` (without its line ending)."""
+
+    line: int
+    column: int
+    text: str
+
+
+@dataclass
+class FileMatches:
+    """Matches in one file: ``count`` counts every matching line (every match in multiline
+    mode); ``lines`` holds at most the number asked for, ``context`` maps line numbers to the
+    text of context lines around them."""
+
+    count: int = 0
+    lines: list[LineMatch] = field(default_factory=list)
+    context: dict[int, str] = field(default_factory=dict)
+
+
+class Matcher:
+    """A compiled grep pattern.
+
+    Args:
+        pattern: a Python regular expression (``re`` syntax).
+        ignore_case: match case-insensitively.
+        multiline: let a match span lines (``.`` matches a newline too); otherwise a match
+            lies within one line and ``^``/``$`` match at line boundaries.
+
+    Raises:
+        ToolError: ``INVALID_ARGUMENTS`` naming the position of the regex error.
+    """
+
+    def __init__(self, pattern: str, *, ignore_case: bool = False, multiline: bool = False):
+        flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
+        if multiline:
+            flags |= re.DOTALL
+        try:
+            self.text_rx = re.compile(pattern, flags)
+        except re.error as exc:
+            raise _regex_error(pattern, exc) from None
+        self.multiline = multiline
+        self.bytes_rx = _bytes_twin(pattern, flags)
+        # A plain ASCII literal: a substring test on raw bytes rules a file out exactly,
+        # for UTF-8 and latin-1 text alike (ASCII bytes mean the same in both).
+        is_literal = pattern.isascii() and not ignore_case and not (_REGEX_META & set(pattern))
+        self.literal = pattern.encode("ascii") if is_literal and pattern else None
+
+    def search(self, data: bytes, keep: int, context: int) -> FileMatches | None:
+        """Search one file's bytes; ``None`` when it is binary.
+
+        Args:
+            data: the whole file.
+            keep: how many matching lines to keep (all are counted).
+            context: lines of context to collect around kept matches.
+        """
+        bom = _bom_encoding(data)
+        if bom is None and b"\0" in data[:BINARY_PROBE]:
+            return None
+        if self.literal is not None and bom is None and self.literal not in data:
+            return FileMatches()
+        if bom is None and self.bytes_rx is not None and data.isascii():
+            return _scan(data, self.bytes_rx, b"\n", self.multiline, keep, context, _ascii)
+        text = _decode(data, bom)
+        return _scan(text, self.text_rx, "\n", self.multiline, keep, context, _same)
+
+
+def _regex_error(pattern: str, exc: re.error) -> ToolError:
+    pos = exc.pos if exc.pos is not None else 0
+    pointer = f"\n  {pattern}\n  {' ' * pos}^"
+    return ToolError(
+        f"Invalid regular expression at position {pos}: {exc.msg}.{pointer}\n"
+        "The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
+        "with a backslash to match them literally.",
+        ErrorCode.INVALID_ARGUMENTS,
+    )
+
+
+def _bytes_twin(pattern: str, flags: int) -> re.Pattern[bytes] | None:
+    # On ASCII text a bytes pattern compiled from the same ASCII source matches exactly what
+    # the str pattern matches, with one exception: str \s also matches \x1c-\x1f.
+    if not pattern.isascii() or "\\s" in pattern or "\\S" in pattern:
+        return None
+    try:
+        return re.compile(pattern.encode("ascii"), flags)
+    except (re.error, ValueError):
+        return None
+
+
+def _bom_encoding(data: bytes) -> str | None:
+    if data[:1] not in (b"\xef", b"\xff", b"\xfe", b"\x00"):
+        return None
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    return None
+
+
+def _decode(data: bytes, bom: str | None) -> str:
+    if bom is not None:
+        return data.decode(bom, "replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _ascii(value: bytes) -> str:
+    return value.decode("ascii")
+
+
+def _same(value: str) -> str:
+    return value
+
+
+def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> FileMatches:  # type: ignore[no-untyped-def]
+    """Find matching lines in ``buf`` (bytes or str, with ``rx`` and ``nl`` of its type)."""
+    result = FileMatches()
+    n = len(buf)
+    search = rx.search
+    pos = 0
+    line_no = 1
+    counted_to = 0
+    cr = nl.__class__("\r" if isinstance(nl, str) else b"\r")
+    while pos < n:
+        m = search(buf, pos)
+        if m is None:
+            break
+        start = m.start()
+        if start >= n and n and buf[n - 1 : n] == nl:
+            break
+        back = buf.rfind(nl, pos, start)
+        line_start = pos if back < 0 else back + 1
+        line_end = buf.find(nl, start)
+        if line_end < 0:
+            line_end = n
+        if not multiline and m.end() > line_end:
+            # The match ran past the line; a grep match must lie within one line.
+            m = search(buf, line_start, line_end)
+            if m is None:
+                pos = line_end + 1
+                continue
+            start = m.start()
+        line_no += buf.count(nl, counted_to, line_start)
+        counted_to = line_start
+        result.count += 1
+        if len(result.lines) < keep:
+            text = buf[line_start:line_end]
+            column = len(to_str(buf[line_start:start])) + 1
+            if multiline and m.end() > line_end:
+                text = buf[line_start : _line_end(buf, nl, m.end())]
+            result.lines.append(LineMatch(line_no, column, to_str(text.rstrip(cr))))
+        pos = max(m.end(), start + 1) if multiline else line_end + 1
+    if context and result.lines:
+        _add_context(buf, nl, cr, result, context, to_str)
+    return result
+
+
+def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
+    # The end of the line holding the last character before ``index``.
+    end = buf.find(nl, max(index - 1, 0))
+    return len(buf) if end < 0 else end
+
+
+def _add_context(buf, nl, cr, result: FileMatches, context: int, to_str) -> None:  # type: ignore[no-untyped-def]
+    lines = buf.split(nl)
+    if lines and not lines[-1]:
+        lines.pop()
+    spans = [(m.line, m.line + m.text.count("\n")) for m in result.lines]
+    matched = {number for first, last in spans for number in range(first, last + 1)}
+    for first, last in spans:
+        for number in range(first - context, last + context + 1):
+            if 1 <= number <= len(lines) and number not in matched:
+                result.context[number] = to_str(lines[number - 1].rstrip(cr))
+
+
+def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
+    """The whole content of the regular file ``path``; ``None`` when it cannot be read.
+
+    Without ``follow`` a symlink is not opened (``O_NOFOLLOW``), so a file swapped for a
+    link after the walk is not read through it.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)
+        if len(data) <= size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
