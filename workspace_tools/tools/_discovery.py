@@ -7,6 +7,7 @@ import re
 import stat
 from dataclasses import dataclass
 
+from pydantic import BaseModel
 from wcmatch import glob as wcglob
 
 from .._errors import ErrorCode, ToolError
@@ -113,3 +114,15 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
         return ""
     noun = "entry" if ignored == 1 else "entries"
     return f" ({ignored:,} {noun} skipped by ignore rules; include_ignored=true shows them)"
+
+
+class CompactRepr(BaseModel):
+    """A details model whose ``repr`` gives list lengths, not thousands of items (event
+    loops and loggers repr results they pass along)."""
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}=<{len(value)} items>" if isinstance(value, list) else f"{name}={value!r}"
+            for name, value in self.__dict__.items()
+        )
+        return f"{type(self).__name__}({fields})"

@@ -8,7 +8,7 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._walk import Walker
-from ._discovery import compile_glob, note, resolve_start
+from ._discovery import CompactRepr, compile_glob, note, resolve_start
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
@@ -38,7 +38,7 @@ class GlobArgs(BaseModel):
     )
 
 
-class GlobDetails(BaseModel):
+class GlobDetails(CompactRepr):
     """What ``glob`` found: ``matches`` cut at the limit, ``count`` of all, whether the list
     was ``truncated``, and how many entries ignore rules skipped."""
 

@@ -11,7 +11,7 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._search import Matcher
 from ..workspace._walk import Walker
-from ._discovery import compile_glob, resolve_start
+from ._discovery import CompactRepr, compile_glob, resolve_start
 from ._grep_run import GrepRun, format_grep
 
 DESCRIPTION = """\
@@ -69,7 +69,7 @@ class GrepFile(BaseModel):
     count: int
 
 
-class GrepDetails(BaseModel):
+class GrepDetails(CompactRepr):
     """What ``grep`` found. ``matches`` and ``files`` are cut at the limit; the totals
     (``match_count``, ``files_matched``, ``files_searched``, ``binary_skipped``,
     ``ignored``) count everything."""

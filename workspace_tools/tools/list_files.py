@@ -11,7 +11,7 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._walk import DIRECTORY, Walker
-from ._discovery import ignored_hint, note, resolve_start
+from ._discovery import CompactRepr, ignored_hint, note, resolve_start
 
 DESCRIPTION = """\
 List the files and directories in a directory of the workspace, one path per line, sorted. \
@@ -49,7 +49,7 @@ class ListEntry(BaseModel):
     size: int | None
 
 
-class ListFilesDetails(BaseModel):
+class ListFilesDetails(CompactRepr):
     """What ``list_files`` found: ``entries`` cut at the limit, ``count`` of all, whether the
     listing was ``truncated``, and how many entries ignore rules skipped."""
 

@@ -11,12 +11,20 @@ as text.
 from __future__ import annotations
 
 import codecs
+import mmap
 import os
 import re
+from typing import Any
+
+try:  # Python 3.11+
+    from re import _parser as _sre_parse  # type: ignore[attr-defined]
+except ImportError:  # Python 3.10
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
 from dataclasses import dataclass, field
 
 from .._errors import ErrorCode, ToolError
 
+FIRST_READ = 64 * 1024
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
 
@@ -27,7 +35,9 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-_REGEX_META = frozenset(".^$*+?{}[]\\|()")
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# What str \s matches among ASCII characters, as the body of a bytes character class.
+_STR_SPACE = r"\t\n\x0b\x0c\r\x1c-\x20"
 
 
 @dataclass
@@ -73,29 +83,33 @@ class Matcher:
         except re.error as exc:
             raise _regex_error(pattern, exc) from None
         self.multiline = multiline
-        self.bytes_rx = _bytes_twin(pattern, flags)
-        # A plain ASCII literal: a substring test on raw bytes rules a file out exactly,
-        # for UTF-8 and latin-1 text alike (ASCII bytes mean the same in both).
-        is_literal = pattern.isascii() and not ignore_case and not (_REGEX_META & set(pattern))
-        self.literal = pattern.encode("ascii") if is_literal and pattern else None
+        self.bytes_rx = _bytes_twin(pattern, self.text_rx.flags)
+        self.required = required_literal(pattern, flags)
 
-    def search(self, data: bytes, keep: int, context: int) -> FileMatches | None:
-        """Search one file's bytes; ``None`` when it is binary.
+    @staticmethod
+    def is_binary(data: bytes | mmap.mmap) -> bool:
+        """A NUL byte in the first 8 KiB, and no BOM saying UTF-16/32."""
+        return data.find(b"\0", 0, BINARY_PROBE) >= 0 and not data[:4].startswith(_WIDE_BOMS)
+
+    def find(self, data: bytes | mmap.mmap, keep: int, context: int) -> FileMatches | None:
+        """Search one text file's bytes; ``None`` when nothing matches.
 
         Args:
-            data: the whole file.
+            data: the whole file, as bytes or a read-only map of it.
             keep: how many matching lines to keep (all are counted).
             context: lines of context to collect around kept matches.
         """
-        bom = _bom_encoding(data)
-        if bom is None and b"\0" in data[:BINARY_PROBE]:
+        # The required literal is ASCII, so its bytes mean the same in UTF-8 and latin-1.
+        wide = data[:4].startswith(_WIDE_BOMS)
+        if not wide and self.required is not None and data.find(self.required) < 0:
             return None
-        if self.literal is not None and bom is None and self.literal not in data:
-            return FileMatches()
-        if bom is None and self.bytes_rx is not None and data.isascii():
+        if not isinstance(data, bytes):
+            data = data[:]
+        if wide:
+            return _scan(_decode(data), self.text_rx, "\n", self.multiline, keep, context, _same)
+        if self.bytes_rx is not None and data.isascii():
             return _scan(data, self.bytes_rx, b"\n", self.multiline, keep, context, _ascii)
-        text = _decode(data, bom)
-        return _scan(text, self.text_rx, "\n", self.multiline, keep, context, _same)
+        return _scan(_decode(data), self.text_rx, "\n", self.multiline, keep, context, _same)
 
 
 def _regex_error(pattern: str, exc: re.error) -> ToolError:
@@ -110,14 +124,88 @@ def _regex_error(pattern: str, exc: re.error) -> ToolError:
 
 
 def _bytes_twin(pattern: str, flags: int) -> re.Pattern[bytes] | None:
-    # On ASCII text a bytes pattern compiled from the same ASCII source matches exactly what
-    # the str pattern matches, with one exception: str \s also matches \x1c-\x1f.
-    if not pattern.isascii() or "\\s" in pattern or "\\S" in pattern:
+    """The pattern compiled for bytes, matching on ASCII text exactly what the ``str``
+    pattern matches there; ``None`` when that cannot be had. Verbose patterns are left
+    alone (a ``[`` in a comment would mislead the character-class tracking)."""
+    verbose = flags & re.VERBOSE or re.search(r"\(\?[aiLmsux-]*x", pattern)
+    source = _bytes_source(pattern) if pattern.isascii() and not verbose else None
+    if source is None:
         return None
     try:
-        return re.compile(pattern.encode("ascii"), flags)
+        return re.compile(source.encode("ascii"), flags & ~re.UNICODE)
     except (re.error, ValueError):
         return None
+
+
+def _bytes_source(pattern: str) -> str | None:
+    # The one difference on ASCII text: str \s also matches \x1c-\x1f. Spell it out.
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = class_first = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            escaped = pattern[i + 1 : i + 2]
+            if escaped == "s":
+                out.append(_STR_SPACE if in_class else f"[{_STR_SPACE}]")
+            elif escaped == "S":
+                if in_class:
+                    return None
+                out.append(f"[^{_STR_SPACE}]")
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            class_first = False
+            continue
+        if in_class:
+            if c == "]" and not class_first:
+                in_class = False
+            class_first = class_first and c == "^" and pattern[i - 1] == "["
+        elif c == "[":
+            in_class = class_first = True
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def required_literal(pattern: str, flags: int) -> bytes | None:
+    """The longest ASCII literal every match of ``pattern`` contains, or ``None``.
+
+    Read from the parsed pattern: runs of literal characters in the top-level sequence, in
+    groups, and in repeats of at least one. Case-insensitive parts contribute nothing.
+    """
+    if flags & re.IGNORECASE:
+        return None
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    best = b""
+
+    def visit(items: Any) -> None:
+        nonlocal best
+        run = bytearray()
+        for op, av in items:
+            name = op.name
+            if name == "LITERAL" and av < 128:
+                run.append(av)
+                continue
+            if len(run) > len(best):
+                best = bytes(run)
+            run.clear()
+            if name == "SUBPATTERN" and not av[1] & re.IGNORECASE:
+                visit(av[3])
+            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and av[0] >= 1:
+                visit(av[2])
+            elif name == "ATOMIC_GROUP":
+                visit(av)
+        if len(run) > len(best):
+            best = bytes(run)
+
+    visit(parsed)
+    return best or None
 
 
 def _bom_encoding(data: bytes) -> str | None:
@@ -129,7 +217,8 @@ def _bom_encoding(data: bytes) -> str | None:
     return None
 
 
-def _decode(data: bytes, bom: str | None) -> str:
+def _decode(data: bytes) -> str:
+    bom = _bom_encoding(data)
     if bom is not None:
         return data.decode(bom, "replace")
     try:
@@ -146,15 +235,17 @@ def _same(value: str) -> str:
     return value
 
 
-def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> FileMatches:  # type: ignore[no-untyped-def]
+def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> FileMatches | None:  # type: ignore[no-untyped-def]
     """Find matching lines in ``buf`` (bytes or str, with ``rx`` and ``nl`` of its type)."""
+    search = rx.search
+    if search(buf) is None:
+        return None
     result = FileMatches()
     n = len(buf)
-    search = rx.search
     pos = 0
     line_no = 1
     counted_to = 0
-    cr = nl.__class__("\r" if isinstance(nl, str) else b"\r")
+    cr = "\r" if isinstance(nl, str) else b"\r"
     while pos < n:
         m = search(buf, pos)
         if m is None:
@@ -186,7 +277,7 @@ def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> File
         pos = max(m.end(), start + 1) if multiline else line_end + 1
     if context and result.lines:
         _add_context(buf, nl, cr, result, context, to_str)
-    return result
+    return result if result.count else None
 
 
 def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
@@ -211,7 +302,8 @@ def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
     """The whole content of the regular file ``path``; ``None`` when it cannot be read.
 
     Without ``follow`` a symlink is not opened (``O_NOFOLLOW``), so a file swapped for a
-    link after the walk is not read through it.
+    link after the walk is not read through it. A small file costs three system calls
+    (open, one read, close): most source files fit in the first read.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
     try:
@@ -219,13 +311,12 @@ def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
     except OSError:
         return None
     try:
-        size = os.fstat(fd).st_size
-        data = os.read(fd, size + 1)
-        if len(data) <= size:
+        data = os.read(fd, FIRST_READ)
+        if len(data) < FIRST_READ:
             return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
+        chunks = [data, os.read(fd, max(os.fstat(fd).st_size - len(data), 0) + 1)]
+        while chunks[-1]:
+            chunks.append(os.read(fd, 1 << 20))
         return b"".join(chunks)
     except OSError:
         return None
