@@ -155,10 +155,11 @@ class _Scan:
                     stack.append((d_abs + "/" + name, rel, d_rules, child_tracked_only))
 
     def cacheable(self, started_ns: int) -> bool:
+        # Modifying a directory or file sets its mtime to "now"; an mtime safely before the
+        # walk therefore moves with any later change. (ctime is part of the stamp too, so a
+        # change whose mtime was then set back is still seen.)
         limit = started_ns - _RACY_NS
-        return all(
-            s.stamp is None or (s.stamp[0] < limit and s.stamp[3] < limit) for s in self.stamps
-        )
+        return all(s.stamp is None or s.stamp[0] < limit for s in self.stamps)
 
 
 def _list_dir(path: str) -> list[tuple[str, EntryType]]:
