@@ -23,9 +23,7 @@ def git(root: Path, *args: str) -> bytes:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@example.com",
     }
-    return subprocess.run(
-        ["git", *args], cwd=root, env=env, check=True, capture_output=True
-    ).stdout
+    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True).stdout
 
 
 def git_listed(root: Path) -> set[str]:

@@ -46,7 +46,10 @@ def test_hidden_workflow_files_are_searched(project: Path) -> None:
 
 def test_content_mode_lists_path_line_text_in_path_order(project: Path) -> None:
     result = grep(project, pattern=r"def \w+")
-    assert result.model_text() == "src/a.py:3:def alpha():\nsrc/b.py:1:def beta():\nsrc/b.py:5:def Alpha():"
+    assert (
+        result.model_text()
+        == "src/a.py:3:def alpha():\nsrc/b.py:1:def beta():\nsrc/b.py:5:def Alpha():"
+    )
     details = result.details
     assert [(m.path, m.line, m.column, m.text) for m in details.matches] == [
         ("src/a.py", 3, 1, "def alpha():"),
@@ -242,7 +245,9 @@ PIECES = ["a", "b", "ab", ".", r"\w", r"\s", r"\d", "[ab]", "[^a]", "x", "^", "$
 def test_matches_are_the_lines_a_line_by_line_search_finds(
     pieces: list[str], quantifier: str, text: str, ignore_case: bool
 ) -> None:
-    pattern = "".join(pieces) + quantifier if pieces[-1] not in ("^", "$", r"\b") else "".join(pieces)
+    pattern = (
+        "".join(pieces) + quantifier if pieces[-1] not in ("^", "$", r"\b") else "".join(pieces)
+    )
     matcher = Matcher(pattern, ignore_case=ignore_case)
     found = matcher.find(text.encode(), 10_000, 0)
     got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]

@@ -153,6 +153,8 @@ def test_discovery_lists_what_git_lists_on_this_repository() -> None:
     texts = {
         p
         for p in expected
-        if (root / p).is_file() and (root / p).stat().st_size and b"\0" not in (root / p).read_bytes()[:8192]
+        if (root / p).is_file()
+        and (root / p).stat().st_size
+        and b"\0" not in (root / p).read_bytes()[:8192]
     }
     assert grepped == texts
