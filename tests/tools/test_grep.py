@@ -261,3 +261,24 @@ def test_matches_are_the_lines_a_line_by_line_search_finds(
         if (m := rx.search(line)) is not None
     ]
     assert got == expected
+
+
+def test_file_over_a_window_is_searched_whole_with_context_across_windows(
+    tmp_path: Path,
+) -> None:
+    # 64-byte lines: the 32 MB window boundary falls between lines 524288 and 524289.
+    count = 40 * 1024 * 1024 // 64
+    body = "".join(f"{i:08d} {'x' * 54}\n" for i in range(1, count + 1))
+    (tmp_path / "big.txt").write_text(body)
+    result = grep(tmp_path, pattern="^0052428[89] ", context=2)
+    assert result.model_text() == "\n".join(
+        [
+            "big.txt-524286-00524286 " + "x" * 54,
+            "big.txt-524287-00524287 " + "x" * 54,
+            "big.txt:524288:00524288 " + "x" * 54,
+            "big.txt:524289:00524289 " + "x" * 54,
+            "big.txt-524290-00524290 " + "x" * 54,
+            "big.txt-524291-00524291 " + "x" * 54,
+        ]
+    )
+    assert grep(tmp_path, pattern="0 x").details.match_count == count // 10

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from .._errors import ErrorCode, ToolError
 
 FIRST_READ = 64 * 1024
+WINDOW = 32 * 1024 * 1024
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
 
@@ -94,22 +95,73 @@ class Matcher:
     def find(self, data: bytes | mmap.mmap, keep: int, context: int) -> FileMatches | None:
         """Search one text file's bytes; ``None`` when nothing matches.
 
+        A mapped file over 32 MB is searched in windows of whole lines (each decoded on its
+        own), so memory stays bounded; multiline patterns and UTF-16/32 files are searched
+        whole.
+
         Args:
             data: the whole file, as bytes or a read-only map of it.
             keep: how many matching lines to keep (all are counted).
             context: lines of context to collect around kept matches.
         """
-        # The required literal is ASCII, so its bytes mean the same in UTF-8 and latin-1.
         wide = data[:4].startswith(_WIDE_BOMS)
-        if not wide and self.required is not None and data.find(self.required) < 0:
-            return None
-        if not isinstance(data, bytes):
-            data = data[:]
         if wide:
-            return _scan(_decode(data), self.text_rx, "\n", self.multiline, keep, context, _same)
+            text = _decode(data[:])
+            return _scan(text, self.text_rx, "\n", self.multiline, keep, context, _same)
+        if not isinstance(data, bytes) and len(data) > WINDOW and not self.multiline:
+            return self._find_windows(data, keep, context)
+        return self._find_in(data[:] if not isinstance(data, bytes) else data, keep, context)
+
+    def _find_in(
+        self,
+        data: bytes,
+        keep: int,
+        context: int,
+        lo: int = 0,
+        hi: int | None = None,
+        line: int = 1,
+    ) -> FileMatches | None:
+        # The required literal is ASCII, so its bytes mean the same in UTF-8 and latin-1.
+        if self.required is not None and data.find(self.required, lo, hi) < 0:
+            return None
         if self.bytes_rx is not None and data.isascii():
-            return _scan(data, self.bytes_rx, b"\n", self.multiline, keep, context, _ascii)
-        return _scan(_decode(data), self.text_rx, "\n", self.multiline, keep, context, _same)
+            return _scan(
+                data, self.bytes_rx, b"\n", self.multiline, keep, context, _ascii, lo, hi, line
+            )
+        codec, text = _decode_text(data)
+        lo_text = len(data[:lo].decode(codec)) if lo else 0
+        hi_text = None if hi is None else lo_text + len(data[lo:hi].decode(codec))
+        return _scan(
+            text, self.text_rx, "\n", self.multiline, keep, context, _same, lo_text, hi_text, line
+        )
+
+    def _find_windows(self, mapped: mmap.mmap, keep: int, context: int) -> FileMatches | None:
+        total = FileMatches()
+        size = len(mapped)
+        lo, line = 0, 1
+        while lo < size:
+            hi = min(lo + WINDOW, size)
+            if hi < size:
+                newline = mapped.rfind(b"\n", lo, hi)
+                hi = newline + 1 if newline >= 0 else (mapped.find(b"\n", hi) + 1 or size)
+            ext_lo, ext_hi = lo, hi
+            for _ in range(context):
+                if ext_lo > 0:
+                    ext_lo = mapped.rfind(b"\n", 0, ext_lo - 1) + 1
+                if ext_hi < size:
+                    ext_hi = (mapped.find(b"\n", ext_hi) + 1) or size
+            chunk = mapped[ext_lo:ext_hi]
+            first = line - chunk.count(b"\n", 0, lo - ext_lo)
+            found = self._find_in(
+                chunk, keep - len(total.lines), context, lo - ext_lo, hi - ext_lo, first
+            )
+            if found is not None:
+                total.count += found.count
+                total.lines.extend(found.lines)
+                total.context.update(found.context)
+            line += chunk.count(b"\n", lo - ext_lo, hi - ext_lo)
+            lo = hi
+        return total if total.count else None
 
 
 def _regex_error(pattern: str, exc: re.error) -> ToolError:
@@ -219,12 +271,17 @@ def _bom_encoding(data: bytes) -> str | None:
 
 def _decode(data: bytes) -> str:
     bom = _bom_encoding(data)
-    if bom is not None:
-        return data.decode(bom, "replace")
+    return data.decode(bom, "replace") if bom is not None else _decode_text(data)[1]
+
+
+def _decode_text(data: bytes) -> tuple[str, str]:
+    """The codec and text of BOM-less or UTF-8-BOM bytes: ``utf-8-sig``/``utf-8`` when the
+    bytes are valid UTF-8, else ``latin-1`` (which decodes any bytes, one character each)."""
+    codec = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
     try:
-        return data.decode("utf-8")
+        return codec, data.decode(codec)
     except UnicodeDecodeError:
-        return data.decode("latin-1")
+        return "latin-1", data.decode("latin-1")
 
 
 def _ascii(value: bytes) -> str:
@@ -235,23 +292,31 @@ def _same(value: str) -> str:
     return value
 
 
-def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> FileMatches | None:  # type: ignore[no-untyped-def]
-    """Find matching lines in ``buf`` (bytes or str, with ``rx`` and ``nl`` of its type)."""
+def _scan(  # type: ignore[no-untyped-def]
+    buf, rx, nl, multiline: bool, keep: int, context: int, to_str, lo=0, hi=None, first_line=1
+) -> FileMatches | None:
+    """Find matching lines in ``buf`` (bytes or str, with ``rx`` and ``nl`` of its type).
+
+    Only matches starting in ``[lo, hi)`` count (both at line starts); the rest of ``buf``
+    serves as context. ``first_line`` is the number of the line at offset 0.
+    """
     search = rx.search
-    if search(buf) is None:
+    n = len(buf)
+    hi = n if hi is None else hi
+    if search(buf, lo) is None:
         return None
     result = FileMatches()
-    n = len(buf)
-    pos = 0
-    line_no = 1
+    pos = lo
+    line_no = first_line
     counted_to = 0
     cr = "\r" if isinstance(nl, str) else b"\r"
-    while pos < n:
+    while pos < hi:
         m = search(buf, pos)
         if m is None:
             break
         start = m.start()
-        if start >= n and n and buf[n - 1 : n] == nl:
+        # A match at the very end belongs to the last line only if that line has no newline.
+        if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
             break
         back = buf.rfind(nl, pos, start)
         line_start = pos if back < 0 else back + 1
@@ -276,7 +341,7 @@ def _scan(buf, rx, nl, multiline: bool, keep: int, context: int, to_str) -> File
             result.lines.append(LineMatch(line_no, column, to_str(text.rstrip(cr))))
         pos = max(m.end(), start + 1) if multiline else line_end + 1
     if context and result.lines:
-        _add_context(buf, nl, cr, result, context, to_str)
+        _add_context(buf, nl, cr, result, context, to_str, first_line)
     return result if result.count else None
 
 
@@ -286,16 +351,19 @@ def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
     return len(buf) if end < 0 else end
 
 
-def _add_context(buf, nl, cr, result: FileMatches, context: int, to_str) -> None:  # type: ignore[no-untyped-def]
+def _add_context(  # type: ignore[no-untyped-def]
+    buf, nl, cr, result: FileMatches, context: int, to_str, first_line: int
+) -> None:
     lines = buf.split(nl)
     if lines and not lines[-1]:
         lines.pop()
+    last_line = first_line + len(lines) - 1
     spans = [(m.line, m.line + m.text.count("\n")) for m in result.lines]
     matched = {number for first, last in spans for number in range(first, last + 1)}
     for first, last in spans:
         for number in range(first - context, last + context + 1):
-            if 1 <= number <= len(lines) and number not in matched:
-                result.context[number] = to_str(lines[number - 1].rstrip(cr))
+            if first_line <= number <= last_line and number not in matched:
+                result.context[number] = to_str(lines[number - first_line].rstrip(cr))
 
 
 def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
