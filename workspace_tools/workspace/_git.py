@@ -114,7 +114,8 @@ def _ls_files(top: str) -> TrackedSet:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_OVERRIDES}
     try:
         proc = subprocess.run(
-            ["git", "ls-files", "-z", "--cached"],
+            # fsmonitor off: reading the index must never run a hook the repository names.
+            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--cached"],
             cwd=top,
             env=env,
             stdin=subprocess.DEVNULL,
