@@ -119,3 +119,12 @@ def test_defaults_in_the_schema() -> None:
 
     props = ListFilesArgs.model_json_schema()["properties"]
     assert (props["path"]["default"], props["recursive"]["default"]) == (".", False)
+
+
+def test_configured_limit_is_the_schema_default_and_applies(project: Path) -> None:
+    from workspace_tools import workspace_tools
+
+    tool = {t.name: t for t in workspace_tools(project, list_limit=2)}["list_files"]
+    assert tool.input_schema()["properties"]["limit"]["default"] == 2
+    result = invoke_tool_sync(tool, {"recursive": True})
+    assert (len(result.details.entries), result.details.truncated) == (2, True)

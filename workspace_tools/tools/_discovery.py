@@ -6,8 +6,9 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from typing import TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, create_model
 from wcmatch import glob as wcglob
 
 from .._errors import ErrorCode, ToolError
@@ -15,6 +16,8 @@ from ..workspace import ResolvedPath, Workspace
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 
 
@@ -101,6 +104,16 @@ def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
             f"Invalid glob pattern {pattern!r}: {exc}", ErrorCode.INVALID_ARGUMENTS
         ) from None
     return re.compile("|".join(f"(?:{part})" for part in include))
+
+
+def with_limit_default(model: type[ModelT], default: int) -> type[ModelT]:
+    """``model`` with the workspace's configured default for ``limit`` (so the schema a
+    model reads shows the real default); ``model`` itself when it already has it."""
+    field = model.model_fields["limit"]
+    if field.default == default:
+        return model
+    limit = Field(default, ge=1, description=field.description)
+    return create_model(model.__name__, __base__=model, limit=(int, limit))
 
 
 def note(text: str) -> str:

@@ -8,7 +8,7 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._walk import Walker
-from ._discovery import CompactRepr, compile_glob, note, resolve_start
+from ._discovery import CompactRepr, compile_glob, note, resolve_start, with_limit_default
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
@@ -33,9 +33,7 @@ class GlobArgs(BaseModel):
     include_ignored: bool = Field(
         False, description="Also match files that .gitignore/.ignore rules skip"
     )
-    limit: int | None = Field(
-        None, ge=1, description="Maximum number of paths to show (default 100)"
-    )
+    limit: int = Field(100, ge=1, description="Maximum number of paths to show")
 
 
 class GlobDetails(CompactRepr):
@@ -56,7 +54,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
     def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
         matcher = compile_glob(args.pattern, workspace)
         start = resolve_start(workspace, args.path, need_dir=True)
-        limit = args.limit or workspace.options.glob_limit
+        limit = args.limit
         walk = walker.walk(
             start.real, start.rel, recursive=True, include_ignored=args.include_ignored
         )
@@ -88,7 +86,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
     return tool(
         name="glob",
         description=DESCRIPTION,
-        parameters=GlobArgs,
+        parameters=with_limit_default(GlobArgs, workspace.options.glob_limit),
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Find files", icon="search", detail=a.pattern

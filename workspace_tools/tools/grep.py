@@ -11,7 +11,7 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._search import Matcher
 from ..workspace._walk import Walker
-from ._discovery import CompactRepr, compile_glob, resolve_start
+from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
 from ._grep_run import GrepRun, format_grep
 
 DESCRIPTION = """\
@@ -48,9 +48,7 @@ class GrepArgs(BaseModel):
     include_ignored: bool = Field(
         False, description="Also search files that .gitignore/.ignore rules skip"
     )
-    limit: int | None = Field(
-        None, ge=1, description="Maximum number of results to show (default 100)"
-    )
+    limit: int = Field(100, ge=1, description="Maximum number of results to show")
 
 
 class GrepMatch(BaseModel):
@@ -93,7 +91,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         matcher = Matcher(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
         file_filter = compile_glob(args.glob, workspace) if args.glob else None
         start = resolve_start(workspace, args.path, need_dir=False)
-        limit = args.limit or workspace.options.grep_limit
+        limit = args.limit
         run = GrepRun(matcher, limit=limit, context=args.context)
         if start.is_dir:
             walk = walker.walk(
@@ -131,7 +129,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
     return tool(
         name="grep",
         description=DESCRIPTION,
-        parameters=GrepArgs,
+        parameters=with_limit_default(GrepArgs, workspace.options.grep_limit),
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Search files", icon="text-search", detail=a.pattern

@@ -11,7 +11,7 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._walk import DIRECTORY, Walker
-from ._discovery import CompactRepr, ignored_hint, note, resolve_start
+from ._discovery import CompactRepr, ignored_hint, note, resolve_start, with_limit_default
 
 DESCRIPTION = """\
 List the files and directories in a directory of the workspace, one path per line, sorted. \
@@ -35,9 +35,7 @@ class ListFilesArgs(BaseModel):
     include_ignored: bool = Field(
         False, description="Also list entries that .gitignore/.ignore rules skip"
     )
-    limit: int | None = Field(
-        None, ge=1, description="Maximum number of entries to show (default 1000)"
-    )
+    limit: int = Field(1000, ge=1, description="Maximum number of entries to show")
 
 
 class ListEntry(BaseModel):
@@ -67,7 +65,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
 
     def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
         start = resolve_start(workspace, args.path, need_dir=True)
-        limit = args.limit or workspace.options.list_limit
+        limit = args.limit
         walk = walker.walk(
             start.real, start.rel, recursive=args.recursive, include_ignored=args.include_ignored
         )
@@ -98,7 +96,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
     return tool(
         name="list_files",
         description=DESCRIPTION,
-        parameters=ListFilesArgs,
+        parameters=with_limit_default(ListFilesArgs, workspace.options.list_limit),
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="List files", icon="folder", detail=a.path or "."
