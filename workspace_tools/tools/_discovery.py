@@ -97,6 +97,9 @@ def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
         pattern = pattern[len(root.rstrip("/")) + 1 :]
     while pattern.startswith("./"):
         pattern = pattern[2:]
+    simple = _simple_glob_regex(pattern)
+    if simple is not None:
+        return re.compile(simple, re.DOTALL)
     try:
         include, _exclude = wcglob.translate(pattern, flags=GLOB_FLAGS)
     except (ValueError, re.error) as exc:
@@ -104,6 +107,52 @@ def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
             f"Invalid glob pattern {pattern!r}: {exc}", ErrorCode.INVALID_ARGUMENTS
         ) from None
     return re.compile("|".join(f"(?:{part})" for part in include))
+
+
+_SIMPLE_GLOB = re.compile(r"[\w.\-/ *?{},]+")
+_BRACE = re.compile(r"\{([^{}]*)\}")
+
+
+def _simple_glob_regex(pattern: str) -> str | None:
+    """A lean regex for the common glob shapes (names, ``*``, ``?``, whole-segment ``**``,
+    flat ``{a,b}`` lists), matching real paths exactly as wcmatch does with
+    :data:`GLOB_FLAGS`; ``None`` for anything else, which wcmatch then translates.
+
+    wcmatch's own regex guards against empty, ``.`` and ``..`` segments, which walked paths
+    never have; without those guards the match is several times faster.
+    """
+    if not _SIMPLE_GLOB.fullmatch(pattern):
+        return None
+    alternatives = [pattern]
+    while any("{" in p or "}" in p for p in alternatives):
+        expanded = []
+        for alternative in alternatives:
+            group = _BRACE.search(alternative)
+            if group is None or "," not in group.group(1) or ".." in group.group(1):
+                return None
+            head, tail = alternative[: group.start()], alternative[group.end() :]
+            expanded.extend(head + item + tail for item in group.group(1).split(","))
+        alternatives = expanded
+        if len(alternatives) > 256:
+            return None
+    if any(p.startswith("/") or p.endswith("/") or "//" in p for p in alternatives):
+        return None
+    return "|".join(f"(?:{_simple_alternative(p)})" for p in alternatives)
+
+
+def _simple_alternative(pattern: str) -> str:
+    segments = pattern.split("/")
+    out = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == "**":
+            out.append(".+" if last else "(?:[^/]+/)*")
+            continue
+        part = "".join(
+            "[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in segment
+        )
+        out.append(part if last else part + "/")
+    return "".join(out) + r"\Z"
 
 
 def with_limit_default(model: type[ModelT], default: int) -> type[ModelT]:

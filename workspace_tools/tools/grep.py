@@ -38,7 +38,11 @@ class GrepArgs(BaseModel):
 
     pattern: str = Field(description="Python regular expression, e.g. 'def \\w+\\(' or 'TODO'")
     path: str = Field(".", description="File or directory to search, relative to the root")
-    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py'")
+    glob: str | None = Field(
+        None,
+        description="Only files matching this glob: '*.py' (no '/': file names at any depth) "
+        "or 'src/**/*.ts' (paths relative to path)",
+    )
     ignore_case: bool = Field(False, description="Case-insensitive match")
     output_mode: Literal["content", "files_with_matches", "count"] = Field(
         "content", description="Matching lines, file paths, or counts per file"
