@@ -137,3 +137,20 @@ def test_rules_apply_in_a_workspace_below_the_repository_top(tmp_path: Path) -> 
     build(tmp_path, b"/a/x.log\ndeep.py\n")
     expected = {p[2:] for p in git_listed(tmp_path) if p.startswith("a/")}
     assert discovered(tmp_path / "a") == (expected, expected, expected)
+
+
+def test_symlinks_are_listed_as_git_lists_them(tmp_path: Path) -> None:
+    import os
+
+    build(tmp_path, b"ignored-link\n")
+    os.symlink("a", tmp_path / "dir-link")
+    os.symlink("missing", tmp_path / "dangling")
+    os.symlink("/", tmp_path / "outside")
+    os.symlink("..", tmp_path / "a" / "loop")
+    os.symlink("x.log", tmp_path / "ignored-link")
+    expected = git_listed(tmp_path)
+    assert {"dir-link", "dangling", "outside", "a/loop"} <= expected
+    listed, globbed, grepped = discovered(tmp_path)
+    assert listed == globbed == expected
+    # grep reads no linked file it was not named.
+    assert grepped == expected - {"dir-link", "dangling", "outside", "a/loop"}
