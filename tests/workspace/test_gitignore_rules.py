@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -140,8 +141,6 @@ def test_rules_apply_in_a_workspace_below_the_repository_top(tmp_path: Path) -> 
 
 
 def test_symlinks_are_listed_as_git_lists_them(tmp_path: Path) -> None:
-    import os
-
     build(tmp_path, b"ignored-link\n")
     os.symlink("a", tmp_path / "dir-link")
     os.symlink("missing", tmp_path / "dangling")
