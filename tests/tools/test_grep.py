@@ -232,10 +232,13 @@ def test_column_counts_characters(tmp_path: Path) -> None:
     assert grep(tmp_path, pattern="needle").details.matches[0].column == 5
 
 
-PIECES = ["a", "b", "ab", ".", r"\w", r"\s", r"\d", "[ab]", "[^a]", "x", "^", "$", r"\b", " "]
+PIECES = [
+    *["a", "b", "ab", ".", r"\w", r"\s", r"\S", r"\d", "[ab]", "[^a]", "x", "^", "$"],
+    *[r"\b", " ", "(a|b)", "[^\\n]", "(?=a)", "é"],
+]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=4),
     quantifier=st.sampled_from(["", "+", "*", "?"]),
@@ -256,11 +259,15 @@ def test_matches_are_the_lines_a_line_by_line_search_finds(
     if lines and lines[-1] == "":
         lines.pop()
     expected = [
-        (number, m.start() + 1, line)
+        (number, m.start() + 1, line.rstrip("\r"))  # line endings are not shown
         for number, line in enumerate(lines, 1)
         if (m := rx.search(line)) is not None
     ]
     assert got == expected
+    # Past the kept lines the rest are only counted, by another route.
+    for keep in (0, 1):
+        counted = matcher.find(text.encode(), keep, 0)
+        assert (0 if counted is None else counted.count) == len(expected)
 
 
 def test_file_over_a_window_is_searched_whole_with_context_across_windows(

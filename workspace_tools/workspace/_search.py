@@ -14,15 +14,9 @@ import codecs
 import mmap
 import os
 import re
-from typing import Any
-
-try:  # Python 3.11+
-    from re import _parser as _sre_parse  # type: ignore[attr-defined]
-except ImportError:  # Python 3.10
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
 from dataclasses import dataclass, field
 
-from .._errors import ErrorCode, ToolError
+from ._pattern import bytes_twin, compile_pattern, line_counter, required_literal
 
 FIRST_READ = 64 * 1024
 WINDOW = 32 * 1024 * 1024
@@ -37,8 +31,6 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-# What str \s matches among ASCII characters, as the body of a bytes character class.
-_STR_SPACE = r"\t\n\x0b\x0c\r\x1c-\x20"
 
 
 @dataclass
@@ -79,13 +71,13 @@ class Matcher:
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         if multiline:
             flags |= re.DOTALL
-        try:
-            self.text_rx = re.compile(pattern, flags)
-        except re.error as exc:
-            raise _regex_error(pattern, exc) from None
+        self.text_rx = compile_pattern(pattern, flags)
         self.multiline = multiline
-        self.bytes_rx = _bytes_twin(pattern, self.text_rx.flags)
+        self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
         self.required = required_literal(pattern, flags)
+        # Counting matching lines past the kept ones, in one C call per file.
+        self.text_counter = None if multiline else line_counter(self.text_rx)
+        self.bytes_counter = None if multiline or not self.bytes_rx else line_counter(self.bytes_rx)
 
     @staticmethod
     def is_binary(data: bytes | mmap.mmap) -> bool:
@@ -107,7 +99,9 @@ class Matcher:
         wide = data[:4].startswith(_WIDE_BOMS)
         if wide:
             text = _decode(data[:])
-            return _scan(text, self.text_rx, "\n", self.multiline, keep, context, _same)
+            return _scan(
+                text, self.text_rx, self.text_counter, "\n", self.multiline, keep, context, _same
+            )
         if not isinstance(data, bytes) and len(data) > WINDOW and not self.multiline:
             return self._find_windows(data, keep, context)
         return self._find_in(data[:] if not isinstance(data, bytes) else data, keep, context)
@@ -126,13 +120,33 @@ class Matcher:
             return None
         if self.bytes_rx is not None and data.isascii():
             return _scan(
-                data, self.bytes_rx, b"\n", self.multiline, keep, context, _ascii, lo, hi, line
+                data,
+                self.bytes_rx,
+                self.bytes_counter,
+                b"\n",
+                self.multiline,
+                keep,
+                context,
+                _ascii,
+                lo,
+                hi,
+                line,
             )
         codec, text = _decode_text(data)
         lo_text = len(data[:lo].decode(codec)) if lo else 0
         hi_text = None if hi is None else lo_text + len(data[lo:hi].decode(codec))
         return _scan(
-            text, self.text_rx, "\n", self.multiline, keep, context, _same, lo_text, hi_text, line
+            text,
+            self.text_rx,
+            self.text_counter,
+            "\n",
+            self.multiline,
+            keep,
+            context,
+            _same,
+            lo_text,
+            hi_text,
+            line,
         )
 
     def _find_windows(self, mapped: mmap.mmap, keep: int, context: int) -> FileMatches | None:
@@ -162,102 +176,6 @@ class Matcher:
             line += chunk.count(b"\n", lo - ext_lo, hi - ext_lo)
             lo = hi
         return total if total.count else None
-
-
-def _regex_error(pattern: str, exc: re.error) -> ToolError:
-    pos = exc.pos if exc.pos is not None else 0
-    pointer = f"\n  {pattern}\n  {' ' * pos}^"
-    return ToolError(
-        f"Invalid regular expression at position {pos}: {exc.msg}.{pointer}\n"
-        "The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
-        "with a backslash to match them literally.",
-        ErrorCode.INVALID_ARGUMENTS,
-    )
-
-
-def _bytes_twin(pattern: str, flags: int) -> re.Pattern[bytes] | None:
-    """The pattern compiled for bytes, matching on ASCII text exactly what the ``str``
-    pattern matches there; ``None`` when that cannot be had. Verbose patterns are left
-    alone (a ``[`` in a comment would mislead the character-class tracking)."""
-    verbose = flags & re.VERBOSE or re.search(r"\(\?[aiLmsux-]*x", pattern)
-    source = _bytes_source(pattern) if pattern.isascii() and not verbose else None
-    if source is None:
-        return None
-    try:
-        return re.compile(source.encode("ascii"), flags & ~re.UNICODE)
-    except (re.error, ValueError):
-        return None
-
-
-def _bytes_source(pattern: str) -> str | None:
-    # The one difference on ASCII text: str \s also matches \x1c-\x1f. Spell it out.
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = class_first = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            escaped = pattern[i + 1 : i + 2]
-            if escaped == "s":
-                out.append(_STR_SPACE if in_class else f"[{_STR_SPACE}]")
-            elif escaped == "S":
-                if in_class:
-                    return None
-                out.append(f"[^{_STR_SPACE}]")
-            else:
-                out.append(pattern[i : i + 2])
-            i += 2
-            class_first = False
-            continue
-        if in_class:
-            if c == "]" and not class_first:
-                in_class = False
-            class_first = class_first and c == "^" and pattern[i - 1] == "["
-        elif c == "[":
-            in_class = class_first = True
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def required_literal(pattern: str, flags: int) -> bytes | None:
-    """The longest ASCII literal every match of ``pattern`` contains, or ``None``.
-
-    Read from the parsed pattern: runs of literal characters in the top-level sequence, in
-    groups, and in repeats of at least one. Case-insensitive parts contribute nothing.
-    """
-    if flags & re.IGNORECASE:
-        return None
-    try:
-        parsed = _sre_parse.parse(pattern, flags)
-    except Exception:
-        return None
-    if parsed.state.flags & re.IGNORECASE:
-        return None
-    best = b""
-
-    def visit(items: Any) -> None:
-        nonlocal best
-        run = bytearray()
-        for op, av in items:
-            name = op.name
-            if name == "LITERAL" and av < 128:
-                run.append(av)
-                continue
-            if len(run) > len(best):
-                best = bytes(run)
-            run.clear()
-            if name == "SUBPATTERN" and not av[1] & re.IGNORECASE:
-                visit(av[3])
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and av[0] >= 1:
-                visit(av[2])
-            elif name == "ATOMIC_GROUP":
-                visit(av)
-        if len(run) > len(best):
-            best = bytes(run)
-
-    visit(parsed)
-    return best or None
 
 
 def _bom_encoding(data: bytes) -> str | None:
@@ -293,12 +211,23 @@ def _same(value: str) -> str:
 
 
 def _scan(  # type: ignore[no-untyped-def]
-    buf, rx, nl, multiline: bool, keep: int, context: int, to_str, lo=0, hi=None, first_line=1
+    buf,
+    rx,
+    counter,
+    nl,
+    multiline: bool,
+    keep: int,
+    context: int,
+    to_str,
+    lo=0,
+    hi=None,
+    first_line=1,
 ) -> FileMatches | None:
     """Find matching lines in ``buf`` (bytes or str, with ``rx`` and ``nl`` of its type).
 
     Only matches starting in ``[lo, hi)`` count (both at line starts); the rest of ``buf``
-    serves as context. ``first_line`` is the number of the line at offset 0.
+    serves as context. ``first_line`` is the number of the line at offset 0. Past ``keep``
+    lines the rest are only counted, with ``counter`` (see ``line_counter``) when given.
     """
     search = rx.search
     n = len(buf)
@@ -311,6 +240,13 @@ def _scan(  # type: ignore[no-untyped-def]
     counted_to = 0
     cr = "\r" if isinstance(nl, str) else b"\r"
     while pos < hi:
+        if len(result.lines) >= keep:
+            # Nothing more to keep: only count, without line numbers.
+            if counter is not None:
+                result.count += _count_by_line(counter, buf, nl, pos, hi)
+            else:
+                result.count += _count_lines(buf, search, nl, multiline, pos, hi)
+            break
         m = search(buf, pos)
         if m is None:
             break
@@ -343,6 +279,43 @@ def _scan(  # type: ignore[no-untyped-def]
     if context and result.lines:
         _add_context(buf, nl, cr, result, context, to_str, first_line)
     return result if result.count else None
+
+
+def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
+    found = len(counter.findall(buf, pos, hi))
+    # An empty match right at ``hi``, after a newline, is no line of this range.
+    if found and buf[hi - 1 : hi] == nl and counter.fullmatch(buf, hi, hi) is not None:
+        found -= 1
+    return found
+
+
+def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
+    """Matching lines (matches, in multiline mode) starting in ``[pos, hi)``, as ``_scan``
+    counts them."""
+    n = len(buf)
+    count = 0
+    while pos < hi:
+        m = search(buf, pos)
+        if m is None:
+            break
+        start = m.start()
+        if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
+            break
+        if multiline:
+            count += 1
+            pos = max(m.end(), start + 1)
+            continue
+        line_end = buf.find(nl, start)
+        if line_end < 0:
+            line_end = n
+        if m.end() > line_end:
+            back = buf.rfind(nl, pos, start)
+            if search(buf, pos if back < 0 else back + 1, line_end) is None:
+                pos = line_end + 1
+                continue
+        count += 1
+        pos = line_end + 1
+    return count
 
 
 def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
