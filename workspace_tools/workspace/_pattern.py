@@ -129,21 +129,30 @@ def required_literal(pattern: str, flags: int) -> bytes | None:
 
 
 def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
-    """A regex whose matches, found with ``findall`` from a line start, are one per line
-    that ``rx`` matches, or ``None`` when ``rx`` might match across or look past a newline
-    (then lines are counted one match at a time).
+    """A regex with one ``findall`` match per line that ``rx`` matches (searching from a
+    line start), or ``None`` when ``rx`` might match across or look past a newline (then
+    lines are counted one match at a time).
 
-    ``^[^\n]*?(?:rx)[^\n]*`` anchors at each line start, needs one match in the line and
-    takes the whole line, so the next search can only start at the next line (and a
-    pattern that matches empty cannot match twice in one line).
+    ``(?:rx)[^\n]*`` takes the rest of the line after the first match, so the next search
+    starts on the next line; it keeps ``re``'s fast search for a literal prefix. A pattern
+    that can match empty could match again at the line's end, so it gets
+    ``^[^\n]*?(?:rx)[^\n]*`` instead, which matches once per line from its start.
     """
-    if _may_leave_line(rx.pattern, rx.flags):
-        return None
-    newline: Any = "\n" if isinstance(rx.pattern, str) else b"\n"
-    prefix = "^[^\n]*?(?:" if newline == "\n" else b"^[^\n]*?(?:"
-    suffix = ")[^\n]*" if newline == "\n" else b")[^\n]*"
     try:
-        return re.compile(prefix + rx.pattern + suffix, rx.flags)
+        parsed = _sre_parse.parse(rx.pattern, rx.flags)
+    except Exception:
+        return None
+    dotall = bool((rx.flags | parsed.state.flags) & re.DOTALL)
+    if _items_leave_line(parsed, dotall):
+        return None
+    lead = "" if parsed.getwidth()[0] > 0 else "^[^\n]*?"
+    source: Any = f"{lead}(?:{{}})[^\n]*"
+    if isinstance(rx.pattern, bytes):
+        source = source.encode("ascii").replace(b"{}", rx.pattern)
+    else:
+        source = source.replace("{}", rx.pattern)
+    try:
+        return re.compile(source, rx.flags)
     except (re.error, ValueError):
         return None
 
@@ -151,17 +160,6 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
 # Parsed operations that consume exactly one character from a known set.
 _SET_OPS = ("LITERAL", "NOT_LITERAL", "IN", "ANY")
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
-
-
-def _may_leave_line(pattern: AnyStr, flags: int) -> bool:
-    """Whether a match of ``pattern`` might contain a newline or depend on text beyond its
-    own line (lookarounds, backreferences). Errs towards ``True``."""
-    try:
-        parsed = _sre_parse.parse(pattern, flags)
-    except Exception:
-        return True
-    dotall = bool((flags | parsed.state.flags) & re.DOTALL)
-    return _items_leave_line(parsed, dotall)
 
 
 def _items_leave_line(items: Any, dotall: bool) -> bool:
