@@ -135,3 +135,15 @@ def test_named_ignored_directory_is_walked(tmp_path: Path) -> None:
     result = Walker(str(tmp_path)).walk(str(start), "build", recursive=True, include_ignored=False)
     assert [e.rel for e in result.entries] == ["build/sub", "build/sub/o.txt"]
     assert result.ignored == 1
+
+
+def test_walk_of_a_subdirectory_applies_rules_from_above(tmp_path: Path) -> None:
+    (tmp_path / "src" / "gen").mkdir(parents=True)
+    (tmp_path / "src" / "gen" / "g.py").write_text("x\n")
+    (tmp_path / "src" / "a.py").write_text("x\n")
+    (tmp_path / "src" / "a.pyc").write_text("x\n")
+    (tmp_path / ".gitignore").write_text("/src/gen/\n*.pyc\n")
+    start = tmp_path / "src"
+    result = Walker(str(tmp_path)).walk(str(start), "src", recursive=True, include_ignored=False)
+    assert result.entries == [Entry("src/a.py", "file")]
+    assert result.ignored == 2
