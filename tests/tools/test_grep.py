@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
-from workspace_tools.workspace._search import Matcher
+from workspace_tools.workspace._search import WINDOW, Matcher
 
 
 def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
@@ -273,19 +273,58 @@ def test_matches_are_the_lines_a_line_by_line_search_finds(
 def test_file_over_a_window_is_searched_whole_with_context_across_windows(
     tmp_path: Path,
 ) -> None:
-    # 64-byte lines: the 32 MB window boundary falls between lines 524288 and 524289.
-    count = 40 * 1024 * 1024 // 64
+    # 64-byte lines: a window boundary falls between lines `per` and `per + 1`.
+    per = WINDOW // 64
+    count = 3 * per
     body = "".join(f"{i:08d} {'x' * 54}\n" for i in range(1, count + 1))
     (tmp_path / "big.txt").write_text(body)
-    result = grep(tmp_path, pattern="^0052428[89] ", context=2)
+    result = grep(tmp_path, pattern=f"^({per:08d}|{per + 1:08d}) ", context=2)
     assert result.model_text() == "\n".join(
-        [
-            "big.txt-524286-00524286 " + "x" * 54,
-            "big.txt-524287-00524287 " + "x" * 54,
-            "big.txt:524288:00524288 " + "x" * 54,
-            "big.txt:524289:00524289 " + "x" * 54,
-            "big.txt-524290-00524290 " + "x" * 54,
-            "big.txt-524291-00524291 " + "x" * 54,
-        ]
+        f"big.txt{sep}{i}{sep}{i:08d} {'x' * 54}"
+        for i, sep in zip(range(per - 2, per + 4), "--::--", strict=True)
     )
     assert grep(tmp_path, pattern="0 x").details.match_count == count // 10
+
+
+def test_line_longer_than_a_window(tmp_path: Path) -> None:
+    long_line = "y" * (WINDOW * 2 + 5)
+    (tmp_path / "f.txt").write_text(f"a\n{long_line}needle\nb needle\n")
+    result = grep(tmp_path, pattern="needle", output_mode="count")
+    assert result.model_text() == "f.txt:2"
+    assert [m.line for m in grep(tmp_path, pattern="needle").details.matches] == [2, 3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lines=st.lists(st.text(alphabet="ab \u00e9", max_size=30), max_size=40),
+    final_newline=st.booleans(),
+    pattern=st.sampled_from(["a", "b+", "^a", "a$", "", "é", r"\bab"]),
+    keep=st.integers(0, 5),
+    context=st.integers(0, 3),
+)
+def test_windowed_search_equals_whole_file_search(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    final_newline: bool,
+    pattern: str,
+    keep: int,
+    context: int,
+) -> None:
+    from workspace_tools.workspace import _search
+
+    data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
+    path = tmp_path_factory.mktemp("w") / "f"
+    path.write_bytes(data)
+    matcher = Matcher(pattern)
+    whole = matcher.find(data, keep, context)
+    saved = _search.WINDOW
+    _search.WINDOW = 16
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            windowed = matcher.find_in_file(fd, data[:1], keep, context)
+        finally:
+            os.close(fd)
+    finally:
+        _search.WINDOW = saved
+    assert windowed == whole

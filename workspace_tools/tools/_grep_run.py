@@ -3,7 +3,6 @@ and format the model text. Searching and formatting are separate steps."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 
@@ -40,9 +39,8 @@ class GrepRun:
     def search_files(self, root: str, files: list[str]) -> None:
         """Search the walked regular files ``files`` (relative to ``root``), in order.
 
-        A file that fits in one read is searched from that read; a bigger one is mapped
-        (reading it into fresh memory costs more in page faults than the search itself).
-        A file swapped for a symlink since the walk is not opened (``O_NOFOLLOW``).
+        A file that fits in one read is searched from that read, a bigger one window by
+        window. A file swapped for a symlink since the walk is not opened (``O_NOFOLLOW``).
         """
         prefix = root + "/"
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
@@ -54,12 +52,8 @@ class GrepRun:
                 continue
             try:
                 data = os.read(fd, first)
-                if len(data) < first:
-                    self.add(rel, data)
-                else:
-                    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mapped:
-                        self.add(rel, mapped)
-            except (OSError, ValueError):
+                self.add(rel, data, fd if len(data) == first else None)
+            except OSError:
                 continue
             finally:
                 os.close(fd)
@@ -82,13 +76,18 @@ class GrepRun:
             raise ToolError(f"Cannot read {rel!r}", ErrorCode.PERMISSION_DENIED)
         self.add(rel, data)
 
-    def add(self, rel: str, data: bytes | mmap.mmap) -> None:
-        """Search one file's bytes and record what it holds."""
+    def add(self, rel: str, data: bytes, fd: int | None = None) -> None:
+        """Search one file and record what it holds: ``data`` is the whole file, or with
+        ``fd`` its first read, the rest to be read from ``fd``."""
         if self.matcher.is_binary(data):
             self.binary_skipped += 1
             return
         self.files_searched += 1
-        found = self.matcher.find(data, self.limit - len(self.matches), self.context)
+        keep = self.limit - len(self.matches)
+        if fd is None:
+            found = self.matcher.find(data, keep, self.context)
+        else:
+            found = self.matcher.find_in_file(fd, data, keep, self.context)
         if found is None:
             return
         self.match_count += found.count

@@ -11,7 +11,6 @@ as text.
 from __future__ import annotations
 
 import codecs
-import mmap
 import os
 import re
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from ._pattern import bytes_twin, compile_pattern, line_counter, required_literal
 
 FIRST_READ = 64 * 1024
-WINDOW = 32 * 1024 * 1024
+WINDOW = 1024 * 1024
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
 
@@ -80,31 +79,59 @@ class Matcher:
         self.bytes_counter = None if multiline or not self.bytes_rx else line_counter(self.bytes_rx)
 
     @staticmethod
-    def is_binary(data: bytes | mmap.mmap) -> bool:
+    def is_binary(data: bytes) -> bool:
         """A NUL byte in the first 8 KiB, and no BOM saying UTF-16/32."""
-        return data.find(b"\0", 0, BINARY_PROBE) >= 0 and not data[:4].startswith(_WIDE_BOMS)
+        return data.find(b"\0", 0, BINARY_PROBE) >= 0 and not data.startswith(_WIDE_BOMS)
 
-    def find(self, data: bytes | mmap.mmap, keep: int, context: int) -> FileMatches | None:
+    def find(self, data: bytes, keep: int, context: int) -> FileMatches | None:
         """Search one text file's bytes; ``None`` when nothing matches.
 
-        A mapped file over 32 MB is searched in windows of whole lines (each decoded on its
-        own), so memory stays bounded; multiline patterns and UTF-16/32 files are searched
-        whole.
-
         Args:
-            data: the whole file, as bytes or a read-only map of it.
+            data: the whole file.
             keep: how many matching lines to keep (all are counted).
             context: lines of context to collect around kept matches.
         """
-        wide = data[:4].startswith(_WIDE_BOMS)
-        if wide:
-            text = _decode(data[:])
+        if data.startswith(_WIDE_BOMS):
+            text = _decode(data)
             return _scan(
                 text, self.text_rx, self.text_counter, "\n", self.multiline, keep, context, _same
             )
-        if not isinstance(data, bytes) and len(data) > WINDOW and not self.multiline:
-            return self._find_windows(data, keep, context)
-        return self._find_in(data[:] if not isinstance(data, bytes) else data, keep, context)
+        return self._find_in(data, keep, context)
+
+    def find_in_file(self, fd: int, head: bytes, keep: int, context: int) -> FileMatches | None:
+        """Search an open file whose first bytes ``head`` filled a whole first read.
+
+        The file is read in windows of whole lines (about 1 MB, each decoded on its own), so
+        memory stays bounded whatever its size, and no window is mapped (a file truncated
+        under a map would kill the process with SIGBUS). Multiline patterns and UTF-16/32
+        files need the whole text and are read whole.
+        """
+        if self.multiline or head.startswith(_WIDE_BOMS):
+            return self.find(head + _read_rest(fd, len(head)), keep, context)
+        total = FileMatches()
+        before = b""  # up to `context` whole lines preceding the window
+        offset, line = 0, 1
+        while True:
+            chunk, end = _read_window(fd, offset, context)
+            if not chunk:
+                break
+            buf = before + chunk if before else chunk
+            lo, hi = len(before), len(before) + end
+            found = self._find_in(
+                buf, keep - len(total.lines), context, lo, hi, line - before.count(b"\n")
+            )
+            if found is not None:
+                total.count += found.count
+                total.lines.extend(found.lines)
+                total.context.update(found.context)
+            line += buf.count(b"\n", lo, hi)
+            before = _last_lines(buf, hi, context)
+            offset += end
+        if total.context:
+            # A window's context line may be a match of the next window.
+            matched = {m.line for m in total.lines}
+            total.context = {n: t for n, t in total.context.items() if n not in matched}
+        return total if total.count else None
 
     def _find_in(
         self,
@@ -149,33 +176,48 @@ class Matcher:
             line,
         )
 
-    def _find_windows(self, mapped: mmap.mmap, keep: int, context: int) -> FileMatches | None:
-        total = FileMatches()
-        size = len(mapped)
-        lo, line = 0, 1
-        while lo < size:
-            hi = min(lo + WINDOW, size)
-            if hi < size:
-                newline = mapped.rfind(b"\n", lo, hi)
-                hi = newline + 1 if newline >= 0 else (mapped.find(b"\n", hi) + 1 or size)
-            ext_lo, ext_hi = lo, hi
-            for _ in range(context):
-                if ext_lo > 0:
-                    ext_lo = mapped.rfind(b"\n", 0, ext_lo - 1) + 1
-                if ext_hi < size:
-                    ext_hi = (mapped.find(b"\n", ext_hi) + 1) or size
-            chunk = mapped[ext_lo:ext_hi]
-            first = line - chunk.count(b"\n", 0, lo - ext_lo)
-            found = self._find_in(
-                chunk, keep - len(total.lines), context, lo - ext_lo, hi - ext_lo, first
-            )
-            if found is not None:
-                total.count += found.count
-                total.lines.extend(found.lines)
-                total.context.update(found.context)
-            line += chunk.count(b"\n", lo - ext_lo, hi - ext_lo)
-            lo = hi
-        return total if total.count else None
+
+def _read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
+    """Bytes from ``offset``: a window ending at a line end (its length is returned too),
+    followed by ``context`` more whole lines where the file has them."""
+    want = WINDOW
+    while True:
+        extra = WINDOW if context else 0
+        chunk = os.pread(fd, want + extra, offset)
+        at_eof = len(chunk) < want + extra
+        cut = chunk.rfind(b"\n", 0, want)
+        if cut < 0 and not at_eof:
+            want *= 2  # one line longer than the window
+            continue
+        end = len(chunk) if cut < 0 or (at_eof and len(chunk) <= want) else cut + 1
+        if at_eof:
+            return chunk, end
+        # Keep whole lines only: a cut UTF-8 sequence would change how the window decodes.
+        stop = end
+        for _ in range(context):
+            stop = chunk.find(b"\n", stop) + 1
+            if not stop:
+                break
+        if stop:
+            return (chunk if stop == len(chunk) else chunk[:stop]), end
+        want *= 2
+
+
+def _last_lines(buf: bytes, end: int, count: int) -> bytes:
+    start = end
+    for _ in range(count):
+        if start <= 0:
+            break
+        start = buf.rfind(b"\n", 0, start - 1) + 1
+    return buf[start:end]
+
+
+def _read_rest(fd: int, offset: int) -> bytes:
+    chunks = []
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def _bom_encoding(data: bytes) -> str | None:
