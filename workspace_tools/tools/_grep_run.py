@@ -7,11 +7,20 @@ import os
 import stat
 
 from .._errors import ErrorCode, ToolError
-from ..workspace._search import FIRST_READ, LineMatch, Matcher, read_bytes
+from ..workspace._search import BINARY_PROBE, FIRST_READ, WIDE_BOMS, LineMatch, Matcher, read_bytes
 from ._discovery import note
 
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
+
+# matches (path, line, column, text), files (path, count), context lines by path, and the
+# totals (match_count, files_matched, files_searched, binary_skipped).
+RunState = tuple[
+    list[tuple[str, int, int, str]],
+    list[tuple[str, int]],
+    dict[str, dict[int, str]],
+    tuple[int, int, int, int],
+]
 
 
 class GrepRun:
@@ -40,23 +49,82 @@ class GrepRun:
         """Search the walked regular files ``files`` (relative to ``root``), in order.
 
         A file that fits in one read is searched from that read, a bigger one window by
-        window. A file swapped for a symlink since the walk is not opened (``O_NOFOLLOW``).
+        window. Files are opened relative to their directory (``openat``), and one that was
+        swapped for a symlink since the walk is not opened (``O_NOFOLLOW``). A small file
+        without the pattern's required literal is counted and left in this loop, without a
+        call into the matcher: that is most files of most searches.
         """
-        prefix = root + "/"
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
-        first = FIRST_READ
-        for rel in files:
-            try:
-                fd = os.open(prefix + rel, flags)
-            except OSError:
-                continue
-            try:
-                data = os.read(fd, first)
-                self.add(rel, data, fd if len(data) == first else None)
-            except OSError:
-                continue
-            finally:
-                os.close(fd)
+        first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
+        required = self.matcher.required
+        directory, dir_fd = None, -1
+        try:
+            for rel in files:
+                slash = rel.rfind("/")
+                if rel[:slash] != directory or slash < 0:
+                    if dir_fd >= 0:
+                        os.close(dir_fd)
+                        dir_fd = -1
+                    directory = rel[:slash] if slash >= 0 else None
+                    path = os.path.join(root, rel[:slash]) if slash >= 0 else root
+                    try:
+                        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                    except OSError:
+                        continue
+                try:
+                    fd = os.open(rel[slash + 1 :], flags, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                try:
+                    data = os.read(fd, first)
+                    if len(data) < first and required is not None and required not in data:
+                        if data.find(b"\0", 0, probe) >= 0 and not data.startswith(wide):
+                            self.binary_skipped += 1
+                            continue
+                        if not data.startswith(wide):
+                            self.files_searched += 1
+                            continue
+                    self.add(rel, data, fd if len(data) == first else None)
+                except OSError:
+                    continue
+                finally:
+                    os.close(fd)
+        finally:
+            if dir_fd >= 0:
+                os.close(dir_fd)
+
+    def state(self) -> RunState:
+        """What this run found, as plain values (to cross a process boundary)."""
+        return (
+            [(rel, m.line, m.column, m.text) for rel, m in self.matches],
+            self.files,
+            self.context_lines,
+            (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
+        )
+
+    def merge(self, state: RunState) -> None:
+        """Add what a run over the files after this run's found (see :meth:`state`)."""
+        matches, files, context_lines, counts = state
+        room = self.limit - len(self.matches)
+        kept = [(rel, LineMatch(line, column, text)) for rel, line, column, text in matches[:room]]
+        self.matches.extend(kept)
+        self.files.extend(files[: self.limit - len(self.files)])
+        kept_lines: dict[str, list[int]] = {}
+        for rel, m in kept:
+            kept_lines.setdefault(rel, []).append(m.line)
+        for rel, numbers in kept_lines.items():
+            # As if the file had been searched keeping only these matches: the context of
+            # the cut ones goes, and a cut match next to a kept one is a context line.
+            near = {n + d for n in numbers for d in range(-self.context, self.context + 1)}
+            lines = {n: t for n, t in context_lines.get(rel, {}).items() if n in near}
+            cut = {line: text for r, line, _, text in matches[room:] if r == rel}
+            lines.update((n, t) for n, t in cut.items() if n in near)
+            if lines:
+                self.context_lines[rel] = lines
+        self.match_count += counts[0]
+        self.files_matched += counts[1]
+        self.files_searched += counts[2]
+        self.binary_skipped += counts[3]
 
     def search_named_file(self, real: str, rel: str) -> None:
         """Search one file the caller named (ignore rules do not apply; a link is followed

@@ -12,6 +12,7 @@ from ..workspace import Workspace
 from ..workspace._search import Matcher
 from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
+from ._grep_fork import search_files
 from ._grep_run import GrepRun, format_grep
 
 DESCRIPTION = """\
@@ -111,7 +112,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                     if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
                 ]
             run.ignored = walk.ignored
-            run.search_files(str(workspace.root), files)
+            search_files(run, str(workspace.root), files)
         else:
             run.search_named_file(start.real, start.rel)
         content = format_grep(run, args.output_mode)

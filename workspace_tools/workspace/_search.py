@@ -29,7 +29,7 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
-_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Matcher:
     @staticmethod
     def is_binary(data: bytes) -> bool:
         """A NUL byte in the first 8 KiB, and no BOM saying UTF-16/32."""
-        return data.find(b"\0", 0, BINARY_PROBE) >= 0 and not data.startswith(_WIDE_BOMS)
+        return data.find(b"\0", 0, BINARY_PROBE) >= 0 and not data.startswith(WIDE_BOMS)
 
     def find(self, data: bytes, keep: int, context: int) -> FileMatches | None:
         """Search one text file's bytes; ``None`` when nothing matches.
@@ -91,7 +91,7 @@ class Matcher:
             keep: how many matching lines to keep (all are counted).
             context: lines of context to collect around kept matches.
         """
-        if data.startswith(_WIDE_BOMS):
+        if data.startswith(WIDE_BOMS):
             text = _decode(data)
             return _scan(
                 text, self.text_rx, self.text_counter, "\n", self.multiline, keep, context, _same
@@ -106,7 +106,7 @@ class Matcher:
         under a map would kill the process with SIGBUS). Multiline patterns and UTF-16/32
         files need the whole text and are read whole.
         """
-        if self.multiline or head.startswith(_WIDE_BOMS):
+        if self.multiline or head.startswith(WIDE_BOMS):
             return self.find(head + _read_rest(fd, len(head)), keep, context)
         total = FileMatches()
         before = b""  # up to `context` whole lines preceding the window
