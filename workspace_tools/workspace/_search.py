@@ -108,6 +108,8 @@ class Matcher:
         """
         if self.multiline or head.startswith(WIDE_BOMS):
             return self.find(head + _read_rest(fd, len(head)), keep, context)
+        if self.required is not None and not _file_contains(fd, self.required):
+            return None  # no line counting for a file that cannot match
         total = FileMatches()
         before = b""  # up to `context` whole lines preceding the window
         offset, line = 0, 1
@@ -201,6 +203,21 @@ def _read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
         if stop:
             return (chunk if stop == len(chunk) else chunk[:stop]), end
         want *= 2
+
+
+def _file_contains(fd: int, needle: bytes) -> bool:
+    """Whether the file holds ``needle``, read window by window (windows overlap by
+    ``len(needle) - 1`` bytes so that no occurrence is split)."""
+    offset = 0
+    overlap = len(needle) - 1
+    size = max(WINDOW, 2 * len(needle))
+    while chunk := os.pread(fd, size, offset):
+        if needle in chunk:
+            return True
+        if len(chunk) < size:
+            return False
+        offset += len(chunk) - overlap
+    return False
 
 
 def _last_lines(buf: bytes, end: int, count: int) -> bytes:
