@@ -143,7 +143,9 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
     except Exception:
         return None
     dotall = bool((rx.flags | parsed.state.flags) & re.DOTALL)
-    if _items_leave_line(parsed, dotall):
+    if _items_leave_line(parsed, dotall) or _GLOBAL_FLAGS.search(_as_str(rx.pattern)):
+        # Wrapped, global inline flags like "(?i)" would stand mid-pattern: an error since
+        # Python 3.11, a DeprecationWarning before.
         return None
     lead = "" if parsed.getwidth()[0] > 0 else "^[^\n]*?"
     source: Any = f"{lead}(?:{{}})[^\n]*"
@@ -157,8 +159,13 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
         return None
 
 
-# Parsed operations that consume exactly one character from a known set.
-_SET_OPS = ("LITERAL", "NOT_LITERAL", "IN", "ANY")
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+
+
+def _as_str(pattern: str | bytes) -> str:
+    return pattern if isinstance(pattern, str) else pattern.decode("latin-1")
+
+
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
