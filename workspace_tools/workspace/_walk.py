@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Literal, NamedTuple
 
 from ._git import GitRepo, TrackedFiles, TrackedSet, find_repo
-from ._gitignore import parse_gitignore
+from ._gitignore import GitignoreRule, parse_gitignore
 from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
 
 EntryType = Literal["file", "directory", "symlink"]
@@ -114,7 +114,7 @@ class _Scan:
             current = os.path.join(current, parts[depth])
         return rules
 
-    def _dir_rules(self, abs_dir: str, base: str) -> list:
+    def _dir_rules(self, abs_dir: str, base: str) -> list[GitignoreRule]:
         found, stamps = rules_in_directory(abs_dir, base)
         self.stamps.extend(s for s in stamps if s.stamp is not None)
         return found
@@ -142,14 +142,14 @@ class _Scan:
                         self.ignored += 1
                         continue
                 elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
+                    # git lists a tracked file whatever the rules say, and the tracked files
+                    # inside an ignored directory.
                     full = prefix + rel
-                    if full in tracked.files:
-                        pass
-                    elif is_dir and full in tracked.dirs:
+                    if full not in tracked.files:
+                        if not (is_dir and full in tracked.dirs):
+                            self.ignored += 1
+                            continue
                         child_tracked_only = True
-                    else:
-                        self.ignored += 1
-                        continue
                 self.entries.append(Entry(rel, kind))
                 if is_dir and recursive:
                     stack.append((d_abs + "/" + name, rel, d_rules, child_tracked_only))
