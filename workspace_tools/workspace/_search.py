@@ -19,6 +19,7 @@ from ._pattern import bytes_twin, compile_pattern, line_counter, required_litera
 
 FIRST_READ = 64 * 1024
 WINDOW = 1024 * 1024
+_PROBE_BUFFER = 256 * 1024
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
 
@@ -74,6 +75,7 @@ class Matcher:
         self.multiline = multiline
         self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
         self.required = required_literal(pattern, flags)
+        self._probe = bytearray(_PROBE_BUFFER)
         # Counting matching lines past the kept ones, in one C call per file.
         self.text_counter = None if multiline else line_counter(self.text_rx)
         self.bytes_counter = None if multiline or not self.bytes_rx else line_counter(self.bytes_rx)
@@ -108,7 +110,7 @@ class Matcher:
         """
         if self.multiline or head.startswith(WIDE_BOMS):
             return self.find(head + _read_rest(fd, len(head)), keep, context)
-        if self.required is not None and not _file_contains(fd, self.required):
+        if self.required is not None and not _file_contains(fd, self.required, self._probe):
             return None  # no line counting for a file that cannot match
         total = FileMatches()
         before = b""  # up to `context` whole lines preceding the window
@@ -205,19 +207,28 @@ def _read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
         want *= 2
 
 
-def _file_contains(fd: int, needle: bytes) -> bool:
-    """Whether the file holds ``needle``, read window by window (windows overlap by
-    ``len(needle) - 1`` bytes so that no occurrence is split)."""
-    offset = 0
-    overlap = len(needle) - 1
-    size = max(WINDOW, 2 * len(needle))
-    while chunk := os.pread(fd, size, offset):
-        if needle in chunk:
+def _file_contains(fd: int, needle: bytes, buffer: bytearray) -> bool:
+    """Whether the file holds ``needle``, read into ``buffer`` piece by piece (pieces
+    overlap by ``len(needle) - 1`` bytes so that no occurrence is split). Reusing one small
+    buffer keeps the copy in cache and spares fresh memory its page faults."""
+    if len(buffer) < 2 * len(needle):
+        buffer.extend(bytes(2 * len(needle) - len(buffer)))
+    view = memoryview(buffer)
+    size, offset, overlap = len(buffer), 0, len(needle) - 1
+    while True:
+        count = _read_into(fd, view, offset)
+        if buffer.find(needle, 0, count) >= 0:
             return True
-        if len(chunk) < size:
+        if count < size:
             return False
-        offset += len(chunk) - overlap
-    return False
+        offset += count - overlap
+
+
+def _read_into(fd: int, view: memoryview, offset: int) -> int:
+    if hasattr(os, "preadv"):  # not on every macOS Python
+        return os.preadv(fd, [view], offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.readv(fd, [view])
 
 
 def _last_lines(buf: bytes, end: int, count: int) -> bytes:
