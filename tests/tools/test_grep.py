@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
-from workspace_tools.workspace._search import WINDOW, Matcher
+from workspace_tools.workspace._reading import WINDOW
+from workspace_tools.workspace._search import Matcher
 
 
 def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
@@ -310,15 +311,15 @@ def test_windowed_search_equals_whole_file_search(
     keep: int,
     context: int,
 ) -> None:
-    from workspace_tools.workspace import _search
+    from workspace_tools.workspace import _reading
 
     data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
     path = tmp_path_factory.mktemp("w") / "f"
     path.write_bytes(data)
     matcher = Matcher(pattern)
     whole = matcher.find(data, keep, context)
-    saved = _search.WINDOW
-    _search.WINDOW = 16
+    saved = _reading.WINDOW
+    _reading.WINDOW = 16
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -326,5 +327,5 @@ def test_windowed_search_equals_whole_file_search(
         finally:
             os.close(fd)
     finally:
-        _search.WINDOW = saved
+        _reading.WINDOW = saved
     assert windowed == whole

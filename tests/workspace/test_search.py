@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workspace_tools.workspace._pattern import line_counter, required_literal
-from workspace_tools.workspace._search import _file_contains
+from workspace_tools.workspace._reading import file_contains
 
 
 @settings(max_examples=200, deadline=None)
@@ -33,7 +33,7 @@ def test_file_contains_finds_needles_across_buffer_refills(
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert _file_contains(fd, needle, bytearray(buffer_size)) == (needle in data)
+        assert file_contains(fd, needle, bytearray(buffer_size)) == (needle in data)
     finally:
         os.close(fd)
 

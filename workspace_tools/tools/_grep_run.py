@@ -7,7 +7,8 @@ import os
 import stat
 
 from .._errors import ErrorCode, ToolError
-from ..workspace._search import BINARY_PROBE, FIRST_READ, WIDE_BOMS, LineMatch, Matcher, read_bytes
+from ..workspace._reading import FIRST_READ, read_bytes
+from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from ._discovery import note
 
 # Lines longer than this are cut in results (a minified file is one huge line).

@@ -11,15 +11,12 @@ as text.
 from __future__ import annotations
 
 import codecs
-import os
 import re
 from dataclasses import dataclass, field
 
 from ._pattern import bytes_twin, compile_pattern, line_counter, required_literal
+from ._reading import PROBE_BUFFER, file_contains, last_lines, read_rest, read_window
 
-FIRST_READ = 64 * 1024
-WINDOW = 1024 * 1024
-_PROBE_BUFFER = 256 * 1024
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
 
@@ -75,7 +72,7 @@ class Matcher:
         self.multiline = multiline
         self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
         self.required = required_literal(pattern, flags)
-        self._probe = bytearray(_PROBE_BUFFER)
+        self._probe = bytearray(PROBE_BUFFER)
         # Counting matching lines past the kept ones, in one C call per file.
         self.text_counter = None if multiline else line_counter(self.text_rx)
         self.bytes_counter = None if multiline or not self.bytes_rx else line_counter(self.bytes_rx)
@@ -109,14 +106,14 @@ class Matcher:
         files need the whole text and are read whole.
         """
         if self.multiline or head.startswith(WIDE_BOMS):
-            return self.find(head + _read_rest(fd, len(head)), keep, context)
-        if self.required is not None and not _file_contains(fd, self.required, self._probe):
+            return self.find(head + read_rest(fd, len(head)), keep, context)
+        if self.required is not None and not file_contains(fd, self.required, self._probe):
             return None  # no line counting for a file that cannot match
         total = FileMatches()
         before = b""  # up to `context` whole lines preceding the window
         offset, line = 0, 1
         while True:
-            chunk, end = _read_window(fd, offset, context)
+            chunk, end = read_window(fd, offset, context)
             if not chunk:
                 break
             buf = before + chunk if before else chunk
@@ -129,7 +126,7 @@ class Matcher:
                 total.lines.extend(found.lines)
                 total.context.update(found.context)
             line += buf.count(b"\n", lo, hi)
-            before = _last_lines(buf, hi, context)
+            before = last_lines(buf, hi, context)
             offset += end
         if total.context:
             # A window's context line may be a match of the next window.
@@ -179,73 +176,6 @@ class Matcher:
             hi_text,
             line,
         )
-
-
-def _read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
-    """Bytes from ``offset``: a window ending at a line end (its length is returned too),
-    followed by ``context`` more whole lines where the file has them."""
-    want = WINDOW
-    while True:
-        extra = WINDOW if context else 0
-        chunk = os.pread(fd, want + extra, offset)
-        at_eof = len(chunk) < want + extra
-        cut = chunk.rfind(b"\n", 0, want)
-        if cut < 0 and not at_eof:
-            want *= 2  # one line longer than the window
-            continue
-        end = len(chunk) if cut < 0 or (at_eof and len(chunk) <= want) else cut + 1
-        if at_eof:
-            return chunk, end
-        # Keep whole lines only: a cut UTF-8 sequence would change how the window decodes.
-        stop = end
-        for _ in range(context):
-            stop = chunk.find(b"\n", stop) + 1
-            if not stop:
-                break
-        if stop:
-            return (chunk if stop == len(chunk) else chunk[:stop]), end
-        want *= 2
-
-
-def _file_contains(fd: int, needle: bytes, buffer: bytearray) -> bool:
-    """Whether the file holds ``needle``, read into ``buffer`` piece by piece (pieces
-    overlap by ``len(needle) - 1`` bytes so that no occurrence is split). Reusing one small
-    buffer keeps the copy in cache and spares fresh memory its page faults."""
-    if len(buffer) < 2 * len(needle):
-        buffer.extend(bytes(2 * len(needle) - len(buffer)))
-    view = memoryview(buffer)
-    size, offset, overlap = len(buffer), 0, len(needle) - 1
-    while True:
-        count = _read_into(fd, view, offset)
-        if buffer.find(needle, 0, count) >= 0:
-            return True
-        if count < size:
-            return False
-        offset += count - overlap
-
-
-def _read_into(fd: int, view: memoryview, offset: int) -> int:
-    if hasattr(os, "preadv"):  # not on every macOS Python
-        return os.preadv(fd, [view], offset)
-    os.lseek(fd, offset, os.SEEK_SET)
-    return os.readv(fd, [view])
-
-
-def _last_lines(buf: bytes, end: int, count: int) -> bytes:
-    start = end
-    for _ in range(count):
-        if start <= 0:
-            break
-        start = buf.rfind(b"\n", 0, start - 1) + 1
-    return buf[start:end]
-
-
-def _read_rest(fd: int, offset: int) -> bytes:
-    chunks = []
-    while chunk := os.pread(fd, 1 << 20, offset):
-        chunks.append(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
 
 
 def _bom_encoding(data: bytes) -> str | None:
@@ -407,29 +337,3 @@ def _add_context(  # type: ignore[no-untyped-def]
         for number in range(first - context, last + context + 1):
             if first_line <= number <= last_line and number not in matched:
                 result.context[number] = to_str(lines[number - first_line].rstrip(cr))
-
-
-def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
-    """The whole content of the regular file ``path``; ``None`` when it cannot be read.
-
-    Without ``follow`` a symlink is not opened (``O_NOFOLLOW``), so a file swapped for a
-    link after the walk is not read through it. A small file costs three system calls
-    (open, one read, close): most source files fit in the first read.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, FIRST_READ)
-        if len(data) < FIRST_READ:
-            return data
-        chunks = [data, os.read(fd, max(os.fstat(fd).st_size - len(data), 0) + 1)]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 20))
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
