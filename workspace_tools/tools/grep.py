@@ -28,10 +28,12 @@ lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\
 - glob filters files, e.g. '*.py' (no '/': matched against file names at any depth) or \
 'src/**/*.ts' (matched against paths relative to `path`).
 - context=N shows N lines around each match ('path-line-text'; groups separated by '--').
-- Binary files are skipped and counted. Files matched by .gitignore, .ignore or \
-.git/info/exclude rules are skipped (files git tracks are always searched); set \
-include_ignored=true to search them, or name an ignored file as `path`.
-- Output stops after `limit` results with a note giving the totals."""
+- Hidden files and directories (e.g. .github/) are searched; .git is not. Binary files are \
+skipped and counted. Files matched by .gitignore, .ignore or .git/info/exclude rules are \
+skipped (files git tracks are always searched); set include_ignored=true to search them, \
+or name an ignored file as `path`.
+- Output stops after `limit` matching lines (files, in the other modes) with a note giving \
+the totals."""
 
 
 class GrepArgs(BaseModel):
