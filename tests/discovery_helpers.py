@@ -13,17 +13,9 @@ BIG = 1_000_000
 
 
 def git(root: Path, *args: str) -> bytes:
-    """Run git in ``root`` with a fixed identity and no user configuration."""
-    env = {
-        **os.environ,
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True).stdout
+    """Run git in ``root`` with the environment the tools see (so that both read the same
+    global configuration and excludes file)."""
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True).stdout
 
 
 def git_listed(root: Path) -> set[str]:

@@ -153,3 +153,31 @@ def test_symlinks_are_listed_as_git_lists_them(tmp_path: Path) -> None:
     assert listed == globbed == expected
     # grep reads no linked file it was not named.
     assert grepped == expected - {"dir-link", "dangling", "outside", "a/loop"}
+
+
+def test_global_excludes_file_from_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    build(repo, b"!keep.log\n")
+    excludes = tmp_path / "global-ignore"
+    excludes.write_bytes(b"*.log\nroot.txt\n")
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[core]\n\texcludesFile = {excludes}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    expected = git_listed(repo)
+    assert "x.log" not in expected
+    assert "keep.log" in expected
+    assert discovered(repo) == (expected, expected, expected)
+
+
+def test_default_global_excludes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    build(repo, b"")
+    (tmp_path / "xdg" / "git").mkdir(parents=True)
+    (tmp_path / "xdg" / "git" / "ignore").write_bytes(b"build/\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    expected = git_listed(repo)
+    assert "build/out.o" not in expected
+    assert discovered(repo) == (expected, expected, expected)

@@ -30,6 +30,20 @@ class GitRepo:
         """The index file (``$GIT_DIR/index``)."""
         return os.path.join(self.git_dir, "index")
 
+    def config_paths(self) -> list[str]:
+        """The config files that may set ``core.excludesFile``: the repository's, the
+        user's (``~/.gitconfig``, ``$XDG_CONFIG_HOME/git/config``) and ``GIT_CONFIG_GLOBAL``."""
+        home = os.path.expanduser("~")
+        config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        paths = [
+            os.path.join(self.git_dir, "config"),
+            os.path.join(home, ".gitconfig"),
+            os.path.join(config_home, "git", "config"),
+        ]
+        if os.environ.get("GIT_CONFIG_GLOBAL"):
+            paths.append(os.environ["GIT_CONFIG_GLOBAL"])
+        return paths
+
     @property
     def exclude_path(self) -> str:
         """The repository's own exclude file (``$GIT_DIR/info/exclude``, or the common
@@ -41,6 +55,51 @@ class GitRepo:
         except OSError:
             base = self.git_dir
         return os.path.join(base, "info", "exclude")
+
+
+class GlobalExcludes:
+    """Where the global ignore file of one repository is: ``core.excludesFile`` (from any
+    config level git reads there), else ``$XDG_CONFIG_HOME/git/ignore`` or
+    ``~/.config/git/ignore``. Asked of ``git config`` once, again when a config file that
+    could set it changes."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self._repo = repo
+        self._lock = threading.Lock()
+        self._stamps: list[FileStamp] = []
+        self._path: str | None = None
+
+    def get(self) -> tuple[str, list[FileStamp]]:
+        """The path (which may not exist) and stamps of the config files it came from."""
+        with self._lock:
+            if not self._stamps or not all(s.current() for s in self._stamps):
+                self._stamps = [
+                    FileStamp.take(path, follow=True) for path in self._repo.config_paths()
+                ]
+                self._path = _excludes_file(self._repo)
+            assert self._path is not None
+            return self._path, self._stamps
+
+
+def _excludes_file(repo: GitRepo) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_OVERRIDES}
+    try:
+        proc = subprocess.run(
+            ["git", "config", "--path", "--get", "core.excludesFile"],
+            cwd=repo.top,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+        )
+        configured = os.fsdecode(proc.stdout).strip() if proc.returncode == 0 else ""
+    except OSError:
+        configured = ""
+    if configured:
+        return os.path.join(repo.top, os.path.expanduser(configured))
+    home = os.path.expanduser("~")
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return os.path.join(config_home, "git", "ignore")
 
 
 def find_repo(start: str) -> GitRepo | None:

@@ -28,25 +28,29 @@ class FileStamp:
     path: str
     stamp: tuple[int, int, int, int] | None
 
+    follow: bool = False
+
     @classmethod
-    def take(cls, path: str) -> FileStamp:
-        """Stat ``path`` without following a final symlink; a missing file has ``None``."""
+    def take(cls, path: str, *, follow: bool = False) -> FileStamp:
+        """Stat ``path`` (following a final symlink only with ``follow``); a missing file
+        has ``None``."""
         try:
-            st = os.lstat(path)
+            st = os.stat(path) if follow else os.lstat(path)
         except OSError:
-            return cls(path, None)
-        return cls(path, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns))
+            return cls(path, None, follow)
+        return cls(path, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns), follow)
 
     def current(self) -> bool:
         """Whether the file still has the stamp taken earlier."""
-        return FileStamp.take(self.path).stamp == self.stamp
+        return FileStamp.take(self.path, follow=self.follow).stamp == self.stamp
 
 
-def read_ignore_file(path: str) -> bytes | None:
-    """The bytes of an ignore file, or ``None`` when it is absent, not a regular file, a
-    symlink (git does not follow in-tree ignore symlinks), unreadable or over 100 MB."""
+def read_ignore_file(path: str, *, follow: bool = False) -> bytes | None:
+    """The bytes of an ignore file, or ``None`` when it is absent, not a regular file,
+    unreadable or over 100 MB. Without ``follow`` a symlink counts as absent: git does not
+    follow in-tree ignore files, but it does follow its exclude files."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return None
     try:

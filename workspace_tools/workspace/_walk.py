@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from ._git import GitRepo, TrackedFiles, TrackedSet, find_repo
+from ._git import GitRepo, GlobalExcludes, TrackedFiles, TrackedSet, find_repo
 from ._gitignore import GitignoreRule, parse_gitignore
 from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
 
@@ -83,10 +83,17 @@ class _Cached:
 class _Scan:
     """State of one uncached walk."""
 
-    def __init__(self, root: str, repo: GitRepo | None, tracked: TrackedSet) -> None:
+    def __init__(
+        self,
+        root: str,
+        repo: GitRepo | None,
+        tracked: TrackedSet,
+        excludes: GlobalExcludes | None,
+    ) -> None:
         self.root = root
         self.repo = repo
         self.tracked = tracked
+        self.excludes = excludes
         top = repo.top if repo is not None else root
         rel_root = os.path.relpath(root, top).replace(os.sep, "/")
         # Ignore rules and tracked paths are relative to the repository top.
@@ -97,14 +104,19 @@ class _Scan:
         self.ignored = 0
 
     def base_rules(self, start_abs: str) -> IgnoreRules:
-        """Rules in force in ``start_abs``'s parent: info/exclude and ancestors' files."""
+        """Rules in force in ``start_abs``'s parent: the global excludes file, info/exclude
+        and the ancestors' ignore files."""
         rules = IgnoreRules()
-        if self.repo is not None:
-            exclude = self.repo.exclude_path
-            self.stamps.append(FileStamp.take(exclude))
-            data = read_ignore_file(exclude)
-            if data is not None:
-                rules = rules.extend(parse_gitignore(data, ""))
+        if self.repo is not None and self.excludes is not None:
+            # Lowest first: the global excludes file, then the repository's own. The config
+            # files that name the global one are stamped too.
+            global_path, config_stamps = self.excludes.get()
+            self.stamps.extend(config_stamps)
+            for exclude in (global_path, self.repo.exclude_path):
+                self.stamps.append(FileStamp.take(exclude, follow=True))
+                data = read_ignore_file(exclude, follow=True)
+                if data is not None:
+                    rules = rules.extend(parse_gitignore(data, ""))
         rel = os.path.relpath(start_abs, self.top)
         parts = [] if rel == "." else rel.split(os.sep)
         current = self.top
@@ -198,7 +210,7 @@ class Walker:
         self._root = root
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
-        self._tracked: dict[str, TrackedFiles] = {}
+        self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
 
     def walk(
         self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool
@@ -220,11 +232,13 @@ class Walker:
         repo = find_repo(self._root)
         tracked = TrackedSet(frozenset(), frozenset())
         scan_stamps: list[FileStamp] = []
+        excludes = None
         if repo is not None and not include_ignored:
-            tracked, index_stamp = self._tracked_files(repo).get()
+            tracked_files, excludes = self._repo_state(repo)
+            tracked, index_stamp = tracked_files.get()
             scan_stamps.append(index_stamp)
             scan_stamps.append(FileStamp.take(os.path.join(repo.top, ".git")))
-        scan = _Scan(self._root, repo, tracked)
+        scan = _Scan(self._root, repo, tracked, excludes)
         scan.stamps.extend(scan_stamps)
         scan.run(start_abs, start_rel, recursive, include_ignored)
         scan.entries.sort()
@@ -239,9 +253,9 @@ class Walker:
                 self._cache.pop(key, None)
         return result
 
-    def _tracked_files(self, repo: GitRepo) -> TrackedFiles:
+    def _repo_state(self, repo: GitRepo) -> tuple[TrackedFiles, GlobalExcludes]:
         with self._lock:
-            tracked = self._tracked.get(repo.top)
-            if tracked is None:
-                tracked = self._tracked[repo.top] = TrackedFiles(repo)
-            return tracked
+            state = self._repos.get(repo.top)
+            if state is None:
+                state = self._repos[repo.top] = (TrackedFiles(repo), GlobalExcludes(repo))
+            return state
