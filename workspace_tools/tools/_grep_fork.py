@@ -20,9 +20,10 @@ import warnings
 
 from ._grep_run import GrepRun, RunState
 
-# Below this many files a fork costs more than it saves (measured: 2,500 files, a loss;
-# 50,000 files, a third faster on 2 CPUs).
-MIN_FILES_TO_FORK = 5000
+# Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
+# a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
+# faster either way).
+MIN_FILES_TO_FORK = 1000
 MAX_PROCESSES = 4
 BLOCKS_PER_WORKER = 4
 
