@@ -4,30 +4,89 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from .._output import ToolPresentation
+from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._walk import Walker
+from ._discovery import CompactRepr, compile_glob, note, resolve_start, with_limit_default
+
+DESCRIPTION = """\
+Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
+'*.md'. Returns matching file paths relative to the workspace root, sorted; directories \
+are not matches.
+
+- The pattern is matched against paths relative to `path` (default: the root). '*' and '?' \
+never cross '/': '*.py' matches only directly in `path`; '**/' spans any number of \
+directories ('**/*.py' finds Python files at any depth). Braces '{a,b}' and classes '[abc]' \
+work. Hidden files match like any other.
+- Files matched by .gitignore, .ignore or .git/info/exclude rules are skipped (files git \
+tracks are always found); set include_ignored=true to search them too.
+- Output stops after `limit` paths with a note giving the total. To search file contents, \
+use grep."""
 
 
 class GlobArgs(BaseModel):
     """Find files by glob pattern."""
 
     pattern: str = Field(description="Glob pattern, e.g. '**/*.py' or 'src/{a,b}/*.ts'")
-    path: str = Field(".", description="Directory to search from")
-    include_ignored: bool = Field(False, description="Include files ignore rules skip")
-    limit: int | None = Field(None, ge=1, description="Maximum number of paths")
+    path: str = Field(".", description="Directory to search from, relative to the root")
+    include_ignored: bool = Field(
+        False, description="Also match files that .gitignore/.ignore rules skip"
+    )
+    limit: int = Field(100, ge=1, description="Maximum number of paths to show")
+
+
+class GlobDetails(CompactRepr):
+    """What ``glob`` found: ``matches`` cut at the limit, ``count`` of all, whether the list
+    was ``truncated``, and how many entries ignore rules skipped."""
+
+    pattern: str
+    matches: list[str]
+    count: int
+    truncated: bool
+    ignored: int
 
 
 def build(workspace: Workspace) -> Tool[GlobArgs]:
     """The ``glob`` tool over ``workspace``."""
+    walker = Walker(str(workspace.root))
 
-    def execute(args: GlobArgs, context: ToolContext) -> object:
-        raise NotImplementedError("glob")
+    def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
+        matcher = compile_glob(args.pattern, workspace)
+        start = resolve_start(workspace, args.path, need_dir=True)
+        limit = args.limit
+        walk = walker.walk(
+            start.real, start.rel, recursive=True, include_ignored=args.include_ignored
+        )
+        candidates = walk.non_directories
+        cut = len(start.lead)
+        if cut:
+            matches = [p for p in candidates if matcher.match(p[cut:])]
+        else:
+            matches = list(filter(matcher.match, candidates))
+        count = len(matches)
+        shown = matches[:limit]
+        lines = list(shown) or ["No files matched"]
+        if count > limit:
+            lines.append(
+                note(
+                    f"Showing {limit:,} of {count:,} matching files; narrow the pattern or "
+                    "path, or raise limit, to see the rest"
+                )
+            )
+        details = GlobDetails(
+            pattern=args.pattern,
+            matches=shown,
+            count=count,
+            truncated=count > limit,
+            ignored=walk.ignored,
+        )
+        return tool_output("\n".join(lines), details)
 
     return tool(
         name="glob",
-        description="Find files by glob pattern.",
-        parameters=GlobArgs,
+        description=DESCRIPTION,
+        parameters=with_limit_default(GlobArgs, workspace.options.glob_limit),
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Find files", icon="search", detail=a.pattern

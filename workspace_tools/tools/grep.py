@@ -6,37 +6,137 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .._output import ToolPresentation
+from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._search import Matcher
+from ..workspace._walk import Walker
+from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
+from ._grep_fork import search_files
+from ._grep_run import GrepRun, format_grep
+
+DESCRIPTION = """\
+Search file contents with a Python regular expression (re syntax), like ripgrep. Returns \
+matching lines as 'path:line:text', sorted by path then line; paths are relative to the \
+workspace root.
+
+- `path` may be a directory (searched recursively) or a single file.
+- output_mode: 'content' (matching lines, default), 'files_with_matches' (paths only) or \
+'count' ('path:count' per file).
+- A match lies within one line unless multiline=true, which lets '.' and the pattern span \
+lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\\.get\\('.
+- glob filters files, e.g. '*.py' (no '/': matched against file names at any depth) or \
+'src/**/*.ts' (matched against paths relative to `path`).
+- context=N shows N lines around each match ('path-line-text'; groups separated by '--').
+- Hidden files and directories (e.g. .github/) are searched; .git is not. Binary files are \
+skipped and counted. Files matched by .gitignore, .ignore or .git/info/exclude rules are \
+skipped (files git tracks are always searched); set include_ignored=true to search them, \
+or name an ignored file as `path`.
+- Output stops after `limit` matching lines (files, in the other modes) with a note giving \
+the totals."""
 
 
 class GrepArgs(BaseModel):
     """Search file contents with a regular expression."""
 
-    pattern: str = Field(description="Python regular expression")
-    path: str = Field(".", description="File or directory to search")
-    glob: str | None = Field(None, description="Only files matching this glob, e.g. '*.py'")
+    pattern: str = Field(description="Python regular expression, e.g. 'def \\w+\\(' or 'TODO'")
+    path: str = Field(".", description="File or directory to search, relative to the root")
+    glob: str | None = Field(
+        None,
+        description="Only files matching this glob: '*.py' (no '/': file names at any depth) "
+        "or 'src/**/*.ts' (paths relative to path)",
+    )
     ignore_case: bool = Field(False, description="Case-insensitive match")
     output_mode: Literal["content", "files_with_matches", "count"] = Field(
         "content", description="Matching lines, file paths, or counts per file"
     )
     context: int = Field(0, ge=0, description="Lines of context around each match")
     multiline: bool = Field(False, description="Let the pattern span lines ('.' matches newline)")
-    include_ignored: bool = Field(False, description="Include files ignore rules skip")
-    limit: int | None = Field(None, ge=1, description="Maximum number of results")
+    include_ignored: bool = Field(
+        False, description="Also search files that .gitignore/.ignore rules skip"
+    )
+    limit: int = Field(100, ge=1, description="Maximum number of results to show")
+
+
+class GrepMatch(BaseModel):
+    """A matching line: 1-based ``line`` and ``column`` (characters) of its first match."""
+
+    path: str
+    line: int
+    column: int
+    text: str
+
+
+class GrepFile(BaseModel):
+    """A file with matches and how many lines matched (matches, in multiline mode)."""
+
+    path: str
+    count: int
+
+
+class GrepDetails(CompactRepr):
+    """What ``grep`` found. ``matches`` and ``files`` are cut at the limit; the totals
+    (``match_count``, ``files_matched``, ``files_searched``, ``binary_skipped``,
+    ``ignored``) count everything."""
+
+    pattern: str
+    matches: list[GrepMatch]
+    files: list[GrepFile]
+    match_count: int
+    files_matched: int
+    files_searched: int
+    truncated: bool
+    binary_skipped: int
+    ignored: int
 
 
 def build(workspace: Workspace) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``."""
+    walker = Walker(str(workspace.root))
 
-    def execute(args: GrepArgs, context: ToolContext) -> object:
-        raise NotImplementedError("grep")
+    def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
+        matcher = Matcher(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
+        file_filter = compile_glob(args.glob, workspace) if args.glob else None
+        start = resolve_start(workspace, args.path, need_dir=False)
+        limit = args.limit
+        run = GrepRun(matcher, limit=limit, context=args.context)
+        if start.is_dir:
+            walk = walker.walk(
+                start.real, start.rel, recursive=True, include_ignored=args.include_ignored
+            )
+            files = walk.files
+            if file_filter is not None:
+                by_name = "/" not in args.glob.strip("/") if args.glob else True
+                cut = len(start.lead)
+                files = [
+                    p
+                    for p in files
+                    if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
+                ]
+            run.ignored = walk.ignored
+            search_files(run, str(workspace.root), files)
+        else:
+            run.search_named_file(start.real, start.rel)
+        content = format_grep(run, args.output_mode)
+        details = GrepDetails(
+            pattern=args.pattern,
+            matches=[
+                GrepMatch(path=p, line=m.line, column=m.column, text=m.text) for p, m in run.matches
+            ],
+            files=[GrepFile(path=p, count=c) for p, c in run.files],
+            match_count=run.match_count,
+            files_matched=run.files_matched,
+            files_searched=run.files_searched,
+            truncated=run.truncated,
+            binary_skipped=run.binary_skipped,
+            ignored=run.ignored,
+        )
+        return tool_output(content, details)
 
     return tool(
         name="grep",
-        description="Search file contents with a regular expression.",
-        parameters=GrepArgs,
+        description=DESCRIPTION,
+        parameters=with_limit_default(GrepArgs, workspace.options.grep_limit),
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Search files", icon="text-search", detail=a.pattern

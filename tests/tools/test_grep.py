@@ -1,0 +1,331 @@
+"""grep: matching, output modes, context, limits, binaries, encodings, errors."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.discovery_helpers import tools
+from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
+from workspace_tools.workspace._reading import WINDOW
+from workspace_tools.workspace._search import Matcher
+
+
+def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
+    return invoke_tool_sync(tools(root)["grep"], args)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "ci.yml").write_text(
+        "jobs:\n  test:\n    steps:\n      - uses: actions/checkout@v4\n"
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("import os\n\ndef alpha():\n    return os.sep\n")
+    (tmp_path / "src" / "b.py").write_text("def beta():\n    pass\n\n\ndef Alpha():\n    pass\n")
+    (tmp_path / "notes.md").write_text("Alpha and beta\n")
+    (tmp_path / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0def alpha")
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "gen.py").write_text("def alpha_generated():\n")
+    return tmp_path
+
+
+def test_hidden_workflow_files_are_searched(project: Path) -> None:
+    result = grep(project, pattern="actions/checkout")
+    assert result.model_text() == ".github/workflows/ci.yml:4:      - uses: actions/checkout@v4"
+    assert result.presentation == ToolPresentation(
+        label="Search files", icon="text-search", detail="actions/checkout"
+    )
+
+
+def test_content_mode_lists_path_line_text_in_path_order(project: Path) -> None:
+    result = grep(project, pattern=r"def \w+")
+    assert (
+        result.model_text()
+        == "src/a.py:3:def alpha():\nsrc/b.py:1:def beta():\nsrc/b.py:5:def Alpha():"
+    )
+    details = result.details
+    assert [(m.path, m.line, m.column, m.text) for m in details.matches] == [
+        ("src/a.py", 3, 1, "def alpha():"),
+        ("src/b.py", 1, 1, "def beta():"),
+        ("src/b.py", 5, 1, "def Alpha():"),
+    ]
+    assert [(f.path, f.count) for f in details.files] == [("src/a.py", 1), ("src/b.py", 2)]
+    assert (details.match_count, details.files_matched, details.files_searched) == (3, 2, 5)
+    assert (details.binary_skipped, details.ignored, details.truncated) == (1, 1, False)
+
+
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("files_with_matches", "src/a.py\nsrc/b.py"),
+        ("count", "src/a.py:1\nsrc/b.py:2"),
+    ],
+)
+def test_output_modes(project: Path, mode: str, expected: str) -> None:
+    result = grep(project, pattern=r"def \w+", output_mode=mode)
+    assert result.model_text() == expected
+    assert result.details.match_count == 3
+
+
+def test_ignore_case(project: Path) -> None:
+    result = grep(project, pattern="ALPHA", ignore_case=True, output_mode="count")
+    assert result.model_text() == "notes.md:1\nsrc/a.py:1\nsrc/b.py:1"
+
+
+def test_glob_filter_by_name_and_by_path(project: Path) -> None:
+    by_name = grep(project, pattern="alpha", ignore_case=True, glob="*.md")
+    assert by_name.model_text() == "notes.md:1:Alpha and beta"
+    by_path = grep(project, pattern="def", glob="src/{a,c}.py", output_mode="files_with_matches")
+    assert by_path.model_text() == "src/a.py"
+
+
+def test_context_lines_and_group_separators(tmp_path: Path) -> None:
+    lines = [f"line {i}" for i in range(1, 13)]
+    lines[2] = "hit one"
+    lines[3] = "hit two"
+    lines[10] = "hit three"
+    (tmp_path / "f.txt").write_text("\n".join(lines) + "\n")
+    result = grep(tmp_path, pattern="hit", context=1)
+    assert result.model_text() == (
+        "f.txt-2-line 2\nf.txt:3:hit one\nf.txt:4:hit two\nf.txt-5-line 5\n--\n"
+        "f.txt-10-line 10\nf.txt:11:hit three\nf.txt-12-line 12"
+    )
+
+
+def test_multiline_pattern_spans_lines(tmp_path: Path) -> None:
+    (tmp_path / "f.py").write_text("class A:\n    pass\nclass B:\n    x = 1\n")
+    single = grep(tmp_path, pattern=r"A:\n\s+pass")
+    assert single.model_text() == "No matches"
+    multi = grep(tmp_path, pattern=r"A:\n\s+pass", multiline=True)
+    assert multi.model_text() == "f.py:1:class A:\nf.py:2:    pass"
+    assert multi.details.match_count == 1
+    dot = grep(tmp_path, pattern=r"class B:.\s+x", multiline=True, output_mode="count")
+    assert dot.model_text() == "f.py:1"
+
+
+def test_match_never_spans_lines_without_multiline(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("foo\nbar\nfoo bar\n")
+    result = grep(tmp_path, pattern=r"foo\s+bar")
+    assert result.model_text() == "f.txt:3:foo bar"
+
+
+def test_limit_cuts_output_and_counts_everything(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("hit\n" * 4)
+    result = grep(tmp_path, pattern="hit", limit=5)
+    assert result.model_text().splitlines() == [
+        "f0.txt:1:hit",
+        "f0.txt:2:hit",
+        "f0.txt:3:hit",
+        "f0.txt:4:hit",
+        "f1.txt:1:hit",
+        "[Showing 5 of 12 matching lines in 3 files; narrow the pattern, path or glob, or "
+        "raise limit, to see the rest]",
+    ]
+    details = result.details
+    assert (len(details.matches), details.match_count, details.truncated) == (5, 12, True)
+    assert (len(details.files), details.files_matched) == (3, 3)
+    files = grep(tmp_path, pattern="hit", limit=2, output_mode="files_with_matches")
+    assert files.model_text().splitlines() == [
+        "f0.txt",
+        "f1.txt",
+        "[Showing 2 of 3 files with matches (12 matching lines); narrow the pattern, path "
+        "or glob, or raise limit, to see the rest]",
+    ]
+    assert [f.path for f in files.details.files] == ["f0.txt", "f1.txt"]
+
+
+def test_no_matches(project: Path) -> None:
+    result = grep(project, pattern="zzz_absent")
+    assert result.model_text() == "No matches"
+    assert result.details.match_count == 0
+
+
+def test_large_generated_file_and_binaries(tmp_path: Path) -> None:
+    line = b"generated value = 123456789 abcdefghijklmnopqrstuvwxyz 0123456789 ABCDEFGH\n"
+    (tmp_path / "big.txt").write_bytes(line * (50 * 1024 * 1024 // len(line)))
+    for i in range(3):
+        (tmp_path / f"blob{i}.bin").write_bytes(b"generated\0" * 1000)
+    result = grep(tmp_path, pattern="generated", limit=3)
+    details = result.details
+    assert details.binary_skipped == 3
+    assert details.match_count == 50 * 1024 * 1024 // len(line)
+    assert len(details.matches) == 3
+    assert result.model_text().splitlines()[-1] == (
+        f"[Showing 3 of {details.match_count:,} matching lines in 1 files; narrow the "
+        "pattern, path or glob, or raise limit, to see the rest]"
+    )
+
+
+def test_ignored_file_named_explicitly_is_searched(project: Path) -> None:
+    assert grep(project, pattern="generated").model_text() == "No matches"
+    result = grep(project, pattern="generated", path="ignored/gen.py")
+    assert result.model_text() == "ignored/gen.py:1:def alpha_generated():"
+    assert grep(project, pattern="generated", include_ignored=True).details.match_count == 1
+
+
+def test_linked_file_searched_only_when_named(tmp_path: Path) -> None:
+    (tmp_path / "real.txt").write_text("needle\n")
+    os.symlink("real.txt", tmp_path / "link.txt")
+    assert grep(tmp_path, pattern="needle", output_mode="files_with_matches").model_text() == (
+        "real.txt"
+    )
+    assert grep(tmp_path, pattern="needle", path="link.txt").model_text() == "link.txt:1:needle"
+
+
+def test_link_out_of_root_is_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("needle\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink(outside, root / "out")
+    os.symlink(outside / "secret.txt", root / "secret.txt")
+    assert grep(root, pattern="needle").model_text() == "No matches"
+    named = grep(root, pattern="needle", path="secret.txt")
+    assert named.error_code == ErrorCode.OUTSIDE_WORKSPACE
+
+
+def test_invalid_regex_names_its_position(tmp_path: Path) -> None:
+    result = grep(tmp_path, pattern="foo(bar")
+    assert result.error_code == ErrorCode.INVALID_ARGUMENTS
+    assert result.error is not None
+    assert result.error.startswith(
+        "Invalid regular expression at position 3: missing ), unterminated subpattern."
+    )
+
+
+@pytest.mark.parametrize(
+    "path, code", [("missing", ErrorCode.NOT_FOUND), ("../x", ErrorCode.OUTSIDE_WORKSPACE)]
+)
+def test_bad_paths(tmp_path: Path, path: str, code: ErrorCode) -> None:
+    assert grep(tmp_path, pattern="x", path=path).error_code == code
+
+
+@pytest.mark.parametrize(
+    "data, pattern, expected",
+    [
+        ("naïve café\n".encode(), "café", "f:1:naïve café"),
+        ("\ufeffbom line\n".encode(), "bom", "f:1:bom line"),
+        ("utf16 line\n".encode("utf-16"), "utf16", "f:1:utf16 line"),
+        (b"latin \xe9t\xe9\n", "été", "f:1:latin été"),
+        (b"crlf line\r\nnext\r\n", "line$", "No matches"),
+        (b"crlf line\r\nnext\r\n", "line", "f:1:crlf line"),
+        (b"sep\x1cx\n", r"sep\sx", "f:1:sep\x1cx"),
+    ],
+    ids=["utf8", "utf8-bom", "utf16", "latin1", "crlf-dollar", "crlf", "str-whitespace"],
+)
+def test_encodings(tmp_path: Path, data: bytes, pattern: str, expected: str) -> None:
+    (tmp_path / "f").write_bytes(data)
+    assert grep(tmp_path, pattern=pattern).model_text() == expected
+
+
+def test_column_counts_characters(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("ééé needle\n")
+    assert grep(tmp_path, pattern="needle").details.matches[0].column == 5
+
+
+PIECES = [
+    *["a", "b", "ab", ".", r"\w", r"\s", r"\S", r"\d", "[ab]", "[^a]", "x", "^", "$"],
+    *[r"\b", " ", "(a|b)", "[^\\n]", "(?=a)", "é"],
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), min_size=1, max_size=4),
+    quantifier=st.sampled_from(["", "+", "*", "?"]),
+    text=st.text(alphabet="ab x1\n\t\x1cé", max_size=60),
+    ignore_case=st.booleans(),
+)
+def test_matches_are_the_lines_a_line_by_line_search_finds(
+    pieces: list[str], quantifier: str, text: str, ignore_case: bool
+) -> None:
+    pattern = (
+        "".join(pieces) + quantifier if pieces[-1] not in ("^", "$", r"\b") else "".join(pieces)
+    )
+    matcher = Matcher(pattern, ignore_case=ignore_case)
+    found = matcher.find(text.encode(), 10_000, 0)
+    got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
+    rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    expected = [
+        (number, m.start() + 1, line.rstrip("\r"))  # line endings are not shown
+        for number, line in enumerate(lines, 1)
+        if (m := rx.search(line)) is not None
+    ]
+    assert got == expected
+    # Past the kept lines the rest are only counted, by another route.
+    for keep in (0, 1):
+        counted = matcher.find(text.encode(), keep, 0)
+        assert (0 if counted is None else counted.count) == len(expected)
+
+
+def test_file_over_a_window_is_searched_whole_with_context_across_windows(
+    tmp_path: Path,
+) -> None:
+    # 64-byte lines: a window boundary falls between lines `per` and `per + 1`.
+    per = WINDOW // 64
+    count = 3 * per
+    body = "".join(f"{i:08d} {'x' * 54}\n" for i in range(1, count + 1))
+    (tmp_path / "big.txt").write_text(body)
+    result = grep(tmp_path, pattern=f"^({per:08d}|{per + 1:08d}) ", context=2)
+    assert result.model_text() == "\n".join(
+        f"big.txt{sep}{i}{sep}{i:08d} {'x' * 54}"
+        for i, sep in zip(range(per - 2, per + 4), "--::--", strict=True)
+    )
+    assert grep(tmp_path, pattern="0 x").details.match_count == count // 10
+
+
+def test_line_longer_than_a_window(tmp_path: Path) -> None:
+    long_line = "y" * (WINDOW * 2 + 5)
+    (tmp_path / "f.txt").write_text(f"a\n{long_line}needle\nb needle\n")
+    result = grep(tmp_path, pattern="needle", output_mode="count")
+    assert result.model_text() == "f.txt:2"
+    assert [m.line for m in grep(tmp_path, pattern="needle").details.matches] == [2, 3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lines=st.lists(st.text(alphabet="ab \u00e9", max_size=30), max_size=40),
+    final_newline=st.booleans(),
+    pattern=st.sampled_from(["a", "b+", "^a", "a$", "", "é", r"\bab"]),
+    keep=st.integers(0, 5),
+    context=st.integers(0, 3),
+)
+def test_windowed_search_equals_whole_file_search(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    final_newline: bool,
+    pattern: str,
+    keep: int,
+    context: int,
+) -> None:
+    from workspace_tools.workspace import _reading
+
+    data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
+    path = tmp_path_factory.mktemp("w") / "f"
+    path.write_bytes(data)
+    matcher = Matcher(pattern)
+    whole = matcher.find(data, keep, context)
+    saved = _reading.WINDOW
+    _reading.WINDOW = 16
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            windowed = matcher.find_in_file(fd, data[:1], keep, context)
+        finally:
+            os.close(fd)
+    finally:
+        _reading.WINDOW = saved
+    assert windowed == whole

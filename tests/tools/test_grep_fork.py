@@ -1,0 +1,59 @@
+"""A grep spread over processes finds exactly what one process finds."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from workspace_tools.tools._grep_fork import search_files
+from workspace_tools.tools._grep_run import GrepRun, format_grep
+from workspace_tools.workspace._search import Matcher
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+def make_tree(root: Path) -> list[str]:
+    files = []
+    for i in range(120):
+        rel = f"d{i % 7}/f{i:03d}.txt"
+        (root / rel).parent.mkdir(exist_ok=True)
+        body = "".join(
+            f"line {j} {'hit' if (i * j) % 5 == 0 else 'miss'}\n" for j in range(i % 9 + 1)
+        )
+        (root / rel).write_bytes(body.encode() if i % 11 else b"hit\0binary")
+        files.append(rel)
+    return sorted(files)
+
+
+@pytest.mark.parametrize("limit, context", [(1, 0), (2, 3), (7, 1), (50, 2), (10_000, 0)])
+@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("pattern", ["hit", "line [0-4] (hit|miss)"])
+def test_forked_search_equals_one_process(
+    tmp_path: Path, limit: int, context: int, processes: int, pattern: str
+) -> None:
+    files = make_tree(tmp_path)
+    matcher = Matcher(pattern)
+    single = GrepRun(matcher, limit=limit, context=context)
+    single.search_files(str(tmp_path), files)
+    forked = GrepRun(matcher, limit=limit, context=context)
+    search_files(forked, str(tmp_path), files, min_files=0, processes=processes)
+    assert forked.state() == single.state()
+    assert format_grep(forked, "content") == format_grep(single, "content")
+    assert single.binary_skipped == 11
+
+
+@pytest.mark.anyio
+async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
+    from workspace_tools import invoke_tool, workspace_tools
+    from workspace_tools.tools import _grep_fork
+
+    for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
+        (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
+    tool = {t.name: t for t in workspace_tools(tmp_path)}["grep"]
+    result = await invoke_tool(tool, {"pattern": "hit", "output_mode": "count", "limit": 5})
+    assert result.error is None
+    total = _grep_fork.MIN_FILES_TO_FORK + 50
+    assert result.details.match_count == len([i for i in range(total) if i % 3])
+    assert result.model_text().splitlines()[:2] == ["f00001.txt:1", "f00002.txt:1"]

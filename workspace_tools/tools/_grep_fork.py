@@ -1,0 +1,128 @@
+"""Spreading one grep over processes: the same results, sooner on a big tree.
+
+Searching is dominated by system calls (open, read, close per file), which Python threads
+cannot overlap well: each call gives up and takes back the GIL. Forked children can. The
+file list (already in memory, sorted) is cut into blocks dealt out to the processes; each
+child sends back what it found per block as plain values through a pipe, and the parent
+merges all blocks in order, so results are exactly those of one process. A child that
+cannot be forked or fails leaves its blocks to the parent.
+
+Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
+only system calls, ``re`` and ``pickle`` and leaves with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import warnings
+
+from ._grep_run import GrepRun, RunState
+
+# Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
+# a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
+# faster either way).
+MIN_FILES_TO_FORK = 1000
+MAX_PROCESSES = 4
+BLOCKS_PER_WORKER = 4
+
+
+def search_files(
+    run: GrepRun,
+    root: str,
+    files: list[str],
+    *,
+    min_files: int = MIN_FILES_TO_FORK,
+    processes: int | None = None,
+) -> None:
+    """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
+    (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
+    # Multiline matches span lines that a merge would have to split; they stay in one process.
+    big_enough = len(files) >= min_files and not run.matcher.multiline
+    workers = (processes or _worker_count()) if big_enough else 1
+    if workers <= 1:
+        run.search_files(root, files)
+        return
+    # Blocks dealt out in turn balance the work (big files cluster in places); results are
+    # merged back block by block, in path order.
+    count = workers * BLOCKS_PER_WORKER
+    size = -(-len(files) // count)
+    blocks = [files[i : i + size] for i in range(0, len(files), size)]
+    children = [_fork(run, root, blocks[k::workers]) for k in range(1, workers)]
+    states: list[RunState | None] = [None] * len(blocks)
+    states[0::workers] = _search_blocks(run, root, blocks[0::workers])
+    for k, child in enumerate(children, start=1):
+        found = _collect(child) if child is not None else None
+        if found is None:
+            found = _search_blocks(run, root, blocks[k::workers])
+        states[k::workers] = found
+    for state in states:
+        assert state is not None
+        run.merge(state)
+
+
+def _search_blocks(run: GrepRun, root: str, blocks: list[list[str]]) -> list[RunState]:
+    states = []
+    for block in blocks:
+        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
+        sub.search_files(root, block)
+        states.append(sub.state())
+    return states
+
+
+def _worker_count() -> int:
+    if not sys.platform.startswith("linux"):
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except OSError:
+        cpus = os.cpu_count() or 1
+    return min(cpus, MAX_PROCESSES)
+
+
+def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] | None:
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about forking with threads; the child touches no lock.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child
+        status = 1
+        try:
+            os.close(read_end)
+            states = _search_blocks(run, root, blocks)
+            payload = memoryview(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
+            while payload:
+                payload = payload[os.write(write_end, payload) :]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    return pid, read_end
+
+
+def _collect(child: tuple[int, int]) -> list[RunState] | None:
+    pid, read_end = child
+    chunks = []
+    try:
+        while chunk := os.read(read_end, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
+    try:
+        states: list[RunState] = pickle.loads(b"".join(chunks))
+    except Exception:
+        return None
+    return states

@@ -1,0 +1,238 @@
+"""One grep call: search the files in order, keep results up to the limit, count the rest,
+and format the model text. Searching and formatting are separate steps."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from .._errors import ErrorCode, ToolError
+from ..workspace._reading import FIRST_READ, read_bytes
+from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
+from ._discovery import note
+
+# Lines longer than this are cut in results (a minified file is one huge line).
+MAX_LINE = 2000
+
+# matches (path, line, column, text), files (path, count), context lines by path, and the
+# totals (match_count, files_matched, files_searched, binary_skipped).
+RunState = tuple[
+    list[tuple[str, int, int, str]],
+    list[tuple[str, int]],
+    dict[str, dict[int, str]],
+    tuple[int, int, int, int],
+]
+
+
+class GrepRun:
+    """Results of one search, cut at ``limit`` (matching lines, and files) but counted in
+    full. Files must be searched in path order; results keep that order."""
+
+    def __init__(self, matcher: Matcher, *, limit: int, context: int) -> None:
+        self.matcher = matcher
+        self.limit = limit
+        self.context = context
+        self.matches: list[tuple[str, LineMatch]] = []
+        self.files: list[tuple[str, int]] = []
+        self.context_lines: dict[str, dict[int, str]] = {}
+        self.match_count = 0
+        self.files_matched = 0
+        self.files_searched = 0
+        self.binary_skipped = 0
+        self.ignored = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether any list was cut at the limit."""
+        return len(self.matches) < self.match_count or len(self.files) < self.files_matched
+
+    def search_files(self, root: str, files: list[str]) -> None:
+        """Search the walked regular files ``files`` (relative to ``root``), in order.
+
+        A file that fits in one read is searched from that read, a bigger one window by
+        window. Files are opened relative to their directory (``openat``), and one that was
+        swapped for a symlink since the walk is not opened (``O_NOFOLLOW``). A small file
+        without the pattern's required literal is counted and left in this loop, without a
+        call into the matcher: that is most files of most searches.
+        """
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
+        first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
+        required = self.matcher.required
+        directory, dir_fd = None, -1
+        try:
+            for rel in files:
+                slash = rel.rfind("/")
+                if rel[:slash] != directory or slash < 0:
+                    if dir_fd >= 0:
+                        os.close(dir_fd)
+                        dir_fd = -1
+                    directory = rel[:slash] if slash >= 0 else None
+                    path = os.path.join(root, rel[:slash]) if slash >= 0 else root
+                    try:
+                        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                    except OSError:
+                        continue
+                try:
+                    fd = os.open(rel[slash + 1 :], flags, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                try:
+                    data = os.read(fd, first)
+                    if len(data) < first and required is not None and required not in data:
+                        if data.find(b"\0", 0, probe) >= 0 and not data.startswith(wide):
+                            self.binary_skipped += 1
+                            continue
+                        if not data.startswith(wide):
+                            self.files_searched += 1
+                            continue
+                    self.add(rel, data, fd if len(data) == first else None)
+                except OSError:
+                    continue
+                finally:
+                    os.close(fd)
+        finally:
+            if dir_fd >= 0:
+                os.close(dir_fd)
+
+    def state(self) -> RunState:
+        """What this run found, as plain values (to cross a process boundary)."""
+        return (
+            [(rel, m.line, m.column, m.text) for rel, m in self.matches],
+            self.files,
+            self.context_lines,
+            (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
+        )
+
+    def merge(self, state: RunState) -> None:
+        """Add what a run over the files after this run's found (see :meth:`state`)."""
+        matches, files, context_lines, counts = state
+        room = self.limit - len(self.matches)
+        kept = [(rel, LineMatch(line, column, text)) for rel, line, column, text in matches[:room]]
+        self.matches.extend(kept)
+        self.files.extend(files[: self.limit - len(self.files)])
+        kept_lines: dict[str, list[int]] = {}
+        for rel, m in kept:
+            kept_lines.setdefault(rel, []).append(m.line)
+        for rel, numbers in kept_lines.items():
+            # As if the file had been searched keeping only these matches: the context of
+            # the cut ones goes, and a cut match next to a kept one is a context line.
+            near = {n + d for n in numbers for d in range(-self.context, self.context + 1)}
+            lines = {n: t for n, t in context_lines.get(rel, {}).items() if n in near}
+            cut = {line: text for r, line, _, text in matches[room:] if r == rel}
+            lines.update((n, t) for n, t in cut.items() if n in near)
+            if lines:
+                self.context_lines[rel] = lines
+        self.match_count += counts[0]
+        self.files_matched += counts[1]
+        self.files_searched += counts[2]
+        self.binary_skipped += counts[3]
+
+    def search_named_file(self, real: str, rel: str) -> None:
+        """Search one file the caller named (ignore rules do not apply; a link is followed
+        because its real location was already checked to be inside the root).
+
+        Raises:
+            ToolError: ``TOOL_ERROR`` when it is not a regular file or cannot be read.
+        """
+        try:
+            mode = os.stat(real).st_mode
+        except OSError as exc:
+            raise ToolError(f"Cannot read {rel!r}: {exc.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise ToolError(f"{rel!r} is not a regular file; grep searches files and directories")
+        data = read_bytes(real, follow=True)
+        if data is None:
+            raise ToolError(f"Cannot read {rel!r}", ErrorCode.PERMISSION_DENIED)
+        self.add(rel, data)
+
+    def add(self, rel: str, data: bytes, fd: int | None = None) -> None:
+        """Search one file and record what it holds: ``data`` is the whole file, or with
+        ``fd`` its first read, the rest to be read from ``fd``."""
+        if self.matcher.is_binary(data):
+            self.binary_skipped += 1
+            return
+        self.files_searched += 1
+        keep = self.limit - len(self.matches)
+        if fd is None:
+            found = self.matcher.find(data, keep, self.context)
+        else:
+            found = self.matcher.find_in_file(fd, data, keep, self.context)
+        if found is None:
+            return
+        self.match_count += found.count
+        self.files_matched += 1
+        if len(self.files) < self.limit:
+            self.files.append((rel, found.count))
+        for line in found.lines:
+            line.text = _clip(line.text)
+            self.matches.append((rel, line))
+        if found.context:
+            self.context_lines[rel] = {n: _clip(t) for n, t in found.context.items()}
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_LINE:
+        return text
+    return text[:MAX_LINE] + f" … [line cut at {MAX_LINE:,} characters]"
+
+
+def format_grep(run: GrepRun, output_mode: str) -> str:
+    """The text the model reads for ``run`` in ``output_mode``."""
+    if not run.match_count:
+        return "No matches"
+    if output_mode == "content":
+        lines = _content_lines(run)
+        if len(run.matches) < run.match_count:
+            lines.append(
+                note(
+                    f"Showing {len(run.matches):,} of {run.match_count:,} matching lines in "
+                    f"{run.files_matched:,} files; narrow the pattern, path or glob, or raise "
+                    "limit, to see the rest"
+                )
+            )
+        return "\n".join(lines)
+    if output_mode == "count":
+        lines = [f"{path}:{count}" for path, count in run.files]
+    else:
+        lines = [path for path, _ in run.files]
+    if len(run.files) < run.files_matched:
+        lines.append(
+            note(
+                f"Showing {len(run.files):,} of {run.files_matched:,} files with matches "
+                f"({run.match_count:,} matching lines); narrow the pattern, path or glob, or "
+                "raise limit, to see the rest"
+            )
+        )
+    return "\n".join(lines)
+
+
+def _content_lines(run: GrepRun) -> list[str]:
+    if not run.context:
+        out = []
+        for path, m in run.matches:
+            for offset, text in enumerate(m.text.split("\n")):
+                out.append(f"{path}:{m.line + offset}:{text}")
+        return out
+    return _with_context(run)
+
+
+def _with_context(run: GrepRun) -> list[str]:
+    # Match and context lines of each file merged by line number; a gap starts a new
+    # group, groups are separated by "--" as grep and ripgrep print them.
+    out: list[str] = []
+    by_file: dict[str, dict[int, tuple[str, str]]] = {}
+    for path, m in run.matches:
+        numbered = by_file.setdefault(path, {})
+        for offset, text in enumerate(m.text.split("\n")):
+            numbered[m.line + offset] = (":", text)
+    for path, numbered in by_file.items():
+        for number, text in run.context_lines.get(path, {}).items():
+            numbered.setdefault(number, ("-", text))
+        previous = None
+        for number in sorted(numbered):
+            if out and (previous is None or number != previous + 1):
+                out.append("--")
+            sep, text = numbered[number]
+            out.append(f"{path}{sep}{number}{sep}{text}")
+            previous = number
+    return out

@@ -1,0 +1,261 @@
+"""The one walk behind ``list_files``, ``glob`` and ``grep``: same tree, same file set.
+
+What a walk yields, as git and ripgrep do it:
+
+- every entry below the start directory except ``.git`` (hidden files are included);
+- entries an ignore rule matches are skipped and counted, and an ignored directory is not
+  entered, unless it holds files git tracks (then only those are yielded, as
+  ``git ls-files --cached --others --exclude-standard`` lists them);
+- a symlink is an entry of type ``symlink`` and is never followed, so a link loop or a link
+  out of the root cannot lead the walk anywhere; sockets, FIFOs and devices are left out.
+
+Walks are cached per :class:`Walker`. A cached walk is reused only while every directory it
+listed and every ignore file and index it read keeps its stat; a directory whose timestamp
+is too close to the walk (the file system's clock may not have ticked since) makes the walk
+uncacheable, so a cache hit never returns a stale file set.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal, NamedTuple
+
+from ._git import GitRepo, GlobalExcludes, TrackedFiles, TrackedSet, find_repo
+from ._gitignore import GitignoreRule, parse_gitignore
+from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
+
+EntryType = Literal["file", "directory", "symlink"]
+FILE: EntryType = "file"
+DIRECTORY: EntryType = "directory"
+SYMLINK: EntryType = "symlink"
+
+# Timestamps this close to the walk's start may not yet have ticked for a change made just
+# after the listing (coarse file-system clocks); such a walk is not reused.
+_RACY_NS = 2_000_000_000
+_CACHE_SIZE = 8
+
+
+class Entry(NamedTuple):
+    """One walked entry: ``rel`` (relative to the workspace root, ``/``-separated) and its
+    ``type`` (a symlink is never reported as what it points to)."""
+
+    rel: str
+    type: EntryType
+
+
+class Walk:
+    """The result of one walk.
+
+    Attributes:
+        entries: every entry yielded, sorted by ``rel`` (plain string order).
+        ignored: how many entries ignore rules skipped (an ignored directory counts once).
+    """
+
+    def __init__(self, entries: list[Entry], ignored: int) -> None:
+        self.entries = entries
+        self.ignored = ignored
+
+    @cached_property
+    def files(self) -> list[str]:
+        """Paths of the regular files among the entries (no symlinks), sorted."""
+        return [rel for rel, kind in self.entries if kind is FILE]
+
+    @cached_property
+    def non_directories(self) -> list[str]:
+        """Paths of the files and symlinks (what git lists), sorted."""
+        return [rel for rel, kind in self.entries if kind is not DIRECTORY]
+
+
+@dataclass
+class _Cached:
+    walk: Walk
+    stamps: list[FileStamp]
+
+    def current(self) -> bool:
+        return all(stamp.current() for stamp in self.stamps)
+
+
+class _Scan:
+    """State of one uncached walk."""
+
+    def __init__(
+        self,
+        root: str,
+        repo: GitRepo | None,
+        tracked: TrackedSet,
+        excludes: GlobalExcludes | None,
+    ) -> None:
+        self.root = root
+        self.repo = repo
+        self.tracked = tracked
+        self.excludes = excludes
+        top = repo.top if repo is not None else root
+        rel_root = os.path.relpath(root, top).replace(os.sep, "/")
+        # Ignore rules and tracked paths are relative to the repository top.
+        self.prefix = "" if rel_root == "." else rel_root + "/"
+        self.top = top
+        self.stamps: list[FileStamp] = []
+        self.entries: list[Entry] = []
+        self.ignored = 0
+
+    def base_rules(self, start_abs: str) -> IgnoreRules:
+        """Rules in force in ``start_abs``'s parent: the global excludes file, info/exclude
+        and the ancestors' ignore files."""
+        rules = IgnoreRules()
+        if self.repo is not None and self.excludes is not None:
+            # Lowest first: the global excludes file, then the repository's own. The config
+            # files that name the global one are stamped too.
+            global_path, config_stamps = self.excludes.get()
+            self.stamps.extend(config_stamps)
+            for exclude in (global_path, self.repo.exclude_path):
+                self.stamps.append(FileStamp.take(exclude, follow=True))
+                data = read_ignore_file(exclude, follow=True)
+                if data is not None:
+                    rules = rules.extend(parse_gitignore(data, ""))
+        rel = os.path.relpath(start_abs, self.top)
+        parts = [] if rel == "." else rel.split(os.sep)
+        current = self.top
+        for depth in range(len(parts)):
+            self.stamps.append(FileStamp.take(current))
+            rules = rules.extend(self._dir_rules(current, "/".join(parts[:depth])))
+            current = os.path.join(current, parts[depth])
+        return rules
+
+    def _dir_rules(self, abs_dir: str, base: str) -> list[GitignoreRule]:
+        found, stamps = rules_in_directory(abs_dir, base)
+        self.stamps.extend(s for s in stamps if s.stamp is not None)
+        return found
+
+    def run(self, start_abs: str, start_rel: str, recursive: bool, include_ignored: bool) -> None:
+        rules = IgnoreRules() if include_ignored else self.base_rules(start_abs)
+        stack = [(start_abs, start_rel, rules, False)]
+        tracked, prefix = self.tracked, self.prefix
+        fsencode = os.fsencode
+        while stack:
+            d_abs, d_rel, d_rules, tracked_only = stack.pop()
+            self.stamps.append(FileStamp.take(d_abs))
+            listing = _list_dir(d_abs)
+            has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
+            if has_rules and not include_ignored and not tracked_only:
+                d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel))
+            lead = d_rel + "/" if d_rel else ""
+            for name, kind in listing:
+                rel = lead + name
+                is_dir = kind is DIRECTORY
+                child_tracked_only = tracked_only
+                if tracked_only:
+                    full = prefix + rel
+                    if full not in (tracked.dirs if is_dir else tracked.files):
+                        self.ignored += 1
+                        continue
+                elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
+                    # git lists a tracked file whatever the rules say, and the tracked files
+                    # inside an ignored directory.
+                    full = prefix + rel
+                    if full not in tracked.files:
+                        if not (is_dir and full in tracked.dirs):
+                            self.ignored += 1
+                            continue
+                        child_tracked_only = True
+                self.entries.append(Entry(rel, kind))
+                if is_dir and recursive:
+                    stack.append((d_abs + "/" + name, rel, d_rules, child_tracked_only))
+
+    def cacheable(self, started_ns: int) -> bool:
+        # Modifying a directory or file sets its mtime to "now"; an mtime safely before the
+        # walk therefore moves with any later change. (ctime is part of the stamp too, so a
+        # change whose mtime was then set back is still seen.)
+        limit = started_ns - _RACY_NS
+        return all(s.stamp is None or s.stamp[0] < limit for s in self.stamps)
+
+
+def _list_dir(path: str) -> list[tuple[str, EntryType]]:
+    """Names and types in ``path``, without ``.git`` and special files; ``[]`` if unreadable."""
+    out: list[tuple[str, EntryType]] = []
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                name = entry.name
+                if name == ".git":
+                    continue
+                try:
+                    if entry.is_symlink():
+                        out.append((name, SYMLINK))
+                    elif entry.is_dir(follow_symlinks=False):
+                        out.append((name, DIRECTORY))
+                    elif entry.is_file(follow_symlinks=False):
+                        out.append((name, FILE))
+                except OSError:
+                    continue
+    except OSError:
+        return []
+    return out
+
+
+class Walker:
+    """Walks below one workspace root, with a cache of recent walks.
+
+    Args:
+        root: the workspace root (a real, absolute path).
+
+    Thread-safe: concurrent calls may walk at the same time; the cache is shared.
+    """
+
+    def __init__(self, root: str) -> None:
+        self._root = root
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
+        self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
+
+    def walk(
+        self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool
+    ) -> Walk:
+        """Walk the directory ``start_abs`` (``start_rel`` relative to the root, ``""`` for
+        the root itself), one level or all the way down.
+
+        The start directory is walked even when an ignore rule matches it (it was named);
+        rules from its parent directories still apply below it.
+        """
+        key = (start_rel, recursive, include_ignored)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached.current():
+            with self._lock:
+                self._cache.move_to_end(key)
+            return cached.walk
+        started = time.time_ns()
+        repo = find_repo(self._root)
+        tracked = TrackedSet(frozenset(), frozenset())
+        scan_stamps: list[FileStamp] = []
+        excludes = None
+        if repo is not None and not include_ignored:
+            tracked_files, excludes = self._repo_state(repo)
+            tracked, index_stamp = tracked_files.get()
+            scan_stamps.append(index_stamp)
+            scan_stamps.append(FileStamp.take(os.path.join(repo.top, ".git")))
+        scan = _Scan(self._root, repo, tracked, excludes)
+        scan.stamps.extend(scan_stamps)
+        scan.run(start_abs, start_rel, recursive, include_ignored)
+        scan.entries.sort()
+        result = Walk(scan.entries, scan.ignored)
+        with self._lock:
+            if scan.cacheable(started):
+                self._cache[key] = _Cached(result, scan.stamps)
+                self._cache.move_to_end(key)
+                while len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.pop(key, None)
+        return result
+
+    def _repo_state(self, repo: GitRepo) -> tuple[TrackedFiles, GlobalExcludes]:
+        with self._lock:
+            state = self._repos.get(repo.top)
+            if state is None:
+                state = self._repos[repo.top] = (TrackedFiles(repo), GlobalExcludes(repo))
+            return state
