@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from .._confinement import Confinement
 
-INSTALL_HINT = "install bubblewrap: apt-get install bubblewrap (or dnf/apk install bubblewrap)"
+INSTALL_HINT = "apt-get install bubblewrap"
 # The namespaces and mounts every wrapped command gets; the probe runs exactly these.
 _BASE = (
     "--die-with-parent",
@@ -43,7 +43,7 @@ def available() -> str | None:
     """
     executable = shutil.which("bwrap")
     if executable is None:
-        return f"bubblewrap is not installed; {INSTALL_HINT}"
+        return f"bubblewrap is not installed ({INSTALL_HINT})"
     try:
         completed = subprocess.run(
             [executable, *_BASE, "--unshare-net", "true"],
@@ -111,7 +111,7 @@ def wrap_argv(
         raise ValueError("network=False under bubblewrap needs seccomp_fd (host Unix sockets)")
     executable = shutil.which("bwrap")
     if executable is None:
-        raise FileNotFoundError(f"bubblewrap is not installed; {INSTALL_HINT}")
+        raise FileNotFoundError(f"bubblewrap is not installed ({INSTALL_HINT})")
     args = [executable, *_BASE, *_mounts(confinement)]
     if not confinement.network:
         args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
