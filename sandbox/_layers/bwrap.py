@@ -129,11 +129,14 @@ def _mounts(confinement: Confinement) -> list[str]:
         (os.path.realpath(path), denied) for path, denied in entries if os.path.lexists(path)
     }
     options: list[str] = []
+    # Made read-only only after every mount, since binds beneath need their mount points.
+    read_only: list[str] = []
     for path, denied in sorted(resolved, key=lambda e: (e[0].rstrip("/").count("/"), e[1], e[0])):
         if not denied:
             options += ["--bind", path, path]
         elif os.path.isdir(path):
-            options += ["--tmpfs", path, "--remount-ro", path]
+            options += ["--tmpfs", path]
+            read_only += ["--remount-ro", path]
         else:
             options += ["--ro-bind", "/dev/null", path]
-    return options
+    return options + read_only
