@@ -62,7 +62,7 @@ def locate(parent: str | None = None) -> str:
     Raises CgroupUnavailable naming what is missing.
     """
     if parent is None:
-        parent = _default_parent()
+        parent = own_directory()
     controllers = _read(os.path.join(parent, "cgroup.controllers")).split()
     if "pids" not in controllers:
         raise CgroupUnavailable(
@@ -103,14 +103,15 @@ def available(parent: str | None = None) -> str | None:
 def create(parent: str, *, max_processes: int | None, memory_max: int | None = None) -> str:
     """Create a uniquely named child of `parent` with the given limits; returns its path.
 
-    `max_processes` goes to `pids.max` (None: "max"); `memory_max` (bytes) to
+    `max_processes` goes to `pids.max` (None: no cap); `memory_max` (bytes) to
     `memory.max`, which needs the memory controller delegated too. On failure the child
     is removed again and OSError propagates.
     """
     path = os.path.join(parent, f"sandbox-{os.getpid()}-{secrets.token_hex(4)}")
     os.mkdir(path)
     try:
-        _write(os.path.join(path, "pids.max"), _limit(max_processes))
+        if max_processes is not None:
+            _write(os.path.join(path, "pids.max"), str(max_processes))
         if memory_max is not None:
             _write(os.path.join(path, "memory.max"), str(memory_max))
             # Without this, the kernel swaps instead of killing at the limit.
@@ -178,7 +179,8 @@ def _wait_unpopulated(cgroup: str, timeout: float, *, retry_kill: bool) -> None:
             poller.poll(min(remaining, 0.1) * 1000)
 
 
-def _default_parent() -> str:
+def own_directory() -> str:
+    """The calling process's cgroup v2 directory; raises CgroupUnavailable without one."""
     with open("/proc/self/mountinfo") as handle:
         mount = cgroup2_mount(handle.read())
     if mount is None:
@@ -200,10 +202,6 @@ def _pids_on_v1() -> bool:
             if fields[:1] == ["cgroup"] and "pids" in fields[-1].split(","):
                 return True
     return False
-
-
-def _limit(value: int | None) -> str:
-    return "max" if value is None else str(value)
 
 
 def _read(path: str) -> str:

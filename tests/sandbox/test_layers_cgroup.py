@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,16 +103,40 @@ def test_fork_loop_is_capped_by_pids_max() -> None:
     assert not os.path.exists(path)
 
 
-@needs_delegation
-def test_kill_ends_every_process_in_the_cgroup() -> None:
-    path = cgroup.create(cgroup.locate(), max_processes=None)
-    process = subprocess.Popen(
-        ["bash", "-c", "setsid sleep 1000 & sleep 1000 & wait"],
-        preexec_fn=lambda: cgroup.add_process(path),
-    )
+@pytest.fixture
+def plain_cgroup() -> Iterator[str]:
+    """A child cgroup without limits: needs a writable cgroup v2 directory, not delegation."""
     try:
-        cgroup.kill(path)
-        assert Path(path, "cgroup.procs").read_text() == ""
-        assert process.wait(timeout=10) == -9
-    finally:
-        cgroup.remove(path)
+        path = cgroup.create(cgroup.own_directory(), max_processes=None)
+    except OSError as exc:
+        pytest.skip(f"cannot create a cgroup v2 child here: {exc}")
+    yield path
+    cgroup.remove(path)
+
+
+def test_kill_ends_every_process_in_the_cgroup(plain_cgroup: str) -> None:
+    process = subprocess.Popen(
+        ["bash", "-c", "setsid sleep 1000 & (trap '' TERM; sleep 1000) & wait"],
+        preexec_fn=lambda: cgroup.add_process(plain_cgroup),
+    )
+    procs = Path(plain_cgroup, "cgroup.procs")
+    deadline = time.monotonic() + 10
+    while len(procs.read_text().split()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(procs.read_text().split()) == 3
+
+    cgroup.kill(plain_cgroup)
+
+    assert procs.read_text() == ""
+    assert process.wait(timeout=10) == -9
+
+
+def test_remove_kills_what_is_left_and_deletes_the_cgroup(plain_cgroup: str) -> None:
+    process = subprocess.Popen(
+        ["sleep", "1000"], preexec_fn=lambda: cgroup.add_process(plain_cgroup)
+    )
+
+    cgroup.remove(plain_cgroup)
+
+    assert process.wait(timeout=10) == -9
+    assert not os.path.exists(plain_cgroup)
