@@ -9,14 +9,6 @@ one-line message for a protection nobody can give.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import socket
-import tempfile
-from collections.abc import Callable
-
-from .._confinement import Confinement
 from . import bwrap, cgroup, landlock, seccomp
 
 WRITE_CONFINEMENT = "write_confinement"
@@ -58,8 +50,8 @@ def probe() -> dict[str, str]:
     """
     found: dict[str, str] = {}
     has_bwrap = bwrap.available() is None
-    has_landlock = landlock.abi_version() >= 1 and _in_child(_landlock_denies_writes)
-    has_seccomp = _in_child(_seccomp_denies_sockets)
+    has_landlock = landlock.works()
+    has_seccomp = seccomp.works()
     files = BUBBLEWRAP if has_bwrap else LANDLOCK if has_landlock else None
     if files:
         found[WRITE_CONFINEMENT] = found[READ_DENIAL] = files
@@ -76,37 +68,3 @@ def missing(protection: str) -> str:
     Raises KeyError for a name not in `PROTECTIONS`.
     """
     return _MISSING[protection]
-
-
-def _in_child(check: Callable[[], bool]) -> bool:
-    """Run `check` in a forked child, so that irreversible restrictions stay there."""
-    pid = os.fork()
-    if pid == 0:
-        status = 1
-        try:
-            status = 0 if check() else 1
-        finally:
-            os._exit(status)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
-
-
-def _landlock_denies_writes() -> bool:
-    with tempfile.TemporaryDirectory() as outside:
-        with contextlib.suppress(OSError):
-            landlock.apply(Confinement())
-        try:
-            os.mkdir(os.path.join(outside, "probe"))
-        except PermissionError:
-            return True
-        return False
-
-
-def _seccomp_denies_sockets() -> bool:
-    with contextlib.suppress(OSError):
-        seccomp.deny_network()
-    try:
-        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
-    except OSError as exc:
-        return exc.errno == errno.EACCES
-    return False

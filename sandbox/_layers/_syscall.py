@@ -11,6 +11,7 @@ import ctypes
 import errno
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PR_SET_NO_NEW_PRIVS = 38
@@ -110,3 +111,20 @@ def require_arch() -> Arch:
     if arch is None:
         raise OSError(errno.ENOSYS, f"no syscall table for {platform.machine()} on this system")
     return arch
+
+
+def in_child(check: Callable[[], bool]) -> bool:
+    """Run `check` in a forked child and return its answer, so that the irreversible
+    restrictions a check applies stay in the child. An exception counts as False.
+
+    Forking a multithreaded parent is safe here: the child runs only `check` and exits.
+    """
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            status = 0 if check() else 1
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0

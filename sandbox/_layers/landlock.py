@@ -16,10 +16,11 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import tempfile
 from collections.abc import Iterable
 
 from .._confinement import Confinement
-from ._syscall import require_arch, set_no_new_privs, syscall
+from ._syscall import in_child, require_arch, set_no_new_privs, syscall
 
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
@@ -96,6 +97,23 @@ def abi_version() -> int:
         )
     except OSError:
         return 0
+
+
+def works() -> bool:
+    """True when `apply` really denies a write here, checked in a forked child."""
+    if abi_version() < 1:
+        return False
+    with tempfile.TemporaryDirectory() as outside:
+
+        def denies_write() -> bool:
+            apply(Confinement())
+            try:
+                os.mkdir(os.path.join(outside, "probe"))
+            except PermissionError:
+                return True
+            return False
+
+        return in_child(denies_write)
 
 
 def handled_fs(abi: int) -> int:

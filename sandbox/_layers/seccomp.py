@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import socket
 import struct
 
-from ._syscall import Arch, prctl, require_arch, set_no_new_privs
+from ._syscall import Arch, in_child, prctl, require_arch, set_no_new_privs
 
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -104,3 +105,17 @@ def deny_network() -> None:
         SECCOMP_MODE_FILTER,
         ctypes.cast(ctypes.pointer(fprog), ctypes.c_void_p).value or 0,
     )
+
+
+def works() -> bool:
+    """True when `deny_network` really refuses a UDP socket here, checked in a forked child."""
+
+    def denies_socket() -> bool:
+        deny_network()
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
+        except PermissionError:
+            return True
+        return False
+
+    return in_child(denies_socket)

@@ -9,7 +9,8 @@ import tempfile
 import pytest
 
 from sandbox import _layers
-from sandbox._layers import bwrap, cgroup, landlock
+from sandbox._layers import bwrap, cgroup, landlock, seccomp
+from sandbox._layers._syscall import host_arch
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +31,18 @@ def test_probe_names_only_known_protections_and_mechanisms(found: dict[str, str]
 def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
     if bwrap.available() is None:
         expected_files: str | None = _layers.BUBBLEWRAP
-    elif landlock.abi_version() >= 1:
+    elif landlock.works():
         expected_files = _layers.LANDLOCK
     else:
         expected_files = None
     assert found.get(_layers.WRITE_CONFINEMENT) == expected_files
     assert found.get(_layers.READ_DENIAL) == expected_files
     assert (_layers.PROCESS_CAP in found) is (cgroup.available() is None)
+
+
+def test_landlock_and_seccomp_checks_confirm_what_the_kernel_offers() -> None:
+    assert landlock.works() is (landlock.abi_version() >= 1)
+    assert seccomp.works() is (host_arch() is not None)
 
 
 def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> None:
