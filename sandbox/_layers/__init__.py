@@ -46,7 +46,8 @@ def probe() -> dict[str, str]:
     Where bubblewrap works it is preferred for files; network off under bubblewrap also
     needs seccomp (for host Unix sockets), so "bubblewrap" is given for it only when both
     work. Without bubblewrap, network off is seccomp's (with Landlock's TCP rules as a
-    second wall where ABI >= 4).
+    second wall where ABI >= 4). A caller that cannot exec bubblewrap (a forked Python
+    callable) can ask `landlock.works()` and `seccomp.works()` directly.
     """
     found: dict[str, str] = {}
     has_bwrap = bwrap.available() is None

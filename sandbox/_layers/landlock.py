@@ -136,8 +136,10 @@ def plan_rules(confinement: Confinement, abi: int) -> list[tuple[str, int]]:
     A directory that holds a denied path cannot get a read rule (it would reach the denied
     path), so it gets only the rights that cannot reveal bytes (listing, and in a writable
     directory creating, removing and writing files), and each of its entries gets its own
-    rule. Consequences: names inside a denied directory stay listable, and a file created
-    after `apply` directly in such a directory is writable but not readable.
+    rule. Consequences: names inside a denied directory stay listable, and in a directory
+    that holds a denied path (e.g. a workspace holding a denied `.env`), files and
+    directories created after `apply` directly in it can be written but not read; the
+    entries that existed at `apply` keep their full rights. Bubblewrap has neither gap.
     """
     writable = _existing(confinement.writable)
     denied = _existing(confinement.read_denied)
