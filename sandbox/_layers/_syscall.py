@@ -66,15 +66,27 @@ def host_arch() -> Arch | None:
     return {"x86_64": _X86_64, "aarch64": _AARCH64, "arm64": _AARCH64}.get(platform.machine())
 
 
+def _load_libc() -> ctypes.CDLL | None:
+    if os.name != "posix":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+# Loaded once: building a CDLL costs tens of microseconds, and rules take a call each.
+_LIBC = _load_libc()
+
+
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    if _LIBC is None:
+        raise OSError(errno.ENOSYS, "no C library to make system calls through")
+    return _LIBC
 
 
 def syscall(number: int, *args: int | ctypes.c_void_p | ctypes.c_size_t | ctypes.c_uint32) -> int:
     """Call syscall `number`; returns its non-negative result or raises OSError with errno."""
-    libc = _libc()
-    libc.syscall.restype = ctypes.c_long
-    result = libc.syscall(ctypes.c_long(number), *args)
+    result = _libc().syscall(ctypes.c_long(number), *args)
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, f"syscall {number}: {os.strerror(code)}")
