@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sandbox._confinement import Confinement
 from sandbox._layers import landlock
@@ -140,3 +142,53 @@ def test_apply_refuses_relative_paths() -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# A fixed tree; the property draws which of its nodes are writable and which denied.
+_TREE_DIRS = ("", "a", "a/b", "a/b/c", "d")
+_TREE_FILES = ("f", "a/f", "a/b/f", "a/b/c/f", "d/f")
+
+
+@pytest.fixture(scope="module")
+def tree() -> Iterator[Path]:
+    root = Path(f"/var/tmp/landlock-tree-{secrets.token_hex(6)}")
+    for name in _TREE_DIRS:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    for name in _TREE_FILES:
+        (root / name).write_text(name)
+    yield root
+    shutil.rmtree(root)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    writable=st.sets(st.sampled_from(_TREE_DIRS), max_size=3),
+    denied=st.sets(st.sampled_from(_TREE_DIRS + _TREE_FILES), max_size=3),
+)
+def test_planned_rules_give_each_file_what_its_closest_entry_says(
+    tree: Path, writable: set[str], denied: set[str]
+) -> None:
+    def absolute(name: str) -> str:
+        return str(tree / name) if name else str(tree)
+
+    confinement = Confinement(
+        writable=tuple(map(absolute, sorted(writable))),
+        read_denied=tuple(map(absolute, sorted(denied))),
+    )
+    rules = landlock.plan_rules(confinement, 7)
+
+    for name in _TREE_FILES:
+        # Landlock's own semantics: a file gets the union of the rules on its ancestors.
+        rights = 0
+        for path, allowed in rules:
+            if _reaches(path, absolute(name)):
+                rights |= allowed
+        owners = [entry for entry in writable | denied if entry == "" or _reaches(entry, name)]
+        closest = max(owners, key=lambda entry: (len(entry), entry in denied), default=None)
+        readable = closest not in denied
+        assert bool(rights & landlock.ACCESS_FS_READ_FILE) is readable, (name, rights)
+        if readable:
+            writable_file = closest in writable
+            assert bool(rights & landlock.ACCESS_FS_WRITE_FILE) is writable_file, (name, rights)
