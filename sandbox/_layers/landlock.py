@@ -165,7 +165,9 @@ def plan_rules(confinement: Confinement, abi: int) -> list[tuple[str, int]]:
             if rights:
                 rules.append((path, rights if is_dir else rights & ~_DIR_ONLY))
             rules.extend(
-                (entry, full) for entry in writable if entry != path and _contains(path, entry)
+                (entry, full if os.path.isdir(entry) else full & ~_DIR_ONLY)
+                for entry in writable
+                if entry != path and _contains(path, entry)
             )
             return
         if rights & ~_CONTENT:

@@ -164,7 +164,7 @@ def tree() -> Iterator[Path]:
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    writable=st.sets(st.sampled_from(_TREE_DIRS), max_size=3),
+    writable=st.sets(st.sampled_from(_TREE_DIRS + _TREE_FILES), max_size=3),
     denied=st.sets(st.sampled_from(_TREE_DIRS + _TREE_FILES), max_size=3),
 )
 def test_planned_rules_give_each_file_what_its_closest_entry_says(
