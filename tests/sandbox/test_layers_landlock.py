@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from sandbox._confinement import Confinement
 from sandbox._layers import landlock
+from sandbox._layers._syscall import in_child
 
 _ABI = landlock.abi_version()
 needs_landlock = pytest.mark.skipif(_ABI < 1, reason="Landlock is absent or disabled here")
@@ -192,3 +193,26 @@ def test_planned_rules_give_each_file_what_its_closest_entry_says(
         if readable:
             writable_file = closest in writable
             assert bool(rights & landlock.ACCESS_FS_WRITE_FILE) is writable_file, (name, rights)
+
+
+@needs_landlock
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    writable=st.sets(st.sampled_from(_TREE_DIRS + _TREE_FILES), max_size=3),
+    denied=st.sets(st.sampled_from(_TREE_DIRS + _TREE_FILES), max_size=3),
+)
+def test_kernel_accepts_every_planned_ruleset(
+    tree: Path, writable: set[str], denied: set[str]
+) -> None:
+    confinement = Confinement(
+        writable=tuple(str(tree / name) for name in sorted(writable)),
+        read_denied=tuple(str(tree / name) for name in sorted(denied)),
+    )
+
+    def confine() -> bool:
+        landlock.apply(confinement)
+        return True
+
+    assert in_child(confine)
