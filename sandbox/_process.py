@@ -1,0 +1,225 @@
+"""Running one command through a supervisor: streamed, capped output; timeout; tree stop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ._capture import CapturedOutput, OutputBuffer
+from ._errors import SandboxError
+from ._launcher import Launcher
+
+#: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
+#: bytes just read. Called on the event loop; it must not block.
+OnOutput = Callable[[str, bytes], None]
+
+_READ_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How a command ended.
+
+    Attributes:
+        exit_code: the exit status, or 128 + N when signal N killed it (the shell's
+            convention); ``None`` when it timed out.
+        signal: the name of the signal that killed it (``"SIGKILL"``), or ``None``.
+        timed_out: the timeout expired and the tree was stopped.
+        stdout: what was kept of standard output, with its byte count.
+        stderr: the same for standard error.
+        duration_ms: wall time from start to the end of the whole tree, in milliseconds.
+    """
+
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    stdout: CapturedOutput
+    stderr: CapturedOutput
+    duration_ms: float
+
+
+def decode_status(status: int | None) -> tuple[int | None, str | None]:
+    """A wait status (waitpid(2)) as ``(exit code, signal name)``; ``128 + N`` for a
+    signal N."""
+    if status is None:
+        return None, None
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code, None
+    return 128 - code, signal_name(-code)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 99`` for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Job:
+    """The caller's end of one supervisor's job socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self.exit_status: int | None = None
+        self.exited = False
+        self.done = False
+
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            try:
+                data = self._sock.recv(4096)
+            except BlockingIOError:
+                await anyio.wait_readable(self._sock)
+                continue
+            except ConnectionError:
+                data = b""
+            if not data:
+                if self.exited:
+                    # The supervisor finished; its last message may have crossed ours.
+                    self.done = True
+                    return {"done": self.exit_status}
+                raise SandboxError("the sandbox supervisor exited unexpectedly")
+            message: dict[str, Any] = json.loads(data)
+            if "exit" in message:
+                self.exit_status, self.exited = message["exit"], True
+            if "done" in message:
+                self.done = True
+                if not self.exited and message["done"] is not None:
+                    self.exit_status, self.exited = message["done"], True
+            return message
+
+    async def wait_exit(self) -> None:
+        while not self.exited:
+            await self.receive()
+
+    async def stop(self, grace: float) -> None:
+        """Stop every process of the tree (SIGTERM, ``grace`` seconds, SIGKILL) and wait."""
+        if self.done:
+            return
+        with contextlib.suppress(OSError):
+            self._sock.send(json.dumps({"stop": grace}).encode())
+        while not self.done:
+            await self.receive()
+
+
+async def run_process(
+    launcher: Launcher,
+    spec: dict[str, Any],
+    *,
+    on_output: OnOutput | None = None,
+    timeout: float | None = None,
+    grace: float = 1.0,
+    drain: float = 0.2,
+    output_bytes: int = 1024 * 1024,
+) -> ProcessResult:
+    """Run the command ``spec`` describes and wait until no process of its tree is left.
+
+    Args:
+        launcher: the spawn server connection to start it through.
+        spec: the job (primitives; see ``sandbox._supervisor._exec_child``).
+        on_output: receives each chunk of output as it is read.
+        timeout: seconds before the tree is stopped; the result says ``timed_out``.
+        grace: seconds between SIGTERM and SIGKILL when the tree is stopped.
+        drain: seconds output is still read after the command exited while another process
+            keeps a pipe open; then that process is stopped.
+        output_bytes: bytes of each stream kept (head and tail).
+
+    Cancelling the call stops the tree too, before the cancellation goes on.
+
+    Raises:
+        SandboxError: the command could not be started.
+    """
+    started = time.perf_counter()
+    buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        launcher.submit(spec, [out_w, err_w, theirs.fileno()])
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        ours.close()
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+        theirs.close()
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+    ours.setblocking(False)
+    job = _Job(ours)
+    timed_out = False
+    try:
+        # The supervisor reports the start before anything else; output waits in the pipes.
+        first = await job.receive()
+        if "error" in first:
+            job.done = True
+            raise SandboxError(first["error"])
+        async with anyio.create_task_group() as tg:
+            pumps_done = anyio.Event()
+            tg.start_soon(_pump_both, (out_r, err_r), buffers, on_output, pumps_done)
+            with anyio.move_on_after(timeout) as scope:
+                await job.wait_exit()
+            timed_out = scope.cancelled_caught
+            if not timed_out:
+                with anyio.move_on_after(drain):
+                    await pumps_done.wait()
+            await job.stop(grace)
+            # The tree is gone; only a process outside it could still hold a pipe.
+            with anyio.move_on_after(drain):
+                await pumps_done.wait()
+            tg.cancel_scope.cancel()
+    finally:
+        if not job.done:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):
+                await job.stop(grace)
+        ours.close()
+        for fd in (out_r, err_r):
+            os.close(fd)
+    exit_code, killed_by = decode_status(job.exit_status)
+    return ProcessResult(
+        exit_code=None if timed_out else exit_code,
+        signal=killed_by,
+        timed_out=timed_out,
+        stdout=buffers["stdout"].snapshot(),
+        stderr=buffers["stderr"].snapshot(),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+async def _pump_both(
+    fds: tuple[int, int],
+    buffers: dict[str, OutputBuffer],
+    on_output: OnOutput | None,
+    done: anyio.Event,
+) -> None:
+    async with anyio.create_task_group() as tg:
+        for fd, name in zip(fds, ("stdout", "stderr")):
+            tg.start_soon(_pump, fd, name, buffers[name], on_output)
+    done.set()
+
+
+async def _pump(fd: int, name: str, buffer: OutputBuffer, on_output: OnOutput | None) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)
+            continue
+        if not chunk:
+            return
+        buffer.feed(chunk)
+        if on_output is not None:
+            on_output(name, chunk)

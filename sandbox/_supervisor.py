@@ -1,0 +1,251 @@
+"""The spawn server and the per-command supervisor (run in a clean, single-threaded
+interpreter started by :mod:`sandbox._launcher`).
+
+The server forks supervisors ahead of need and hands the caller a socket to each; the
+caller sends a job straight to an idle one. Forking from this small single-threaded process
+avoids fork-with-threads hazards in the caller, and forking ahead keeps the fork off the
+job's path. Each supervisor
+is a child subreaper (Linux): it starts the command in a new session, reports its exit, and
+on request (or when the caller goes away) stops every process the command left behind.
+
+Wire protocol (``SOCK_SEQPACKET``, one JSON object per message):
+
+- caller to server: any short message asks for an idle supervisor; the reply carries the
+  caller's end of a socket to it (``SCM_RIGHTS``).
+- caller to idle supervisor: the job spec (see :func:`_start`) with three file descriptors
+  attached: stdout and stderr write ends, and the supervisor's end of a job socket.
+- supervisor to caller on the job socket: ``{"pid": n}`` once started or
+  ``{"error": text}`` when the command could not start; ``{"exit": wait_status}`` when the
+  command exits; ``{"done": wait_status | null}`` when no process of the tree is left.
+- caller to supervisor: ``{"stop": grace_seconds}``. End of file on the job socket stops the
+  tree at once.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+from typing import Any
+
+from ._limits import apply_rlimits
+from ._tree import become_subreaper, preload, reap, stop_tree
+
+MAX_REQUEST = 1 << 20
+_RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
+
+
+def serve(fd: int) -> None:
+    """Serve the caller on socket ``fd`` until it closes it: each message asks for one idle
+    supervisor, whose socket end goes back attached to the reply."""
+    server = socket.socket(fileno=fd)
+    # Supervisors are reaped by the kernel; the server never waits for them.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    preload()
+    # Supervisors are short-lived forks: a frozen heap and no collector keep their pages
+    # shared with the server instead of copied on first touch.
+    gc.freeze()
+    gc.disable()
+    while True:
+        try:
+            if not server.recv(16):
+                return
+        except OSError:
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if os.fork() == 0:
+            server.close()
+            ours.close()
+            code = 1
+            try:
+                code = _idle(theirs)
+            finally:
+                os._exit(code)
+        theirs.close()
+        try:
+            socket.send_fds(server, [b"idle"], [ours.fileno()])
+        except OSError:
+            return
+        finally:
+            ours.close()
+
+
+def _idle(sock: socket.socket) -> int:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    become_subreaper()
+    _warm_up()
+    data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 3)
+    sock.close()
+    if not data or len(fds) != 3:
+        return 0
+    for fd in fds:
+        os.set_inheritable(fd, False)
+    _supervise(json.loads(data), *fds)
+    return 0
+
+
+def _warm_up() -> None:
+    """Touch, while idle, what a job will touch, so that copy-on-write page faults are paid
+    before the request arrives rather than on its path."""
+    json.loads(json.dumps({"argv": ["true"], "env": {"PATH": os.defpath}, "rlimits": []}))
+    shutil.which("true", path=os.defpath)
+
+
+def _supervise(spec: dict[str, Any], out_fd: int, err_fd: int, job_fd: int) -> None:
+    job = socket.socket(fileno=job_fd)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    try:
+        pid = _start(spec, out_fd, err_fd)
+    except Exception as exc:
+        _send(job, {"error": f"cannot start {spec['argv'][0]!r}: {exc}"})
+        return
+    finally:
+        os.close(out_fd)
+        os.close(err_fd)
+    _send(job, {"pid": pid})
+    main_status = _wait(job, pid, wake_r)
+    _send(job, {"done": main_status})
+    # Stay until the caller hangs up, so that a stop request crossing "done" is read
+    # (closing with unread data would reset the connection under the caller's last read).
+    while select.select([job], [], [], 5.0)[0]:
+        try:
+            if not job.recv(4096):
+                return
+        except OSError:
+            return
+
+
+def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
+    """Start the command in a new session with /dev/null stdin, limits and confinement.
+
+    ``spec`` keys: ``argv``, ``cwd`` (or null), ``env``, ``rlimits`` (``[[RLIMIT_*
+    name, value], ...]``), ``memory_bytes`` (or null), ``confinement`` (the
+    :class:`~sandbox._confinement.Confinement` fields, or null) and ``child_layers``
+    (names of layers the child applies to itself before exec).
+
+    Limits and the working directory are set on this supervisor and inherited: it runs
+    nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
+    """
+    if spec.get("cwd"):
+        os.chdir(spec["cwd"])
+    limits = list(spec.get("rlimits", []))
+    if spec.get("memory_bytes"):
+        limits.append(["RLIMIT_AS", spec["memory_bytes"]])
+    apply_rlimits(limits)
+    argv = spec["argv"]
+    env = spec["env"]
+    if spec.get("child_layers"):
+        return _fork_exec(argv, env, out_fd, err_fd, spec["child_layers"], spec["confinement"])
+    path = shutil.which(argv[0], path=env.get("PATH", os.defpath)) or argv[0]
+    return os.posix_spawn(
+        path,
+        argv,
+        env,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_fd, 1),
+            (os.POSIX_SPAWN_DUP2, err_fd, 2),
+        ],
+        setsid=True,
+        setsigdef=_RESET_SIGNALS,
+    )
+
+
+def _fork_exec(
+    argv: list[str],
+    env: dict[str, str],
+    out_fd: int,
+    err_fd: int,
+    layers: list[str],
+    confinement: dict[str, Any],
+) -> int:
+    """Fork, let the child confine itself (Landlock, seccomp act on the calling process),
+    then exec. A failure in the child is reported through a close-on-exec pipe."""
+    report_r, report_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            for sig in _RESET_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            from ._layered import apply_child_layers
+
+            apply_child_layers(layers, confinement)
+            os.execvpe(argv[0], argv, env)
+        except BaseException as exc:
+            os.write(report_w, str(exc).encode(errors="replace"))
+        finally:
+            os._exit(127)
+    os.close(report_w)
+    failure = _read_all(report_r)
+    if failure:
+        os.waitpid(pid, 0)
+        raise OSError(failure.decode(errors="replace"))
+    return pid
+
+
+def _wait(job: socket.socket, pid: int, wake_r: int) -> int | None:
+    """Report the command's exit; stop the tree when asked, or at once when the exit left
+    no process behind. Returns the command's wait status."""
+    main_status: int | None = None
+    while True:
+        readable, _, _ = select.select([job, wake_r], [], [])
+        if wake_r in readable:
+            _drain(wake_r)
+            status, empty = reap(pid)
+            if status is not None and main_status is None:
+                main_status = status
+                _send(job, {"exit": status})
+            if empty:
+                return main_status
+        if job in readable:
+            try:
+                message = job.recv(4096)
+            except OSError:
+                message = b""
+            grace = float(json.loads(message)["stop"]) if message else 0.0
+            status = stop_tree(pid, grace, wake_r)
+            if main_status is None and status is not None:
+                main_status = status
+                _send(job, {"exit": status})
+            return main_status
+
+
+def _send(job: socket.socket, message: dict[str, Any]) -> None:
+    try:
+        job.send(json.dumps(message).encode())
+    except OSError:
+        pass  # the caller went away; the tree is stopped all the same
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
