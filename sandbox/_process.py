@@ -206,7 +206,7 @@ async def _pump_both(
     done: anyio.Event,
 ) -> None:
     async with anyio.create_task_group() as tg:
-        for fd, name in zip(fds, ("stdout", "stderr")):
+        for fd, name in zip(fds, ("stdout", "stderr"), strict=True):
             tg.start_soon(_pump, fd, name, buffers[name], on_output)
     done.set()
 

@@ -23,6 +23,7 @@ Wire protocol (``SOCK_SEQPACKET``, one JSON object per message):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -128,9 +129,11 @@ def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
     """Start the command in a new session with /dev/null stdin, limits and confinement.
 
     ``spec`` keys: ``argv``, ``cwd`` (or null), ``env``, ``rlimits`` (``[[RLIMIT_*
-    name, value], ...]``), ``memory_bytes`` (or null), ``confinement`` (the
-    :class:`~sandbox._confinement.Confinement` fields, or null) and ``child_layers``
-    (names of layers the child applies to itself before exec).
+    name, value], ...]``), ``memory_bytes`` (or null), and for the isolation layers
+    ``confinement`` (the :class:`~sandbox._confinement.Confinement` fields),
+    ``child_layers`` (layers the child applies to itself before exec), ``cgroup`` (a
+    cgroup directory the child joins before exec) and ``seccomp_fd`` (where bubblewrap
+    reads the network filter).
 
     Limits and the working directory are set on this supervisor and inherited: it runs
     nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
@@ -141,35 +144,44 @@ def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
     if spec.get("memory_bytes"):
         limits.append(["RLIMIT_AS", spec["memory_bytes"]])
     apply_rlimits(limits)
-    argv = spec["argv"]
-    env = spec["env"]
-    if spec.get("child_layers"):
-        return _fork_exec(argv, env, out_fd, err_fd, spec["child_layers"], spec["confinement"])
+    argv, env = spec["argv"], spec["env"]
+    remap = [(1, out_fd), (2, err_fd)]
+    if spec.get("seccomp_fd"):
+        remap.append((spec["seccomp_fd"], _filter_pipe()))
+    if spec.get("child_layers") or spec.get("cgroup"):
+        return _fork_exec(spec, remap)
     path = shutil.which(argv[0], path=env.get("PATH", os.defpath)) or argv[0]
+    for target, fd in remap:
+        if target == fd:
+            os.set_inheritable(fd, True)  # dup2 onto itself would keep close-on-exec
     return os.posix_spawn(
         path,
         argv,
         env,
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out_fd, 1),
-            (os.POSIX_SPAWN_DUP2, err_fd, 2),
+            *((os.POSIX_SPAWN_DUP2, fd, target) for target, fd in remap),
         ],
         setsid=True,
         setsigdef=_RESET_SIGNALS,
     )
 
 
-def _fork_exec(
-    argv: list[str],
-    env: dict[str, str],
-    out_fd: int,
-    err_fd: int,
-    layers: list[str],
-    confinement: dict[str, Any],
-) -> int:
-    """Fork, let the child confine itself (Landlock, seccomp act on the calling process),
-    then exec. A failure in the child is reported through a close-on-exec pipe."""
+def _filter_pipe() -> int:
+    from ._layered import seccomp_filter
+
+    program = seccomp_filter()
+    read_end, write_end = os.pipe()
+    os.write(write_end, program)  # a few hundred bytes: fits in the pipe buffer
+    os.close(write_end)
+    return read_end
+
+
+def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
+    """Fork, let the child confine itself (Landlock, seccomp and cgroups act on the calling
+    process), then exec. A failure in the child is reported through a close-on-exec pipe."""
+    from ._layered import apply_child_layers
+
     report_r, report_w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -179,12 +191,12 @@ def _fork_exec(
                 signal.signal(sig, signal.SIG_DFL)
             signal.set_wakeup_fd(-1)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(out_fd, 1)
-            os.dup2(err_fd, 2)
-            from ._layered import apply_child_layers
-
-            apply_child_layers(layers, confinement)
-            os.execvpe(argv[0], argv, env)
+            for target, fd in remap:
+                os.dup2(fd, target)
+            apply_child_layers(
+                spec.get("child_layers", []), spec.get("confinement") or {}, spec.get("cgroup")
+            )
+            os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
         except BaseException as exc:
             os.write(report_w, str(exc).encode(errors="replace"))
         finally:
@@ -225,10 +237,9 @@ def _wait(job: socket.socket, pid: int, wake_r: int) -> int | None:
 
 
 def _send(job: socket.socket, message: dict[str, Any]) -> None:
-    try:
+    # The caller may have gone away; the tree is stopped all the same.
+    with contextlib.suppress(OSError):
         job.send(json.dumps(message).encode())
-    except OSError:
-        pass  # the caller went away; the tree is stopped all the same
 
 
 def _read_all(fd: int) -> bytes:

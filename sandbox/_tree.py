@@ -94,10 +94,8 @@ def signal_tree(me: int, group: int, sig: int) -> None:
     # A group id <= 1 would address every process (kill(2)); never send to it.
     targets = descendants(me) if group <= 1 else [-group, *descendants(me)]
     for target in targets:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(target, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
@@ -131,7 +129,5 @@ def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
 def _wait_readable(fd: int, timeout: float) -> None:
     readable, _, _ = select.select([fd], [], [], timeout)
     if readable:
-        try:
+        with contextlib.suppress(BlockingIOError):
             os.read(fd, 4096)
-        except BlockingIOError:
-            pass
