@@ -152,7 +152,7 @@ class Sandbox:
             SandboxError: the command could not be started.
         """
         cwd = os.path.abspath(cwd or os.getcwd())
-        child_env = dict(env) if env is not None else self._default_env()
+        child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         mechanisms = enforced(self._plan.commands, confinement)
         spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
@@ -195,7 +195,7 @@ class Sandbox:
         for protection in sorted(self.require):
             if protection not in self._plan.calls:
                 raise SandboxUnavailable(protection, why_missing(protection, "calls"))
-        env = self._default_env()
+        env = self.child_env()
         confinement = self._confinement_with_tmp(env)
         mechanisms = enforced(self._plan.calls, confinement)
         group = self._cgroup() if PROCESS_CAP in mechanisms else None
@@ -241,7 +241,8 @@ class Sandbox:
             if protection not in self._plan.commands:
                 raise SandboxUnavailable(protection, why_missing(protection, "commands"))
 
-    def _default_env(self) -> dict[str, str]:
+    def child_env(self) -> dict[str, str]:
+        """The environment a child gets by default: this process's allowlisted variables."""
         return allowlisted_env(os.environ, self.env_allowlist)
 
     def _confinement_with_tmp(self, env: dict[str, str]) -> Confinement:
