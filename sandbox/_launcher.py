@@ -82,7 +82,7 @@ class Launcher:
             pid = os.posix_spawn(
                 sys.executable,
                 [sys.executable, "-c", _BOOT, str(theirs.fileno()), _PACKAGE_PARENT],
-                dict(os.environ),
+                _server_env(),
                 setsid=True,
                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
             )
@@ -105,3 +105,10 @@ def _shutdown(sock: socket.socket, pid: int, owner: int) -> None:
         # The server exits as soon as it sees end of file on its socket.
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+
+
+def _server_env() -> dict[str, str]:
+    """The server needs no environment of its own: each job carries its command's. Only
+    what the interpreter itself may need to start is kept."""
+    keep = ("PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "SYSTEMROOT")
+    return {name: os.environ[name] for name in keep if name in os.environ}
