@@ -1,15 +1,13 @@
-"""The caller's side of the spawn server: start it once per process, hand it jobs."""
+"""The caller's side of the spawn server: a pool of reusable supervisors."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
 import threading
 import weakref
-from typing import Any
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,63 +17,64 @@ _BOOT = (
     "from sandbox._supervisor import serve; serve(int(sys.argv[1]))"
 )
 
+#: Idle supervisors kept per set of limits; more are closed when handed back.
+POOL_SIZE = 4
+
 
 class Launcher:
-    """Starts commands through a spawn server owned by this object.
+    """Hands out supervisors (see ``sandbox._supervisor``) from a spawn server owned by this
+    object, and takes them back for the next command.
 
     The server is started on first use, and again in a forked child (a connection belongs
-    to the process that opened it). It exits when this object is closed or collected, or
-    when the process that started it exits.
+    to the process that opened it). It and its idle supervisors exit when this object is
+    closed or collected, or when the process that started it exits.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner = -1
-        self._sock: socket.socket | None = None
-        self._pending = False
+        self._server: socket.socket | None = None
+        self._idle: dict[str, list[socket.socket]] = {}
         self._finalizer: weakref.finalize | None = None
 
-    def submit(self, spec: dict[str, Any], fds: list[int]) -> None:
-        """Send one job: ``spec`` (primitives, see ``sandbox._supervisor``) and its stdout,
-        stderr and job-socket descriptors, which the supervisor duplicates.
+    def acquire(self, limits_key: str) -> socket.socket:
+        """A connected supervisor that has run only jobs with ``limits_key`` (a supervisor
+        applies limits to itself once, for good).
 
         Raises:
             OSError: the server could not be started or reached.
         """
-        data = json.dumps(spec).encode()
         if self._owner != os.getpid():
             # A fork copies the lock in whatever state another thread left it.
             self._lock = threading.Lock()
         with self._lock:
+            idle = self._connect_pool().setdefault(limits_key, [])
+            if idle:
+                return idle.pop()
             try:
-                supervisor = self._take_idle()
+                return self._new_supervisor()
             except OSError:
                 # The server died (killed from outside): start a fresh one once.
                 self._close()
-                supervisor = self._take_idle()
-            with supervisor:
-                socket.send_fds(supervisor, [data], fds)
+                return self._new_supervisor()
 
-    def _take_idle(self) -> socket.socket:
-        server = self._connect()
-        if not self._pending:
-            server.send(b"?")
-        _, fds, _, _ = socket.recv_fds(server, 16, 1)
-        if not fds:
-            raise ConnectionError("the sandbox spawn server exited")
-        # Ask for the next one now: the server forks it while this job runs.
-        server.send(b"?")
-        self._pending = True
-        return socket.socket(fileno=fds[0])
+    def release(self, limits_key: str, supervisor: socket.socket) -> None:
+        """Hand back a supervisor whose job is over (its tree is gone)."""
+        with self._lock:
+            idle = self._idle.setdefault(limits_key, [])
+            if self._owner == os.getpid() and len(idle) < POOL_SIZE:
+                idle.append(supervisor)
+                return
+        supervisor.close()
 
     def close(self) -> None:
-        """Stop the server; running jobs' supervisors stop their trees on their own."""
+        """Stop the server and the idle supervisors."""
         with self._lock:
             self._close()
 
-    def _connect(self) -> socket.socket:
-        if self._sock is not None and self._owner == os.getpid():
-            return self._sock
+    def _connect_pool(self) -> dict[str, list[socket.socket]]:
+        if self._server is not None and self._owner == os.getpid():
+            return self._idle
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         theirs.set_inheritable(True)
         try:
@@ -88,19 +87,33 @@ class Launcher:
             )
         finally:
             theirs.close()
-        self._sock, self._owner, self._pending = ours, os.getpid(), False
-        self._finalizer = weakref.finalize(self, _shutdown, ours, pid, os.getpid())
-        return ours
+        # Sockets copied from a parent process are left alone: they are the parent's.
+        self._server, self._owner, self._idle = ours, os.getpid(), {}
+        self._finalizer = weakref.finalize(self, _shutdown, ours, self._idle, pid, os.getpid())
+        return self._idle
+
+    def _new_supervisor(self) -> socket.socket:
+        server = self._server
+        assert server is not None
+        server.send(b"?")
+        _, fds, _, _ = socket.recv_fds(server, 16, 1)
+        if not fds:
+            raise ConnectionError("the sandbox spawn server exited")
+        return socket.socket(fileno=fds[0])
 
     def _close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
-        self._sock, self._finalizer, self._owner = None, None, -1
-        self._pending = False
+        self._server, self._finalizer, self._owner, self._idle = None, None, -1, {}
 
 
-def _shutdown(sock: socket.socket, pid: int, owner: int) -> None:
-    sock.close()
+def _shutdown(
+    server: socket.socket, idle: dict[str, list[socket.socket]], pid: int, owner: int
+) -> None:
+    for supervisors in idle.values():
+        for supervisor in supervisors:
+            supervisor.close()
+    server.close()
     if os.getpid() == owner:
         # The server exits as soon as it sees end of file on its socket.
         with contextlib.suppress(ChildProcessError):
@@ -110,5 +123,5 @@ def _shutdown(sock: socket.socket, pid: int, owner: int) -> None:
 def _server_env() -> dict[str, str]:
     """The server needs no environment of its own: each job carries its command's. Only
     what the interpreter itself may need to start is kept."""
-    keep = ("PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "SYSTEMROOT")
+    keep = ("PATH", "LD_LIBRARY_PATH", "PYTHONHOME")
     return {name: os.environ[name] for name in keep if name in os.environ}

@@ -67,37 +67,45 @@ def signal_name(number: int) -> str:
 
 
 class _Job:
-    """The caller's end of one supervisor's job socket."""
+    """The caller's side of one job on a supervisor's socket."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self.exit_status: int | None = None
         self.exited = False
         self.done = False
+        #: Every message of this job was read: the supervisor can take the next job.
+        self.clean = True
 
     async def receive(self) -> dict[str, Any]:
         while True:
-            try:
-                data = self._sock.recv(4096)
-            except BlockingIOError:
-                await anyio.wait_readable(self._sock)
-                continue
-            except ConnectionError:
-                data = b""
-            if not data:
-                if self.exited:
-                    # The supervisor finished; its last message may have crossed ours.
-                    self.done = True
-                    return {"done": self.exit_status}
-                raise SandboxError("the sandbox supervisor exited unexpectedly")
-            message: dict[str, Any] = json.loads(data)
-            if "exit" in message:
-                self.exit_status, self.exited = message["exit"], True
-            if "done" in message:
+            message = self.poll()
+            if message is not None:
+                return message
+            await anyio.wait_readable(self._sock)
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next message if one is waiting, else None."""
+        try:
+            data = self._sock.recv(4096)
+        except BlockingIOError:
+            return None
+        except ConnectionError:
+            data = b""
+        if not data:
+            self.clean = False
+            if self.exited:
                 self.done = True
-                if not self.exited and message["done"] is not None:
-                    self.exit_status, self.exited = message["done"], True
-            return message
+                return {"done": self.exit_status}
+            raise SandboxError("the sandbox supervisor exited unexpectedly")
+        message: dict[str, Any] = json.loads(data)
+        if "exit" in message:
+            self.exit_status, self.exited = message["exit"], True
+        if "done" in message:
+            self.done = True
+            if not self.exited and message["done"] is not None:
+                self.exit_status, self.exited = message["done"], True
+        return message
 
     async def wait_exit(self) -> None:
         while not self.exited:
@@ -105,6 +113,8 @@ class _Job:
 
     async def stop(self, grace: float) -> None:
         """Stop every process of the tree (SIGTERM, ``grace`` seconds, SIGKILL) and wait."""
+        while not self.done and self.poll() is not None:
+            pass  # "done" may already be waiting: then no stop request is needed
         if self.done:
             return
         with contextlib.suppress(OSError):
@@ -127,7 +137,7 @@ async def run_process(
 
     Args:
         launcher: the spawn server connection to start it through.
-        spec: the job (primitives; see ``sandbox._supervisor._exec_child``).
+        spec: the job (primitives; see ``sandbox._supervisor._start``).
         on_output: receives each chunk of output as it is read.
         timeout: seconds before the tree is stopped; the result says ``timed_out``.
         grace: seconds between SIGTERM and SIGKILL when the tree is stopped.
@@ -142,24 +152,24 @@ async def run_process(
     """
     started = time.perf_counter()
     buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+    limits_key = json.dumps([spec.get("rlimits", []), spec.get("memory_bytes")])
+    supervisor = launcher.acquire(limits_key)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        launcher.submit(spec, [out_w, err_w, theirs.fileno()])
+        socket.send_fds(supervisor, [json.dumps(spec).encode()], [out_w, err_w])
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)
-        ours.close()
+        supervisor.close()
         raise
     finally:
         os.close(out_w)
         os.close(err_w)
-        theirs.close()
     for fd in (out_r, err_r):
         os.set_blocking(fd, False)
-    ours.setblocking(False)
-    job = _Job(ours)
+    supervisor.setblocking(False)
+    job = _Job(supervisor)
     timed_out = False
     try:
         # The supervisor reports the start before anything else; output waits in the pipes.
@@ -185,9 +195,13 @@ async def run_process(
         if not job.done:
             with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):
                 await job.stop(grace)
-        ours.close()
         for fd in (out_r, err_r):
             os.close(fd)
+        if job.done and job.clean:
+            supervisor.setblocking(True)
+            launcher.release(limits_key, supervisor)
+        else:
+            supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(job.exit_status)
     return ProcessResult(
         exit_code=None if timed_out else exit_code,

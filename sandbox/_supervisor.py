@@ -1,10 +1,10 @@
 """The spawn server and the per-command supervisor (run in a clean, single-threaded
 interpreter started by :mod:`sandbox._launcher`).
 
-The server forks supervisors ahead of need and hands the caller a socket to each; the
-caller sends a job straight to an idle one. Forking from this small single-threaded process
-avoids fork-with-threads hazards in the caller, and forking ahead keeps the fork off the
-job's path. Each supervisor
+The server forks supervisors and hands the caller a socket to each; the caller sends jobs
+straight to an idle one, which serves them one after another. Forking from this small
+single-threaded process avoids fork-with-threads hazards in the caller, and reusing
+supervisors keeps forks off a job's path. Each supervisor
 is a child subreaper (Linux): it starts the command in a new session, reports its exit, and
 on request (or when the caller goes away) stops every process the command left behind.
 
@@ -12,13 +12,13 @@ Wire protocol (``SOCK_SEQPACKET``, one JSON object per message):
 
 - caller to server: any short message asks for an idle supervisor; the reply carries the
   caller's end of a socket to it (``SCM_RIGHTS``).
-- caller to idle supervisor: the job spec (see :func:`_start`) with three file descriptors
-  attached: stdout and stderr write ends, and the supervisor's end of a job socket.
-- supervisor to caller on the job socket: ``{"pid": n}`` once started or
+- caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
+  attached: the stdout and stderr write ends.
+- supervisor to caller: ``{"pid": n}`` once started or
   ``{"error": text}`` when the command could not start; ``{"exit": wait_status}`` when the
   command exits; ``{"done": wait_status | null}`` when no process of the tree is left.
-- caller to supervisor: ``{"stop": grace_seconds}``. End of file on the job socket stops the
-  tree at once.
+- caller to supervisor: ``{"stop": grace_seconds}``. End of file stops the tree at once and
+  ends the supervisor.
 """
 
 from __future__ import annotations
@@ -78,51 +78,67 @@ def serve(fd: int) -> None:
 
 
 def _idle(sock: socket.socket) -> int:
+    """Serve jobs one after another until the caller hangs up. Limits are applied to this
+    supervisor on the first job (a limit, once lowered, cannot be raised): a later job
+    asking for other limits is refused, so callers pool supervisors by limits."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     become_subreaper()
-    _warm_up()
-    data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 3)
-    sock.close()
-    if not data or len(fds) != 3:
-        return 0
-    for fd in fds:
-        os.set_inheritable(fd, False)
-    _supervise(json.loads(data), *fds)
-    return 0
-
-
-def _warm_up() -> None:
-    """Touch, while idle, what a job will touch, so that copy-on-write page faults are paid
-    before the request arrives rather than on its path."""
-    json.loads(json.dumps({"argv": ["true"], "env": {"PATH": os.defpath}, "rlimits": []}))
-    shutil.which("true", path=os.defpath)
-
-
-def _supervise(spec: dict[str, Any], out_fd: int, err_fd: int, job_fd: int) -> None:
-    job = socket.socket(fileno=job_fd)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    applied: list[Any] | None = None
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 2)
+        except OSError:
+            return 0
+        if not data:
+            return 0
+        if len(fds) != 2:
+            # A stop request that crossed the last job's "done": that job is over.
+            for fd in fds:
+                os.close(fd)
+            continue
+        for fd in fds:
+            os.set_inheritable(fd, False)
+        spec = json.loads(data)
+        limits = [spec.get("rlimits", []), spec.get("memory_bytes")]
+        if applied is None:
+            applied = limits
+            _apply_limits(spec)
+        elif limits != applied:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, {"error": "this supervisor runs other limits"})
+            continue
+        if not _supervise(sock, spec, fds[0], fds[1], wake_r):
+            return 0
+
+
+def _apply_limits(spec: dict[str, Any]) -> None:
+    limits = list(spec.get("rlimits", []))
+    if spec.get("memory_bytes"):
+        limits.append(["RLIMIT_AS", spec["memory_bytes"]])
+    apply_rlimits(limits)
+
+
+def _supervise(
+    job: socket.socket, spec: dict[str, Any], out_fd: int, err_fd: int, wake_r: int
+) -> bool:
+    """Run one job to its end. Returns False when the caller hung up."""
     try:
         pid = _start(spec, out_fd, err_fd)
     except Exception as exc:
         _send(job, {"error": f"cannot start {spec['argv'][0]!r}: {exc}"})
-        return
+        return True
     finally:
         os.close(out_fd)
         os.close(err_fd)
     _send(job, {"pid": pid})
-    main_status = _wait(job, pid, wake_r)
+    main_status, caller_gone = _wait(job, pid, wake_r)
     _send(job, {"done": main_status})
-    # Stay until the caller hangs up, so that a stop request crossing "done" is read
-    # (closing with unread data would reset the connection under the caller's last read).
-    while select.select([job], [], [], 5.0)[0]:
-        try:
-            if not job.recv(4096):
-                return
-        except OSError:
-            return
+    return not caller_gone
 
 
 def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
@@ -135,15 +151,10 @@ def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
     cgroup directory the child joins before exec) and ``seccomp_fd`` (where bubblewrap
     reads the network filter).
 
-    Limits and the working directory are set on this supervisor and inherited: it runs
-    nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
+    Limits (see :func:`_idle`) and the working directory are set on this supervisor and
+    inherited: it runs nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
     """
-    if spec.get("cwd"):
-        os.chdir(spec["cwd"])
-    limits = list(spec.get("rlimits", []))
-    if spec.get("memory_bytes"):
-        limits.append(["RLIMIT_AS", spec["memory_bytes"]])
-    apply_rlimits(limits)
+    os.chdir(spec.get("cwd") or "/")
     argv, env = spec["argv"], spec["env"]
     remap = [(1, out_fd), (2, err_fd)]
     if spec.get("seccomp_fd"):
@@ -209,9 +220,9 @@ def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(job: socket.socket, pid: int, wake_r: int) -> int | None:
+def _wait(job: socket.socket, pid: int, wake_r: int) -> tuple[int | None, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
-    no process behind. Returns the command's wait status."""
+    no process behind. Returns the command's wait status and whether the caller hung up."""
     main_status: int | None = None
     while True:
         readable, _, _ = select.select([job, wake_r], [], [])
@@ -222,7 +233,7 @@ def _wait(job: socket.socket, pid: int, wake_r: int) -> int | None:
                 main_status = status
                 _send(job, {"exit": status})
             if empty:
-                return main_status
+                return main_status, False
         if job in readable:
             try:
                 message = job.recv(4096)
@@ -233,7 +244,7 @@ def _wait(job: socket.socket, pid: int, wake_r: int) -> int | None:
             if main_status is None and status is not None:
                 main_status = status
                 _send(job, {"exit": status})
-            return main_status
+            return main_status, not message
 
 
 def _send(job: socket.socket, message: dict[str, Any]) -> None:

@@ -1,0 +1,128 @@
+"""Latency of run_command and of a sandboxed tool call, each beside its peer.
+
+Run from the repository root: ``python benchmarks/bench_run.py [--runs N]``.
+
+Prints medians in milliseconds and ratios:
+- ``run_command("true")`` through ``invoke_tool`` against ``subprocess.run(["bash", "-c",
+  "true"])`` (target: at most 1.3x);
+- a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
+  the sandboxed call under 5 ms median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sandbox import Sandbox  # noqa: E402
+from workspace_tools import invoke_tool, tool  # noqa: E402
+from workspace_tools.tools import workspace_tools  # noqa: E402
+
+
+class HeadArgs(BaseModel):
+    path: str
+
+
+def _head(args: HeadArgs, context: object) -> str:
+    with open(args.path, encoding="utf-8") as f:
+        return "".join(f.readline() for _ in range(20))
+
+
+HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs, execute=_head)
+
+
+async def median_ms(call: Callable[[], Awaitable[object]], runs: int) -> float:
+    for _ in range(max(3, runs // 10)):  # warm up: servers started, caches filled
+        await call()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
+    print(
+        f"{label:<38} {ours:7.2f} ms   {peer_label:<32} {peer:7.2f} ms   "
+        f"ratio {ours / peer:5.2f}x   ({target})"
+    )
+
+
+async def main(runs: int) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        sample = Path(root, "sample.py")
+        sample.write_text("".join(f"line {i}\n" for i in range(200)))
+        tools = {t.name: t for t in workspace_tools(root)}
+        box = Sandbox()
+
+        async def run_true() -> None:
+            result = await invoke_tool(tools["run_command"], {"command": "true"})
+            assert result.content["exit_code"] == 0, result.error
+
+        async def subprocess_true() -> None:
+            subprocess.run(["bash", "-c", "true"], check=True)
+
+        ours = await median_ms(run_true, runs)
+        peer = await median_ms(subprocess_true, runs)
+        report(
+            'run_command("true") via invoke_tool',
+            ours,
+            "subprocess.run(bash -c true)",
+            peer,
+            "target <= 1.3x",
+        )
+
+        async def head(sandbox: Sandbox | None) -> None:
+            result = await invoke_tool(HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
+            assert result.error is None, result.error
+
+        in_box = await median_ms(lambda: head(box), runs)
+        in_process = await median_ms(lambda: head(None), runs)
+        report(
+            "custom tool in the sandbox",
+            in_box,
+            "same tool in process",
+            in_process,
+            "target < 5 ms",
+        )
+
+        probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
+        if probe.error is not None:
+            print(f"read_file: not measured ({probe.error})")
+        else:
+
+            async def read(sandbox: Sandbox | None) -> None:
+                result = await invoke_tool(
+                    tools["read_file"], {"path": "sample.py"}, sandbox=sandbox
+                )
+                assert result.error is None, result.error
+
+            in_box = await median_ms(lambda: read(box), runs)
+            in_process = await median_ms(lambda: read(None), runs)
+            report(
+                "read_file in the sandbox",
+                in_box,
+                "read_file in process",
+                in_process,
+                "target < 5 ms",
+            )
+        print(f"sandbox capabilities: commands {box.capabilities}, calls {box.call_capabilities}")
+        box.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="timed calls per figure")
+    anyio.run(main, parser.parse_args().runs)
