@@ -17,7 +17,7 @@ import anyio
 from ._confinement import Confinement
 from ._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
 from ._errors import SandboxUnavailable
-from ._fork import call_in_child
+from ._fork import ForkedCaller
 from ._launcher import Launcher
 from ._layered import (
     PROCESS_CAP,
@@ -97,6 +97,7 @@ class Sandbox:
         preload()  # forked calls become subreapers without loading libc each time
         self._launcher = Launcher()
         self._private_tmp: str | None = None
+        self._caller: ForkedCaller | None = None
         self._check_required()
 
     @property
@@ -121,6 +122,7 @@ class Sandbox:
         clone.__dict__.update(self.__dict__)
         paths = (*self.confinement.writable, *(os.path.realpath(p) for p in writable))
         clone.confinement = dataclasses.replace(self.confinement, writable=paths)
+        clone._caller = None  # its children are set up for other confinement
         clone._check_required()
         return clone
 
@@ -182,6 +184,8 @@ class Sandbox:
         """Run ``fn(*args, **kwargs)`` in a forked child under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
+        A child is forked ahead of need, so a call usually costs no fork; it sees this
+        process's memory as it was after the previous call (see ``sandbox._fork``).
         Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
         cancelled, taking the child's whole tree down.
 
@@ -195,16 +199,40 @@ class Sandbox:
         for protection in sorted(self.require):
             if protection not in self._plan.calls:
                 raise SandboxUnavailable(protection, why_missing(protection, "calls"))
-        env = self.child_env()
-        confinement = self._confinement_with_tmp(env)
-        mechanisms = enforced(self._plan.calls, confinement)
-        group = self._cgroup() if PROCESS_CAP in mechanisms else None
         limits = self.limits
-        layers = child_layers(mechanisms)
+        if PROCESS_CAP in self.call_capabilities:
+            # A cgroup per call: the child must join its own, so none is forked ahead.
+            group = self._cgroup()
+            caller = ForkedCaller(self._child_setup(group), warm=False)
+        else:
+            group = None
+            caller = self._forked_caller()
+        try:
+            with anyio.fail_after(limits.timeout_seconds):
+                return await caller.call(fn, args, kwargs, limits.grace_seconds)
+        finally:
+            if group is not None:
+                cgroup.remove(group)
+
+    def _forked_caller(self) -> ForkedCaller:
+        caller = self._caller
+        if caller is None or caller.owner != os.getpid():
+            caller = self._caller = ForkedCaller(self._child_setup(None))
+            weakref.finalize(self, caller.close)
+        return caller
+
+    def _child_setup(self, group: str | None) -> Callable[[], None]:
+        """What a forked child does before its call: the portable level, limits, layers."""
+        tmp_env: dict[str, str] = {}
+        confinement = self._confinement_with_tmp(tmp_env)
+        layers = child_layers(enforced(self._plan.calls, confinement))
         fields = dataclasses.asdict(confinement)
+        limits = self.limits
+        allowlist = self.env_allowlist
 
         def setup() -> None:
-            _enter_child(env)
+            # The environment as the caller's was when this child was forked.
+            _enter_child(allowlisted_env(os.environ, allowlist) | tmp_env)
             pairs = limits.rlimits()
             if limits.memory_bytes is not None:
                 pairs.append(("RLIMIT_AS", address_space_bytes() + limits.memory_bytes))
@@ -212,19 +240,14 @@ class Sandbox:
             if layers or group:
                 apply_child_layers(layers, fields, group)
 
-        try:
-            with anyio.fail_after(limits.timeout_seconds):
-                return await call_in_child(
-                    fn, args, kwargs, setup=setup, grace=limits.grace_seconds
-                )
-        finally:
-            if group is not None:
-                cgroup.remove(group)
+        return setup
 
     def close(self) -> None:
-        """Stop the spawn server and remove the private temp dir. Also done when the
-        sandbox is collected or the process exits."""
+        """Stop the spawn server and the child forked ahead. Also done when the sandbox
+        is collected or the process exits."""
         self._launcher.close()
+        if self._caller is not None:
+            self._caller.close()
 
     def _check_required(self) -> None:
         asked = set(wanted(self.confinement))

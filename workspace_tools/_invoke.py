@@ -214,8 +214,14 @@ def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
 
 
 async def _run_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
-    # The child gets a context without a listener: a sandboxed call reports no updates.
-    return await sandbox.call(tool.execute, args, ToolContext(call_id, tool.name))
+    return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name)
+
+
+def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str) -> Any:
+    """Run a tool's ``execute`` with a context nobody listens to (a sandboxed call reports
+    no updates). Made in the sandbox's child, so that only primitives and the arguments
+    cross the process boundary."""
+    return execute(args, ToolContext(call_id, tool_name))
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:

@@ -8,6 +8,7 @@ from typing import Any
 
 from sandbox import Sandbox
 
+from .._invoke import execute_silently
 from .._tool import Tool, ToolContext
 from ..workspace import Workspace, as_workspace
 from . import edit_file, glob, grep, list_files, read_file, run_command, write_file
@@ -59,6 +60,6 @@ def in_sandbox(tool_: Tool[Any], box: Sandbox) -> Tool[Any]:
     inner = tool_.execute
 
     async def execute(args: Any, context: ToolContext) -> Any:
-        return await box.call(inner, args, ToolContext(context.call_id, context.tool_name))
+        return await box.call(execute_silently, inner, args, context.call_id, context.tool_name)
 
     return dataclasses.replace(tool_, execute=execute)
