@@ -76,6 +76,8 @@ class _Job:
         self.done = False
         #: Every message of this job was read: the supervisor can take the next job.
         self.clean = True
+        #: Why the command could not start, if it could not.
+        self.error: str | None = None
 
     async def receive(self) -> dict[str, Any]:
         while True:
@@ -99,6 +101,8 @@ class _Job:
                 return {"done": self.exit_status}
             raise SandboxError("the sandbox supervisor exited unexpectedly")
         message: dict[str, Any] = json.loads(data)
+        if "error" in message:
+            self.error, self.exited, self.done = message["error"], True, True
         if "exit" in message:
             self.exit_status, self.exited = message["exit"], True
         if "done" in message:
@@ -172,25 +176,23 @@ async def run_process(
     job = _Job(supervisor)
     timed_out = False
     try:
-        # The supervisor reports the start before anything else; output waits in the pipes.
-        first = await job.receive()
-        if "error" in first:
-            job.done = True
-            raise SandboxError(first["error"])
         async with anyio.create_task_group() as tg:
             pumps_done = anyio.Event()
             tg.start_soon(_pump_both, (out_r, err_r), buffers, on_output, pumps_done)
             with anyio.move_on_after(timeout) as scope:
                 await job.wait_exit()
             timed_out = scope.cancelled_caught
-            if not timed_out:
+            if not timed_out and not pumps_done.is_set():
                 with anyio.move_on_after(drain):
                     await pumps_done.wait()
             await job.stop(grace)
-            # The tree is gone; only a process outside it could still hold a pipe.
-            with anyio.move_on_after(drain):
-                await pumps_done.wait()
+            if not pumps_done.is_set():
+                # The tree is gone; only a process outside it could still hold a pipe.
+                with anyio.move_on_after(drain):
+                    await pumps_done.wait()
             tg.cancel_scope.cancel()
+        if job.error is not None:
+            raise SandboxError(job.error)
     finally:
         if not job.done:
             with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):

@@ -14,9 +14,9 @@ Wire protocol (``SOCK_SEQPACKET``, one JSON object per message):
   caller's end of a socket to it (``SCM_RIGHTS``).
 - caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
   attached: the stdout and stderr write ends.
-- supervisor to caller: ``{"pid": n}`` once started or
-  ``{"error": text}`` when the command could not start; ``{"exit": wait_status}`` when the
-  command exits; ``{"done": wait_status | null}`` when no process of the tree is left.
+- supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
+  else for that job); ``{"exit": wait_status}`` when the command exits; ``{"done":
+  wait_status | null}`` when no process of the tree is left.
 - caller to supervisor: ``{"stop": grace_seconds}``. End of file stops the tree at once and
   ends the supervisor.
 """
@@ -135,7 +135,6 @@ def _supervise(
     finally:
         os.close(out_fd)
         os.close(err_fd)
-    _send(job, {"pid": pid})
     main_status, caller_gone = _wait(job, pid, wake_r)
     _send(job, {"done": main_status})
     return not caller_gone

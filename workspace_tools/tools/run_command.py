@@ -94,13 +94,16 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         ),
     )
     reports_progress = sandbox is None
+    shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
 
     async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         cwd = _working_dir(workspace, args.cwd)
         timeout = args.timeout or workspace.options.command_timeout
         base_env = os.environ if sandbox is None else sandbox.child_env()
         env = command_env(base_env, workspace.options.env_passthrough)
-        argv = [_shell(env), "-c", args.command]
+        path = env.get("PATH", os.defpath)
+        shell = shells.get(path) or shells.setdefault(path, _shell(path))
+        argv = [shell, "-c", args.command]
         if reports_progress and context.reports_progress:
             result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
         else:
@@ -134,8 +137,7 @@ def _working_dir(workspace: Workspace, path: str) -> str:
     return str(resolved.real)
 
 
-def _shell(env: Mapping[str, str]) -> str:
-    path = env.get("PATH", os.defpath)
+def _shell(path: str) -> str:
     return shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
 
 
