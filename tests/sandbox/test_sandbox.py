@@ -426,3 +426,54 @@ async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
     assert result.error is None
     assert (workspace / "in.txt").read_text() == "ran\n"
     assert not target.exists()
+
+
+# --- calls: a fresh process each, forked ahead or on demand ---------------------------
+
+
+async def test_each_call_runs_in_a_fresh_child_and_changes_stay_there() -> None:
+    seen: list[int] = []
+
+    def record() -> tuple[int, int]:
+        seen.append(1)
+        return os.getpid(), len(seen)
+
+    box = Sandbox(layers=False)
+    try:
+        results = [await box.call(record) for _ in range(4)]
+    finally:
+        box.close()
+    pids = {pid for pid, _ in results}
+    assert len(pids) == 4
+    assert os.getpid() not in pids
+    assert [count for _, count in results] == [1, 1, 1, 1]
+    assert seen == []
+
+
+async def test_closures_made_after_the_child_was_forked_run_with_their_own_values() -> None:
+    box = Sandbox(layers=False)
+    try:
+        results = []
+        for i in range(4):
+
+            def closure(offset: int, i: int = i) -> int:
+                return i + offset
+
+            results.append(await box.call(closure, 100))
+    finally:
+        box.close()
+    assert results == [100, 101, 102, 103]
+
+
+async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
+    lock = __import__("threading").Lock()  # cannot be pickled: the call forks on demand
+
+    def held(value: object) -> bool:
+        return value is not None
+
+    box = Sandbox(layers=False)
+    try:
+        assert await box.call(held, 1) is True
+        assert await box.call(held, lock) is True
+    finally:
+        box.close()
