@@ -105,7 +105,7 @@ class Sandbox:
         """What a command run here really gets: protection -> mechanism (for example
         ``{"write_confinement": "bubblewrap", "network_off": "bubblewrap"}``), plus
         ``"tree_stop"`` -> ``"subreaper"`` (Linux) or ``"process_group"``."""
-        found = enforced(self._plan.commands, self.confinement)
+        found = enforced(self._plan.commands, self._confinement_with_tmp({}))
         found["tree_stop"] = "subreaper" if sys.platform.startswith("linux") else "process_group"
         return found
 
@@ -113,7 +113,7 @@ class Sandbox:
     def call_capabilities(self) -> dict[str, str]:
         """What a Python callable run here really gets (it cannot be wrapped in bubblewrap,
         so only Landlock, seccomp and cgroups apply)."""
-        return enforced(self._plan.calls, self.confinement)
+        return enforced(self._plan.calls, self._confinement_with_tmp({}))
 
     def confined_to(self, *writable: str) -> Sandbox:
         """A sandbox like this one whose writes are confined to ``writable`` as well.

@@ -84,7 +84,9 @@ def _idle(sock: socket.socket) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     become_subreaper()
-    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    wake_r, wake_w = os.pipe()  # close-on-exec, as Python makes every descriptor
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     applied: list[Any] | None = None
