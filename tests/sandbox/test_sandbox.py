@@ -15,13 +15,14 @@ import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox import _sandbox as sandbox_module
 from sandbox._layered import LayerPlan
-from sandbox._layers import missing
+from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
 from tests._processes import marked_processes, survivors
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
@@ -44,30 +45,48 @@ def _skip_unless(box: Sandbox, protection: str, kind: str = "commands") -> None:
         pytest.skip(f"{protection} not enforced for {kind} here: {missing(protection)}")
 
 
-@pytest.fixture(scope="module")
-def probe_box() -> Iterator[Sandbox]:
-    box = Sandbox(writable=["/nonexistent-root"], read_denied=["/nonexistent-secret"])
-    yield box
-    box.close()
+MODES = ["plain", "probed", "landlock"]
+
+
+def command_box(
+    mode: str, monkeypatch: pytest.MonkeyPatch, protection: str, **kwargs: Any
+) -> Sandbox:
+    """A sandbox for a command promise test: none ("plain", the control run), the layers
+    the probe picked ("probed", bubblewrap where it works), or Landlock with seccomp
+    forced ("landlock", what a host without bubblewrap uses)."""
+    if mode == "plain":
+        return PLAIN
+    if mode == "landlock":
+        if not (landlock.works() and seccomp.works()):
+            pytest.skip("Landlock or seccomp does not work here: " + missing(protection))
+        forced = {
+            "write_confinement": LANDLOCK,
+            "read_denial": LANDLOCK,
+            "network_off": SECCOMP,
+        }
+        monkeypatch.setattr(
+            sandbox_module, "plan_layers", lambda: LayerPlan(commands=forced, calls={})
+        )
+    box = Sandbox(**kwargs)
+    _skip_unless(box, protection)
+    return box
 
 
 # --- writes outside the workspace ------------------------------------------------------
 
 
-@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+@pytest.mark.parametrize("mode", MODES)
 async def test_command_cannot_write_outside_the_workspace(
-    tmp_path: Path, workspace: Path, confined: bool
+    tmp_path: Path, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "outside.txt"
-    box = Sandbox(writable=[str(workspace)]) if confined else PLAIN
-    if confined:
-        _skip_unless(box, "write_confinement")
+    box = command_box(mode, monkeypatch, "write_confinement", writable=[str(workspace)])
     result = await box.run(
         ["bash", "-c", f"echo ran; echo inside > in.txt; echo x > {target}"], cwd=str(workspace)
     )
     assert result.stdout.complete == b"ran\n"
     assert (workspace / "in.txt").read_text() == "inside\n"
-    assert target.exists() is not confined
+    assert target.exists() is (mode == "plain")
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
@@ -95,18 +114,18 @@ async def test_call_cannot_write_outside_the_workspace(
 # --- reads of secrets ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_secret_file_is_not_readable(tmp_path: Path, confined: bool) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_secret_file_is_not_readable(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     token = secrets.token_hex(16)
     secret = tmp_path / "secret.txt"
     secret.write_text(token)
-    box = Sandbox(read_denied=[str(secret)]) if confined else PLAIN
-    if confined:
-        _skip_unless(box, "read_denial")
+    box = command_box(mode, monkeypatch, "read_denial", read_denied=[str(secret)])
     result = await box.run(["bash", "-c", f"echo ran; cat {secret}"])
     seen = result.stdout.complete + result.stderr.complete
     assert seen.startswith(b"ran\n")
-    assert (token.encode() in seen) is not confined
+    assert (token.encode() in seen) is (mode == "plain")
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
@@ -151,15 +170,15 @@ CONNECT = (
 )
 
 
-@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_network_is_off(listener: socket.socket, confined: bool) -> None:
-    box = Sandbox(network=False) if confined else PLAIN
-    if confined:
-        _skip_unless(box, "network_off")
+@pytest.mark.parametrize("mode", MODES)
+async def test_network_is_off(
+    listener: socket.socket, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = command_box(mode, monkeypatch, "network_off", network=False)
     port = str(listener.getsockname()[1])
     result = await box.run([sys.executable, "-c", CONNECT, port])
     assert result.stdout.complete == b"ran\n"
-    assert _accepted(listener, 1.0) is not confined
+    assert _accepted(listener, 1.0) is (mode == "plain")
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
@@ -180,24 +199,24 @@ async def test_network_is_off_for_a_call(listener: socket.socket, confined: bool
     assert _accepted(listener, 1.0) is not confined
 
 
-@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_host_unix_socket_is_off(tmp_path: Path, confined: bool) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_host_unix_socket_is_off(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = str(tmp_path / "host.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen()
     server.setblocking(False)
-    box = Sandbox(network=False) if confined else PLAIN
     try:
-        if confined:
-            _skip_unless(box, "network_off")
+        box = command_box(mode, monkeypatch, "network_off", network=False)
         code = (
             "import socket, sys; print('ran', flush=True); "
             "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.close()"
         )
         result = await box.run([sys.executable, "-c", code, path])
         assert result.stdout.complete == b"ran\n"
-        assert _accepted(server, 1.0) is not confined
+        assert _accepted(server, 1.0) is (mode == "plain")
     finally:
         server.close()
 
