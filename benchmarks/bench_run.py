@@ -10,7 +10,8 @@ Prints medians in milliseconds and ratios:
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox forks the child for the next call
-in that gap; back to back, the fork competes with the call.
+in that gap; back to back, the fork competes with the call. run_command's calls and
+subprocess.run's alternate, so that both see the same load on the machine.
 """
 
 from __future__ import annotations
@@ -49,16 +50,29 @@ HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs,
 GAPS = (0.0, 0.02)
 
 
-async def median_ms(call: Callable[[], Awaitable[object]], runs: int, gap: float) -> float:
+async def medians_ms(
+    ours: Callable[[], Awaitable[object]],
+    peer: Callable[[], Awaitable[object]],
+    runs: int,
+    gap: float,
+    interleave: bool,
+) -> tuple[float, float]:
+    """Median milliseconds of ``ours`` and ``peer``. Interleaved, their calls alternate so
+    that both see the same load on the machine; otherwise all of ours come first (a
+    sandbox forks its next child after each call, which would burden the peer's call)."""
     for _ in range(max(3, runs // 10)):  # warm up: servers started, caches filled
-        await call()
-    samples = []
-    for _ in range(runs):
-        await anyio.sleep(gap)
-        started = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+        await ours()
+        await peer()
+    samples: tuple[list[float], list[float]] = ([], [])
+    pairs = list(zip((ours, peer), samples, strict=True))
+    rounds = [pairs] * runs if interleave else [[pair] * runs for pair in pairs]
+    for round_ in rounds:
+        for call, times in round_:
+            await anyio.sleep(gap)
+            started = time.perf_counter()
+            await call()
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 async def compare(
@@ -68,16 +82,12 @@ async def compare(
     peer: Callable[[], Awaitable[object]],
     target: str,
     runs: int,
+    interleave: bool,
 ) -> None:
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
-        report(
-            f"{label} [{spacing}]",
-            await median_ms(ours, runs, gap),
-            peer_label,
-            await median_ms(peer, runs, gap),
-            target,
-        )
+        ours_ms, peer_ms = await medians_ms(ours, peer, runs, gap, interleave)
+        report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
 
 
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
@@ -108,6 +118,7 @@ async def main(runs: int) -> None:
             subprocess_true,
             "target <= 1.3x",
             runs,
+            interleave=True,
         )
 
         async def head(sandbox: Sandbox | None) -> None:
@@ -121,6 +132,7 @@ async def main(runs: int) -> None:
             lambda: head(None),
             "target < 5 ms",
             runs,
+            interleave=False,
         )
 
         probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
@@ -141,6 +153,7 @@ async def main(runs: int) -> None:
                 lambda: read(None),
                 "target < 5 ms",
                 runs,
+                interleave=False,
             )
         print(f"sandbox capabilities: commands {box.capabilities}, calls {box.call_capabilities}")
         box.close()
