@@ -152,15 +152,3 @@ def apply_child_layers(
 def seccomp_filter() -> bytes:
     """The network filter bubblewrap installs from :data:`SECCOMP_FD`."""
     return seccomp.network_filter()
-
-
-__all__ = [
-    "BUBBLEWRAP",
-    "CGROUP_V2",
-    "LANDLOCK",
-    "NETWORK_OFF",
-    "PROCESS_CAP",
-    "READ_DENIAL",
-    "SECCOMP",
-    "WRITE_CONFINEMENT",
-]

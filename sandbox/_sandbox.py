@@ -20,8 +20,6 @@ from ._errors import SandboxUnavailable
 from ._fork import ForkedCaller
 from ._launcher import Launcher
 from ._layered import (
-    PROCESS_CAP,
-    WRITE_CONFINEMENT,
     LayerPlan,
     apply_child_layers,
     child_layers,
@@ -31,7 +29,7 @@ from ._layered import (
     wanted,
     why_missing,
 )
-from ._layers import PROTECTIONS, cgroup
+from ._layers import PROCESS_CAP, PROTECTIONS, WRITE_CONFINEMENT, cgroup
 from ._limits import SandboxLimits, address_space_bytes, apply_rlimits
 from ._process import OnOutput, ProcessResult, run_process
 from ._tree import become_subreaper, preload
