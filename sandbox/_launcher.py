@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import threading
@@ -115,7 +116,10 @@ def _shutdown(
             supervisor.close()
     server.close()
     if os.getpid() == owner:
-        # The server exits as soon as it sees end of file on its socket.
+        # End of file would stop the server too, but a forked child may still hold a copy
+        # of its socket: stop it outright. Idle supervisors exit on end of file.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
 
