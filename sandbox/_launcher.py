@@ -10,6 +10,8 @@ import sys
 import threading
 import weakref
 
+from ._wire import Channel
+
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The server imports only the standard library and this package's process modules.
@@ -34,11 +36,11 @@ class Launcher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner = -1
-        self._server: socket.socket | None = None
-        self._idle: dict[str, list[socket.socket]] = {}
+        self._server: Channel | None = None
+        self._idle: dict[str, list[Channel]] = {}
         self._finalizer: weakref.finalize | None = None
 
-    def acquire(self, limits_key: str) -> socket.socket:
+    def acquire(self, limits_key: str) -> Channel:
         """A connected supervisor that has run only jobs with ``limits_key`` (a supervisor
         applies limits to itself once, for good).
 
@@ -59,7 +61,7 @@ class Launcher:
                 self._close()
                 return self._new_supervisor()
 
-    def release(self, limits_key: str, supervisor: socket.socket) -> None:
+    def release(self, limits_key: str, supervisor: Channel) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""
         with self._lock:
             idle = self._idle.setdefault(limits_key, [])
@@ -73,10 +75,10 @@ class Launcher:
         with self._lock:
             self._close()
 
-    def _connect_pool(self) -> dict[str, list[socket.socket]]:
+    def _connect_pool(self) -> dict[str, list[Channel]]:
         if self._server is not None and self._owner == os.getpid():
             return self._idle
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.set_inheritable(True)
         try:
             pid = os.posix_spawn(
@@ -89,18 +91,21 @@ class Launcher:
         finally:
             theirs.close()
         # Sockets copied from a parent process are left alone: they are the parent's.
-        self._server, self._owner, self._idle = ours, os.getpid(), {}
-        self._finalizer = weakref.finalize(self, _shutdown, ours, self._idle, pid, os.getpid())
+        self._server, self._owner, self._idle = Channel(ours), os.getpid(), {}
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self._server, self._idle, pid, os.getpid()
+        )
         return self._idle
 
-    def _new_supervisor(self) -> socket.socket:
+    def _new_supervisor(self) -> Channel:
         server = self._server
         assert server is not None
-        server.send(b"?")
-        _, fds, _, _ = socket.recv_fds(server, 16, 1)
-        if not fds:
+        server.send({"want": 1})
+        reply = server.receive()
+        fds = server.take_fds(1)
+        if reply is None or not fds:
             raise ConnectionError("the sandbox spawn server exited")
-        return socket.socket(fileno=fds[0])
+        return Channel(socket.socket(fileno=fds[0]))
 
     def _close(self) -> None:
         if self._finalizer is not None:
@@ -108,9 +113,7 @@ class Launcher:
         self._server, self._finalizer, self._owner, self._idle = None, None, -1, {}
 
 
-def _shutdown(
-    server: socket.socket, idle: dict[str, list[socket.socket]], pid: int, owner: int
-) -> None:
+def _shutdown(server: Channel, idle: dict[str, list[Channel]], pid: int, owner: int) -> None:
     for supervisors in idle.values():
         for supervisor in supervisors:
             supervisor.close()

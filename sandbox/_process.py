@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import anyio
 from ._capture import CapturedOutput, OutputBuffer
 from ._errors import SandboxError
 from ._launcher import Launcher
+from ._wire import Channel
 
 #: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
 #: bytes just read. Called on the event loop; it must not block.
@@ -67,10 +67,10 @@ def signal_name(number: int) -> str:
 
 
 class _Job:
-    """The caller's side of one job on a supervisor's socket."""
+    """The caller's side of one job on a supervisor's channel."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
         self.exit_status: int | None = None
         self.exited = False
         self.done = False
@@ -84,23 +84,23 @@ class _Job:
             message = self.poll()
             if message is not None:
                 return message
-            await anyio.wait_readable(self._sock)
+            await anyio.wait_readable(self._channel.sock)
 
     def poll(self) -> dict[str, Any] | None:
         """The next message if one is waiting, else None."""
-        try:
-            data = self._sock.recv(4096)
-        except BlockingIOError:
-            return None
-        except ConnectionError:
-            data = b""
-        if not data:
-            self.clean = False
-            if self.exited:
-                self.done = True
-                return {"done": self.exit_status}
-            raise SandboxError("the sandbox supervisor exited unexpectedly")
-        message: dict[str, Any] = json.loads(data)
+        message = self._channel.poll()
+        if message is None:
+            try:
+                open_ = self._channel.fill()
+            except BlockingIOError:
+                return None
+            except OSError:
+                open_ = False
+            if not open_:
+                return self._closed()
+            message = self._channel.poll()
+            if message is None:
+                return None
         if "error" in message:
             self.error, self.exited, self.done = message["error"], True, True
         if "exit" in message:
@@ -110,6 +110,13 @@ class _Job:
             if not self.exited and message["done"] is not None:
                 self.exit_status, self.exited = message["done"], True
         return message
+
+    def _closed(self) -> dict[str, Any]:
+        self.clean = False
+        if self.exited:
+            self.done = True
+            return {"done": self.exit_status}
+        raise SandboxError("the sandbox supervisor exited unexpectedly")
 
     async def wait_exit(self) -> None:
         while not self.exited:
@@ -122,7 +129,7 @@ class _Job:
         if self.done:
             return
         with contextlib.suppress(OSError):
-            self._sock.send(json.dumps({"stop": grace}).encode())
+            self._channel.send({"stop": grace})
         while not self.done:
             await self.receive()
 
@@ -161,7 +168,7 @@ async def run_process(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
-        socket.send_fds(supervisor, [json.dumps(spec).encode()], [out_w, err_w])
+        supervisor.send(spec, [out_w, err_w])
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)
@@ -172,7 +179,7 @@ async def run_process(
         os.close(err_w)
     for fd in (out_r, err_r):
         os.set_blocking(fd, False)
-    supervisor.setblocking(False)
+    supervisor.sock.setblocking(False)
     job = _Job(supervisor)
     timed_out = False
     try:
@@ -200,7 +207,7 @@ async def run_process(
         for fd in (out_r, err_r):
             os.close(fd)
         if job.done and job.clean:
-            supervisor.setblocking(True)
+            supervisor.sock.setblocking(True)
             launcher.release(limits_key, supervisor)
         else:
             supervisor.close()  # end of file: the supervisor stops what is left, and exits

@@ -4,14 +4,14 @@ interpreter started by :mod:`sandbox._launcher`).
 The server forks supervisors and hands the caller a socket to each; the caller sends jobs
 straight to an idle one, which serves them one after another. Forking from this small
 single-threaded process avoids fork-with-threads hazards in the caller, and reusing
-supervisors keeps forks off a job's path. Each supervisor
-is a child subreaper (Linux): it starts the command in a new session, reports its exit, and
-on request (or when the caller goes away) stops every process the command left behind.
+supervisors keeps forks off a job's path. Each supervisor is a child subreaper (Linux): it
+starts the command in a new session, reports its exit, and on request (or when the caller
+goes away) stops every process the command left behind.
 
-Wire protocol (``SOCK_SEQPACKET``, one JSON object per message):
+Wire protocol (:class:`~sandbox._wire.Channel` messages):
 
-- caller to server: any short message asks for an idle supervisor; the reply carries the
-  caller's end of a socket to it (``SCM_RIGHTS``).
+- caller to server: ``{"want": 1}`` asks for an idle supervisor; the reply carries the
+  caller's end of a socket to it.
 - caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
   attached: the stdout and stderr write ends.
 - supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import select
 import shutil
@@ -36,15 +35,15 @@ from typing import Any
 
 from ._limits import apply_rlimits
 from ._tree import become_subreaper, preload, reap, stop_tree
+from ._wire import Channel
 
-MAX_REQUEST = 1 << 20
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
 
 
 def serve(fd: int) -> None:
     """Serve the caller on socket ``fd`` until it closes it: each message asks for one idle
     supervisor, whose socket end goes back attached to the reply."""
-    server = socket.socket(fileno=fd)
+    server = Channel(socket.socket(fileno=fd))
     # Supervisors are reaped by the kernel; the server never waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -55,29 +54,29 @@ def serve(fd: int) -> None:
     gc.disable()
     while True:
         try:
-            if not server.recv(16):
+            if server.receive() is None:
                 return
         except OSError:
             return
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         if os.fork() == 0:
             server.close()
             ours.close()
             code = 1
             try:
-                code = _idle(theirs)
+                code = _idle(Channel(theirs))
             finally:
                 os._exit(code)
         theirs.close()
         try:
-            socket.send_fds(server, [b"idle"], [ours.fileno()])
+            server.send({"idle": 1}, [ours.fileno()])
         except OSError:
             return
         finally:
             ours.close()
 
 
-def _idle(sock: socket.socket) -> int:
+def _idle(channel: Channel) -> int:
     """Serve jobs one after another until the caller hangs up. Limits are applied to this
     supervisor on the first job (a limit, once lowered, cannot be raised): a later job
     asking for other limits is refused, so callers pool supervisors by limits."""
@@ -92,29 +91,26 @@ def _idle(sock: socket.socket) -> int:
     applied: list[Any] | None = None
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 2)
+            spec = channel.receive()
         except OSError:
             return 0
-        if not data:
+        if spec is None:
             return 0
-        if len(fds) != 2:
-            # A stop request that crossed the last job's "done": that job is over.
-            for fd in fds:
-                os.close(fd)
-            continue
+        if "argv" not in spec:
+            continue  # a stop request that crossed the last job's "done": that job is over
+        fds = channel.take_fds(2)
         for fd in fds:
             os.set_inheritable(fd, False)
-        spec = json.loads(data)
         limits = [spec.get("rlimits", []), spec.get("memory_bytes")]
         if applied is None:
             applied = limits
             _apply_limits(spec)
-        elif limits != applied:
+        if len(fds) != 2 or limits != applied:
             for fd in fds:
                 os.close(fd)
-            _send(sock, {"error": "this supervisor runs other limits"})
+            _send(channel, {"error": "this supervisor runs other limits, or got no pipes"})
             continue
-        if not _supervise(sock, spec, fds[0], fds[1], wake_r):
+        if not _supervise(channel, spec, fds[0], fds[1], wake_r):
             return 0
 
 
@@ -125,9 +121,7 @@ def _apply_limits(spec: dict[str, Any]) -> None:
     apply_rlimits(limits)
 
 
-def _supervise(
-    job: socket.socket, spec: dict[str, Any], out_fd: int, err_fd: int, wake_r: int
-) -> bool:
+def _supervise(job: Channel, spec: dict[str, Any], out_fd: int, err_fd: int, wake_r: int) -> bool:
     """Run one job to its end. Returns False when the caller hung up."""
     try:
         pid = _start(spec, out_fd, err_fd)
@@ -221,12 +215,13 @@ def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(job: socket.socket, pid: int, wake_r: int) -> tuple[int | None, bool]:
+def _wait(job: Channel, pid: int, wake_r: int) -> tuple[int | None, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
     no process behind. Returns the command's wait status and whether the caller hung up."""
     main_status: int | None = None
     while True:
-        readable, _, _ = select.select([job, wake_r], [], [])
+        request = job.poll()
+        readable = [job] if request is not None else select.select([job, wake_r], [], [])[0]
         if wake_r in readable:
             _drain(wake_r)
             status, empty = reap(pid)
@@ -236,22 +231,25 @@ def _wait(job: socket.socket, pid: int, wake_r: int) -> tuple[int | None, bool]:
             if empty:
                 return main_status, False
         if job in readable:
-            try:
-                message = job.recv(4096)
-            except OSError:
-                message = b""
-            grace = float(json.loads(message)["stop"]) if message else 0.0
+            caller_gone = False
+            while request is None and not caller_gone:
+                try:
+                    caller_gone = not job.fill()
+                except OSError:
+                    caller_gone = True
+                request = job.poll()
+            grace = 0.0 if caller_gone else float(request["stop"])  # type: ignore[index]
             status = stop_tree(pid, grace, wake_r)
             if main_status is None and status is not None:
                 main_status = status
                 _send(job, {"exit": status})
-            return main_status, not message
+            return main_status, caller_gone
 
 
-def _send(job: socket.socket, message: dict[str, Any]) -> None:
+def _send(job: Channel, message: dict[str, Any]) -> None:
     # The caller may have gone away; the tree is stopped all the same.
     with contextlib.suppress(OSError):
-        job.send(json.dumps(message).encode())
+        job.send(message)
 
 
 def _read_all(fd: int) -> bytes:
