@@ -154,8 +154,12 @@ class ForkedCaller:
                 _discard(child)
             return None
         assert child.request_fd is not None
-        # Length first: other forks may hold copies of this pipe, so no end of file comes.
-        _write_all(child.request_fd, len(request).to_bytes(8, "big") + request)
+        try:
+            # Length first: other forks may hold copies of this pipe, so no end of file.
+            _write_all(child.request_fd, len(request).to_bytes(8, "big") + request)
+        except OSError:
+            _discard(child)  # it died while waiting (killed from outside)
+            return None
         os.close(child.request_fd)
         child.request_fd = None
         return child

@@ -11,12 +11,14 @@ import ctypes
 import os
 import secrets
 import select
+import signal
 import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
@@ -494,5 +496,27 @@ async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
     try:
         assert await box.call(held, 1) is True
         assert await box.call(held, lock) is True
+    finally:
+        box.close()
+
+
+async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
+    def pid() -> int:
+        return os.getpid()
+
+    box = Sandbox(layers=False)
+    try:
+        await box.call(pid)
+        caller = box._caller
+        assert caller is not None
+        for _ in range(500):  # wait for the child forked ahead, at most 5 s
+            if caller._ahead is not None:
+                break
+            await anyio.sleep(0.01)
+        ahead = caller._ahead
+        assert ahead is not None
+        os.kill(ahead.pid, signal.SIGKILL)
+        os.waitpid(ahead.pid, 0)
+        assert await box.call(pid) not in (ahead.pid, os.getpid())
     finally:
         box.close()
