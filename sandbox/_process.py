@@ -184,8 +184,10 @@ async def run_process(
     timed_out = False
     try:
         async with anyio.create_task_group() as tg:
-            pumps_done = anyio.Event()
-            tg.start_soon(_pump_both, (out_r, err_r), buffers, on_output, pumps_done)
+            pumps = _Pumps(buffers, on_output)
+            tg.start_soon(pumps.pump, out_r, "stdout")
+            tg.start_soon(pumps.pump, err_r, "stderr")
+            pumps_done = pumps.done
             with anyio.move_on_after(timeout) as scope:
                 await job.wait_exit()
             timed_out = scope.cancelled_caught
@@ -222,27 +224,28 @@ async def run_process(
     )
 
 
-async def _pump_both(
-    fds: tuple[int, int],
-    buffers: dict[str, OutputBuffer],
-    on_output: OnOutput | None,
-    done: anyio.Event,
-) -> None:
-    async with anyio.create_task_group() as tg:
-        for fd, name in zip(fds, ("stdout", "stderr"), strict=True):
-            tg.start_soon(_pump, fd, name, buffers[name], on_output)
-    done.set()
+class _Pumps:
+    """Reads both output streams into their buffers; ``done`` is set at end of file of both."""
 
+    def __init__(self, buffers: dict[str, OutputBuffer], on_output: OnOutput | None) -> None:
+        self._buffers = buffers
+        self._on_output = on_output
+        self._open = len(buffers)
+        self.done = anyio.Event()
 
-async def _pump(fd: int, name: str, buffer: OutputBuffer, on_output: OnOutput | None) -> None:
-    while True:
-        try:
-            chunk = os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-            await anyio.wait_readable(fd)
-            continue
-        if not chunk:
-            return
-        buffer.feed(chunk)
-        if on_output is not None:
-            on_output(name, chunk)
+    async def pump(self, fd: int, name: str) -> None:
+        buffer = self._buffers[name]
+        while True:
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            if not chunk:
+                break
+            buffer.feed(chunk)
+            if self._on_output is not None:
+                self._on_output(name, chunk)
+        self._open -= 1
+        if self._open == 0:
+            self.done.set()
