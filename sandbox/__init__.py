@@ -1,4 +1,21 @@
 """A general subprocess sandbox: runs a command or a Python callable in a child process
 under limits, and says which protections it really enforced."""
 
-__all__: list[str] = []
+from ._capture import CapturedOutput
+from ._confinement import Confinement
+from ._env import DEFAULT_ENV_ALLOWLIST
+from ._errors import SandboxError, SandboxUnavailable
+from ._limits import SandboxLimits
+from ._process import ProcessResult
+from ._sandbox import Sandbox
+
+__all__ = [
+    "DEFAULT_ENV_ALLOWLIST",
+    "CapturedOutput",
+    "Confinement",
+    "ProcessResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxUnavailable",
+]

@@ -15,6 +15,8 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 
+from sandbox import Sandbox, SandboxError, SandboxUnavailable
+
 from ._errors import ErrorCode, ToolError
 from ._output import ToolOutput, ToolPresentation
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
@@ -125,7 +127,7 @@ async def invoke_tool(
     on_update: OnUpdate | None = None,
     timeout: float | None = None,
     max_result_length: int | None = None,
-    sandbox: Any = None,
+    sandbox: Sandbox | None = None,
 ) -> ToolResult:
     """Run one call of ``tool`` and return its :class:`ToolResult`; never raises for a tool
     failure.
@@ -180,6 +182,9 @@ async def invoke_tool(
         except ToolError as exc:
             result.error, result.error_code = exc.message, exc.code
             result.details = exc.details
+        except (SandboxError, SandboxUnavailable) as exc:
+            error = sandbox_tool_error(exc)
+            result.error, result.error_code = error.message, error.code
         except Exception as exc:
             result.error = str(exc) or type(exc).__name__
             result.error_code = ErrorCode.TOOL_ERROR
@@ -208,11 +213,23 @@ def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
         result.content = _check_output_schema(tool, value)
 
 
-async def _run_in_sandbox(sandbox: Any, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
-    raise ToolError(
-        "Running tools in a sandbox is not available in this build",
-        ErrorCode.SANDBOX_UNAVAILABLE,
-    )
+async def _run_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
+    return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name)
+
+
+def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str) -> Any:
+    """Run a tool's ``execute`` with a context nobody listens to (a sandboxed call reports
+    no updates). Made in the sandbox's child, so that only primitives and the arguments
+    cross the process boundary."""
+    return execute(args, ToolContext(call_id, tool_name))
+
+
+def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
+    """The result error for a sandbox failure: ``SANDBOX_ERROR`` for a crashed child (the
+    message names the signal), ``SANDBOX_UNAVAILABLE`` for a protection nobody can give."""
+    if isinstance(exc, SandboxUnavailable):
+        return ToolError(str(exc), ErrorCode.SANDBOX_UNAVAILABLE)
+    return ToolError(str(exc), ErrorCode.SANDBOX_ERROR)
 
 
 def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResult:

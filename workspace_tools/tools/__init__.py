@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
-from .._tool import Tool
+from sandbox import Sandbox
+
+from .._invoke import execute_silently
+from .._tool import Tool, ToolContext
 from ..workspace import Workspace, as_workspace
 from . import edit_file, glob, grep, list_files, read_file, run_command, write_file
 
@@ -21,17 +25,41 @@ TOOL_NAMES = (
 
 
 def workspace_tools(
-    root_or_workspace: Workspace | str | os.PathLike[str], **options: Any
+    root_or_workspace: Workspace | str | os.PathLike[str],
+    *,
+    sandbox: Sandbox | None = None,
+    **options: Any,
 ) -> list[Tool[Any]]:
     """The seven tools, in the order of ``TOOL_NAMES``, confined to one workspace.
 
     Args:
         root_or_workspace: a :class:`Workspace` or its root directory.
+        sandbox: run every call in this sandbox, with writes confined to the workspace
+            root (and a private temp dir) where a layer can confine them. Calls in a
+            sandbox report no progress updates.
         **options: :class:`WorkspaceOptions` fields, when a root is given.
 
     Raises:
         NotADirectoryError: the root does not exist.
+        SandboxUnavailable: the sandbox requires a protection no layer here can give.
     """
     workspace = as_workspace(root_or_workspace, **options)
-    modules = (read_file, write_file, edit_file, list_files, glob, grep, run_command)
-    return [module.build(workspace) for module in modules]
+    if sandbox is None:
+        modules = (read_file, write_file, edit_file, list_files, glob, grep, run_command)
+        return [module.build(workspace) for module in modules]
+    box = sandbox.confined_to(str(workspace.root))
+    file_tools = (read_file, write_file, edit_file, list_files, glob, grep)
+    return [
+        *(in_sandbox(module.build(workspace), box) for module in file_tools),
+        run_command.build(workspace, sandbox=box),
+    ]
+
+
+def in_sandbox(tool_: Tool[Any], box: Sandbox) -> Tool[Any]:
+    """``tool_`` with its ``execute`` run in a child process of ``box`` (no updates)."""
+    inner = tool_.execute
+
+    async def execute(args: Any, context: ToolContext) -> Any:
+        return await box.call(execute_silently, inner, args, context.call_id, context.tool_name)
+
+    return dataclasses.replace(tool_, execute=execute)

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+from collections.abc import Mapping
+
+import anyio
 from pydantic import BaseModel, Field
 
-from .._output import ToolPresentation
+from sandbox import ProcessResult, Sandbox, SandboxLimits
+
+from .._errors import ErrorCode, ToolError
+from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ._command_output import HEAD_BYTES, TAIL_BYTES, ProgressBatcher, model_view
+
+#: Environment variable names that look like they hold a credential (SPEC, run_command).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+#: Seconds between progress updates while output keeps coming.
+UPDATE_INTERVAL = 0.1
 
 
 class RunCommandArgs(BaseModel):
@@ -17,18 +33,160 @@ class RunCommandArgs(BaseModel):
     timeout: float | None = Field(None, gt=0, description="Seconds before the command is killed")
 
 
-def build(workspace: Workspace) -> Tool[RunCommandArgs]:
-    """The ``run_command`` tool over ``workspace``."""
+class RunCommandContent(BaseModel):
+    """What the model reads: the exit code and each stream (head and tail when long)."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+class RunCommandDetails(BaseModel):
+    """For the application: true byte counts and timing.
+
+    ``exit_code`` is 128 + N when signal N killed the command, ``None`` on timeout;
+    ``duration_ms`` is wall time in milliseconds; ``truncated`` says the model saw only
+    the head and tail of a stream.
+    """
+
+    command: str
+    exit_code: int | None
+    duration_ms: float
+    timed_out: bool
+    stdout_bytes: int
+    stderr_bytes: int
+    truncated: bool
+
+
+def command_env(
+    environ: Mapping[str, str], passthrough: tuple[str, ...] | frozenset[str]
+) -> dict[str, str]:
+    """``environ`` without secret-looking names (unless passed through), with ``PAGER=cat``
+    and ``GIT_TERMINAL_PROMPT=0`` so that nothing waits for a terminal."""
+    env = {
+        name: value
+        for name, value in environ.items()
+        if name in passthrough or not SECRET_NAME.search(name)
+    }
+    env["PAGER"] = "cat"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
+    """The ``run_command`` tool over ``workspace``.
+
+    Args:
+        workspace: where commands run (``cwd`` is confined to its root).
+        sandbox: run commands in this sandbox (no progress updates then); by default the
+            sandbox's portable process level only, with no resource limits but the
+            output cap: a new session, whole-tree stop on timeout.
+    """
+    runner = sandbox or Sandbox(
+        layers=False,
+        network=True,
+        env_allowlist=(),
+        limits=SandboxLimits(
+            cpu_seconds=None,
+            file_size_bytes=None,
+            open_files=None,
+            output_bytes=HEAD_BYTES + TAIL_BYTES,
+        ),
+    )
+    reports_progress = sandbox is None
+    shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
 
     async def execute(args: RunCommandArgs, context: ToolContext) -> object:
-        raise NotImplementedError("run_command")
+        cwd = _working_dir(workspace, args.cwd)
+        timeout = args.timeout or workspace.options.command_timeout
+        base_env = os.environ if sandbox is None else sandbox.child_env()
+        env = command_env(base_env, workspace.options.env_passthrough)
+        path = env.get("PATH", os.defpath)
+        shell = shells.get(path) or shells.setdefault(path, _shell(path))
+        argv = [shell, "-c", args.command]
+        if reports_progress and context.reports_progress:
+            result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
+        else:
+            result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+        return _result(args.command, timeout, result)
 
     return tool(
         name="run_command",
-        description="Run a shell command in the workspace.",
+        description=(
+            "Run a shell command (bash -c) in the workspace and return its exit code, "
+            "stdout and stderr. stdin is empty; long output keeps its head and tail. "
+            "The command and everything it started are killed at the timeout."
+        ),
         parameters=RunCommandArgs,
         execute=execute,
         presentation=lambda a: ToolPresentation(
             label="Run command", icon="terminal", detail=a.command
         ),
+        output_schema=RunCommandContent,
     )
+
+
+def _working_dir(workspace: Workspace, path: str) -> str:
+    resolved = workspace.resolve(path)
+    if not resolved.real.exists():
+        raise ToolError(f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND)
+    if not resolved.real.is_dir():
+        raise ToolError(
+            f"Working directory is not a directory: {resolved.rel}", ErrorCode.NOT_A_DIRECTORY
+        )
+    return str(resolved.real)
+
+
+def _shell(path: str) -> str:
+    return shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
+
+
+async def _run_with_progress(
+    runner: Sandbox,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    timeout: float,
+    context: ToolContext,
+) -> ProcessResult:
+    batcher = ProgressBatcher(lambda content, details: context.update(content, details))
+
+    async def flush_periodically() -> None:
+        while True:
+            await anyio.sleep(UPDATE_INTERVAL)
+            batcher.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(flush_periodically)
+        try:
+            result = await runner.run(
+                argv, cwd=cwd, env=env, timeout=timeout, on_output=batcher.feed
+            )
+        finally:
+            tg.cancel_scope.cancel()
+    batcher.flush()
+    return result
+
+
+def _result(command: str, timeout: float, result: ProcessResult) -> object:
+    stdout, stdout_cut = model_view(result.stdout, "stdout")
+    stderr, stderr_cut = model_view(result.stderr, "stderr")
+    details = RunCommandDetails(
+        command=command,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        timed_out=result.timed_out,
+        stdout_bytes=result.stdout.total_bytes,
+        stderr_bytes=result.stderr.total_bytes,
+        truncated=stdout_cut or stderr_cut,
+    )
+    if result.timed_out or result.exit_code is None:
+        partial = details.model_dump(mode="json") | {"stdout": stdout, "stderr": stderr}
+        raise ToolError(
+            f"Command timed out after {timeout:g} s; it and every process it started were "
+            f"killed.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            ErrorCode.TOOL_TIMEOUT,
+            details=partial,
+        )
+    content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr)
+    return tool_output(content.model_dump(), details=details)

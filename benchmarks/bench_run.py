@@ -1,0 +1,165 @@
+"""Latency of run_command and of a sandboxed tool call, each beside its peer.
+
+Run from the repository root: ``python benchmarks/bench_run.py [--runs N]``.
+
+Prints medians in milliseconds and ratios:
+- ``run_command("true")`` through ``invoke_tool`` against ``subprocess.run(["bash", "-c",
+  "true"])`` (target: at most 1.3x);
+- a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
+  the sandboxed call under 5 ms median).
+
+Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
+agent's calls are separated by model turns. The sandbox forks the child for the next call
+in that gap; back to back, the fork competes with the call. run_command's calls and
+subprocess.run's alternate, so that both see the same load on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from pydantic import BaseModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sandbox import Sandbox
+from workspace_tools import invoke_tool, tool
+from workspace_tools.tools import workspace_tools
+
+
+class HeadArgs(BaseModel):
+    path: str
+
+
+def _head(args: HeadArgs, context: object) -> str:
+    with open(args.path, encoding="utf-8") as f:
+        return "".join(f.readline() for _ in range(20))
+
+
+HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs, execute=_head)
+
+
+GAPS = (0.0, 0.02)
+
+
+async def medians_ms(
+    ours: Callable[[], Awaitable[object]],
+    peer: Callable[[], Awaitable[object]],
+    runs: int,
+    gap: float,
+    interleave: bool,
+) -> tuple[float, float]:
+    """Median milliseconds of ``ours`` and ``peer``. Interleaved, their calls alternate so
+    that both see the same load on the machine; otherwise all of ours come first (a
+    sandbox forks its next child after each call, which would burden the peer's call)."""
+    for _ in range(max(3, runs // 10)):  # warm up: servers started, caches filled
+        await ours()
+        await peer()
+    samples: tuple[list[float], list[float]] = ([], [])
+    pairs = list(zip((ours, peer), samples, strict=True))
+    rounds = [pairs] * runs if interleave else [[pair] * runs for pair in pairs]
+    for round_ in rounds:
+        for call, times in round_:
+            await anyio.sleep(gap)
+            started = time.perf_counter()
+            await call()
+            times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+async def compare(
+    label: str,
+    ours: Callable[[], Awaitable[object]],
+    peer_label: str,
+    peer: Callable[[], Awaitable[object]],
+    target: str,
+    runs: int,
+    interleave: bool,
+) -> None:
+    for gap in GAPS:
+        spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
+        ours_ms, peer_ms = await medians_ms(ours, peer, runs, gap, interleave)
+        report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
+
+
+def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
+    print(
+        f"{label:<56} {ours:6.2f} ms   {peer_label:<30} {peer:6.2f} ms   "
+        f"ratio {ours / peer:6.2f}x   ({target})"
+    )
+
+
+async def main(runs: int) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        sample = Path(root, "sample.py")
+        sample.write_text("".join(f"line {i}\n" for i in range(200)))
+        tools = {t.name: t for t in workspace_tools(root)}
+        box = Sandbox()
+
+        async def run_true() -> None:
+            result = await invoke_tool(tools["run_command"], {"command": "true"})
+            assert result.content["exit_code"] == 0, result.error
+
+        async def subprocess_true() -> None:
+            subprocess.run(["bash", "-c", "true"], check=True)
+
+        await compare(
+            'run_command("true") via invoke_tool',
+            run_true,
+            "subprocess.run(bash -c true)",
+            subprocess_true,
+            "target <= 1.3x",
+            runs,
+            interleave=True,
+        )
+
+        async def head(sandbox: Sandbox | None) -> None:
+            result = await invoke_tool(HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
+            assert result.error is None, result.error
+
+        await compare(
+            "custom tool in the sandbox",
+            lambda: head(box),
+            "same tool in process",
+            lambda: head(None),
+            "target < 5 ms",
+            runs,
+            interleave=False,
+        )
+
+        probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
+        if probe.error is not None:
+            print(f"read_file: not measured ({probe.error})")
+        else:
+
+            async def read(sandbox: Sandbox | None) -> None:
+                result = await invoke_tool(
+                    tools["read_file"], {"path": "sample.py"}, sandbox=sandbox
+                )
+                assert result.error is None, result.error
+
+            await compare(
+                "read_file in the sandbox",
+                lambda: read(box),
+                "read_file in process",
+                lambda: read(None),
+                "target < 5 ms",
+                runs,
+                interleave=False,
+            )
+        print(f"sandbox capabilities: commands {box.capabilities}, calls {box.call_capabilities}")
+        box.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="timed calls per figure")
+    anyio.run(main, parser.parse_args().runs)

@@ -1,0 +1,154 @@
+"""Which isolation layer gives which protection, and applying them to one command or call.
+
+The layers themselves live in :mod:`sandbox._layers`; this module decides, from a probe
+taken once, what a command (which may be wrapped in bubblewrap) and a forked Python call
+(which can only confine itself: Landlock, seccomp, a cgroup) each get.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ._confinement import Confinement
+from ._layers import (
+    BUBBLEWRAP,
+    CGROUP_V2,
+    LANDLOCK,
+    NETWORK_OFF,
+    PROCESS_CAP,
+    READ_DENIAL,
+    SECCOMP,
+    WRITE_CONFINEMENT,
+    bwrap,
+    cgroup,
+    landlock,
+    missing,
+    probe,
+    seccomp,
+)
+
+#: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
+SECCOMP_FD = 3
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What this host can enforce, per kind of child.
+
+    Attributes:
+        commands: protection -> mechanism for a command (bubblewrap preferred).
+        calls: protection -> mechanism for a forked Python callable (no bubblewrap).
+        cgroup_parent: the delegated cgroup to create per-child cgroups under, if any.
+    """
+
+    commands: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, str] = field(default_factory=dict)
+    cgroup_parent: str | None = None
+
+
+def plan_layers() -> LayerPlan:
+    """Probe every layer for real (tens of milliseconds; keep the result)."""
+    commands = probe()
+    calls: dict[str, str] = {}
+    if landlock.works():
+        calls[WRITE_CONFINEMENT] = calls[READ_DENIAL] = LANDLOCK
+    if seccomp.works():
+        calls[NETWORK_OFF] = SECCOMP
+    parent = None
+    if PROCESS_CAP in commands:
+        calls[PROCESS_CAP] = CGROUP_V2
+        with contextlib.suppress(OSError):
+            parent = cgroup.locate()
+    return LayerPlan(commands, calls, parent)
+
+
+def wanted(confinement: Confinement) -> list[str]:
+    """The protections ``confinement`` asks for."""
+    asked = []
+    if confinement.writable:
+        asked.append(WRITE_CONFINEMENT)
+    if confinement.read_denied:
+        asked.append(READ_DENIAL)
+    if not confinement.network:
+        asked.append(NETWORK_OFF)
+    if confinement.max_processes is not None:
+        asked.append(PROCESS_CAP)
+    return asked
+
+
+def enforced(available: dict[str, str], confinement: Confinement) -> dict[str, str]:
+    """Protection -> mechanism for what ``confinement`` asks and ``available`` gives."""
+    return {p: available[p] for p in wanted(confinement) if p in available}
+
+
+def why_missing(protection: str, kind: str) -> str:
+    """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``)."""
+    if kind == "calls" and protection in (WRITE_CONFINEMENT, READ_DENIAL):
+        return (
+            "a Python call cannot be wrapped in bubblewrap; it needs Landlock "
+            "(Linux >= 5.13 with landlock in the boot-time lsm= list)"
+        )
+    return missing(protection)
+
+
+def command_spec(
+    confinement: Confinement,
+    mechanisms: dict[str, str],
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+) -> dict[str, Any]:
+    """The layer part of a supervisor job spec (``argv``, ``child_layers``,
+    ``confinement``, ``seccomp_fd``) for a command under ``mechanisms``."""
+    spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": asdict(confinement)}
+    if BUBBLEWRAP in mechanisms.values():
+        network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
+        layered = Confinement(
+            # bubblewrap starts from a read-only root: unconfined writes mean "/" writable.
+            writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
+            read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
+            network=not network_off,
+        )
+        spec["argv"] = bwrap.wrap_argv(
+            layered, argv, cwd, env, seccomp_fd=SECCOMP_FD if network_off else None
+        )
+        if network_off:
+            spec["seccomp_fd"] = SECCOMP_FD
+    spec["child_layers"] = child_layers(mechanisms)
+    return spec
+
+
+def child_layers(mechanisms: dict[str, str]) -> list[str]:
+    """Layers a child applies to itself before exec or before running a callable."""
+    names = []
+    if LANDLOCK in mechanisms.values():
+        names.append(LANDLOCK)
+    if mechanisms.get(NETWORK_OFF) == SECCOMP:
+        names.append(SECCOMP)
+    return names
+
+
+def apply_child_layers(
+    names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
+) -> None:
+    """In a single-threaded child: join ``cgroup_dir`` and apply Landlock and seccomp as
+    ``names`` says. ``confinement`` holds the :class:`Confinement` fields (lists are fine).
+
+    Raises:
+        OSError: a layer refused; the child must not go on to run untrusted work.
+    """
+    if cgroup_dir:
+        cgroup.add_process(cgroup_dir)
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
+    if LANDLOCK in names:
+        landlock.apply(Confinement(**fields))
+    if SECCOMP in names:
+        seccomp.deny_network()
+
+
+def seccomp_filter() -> bytes:
+    """The network filter bubblewrap installs from :data:`SECCOMP_FD`."""
+    return seccomp.network_filter()

@@ -1,0 +1,251 @@
+"""Running one command through a supervisor: streamed, capped output; timeout; tree stop."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ._capture import CapturedOutput, OutputBuffer
+from ._errors import SandboxError
+from ._launcher import Launcher
+from ._wire import Channel
+
+#: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
+#: bytes just read. Called on the event loop; it must not block.
+OnOutput = Callable[[str, bytes], None]
+
+_READ_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How a command ended.
+
+    Attributes:
+        exit_code: the exit status, or 128 + N when signal N killed it (the shell's
+            convention); ``None`` when it timed out.
+        signal: the name of the signal that killed it (``"SIGKILL"``), or ``None``.
+        timed_out: the timeout expired and the tree was stopped.
+        stdout: what was kept of standard output, with its byte count.
+        stderr: the same for standard error.
+        duration_ms: wall time from start to the end of the whole tree, in milliseconds.
+    """
+
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    stdout: CapturedOutput
+    stderr: CapturedOutput
+    duration_ms: float
+
+
+def decode_status(status: int | None) -> tuple[int | None, str | None]:
+    """A wait status (waitpid(2)) as ``(exit code, signal name)``; ``128 + N`` for a
+    signal N."""
+    if status is None:
+        return None, None
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code, None
+    return 128 - code, signal_name(-code)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 99`` for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Job:
+    """The caller's side of one job on a supervisor's channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self.exit_status: int | None = None
+        self.exited = False
+        self.done = False
+        #: Every message of this job was read: the supervisor can take the next job.
+        self.clean = True
+        #: Why the command could not start, if it could not.
+        self.error: str | None = None
+
+    async def receive(self) -> dict[str, Any]:
+        while True:
+            message = self.poll()
+            if message is not None:
+                return message
+            await anyio.wait_readable(self._channel.sock)
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next message if one is waiting, else None."""
+        message = self._channel.poll()
+        if message is None:
+            try:
+                open_ = self._channel.fill()
+            except BlockingIOError:
+                return None
+            except OSError:
+                open_ = False
+            if not open_:
+                return self._closed()
+            message = self._channel.poll()
+            if message is None:
+                return None
+        if "error" in message:
+            self.error, self.exited, self.done = message["error"], True, True
+        if "exit" in message:
+            self.exit_status, self.exited = message["exit"], True
+        if "done" in message:
+            self.done = True
+            if not self.exited and message["done"] is not None:
+                self.exit_status, self.exited = message["done"], True
+        return message
+
+    def _closed(self) -> dict[str, Any]:
+        self.clean = False
+        if self.exited:
+            self.done = True
+            return {"done": self.exit_status}
+        raise SandboxError("the sandbox supervisor exited unexpectedly")
+
+    async def wait_exit(self) -> None:
+        while not self.exited:
+            await self.receive()
+
+    async def stop(self, grace: float) -> None:
+        """Stop every process of the tree (SIGTERM, ``grace`` seconds, SIGKILL) and wait."""
+        while not self.done and self.poll() is not None:
+            pass  # "done" may already be waiting: then no stop request is needed
+        if self.done:
+            return
+        with contextlib.suppress(OSError):
+            self._channel.send({"stop": grace})
+        while not self.done:
+            await self.receive()
+
+
+async def run_process(
+    launcher: Launcher,
+    spec: dict[str, Any],
+    *,
+    on_output: OnOutput | None = None,
+    timeout: float | None = None,
+    grace: float = 1.0,
+    drain: float = 0.2,
+    output_bytes: int = 1024 * 1024,
+) -> ProcessResult:
+    """Run the command ``spec`` describes and wait until no process of its tree is left.
+
+    Args:
+        launcher: the spawn server connection to start it through.
+        spec: the job (primitives; see ``sandbox._supervisor._start``).
+        on_output: receives each chunk of output as it is read.
+        timeout: seconds before the tree is stopped; the result says ``timed_out``.
+        grace: seconds between SIGTERM and SIGKILL when the tree is stopped.
+        drain: seconds output is still read after the command exited while another process
+            keeps a pipe open; then that process is stopped.
+        output_bytes: bytes of each stream kept (head and tail).
+
+    Cancelling the call stops the tree too, before the cancellation goes on.
+
+    Raises:
+        SandboxError: the command could not be started.
+    """
+    started = time.perf_counter()
+    buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+    limits_key = json.dumps([spec.get("rlimits", []), spec.get("memory_bytes")])
+    supervisor = launcher.acquire(limits_key)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        supervisor.send(spec, [out_w, err_w])
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        supervisor.close()
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+    supervisor.sock.setblocking(False)
+    job = _Job(supervisor)
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as tg:
+            pumps = _Pumps(buffers, on_output)
+            tg.start_soon(pumps.pump, out_r, "stdout")
+            tg.start_soon(pumps.pump, err_r, "stderr")
+            pumps_done = pumps.done
+            with anyio.move_on_after(timeout) as scope:
+                await job.wait_exit()
+            timed_out = scope.cancelled_caught
+            if not timed_out and not pumps_done.is_set():
+                with anyio.move_on_after(drain):
+                    await pumps_done.wait()
+            await job.stop(grace)
+            if not pumps_done.is_set():
+                # The tree is gone; only a process outside it could still hold a pipe.
+                with anyio.move_on_after(drain):
+                    await pumps_done.wait()
+            tg.cancel_scope.cancel()
+        if job.error is not None:
+            raise SandboxError(job.error)
+    finally:
+        if not job.done:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):
+                await job.stop(grace)
+        for fd in (out_r, err_r):
+            os.close(fd)
+        if job.done and job.clean:
+            supervisor.sock.setblocking(True)
+            launcher.release(limits_key, supervisor)
+        else:
+            supervisor.close()  # end of file: the supervisor stops what is left, and exits
+    exit_code, killed_by = decode_status(job.exit_status)
+    return ProcessResult(
+        exit_code=None if timed_out else exit_code,
+        signal=killed_by,
+        timed_out=timed_out,
+        stdout=buffers["stdout"].snapshot(),
+        stderr=buffers["stderr"].snapshot(),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+class _Pumps:
+    """Reads both output streams into their buffers; ``done`` is set at end of file of both."""
+
+    def __init__(self, buffers: dict[str, OutputBuffer], on_output: OnOutput | None) -> None:
+        self._buffers = buffers
+        self._on_output = on_output
+        self._open = len(buffers)
+        self.done = anyio.Event()
+
+    async def pump(self, fd: int, name: str) -> None:
+        buffer = self._buffers[name]
+        while True:
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            if not chunk:
+                break
+            buffer.feed(chunk)
+            if self._on_output is not None:
+                self._on_output(name, chunk)
+        self._open -= 1
+        if self._open == 0:
+            self.done.set()

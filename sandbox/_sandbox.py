@@ -1,0 +1,301 @@
+"""The Sandbox: limits, isolation layers and a warm spawn server behind one object."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import weakref
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ._confinement import Confinement
+from ._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
+from ._errors import SandboxUnavailable
+from ._fork import ForkedCaller
+from ._launcher import Launcher
+from ._layered import (
+    LayerPlan,
+    apply_child_layers,
+    child_layers,
+    command_spec,
+    enforced,
+    plan_layers,
+    wanted,
+    why_missing,
+)
+from ._layers import PROCESS_CAP, PROTECTIONS, WRITE_CONFINEMENT, cgroup
+from ._limits import SandboxLimits, address_space_bytes, apply_rlimits
+from ._process import OnOutput, ProcessResult, run_process
+from ._tree import become_subreaper, preload
+
+
+class Sandbox:
+    """Runs commands and Python callables in child processes under limits.
+
+    The portable level is always on: a new session, stdin from ``/dev/null``, an
+    environment allowlist, resource limits, a cap on kept output, and on timeout SIGTERM,
+    a grace period, then SIGKILL of the whole process tree (on Linux a subreaper catches
+    detached grandchildren). It is not a security boundary. The isolation layers found at
+    construction (bubblewrap, Landlock, seccomp, cgroup v2) add the protections asked for:
+    ``writable`` confines writes, ``read_denied`` hides paths, ``network=False`` turns the
+    network off (the default), ``max_processes`` caps the process count.
+
+    Args:
+        limits: resource limits; :class:`SandboxLimits` defaults when omitted.
+        writable: absolute directories writes are confined to (a private temp dir is
+            added); empty: writes are not confined.
+        read_denied: absolute paths whose contents the child must not read.
+        network: False (default) turns TCP, UDP and host Unix sockets off where a layer can.
+        max_processes: cap on the processes of one child's tree (cgroup v2 pids).
+        require: protections that must be enforced (``"write_confinement"``,
+            ``"read_denial"``, ``"network_off"``, ``"process_cap"``); never silently
+            dropped.
+        env_allowlist: variables the child inherits from this process (plus ``LC_*``).
+        layers: False for the portable level only (no probing, no isolation layers).
+
+    Raises:
+        SandboxUnavailable: a required protection no layer on this host can give to
+            commands; the message names what is missing and how to get it.
+        ValueError: a required protection that the other arguments do not ask for, or
+            an unknown protection name.
+
+    Example:
+        >>> box = Sandbox(writable=["/work/project"], require=["write_confinement"])
+        >>> result = await box.run(["make", "test"], cwd="/work/project", timeout=60)
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: SandboxLimits | None = None,
+        writable: Sequence[str] = (),
+        read_denied: Sequence[str] = (),
+        network: bool = False,
+        max_processes: int | None = None,
+        require: Collection[str] = (),
+        env_allowlist: Collection[str] = DEFAULT_ENV_ALLOWLIST,
+        layers: bool = True,
+    ) -> None:
+        self.limits = limits or SandboxLimits()
+        self.confinement = Confinement(
+            writable=tuple(os.path.realpath(p) for p in writable),
+            read_denied=tuple(os.path.realpath(p) for p in read_denied),
+            network=network,
+            max_processes=max_processes,
+        )
+        self.require = frozenset(require)
+        self.env_allowlist = frozenset(env_allowlist)
+        self._plan = plan_layers() if layers else LayerPlan()
+        preload()  # forked calls become subreapers without loading libc each time
+        self._launcher = Launcher()
+        self._private_tmp: str | None = None
+        self._caller: ForkedCaller | None = None
+        self._check_required()
+
+    @property
+    def capabilities(self) -> dict[str, str]:
+        """What a command run here really gets: protection -> mechanism (for example
+        ``{"write_confinement": "bubblewrap", "network_off": "bubblewrap"}``), plus
+        ``"tree_stop"`` -> ``"subreaper"`` (Linux) or ``"process_group"``."""
+        found = enforced(self._plan.commands, self._confinement_with_tmp({}))
+        found["tree_stop"] = "subreaper" if sys.platform.startswith("linux") else "process_group"
+        return found
+
+    @property
+    def call_capabilities(self) -> dict[str, str]:
+        """What a Python callable run here really gets (it cannot be wrapped in bubblewrap,
+        so only Landlock, seccomp and cgroups apply)."""
+        return enforced(self._plan.calls, self._confinement_with_tmp({}))
+
+    def confined_to(self, *writable: str) -> Sandbox:
+        """A sandbox like this one whose writes are confined to ``writable`` as well.
+        It shares this one's probe and spawn server."""
+        clone = object.__new__(Sandbox)
+        clone.__dict__.update(self.__dict__)
+        paths = (*self.confinement.writable, *(os.path.realpath(p) for p in writable))
+        clone.confinement = dataclasses.replace(self.confinement, writable=paths)
+        clone._caller = None  # its children are set up for other confinement
+        clone._check_required()
+        return clone
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        on_output: OnOutput | None = None,
+        timeout: float | None = None,
+    ) -> ProcessResult:
+        """Run ``argv`` and wait until no process of its tree is left.
+
+        Args:
+            argv: the command (``argv[0]`` is looked up on the environment's PATH).
+            cwd: absolute working directory; this process's by default.
+            env: the child's whole environment; the allowlisted part of this process's
+                environment by default. ``TMPDIR`` points at the private temp dir when
+                writes are confined.
+            on_output: called with ``("stdout" | "stderr", bytes)`` as output arrives.
+            timeout: seconds (else ``limits.timeout_seconds``) before the tree is stopped.
+
+        Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
+        name, whether it timed out, and the head and tail of each stream with its byte
+        count. A non-zero exit is a result, not an error.
+
+        Raises:
+            SandboxError: the command could not be started.
+        """
+        cwd = os.path.abspath(cwd or os.getcwd())
+        child_env = dict(env) if env is not None else self.child_env()
+        confinement = self._confinement_with_tmp(child_env)
+        mechanisms = enforced(self._plan.commands, confinement)
+        spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
+        spec.update(
+            cwd=cwd,
+            env=child_env,
+            rlimits=self.limits.rlimits(),
+            memory_bytes=self.limits.memory_bytes,
+        )
+        group = self._cgroup() if PROCESS_CAP in mechanisms else None
+        spec["cgroup"] = group
+        try:
+            return await run_process(
+                self._launcher,
+                spec,
+                on_output=on_output,
+                timeout=timeout if timeout is not None else self.limits.timeout_seconds,
+                grace=self.limits.grace_seconds,
+                drain=self.limits.drain_seconds,
+                output_bytes=self.limits.output_bytes,
+            )
+        finally:
+            if group is not None:
+                cgroup.remove(group)
+
+    async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` in a forked child under this sandbox's limits and
+        layers; an awaitable result is awaited in the child. Returns the (pickled) result.
+
+        A child is forked ahead of need, so a call usually costs no fork; it sees this
+        process's memory as it was after the previous call (see ``sandbox._fork``).
+        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
+        cancelled, taking the child's whole tree down.
+
+        Raises:
+            SandboxUnavailable: a required protection no layer can give to a Python call.
+            SandboxError: the child died by a signal (``.signal`` names it, e.g.
+                ``"SIGSEGV"``) or exited without a result.
+            TimeoutError: ``limits.timeout_seconds`` passed.
+            Exception: whatever ``fn`` raised.
+        """
+        for protection in sorted(self.require):
+            if protection not in self._plan.calls:
+                raise SandboxUnavailable(protection, why_missing(protection, "calls"))
+        limits = self.limits
+        if PROCESS_CAP in self.call_capabilities:
+            # A cgroup per call: the child must join its own, so none is forked ahead.
+            group = self._cgroup()
+            caller = ForkedCaller(self._child_setup(group), warm=False)
+        else:
+            group = None
+            caller = self._forked_caller()
+        try:
+            with anyio.fail_after(limits.timeout_seconds):
+                return await caller.call(fn, args, kwargs, limits.grace_seconds)
+        finally:
+            if group is not None:
+                cgroup.remove(group)
+
+    def _forked_caller(self) -> ForkedCaller:
+        caller = self._caller
+        if caller is None or caller.owner != os.getpid():
+            caller = self._caller = ForkedCaller(self._child_setup(None))
+            weakref.finalize(self, caller.close)
+        return caller
+
+    def _child_setup(self, group: str | None) -> Callable[[], None]:
+        """What a forked child does before its call: the portable level, limits, layers."""
+        tmp_env: dict[str, str] = {}
+        confinement = self._confinement_with_tmp(tmp_env)
+        layers = child_layers(enforced(self._plan.calls, confinement))
+        fields = dataclasses.asdict(confinement)
+        limits = self.limits
+        allowlist = self.env_allowlist
+
+        def setup() -> None:
+            # The environment as the caller's was when this child was forked.
+            _enter_child(allowlisted_env(os.environ, allowlist) | tmp_env)
+            pairs = limits.rlimits()
+            if limits.memory_bytes is not None:
+                pairs.append(("RLIMIT_AS", address_space_bytes() + limits.memory_bytes))
+            apply_rlimits(pairs)
+            if layers or group:
+                apply_child_layers(layers, fields, group)
+
+        return setup
+
+    def close(self) -> None:
+        """Stop the spawn server and the child forked ahead. Also done when the sandbox
+        is collected or the process exits."""
+        self._launcher.close()
+        if self._caller is not None:
+            self._caller.close()
+
+    def _check_required(self) -> None:
+        asked = set(wanted(self.confinement))
+        for protection in sorted(self.require):
+            if protection not in PROTECTIONS:
+                raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
+            # Writes may be required confined before the writable dirs are known
+            # (workspace_tools adds the workspace); until then only the temp dir is.
+            if protection not in asked and protection != WRITE_CONFINEMENT:
+                raise ValueError(
+                    f"{protection} is required but not asked for "
+                    "(pass read_denied=, network=False or max_processes=)"
+                )
+            if protection not in self._plan.commands:
+                raise SandboxUnavailable(protection, why_missing(protection, "commands"))
+
+    def child_env(self) -> dict[str, str]:
+        """The environment a child gets by default: this process's allowlisted variables."""
+        return allowlisted_env(os.environ, self.env_allowlist)
+
+    def _confinement_with_tmp(self, env: dict[str, str]) -> Confinement:
+        """With writes confined, a private temp dir is writable too and ``TMPDIR`` names it."""
+        if not self.confinement.writable and WRITE_CONFINEMENT not in self.require:
+            return self.confinement
+        tmp = self._tmp_dir()
+        env["TMPDIR"] = tmp
+        return dataclasses.replace(self.confinement, writable=(*self.confinement.writable, tmp))
+
+    def _tmp_dir(self) -> str:
+        if self._private_tmp is None or not os.path.isdir(self._private_tmp):
+            self._private_tmp = tempfile.mkdtemp(prefix="sandbox-tmp-")
+            weakref.finalize(self, shutil.rmtree, self._private_tmp, True)
+        return self._private_tmp
+
+    def _cgroup(self) -> str | None:
+        if self._plan.cgroup_parent is None:
+            return None
+        return cgroup.create(self._plan.cgroup_parent, max_processes=self.confinement.max_processes)
+
+
+def _enter_child(env: dict[str, str]) -> None:
+    """The portable level for a forked call: own session, default signal handling,
+    /dev/null stdin, the allowlisted environment."""
+    os.setsid()
+    become_subreaper()
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.environ.clear()
+    os.environ.update(env)

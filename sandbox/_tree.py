@@ -1,0 +1,133 @@
+"""Finding and stopping every process a child started, detached ones included.
+
+On Linux the supervisor is a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, see
+prctl(2)): a process whose parent dies is reparented to it instead of to PID 1, so every
+descendant stays in its tree until reaped. Elsewhere only the child's process group can be
+reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import select
+import signal
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux >= 3.4).
+
+    Returns whether it worked; False on other systems.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    return bool(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    # Loading libc costs a few milliseconds: the spawn server does it once, before forking.
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def preload() -> None:
+    """Do the one-time work of :func:`become_subreaper` now, in a process about to fork."""
+    if sys.platform.startswith("linux"):
+        _libc()
+
+
+def descendants(root: int) -> list[int]:
+    """Live (non-zombie) descendants of ``root``, parents before children, read from
+    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may contain spaces: split after it.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields[0] == b"Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    queue = [root]
+    while queue:
+        for child in children.get(queue.pop(), ()):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def reap(main_pid: int) -> tuple[int | None, bool]:
+    """Reap every finished child without blocking.
+
+    Returns ``(status of main_pid if it was reaped, whether no children remain)``.
+    """
+    main_status = None
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return main_status, True
+        if pid == 0:
+            return main_status, False
+        if pid == main_pid:
+            main_status = status
+
+
+def signal_tree(me: int, group: int, sig: int) -> None:
+    """Send ``sig`` to the process group ``group`` and to every descendant of ``me``."""
+    # A group id <= 1 would address every process (kill(2)); never send to it.
+    targets = descendants(me) if group <= 1 else [-group, *descendants(me)]
+    for target in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, sig)
+
+
+def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
+    """Stop every descendant: SIGTERM, up to ``grace`` seconds for them to exit, then
+    SIGKILL until none is left. ``wakeup_fd`` becomes readable on SIGCHLD.
+
+    A subreaper with no child left has no descendant left either (orphans are reparented
+    to it), so the common case of a finished command costs no ``/proc`` scan.
+
+    Returns the main child's wait status when it was reaped here.
+    """
+    me = os.getpid()
+    main_status, empty = reap(main_pid)
+    deadline = time.monotonic() + grace
+    sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
+    while not empty:
+        signal_tree(me, main_pid, sig)
+        if sig == signal.SIGTERM and time.monotonic() >= deadline:
+            sig = signal.SIGKILL
+            continue
+        _wait_readable(wakeup_fd, 0.05 if sig == signal.SIGTERM else 0.01)
+        status, empty = reap(main_pid)
+        main_status = status if status is not None else main_status
+    # Without a subreaper (not Linux) group members may have escaped the wait above.
+    if main_pid > 1:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(main_pid, signal.SIGKILL)
+    return main_status
+
+
+def _wait_readable(fd: int, timeout: float) -> None:
+    readable, _, _ = select.select([fd], [], [], timeout)
+    if readable:
+        with contextlib.suppress(BlockingIOError):
+            os.read(fd, 4096)

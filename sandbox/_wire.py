@@ -1,0 +1,94 @@
+"""Messages between the caller, the spawn server and supervisors: length-prefixed JSON over
+a Unix stream socket, with file descriptors attached (``SCM_RIGHTS``, unix(7)).
+
+A stream socket rather than ``SOCK_SEQPACKET``, which macOS lacks for Unix sockets; the
+length prefix keeps the message boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+_PREFIX = 4
+_READ_SIZE = 64 * 1024
+_MAX_FDS = 4
+
+
+class Channel:
+    """One end of a message stream.
+
+    Messages are JSON objects. A message sent with descriptors delivers them to the
+    receiver, who takes them with :meth:`take_fds` after reading that message (each kind
+    of message in the protocol carries a known number).
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+        self._fds: list[int] = []
+
+    def fileno(self) -> int:
+        """The socket's descriptor (for select and event loops)."""
+        return self.sock.fileno()
+
+    def send(self, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()) -> None:
+        """Send ``message`` with ``fds`` (duplicated into the receiver).
+
+        Raises:
+            OSError: the other end is gone (or, non-blocking, the socket is full).
+        """
+        data = json.dumps(message).encode()
+        frame = len(data).to_bytes(_PREFIX, "big") + data
+        sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else self.sock.send(frame)
+        if sent < len(frame):
+            self.sock.sendall(frame[sent:])
+
+    def receive(self) -> dict[str, Any] | None:
+        """The next message, blocking until it is complete; ``None`` at end of file."""
+        while True:
+            message = self.poll()
+            if message is not None:
+                return message
+            if not self.fill():
+                return None
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next message if it is complete in the buffer, else ``None``."""
+        if len(self._buffer) < _PREFIX:
+            return None
+        size = int.from_bytes(self._buffer[:_PREFIX], "big")
+        if len(self._buffer) < _PREFIX + size:
+            return None
+        data = bytes(self._buffer[_PREFIX : _PREFIX + size])
+        del self._buffer[: _PREFIX + size]
+        message: dict[str, Any] = json.loads(data)
+        return message
+
+    def fill(self) -> bool:
+        """Read what the socket has into the buffer; False at end of file.
+
+        Raises:
+            BlockingIOError: non-blocking and nothing to read.
+        """
+        try:
+            data, fds, _, _ = socket.recv_fds(self.sock, _READ_SIZE, _MAX_FDS)
+        except ConnectionError:
+            return False
+        self._fds.extend(fds)
+        self._buffer += data
+        return bool(data)
+
+    def take_fds(self, count: int) -> list[int]:
+        """The next ``count`` descriptors received (fewer if fewer came)."""
+        taken, self._fds = self._fds[:count], self._fds[count:]
+        return taken
+
+    def close(self) -> None:
+        """Close the socket and any descriptors received but not taken."""
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+        self.sock.close()

@@ -1,0 +1,131 @@
+"""bubblewrap layer: the argv it builds and what it guarantees beyond the shared promises."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox._confinement import Confinement
+from sandbox._layers import bwrap
+
+_MISSING = bwrap.available()
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def _marked_pids(marker: str) -> set[int]:
+    """Processes whose environment holds `marker` (found by content, never by name)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        found.add(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    path = Path(f"/var/tmp/bwrap-{secrets.token_hex(6)}")
+    path.mkdir()
+    yield path
+    for child in path.iterdir():
+        child.unlink()
+    path.rmdir()
+
+
+def test_killing_bwrap_kills_the_whole_command_tree(workspace: Path) -> None:
+    marker = f"SANDBOX_LAYER_MARK={secrets.token_hex(8)}"
+    name, value = marker.split("=")
+    argv = bwrap.wrap_argv(
+        Confinement(writable=(str(workspace),)),
+        ["bash", "-c", "setsid sleep 1000 & (trap '' TERM; sleep 1000) & wait"],
+        str(workspace),
+        {**ENV, name: value},
+    )
+    process = subprocess.Popen(argv, env=ENV, stdin=subprocess.DEVNULL)
+    try:
+        assert _wait_for(lambda: len(_marked_pids(marker)) >= 3)
+    finally:
+        process.kill()
+        process.wait()
+
+    assert _wait_for(lambda: not _marked_pids(marker)), _marked_pids(marker)
+
+
+def test_command_gets_a_private_tmp_and_no_capabilities(workspace: Path) -> None:
+    name = f"bwrap-private-{secrets.token_hex(6)}"
+    argv = bwrap.wrap_argv(
+        Confinement(writable=(str(workspace),)),
+        ["bash", "-c", f"echo x > /tmp/{name}; cat /tmp/{name}; grep CapEff /proc/self/status"],
+        str(workspace),
+        ENV,
+    )
+
+    result = subprocess.run(argv, env=ENV, capture_output=True, text=True, check=False)
+
+    assert result.stdout == "x\nCapEff:\t0000000000000000\n", result.stderr
+    assert not os.path.exists(f"/tmp/{name}")
+
+
+def test_command_sees_only_the_given_environment(workspace: Path) -> None:
+    argv = bwrap.wrap_argv(Confinement(), ["env"], str(workspace), {"PATH": ENV["PATH"], "A": "1"})
+
+    result = subprocess.run(
+        argv, env={**ENV, "OPENAI_API_KEY": "x"}, capture_output=True, text=True, check=False
+    )
+
+    assert sorted(result.stdout.splitlines()) == ["A=1", f"PATH={ENV['PATH']}", f"PWD={workspace}"]
+
+
+def test_mounts_go_shallowest_first_and_read_only_remounts_last(workspace: Path) -> None:
+    (workspace / "secret").write_text("s")
+    home = str(workspace)
+    inner = "/var/tmp"
+    argv = bwrap.wrap_argv(
+        Confinement(writable=(inner,), read_denied=(home, f"{home}/secret", "/no/such/path")),
+        ["true"],
+        "/",
+        {},
+    )
+
+    start = argv.index("/tmp") + 1
+    assert argv[start : argv.index("--chdir")] == [
+        "--bind", inner, inner,
+        "--tmpfs", home,
+        "--ro-bind", "/dev/null", f"{home}/secret",
+        "--remount-ro", home,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("confinement", "cwd", "message"),
+    [
+        (Confinement(network=False), "/", "seccomp_fd"),
+        (Confinement(), "relative", "cwd must be absolute"),
+    ],
+)
+def test_wrap_argv_refuses_what_it_cannot_make_safe(
+    confinement: Confinement, cwd: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        bwrap.wrap_argv(confinement, ["true"], cwd, ENV)

@@ -1,0 +1,69 @@
+"""probe() reports what each layer really gives here; missing() says how to get the rest."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+
+import pytest
+
+from sandbox import _layers
+from sandbox._layers import bwrap, cgroup, landlock, seccomp
+from sandbox._layers._syscall import host_arch
+
+
+@pytest.fixture(scope="module")
+def found() -> dict[str, str]:
+    return _layers.probe()
+
+
+def test_probe_names_only_known_protections_and_mechanisms(found: dict[str, str]) -> None:
+    assert set(found) <= set(_layers.PROTECTIONS)
+    assert set(found.values()) <= {
+        _layers.BUBBLEWRAP,
+        _layers.LANDLOCK,
+        _layers.SECCOMP,
+        _layers.CGROUP_V2,
+    }
+
+
+def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
+    if bwrap.available() is None:
+        expected_files: str | None = _layers.BUBBLEWRAP
+    elif landlock.works():
+        expected_files = _layers.LANDLOCK
+    else:
+        expected_files = None
+    assert found.get(_layers.WRITE_CONFINEMENT) == expected_files
+    assert found.get(_layers.READ_DENIAL) == expected_files
+    assert (_layers.PROCESS_CAP in found) is (cgroup.available() is None)
+
+
+def test_landlock_and_seccomp_checks_confirm_what_the_kernel_offers() -> None:
+    assert landlock.works() is (landlock.abi_version() >= 1)
+    assert seccomp.works() is (host_arch() is not None)
+
+
+def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> None:
+    # The checks apply irreversible restrictions; they must have stayed in the child.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM):
+        pass
+    with tempfile.TemporaryDirectory() as directory:
+        os.mkdir(os.path.join(directory, "still-writable"))
+
+
+@pytest.mark.parametrize(
+    ("protection", "names"),
+    [
+        (_layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock")),
+        (_layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
+        (_layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
+        (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes")),
+    ],
+)
+def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[str, ...]) -> None:
+    message = _layers.missing(protection)
+
+    assert [name for name in names if name not in message] == []
+    assert "\n" not in message

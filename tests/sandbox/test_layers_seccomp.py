@@ -1,0 +1,113 @@
+"""seccomp layer: what the network filter refuses, lets through, and how it treats other
+syscall tables. Each check runs in a forked child, with and without the filter."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import signal
+import socket
+from collections.abc import Callable
+
+import pytest
+
+from sandbox._layers import seccomp
+from sandbox._layers._syscall import host_arch, require_arch, syscall
+
+pytestmark = pytest.mark.skipif(host_arch() is None, reason="no seccomp syscall table here")
+
+
+def in_child(check: Callable[[], str], *, filtered: bool) -> str:
+    """`check()`'s result from a forked child, or "signal N" when the child was killed."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            if filtered:
+                seccomp.deny_network()
+            os.write(write_end, check().encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        output = reader.read().decode()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return output
+
+
+def create_socket(family: int, kind: int) -> Callable[[], str]:
+    def check() -> str:
+        try:
+            socket.socket(family, kind).close()
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+        return "created"
+
+    return check
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="raw sockets need CAP_NET_RAW")
+
+
+@pytest.mark.parametrize(
+    ("family", "kind"),
+    [
+        (socket.AF_INET, socket.SOCK_STREAM),
+        (socket.AF_INET, socket.SOCK_DGRAM),
+        (socket.AF_INET6, socket.SOCK_STREAM),
+        (socket.AF_INET6, socket.SOCK_DGRAM),
+        (socket.AF_UNIX, socket.SOCK_STREAM),
+        (socket.AF_UNIX, socket.SOCK_DGRAM),
+        (socket.AF_NETLINK, socket.SOCK_RAW),
+        pytest.param(socket.AF_PACKET, socket.SOCK_RAW, marks=needs_root),
+    ],
+)
+def test_socket_of_every_family_is_refused(family: int, kind: int) -> None:
+    assert in_child(create_socket(family, kind), filtered=False) == "created"
+    assert in_child(create_socket(family, kind), filtered=True) == "EACCES"
+
+
+def test_socketpair_still_works() -> None:
+    def check() -> str:
+        left, right = socket.socketpair()
+        left.sendall(b"pair")
+        return right.recv(4).decode()
+
+    assert in_child(check, filtered=True) == "pair"
+
+
+def test_io_uring_looks_absent() -> None:
+    def check() -> str:
+        try:
+            syscall(require_arch().io_uring_setup, 1, ctypes.c_void_p(None))
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+        return "created"
+
+    unfiltered = in_child(check, filtered=False)
+    if unfiltered == "ENOSYS":
+        pytest.skip("this kernel has no io_uring")
+    assert unfiltered != "created"  # NULL params: the kernel answers EFAULT
+    assert in_child(check, filtered=True) == "ENOSYS"
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="32-bit int 0x80 exists on x86_64")
+def test_syscall_through_the_32_bit_table_kills_the_process() -> None:
+    # mov eax, 20 (getpid in the i386 table); int 0x80; ret
+    code = b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"
+
+    def check() -> str:
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(code)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+        getpid = ctypes.CFUNCTYPE(ctypes.c_int)(address)
+        return "same pid" if getpid() == os.getpid() else "other pid"
+
+    assert in_child(check, filtered=False) == "same pid"
+    assert in_child(check, filtered=True) == f"signal {signal.SIGSYS.value}"

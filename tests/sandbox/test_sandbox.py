@@ -1,0 +1,522 @@
+"""The sandbox keeps each promise, checked on the host.
+
+Every promise runs once without the protection ("plain") to prove the setup would have
+let the action through, so that a broken setup cannot pass as a denial; the check looks
+at the host (a file, a listener), not at the exit code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import select
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox import _sandbox as sandbox_module
+from sandbox._layered import LayerPlan
+from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
+from tests._processes import marked_processes, survivors
+from workspace_tools import ErrorCode, invoke_tool, tool
+from workspace_tools.tools import workspace_tools
+
+pytestmark = pytest.mark.anyio
+
+PLAIN = Sandbox(layers=False, network=True)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def _skip_unless(box: Sandbox, protection: str, kind: str = "commands") -> None:
+    caps = box.capabilities if kind == "commands" else box.call_capabilities
+    if protection not in caps:
+        pytest.skip(f"{protection} not enforced for {kind} here: {missing(protection)}")
+
+
+MODES = ["plain", "probed", "landlock"]
+
+
+def command_box(
+    mode: str, monkeypatch: pytest.MonkeyPatch, protection: str, **kwargs: Any
+) -> Sandbox:
+    """A sandbox for a command promise test: none ("plain", the control run), the layers
+    the probe picked ("probed", bubblewrap where it works), or Landlock with seccomp
+    forced ("landlock", what a host without bubblewrap uses)."""
+    if mode == "plain":
+        return PLAIN
+    if mode == "landlock":
+        if not (landlock.works() and seccomp.works()):
+            pytest.skip("Landlock or seccomp does not work here: " + missing(protection))
+        forced = {
+            "write_confinement": LANDLOCK,
+            "read_denial": LANDLOCK,
+            "network_off": SECCOMP,
+        }
+        monkeypatch.setattr(
+            sandbox_module, "plan_layers", lambda: LayerPlan(commands=forced, calls={})
+        )
+    box = Sandbox(**kwargs)
+    _skip_unless(box, protection)
+    return box
+
+
+# --- writes outside the workspace ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_command_cannot_write_outside_the_workspace(
+    tmp_path: Path, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "outside.txt"
+    box = command_box(mode, monkeypatch, "write_confinement", writable=[str(workspace)])
+    result = await box.run(
+        ["bash", "-c", f"echo ran; echo inside > in.txt; echo x > {target}"], cwd=str(workspace)
+    )
+    assert result.stdout.complete == b"ran\n"
+    assert (workspace / "in.txt").read_text() == "inside\n"
+    assert target.exists() is (mode == "plain")
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+async def test_call_cannot_write_outside_the_workspace(
+    tmp_path: Path, workspace: Path, confined: bool
+) -> None:
+    target = tmp_path / "outside.txt"
+    box = Sandbox(writable=[str(workspace)]) if confined else PLAIN
+    if confined:
+        _skip_unless(box, "write_confinement", "calls")
+
+    def write_both() -> str:
+        (workspace / "in.txt").write_text("inside")
+        try:
+            target.write_text("x")
+        except PermissionError:
+            return "denied"
+        return "written"
+
+    assert await box.call(write_both) == ("denied" if confined else "written")
+    assert (workspace / "in.txt").read_text() == "inside"
+    assert target.exists() is not confined
+
+
+# --- reads of secrets ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_secret_file_is_not_readable(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = secrets.token_hex(16)
+    secret = tmp_path / "secret.txt"
+    secret.write_text(token)
+    box = command_box(mode, monkeypatch, "read_denial", read_denied=[str(secret)])
+    result = await box.run(["bash", "-c", f"echo ran; cat {secret}"])
+    seen = result.stdout.complete + result.stderr.complete
+    assert seen.startswith(b"ran\n")
+    assert (token.encode() in seen) is (mode == "plain")
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+async def test_secret_file_is_not_readable_by_a_call(tmp_path: Path, confined: bool) -> None:
+    token = secrets.token_hex(16)
+    secret = tmp_path / "secret.txt"
+    secret.write_text(token)
+    box = Sandbox(read_denied=[str(secret)]) if confined else PLAIN
+    if confined:
+        _skip_unless(box, "read_denial", "calls")
+
+    def read() -> str:
+        try:
+            return secret.read_text()
+        except PermissionError:
+            return "denied"
+
+    assert (await box.call(read) == token) is not confined
+
+
+# --- network ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def _accepted(server: socket.socket, wait: float) -> bool:
+    if not select.select([server], [], [], wait)[0]:
+        return False
+    server.accept()[0].close()
+    return True
+
+
+CONNECT = (
+    "import socket, sys; print('ran', flush=True); "
+    "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3).close()"
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_network_is_off(
+    listener: socket.socket, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = command_box(mode, monkeypatch, "network_off", network=False)
+    port = str(listener.getsockname()[1])
+    result = await box.run([sys.executable, "-c", CONNECT, port])
+    assert result.stdout.complete == b"ran\n"
+    assert _accepted(listener, 1.0) is (mode == "plain")
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+async def test_network_is_off_for_a_call(listener: socket.socket, confined: bool) -> None:
+    box = Sandbox(network=False) if confined else PLAIN
+    if confined:
+        _skip_unless(box, "network_off", "calls")
+    port = listener.getsockname()[1]
+
+    def connect() -> str:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=3).close()
+        except OSError:
+            return "refused"
+        return "connected"
+
+    assert await box.call(connect) == ("refused" if confined else "connected")
+    assert _accepted(listener, 1.0) is not confined
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_host_unix_socket_is_off(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "host.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen()
+    server.setblocking(False)
+    try:
+        box = command_box(mode, monkeypatch, "network_off", network=False)
+        code = (
+            "import socket, sys; print('ran', flush=True); "
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.close()"
+        )
+        result = await box.run([sys.executable, "-c", code, path])
+        assert result.stdout.complete == b"ran\n"
+        assert _accepted(server, 1.0) is (mode == "plain")
+    finally:
+        server.close()
+
+
+# --- process count ---------------------------------------------------------------------
+
+
+FORK_20 = """
+import os, time
+forked = 0
+for _ in range(20):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(5)
+        os._exit(0)
+    forked += 1
+print(forked, flush=True)
+"""
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+async def test_fork_loop_is_capped(confined: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = f"WT_TEST_MARKER={secrets.token_hex(12)}"
+    monkeypatch.setenv(*marker.split("="))
+    allow = {"PATH", "WT_TEST_MARKER"}
+    box = (
+        Sandbox(max_processes=8, env_allowlist=allow)
+        if confined
+        else Sandbox(layers=False, env_allowlist=allow)
+    )
+    if confined:
+        _skip_unless(box, "process_cap")
+    alive_at_print: list[int] = []
+
+    def count_on_host(stream: str, chunk: bytes) -> None:
+        alive_at_print.append(len(marked_processes(marker)))
+
+    result = await box.run([sys.executable, "-c", FORK_20], on_output=count_on_host)
+    # The parent plus each child it forked, counted on the host while all were alive.
+    assert alive_at_print[0] <= 8 if confined else alive_at_print[0] == 21
+    assert int(result.stdout.complete) == alive_at_print[0] - 1
+    assert survivors(marker) == []
+
+
+# --- memory ----------------------------------------------------------------------------
+
+TOUCH_GIB = "b = bytearray(1 << 30); b[::4096] = b'y' * len(b[::4096]); print('touched')"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_memory_toucher_is_stopped_under_a_memory_limit() -> None:
+    box = Sandbox(layers=False, limits=SandboxLimits(memory_bytes=256 * 1024**2))
+    result = await box.run([sys.executable, "-c", TOUCH_GIB])
+    assert result.stdout.complete == b""
+    assert b"MemoryError" in result.stderr.complete
+    with pytest.raises(MemoryError):
+        await box.call(lambda: bytearray(1 << 30))
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_memory_toucher_runs_without_a_limit() -> None:
+    with open("/proc/meminfo") as f:
+        available_kib = next(int(x.split()[1]) for x in f if x.startswith("MemAvailable"))
+    if available_kib < 3 * 1024**2:
+        pytest.skip("needs 3 GiB of free memory to touch 1 GiB without a limit")
+    result = await PLAIN.run([sys.executable, "-c", TOUCH_GIB])
+    assert result.stdout.complete == b"touched\n"
+
+
+# --- crashes and errors ----------------------------------------------------------------
+
+
+class NoArgs(__import__("pydantic").BaseModel):
+    pass
+
+
+def _segfault(args: NoArgs, context: object) -> str:
+    ctypes.string_at(0)
+    return "unreachable"
+
+
+def _answer(args: NoArgs, context: object) -> str:
+    return f"pid {os.getpid()}"
+
+
+async def test_segfault_in_the_sandbox_is_sandbox_error_naming_sigsegv() -> None:
+    crashing = tool(name="crash", description="segfaults", parameters=NoArgs, execute=_segfault)
+    answering = tool(name="answer", description="answers", parameters=NoArgs, execute=_answer)
+    box = Sandbox()
+    result = await invoke_tool(crashing, {}, sandbox=box)
+    assert result.error_code == ErrorCode.SANDBOX_ERROR
+    assert result.error == "the sandboxed call was killed by SIGSEGV"
+    after = await invoke_tool(answering, {}, sandbox=box)
+    assert after.error is None
+    assert after.content != f"pid {os.getpid()}"
+
+
+async def test_call_returns_result_and_reraises_exceptions() -> None:
+    def fail() -> None:
+        raise KeyError("missing")
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    assert await PLAIN.call(add, 2, 3) == 5
+    with pytest.raises(KeyError, match="missing"):
+        await PLAIN.call(fail)
+
+
+async def test_call_exiting_without_result_is_sandbox_error() -> None:
+    with pytest.raises(SandboxError, match="exited \\(status 3\\) without a result"):
+        await PLAIN.call(os._exit, 3)
+
+
+async def test_call_timeout_stops_the_child_and_its_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", marker)
+    box = Sandbox(
+        layers=False,
+        env_allowlist={"PATH", "WT_TEST_MARKER"},
+        limits=SandboxLimits(timeout_seconds=1, grace_seconds=0.2),
+    )
+
+    def spawn_and_hang() -> None:
+        os.system("setsid sleep 300 & sleep 300")
+
+    with pytest.raises(TimeoutError):
+        await box.call(spawn_and_hang)
+    assert survivors(f"WT_TEST_MARKER={marker}") == []
+
+
+# --- capabilities and required protections --------------------------------------------
+
+
+def test_portable_level_reports_only_the_tree_stop() -> None:
+    assert Sandbox(layers=False).capabilities == {"tree_stop": "subreaper"}
+    assert Sandbox(layers=False).call_capabilities == {}
+
+
+def test_required_protection_no_layer_gives_raises_naming_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sandbox_module, "plan_layers", LayerPlan)
+    with pytest.raises(SandboxUnavailable) as raised:
+        Sandbox(network=False, require=["network_off"])
+    assert raised.value.protection == "network_off"
+    assert raised.value.fix == missing("network_off")
+    assert str(raised.value) == f"sandbox cannot enforce network_off: {missing('network_off')}"
+
+
+def test_process_cap_required_without_cgroup_raises_or_is_enforced() -> None:
+    try:
+        box = Sandbox(max_processes=10, require=["process_cap"])
+    except SandboxUnavailable as exc:
+        assert exc.fix == missing("process_cap")
+    else:
+        assert box.capabilities["process_cap"] == "cgroup-v2"
+
+
+def test_required_protection_must_be_asked_for() -> None:
+    with pytest.raises(ValueError, match="read_denial is required but not asked for"):
+        Sandbox(require=["read_denial"], layers=False)
+
+
+async def test_protection_missing_for_calls_is_sandbox_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = LayerPlan(commands={"network_off": "bubblewrap"}, calls={})
+    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
+    box = Sandbox(network=False, require=["network_off"])
+    answering = tool(name="answer", description="answers", parameters=NoArgs, execute=_answer)
+    result = await invoke_tool(answering, {}, sandbox=box)
+    assert result.error_code == ErrorCode.SANDBOX_UNAVAILABLE
+    assert "network_off" in result.error
+
+
+# --- the portable level ----------------------------------------------------------------
+
+
+async def test_environment_is_allowlisted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    monkeypatch.setenv("LC_TIME", "C")
+    result = await Sandbox(layers=False, env_allowlist={"PATH"}).run(["env"])
+    names = {line.split(b"=", 1)[0] for line in result.stdout.complete.splitlines()}
+    assert names == {b"PATH", b"LC_TIME"}
+
+
+async def test_resource_limits_apply() -> None:
+    limits = SandboxLimits(
+        cpu_seconds=7, open_files=50, file_size_bytes=1024 * 10
+    )  # bash counts 1 KiB blocks
+    result = await Sandbox(layers=False, limits=limits).run(
+        ["bash", "-c", "ulimit -t; ulimit -n; ulimit -f"]
+    )
+    assert result.stdout.complete == b"7\n50\n10\n"
+
+
+async def test_stdin_is_dev_null_and_session_is_new() -> None:
+    result = await PLAIN.run(["bash", "-c", "cat; ps -o sid= -p $$; echo $$"])
+    sid, pid = result.stdout.complete.split()
+    assert sid == pid
+
+
+async def test_output_cap_keeps_head_and_tail_and_counts_all() -> None:
+    box = Sandbox(layers=False, limits=SandboxLimits(output_bytes=100))
+    result = await box.run([sys.executable, "-c", "print('a' * 1000 + 'END')"])
+    assert result.stdout.head == b"a" * 50
+    assert result.stdout.tail == b"a" * 46 + b"END\n"
+    assert result.stdout.total_bytes == 1004
+    assert result.stdout.omitted_bytes == 904
+
+
+async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
+    tmp_path: Path, workspace: Path
+) -> None:
+    box = Sandbox()
+    _skip_unless(box.confined_to(str(workspace)), "write_confinement")
+    target = tmp_path / "outside.txt"
+    tools = {t.name: t for t in workspace_tools(workspace, sandbox=box)}
+    result = await invoke_tool(
+        tools["run_command"], {"command": f"echo ran > in.txt; echo x > {target}"}
+    )
+    assert result.error is None
+    assert (workspace / "in.txt").read_text() == "ran\n"
+    assert not target.exists()
+
+
+# --- calls: a fresh process each, forked ahead or on demand ---------------------------
+
+
+async def test_each_call_runs_in_a_fresh_child_and_changes_stay_there() -> None:
+    seen: list[int] = []
+
+    def record() -> tuple[int, int]:
+        seen.append(1)
+        return os.getpid(), len(seen)
+
+    box = Sandbox(layers=False)
+    try:
+        results = [await box.call(record) for _ in range(4)]
+    finally:
+        box.close()
+    pids = {pid for pid, _ in results}
+    assert len(pids) == 4
+    assert os.getpid() not in pids
+    assert [count for _, count in results] == [1, 1, 1, 1]
+    assert seen == []
+
+
+async def test_closures_made_after_the_child_was_forked_run_with_their_own_values() -> None:
+    box = Sandbox(layers=False)
+    try:
+        results = []
+        for i in range(4):
+
+            def closure(offset: int, i: int = i) -> int:
+                return i + offset
+
+            results.append(await box.call(closure, 100))
+    finally:
+        box.close()
+    assert results == [100, 101, 102, 103]
+
+
+async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
+    lock = __import__("threading").Lock()  # cannot be pickled: the call forks on demand
+
+    def held(value: object) -> bool:
+        return value is not None
+
+    box = Sandbox(layers=False)
+    try:
+        assert await box.call(held, 1) is True
+        assert await box.call(held, lock) is True
+    finally:
+        box.close()
+
+
+async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
+    def pid() -> int:
+        return os.getpid()
+
+    box = Sandbox(layers=False)
+    try:
+        await box.call(pid)
+        caller = box._caller
+        assert caller is not None
+        for _ in range(500):  # wait for the child forked ahead, at most 5 s
+            if caller._ahead is not None:
+                break
+            await anyio.sleep(0.01)
+        ahead = caller._ahead
+        assert ahead is not None
+        os.kill(ahead.pid, signal.SIGKILL)
+        os.waitpid(ahead.pid, 0)
+        assert await box.call(pid) not in (ahead.pid, os.getpid())
+    finally:
+        box.close()

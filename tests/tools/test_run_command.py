@@ -1,0 +1,230 @@
+"""run_command: nothing leaks, nothing hangs, the model sees what matters."""
+
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import Sandbox
+from tests._processes import survivors
+from workspace_tools import ErrorCode, invoke_tool
+from workspace_tools.tools import workspace_tools
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def marker(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A random value in the environment every command of the test inherits."""
+    value = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", value)
+    return f"WT_TEST_MARKER={value}"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "sub").mkdir()
+    return tmp_path
+
+
+def run_command(root: Path, **options: object):
+    return next(t for t in workspace_tools(root, **options) if t.name == "run_command")
+
+
+async def test_timeout_kills_background_loop_and_keeps_partial_output(
+    root: Path, marker: str
+) -> None:
+    started = time.monotonic()
+    result = await invoke_tool(
+        run_command(root),
+        {"command": "(while true; do echo c; sleep 1; done) & sleep 1000", "timeout": 5},
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 7
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert result.details["timed_out"] is True
+    assert result.details["exit_code"] is None
+    assert result.details["stdout"].startswith("c\nc\n")
+    assert "stdout so far:\nc\nc\n" in result.error
+    assert survivors(marker) == []
+
+
+async def test_timeout_kills_busy_loops_nothing_reparented(root: Path, marker: str) -> None:
+    result = await invoke_tool(
+        run_command(root),
+        {"command": "for i in 1 2; do (while :; do :; done) & done; sleep 100", "timeout": 2},
+    )
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # setsid and a double fork: the grandchild is in its own session, parent gone.
+        "setsid bash -c '(sleep 300 &) ; sleep 300' & sleep 300",
+        # A child that ignores SIGTERM, and a detached one that does too.
+        "trap '' TERM; (trap '' TERM; sleep 300) & setsid bash -c \"trap '' TERM; sleep 300\" &"
+        " sleep 300",
+    ],
+    ids=["setsid-double-fork", "sigterm-trap"],
+)
+async def test_timeout_kills_detached_and_sigterm_trapping_children(
+    root: Path, marker: str, command: str
+) -> None:
+    result = await invoke_tool(run_command(root), {"command": command, "timeout": 1})
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert survivors(marker) == []
+
+
+async def test_invoke_timeout_kills_the_tree(root: Path, marker: str) -> None:
+    result = await invoke_tool(
+        run_command(root), {"command": "setsid sleep 300 & sleep 300"}, timeout=1
+    )
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert survivors(marker) == []
+
+
+async def test_long_output_keeps_head_and_tail_with_counts(root: Path) -> None:
+    command = "python3 -c \"print('x'*2_000_000); print('FAILED: test_z')\""
+    result = await invoke_tool(run_command(root), {"command": command})
+    stdout = result.content["stdout"]
+    assert stdout.startswith("x" * 7000 + "\n[... ")
+    assert stdout.endswith("x" * (7000 - len("\nFAILED: test_z\n")) + "\nFAILED: test_z\n")
+    assert "[... 1,986,016 of 2,000,016 bytes of stdout left out ...]" in stdout
+    assert result.details.stdout_bytes == 2_000_016
+    assert result.details.truncated is True
+    assert "FAILED: test_z" in result.model_text()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_one_gibibyte_of_output_keeps_memory_bounded(root: Path) -> None:
+    updates = []
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = await invoke_tool(
+        run_command(root),
+        {"command": "head -c 1073741824 /dev/zero | tr '\\0' 'y'; echo END"},
+        on_update=updates.append,
+    )
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert result.details.stdout_bytes == 1024**3 + 4
+    assert result.content["stdout"].endswith("yyyEND\n")
+    assert grown_kib < 100 * 1024
+    assert updates
+
+
+async def test_progress_streams_output_before_the_result(root: Path) -> None:
+    updates = []
+    result = await invoke_tool(
+        run_command(root),
+        {"command": "for i in 1 2 3 4 5; do echo tick $i; sleep 0.2; done"},
+        on_update=updates.append,
+    )
+    expected = "".join(f"tick {i}\n" for i in range(1, 6))
+    assert result.content["stdout"] == expected
+    assert len(updates) >= 3
+    assert "".join(u.content for u in updates) == expected
+    assert updates[-1].details == {"stdout_bytes": len(expected), "stderr_bytes": 0}
+
+
+@pytest.mark.parametrize("via", ["invoke_tool", "workspace_tools"])
+async def test_no_progress_in_a_sandbox(root: Path, via: str) -> None:
+    updates = []
+    box = Sandbox(layers=False)
+    try:
+        if via == "invoke_tool":
+            tool, sandbox = run_command(root), box
+        else:
+            tool, sandbox = run_command(root, sandbox=box), None
+        result = await invoke_tool(
+            tool,
+            {"command": "for i in 1 2 3; do echo tick $i; sleep 0.2; done"},
+            on_update=updates.append,
+            sandbox=sandbox,
+        )
+    finally:
+        box.close()
+    assert result.content["stdout"] == "tick 1\ntick 2\ntick 3\n"
+    assert updates == []
+
+
+async def test_cwd_outside_root_is_refused(root: Path) -> None:
+    result = await invoke_tool(run_command(root), {"command": "pwd", "cwd": "../"})
+    assert result.error_code == ErrorCode.OUTSIDE_WORKSPACE
+
+
+@pytest.mark.parametrize(
+    ("cwd", "code"), [("missing", ErrorCode.NOT_FOUND), ("file.txt", ErrorCode.NOT_A_DIRECTORY)]
+)
+async def test_cwd_must_be_a_directory(root: Path, cwd: str, code: ErrorCode) -> None:
+    (root / "file.txt").write_text("x")
+    result = await invoke_tool(run_command(root), {"command": "pwd", "cwd": cwd})
+    assert result.error_code == code
+
+
+async def test_runs_in_cwd_inside_root(root: Path) -> None:
+    result = await invoke_tool(run_command(root), {"command": "pwd", "cwd": "sub"})
+    assert result.content["stdout"] == f"{os.path.realpath(root / 'sub')}\n"
+
+
+@pytest.mark.parametrize(
+    ("passthrough", "expected"), [((), "[]\n"), (("OPENAI_API_KEY",), "[x]\n")]
+)
+async def test_secret_variables_are_dropped_unless_passed_through(
+    root: Path, monkeypatch: pytest.MonkeyPatch, passthrough: tuple[str, ...], expected: str
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    tool = run_command(root, env_passthrough=passthrough)
+    result = await invoke_tool(tool, {"command": 'echo "[$OPENAI_API_KEY]"'})
+    assert result.content["stdout"] == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "my_credentials", "apikey"]
+)
+async def test_every_secret_looking_name_is_dropped(
+    root: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv(name, "hidden")
+    result = await invoke_tool(run_command(root), {"command": "env"})
+    assert "hidden" not in result.content["stdout"]
+
+
+async def test_pager_and_git_prompt_are_off(root: Path) -> None:
+    result = await invoke_tool(run_command(root), {"command": 'echo "$PAGER $GIT_TERMINAL_PROMPT"'})
+    assert result.content["stdout"] == "cat 0\n"
+
+
+async def test_stdin_is_empty(root: Path) -> None:
+    result = await invoke_tool(run_command(root), {"command": "cat; echo done", "timeout": 5})
+    assert result.content == {"exit_code": 0, "stdout": "done\n", "stderr": ""}
+
+
+@pytest.mark.parametrize(
+    ("command", "exit_code"), [("exit 3", 3), ("false", 1), ("no_such_command_zz", 127)]
+)
+async def test_exit_code_is_a_normal_result(root: Path, command: str, exit_code: int) -> None:
+    result = await invoke_tool(run_command(root), {"command": command})
+    assert result.error is None
+    assert result.content["exit_code"] == exit_code
+    assert result.details.exit_code == exit_code
+
+
+async def test_background_job_holding_the_pipe_does_not_hold_the_call(
+    root: Path, marker: str
+) -> None:
+    result = await invoke_tool(run_command(root), {"command": "sleep 30 & echo started"})
+    assert result.content["stdout"] == "started\n"
+    assert result.details.duration_ms < 2000
+    assert survivors(marker) == []
+
+
+async def test_stderr_is_kept_apart(root: Path) -> None:
+    result = await invoke_tool(run_command(root), {"command": "echo out; echo err >&2"})
+    assert result.content == {"exit_code": 0, "stdout": "out\n", "stderr": "err\n"}
+    assert result.details.stderr_bytes == 4

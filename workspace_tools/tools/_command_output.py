@@ -1,0 +1,103 @@
+"""What the model reads of a command's output: head and tail of each stream, and updates."""
+
+from __future__ import annotations
+
+import codecs
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sandbox import CapturedOutput
+
+#: Bytes of each stream's head and tail the model reads; both streams together stay well
+#: inside the default 50,000-character result limit.
+HEAD_BYTES = 7_000
+TAIL_BYTES = 7_000
+
+#: Most new output one progress update carries; the rest of a burst is counted, not sent.
+UPDATE_BYTES = 64 * 1024
+
+
+def model_view(captured: CapturedOutput, name: str) -> tuple[str, bool]:
+    """``(text, truncated)``: the stream whole when it fits, else its head, a marker with
+    the count of bytes left out, and its tail. Cuts never split a UTF-8 sequence."""
+    if captured.omitted_bytes == 0:
+        whole = captured.complete
+        if len(whole) <= HEAD_BYTES + TAIL_BYTES:
+            return _decode(whole), False
+        head, tail = whole[:HEAD_BYTES], whole[-TAIL_BYTES:]
+    else:
+        head, tail = captured.head[:HEAD_BYTES], captured.tail[-TAIL_BYTES:]
+    head, tail = _trim_head(head), _trim_tail(tail)
+    left_out = captured.total_bytes - len(head) - len(tail)
+    marker = f"\n[... {left_out:,} of {captured.total_bytes:,} bytes of {name} left out ...]\n"
+    return _decode(head) + marker + _decode(tail), True
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _trim_head(head: bytes) -> bytes:
+    """Drop a UTF-8 sequence cut short at the end."""
+    for back in range(1, min(4, len(head)) + 1):
+        byte = head[-back]
+        if byte < 0x80:
+            return head
+        if byte >= 0xC0:
+            needed = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return head if back >= needed else head[:-back]
+    return head
+
+
+def _trim_tail(tail: bytes) -> bytes:
+    """Drop continuation bytes whose lead byte was cut off at the start."""
+    start = 0
+    while start < min(3, len(tail)) and 0x80 <= tail[start] < 0xC0:
+        start += 1
+    return tail[start:]
+
+
+class ProgressBatcher:
+    """Collects output chunks and hands them to ``emit`` in batches, so that a chatty
+    command makes a few updates a second rather than one per read.
+
+    ``emit(content, details)`` receives the new text (both streams in arrival order) and
+    ``{"stdout_bytes": n, "stderr_bytes": m}`` so far.
+    """
+
+    def __init__(self, emit: Callable[[Any, Any], None]) -> None:
+        self._emit = emit
+        self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+        self._skipped = 0
+        self._totals = {"stdout": 0, "stderr": 0}
+        self._decoders = {
+            name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in self._totals
+        }
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        """Account for a chunk of ``stream``; keeps at most ``UPDATE_BYTES`` pending."""
+        with self._lock:
+            self._totals[stream] += len(chunk)
+            room = UPDATE_BYTES - self._pending_bytes
+            if room <= 0:
+                self._skipped += len(chunk)
+                return
+            kept = chunk[:room]
+            self._skipped += len(chunk) - len(kept)
+            self._pending_bytes += len(kept)
+            self._pending.append(self._decoders[stream].decode(kept))
+
+    def flush(self) -> None:
+        """Emit what arrived since the last flush, if anything did."""
+        with self._lock:
+            if not self._pending and not self._skipped:
+                return
+            text = "".join(self._pending)
+            if self._skipped:
+                text += f"\n[... {self._skipped:,} bytes not shown in progress ...]\n"
+            self._pending, self._pending_bytes, self._skipped = [], 0, 0
+            totals = {f"{name}_bytes": count for name, count in self._totals.items()}
+        self._emit(text, totals)
