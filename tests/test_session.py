@@ -698,7 +698,5 @@ async def test_max_result_length_applies_to_skipped_calls_too(root: Path) -> Non
         session_tools(workspace), workspace=workspace, policy=POLICY, max_result_length=60
     )
     denied = await session.call("run_command", {"command": "rm -rf src"})
-    assert denied.model_text() == (
-        "Not run: policy rul\n[truncated: showing 19 of 88 characters]"
-    )
+    assert denied.model_text() == ("Not run: policy rul\n[truncated: showing 19 of 88 characters]")
     assert session.steps[0].result == denied.model_text()
