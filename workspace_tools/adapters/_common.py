@@ -1,0 +1,91 @@
+"""What every adapter needs: the model's view of a result, a tool's label, lazy SDK imports."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from .._invoke import OnUpdate, invoke_tool
+from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
+from .._result import ToolResult, truncate_text
+from .._tool import Tool
+
+
+def missing_extra(module: str, extra: str) -> ImportError:
+    """The ImportError an adapter raises when its SDK ``module`` is absent; it names the extra
+    that installs it: ``pip install "agent-workspace-tools[extra]"``."""
+    return ImportError(
+        f'{module} is not installed; install it with pip install "agent-workspace-tools[{extra}]"'
+    )
+
+
+def model_parts(result: ToolResult) -> list[str | ImagePart]:
+    """What the model reads of ``result``, in order: text pieces and images.
+
+    A failed call is its error message. Media content (:class:`ToolContent`) keeps its
+    images for providers that accept them and describes file parts in text
+    (``[report.pdf: application/pdf, 12.3 KB]``); each text is cut to the result limit.
+    Any other content is :meth:`ToolResult.model_text`, a single text.
+    """
+    if result.is_error or not isinstance(result.content, ToolContent):
+        return [result.model_text()]
+    limit = result.max_result_length
+    parts: list[str | ImagePart] = []
+    for part in result.content.parts:
+        if isinstance(part, ImagePart):
+            parts.append(part)
+        elif isinstance(part, TextPart):
+            parts.append(truncate_text(part.text, limit))
+        elif isinstance(part, FilePart):
+            parts.append(ToolContent(parts=[part]).describe())
+    return parts
+
+
+def tool_label(tool: Tool[Any]) -> str | None:
+    """The tool's presentation label (``"Read file"``), or ``None`` when it has none.
+
+    A presentation function is called with placeholder arguments (defaults, ``None`` for
+    required fields): the label is fixed per tool, only the detail follows the arguments.
+    A function that cannot cope with the placeholders gives ``None``.
+    """
+    spec = tool.presentation
+    if spec is None or isinstance(spec, ToolPresentation):
+        return None if spec is None else spec.label
+    fields = tool.parameters.model_fields
+    placeholder = tool.parameters.model_construct(
+        **{name: None for name, field in fields.items() if field.is_required()}
+    )
+    try:
+        presentation = spec(placeholder)
+    except Exception:
+        return None
+    return presentation.label if isinstance(presentation, ToolPresentation) else None
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (pydantic models dumped in JSON mode)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return to_jsonable_python(value)
+
+
+CallFunction = Callable[[Tool[Any], dict[str, Any], str, OnUpdate | None], Awaitable[ToolResult]]
+"""``async call(tool, arguments, call_id, on_update) -> ToolResult``: how an adapter runs a
+call. The default is :func:`invoke_call`; a session with a policy or a cache can stand in."""
+
+
+def invoke_call(sandbox: Any = None) -> CallFunction:
+    """A :data:`CallFunction` that runs each call with :func:`invoke_tool` (in ``sandbox``
+    when one is given)."""
+
+    async def call(
+        tool: Tool[Any], arguments: dict[str, Any], call_id: str, on_update: OnUpdate | None
+    ) -> ToolResult:
+        return await invoke_tool(
+            tool, arguments, call_id=call_id, on_update=on_update, sandbox=sandbox
+        )
+
+    return call
