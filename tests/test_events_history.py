@@ -99,7 +99,13 @@ def test_events_parse_back(event) -> None:
 def test_event_json_schemas_use_camel_case() -> None:
     schema = ToolResultEvent.model_json_schema(by_alias=True)
     assert set(schema["properties"]) == {
-        "type", "toolCallId", "result", "details", "presentation", "error", "errorCode"
+        "type",
+        "toolCallId",
+        "result",
+        "details",
+        "presentation",
+        "error",
+        "errorCode",
     }
 
 

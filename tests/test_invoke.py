@@ -164,8 +164,11 @@ def test_tool_output_content_of_any_value() -> None:
 @pytest.mark.parametrize(
     ("exc", "message", "code"),
     [
-        (ToolError("file not found: a.txt", ErrorCode.NOT_FOUND), "file not found: a.txt",
-         ErrorCode.NOT_FOUND),
+        (
+            ToolError("file not found: a.txt", ErrorCode.NOT_FOUND),
+            "file not found: a.txt",
+            ErrorCode.NOT_FOUND,
+        ),
         (ToolError("plain"), "plain", ErrorCode.TOOL_ERROR),
         (ValueError("boom"), "boom", ErrorCode.TOOL_ERROR),
         (KeyError("k"), "'k'", ErrorCode.TOOL_ERROR),

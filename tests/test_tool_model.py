@@ -33,8 +33,9 @@ class Out(BaseModel):
 
 
 def test_schemas_come_from_models() -> None:
-    t = tool(name="t", description="d", parameters=Args, execute=lambda a, c: None,
-             output_schema=Out)
+    t = tool(
+        name="t", description="d", parameters=Args, execute=lambda a, c: None, output_schema=Out
+    )
     assert t.input_schema() == {
         "description": "Arguments of a sample tool.",
         "properties": {"path": {"description": "a path", "title": "Path", "type": "string"}},

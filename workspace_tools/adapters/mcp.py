@@ -18,6 +18,7 @@ sent a ``progressToken``: ``progress`` counts the updates, ``message`` is the up
 from __future__ import annotations
 
 import math
+import queue
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +27,7 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
 
-from .._output import ImagePart
+from .._output import ImagePart, ToolContent
 from .._result import ToolResult, ToolUpdate, content_text
 from .._tool import Tool
 from ._common import CallFunction, invoke_call, jsonable, missing_extra, model_parts, tool_label
@@ -76,7 +77,8 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
         else types.TextContent(type="text", text=part)
         for part in model_parts(result)
     ]
-    structured = None if result.is_error else jsonable(result.content)
+    media = isinstance(result.content, ToolContent)
+    structured = None if result.is_error or media else jsonable(result.content)
     return types.CallToolResult(
         content=blocks,
         structuredContent=structured if isinstance(structured, dict) else None,
@@ -86,54 +88,66 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
 
 
 class _UpdateRelay:
-    """Hands updates from any thread to the event loop without blocking the caller.
+    """Hands updates from any thread to the event loop, in order, without blocking the caller.
 
     ``ToolContext.update`` may run in a worker thread while the loop waits for that thread, so
-    a blocking hand-off could deadlock; the portal schedules the send instead.
+    a blocking hand-off could deadlock. Updates go into a thread-safe FIFO queue; the loop is
+    woken through the portal (whose task order is not guaranteed, hence the queue).
     """
 
-    def __init__(self, send: ObjectSendStream[ToolUpdate], portal: BlockingPortal) -> None:
-        self._send = send
+    def __init__(self, wake: ObjectSendStream[None], portal: BlockingPortal) -> None:
+        self.pending: queue.SimpleQueue[ToolUpdate] = queue.SimpleQueue()
+        self._wake = wake
         self._portal = portal
         self._loop_thread = threading.get_ident()
 
     def __call__(self, update: ToolUpdate) -> None:
+        self.pending.put(update)
         try:
             if threading.get_ident() == self._loop_thread:
-                self._send.send_nowait(update)
+                self._wake.send_nowait(None)
             else:
-                self._portal.start_task_soon(self._send.send, update)
+                self._portal.start_task_soon(self._wake.send, None)
         except (RuntimeError, anyio.ClosedResourceError):
             pass  # the call is over; late updates are dropped, as invoke_tool does
 
 
 async def _send_progress(
-    updates: ObjectReceiveStream[ToolUpdate],
+    wakeups: ObjectReceiveStream[None],
+    relay: _UpdateRelay,
     session: Any,
     token: str | int,
     request_id: Any,
 ) -> None:
     count = 0
-    async with updates:
-        async for update in updates:
-            count += 1
-            meta: dict[str, Any] = {}
-            if update.details is not None:
-                meta[META_PREFIX + "details"] = jsonable(update.details)
-            if update.presentation is not None:
-                meta[META_PREFIX + "presentation"] = update.presentation.model_dump(
-                    exclude_none=True
+    async with wakeups:
+        async for _ in wakeups:
+            while True:
+                try:
+                    update = relay.pending.get_nowait()
+                except queue.Empty:
+                    break
+                count += 1
+                await session.send_notification(
+                    _progress_notification(update, token, count), related_request_id=request_id
                 )
-            params = types.ProgressNotificationParams(
-                progressToken=token,
-                progress=count,
-                message=content_text(update.content) or None,
-                _meta=meta or None,
-            )
-            await session.send_notification(
-                types.ServerNotification(types.ProgressNotification(params=params)),
-                related_request_id=request_id,
-            )
+
+
+def _progress_notification(
+    update: ToolUpdate, token: str | int, count: int
+) -> types.ServerNotification:
+    meta: dict[str, Any] = {}
+    if update.details is not None:
+        meta[META_PREFIX + "details"] = jsonable(update.details)
+    if update.presentation is not None:
+        meta[META_PREFIX + "presentation"] = update.presentation.model_dump(exclude_none=True)
+    params = types.ProgressNotificationParams(
+        progressToken=token,
+        progress=count,
+        message=content_text(update.content) or None,
+        _meta=meta or None,
+    )
+    return types.ServerNotification(types.ProgressNotification(params=params))
 
 
 def create_server(
@@ -181,13 +195,13 @@ def create_server(
         token = ctx.meta.progressToken if ctx.meta is not None else None
         if token is None:
             return mcp_result(await run(chosen, arguments, call_id, None))
-        send, receive = anyio.create_memory_object_stream[ToolUpdate](math.inf)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_send_progress, receive, ctx.session, token, ctx.request_id)
-            # The portal exits first, waiting for sends scheduled from threads; then the stream
-            # closes and the progress task drains what is left before the result goes out.
-            async with send, BlockingPortal() as portal:
-                result = await run(chosen, arguments, call_id, _UpdateRelay(send, portal))
+        wake, wakeups = anyio.create_memory_object_stream[None](math.inf)
+        async with anyio.create_task_group() as tg, wake, BlockingPortal() as portal:
+            relay = _UpdateRelay(wake, portal)
+            tg.start_soon(_send_progress, wakeups, relay, ctx.session, token, ctx.request_id)
+            result = await run(chosen, arguments, call_id, relay)
+            # Leaving the block stops the portal (its scheduled wake-ups run), then closes the
+            # stream, so the progress task sends what is left before the result goes out.
         return mcp_result(result)
 
     return server
