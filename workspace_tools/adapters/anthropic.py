@@ -44,6 +44,7 @@ def anthropic_tool_result(result: ToolResult) -> dict[str, Any]:
             if isinstance(p, ImagePart)
             else {"type": "text", "text": p}
             for p in parts
+            if p  # the API refuses empty text blocks
         ]
     block: dict[str, Any] = {
         "type": "tool_result",
