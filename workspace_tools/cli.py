@@ -159,6 +159,8 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     """The ``demo`` subcommand: drive the seven tools over a copy of a project."""
     from ._demo import run_demo as demo
 
+    if args.root is not None and not os.path.isdir(args.root):
+        raise UsageError(f"--root is not a directory: {args.root}")
     return demo(args.root, out)
 
 
@@ -216,7 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workspace-tools`` console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot take positionals after options (``call read_file --root . path=a``);
+    # the key=value pairs it left over belong to ``call``.
+    pairs = [e for e in extra if args.command == "call" and "=" in e and not e.startswith("-")]
+    stray = [e for e in extra if e not in pairs]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if pairs:
+        args.pairs = [*args.pairs, *pairs]
     try:
         return int(args.handler(args, sys.stdout))
     except UsageError as exc:
