@@ -47,12 +47,15 @@ def mcp_tool(tool: Tool[Any]) -> types.Tool:
     """The MCP ``Tool`` definition: input schema, output schema when the tool declares one,
     ``title`` from the presentation label, and read-only/destructive hints."""
     title = tool_label(tool)
+    output_schema = tool.output_json_schema()
+    if output_schema is not None and output_schema.get("type") != "object":
+        output_schema = None  # MCP's outputSchema describes an object; other content is text
     return types.Tool(
         name=tool.name,
         title=title,
         description=tool.description,
         inputSchema=tool.input_schema(),
-        outputSchema=tool.output_json_schema(),
+        outputSchema=output_schema,
         annotations=types.ToolAnnotations(
             title=title,
             readOnlyHint=tool.read_only,
