@@ -129,12 +129,6 @@ def test_schema_defaults_to_mcp() -> None:
     assert json.loads(cli("schema").stdout) == json.loads(cli("schema", "--format", "mcp").stdout)
 
 
-def test_demo_finds_the_sample_project_in_the_repository() -> None:
-    from workspace_tools._demo import sample_project
-
-    assert sample_project() == REPO / "fixtures" / "sample_project"
-
-
 @needs_tools
 def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     done = cli("demo")
