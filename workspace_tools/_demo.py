@@ -234,7 +234,7 @@ def run_demo(root: str | None, out: TextIO) -> int:
     source = Path(root).resolve() if root is not None else sample_project()
     printer = _Printer(out)
     with tempfile.TemporaryDirectory(prefix="workspace-tools-demo-") as tmp:
-        work = Path(tmp) / (source.name or "workspace")
+        work = Path(tmp) / ("sample_project" if root is None else source.name or "workspace")
         shutil.copytree(source, work, symlinks=True, ignore=_COPY_IGNORE)
         printer.line(f"workspace-tools demo: working on a copy of {source}")
         printer.line(f"in {work}")

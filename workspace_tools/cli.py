@@ -235,6 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:  # an adapter whose extra is not installed names it
         sys.stderr.write(f"workspace-tools: error: {exc}\n")
         return 1
+    except BrokenPipeError:
+        # The reader left (``workspace-tools demo | head``); say nothing more to it.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
