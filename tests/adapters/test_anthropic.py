@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from workspace_tools import (
     ErrorCode,
     Tool,
     ToolError,
+    ToolHistoryEntry,
     image_part,
     invoke_tool_sync,
     tool,
@@ -109,3 +111,20 @@ def test_tool_result_never_carries_details_or_presentation() -> None:
         "tool_use_id": "toolu_2",
         "content": '{"total":2}',
     }
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _returning({"a": 1}),
+        lambda: tool(name="f", description="F.", parameters=NoArgs, execute=_failing),
+    ],
+)
+def test_blocks_rebuilt_from_a_json_transcript_equal_the_live_ones(
+    make: Callable[[], Tool],
+) -> None:
+    result = invoke_tool_sync(make(), {}, call_id="toolu_3")
+    entry = ToolHistoryEntry.model_validate_json(
+        ToolHistoryEntry.from_result(result).model_dump_json()
+    )
+    assert anthropic_tool_result(entry) == anthropic_tool_result(result)

@@ -20,6 +20,7 @@ from workspace_tools import (
     ErrorCode,
     Tool,
     ToolError,
+    ToolHistoryEntry,
     image_part,
     invoke_tool_sync,
     tool,
@@ -175,3 +176,15 @@ def test_result_messages_never_carry_details_or_presentation() -> None:
     assert result.details == {"n": 2}
     assert openai_chat_message(result)["content"] == '{"total":2}'
     assert openai_responses_output(result)["output"] == '{"total":2}'
+
+
+@pytest.mark.parametrize("make", [lambda: _echo("hello"), _failing])
+def test_messages_rebuilt_from_a_json_transcript_equal_the_live_ones(
+    make: Callable[[], Tool],
+) -> None:
+    result = invoke_tool_sync(make(), {}, call_id="call_3")
+    entry = ToolHistoryEntry.model_validate_json(
+        ToolHistoryEntry.from_result(result).model_dump_json()
+    )
+    assert openai_chat_message(entry) == openai_chat_message(result)
+    assert openai_responses_output(entry) == openai_responses_output(result)

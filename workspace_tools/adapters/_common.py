@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from .._history import ToolHistoryEntry
 from .._invoke import OnUpdate, invoke_tool
 from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
 from .._result import ToolResult, truncate_text
@@ -22,19 +23,26 @@ def missing_extra(module: str, extra: str) -> ImportError:
     )
 
 
-def model_parts(result: ToolResult) -> list[str | ImagePart]:
-    """What the model reads of ``result``, in order: text pieces and images.
+Finished = ToolResult | ToolHistoryEntry
+"""A finished call as the result adapters convert: fresh, or rebuilt from a transcript."""
+
+
+def model_parts(finished: Finished) -> list[str | ImagePart]:
+    """What the model reads of a finished call, in order: text pieces and images.
 
     A failed call is its error message. Media content (:class:`ToolContent`) keeps its
     images for providers that accept them and describes file parts in text
     (``[report.pdf: application/pdf, 12.3 KB]``); each text is cut to the result limit.
-    Any other content is :meth:`ToolResult.model_text`, a single text.
+    Any other content is :meth:`ToolResult.model_text`, a single text. A transcript entry is
+    the text the model read then; its metadata never takes part.
     """
-    if result.is_error or not isinstance(result.content, ToolContent):
-        return [result.model_text()]
-    limit = result.max_result_length
+    if isinstance(finished, ToolHistoryEntry):
+        return [finished.model_text]
+    if finished.is_error or not isinstance(finished.content, ToolContent):
+        return [finished.model_text()]
+    limit = finished.max_result_length
     parts: list[str | ImagePart] = []
-    for part in result.content.parts:
+    for part in finished.content.parts:
         if isinstance(part, ImagePart):
             parts.append(part)
         elif isinstance(part, TextPart):
@@ -42,6 +50,13 @@ def model_parts(result: ToolResult) -> list[str | ImagePart]:
         elif isinstance(part, FilePart):
             parts.append(ToolContent(parts=[part]).describe())
     return parts
+
+
+def model_text(finished: Finished) -> str:
+    """What the model reads of a finished call as one text (images described in text)."""
+    if isinstance(finished, ToolHistoryEntry):
+        return finished.model_text
+    return finished.model_text()
 
 
 def tool_label(tool: Tool[Any]) -> str | None:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._output import ImagePart
-from .._result import ToolResult
 from .._tool import Tool
-from ._common import model_parts
+from ._common import Finished, model_parts
 
 
 def anthropic_tool(tool: Tool[Any]) -> dict[str, Any]:
@@ -25,8 +24,9 @@ def anthropic_tool(tool: Tool[Any]) -> dict[str, Any]:
     }
 
 
-def anthropic_tool_result(result: ToolResult) -> dict[str, Any]:
-    """The ``tool_result`` content block answering the ``tool_use`` block ``result.call_id``.
+def anthropic_tool_result(result: Finished) -> dict[str, Any]:
+    """The ``tool_result`` content block answering the ``tool_use`` block ``result.call_id``
+    (``result`` a :class:`ToolResult`, or a :class:`ToolHistoryEntry` from a transcript).
 
     Text-only content is a string; media content is a list of ``text`` and ``image`` blocks.
     ``is_error`` is set for a failed call, whose content is the error message.

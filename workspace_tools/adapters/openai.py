@@ -19,9 +19,8 @@ import copy
 from typing import Any
 
 from .._output import ImagePart
-from .._result import ToolResult
 from .._tool import Tool
-from ._common import model_parts
+from ._common import Finished, model_parts, model_text
 
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
@@ -101,24 +100,26 @@ def openai_responses_tool(tool: Tool[Any], *, strict: bool = True) -> dict[str, 
     }
 
 
-def _text(result: ToolResult, text: str) -> str:
-    return f"Error: {text}" if result.is_error else text
+def _text(finished: Finished, text: str) -> str:
+    return f"Error: {text}" if finished.is_error else text
 
 
-def openai_chat_message(result: ToolResult) -> dict[str, Any]:
-    """The Chat Completions ``role: tool`` message for ``result``.
+def openai_chat_message(result: Finished) -> dict[str, Any]:
+    """The Chat Completions ``role: tool`` message for ``result`` (a :class:`ToolResult`, or a
+    :class:`ToolHistoryEntry` when rebuilding messages from a transcript).
 
     Tool messages take text only: images are described (``[image/png, 1.2 KB]``).
     """
     return {
         "role": "tool",
         "tool_call_id": result.call_id,
-        "content": _text(result, result.model_text()),
+        "content": _text(result, model_text(result)),
     }
 
 
-def openai_responses_output(result: ToolResult) -> dict[str, Any]:
-    """The Responses API ``function_call_output`` input item for ``result``.
+def openai_responses_output(result: Finished) -> dict[str, Any]:
+    """The Responses API ``function_call_output`` input item for ``result`` (a
+    :class:`ToolResult` or a :class:`ToolHistoryEntry`).
 
     Text-only content is a string; media content is a list of ``input_text`` and
     ``input_image`` (a ``data:`` URL) items.
