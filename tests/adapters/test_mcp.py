@@ -214,40 +214,48 @@ async def test_images_travel_as_image_blocks() -> None:
 # --- the real tools (run once they are implemented) -------------------------------------
 
 
-@needs_tools
-async def test_calls_each_real_tool(tmp_path: Path) -> None:
+REAL_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("read_file", {"path": "notes.txt"}, "notes.txt"),
+    ("write_file", {"path": "new.txt", "content": "one\n"}, "new.txt"),
+    ("edit_file", {"path": "notes.txt", "old_text": "beta", "new_text": "gamma"}, "notes.txt"),
+    ("list_files", {"path": "."}, "."),
+    ("glob", {"pattern": "*.txt"}, "*.txt"),
+    ("grep", {"pattern": "beta"}, "beta"),
+    ("run_command", {"command": "echo hi"}, "echo hi"),
+]
+AFTER = {
+    "write_file": {"notes.txt": "alpha\nbeta\n", "new.txt": "one\n"},
+    "edit_file": {"notes.txt": "alpha\ngamma\n"},
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "detail"),
+    [pytest.param(*call, marks=needs_tools(call[0]), id=call[0]) for call in REAL_CALLS],
+)
+async def test_calls_each_real_tool(
+    tmp_path: Path, name: str, arguments: dict[str, Any], detail: str
+) -> None:
     (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
-    calls: list[tuple[str, dict[str, Any], str]] = [
-        ("read_file", {"path": "notes.txt"}, "notes.txt"),
-        ("write_file", {"path": "new.txt", "content": "one\n"}, "new.txt"),
-        ("edit_file", {"path": "notes.txt", "old_text": "beta", "new_text": "gamma"}, "notes.txt"),
-        ("list_files", {"path": "."}, "."),
-        ("glob", {"pattern": "*.txt"}, "*.txt"),
-        ("grep", {"pattern": "gamma"}, "gamma"),
-        ("run_command", {"command": "echo hi"}, "echo hi"),
-    ]
     async with connect(*workspace_server(tmp_path)) as session:
         listed = {t.name: t for t in (await session.list_tools()).tools}
-        results = {name: await session.call_tool(name, args) for name, args, _ in calls}
-    for name, _args, detail in calls:
-        result = results[name]
-        assert result.isError is False, (name, result.content)
-        label, icon = PRESENTATIONS[name]
-        assert result.meta is not None
-        assert result.meta[NS + "presentation"] == {"label": label, "icon": icon, "detail": detail}
-        text = "".join(b.text for b in result.content if isinstance(b, types.TextContent))
-        assert NS not in text
-        schema = listed[name].outputSchema
-        if schema is not None:
-            jsonschema.validate(result.structuredContent, schema)
-        if result.structuredContent is not None:
-            assert json.loads(text) == result.structuredContent
-    assert (tmp_path / "notes.txt").read_text() == "alpha\ngamma\n"
-    assert (tmp_path / "new.txt").read_text() == "one\n"
-    assert results["run_command"].structuredContent["exit_code"] == 0
+        result = await session.call_tool(name, arguments)
+    assert result.isError is False, result.content
+    label, icon = PRESENTATIONS[name]
+    assert result.meta is not None
+    assert result.meta[NS + "presentation"] == {"label": label, "icon": icon, "detail": detail}
+    text = "".join(b.text for b in result.content if isinstance(b, types.TextContent))
+    assert NS not in text
+    schema = listed[name].outputSchema
+    if schema is not None:
+        jsonschema.validate(result.structuredContent, schema)
+    if result.structuredContent is not None:
+        assert json.loads(text) == result.structuredContent
+    for path, content in AFTER.get(name, {"notes.txt": "alpha\nbeta\n"}).items():
+        assert (tmp_path / path).read_text() == content
 
 
-@needs_tools
+@needs_tools("read_file")
 @pytest.mark.parametrize(
     ("path", "code"),
     [("missing.txt", "NOT_FOUND"), ("../outside.txt", "OUTSIDE_WORKSPACE")],
@@ -261,7 +269,7 @@ async def test_bad_path_is_an_error_with_its_code(tmp_path: Path, path: str, cod
     assert result.structuredContent is None
 
 
-@needs_tools
+@needs_tools("run_command")
 async def test_slow_command_reports_progress(tmp_path: Path) -> None:
     messages: list[str] = []
 

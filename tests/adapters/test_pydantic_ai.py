@@ -116,7 +116,7 @@ async def test_invalid_arguments_ask_the_model_to_retry() -> None:
     assert returned.content == '{"total":1}'
 
 
-@needs_tools
+@needs_tools()
 async def test_agent_reads_edits_and_runs_the_tests_on_the_sample_project(
     tmp_path: Path,
 ) -> None:
