@@ -16,7 +16,7 @@ from workspace_tools import (
     tool,
     tool_content,
 )
-from workspace_tools.adapters._common import model_parts, tool_label
+from workspace_tools.adapters._common import model_parts, tool_presentation
 from workspace_tools.adapters.mcp import mcp_tool
 
 
@@ -41,17 +41,25 @@ def _explode(args: Args) -> ToolPresentation:
 
 
 @pytest.mark.parametrize(
-    ("presentation", "label"),
+    ("presentation", "static"),
     [
         (None, None),
-        (ToolPresentation(label="Fixed", icon="x"), "Fixed"),
-        (lambda a: ToolPresentation(label="Open", detail=a.path), "Open"),
+        (
+            ToolPresentation(label="Fixed", icon="x", detail="d"),
+            ToolPresentation(label="Fixed", icon="x"),
+        ),
+        (
+            lambda a: ToolPresentation(label="Open", icon="file", detail=a.path),
+            ToolPresentation(label="Open", icon="file"),
+        ),
         (lambda a: ToolPresentation(label="Open", detail=a.path.upper()), None),
         (_explode, None),
     ],
 )
-def test_tool_label(presentation: Any, label: str | None) -> None:
-    assert tool_label(_tool(presentation)) == label
+def test_tool_presentation_keeps_label_and_icon(
+    presentation: Any, static: ToolPresentation | None
+) -> None:
+    assert tool_presentation(_tool(presentation)) == static
 
 
 def test_model_parts_keep_images_and_describe_files() -> None:

@@ -75,11 +75,12 @@ async def test_lists_the_seven_tools_with_schemas_titles_and_hints(tmp_path: Pat
     expected = {t.name: t for t in workspace_tools(tmp_path)}
     assert [t.name for t in listed] == list(TOOL_NAMES)
     for item in listed:
-        label, _icon = PRESENTATIONS[item.name]
+        label, icon = PRESENTATIONS[item.name]
         assert item.title == label
         assert item.description == expected[item.name].description
         assert item.inputSchema == expected[item.name].input_schema()
         assert item.outputSchema == expected[item.name].output_json_schema()
+        assert item.meta == {NS + "presentation": {"label": label, "icon": icon}}
         assert item.annotations == types.ToolAnnotations(
             title=label,
             readOnlyHint=item.name in READ_ONLY,

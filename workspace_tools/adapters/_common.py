@@ -59,25 +59,27 @@ def model_text(finished: Finished) -> str:
     return finished.model_text()
 
 
-def tool_label(tool: Tool[Any]) -> str | None:
-    """The tool's presentation label (``"Read file"``), or ``None`` when it has none.
+def tool_presentation(tool: Tool[Any]) -> ToolPresentation | None:
+    """The part of the tool's presentation that does not depend on arguments: its label and
+    icon (``detail`` is dropped), or ``None`` when it has none.
 
     A presentation function is called with placeholder arguments (defaults, ``None`` for
-    required fields): the label is fixed per tool, only the detail follows the arguments.
-    A function that cannot cope with the placeholders gives ``None``.
+    required fields): label and icon are fixed per tool, only the detail follows the
+    arguments. A function that cannot cope with the placeholders gives ``None``.
     """
     spec = tool.presentation
-    if spec is None or isinstance(spec, ToolPresentation):
-        return None if spec is None else spec.label
-    fields = tool.parameters.model_fields
-    placeholder = tool.parameters.model_construct(
-        **{name: None for name, field in fields.items() if field.is_required()}
-    )
-    try:
-        presentation = spec(placeholder)
-    except Exception:
+    if spec is not None and not isinstance(spec, ToolPresentation):
+        fields = tool.parameters.model_fields
+        placeholder = tool.parameters.model_construct(
+            **{name: None for name, field in fields.items() if field.is_required()}
+        )
+        try:
+            spec = spec(placeholder)
+        except Exception:
+            return None
+    if not isinstance(spec, ToolPresentation):
         return None
-    return presentation.label if isinstance(presentation, ToolPresentation) else None
+    return ToolPresentation(label=spec.label, icon=spec.icon)
 
 
 def jsonable(value: Any) -> Any:

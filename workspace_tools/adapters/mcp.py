@@ -30,7 +30,14 @@ from anyio.from_thread import BlockingPortal
 from .._output import ImagePart, ToolContent
 from .._result import ToolResult, ToolUpdate, content_text
 from .._tool import Tool
-from ._common import CallFunction, invoke_call, jsonable, missing_extra, model_parts, tool_label
+from ._common import (
+    CallFunction,
+    invoke_call,
+    jsonable,
+    missing_extra,
+    model_parts,
+    tool_presentation,
+)
 
 try:
     from mcp import types
@@ -45,8 +52,10 @@ META_PREFIX = "dev.agent-workspace-tools/"
 
 def mcp_tool(tool: Tool[Any]) -> types.Tool:
     """The MCP ``Tool`` definition: input schema, output schema when the tool declares one,
-    ``title`` from the presentation label, and read-only/destructive hints."""
-    title = tool_label(tool)
+    ``title`` from the presentation label, read-only/destructive hints, and the label and
+    icon under ``_meta`` (:data:`META_PREFIX` ``presentation``) for clients that draw steps."""
+    presentation = tool_presentation(tool)
+    title = None if presentation is None else presentation.label
     output_schema = tool.output_json_schema()
     if output_schema is not None and output_schema.get("type") != "object":
         output_schema = None  # MCP's outputSchema describes an object; other content is text
@@ -62,6 +71,9 @@ def mcp_tool(tool: Tool[Any]) -> types.Tool:
             # A tool that writes may overwrite what was there (MCP's default assumption too).
             destructiveHint=not tool.read_only,
         ),
+        _meta=None
+        if presentation is None
+        else {META_PREFIX + "presentation": presentation.model_dump(exclude_none=True)},
     )
 
 
