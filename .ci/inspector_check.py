@@ -71,6 +71,13 @@ def main() -> int:
             "each tool's title is its presentation label",
         )
         check(
+            all(
+                t.get("_meta", {}).get(NS + "presentation", {}).get("label") == LABELS[t["name"]]
+                for t in listed
+            ),
+            "each tool's _meta carries its step label and icon",
+        )
+        check(
             all(t["annotations"]["readOnlyHint"] == (t["name"] in READ_ONLY) for t in listed),
             "readOnlyHint marks exactly the read-only tools",
         )
