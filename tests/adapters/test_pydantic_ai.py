@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_core import to_jsonable_python
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -139,8 +140,8 @@ async def test_agent_reads_edits_and_runs_the_tests_on_the_sample_project(
     read, edit, command = tool_returns(run.all_messages())
     assert [p.outcome for p in (read, edit, command)] == ["success"] * 3
     assert "sum(item.price for item in items)" in read.content
-    assert edit.metadata.details["additions"] == 1
-    assert edit.metadata.details["deletions"] == 1
+    details = to_jsonable_python(edit.metadata.details)
+    assert (details["additions"], details["deletions"], details["replacements"]) == (1, 1, 1)
     assert '"exit_code":0' in command.content
     assert (
         "return sum(item.price * item.quantity for item in items)\n"
