@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_core import to_jsonable_python
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -19,6 +18,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_core import to_jsonable_python
 
 from tests._stubs import needs_tools
 from tests.adapters._custom_server import TOOLS
