@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+from pydantic_core import to_jsonable_python
 
 from ._invoke import invoke_tool
 from ._result import ToolResult, ToolUpdate, content_text
 from ._tool import Tool
-from .adapters._common import jsonable
 from .cli import format_presentation
 from .tools import workspace_tools
 
@@ -130,11 +131,11 @@ def summary_lines(result: ToolResult) -> list[str]:
     exit code, or the first lines the model read."""
     if result.is_error:
         return [f"✗ {result.error_code}: {line}" for line in _shown(result.error or "", 3)]
-    details = jsonable(result.details)
+    details = to_jsonable_python(result.details)
     if isinstance(details, dict) and isinstance(details.get("diff"), str):
         counts = f"+{details.get('additions', 0)} −{details.get('deletions', 0)}"
         return [f"diff {counts}", *details["diff"].splitlines()]
-    content = jsonable(result.content)
+    content = to_jsonable_python(result.content)
     if isinstance(content, dict) and "exit_code" in content:
         return [f"exit code {content['exit_code']}"]
     return _shown(result.model_text())
@@ -209,8 +210,9 @@ async def _drive(tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printe
         sandbox = _make_sandbox(printer)
         if sandbox is not None:
             protections = getattr(sandbox, "capabilities", None)
-            if protections is not None:
-                printer.line(f"  sandbox protections: {protections}")
+            if isinstance(protections, Mapping):
+                listed = ", ".join(f"{name} ({how})" for name, how in protections.items())
+                printer.line(f"  sandbox protections: {listed or 'the portable level only'}")
             tool, step = last_command
             result, updates = await _run_step(tool, step, "demo-sandbox", printer, sandbox)
             failed += result.is_error
@@ -221,7 +223,7 @@ async def _drive(tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printe
 
 
 def _exit_code(result: ToolResult) -> int | None:
-    content = jsonable(result.content)
+    content = to_jsonable_python(result.content)
     return content.get("exit_code") if isinstance(content, dict) else None
 
 
