@@ -21,7 +21,7 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_core_imports_no_adapter_and_no_sdk() -> None:
     done = python(
-        "import sys, workspace_tools, workspace_tools.cli\n"
+        "import sys, workspace_tools, workspace_tools.cli, workspace_tools._demo\n"
         "heavy = ('workspace_tools.adapters', 'mcp', 'openai', 'anthropic', 'pydantic_ai')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or "
         "m.startswith('workspace_tools.adapters')))"
