@@ -289,3 +289,32 @@ async def test_slow_command_reports_progress(tmp_path: Path) -> None:
         "step-2",
         "step-3",
     ]
+
+
+def _sandbox_available() -> bool:
+    try:
+        from sandbox import Sandbox  # type: ignore[attr-defined]
+
+        Sandbox()
+    except Exception:
+        return False
+    return True
+
+
+@needs_tools("run_command")
+@pytest.mark.skipif(not _sandbox_available(), reason="the sandbox is not available here")
+async def test_sandboxed_server_runs_commands_without_progress(tmp_path: Path) -> None:
+    messages: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    async with connect(*workspace_server(tmp_path, "--sandbox")) as session:
+        result = await session.call_tool(
+            "run_command", {"command": "echo inside"}, progress_callback=on_progress
+        )
+    assert result.isError is False, result.content
+    assert result.structuredContent is not None
+    assert result.structuredContent["exit_code"] == 0
+    assert result.structuredContent["stdout"] == "inside\n"
+    assert messages == []
