@@ -163,3 +163,16 @@ def test_demo_works_on_a_copy_of_any_directory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "● Read file [file-text] README.md" in done.stdout.splitlines()
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_mcp_exits_cleanly_when_the_client_closes_stdin(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path)],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

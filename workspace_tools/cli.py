@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
 
+import anyio
+
 from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -129,9 +131,8 @@ def _workspace_tools(root: str, read_only: bool = False) -> list[Tool[Any]]:
 
 
 def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
-    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects."""
-    import anyio
-
+    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
+    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from .adapters.mcp import create_server, invoke_call, serve_stdio
 
     tools = _workspace_tools(args.root, args.read_only)
@@ -142,7 +143,10 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         call=invoke_call(sandbox),
         instructions=f"Tools confined to the workspace {root}; paths are relative to it.",
     )
-    anyio.run(serve_stdio, server)
+    try:
+        anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
