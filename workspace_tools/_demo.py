@@ -215,7 +215,7 @@ async def _drive(tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printe
                 printer.line(f"  sandbox protections: {listed or 'the portable level only'}")
             tool, step = last_command
             result, updates = await _run_step(tool, step, "demo-sandbox", printer, sandbox)
-            failed += result.is_error
+            failed += result.is_error or _exit_code(result) not in (None, 0)
             printer.line(f"  progress updates reported from the sandbox: {updates}")
     if last_result is not None and _exit_code(last_result) not in (None, 0):
         failed += 1
