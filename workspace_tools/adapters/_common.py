@@ -1,4 +1,5 @@
-"""What every adapter needs: the model's view of a result, a tool's label, lazy SDK imports."""
+"""What every adapter needs: the model's view of a result, a tool's static presentation, the
+call function that runs calls, and the ImportError that names a missing extra."""
 
 from __future__ import annotations
 
