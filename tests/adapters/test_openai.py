@@ -188,3 +188,16 @@ def test_messages_rebuilt_from_a_json_transcript_equal_the_live_ones(
     )
     assert openai_chat_message(entry) == openai_chat_message(result)
     assert openai_responses_output(entry) == openai_responses_output(result)
+
+
+def test_strict_calls_with_every_argument_spelled_out_validate(tmp_path: Path) -> None:
+    # Strict mode makes the model send every property: defaults explicitly, null where the
+    # field allows it. Such a call must be accepted by the tool's own argument model.
+    for item in workspace_tools(tmp_path):
+        schema = strict_json_schema(item.input_schema())
+        arguments = {
+            name: prop.get("default", "x" if prop.get("type") == "string" else None)
+            for name, prop in schema["properties"].items()
+        }
+        assert set(arguments) == set(schema["required"])
+        item.parameters.model_validate(arguments)
