@@ -1,12 +1,15 @@
-"""The ``workspace-tools`` command line: ``call`` a tool from the shell."""
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema`` and ``demo``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
+
+import anyio
 
 from ._events import (
     ToolCallEndEvent,
@@ -21,6 +24,7 @@ from ._tool import Tool
 from .tools import workspace_tools
 
 USAGE_ERROR = 2
+SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
 
 
 class UsageError(Exception):
@@ -91,11 +95,7 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--json is not valid JSON: {exc}") from exc
     else:
         arguments = parse_key_values(args.pairs)
-    try:
-        tools = workspace_tools(args.root)
-    except NotADirectoryError as exc:
-        raise UsageError(str(exc)) from exc
-    chosen = _find_tool(tools, args.tool)
+    chosen = _find_tool(_workspace_tools(args.root), args.tool)
     call_id = "cli-call"
     if args.events:
         out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
@@ -112,9 +112,60 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _make_sandbox() -> Any:
-    from sandbox import Sandbox  # type: ignore[attr-defined]
+    try:
+        from sandbox import Sandbox  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise UsageError("--sandbox: the sandbox is not available in this build") from exc
+    try:
+        return Sandbox()
+    except Exception as exc:  # SandboxUnavailable and friends: say why, in one line
+        raise UsageError(f"--sandbox: {exc}") from exc
 
-    return Sandbox()
+
+def _workspace_tools(root: str, read_only: bool = False) -> list[Tool[Any]]:
+    try:
+        tools = workspace_tools(root)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from exc
+    return [t for t in tools if t.read_only] if read_only else tools
+
+
+def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
+    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
+    from .adapters.mcp import create_server, invoke_call, serve_stdio
+
+    tools = _workspace_tools(args.root, args.read_only)
+    sandbox = _make_sandbox() if args.sandbox else None
+    root = os.path.realpath(args.root)
+    server = create_server(
+        tools,
+        call=invoke_call(sandbox),
+        instructions=f"Tools confined to the workspace {root}; paths are relative to it.",
+    )
+    try:
+        anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def run_schema(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``schema`` subcommand: print the tool definitions for a provider as JSON."""
+    from .adapters.export import tool_definitions
+
+    tools = _workspace_tools(args.root, args.read_only)
+    out.write(json.dumps(tool_definitions(tools, args.format), indent=2) + "\n")
+    return 0
+
+
+def run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``demo`` subcommand: drive the seven tools over a copy of a project."""
+    from ._demo import run_demo as demo
+
+    if args.root is not None and not os.path.isdir(args.root):
+        raise UsageError(f"--root is not a directory: {args.root}")
+    return demo(args.root, out)
 
 
 def _print_result(result: ToolResult, out: TextIO) -> int:
@@ -128,9 +179,16 @@ def _print_result(result: ToolResult, out: TextIO) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line in one line (no usage dump) with exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``workspace-tools``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="workspace-tools", description="File, search and command tools for coding agents."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,18 +200,50 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--sandbox", action="store_true", help="run the call in the sandbox")
     call.add_argument("--events", action="store_true", help="print wire events as JSON lines")
     call.set_defaults(handler=run_call)
+
+    mcp = sub.add_parser("mcp", help="serve the tools to an MCP client over stdio")
+    mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    mcp.add_argument("--sandbox", action="store_true", help="run every call in the sandbox")
+    mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    mcp.set_defaults(handler=run_mcp)
+
+    schema = sub.add_parser("schema", help="print the tool definitions as JSON")
+    schema.add_argument("--format", choices=SCHEMA_FORMATS, default="mcp", help="whose format")
+    schema.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    schema.add_argument("--read-only", action="store_true", help="only read-only tools")
+    schema.set_defaults(handler=run_schema)
+
+    demo = sub.add_parser("demo", help="drive every tool over a copy of a sample project")
+    demo.add_argument("--root", help="copy this directory instead of the sample project")
+    demo.set_defaults(handler=run_demo)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workspace-tools`` console script; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot take positionals after options (``call read_file --root . path=a``);
+    # the key=value pairs it left over belong to ``call``.
+    pairs = [e for e in extra if args.command == "call" and "=" in e and not e.startswith("-")]
+    stray = [e for e in extra if e not in pairs]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if pairs:
+        args.pairs = [*args.pairs, *pairs]
     try:
         return int(args.handler(args, sys.stdout))
     except UsageError as exc:
         sys.stderr.write(f"workspace-tools: error: {exc}\n")
         return USAGE_ERROR
+    except ImportError as exc:  # an adapter whose extra is not installed names it
+        sys.stderr.write(f"workspace-tools: error: {exc}\n")
+        return 1
+    except BrokenPipeError:
+        # The reader left (``workspace-tools demo | head``); say nothing more to it.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

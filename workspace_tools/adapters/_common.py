@@ -1,0 +1,109 @@
+"""What every adapter needs: the model's view of a result, a tool's static presentation, the
+call function that runs calls, and the ImportError that names a missing extra."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from .._history import ToolHistoryEntry
+from .._invoke import OnUpdate, invoke_tool
+from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
+from .._result import ToolResult, truncate_text
+from .._tool import Tool
+
+
+def missing_extra(module: str, extra: str) -> ImportError:
+    """The ImportError an adapter raises when its SDK ``module`` is absent; it names the extra
+    that installs it: ``pip install "agent-workspace-tools[extra]"``."""
+    return ImportError(
+        f'{module} is not installed; install it with pip install "agent-workspace-tools[{extra}]"'
+    )
+
+
+Finished = ToolResult | ToolHistoryEntry
+"""A finished call as the result adapters convert: fresh, or rebuilt from a transcript."""
+
+
+def model_parts(finished: Finished) -> list[str | ImagePart]:
+    """What the model reads of a finished call, in order: text pieces and images.
+
+    A failed call is its error message. Media content (:class:`ToolContent`) keeps its
+    images for providers that accept them and describes file parts in text
+    (``[report.pdf: application/pdf, 12.3 KB]``); each text is cut to the result limit.
+    Any other content is :meth:`ToolResult.model_text`, a single text. A transcript entry is
+    the text the model read then; its metadata never takes part.
+    """
+    if isinstance(finished, ToolHistoryEntry):
+        return [finished.model_text]
+    if finished.is_error or not isinstance(finished.content, ToolContent):
+        return [finished.model_text()]
+    limit = finished.max_result_length
+    parts: list[str | ImagePart] = []
+    for part in finished.content.parts:
+        if isinstance(part, ImagePart):
+            parts.append(part)
+        elif isinstance(part, TextPart):
+            parts.append(truncate_text(part.text, limit))
+        elif isinstance(part, FilePart):
+            parts.append(ToolContent(parts=[part]).describe())
+    return parts
+
+
+def model_text(finished: Finished) -> str:
+    """What the model reads of a finished call as one text (images described in text)."""
+    if isinstance(finished, ToolHistoryEntry):
+        return finished.model_text
+    return finished.model_text()
+
+
+def tool_presentation(tool: Tool[Any]) -> ToolPresentation | None:
+    """The part of the tool's presentation that does not depend on arguments: its label and
+    icon (``detail`` is dropped), or ``None`` when it has none.
+
+    A presentation function is called with placeholder arguments (defaults, ``None`` for
+    required fields): label and icon are fixed per tool, only the detail follows the
+    arguments. A function that cannot cope with the placeholders gives ``None``.
+    """
+    spec = tool.presentation
+    if spec is not None and not isinstance(spec, ToolPresentation):
+        fields = tool.parameters.model_fields
+        placeholder = tool.parameters.model_construct(
+            **{name: None for name, field in fields.items() if field.is_required()}
+        )
+        try:
+            spec = spec(placeholder)
+        except Exception:
+            return None
+    if not isinstance(spec, ToolPresentation):
+        return None
+    return ToolPresentation(label=spec.label, icon=spec.icon)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (pydantic models dumped in JSON mode)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return to_jsonable_python(value)
+
+
+CallFunction = Callable[[Tool[Any], dict[str, Any], str, OnUpdate | None], Awaitable[ToolResult]]
+"""``async call(tool, arguments, call_id, on_update) -> ToolResult``: how an adapter runs a
+call. The default is :func:`invoke_call`; a session with a policy or a cache can stand in."""
+
+
+def invoke_call(sandbox: Any = None) -> CallFunction:
+    """A :data:`CallFunction` that runs each call with :func:`invoke_tool` (in ``sandbox``
+    when one is given)."""
+
+    async def call(
+        tool: Tool[Any], arguments: dict[str, Any], call_id: str, on_update: OnUpdate | None
+    ) -> ToolResult:
+        return await invoke_tool(
+            tool, arguments, call_id=call_id, on_update=on_update, sandbox=sandbox
+        )
+
+    return call

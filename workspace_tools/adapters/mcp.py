@@ -1,0 +1,228 @@
+"""Serve tools over the Model Context Protocol with the official ``mcp`` SDK (1.x).
+
+Protocol: https://modelcontextprotocol.io/specification/2025-06-18/server/tools. What goes
+where in a ``tools/call`` result:
+
+- ``content``: what the model reads — one text block (:meth:`ToolResult.model_text`), or the
+  text and image blocks of media content.
+- ``structuredContent``: the content again as JSON when it is an object; its schema is the
+  tool's ``outputSchema`` when the tool declares one.
+- ``isError``: set for a failed call; the text block is the error message.
+- ``_meta``: ``details``, ``presentation`` and ``errorCode`` under the :data:`META_PREFIX`
+  namespace, for the client application only.
+
+Progress (``notifications/progress``) is sent for each ``context.update`` when the client
+sent a ``progressToken``: ``progress`` counts the updates, ``message`` is the update's text.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.from_thread import BlockingPortal
+
+from .._output import ImagePart, ToolContent
+from .._result import ToolResult, ToolUpdate, content_text
+from .._tool import Tool
+from ._common import (
+    CallFunction,
+    invoke_call,
+    jsonable,
+    missing_extra,
+    model_parts,
+    tool_presentation,
+)
+
+try:
+    from mcp import types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra("mcp", "mcp") from exc
+
+META_PREFIX = "dev.agent-workspace-tools/"
+"""Namespace of this package's ``_meta`` keys (MCP reserves prefixes naming MCP itself)."""
+
+
+def mcp_tool(tool: Tool[Any]) -> types.Tool:
+    """The MCP ``Tool`` definition: input schema, output schema when the tool declares one,
+    ``title`` from the presentation label, read-only/destructive hints, and the label and
+    icon under ``_meta`` (:data:`META_PREFIX` ``presentation``) for clients that draw steps."""
+    presentation = tool_presentation(tool)
+    title = None if presentation is None else presentation.label
+    output_schema = tool.output_json_schema()
+    if output_schema is not None and output_schema.get("type") != "object":
+        output_schema = None  # MCP's outputSchema describes an object; other content is text
+    return types.Tool(
+        name=tool.name,
+        title=title,
+        description=tool.description,
+        inputSchema=tool.input_schema(),
+        outputSchema=output_schema,
+        annotations=types.ToolAnnotations(
+            title=title,
+            readOnlyHint=tool.read_only,
+            # A tool that writes may overwrite what was there (MCP's default assumption too).
+            destructiveHint=not tool.read_only,
+        ),
+        _meta=None
+        if presentation is None
+        else {META_PREFIX + "presentation": presentation.model_dump(exclude_none=True)},
+    )
+
+
+def mcp_result(result: ToolResult) -> types.CallToolResult:
+    """The ``tools/call`` result for ``result`` (see the module docstring for the layout)."""
+    meta: dict[str, Any] = {}
+    if result.details is not None:
+        meta[META_PREFIX + "details"] = jsonable(result.details)
+    if result.presentation is not None:
+        meta[META_PREFIX + "presentation"] = result.presentation.model_dump(exclude_none=True)
+    if result.error_code is not None:
+        meta[META_PREFIX + "errorCode"] = result.error_code.value
+    blocks: list[types.TextContent | types.ImageContent] = [
+        types.ImageContent(type="image", data=part.data, mimeType=part.media_type)
+        if isinstance(part, ImagePart)
+        else types.TextContent(type="text", text=part)
+        for part in model_parts(result)
+    ]
+    media = isinstance(result.content, ToolContent)
+    structured = None if result.is_error or media else jsonable(result.content)
+    return types.CallToolResult(
+        content=blocks,
+        structuredContent=structured if isinstance(structured, dict) else None,
+        isError=result.is_error,
+        _meta=meta or None,
+    )
+
+
+class _UpdateRelay:
+    """Hands updates from any thread to the event loop, in order, without blocking the caller.
+
+    ``ToolContext.update`` may run in a worker thread while the loop waits for that thread, so
+    a blocking hand-off could deadlock. Updates go into a thread-safe FIFO queue; the loop is
+    woken through the portal (whose task order is not guaranteed, hence the queue).
+    """
+
+    def __init__(self, wake: ObjectSendStream[None], portal: BlockingPortal) -> None:
+        self.pending: queue.SimpleQueue[ToolUpdate] = queue.SimpleQueue()
+        self._wake = wake
+        self._portal = portal
+        self._loop_thread = threading.get_ident()
+
+    def __call__(self, update: ToolUpdate) -> None:
+        self.pending.put(update)
+        try:
+            if threading.get_ident() == self._loop_thread:
+                self._wake.send_nowait(None)
+            else:
+                self._portal.start_task_soon(self._wake.send, None)
+        except (RuntimeError, anyio.ClosedResourceError):
+            pass  # the call is over; late updates are dropped, as invoke_tool does
+
+
+async def _send_progress(
+    wakeups: ObjectReceiveStream[None],
+    relay: _UpdateRelay,
+    session: Any,
+    token: str | int,
+    request_id: Any,
+) -> None:
+    count = 0
+    async with wakeups:
+        async for _ in wakeups:
+            while True:
+                try:
+                    update = relay.pending.get_nowait()
+                except queue.Empty:
+                    break
+                count += 1
+                await session.send_notification(
+                    _progress_notification(update, token, count), related_request_id=request_id
+                )
+
+
+def _progress_notification(
+    update: ToolUpdate, token: str | int, count: int
+) -> types.ServerNotification:
+    meta: dict[str, Any] = {}
+    if update.details is not None:
+        meta[META_PREFIX + "details"] = jsonable(update.details)
+    if update.presentation is not None:
+        meta[META_PREFIX + "presentation"] = update.presentation.model_dump(exclude_none=True)
+    params = types.ProgressNotificationParams(
+        progressToken=token,
+        progress=count,
+        message=content_text(update.content) or None,
+        _meta=meta or None,
+    )
+    return types.ServerNotification(types.ProgressNotification(params=params))
+
+
+def create_server(
+    tools: Sequence[Tool[Any]],
+    *,
+    call: CallFunction | None = None,
+    name: str = "workspace-tools",
+    instructions: str | None = None,
+) -> Server[Any, Any]:
+    """A low-level MCP :class:`Server` exposing ``tools``.
+
+    Args:
+        tools: the tools to list and call (names must be unique).
+        call: how a call runs; :func:`invoke_call` without a sandbox by default.
+        name: the server name sent at initialisation.
+        instructions: text the client may show the model about the server.
+
+    Arguments are validated by each tool's pydantic model (an invalid call is a result with
+    ``isError`` and ``errorCode`` ``INVALID_ARGUMENTS``), not by the SDK, so the model gets
+    the same message as everywhere else.
+    """
+    by_name = {t.name: t for t in tools}
+    run = call or invoke_call()
+    server: Server[Any, Any] = Server(name, instructions=instructions)
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [mcp_tool(t) for t in tools]
+
+    @server.call_tool(validate_input=False)
+    async def call_tool(tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        chosen = by_name.get(tool_name)
+        if chosen is None:
+            known = ", ".join(by_name)
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(
+                        type="text", text=f"Unknown tool {tool_name!r}; available: {known}"
+                    )
+                ],
+                isError=True,
+            )
+        ctx = server.request_context
+        call_id = f"mcp-{ctx.request_id}"
+        token = ctx.meta.progressToken if ctx.meta is not None else None
+        if token is None:
+            return mcp_result(await run(chosen, arguments, call_id, None))
+        wake, wakeups = anyio.create_memory_object_stream[None](math.inf)
+        async with anyio.create_task_group() as tg, wake, BlockingPortal() as portal:
+            relay = _UpdateRelay(wake, portal)
+            tg.start_soon(_send_progress, wakeups, relay, ctx.session, token, ctx.request_id)
+            result = await run(chosen, arguments, call_id, relay)
+            # Leaving the block stops the portal (its scheduled wake-ups run), then closes the
+            # stream, so the progress task sends what is left before the result goes out.
+        return mcp_result(result)
+
+    return server
+
+
+async def serve_stdio(server: Server[Any, Any]) -> None:
+    """Run ``server`` over stdin/stdout until the client closes the connection."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
