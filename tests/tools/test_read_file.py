@@ -166,7 +166,13 @@ _STREAM_READ = textwrap.dedent(
     assert result.error is None, result.error
     print(result.details.model_dump_json())
     print(result.content.splitlines()[0])
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # VmHWM is this process's own peak; ru_maxrss keeps the forking parent's peak across exec.
+    try:
+        with open("/proc/self/status") as status:
+            hwm = next(line for line in status if line.startswith("VmHWM:"))
+        print(int(hwm.split()[1]))
+    except FileNotFoundError:
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)  # macOS: bytes
     """
 )
 
