@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Collection, Mapping, Sequence
 
 from .._confinement import Confinement
 
@@ -112,7 +113,7 @@ def wrap_argv(
     executable = shutil.which("bwrap")
     if executable is None:
         raise FileNotFoundError(f"bubblewrap is not installed ({INSTALL_HINT})")
-    args = [executable, *_BASE, *_mounts(confinement)]
+    args = [executable, *_BASE, *_mounts(confinement, _kept_from_tmp(env))]
     if not confinement.network:
         args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
     args += ["--chdir", cwd, "--clearenv"]
@@ -121,19 +122,42 @@ def wrap_argv(
     return [*args, "--", *argv]
 
 
-def _mounts(confinement: Confinement) -> list[str]:
+def _kept_from_tmp(env: Mapping[str, str]) -> set[str]:
+    """Host directories under `/tmp` the command needs to start: the running interpreter's
+    prefixes and the `PATH` entries there (a `bin` entry with its prefix, as a virtual
+    environment's `lib` sits beside its `bin`). The private `/tmp` would hide them, and a
+    checkout or virtual environment in `/tmp` is common in CI."""
+    tmp = os.path.realpath("/tmp")
+    candidates = {sys.prefix, sys.exec_prefix, sys.base_prefix}
+    for entry in env.get("PATH", "").split(os.pathsep):
+        if os.path.isabs(entry):
+            real = os.path.realpath(entry)
+            candidates.add(os.path.dirname(real) if os.path.basename(real) == "bin" else real)
+    kept = set()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real.startswith(tmp + os.sep) and os.path.isdir(real):
+            kept.add(real)
+    return kept
+
+
+_WRITABLE, _VISIBLE, _DENIED = 0, 1, 2
+
+
+def _mounts(confinement: Confinement, visible: Collection[str] = ()) -> list[str]:
     """Bind and tmpfs options, shallowest first so deeper (more specific) ones win."""
-    entries = [(path, False) for path in confinement.writable]
-    entries += [(path, True) for path in confinement.read_denied]
-    resolved = {
-        (os.path.realpath(path), denied) for path, denied in entries if os.path.lexists(path)
-    }
+    entries = [(path, _WRITABLE) for path in confinement.writable]
+    entries += [(path, _VISIBLE) for path in visible]
+    entries += [(path, _DENIED) for path in confinement.read_denied]
+    resolved = {(os.path.realpath(path), kind) for path, kind in entries if os.path.lexists(path)}
     options: list[str] = []
     # Made read-only only after every mount, since binds beneath need their mount points.
     read_only: list[str] = []
-    for path, denied in sorted(resolved, key=lambda e: (e[0].rstrip("/").count("/"), e[1], e[0])):
-        if not denied:
+    for path, kind in sorted(resolved, key=lambda e: (e[0].rstrip("/").count("/"), e[1], e[0])):
+        if kind == _WRITABLE:
             options += ["--bind", path, path]
+        elif kind == _VISIBLE:
+            options += ["--ro-bind", path, path]
         elif os.path.isdir(path):
             options += ["--tmpfs", path]
             read_only += ["--remount-ro", path]

@@ -129,3 +129,23 @@ def test_wrap_argv_refuses_what_it_cannot_make_safe(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         bwrap.wrap_argv(confinement, ["true"], cwd, ENV)
+
+
+def test_programs_installed_under_tmp_stay_runnable(tmp_path: Path) -> None:
+    # A checkout or virtual environment in /tmp (as CI clones often are) must still run
+    # under the private /tmp: its prefix is bound back read-only.
+    prefix = tmp_path / "venv"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "lib").mkdir()
+    (prefix / "lib" / "data.txt").write_text("from the prefix\n")
+    tool = prefix / "bin" / "hello-from-tmp"
+    tool.write_text(f"#!/bin/sh\ncat {prefix}/lib/data.txt\n")
+    tool.chmod(0o755)
+    (tmp_path / "other.txt").write_text("hidden\n")
+    env = {"PATH": f"{prefix / 'bin'}:{ENV['PATH']}"}
+    argv = bwrap.wrap_argv(
+        Confinement(), ["sh", "-c", f"hello-from-tmp; cat {tmp_path}/other.txt"], "/", env
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout == "from the prefix\n"
+    assert "No such file or directory" in done.stderr
