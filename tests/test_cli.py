@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests._stubs import needs_tools
 from workspace_tools import TOOL_NAMES, workspace_tools
 from workspace_tools.adapters.anthropic import anthropic_tool
 from workspace_tools.adapters.mcp import mcp_tool
@@ -129,7 +128,6 @@ def test_schema_defaults_to_mcp() -> None:
     assert json.loads(cli("schema").stdout) == json.loads(cli("schema", "--format", "mcp").stdout)
 
 
-@needs_tools()
 def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -155,7 +153,6 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     assert done.stdout.splitlines()[-1] == "done"
 
 
-@needs_tools()
 def test_demo_works_on_a_copy_of_any_directory(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# Something\n\nTODO: write more\n")
     before = sorted(p.name for p in tmp_path.iterdir())

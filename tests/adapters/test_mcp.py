@@ -16,7 +16,6 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from tests._stubs import needs_tools
 from tests.adapters._custom_server import PIXEL_PNG
 from workspace_tools import TOOL_NAMES, workspace_tools
 
@@ -232,7 +231,7 @@ AFTER = {
 
 @pytest.mark.parametrize(
     ("name", "arguments", "detail"),
-    [pytest.param(*call, marks=needs_tools(call[0]), id=call[0]) for call in REAL_CALLS],
+    [pytest.param(*call, id=call[0]) for call in REAL_CALLS],
 )
 async def test_calls_each_real_tool(
     tmp_path: Path, name: str, arguments: dict[str, Any], detail: str
@@ -256,7 +255,6 @@ async def test_calls_each_real_tool(
         assert (tmp_path / path).read_text() == content
 
 
-@needs_tools("read_file")
 @pytest.mark.parametrize(
     ("path", "code"),
     [("missing.txt", "NOT_FOUND"), ("../outside.txt", "OUTSIDE_WORKSPACE")],
@@ -270,7 +268,6 @@ async def test_bad_path_is_an_error_with_its_code(tmp_path: Path, path: str, cod
     assert result.structuredContent is None
 
 
-@needs_tools("run_command")
 async def test_slow_command_reports_progress(tmp_path: Path) -> None:
     messages: list[str] = []
 
@@ -301,7 +298,6 @@ def _sandbox_available() -> bool:
     return True
 
 
-@needs_tools("run_command")
 @pytest.mark.skipif(not _sandbox_available(), reason="the sandbox is not available here")
 async def test_sandboxed_server_runs_commands_without_progress(tmp_path: Path) -> None:
     messages: list[str | None] = []

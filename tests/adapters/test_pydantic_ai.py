@@ -20,7 +20,6 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_core import to_jsonable_python
 
-from tests._stubs import needs_tools
 from tests.adapters._custom_server import TOOLS
 from workspace_tools import ToolCallMetadata, ToolPresentation, ToolUpdate, workspace_tools
 from workspace_tools._demo import sample_project
@@ -117,7 +116,6 @@ async def test_invalid_arguments_ask_the_model_to_retry() -> None:
     assert returned.content == '{"total":1}'
 
 
-@needs_tools()
 async def test_agent_reads_edits_and_runs_the_tests_on_the_sample_project(
     tmp_path: Path,
 ) -> None:
