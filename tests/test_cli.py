@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,15 @@ def test_mcp_exits_cleanly_when_the_client_closes_stdin(tmp_path: Path) -> None:
         timeout=60,
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for commands")
+def test_call_with_sandbox_confines_writes_to_the_root(tmp_path: Path) -> None:
+    outside = Path(f"/var/tmp/workspace-tools-cli-{os.getpid()}")
+    command = f"touch {outside}; touch inside.txt; echo ran"
+    done = cli("call", "run_command", f"command={command}", "--root", str(tmp_path), "--sandbox")
+    assert done.returncode == 0
+    assert '"stdout":"ran\\n"' in done.stdout
+    assert "Read-only file system" in done.stdout
+    assert not outside.exists()
+    assert (tmp_path / "inside.txt").exists()

@@ -11,12 +11,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from session_tools import session_tools
 
 from workspace_tools import (
-    Confirmation,
-    ConfirmationForm,
-    ConfirmationRequest,
     ToolSession,
     Workspace,
-    confirmation_from_elicitation,
     policy_from_flags,
 )
 
@@ -26,23 +22,8 @@ pytestmark = pytest.mark.anyio
 
 
 def serve(session: ToolSession) -> Any:
-    """The wiring the ``_confirm`` module documents, over the adapter's low-level server."""
-    server: Any = None
-
-    async def confirm(request: ConfirmationRequest) -> Confirmation:
-        ctx = server.request_context
-        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        if not ctx.session.check_client_capability(wanted):
-            return Confirmation(approved=False, reason="the MCP client cannot ask the user")
-        answer = await ctx.session.elicit_form(
-            request.prompt(),
-            ConfirmationForm.model_json_schema(),
-            related_request_id=ctx.request_id,
-        )
-        return confirmation_from_elicitation(answer.action, answer.content)
-
-    session.confirm = confirm
     server = adapter.create_server(session.tools, call=session.call)
+    session.confirm = adapter.elicitation_confirm(server)
     return server
 
 

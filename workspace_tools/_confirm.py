@@ -2,21 +2,7 @@
 
 An MCP server answers a session's ``ask`` by elicitation (MCP revision 2025-06-18, form
 mode) when the client declared the ``elicitation`` capability, and declines with a reason
-otherwise. With the SDK's low-level ``Server`` the callback reads the request being served:
-
-    async def confirm(request: ConfirmationRequest) -> Confirmation:
-        ctx = server.request_context
-        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        if not ctx.session.check_client_capability(wanted):
-            return Confirmation(approved=False, reason="the MCP client cannot ask the user")
-        answer = await ctx.session.elicit_form(
-            request.prompt(), ConfirmationForm.model_json_schema(),
-            related_request_id=ctx.request_id,
-        )
-        return confirmation_from_elicitation(answer.action, answer.content)
-
-    session = ToolSession(tools, workspace=workspace, policy=policy, confirm=confirm)
-    server = create_server(session.tools, call=session.call)
+otherwise: ``workspace_tools.adapters.mcp.elicitation_confirm`` builds that callback.
 """
 
 from __future__ import annotations

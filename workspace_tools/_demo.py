@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 from pydantic_core import to_jsonable_python
+
+from sandbox import Sandbox, SandboxUnavailable
 
 from ._invoke import invoke_tool
 from ._result import ToolResult, ToolUpdate, content_text
@@ -165,7 +166,11 @@ def _header(tool: Tool[Any], arguments: dict[str, Any]) -> str:
 
 
 async def _run_step(
-    tool: Tool[Any], step: DemoStep, call_id: str, printer: _Printer, sandbox: Any = None
+    tool: Tool[Any],
+    step: DemoStep,
+    call_id: str,
+    printer: _Printer,
+    sandbox: Sandbox | None = None,
 ) -> tuple[ToolResult, int]:
     printer.line(_header(tool, step.arguments))
     updates = 0
@@ -183,17 +188,17 @@ async def _run_step(
     return result, updates
 
 
-def _make_sandbox(printer: _Printer) -> Any:
+def _make_sandbox(printer: _Printer, root: Path) -> Sandbox | None:
     try:
-        from sandbox import Sandbox  # type: ignore[attr-defined]
-
-        return Sandbox()
-    except Exception as exc:  # ImportError or SandboxUnavailable: the demo goes on without
+        return Sandbox().confined_to(str(root))
+    except SandboxUnavailable as exc:  # the demo goes on without
         printer.line(f"  (sandbox not available: {exc})")
         return None
 
 
-async def _drive(tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printer) -> int:
+async def _drive(
+    root: Path, tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printer
+) -> int:
     by_name = {t.name: t for t in tools}
     failed = 0
     last_command: tuple[Tool[Any], DemoStep] | None = None
@@ -207,12 +212,11 @@ async def _drive(tools: list[Tool[Any]], steps: list[DemoStep], printer: _Printe
             last_command, last_result = (chosen, step), result
     if last_command is not None:
         printer.line(f"\n{len(steps) + 1}. the last command again, inside the sandbox")
-        sandbox = _make_sandbox(printer)
+        sandbox = _make_sandbox(printer, root)
         if sandbox is not None:
-            protections = getattr(sandbox, "capabilities", None)
-            if isinstance(protections, Mapping):
-                listed = ", ".join(f"{name} ({how})" for name, how in protections.items())
-                printer.line(f"  sandbox protections: {listed or 'the portable level only'}")
+            protections = sandbox.call_capabilities
+            listed = ", ".join(f"{name} ({how})" for name, how in protections.items())
+            printer.line(f"  sandbox protections: {listed or 'the portable level only'}")
             tool, step = last_command
             result, updates = await _run_step(tool, step, "demo-sandbox", printer, sandbox)
             failed += result.is_error or _exit_code(result) not in (None, 0)
@@ -241,6 +245,6 @@ def run_demo(root: str | None, out: TextIO) -> int:
         printer.line(f"workspace-tools demo: working on a copy of {source}")
         printer.line(f"in {work}")
         steps = sample_steps() if root is None else repository_steps(work)
-        failed = anyio.run(_drive, workspace_tools(work), steps, printer)
+        failed = anyio.run(_drive, work, workspace_tools(work), steps, printer)
     printer.line(f"\n{'done' if not failed else f'{failed} step(s) did not go as expected'}")
     return 0 if not failed else 1

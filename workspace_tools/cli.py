@@ -11,6 +11,8 @@ from typing import Any, NoReturn, TextIO
 
 import anyio
 
+from sandbox import Sandbox, SandboxUnavailable
+
 from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -19,7 +21,9 @@ from ._events import (
 )
 from ._invoke import invoke_tool_sync
 from ._output import ToolPresentation
+from ._policy import add_policy_arguments, policy_from_arguments
 from ._result import ToolResult, ToolUpdate, content_text
+from ._session import ToolSession
 from ._tool import Tool
 from .tools import workspace_tools
 
@@ -95,36 +99,30 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--json is not valid JSON: {exc}") from exc
     else:
         arguments = parse_key_values(args.pairs)
-    chosen = _find_tool(_workspace_tools(args.root), args.tool)
+    chosen = _find_tool(_workspace_tools(args.root, sandbox=args.sandbox), args.tool)
     call_id = "cli-call"
     if args.events:
         out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
         out.write(ToolCallEndEvent(tool_call_id=call_id, arguments=arguments).to_json() + "\n")
     on_update = _events_printer(out) if args.events else _progress_printer(out)
-    sandbox = _make_sandbox() if args.sandbox else None
-    result = invoke_tool_sync(
-        chosen, arguments, call_id=call_id, on_update=on_update, sandbox=sandbox
-    )
+    result = invoke_tool_sync(chosen, arguments, call_id=call_id, on_update=on_update)
     if args.events:
         out.write(result_event(result).to_json() + "\n")
         return 0 if not result.is_error else 1
     return _print_result(result, out)
 
 
-def _make_sandbox() -> Any:
+def _workspace_tools(
+    root: str, read_only: bool = False, *, sandbox: bool = False
+) -> list[Tool[Any]]:
+    """The tools over ``root``; with ``sandbox``, every call runs in a :class:`Sandbox` whose
+    writes are confined to the root where a layer can confine them."""
     try:
-        from sandbox import Sandbox  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise UsageError("--sandbox: the sandbox is not available in this build") from exc
-    try:
-        return Sandbox()
-    except Exception as exc:  # SandboxUnavailable and friends: say why, in one line
+        box = Sandbox() if sandbox else None
+    except SandboxUnavailable as exc:
         raise UsageError(f"--sandbox: {exc}") from exc
-
-
-def _workspace_tools(root: str, read_only: bool = False) -> list[Tool[Any]]:
     try:
-        tools = workspace_tools(root)
+        tools = workspace_tools(root, sandbox=box)
     except NotADirectoryError as exc:
         raise UsageError(str(exc)) from exc
     return [t for t in tools if t.read_only] if read_only else tools
@@ -133,16 +131,20 @@ def _workspace_tools(root: str, read_only: bool = False) -> list[Tool[Any]]:
 def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
-    from .adapters.mcp import create_server, invoke_call, serve_stdio
+    from .adapters.mcp import create_server, elicitation_confirm, serve_stdio
 
-    tools = _workspace_tools(args.root, args.read_only)
-    sandbox = _make_sandbox() if args.sandbox else None
+    tools = _workspace_tools(args.root, args.read_only, sandbox=args.sandbox)
     root = os.path.realpath(args.root)
-    server = create_server(
-        tools,
-        call=invoke_call(sandbox),
-        instructions=f"Tools confined to the workspace {root}; paths are relative to it.",
-    )
+    instructions = f"Tools confined to the workspace {root}; paths are relative to it."
+    policy = policy_from_arguments(args)  # the flags were checked as they were parsed
+    if policy.rules:
+        # A policy runs the calls through a session: denials, asks answered by elicitation,
+        # and reads served from its cache while nothing changed.
+        session = ToolSession(tools, workspace=root, policy=policy)
+        server = create_server(session.tools, call=session.call, instructions=instructions)
+        session.confirm = elicitation_confirm(server)
+    else:
+        server = create_server(tools, instructions=instructions)
     try:
         anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
@@ -205,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
     mcp.add_argument("--sandbox", action="store_true", help="run every call in the sandbox")
     mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    add_policy_arguments(mcp)
     mcp.set_defaults(handler=run_mcp)
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON")

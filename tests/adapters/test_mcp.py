@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -314,3 +315,43 @@ async def test_sandboxed_server_runs_commands_without_progress(tmp_path: Path) -
     assert result.structuredContent["exit_code"] == 0
     assert result.structuredContent["stdout"] == "inside\n"
     assert messages == []
+
+
+async def test_policy_flags_run_calls_through_a_session(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("alpha\n")
+    flags = ("--deny", "run_command:command~\\brm\\b", "--ask", "write_file")
+    async with connect(*workspace_server(tmp_path, *flags)) as session:
+        removed = await session.call_tool("run_command", {"command": "rm a.txt"})
+        listed = await session.call_tool("run_command", {"command": "ls"})
+        # This client declared no elicitation capability, so nobody can be asked.
+        written = await session.call_tool("write_file", {"path": "b.txt", "content": "b\n"})
+    assert removed.isError
+    assert removed.content[0].text == (
+        "Not run: policy rule '--deny run_command:command~\\\\brm\\\\b' denies this "
+        "run_command call."
+    )
+    assert not listed.isError
+    assert listed.structuredContent["stdout"] == "a.txt\n"
+    assert written.isError
+    assert written.content[0].text == (
+        "Not run: the user declined this write_file call: "
+        "the MCP client cannot ask the user (no elicitation)"
+    )
+    assert (tmp_path / "a.txt").read_text() == "alpha\n"
+    assert not (tmp_path / "b.txt").exists()
+
+
+def test_bad_policy_flag_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path), "--deny", ":x"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "workspace-tools mcp: error: policy flag ':x' names no tool (use '*' for every tool)\n"
+    )

@@ -20,13 +20,19 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
 
+from .._confirm import (
+    Confirmation,
+    ConfirmationForm,
+    ConfirmationRequest,
+    confirmation_from_elicitation,
+)
 from .._output import ImagePart, ToolContent
 from .._result import ToolResult, ToolUpdate, content_text
 from .._tool import Tool
@@ -220,6 +226,39 @@ def create_server(
         return mcp_result(result)
 
     return server
+
+
+def elicitation_confirm(
+    server: Server[Any, Any],
+) -> Callable[[ConfirmationRequest], Awaitable[Confirmation]]:
+    """A :class:`ToolSession` confirmation callback that asks the person behind the MCP client.
+
+    It sends an ``elicitation/create`` request (form mode, MCP revision 2025-06-18,
+    https://modelcontextprotocol.io/specification/2025-06-18/client/elicitation) tied to the
+    ``tools/call`` being served, with :class:`ConfirmationForm` as the requested schema.
+    A client that did not declare the ``elicitation`` capability cannot ask: the call is
+    declined with a reason the model reads. Use it as::
+
+        session = ToolSession(tools, workspace=workspace, policy=policy)
+        server = create_server(session.tools, call=session.call)
+        session.confirm = elicitation_confirm(server)
+    """
+
+    async def confirm(request: ConfirmationRequest) -> Confirmation:
+        ctx = server.request_context
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        if not ctx.session.check_client_capability(wanted):
+            return Confirmation(
+                approved=False, reason="the MCP client cannot ask the user (no elicitation)"
+            )
+        answer = await ctx.session.elicit_form(
+            request.prompt(),
+            ConfirmationForm.model_json_schema(),
+            related_request_id=ctx.request_id,
+        )
+        return confirmation_from_elicitation(answer.action, answer.content)
+
+    return confirm
 
 
 async def serve_stdio(server: Server[Any, Any]) -> None:
