@@ -21,6 +21,7 @@ other.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import inspect
 import io
 import os
@@ -230,6 +231,9 @@ def _child_main(
     result_w: int,
 ) -> None:
     try:
+        # A crash here is reported by the parent (SandboxError naming the signal); a fault
+        # handler inherited from the caller would only print a second, alarming dump.
+        faulthandler.disable()
         os.close(result_r)
         if request_w >= 0:
             os.close(request_w)

@@ -52,7 +52,7 @@ class ConfirmationRequest(BaseModel):
             head = f"{shown.label}: {shown.detail}" if shown.detail else shown.label
         else:
             head = f"{self.tool} {self.arguments}"
-        return f"{head}\nAllow this {self.tool} call? (policy rule {self.rule!r})"
+        return f"{head}\nAllow this {self.tool} call? (policy rule '{self.rule}')"
 
 
 class Confirmation(BaseModel):

@@ -307,7 +307,7 @@ class ToolSession:
         call_id, dumped, rule = request.call_id, request.arguments, request.rule
         if confirm is None:
             text = (
-                f"Not run: {tool.name} needs confirmation (policy rule {rule!r}) "
+                f"Not run: {tool.name} needs confirmation (policy rule '{rule}') "
                 "and nobody can confirm calls in this session."
             )
             return self._skip(index, tool, dumped, call_id, "policy", rule, text)
@@ -433,4 +433,4 @@ def _missing_text(name: str, missing: list[str]) -> str:
 
 def _denied_text(name: str, decision: PolicyDecision) -> str:
     because = f": {decision.reason}" if decision.reason else "."
-    return f"Not run: policy rule {decision.rule!r} denies this {name} call{because}"
+    return f"Not run: policy rule '{decision.rule}' denies this {name} call{because}"

@@ -327,7 +327,7 @@ async def test_policy_flags_run_calls_through_a_session(tmp_path: Path) -> None:
         written = await session.call_tool("write_file", {"path": "b.txt", "content": "b\n"})
     assert removed.isError
     assert removed.content[0].text == (
-        "Not run: policy rule '--deny run_command:command~\\\\brm\\\\b' denies this "
+        "Not run: policy rule '--deny run_command:command~\\brm\\b' denies this "
         "run_command call."
     )
     assert not listed.isError
