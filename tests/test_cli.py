@@ -186,3 +186,12 @@ def test_call_with_sandbox_confines_writes_to_the_root(tmp_path: Path) -> None:
     assert "Read-only file system" in done.stdout
     assert not outside.exists()
     assert (tmp_path / "inside.txt").exists()
+
+
+def test_call_prints_the_step_row_before_progress_and_result(tmp_path: Path) -> None:
+    done = cli("call", "run_command", "command=echo a; echo b >&2", "--root", str(tmp_path))
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0] == "● Run command [terminal] echo a; echo b >&2"
+    assert lines[-1] == '{"exit_code":0,"stdout":"a\\n","stderr":"b\\n"}'
+    assert set(lines[1:-1]) <= {"  │ a", "  │ b"}

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from wcmatch import glob as wcglob
 
 from ._errors import ToolError
@@ -194,7 +194,11 @@ def parse_policy_flag(decision: Decision, spec: str) -> PolicyRule:
         op, value = match["op"], match["value"]
         kind = "pattern" if op.endswith("~") else "glob"
         condition = {"argument": match["arg"], kind: value, "negate": op.startswith("!")}
-        when = (ArgumentCondition.model_validate(condition),)
+        try:
+            when = (ArgumentCondition.model_validate(condition),)
+        except ValidationError as exc:
+            reason = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
+            raise ValueError(f"policy condition {condition_part!r}: {reason}") from exc
     return PolicyRule(
         name=f"--{decision} {spec}",
         decision=decision,
@@ -253,3 +257,29 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
 def policy_from_arguments(namespace: argparse.Namespace) -> Policy:
     """The policy of the flags :func:`add_policy_arguments` parsed (allow-all without any)."""
     return policy_from_flags(getattr(namespace, "policy_flags", None) or [])
+
+
+def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
+    """Refuse a policy that can never match as written: a rule naming a tool that is not in
+    ``tools``, or a condition on an argument none of the rule's tools takes (a typo would
+    otherwise leave a guard that silently never applies).
+
+    Raises:
+        ValueError: one line naming the rule, what is unknown, and what exists.
+    """
+    by_name = {t.name: t for t in tools}
+    for rule in policy.rules:
+        unknown = [name for name in rule.tools or () if name not in by_name]
+        if unknown:
+            raise ValueError(
+                f"policy rule {rule.name!r} names unknown tool(s) {', '.join(unknown)}; "
+                f"the tools are: {', '.join(by_name)}"
+            )
+        covered = [by_name[name] for name in rule.tools] if rule.tools else list(tools)
+        arguments = {field for t in covered for field in t.parameters.model_fields}
+        for condition in rule.when:
+            if condition.argument not in arguments:
+                raise ValueError(
+                    f"policy rule {rule.name!r} tests argument {condition.argument!r}, which "
+                    f"its tools do not take; they take: {', '.join(sorted(arguments))}"
+                )

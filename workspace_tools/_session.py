@@ -20,7 +20,7 @@ from ._errors import ErrorCode
 from ._fingerprint import Fingerprint, workspace_fingerprints
 from ._invoke import OnUpdate, invoke_tool
 from ._output import ToolPresentation
-from ._policy import ALLOW_ALL, Policy, PolicyDecision
+from ._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from ._steps import (
     CacheEvent,
@@ -61,7 +61,8 @@ class ToolSession:
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
-        ValueError: two tools share a name.
+        ValueError: two tools share a name, or the policy names a tool or an argument
+            these tools do not have (see :func:`check_policy`).
         NotADirectoryError: the workspace root does not exist.
 
     Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
@@ -95,6 +96,7 @@ class ToolSession:
             raise ValueError(f"tool names must be unique; given more than once: {twice}")
         self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
         self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        check_policy(policy, tool_list)
         self.policy = policy
         self.confirm = confirm
         defaults = workspace_fingerprints(self.workspace) if self.workspace else {}

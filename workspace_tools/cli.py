@@ -13,16 +13,17 @@ import anyio
 
 from sandbox import Sandbox, SandboxUnavailable
 
+from ._errors import ToolError
 from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     result_event,
     update_event,
 )
-from ._invoke import invoke_tool_sync
+from ._invoke import invoke_tool_sync, validate_arguments
 from ._output import ToolPresentation
 from ._policy import add_policy_arguments, policy_from_arguments
-from ._result import ToolResult, ToolUpdate, content_text
+from ._result import ToolUpdate, content_text
 from ._session import ToolSession
 from ._tool import Tool
 from .tools import workspace_tools
@@ -104,12 +105,25 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
     if args.events:
         out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
         out.write(ToolCallEndEvent(tool_call_id=call_id, arguments=arguments).to_json() + "\n")
-    on_update = _events_printer(out) if args.events else _progress_printer(out)
-    result = invoke_tool_sync(chosen, arguments, call_id=call_id, on_update=on_update)
     if args.events:
+        result = invoke_tool_sync(
+            chosen, arguments, call_id=call_id, on_update=_events_printer(out)
+        )
         out.write(result_event(result).to_json() + "\n")
         return 0 if not result.is_error else 1
-    return _print_result(result, out)
+    try:
+        validated = validate_arguments(chosen, arguments)
+    except ToolError as exc:
+        raise UsageError(" ".join(line.strip() for line in exc.message.splitlines())) from exc
+    # The step row comes first, as a client draws it, then progress, then the outcome.
+    out.write(format_presentation(chosen.present(validated), chosen.name) + "\n")
+    out.flush()
+    result = invoke_tool_sync(chosen, validated, call_id=call_id, on_update=_progress_printer(out))
+    if result.is_error:
+        out.write(f"error [{result.error_code}]: {result.error}\n")
+        return 1
+    out.write(result.model_text() + "\n")
+    return 0
 
 
 def _workspace_tools(
@@ -140,7 +154,10 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     if policy.rules:
         # A policy runs the calls through a session: denials, asks answered by elicitation,
         # and reads served from its cache while nothing changed.
-        session = ToolSession(tools, workspace=root, policy=policy)
+        try:
+            session = ToolSession(tools, workspace=root, policy=policy)
+        except ValueError as exc:  # a rule that names no served tool or argument
+            raise UsageError(str(exc)) from exc
         server = create_server(session.tools, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
     else:
@@ -168,17 +185,6 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     if args.root is not None and not os.path.isdir(args.root):
         raise UsageError(f"--root is not a directory: {args.root}")
     return demo(args.root, out)
-
-
-def _print_result(result: ToolResult, out: TextIO) -> int:
-    if result.error_code is not None and result.error_code.value == "INVALID_ARGUMENTS":
-        raise UsageError(" ".join(line.strip() for line in result.error.splitlines()))
-    out.write(format_presentation(result.presentation, result.name) + "\n")
-    if result.is_error:
-        out.write(f"error [{result.error_code}]: {result.error}\n")
-        return 1
-    out.write(result.model_text() + "\n")
-    return 0
 
 
 class _Parser(argparse.ArgumentParser):

@@ -327,8 +327,7 @@ async def test_policy_flags_run_calls_through_a_session(tmp_path: Path) -> None:
         written = await session.call_tool("write_file", {"path": "b.txt", "content": "b\n"})
     assert removed.isError
     assert removed.content[0].text == (
-        "Not run: policy rule '--deny run_command:command~\\brm\\b' denies this "
-        "run_command call."
+        "Not run: policy rule '--deny run_command:command~\\brm\\b' denies this run_command call."
     )
     assert not listed.isError
     assert listed.structuredContent["stdout"] == "a.txt\n"
@@ -341,9 +340,26 @@ async def test_policy_flags_run_calls_through_a_session(tmp_path: Path) -> None:
     assert not (tmp_path / "b.txt").exists()
 
 
-def test_bad_policy_flag_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--deny", ":x"], "workspace-tools mcp: error: policy flag ':x' names no tool "
+         "(use '*' for every tool)"),
+        (["--deny", "run_command:command~("], "workspace-tools mcp: error: policy condition "
+         "'command~(': invalid regular expression '(': missing ), unterminated subpattern "
+         "at position 0"),
+        (["--deny", "run_comand"], "workspace-tools: error: policy rule '--deny run_comand' "
+         "names unknown tool(s) run_comand; the tools are: " + ", ".join(TOOL_NAMES)),
+        (["--deny", "run_command:cmd~rm"], "workspace-tools: error: policy rule "
+         "'--deny run_command:cmd~rm' tests argument 'cmd', which its tools do not take; "
+         "they take: command, cwd, timeout"),
+    ],
+)  # fmt: skip
+def test_bad_policy_flag_is_a_one_line_usage_error(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path), "--deny", ":x"],
+        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path), *flags],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -351,7 +367,4 @@ def test_bad_policy_flag_is_a_usage_error(tmp_path: Path) -> None:
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    assert done.returncode == 2
-    assert done.stderr == (
-        "workspace-tools mcp: error: policy flag ':x' names no tool (use '*' for every tool)\n"
-    )
+    assert (done.returncode, done.stderr) == (2, message + "\n")
