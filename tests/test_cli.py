@@ -151,7 +151,13 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     assert "  +    return sum(item.price * item.quantity for item in items)" in (
         done.stdout.splitlines()
     )
-    assert done.stdout.splitlines()[-1] == "done"
+    lines = done.stdout.splitlines()
+    sandboxed = lines[lines.index("9. the last command again, inside the sandbox") :]
+    assert "● Run command [terminal] python3 -m unittest -v" in sandboxed
+    assert "  progress updates reported from the sandbox: 0" in sandboxed
+    assert "  its output ends: OK" in sandboxed
+    assert not [line for line in sandboxed if line.startswith("  │ ")]
+    assert lines[-1] == "done"
 
 
 def test_demo_works_on_a_copy_of_any_directory(tmp_path: Path) -> None:

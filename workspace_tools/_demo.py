@@ -221,9 +221,19 @@ async def _drive(
             result, updates = await _run_step(tool, step, "demo-sandbox", printer, sandbox)
             failed += result.is_error or _exit_code(result) not in (None, 0)
             printer.line(f"  progress updates reported from the sandbox: {updates}")
+            printer.line(f"  its output ends: {_last_output_line(result)}")
     if last_result is not None and _exit_code(last_result) not in (None, 0):
         failed += 1
     return failed
+
+
+def _last_output_line(result: ToolResult) -> str:
+    content = to_jsonable_python(result.content)
+    if not isinstance(content, dict):
+        return result.model_text()
+    text = f"{content.get('stdout', '')}\n{content.get('stderr', '')}"
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(nothing)"
 
 
 def _exit_code(result: ToolResult) -> int | None:
