@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,7 +201,11 @@ class ForkedCaller:
             registry = dict(self._registry)
         result_r, result_w = os.pipe()
         request_r, request_w = os.pipe() if call is None else (-1, -1)
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns about forking with threads; the module docstring says why
+            # the child is safe to run (its own work only, stopped by the timeout).
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:
             _child_main(self._setup, call, registry, request_r, request_w, result_r, result_w)
         os.close(result_w)
