@@ -159,9 +159,16 @@ async def run_process(
     supervisor = launcher.acquire(limits_key)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+    job = _Job(supervisor)
+    # Set up before the job goes out, so that the caller has little left to do before it
+    # waits: on a busy machine the supervisor then gets the CPU at once.
+    streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     try:
         supervisor.send(spec, [out_w, err_w])
     except BaseException:
+        streams.close()
         for fd in (out_r, err_r):
             os.close(fd)
         supervisor.close()
@@ -169,11 +176,7 @@ async def run_process(
     finally:
         os.close(out_w)
         os.close(err_w)
-    for fd in (out_r, err_r):
-        os.set_blocking(fd, False)
     supervisor.sock.setblocking(False)
-    job = _Job(supervisor)
-    streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     timed_out = False
     try:
         with anyio.move_on_after(timeout) as scope:

@@ -71,13 +71,13 @@ def command_env(
     verdict never changes; the pattern costs more than the copy)."""
     if secret is None:
         secret = {}
-    env = {}
-    for name, value in environ.items():
+    env = dict(environ)  # one copy of a mapping like os.environ is its cheapest read
+    for name in list(env):
         hidden = secret.get(name)
         if hidden is None:
             hidden = secret[name] = bool(SECRET_NAME.search(name))
-        if not hidden or name in passthrough:
-            env[name] = value
+        if hidden and name not in passthrough:
+            del env[name]
     env["PAGER"] = "cat"
     env["GIT_TERMINAL_PROMPT"] = "0"
     return env
