@@ -194,18 +194,26 @@ async def run_process(
         if job.error is not None:
             raise SandboxError(job.error)
     finally:
-        if not job.done:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):
-                job.request_stop(grace)
-                await streams.serve_until(lambda: job.done)
-        streams.close()
-        for fd in (out_r, err_r):
-            os.close(fd)
-        if job.done and job.clean:
-            supervisor.sock.setblocking(True)
-            launcher.release(limits_key, supervisor)
-        else:
-            supervisor.close()  # end of file: the supervisor stops what is left, and exits
+        try:
+            if not job.done:
+                # A supervisor that is gone has nothing left to stop: its error is already
+                # on its way out.
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(grace + 5),
+                    contextlib.suppress(SandboxError),
+                ):
+                    job.request_stop(grace)
+                    await streams.serve_until(lambda: job.done)
+        finally:
+            streams.close()
+            for fd in (out_r, err_r):
+                os.close(fd)
+            if job.done and job.clean:
+                supervisor.sock.setblocking(True)
+                launcher.release(limits_key, supervisor)
+            else:
+                supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(job.exit_status)
     return ProcessResult(
         exit_code=None if timed_out else exit_code,
