@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from dataclasses import fields as fields_of
 from typing import Any
 
 from ._confinement import Confinement
@@ -103,7 +104,9 @@ def command_spec(
 ) -> dict[str, Any]:
     """The layer part of a supervisor job spec (``argv``, ``child_layers``,
     ``confinement``, ``seccomp_fd``) for a command under ``mechanisms``."""
-    spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": asdict(confinement)}
+    # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
+    fields = {f.name: getattr(confinement, f.name) for f in fields_of(confinement)}
+    spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": fields}
     if BUBBLEWRAP in mechanisms.values():
         network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
         layered = Confinement(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
 import time
 from collections.abc import Callable
@@ -79,12 +80,9 @@ class _Job:
         #: Why the command could not start, if it could not.
         self.error: str | None = None
 
-    async def receive(self) -> dict[str, Any]:
-        while True:
-            message = self.poll()
-            if message is not None:
-                return message
-            await anyio.wait_readable(self._channel.sock)
+    def fileno(self) -> int:
+        """The channel's descriptor."""
+        return self._channel.fileno()
 
     def poll(self) -> dict[str, Any] | None:
         """The next message if one is waiting, else None."""
@@ -118,20 +116,14 @@ class _Job:
             return {"done": self.exit_status}
         raise SandboxError("the sandbox supervisor exited unexpectedly")
 
-    async def wait_exit(self) -> None:
-        while not self.exited:
-            await self.receive()
-
-    async def stop(self, grace: float) -> None:
-        """Stop every process of the tree (SIGTERM, ``grace`` seconds, SIGKILL) and wait."""
+    def request_stop(self, grace: float) -> None:
+        """Ask the supervisor to stop every process of the tree (SIGTERM, ``grace``
+        seconds, SIGKILL), unless the tree is already gone; ``done`` follows."""
         while not self.done and self.poll() is not None:
             pass  # "done" may already be waiting: then no stop request is needed
-        if self.done:
-            return
-        with contextlib.suppress(OSError):
-            self._channel.send({"stop": grace})
-        while not self.done:
-            await self.receive()
+        if not self.done:
+            with contextlib.suppress(OSError):
+                self._channel.send({"stop": grace})
 
 
 async def run_process(
@@ -167,9 +159,16 @@ async def run_process(
     supervisor = launcher.acquire(limits_key)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+    job = _Job(supervisor)
+    # Set up before the job goes out, so that the caller has little left to do before it
+    # waits: on a busy machine the supervisor then gets the CPU at once.
+    streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     try:
         supervisor.send(spec, [out_w, err_w])
     except BaseException:
+        streams.close()
         for fd in (out_r, err_r):
             os.close(fd)
         supervisor.close()
@@ -177,42 +176,44 @@ async def run_process(
     finally:
         os.close(out_w)
         os.close(err_w)
-    for fd in (out_r, err_r):
-        os.set_blocking(fd, False)
     supervisor.sock.setblocking(False)
-    job = _Job(supervisor)
     timed_out = False
     try:
-        async with anyio.create_task_group() as tg:
-            pumps = _Pumps(buffers, on_output)
-            tg.start_soon(pumps.pump, out_r, "stdout")
-            tg.start_soon(pumps.pump, err_r, "stderr")
-            pumps_done = pumps.done
-            with anyio.move_on_after(timeout) as scope:
-                await job.wait_exit()
-            timed_out = scope.cancelled_caught
-            if not timed_out and not pumps_done.is_set():
-                with anyio.move_on_after(drain):
-                    await pumps_done.wait()
-            await job.stop(grace)
-            if not pumps_done.is_set():
-                # The tree is gone; only a process outside it could still hold a pipe.
-                with anyio.move_on_after(drain):
-                    await pumps_done.wait()
-            tg.cancel_scope.cancel()
+        with anyio.move_on_after(timeout) as scope:
+            await streams.serve_until(lambda: job.exited)
+        timed_out = scope.cancelled_caught
+        if not timed_out:
+            with anyio.move_on_after(drain):
+                await streams.serve_until(lambda: streams.drained)
+        job.request_stop(grace)
+        await streams.serve_until(lambda: job.done)
+        if not streams.drained:
+            # The tree is gone; only a process outside it could still hold a pipe.
+            with anyio.move_on_after(drain):
+                await streams.serve_until(lambda: streams.drained)
         if job.error is not None:
             raise SandboxError(job.error)
     finally:
-        if not job.done:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(grace + 5):
-                await job.stop(grace)
-        for fd in (out_r, err_r):
-            os.close(fd)
-        if job.done and job.clean:
-            supervisor.sock.setblocking(True)
-            launcher.release(limits_key, supervisor)
-        else:
-            supervisor.close()  # end of file: the supervisor stops what is left, and exits
+        try:
+            if not job.done:
+                # A supervisor that is gone has nothing left to stop: its error is already
+                # on its way out.
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(grace + 5),
+                    contextlib.suppress(SandboxError),
+                ):
+                    job.request_stop(grace)
+                    await streams.serve_until(lambda: job.done)
+        finally:
+            streams.close()
+            for fd in (out_r, err_r):
+                os.close(fd)
+            if job.done and job.clean:
+                supervisor.sock.setblocking(True)
+                launcher.release(limits_key, supervisor)
+            else:
+                supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(job.exit_status)
     return ProcessResult(
         exit_code=None if timed_out else exit_code,
@@ -224,28 +225,67 @@ async def run_process(
     )
 
 
-class _Pumps:
-    """Reads both output streams into their buffers; ``done`` is set at end of file of both."""
+class _Streams:
+    """What the caller waits on for one job, served by one task: both output pipes (read
+    into their buffers, and handed to ``on_output``) and the job's channel.
 
-    def __init__(self, buffers: dict[str, OutputBuffer], on_output: OnOutput | None) -> None:
-        self._buffers = buffers
+    They sit behind one descriptor, an epoll (Linux) or kqueue (macOS) selector that is
+    readable when one of them is: a task per pipe would cost more than a short command.
+    """
+
+    def __init__(
+        self, job: _Job, pipes: dict[int, OutputBuffer], on_output: OnOutput | None
+    ) -> None:
+        self._job = job
+        self._job_fd = job.fileno()
+        self._pipes = pipes
+        self._names = dict(zip(pipes, ("stdout", "stderr"), strict=True))
         self._on_output = on_output
-        self._open = len(buffers)
-        self.done = anyio.Event()
+        self._selector = selectors.DefaultSelector()
+        for fd in (*pipes, self._job_fd):
+            self._selector.register(fd, selectors.EVENT_READ)
 
-    async def pump(self, fd: int, name: str) -> None:
-        buffer = self._buffers[name]
-        while True:
-            try:
-                chunk = os.read(fd, _READ_SIZE)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)
-                continue
-            if not chunk:
-                break
-            buffer.feed(chunk)
-            if self._on_output is not None:
-                self._on_output(name, chunk)
-        self._open -= 1
-        if self._open == 0:
-            self.done.set()
+    @property
+    def drained(self) -> bool:
+        """Both pipes reached end of file."""
+        return not self._pipes
+
+    async def serve_until(self, finished: Callable[[], bool]) -> None:
+        """Read output and job messages as they come until ``finished()`` is true.
+
+        Raises:
+            SandboxError: the supervisor went away before the command exited.
+        """
+        selector = self._selector
+        while not finished():
+            for key, _ in selector.select(0):
+                if key.fd == self._job_fd:
+                    self._serve_job()
+                else:
+                    self._read(key.fd)
+            if finished():
+                return
+            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+
+    def _serve_job(self) -> None:
+        while not self._job.done and self._job.poll() is not None:
+            pass
+        if self._job.done:
+            self._selector.unregister(self._job_fd)
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._selector.unregister(fd)
+            del self._pipes[fd]
+            return
+        self._pipes[fd].feed(chunk)
+        if self._on_output is not None:
+            self._on_output(self._names[fd], chunk)
+
+    def close(self) -> None:
+        """Release the selector (the descriptors it watches stay open)."""
+        self._selector.close()

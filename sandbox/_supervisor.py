@@ -15,8 +15,9 @@ Wire protocol (:class:`~sandbox._wire.Channel` messages):
 - caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
   attached: the stdout and stderr write ends.
 - supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
-  else for that job); ``{"exit": wait_status}`` when the command exits; ``{"done":
-  wait_status | null}`` when no process of the tree is left.
+  else for that job); ``{"exit": wait_status}`` when the command exits while other
+  processes of its tree live on; ``{"done": wait_status | null}`` when no process of the
+  tree is left (its status is the command's, reported here if no "exit" came first).
 - caller to supervisor: ``{"stop": grace_seconds}``. End of file stops the tree at once and
   ends the supervisor.
 """
@@ -156,7 +157,9 @@ def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
         remap.append((spec["seccomp_fd"], _filter_pipe()))
     if spec.get("child_layers") or spec.get("cgroup"):
         return _fork_exec(spec, remap)
-    path = shutil.which(argv[0], path=env.get("PATH", os.defpath)) or argv[0]
+    path = argv[0]
+    if not os.path.isabs(path):
+        path = shutil.which(path, path=env.get("PATH", os.defpath)) or path
     for target, fd in remap:
         if target == fd:
             os.set_inheritable(fd, True)  # dup2 onto itself would keep close-on-exec
@@ -225,11 +228,12 @@ def _wait(job: Channel, pid: int, wake_r: int) -> tuple[int | None, bool]:
         if wake_r in readable:
             _drain(wake_r)
             status, empty = reap(pid)
+            if empty:
+                # The "done" that follows carries the exit: one message, one wake-up.
+                return main_status if status is None else status, False
             if status is not None and main_status is None:
                 main_status = status
                 _send(job, {"exit": status})
-            if empty:
-                return main_status, False
         if job in readable:
             caller_gone = False
             while request is None and not caller_gone:

@@ -520,3 +520,33 @@ async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
         assert await box.call(pid) not in (ahead.pid, os.getpid())
     finally:
         box.close()
+
+
+async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
+    box = Sandbox(layers=False, network=True)
+    await box.run(["true"])  # the spawn server and a supervisor exist before the count
+    before = len(os.listdir("/proc/self/fd"))  # with the pooled supervisor's socket
+    started = anyio.Event()
+    pids: list[int] = []  # the supervisor, then the command
+
+    def on_output(stream: str, chunk: bytes) -> None:
+        pids.extend(int(pid) for pid in chunk.split())
+        started.set()
+
+    async def kill_supervisor() -> None:
+        await started.wait()
+        os.kill(pids[0], signal.SIGKILL)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_supervisor)
+            with (
+                anyio.fail_after(10),
+                pytest.raises(SandboxError, match="supervisor exited unexpectedly"),
+            ):
+                await box.run(["bash", "-c", "echo $PPID $$; exec sleep 30"], on_output=on_output)
+        # The dead supervisor's socket is closed; the output pipes are closed too.
+        assert len(os.listdir("/proc/self/fd")) == before - 1
+    finally:
+        os.kill(pids[1], signal.SIGKILL)  # outside the supervisor's reach once it is gone
+        box.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping
 
 import anyio
@@ -59,15 +60,24 @@ class RunCommandDetails(BaseModel):
 
 
 def command_env(
-    environ: Mapping[str, str], passthrough: tuple[str, ...] | frozenset[str]
+    environ: Mapping[str, str],
+    passthrough: tuple[str, ...] | frozenset[str],
+    secret: dict[str, bool] | None = None,
 ) -> dict[str, str]:
     """``environ`` without secret-looking names (unless passed through), with ``PAGER=cat``
-    and ``GIT_TERMINAL_PROMPT=0`` so that nothing waits for a terminal."""
-    env = {
-        name: value
-        for name, value in environ.items()
-        if name in passthrough or not SECRET_NAME.search(name)
-    }
+    and ``GIT_TERMINAL_PROMPT=0`` so that nothing waits for a terminal.
+
+    ``secret`` memoises, per variable name, whether it looks like a credential (a name's
+    verdict never changes; the pattern costs more than the copy)."""
+    if secret is None:
+        secret = {}
+    env = dict(environ)  # one copy of a mapping like os.environ is its cheapest read
+    for name in list(env):
+        hidden = secret.get(name)
+        if hidden is None:
+            hidden = secret[name] = bool(SECRET_NAME.search(name))
+        if hidden and name not in passthrough:
+            del env[name]
     env["PAGER"] = "cat"
     env["GIT_TERMINAL_PROMPT"] = "0"
     return env
@@ -95,12 +105,13 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
     )
     reports_progress = sandbox is None
     shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
+    secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
 
     async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         cwd = _working_dir(workspace, args.cwd)
         timeout = args.timeout or workspace.options.command_timeout
         base_env = os.environ if sandbox is None else sandbox.child_env()
-        env = command_env(base_env, workspace.options.env_passthrough)
+        env = command_env(base_env, workspace.options.env_passthrough, secret_names)
         path = env.get("PATH", os.defpath)
         shell = shells.get(path) or shells.setdefault(path, _shell(path))
         argv = [shell, "-c", args.command]
@@ -128,13 +139,18 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
 
 def _working_dir(workspace: Workspace, path: str) -> str:
     resolved = workspace.resolve(path)
-    if not resolved.real.exists():
-        raise ToolError(f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND)
-    if not resolved.real.is_dir():
+    real = str(resolved.real)
+    try:
+        mode = os.stat(real).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolError(
+            f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND
+        ) from None
+    if not stat.S_ISDIR(mode):
         raise ToolError(
             f"Working directory is not a directory: {resolved.rel}", ErrorCode.NOT_A_DIRECTORY
         )
-    return str(resolved.real)
+    return real
 
 
 def _shell(path: str) -> str:
