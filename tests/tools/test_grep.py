@@ -376,3 +376,33 @@ def test_files_around_the_read_sizes_give_the_line_by_line_matches(
     assert [(m.line, m.column) for m in result.details.matches] == (
         [] if kind == "binary" else expected
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    literal=st.text(alphabet="ab(.\t", min_size=1, max_size=3),
+    data=st.binary(max_size=80).map(lambda b: b.replace(b"\0", b"a"))
+    | st.text(alphabet="ab(.\t\r\n\u00e9", max_size=80).map(str.encode),
+    keep=st.integers(0, 3),
+)
+def test_literal_patterns_match_the_lines_a_line_by_line_search_finds(
+    literal: str, data: bytes, keep: int
+) -> None:
+    # Plain literals are searched without the regex engine; the results must not change.
+    pattern = re.escape(literal)
+    found = Matcher(pattern).find(data, keep, 0)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    expected = [
+        (number, line.find(literal) + 1, line.rstrip("\r"))
+        for number, line in enumerate(lines, 1)
+        if literal in line
+    ]
+    assert (0 if found is None else found.count) == len(expected)
+    got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
+    assert got == expected[:keep]
