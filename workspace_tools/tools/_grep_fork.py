@@ -13,9 +13,11 @@ only system calls, ``re`` and ``pickle`` and leaves with ``os._exit``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
+import threading
 import warnings
 
 from ._grep_run import GrepRun, RunState
@@ -37,7 +39,7 @@ def search_files(
     processes: int | None = None,
 ) -> None:
     """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
-    (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
+    (default: one per idle CPU, at most 4, on Linux) when there are at least ``min_files``."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
     workers = (processes or _worker_count()) if big_enough else 1
@@ -72,13 +74,27 @@ def _search_blocks(run: GrepRun, root: str, blocks: list[list[str]]) -> list[Run
 
 
 def _worker_count() -> int:
+    """One process per CPU that no other runnable task holds right now (at most
+    :data:`MAX_PROCESSES`): on a busy machine a forked child would only wait for a CPU,
+    and forking costs more than it saves."""
     if not sys.platform.startswith("linux"):
         return 1
     try:
         cpus = len(os.sched_getaffinity(0))
     except OSError:
         cpus = os.cpu_count() or 1
-    return min(cpus, MAX_PROCESSES)
+    others = _runnable_tasks() - 1  # this thread is one of them
+    return max(1, min(cpus - others, cpus, MAX_PROCESSES))
+
+
+def _runnable_tasks() -> int:
+    """Runnable threads on the machine now, from ``/proc/loadavg`` (proc(5): the fourth
+    field's first number); 1 when it cannot be read."""
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            return int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
 
 
 def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] | None:
@@ -103,6 +119,8 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
             payload = memoryview(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
             while payload:
                 payload = payload[os.write(write_end, payload) :]
+            # The parent's read ends here, not once this process is torn down.
+            os.close(write_end)
             status = 0
         finally:
             os._exit(status)
@@ -111,6 +129,8 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
 
 
 def _collect(child: tuple[int, int]) -> list[RunState] | None:
+    """What the child sent: ``None`` unless it sent a whole pickle, which it does only when
+    its search succeeded."""
     pid, read_end = child
     chunks = []
     try:
@@ -118,11 +138,24 @@ def _collect(child: tuple[int, int]) -> list[RunState] | None:
             chunks.append(chunk)
     finally:
         os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-    if status != 0:
-        return None
+        _reap(pid)
     try:
         states: list[RunState] = pickle.loads(b"".join(chunks))
     except Exception:
         return None
     return states
+
+
+def _reap(pid: int) -> None:
+    # The child's exit (tearing down its copy of this process's memory) takes a
+    # millisecond or two that the search need not wait for: a thread reaps it.
+    try:
+        threading.Thread(target=_wait, args=(pid,), daemon=True).start()
+    except RuntimeError:
+        _wait(pid)
+
+
+def _wait(pid: int) -> None:
+    # ChildProcessError: already reaped, because this process ignores SIGCHLD.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
