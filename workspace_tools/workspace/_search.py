@@ -91,6 +91,7 @@ class Matcher:
         self._text_search: Any = self.text_rx
         self._bytes_search: Any = self.bytes_rx
         literal = None if multiline else plain_literal(pattern, flags)
+        self._literal = literal is not None
         if literal is not None:
             self._text_search = self.text_counter = LiteralSearch(literal)
             if self.bytes_rx is not None:
@@ -172,7 +173,9 @@ class Matcher:
         # The required literal is ASCII, so its bytes mean the same in UTF-8 and latin-1.
         if self.required is not None and data.find(self.required, lo, hi) < 0:
             return None
-        if self._bytes_search is not None and data.isascii():
+        # Only counting, a plain literal (ASCII, no newline) matches the same lines in the
+        # bytes as in the text they decode to (UTF-8 or latin-1): no decoding needed.
+        if self._bytes_search is not None and ((not keep and self._literal) or data.isascii()):
             return _scan(
                 data,
                 self._bytes_search,
