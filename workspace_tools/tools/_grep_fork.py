@@ -20,6 +20,7 @@ import sys
 import threading
 import warnings
 
+from ..workspace._reading import WHOLE_READ
 from ._grep_run import GrepRun, RunState
 
 # Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
@@ -66,9 +67,10 @@ def search_files(
 
 def _search_blocks(run: GrepRun, root: str, blocks: list[list[str]]) -> list[RunState]:
     states = []
+    buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
     for block in blocks:
         sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
-        sub.search_files(root, block)
+        sub.search_files(root, block, buffer)
         states.append(sub.state())
     return states
 

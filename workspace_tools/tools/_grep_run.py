@@ -46,8 +46,10 @@ class GrepRun:
         """Whether any list was cut at the limit."""
         return len(self.matches) < self.match_count or len(self.files) < self.files_matched
 
-    def search_files(self, root: str, files: list[str]) -> None:
-        """Search the walked regular files ``files`` (relative to ``root``), in order.
+    def search_files(self, root: str, files: list[str], buffer: bytearray | None = None) -> None:
+        """Search the walked regular files ``files`` (relative to ``root``), in order;
+        ``buffer`` (:data:`WHOLE_READ` bytes) is the read buffer to use, a new one if
+        ``None``.
 
         Files are read into one reused buffer: the first read (64 KiB) is enough to tell a
         binary file, whose rest is never read; a text file up to the buffer's size (1 MiB)
@@ -60,7 +62,8 @@ class GrepRun:
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
         required = self.matcher.required
-        buffer = bytearray(WHOLE_READ)
+        if buffer is None:
+            buffer = bytearray(WHOLE_READ)
         size = len(buffer)
         view = memoryview(buffer)
         head, tail = [view[:first]], [view[first:]]
