@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
-from workspace_tools.workspace._reading import WINDOW
+from workspace_tools.workspace._reading import FIRST_READ, WHOLE_READ, WINDOW
 from workspace_tools.workspace._search import Matcher
 
 
@@ -329,3 +329,80 @@ def test_windowed_search_equals_whole_file_search(
     finally:
         _reading.WINDOW = saved
     assert windowed == whole
+
+
+def _sized_file(size: int, kind: str) -> bytes:
+    """About ``size`` bytes of lines with ``needle`` on the first and last line."""
+    filler = {"utf-8": "caf\u00e9 " * 6 + "\n", "utf-16": "w\u00e9 needle\n"}.get(
+        kind, "x" * 49 + "\n"
+    )
+    head, tail = "needle first\n", "last needle\n"
+    encoding = "utf-16-le" if kind == "utf-16" else "utf-8"
+    width = 2 if kind == "utf-16" else 1
+    lines = [head]
+    used = len(head) + len(tail)
+    while used + len(filler.encode(encoding)) // width < size // width:
+        lines.append(filler)
+        used += len(filler.encode(encoding)) // width
+    lines.append("y" * (size // width - used) + tail)
+    data = "".join(lines).encode(encoding)
+    if kind == "utf-16":
+        return b"\xff\xfe" + data[: (size - 2) // 2 * 2]
+    if kind == "binary":
+        return data[:100] + b"\0" + data[101:]
+    if kind == "late NUL":  # beyond the 8 KiB probe: still text
+        return data[:9000] + b"\0" + data[9001:]
+    return data
+
+
+@pytest.mark.parametrize(
+    "size",
+    [FIRST_READ - 1, FIRST_READ, FIRST_READ + 1, WHOLE_READ - 1, WHOLE_READ, WHOLE_READ + 1],
+)
+@pytest.mark.parametrize("kind", ["ascii", "utf-8", "utf-16", "binary", "late NUL"])
+def test_files_around_the_read_sizes_give_the_line_by_line_matches(
+    tmp_path: Path, size: int, kind: str
+) -> None:
+    data = _sized_file(size, kind)
+    (tmp_path / "f.txt").write_bytes(data)
+    result = grep(tmp_path, pattern="needle", limit=100_000)
+    text = data.decode("utf-16" if kind == "utf-16" else "utf-8")
+    expected = [
+        (number, line.find("needle") + 1)
+        for number, line in enumerate(text.split("\n"), 1)
+        if "needle" in line
+    ]
+    assert result.details.binary_skipped == (kind == "binary")
+    assert [(m.line, m.column) for m in result.details.matches] == (
+        [] if kind == "binary" else expected
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    literal=st.text(alphabet="ab(.\t", min_size=1, max_size=3),
+    data=st.binary(max_size=80).map(lambda b: b.replace(b"\0", b"a"))
+    | st.text(alphabet="ab(.\t\r\n\u00e9", max_size=80).map(str.encode),
+    keep=st.integers(0, 3),
+)
+def test_literal_patterns_match_the_lines_a_line_by_line_search_finds(
+    literal: str, data: bytes, keep: int
+) -> None:
+    # Plain literals are searched without the regex engine; the results must not change.
+    pattern = re.escape(literal)
+    found = Matcher(pattern).find(data, keep, 0)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    expected = [
+        (number, line.find(literal) + 1, line.rstrip("\r"))
+        for number, line in enumerate(lines, 1)
+        if literal in line
+    ]
+    assert (0 if found is None else found.count) == len(expected)
+    got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
+    assert got == expected[:keep]

@@ -57,3 +57,22 @@ async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
     total = _grep_fork.MIN_FILES_TO_FORK + 50
     assert result.details.match_count == len([i for i in range(total) if i % 3])
     assert result.model_text().splitlines()[:2] == ["f00001.txt:1", "f00002.txt:1"]
+
+
+def test_a_failing_child_leaves_its_blocks_to_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workspace_tools.tools import _grep_fork
+
+    files = make_tree(tmp_path)
+    matcher = Matcher("hit")
+    single = GrepRun(matcher, limit=5, context=1)
+    single.search_files(str(tmp_path), files)
+
+    def fail(*args: object, **kwargs: object) -> bytes:
+        raise MemoryError  # only children pickle
+
+    monkeypatch.setattr(_grep_fork.pickle, "dumps", fail)
+    forked = GrepRun(matcher, limit=5, context=1)
+    search_files(forked, str(tmp_path), files, min_files=0, processes=3)
+    assert forked.state() == single.state()

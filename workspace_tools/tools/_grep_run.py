@@ -7,7 +7,7 @@ import os
 import stat
 
 from .._errors import ErrorCode, ToolError
-from ..workspace._reading import FIRST_READ, read_bytes
+from ..workspace._reading import FIRST_READ, WHOLE_READ, read_bytes
 from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from ._discovery import note
 
@@ -46,18 +46,28 @@ class GrepRun:
         """Whether any list was cut at the limit."""
         return len(self.matches) < self.match_count or len(self.files) < self.files_matched
 
-    def search_files(self, root: str, files: list[str]) -> None:
-        """Search the walked regular files ``files`` (relative to ``root``), in order.
+    def search_files(self, root: str, files: list[str], buffer: bytearray | None = None) -> None:
+        """Search the walked regular files ``files`` (relative to ``root``), in order;
+        ``buffer`` (:data:`WHOLE_READ` bytes) is the read buffer to use, a new one if
+        ``None``.
 
-        A file that fits in one read is searched from that read, a bigger one window by
+        Files are read into one reused buffer: the first read (64 KiB) is enough to tell a
+        binary file, whose rest is never read; a text file up to the buffer's size (1 MiB)
+        is read whole by a second read and searched from memory, a bigger one window by
         window. Files are opened relative to their directory (``openat``), and one that was
-        swapped for a symlink since the walk is not opened (``O_NOFOLLOW``). A small file
-        without the pattern's required literal is counted and left in this loop, without a
-        call into the matcher: that is most files of most searches.
+        swapped for a symlink since the walk is not opened (``O_NOFOLLOW``). A file without
+        the pattern's required literal is counted and left in this loop, without a copy or
+        a call into the matcher: that is most files of most searches.
         """
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
         required = self.matcher.required
+        if buffer is None:
+            buffer = bytearray(WHOLE_READ)
+        size = len(buffer)
+        view = memoryview(buffer)
+        head, tail = [view[:first]], [view[first:]]
+        readv = os.readv
         directory, dir_fd = None, -1
         try:
             for rel in files:
@@ -77,15 +87,25 @@ class GrepRun:
                 except OSError:
                     continue
                 try:
-                    data = os.read(fd, first)
-                    if len(data) < first and required is not None and required not in data:
-                        if data.find(b"\0", 0, probe) >= 0 and not data.startswith(wide):
-                            self.binary_skipped += 1
-                            continue
-                        if not data.startswith(wide):
-                            self.files_searched += 1
-                            continue
-                    self.add(rel, data, fd if len(data) == first else None)
+                    # A short read is the end of a regular file.
+                    count = readv(fd, head)
+                    if buffer.find(b"\0", 0, min(count, probe)) >= 0 and not buffer.startswith(
+                        wide, 0, count
+                    ):
+                        self.binary_skipped += 1
+                        continue
+                    if count == first:
+                        count += readv(fd, tail)
+                    if count == size:
+                        self.add(rel, view[:first].tobytes(), fd)
+                    elif (
+                        required is not None
+                        and buffer.find(required, 0, count) < 0
+                        and not buffer.startswith(wide, 0, count)
+                    ):
+                        self.files_searched += 1
+                    else:
+                        self.add(rel, view[:count].tobytes())
                 except OSError:
                     continue
                 finally:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 
-# Most source files fit in the first read.
+# Most source files fit in the first read, and it is enough to tell a binary file.
 FIRST_READ = 64 * 1024
+# Files up to this size are searched from one buffer, bigger ones window by window.
+WHOLE_READ = 1024 * 1024
 # Big files are searched a window of whole lines at a time.
 WINDOW = 1024 * 1024
 # Reused buffer for probing a big file for a literal (small enough to stay in cache).
