@@ -149,9 +149,13 @@ class ForkedCaller:
             return None
         request = _dump_request((fn, args, kwargs), registry, child.known)
         if request is None:
+            # A child that misses callables used since its fork would miss them forever:
+            # let it go, so the next one forked ahead holds them. One that knows them all
+            # (the call failed on an argument that does not pickle) stays for a later call.
+            stale = not child.known.issuperset(registry)
             with self._lock:
-                if self._ahead is None:
-                    self._ahead, child = child, None  # still good for a later call
+                if self._ahead is None and not stale:
+                    self._ahead, child = child, None
             if child is not None:
                 _discard(child)
             return None

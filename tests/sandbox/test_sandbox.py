@@ -522,6 +522,31 @@ async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
         box.close()
 
 
+async def test_a_child_forked_ahead_learns_callables_used_since_its_fork() -> None:
+    def first() -> int:
+        return os.getpid()
+
+    def second() -> int:
+        return os.getpid()
+
+    box = Sandbox(layers=False)
+    try:
+        await box.call(first)
+        caller = box._caller
+        assert caller is not None
+        for _ in range(3):  # the child forked after `first` cannot serve `second`
+            await box.call(second)
+        for _ in range(500):  # wait for the child forked ahead, at most 5 s
+            if caller._ahead is not None:
+                break
+            await anyio.sleep(0.01)
+        ahead = caller._ahead
+        assert ahead is not None
+        assert await box.call(second) == ahead.pid
+    finally:
+        box.close()
+
+
 async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
     box = Sandbox(layers=False, network=True)
     await box.run(["true"])  # the spawn server and a supervisor exist before the count
