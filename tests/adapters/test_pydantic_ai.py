@@ -13,6 +13,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -106,8 +107,17 @@ async def test_invalid_arguments_ask_the_model_to_retry() -> None:
         toolsets=[workspace_toolset(TOOLS)],
     )
     run = await agent.run("count")
-    retried, returned = tool_returns(run.all_messages())
-    assert (retried.tool_call_id, retried.outcome) == ("call_0", "retried")
+    retried, returned = [
+        part
+        for m in run.all_messages()
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, (ToolReturnPart, RetryPromptPart))
+    ]
+    # Recent pydantic-ai records a retry as a ToolReturnPart with outcome "retried"; the
+    # releases still installable on Python 3.10 as a RetryPromptPart. Both reach the model.
+    assert retried.tool_call_id == "call_0"
+    assert isinstance(retried, RetryPromptPart) or retried.outcome == "retried"
     assert retried.content == (
         "Invalid arguments for count_sync:\n"
         "- n: Input should be a valid integer, unable to parse string as an integer"
