@@ -30,7 +30,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +38,7 @@ import anyio
 import anyio.to_thread
 
 from ._errors import SandboxError
+from ._forking import fork_in_threaded_process
 from ._process import signal_name
 from ._tree import descendants
 
@@ -205,11 +205,7 @@ class ForkedCaller:
             registry = dict(self._registry)
         result_r, result_w = os.pipe()
         request_r, request_w = os.pipe() if call is None else (-1, -1)
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about forking with threads; the module docstring says why
-            # the child is safe to run (its own work only, stopped by the timeout).
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = fork_in_threaded_process()  # the module docstring says why the child is safe
         if pid == 0:
             _child_main(self._setup, call, registry, request_r, request_w, result_r, result_w)
         os.close(result_w)

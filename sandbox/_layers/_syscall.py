@@ -14,6 +14,8 @@ import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .._forking import fork_in_threaded_process
+
 PR_SET_NO_NEW_PRIVS = 38
 
 
@@ -131,7 +133,7 @@ def in_child(check: Callable[[], bool]) -> bool:
 
     Forking a multithreaded parent is safe here: the child runs only `check` and exits.
     """
-    pid = os.fork()
+    pid = fork_in_threaded_process()
     if pid == 0:
         status = 1
         try:

@@ -18,7 +18,8 @@ import os
 import pickle
 import sys
 import threading
-import warnings
+
+from sandbox._forking import fork_in_threaded_process
 
 from ..workspace._reading import WHOLE_READ
 from ._grep_run import GrepRun, RunState
@@ -93,10 +94,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
     except OSError:
         return None
     try:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about forking with threads; the child touches no lock.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = fork_in_threaded_process()  # the child touches no lock
     except OSError:
         os.close(read_end)
         os.close(write_end)
