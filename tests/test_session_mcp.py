@@ -15,15 +15,14 @@ from workspace_tools import (
     Workspace,
     policy_from_flags,
 )
-
-adapter = pytest.importorskip("workspace_tools.adapters.mcp", reason="the MCP adapter is absent")
+from workspace_tools.adapters.mcp import create_server, elicitation_confirm
 
 pytestmark = pytest.mark.anyio
 
 
 def serve(session: ToolSession) -> Any:
-    server = adapter.create_server(session.tools, call=session.call)
-    session.confirm = adapter.elicitation_confirm(server)
+    server = create_server(session.tools, call=session.call)
+    session.confirm = elicitation_confirm(server)
     return server
 
 

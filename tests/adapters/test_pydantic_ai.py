@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic_ai import Agent
@@ -15,13 +13,13 @@ from pydantic_ai.messages import (
     ModelResponse,
     RetryPromptPart,
     TextPart,
-    ToolCallPart,
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_core import to_jsonable_python
 
 from tests.adapters._custom_server import TOOLS
+from tests.adapters._scripted import scripted, tool_returns
 from workspace_tools import ToolCallMetadata, ToolPresentation, ToolUpdate, workspace_tools
 from workspace_tools._demo import sample_project
 from workspace_tools.adapters.pydantic_ai import workspace_toolset
@@ -32,29 +30,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # pydantic-ai runs agents on asyncio only
-
-
-def scripted(calls: Sequence[tuple[str, dict[str, Any]]]) -> FunctionModel:
-    """A model that makes ``calls`` one per turn, then answers ``done``."""
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        turn = sum(isinstance(m, ModelResponse) for m in messages)
-        if turn < len(calls):
-            name, args = calls[turn]
-            return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call_{turn}")])
-        return ModelResponse(parts=[TextPart("done")])
-
-    return FunctionModel(respond)
-
-
-def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
-    return [
-        part
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, ToolReturnPart)
-    ]
 
 
 async def test_agent_gets_tool_definitions_with_schemas() -> None:
