@@ -24,6 +24,19 @@ _BOOT = (
 POOL_SIZE = 4
 
 
+class Supervisor(Channel):
+    """The caller's connection to one supervisor.
+
+    Attributes:
+        env: the environment of the last job sent to it, which a job with the same one
+            need not carry again (see ``sandbox._supervisor``).
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock)
+        self.env: dict[str, str] | None = None
+
+
 class Launcher:
     """Hands out supervisors (see ``sandbox._supervisor``) from a spawn server owned by this
     object, and takes them back for the next command.
@@ -37,10 +50,10 @@ class Launcher:
         self._lock = threading.Lock()
         self._owner = -1
         self._server: Channel | None = None
-        self._idle: dict[str, list[Channel]] = {}
+        self._idle: dict[str, list[Supervisor]] = {}
         self._finalizer: weakref.finalize | None = None
 
-    def acquire(self, limits_key: str) -> Channel:
+    def acquire(self, limits_key: str) -> Supervisor:
         """A connected supervisor that has run only jobs with ``limits_key`` (a supervisor
         applies limits to itself once, for good).
 
@@ -61,7 +74,7 @@ class Launcher:
                 self._close()
                 return self._new_supervisor()
 
-    def release(self, limits_key: str, supervisor: Channel) -> None:
+    def release(self, limits_key: str, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""
         with self._lock:
             idle = self._idle.setdefault(limits_key, [])
@@ -75,7 +88,7 @@ class Launcher:
         with self._lock:
             self._close()
 
-    def _connect_pool(self) -> dict[str, list[Channel]]:
+    def _connect_pool(self) -> dict[str, list[Supervisor]]:
         if self._server is not None and self._owner == os.getpid():
             return self._idle
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -97,7 +110,7 @@ class Launcher:
         )
         return self._idle
 
-    def _new_supervisor(self) -> Channel:
+    def _new_supervisor(self) -> Supervisor:
         server = self._server
         assert server is not None
         server.send({"want": 1})
@@ -105,7 +118,7 @@ class Launcher:
         fds = server.take_fds(1)
         if reply is None or not fds:
             raise ConnectionError("the sandbox spawn server exited")
-        return Channel(socket.socket(fileno=fds[0]))
+        return Supervisor(socket.socket(fileno=fds[0]))
 
     def _close(self) -> None:
         if self._finalizer is not None:
@@ -113,7 +126,7 @@ class Launcher:
         self._server, self._finalizer, self._owner, self._idle = None, None, -1, {}
 
 
-def _shutdown(server: Channel, idle: dict[str, list[Channel]], pid: int, owner: int) -> None:
+def _shutdown(server: Channel, idle: dict[str, list[Supervisor]], pid: int, owner: int) -> None:
     for supervisors in idle.values():
         for supervisor in supervisors:
             supervisor.close()

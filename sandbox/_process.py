@@ -165,8 +165,12 @@ async def run_process(
     # Set up before the job goes out, so that the caller has little left to do before it
     # waits: on a busy machine the supervisor then gets the CPU at once.
     streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
+    # An environment the supervisor already has is not sent again (see sandbox._supervisor).
+    env = spec["env"]
+    message = spec if env != supervisor.env else {k: v for k, v in spec.items() if k != "env"}
     try:
-        supervisor.send(spec, [out_w, err_w])
+        supervisor.send(message, [out_w, err_w])
+        supervisor.env = env
     except BaseException:
         streams.close()
         for fd in (out_r, err_r):

@@ -13,7 +13,8 @@ Wire protocol (:class:`~sandbox._wire.Channel` messages):
 - caller to server: ``{"want": 1}`` asks for an idle supervisor; the reply carries the
   caller's end of a socket to it.
 - caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
-  attached: the stdout and stderr write ends.
+  attached: the stdout and stderr write ends. A spec without ``env`` reuses the previous
+  job's environment (a caller sends an unchanged one once per supervisor).
 - supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
   else for that job); ``{"exit": wait_status}`` when the command exits while other
   processes of its tree live on; ``{"done": wait_status | null}`` when no process of the
@@ -90,6 +91,7 @@ def _idle(channel: Channel) -> int:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     applied: list[Any] | None = None
+    env: dict[str, str] = {}
     while True:
         try:
             spec = channel.receive()
@@ -99,6 +101,7 @@ def _idle(channel: Channel) -> int:
             return 0
         if "argv" not in spec:
             continue  # a stop request that crossed the last job's "done": that job is over
+        env = spec.setdefault("env", env)
         fds = channel.take_fds(2)
         for fd in fds:
             os.set_inheritable(fd, False)
@@ -151,10 +154,20 @@ def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
     inherited: it runs nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
     """
     os.chdir(spec.get("cwd") or "/")
-    argv, env = spec["argv"], spec["env"]
     remap = [(1, out_fd), (2, err_fd)]
+    filter_fd = None
     if spec.get("seccomp_fd"):
-        remap.append((spec["seccomp_fd"], _filter_pipe()))
+        filter_fd = _filter_pipe()
+        remap.append((spec["seccomp_fd"], filter_fd))
+    try:
+        return _spawn(spec, remap)
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)  # the child has its copy; this supervisor runs more jobs
+
+
+def _spawn(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
+    argv, env = spec["argv"], spec["env"]
     if spec.get("child_layers") or spec.get("cgroup"):
         return _fork_exec(spec, remap)
     path = argv[0]

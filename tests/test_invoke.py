@@ -231,6 +231,17 @@ async def test_timeout_on_sync_sleeping_tool_uses_tool_timeout() -> None:
     assert elapsed < 0.8
 
 
+@pytest.mark.parametrize("timeout", [None, 30])
+async def test_timeout_error_raised_by_the_tool_is_a_tool_error(timeout: float | None) -> None:
+    # Only the call's own deadline is TOOL_TIMEOUT; a tool's network timeout is its failure.
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        raise TimeoutError("upstream did not answer")
+
+    t = tool(name="fetchy", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"}, timeout=timeout)
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, "upstream did not answer")
+
+
 async def test_timeout_stops_child_process() -> None:
     pids: list[int] = []
 

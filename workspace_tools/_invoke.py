@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
@@ -170,15 +171,17 @@ async def invoke_tool(
         emitter = None if sandbox is not None else _make_emitter(tool, call_id, on_update)
         context = ToolContext(call_id, tool.name, emitter)
         try:
-            with anyio.fail_after(effective_timeout):
+            with _deadline(effective_timeout) as scope:
                 if sandbox is not None:
                     value = await _run_in_sandbox(sandbox, tool, args, call_id)
                 else:
                     value = await _execute(tool, args, context)
-            _apply_value(tool, result, value)
-        except TimeoutError:
-            result.error = f"{tool.name} timed out after {effective_timeout:g} s"
-            result.error_code = ErrorCode.TOOL_TIMEOUT
+            if scope is not None and scope.cancelled_caught:
+                # A TimeoutError the tool raises itself is an ordinary failure, below.
+                result.error = f"{tool.name} timed out after {effective_timeout:g} s"
+                result.error_code = ErrorCode.TOOL_TIMEOUT
+            else:
+                _apply_value(tool, result, value)
         except ToolError as exc:
             result.error, result.error_code = exc.message, exc.code
             result.details = exc.details
@@ -194,6 +197,11 @@ async def invoke_tool(
         if result.error_code is not None:
             span.fail(result.error_code)
     return result
+
+
+def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
+    # No cancel scope without a timeout: setting one up costs more than a short call.
+    return nullcontext() if seconds is None else anyio.move_on_after(seconds)
 
 
 def _parse_arguments_or_none(arguments: Any) -> Any:

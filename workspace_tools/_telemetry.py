@@ -7,7 +7,7 @@ Attribute names follow the OpenTelemetry GenAI semantic conventions
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 try:
@@ -26,12 +26,23 @@ class _Span:
             self._span.set_status(_otel_trace.Status(_otel_trace.StatusCode.ERROR))
 
 
-@contextmanager
-def tool_span(tool_name: str, call_id: str) -> Iterator[_Span]:
+_NO_SPAN = nullcontext(_Span(None))
+
+
+def tool_span(tool_name: str, call_id: str) -> AbstractContextManager[_Span]:
     """A span ``execute_tool {tool_name}`` around one call; a no-op without OpenTelemetry."""
-    if _otel_trace is None:
-        yield _Span(None)
-        return
+    if _otel_trace is None or isinstance(
+        _otel_trace.get_tracer_provider(),
+        (_otel_trace.ProxyTracerProvider, _otel_trace.NoOpTracerProvider),
+    ):
+        # No provider configured (the API's default) or a no-op one: every span would be
+        # dropped, and making one costs more than a short tool call.
+        return _NO_SPAN
+    return _otel_span(tool_name, call_id)
+
+
+@contextmanager
+def _otel_span(tool_name: str, call_id: str) -> Iterator[_Span]:
     tracer = _otel_trace.get_tracer("workspace_tools")
     attributes = {
         "gen_ai.operation.name": "execute_tool",

@@ -25,6 +25,7 @@ from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox import _sandbox as sandbox_module
 from sandbox._layered import LayerPlan
 from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
+from sandbox._tree import descendants
 from tests._processes import marked_processes, survivors
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
@@ -575,3 +576,39 @@ async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descr
     finally:
         os.kill(pids[1], signal.SIGKILL)  # outside the supervisor's reach once it is gone
         box.close()
+
+
+async def test_each_command_sees_its_own_environment_on_a_reused_supervisor() -> None:
+    # A supervisor keeps the last environment it was sent; a changed one must replace it.
+    box = Sandbox(layers=False, network=True)
+    base = {"PATH": os.environ.get("PATH", os.defpath)}
+    seen = []
+    try:
+        for value in ("one", "one", "two", "one"):
+            result = await box.run(["sh", "-c", 'echo "$X"'], env={**base, "X": value})
+            seen.append(result.stdout.complete)
+        result = await box.run(["sh", "-c", 'echo "${X-unset}"'], env=base)
+        seen.append(result.stdout.complete)
+    finally:
+        box.close()
+    assert seen == [b"one\n", b"one\n", b"two\n", b"one\n", b"unset\n"]
+
+
+def _descriptors_of_descendants() -> int:
+    """Open descriptors of every process this one started (spawn servers, supervisors)."""
+    return sum(len(os.listdir(f"/proc/{pid}/fd")) for pid in descendants(os.getpid()))
+
+
+async def test_supervisor_open_descriptors_stay_flat_across_commands() -> None:
+    # Every job hands the supervisor two pipes (and under bubblewrap with the network off,
+    # a filter pipe): all must be closed when the job ends, or a pooled supervisor runs out.
+    box = Sandbox(network=False)
+    counts = []
+    try:
+        for _ in range(4):
+            result = await box.run(["true"])
+            assert result.exit_code == 0, result.stderr.complete
+            counts.append(_descriptors_of_descendants())
+    finally:
+        box.close()
+    assert counts == [counts[0]] * 4

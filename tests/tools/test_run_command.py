@@ -195,6 +195,24 @@ async def test_every_secret_looking_name_is_dropped(
     assert "hidden" not in result.content["stdout"]
 
 
+async def test_environment_changes_between_calls_reach_the_next_command(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The command environment is reused while the process environment is unchanged: a
+    # variable set, changed or removed later, and a secret set later, must all show.
+    tool = run_command(root)
+    command = {"command": 'echo "[${WT_LATER-unset}] [${GITHUB_TOKEN-unset}]"'}
+    seen = [(await invoke_tool(tool, command)).content["stdout"]]
+    monkeypatch.setenv("WT_LATER", "one")
+    monkeypatch.setenv("GITHUB_TOKEN", "hidden")
+    seen.append((await invoke_tool(tool, command)).content["stdout"])
+    monkeypatch.setenv("WT_LATER", "two")
+    seen.append((await invoke_tool(tool, command)).content["stdout"])
+    monkeypatch.delenv("WT_LATER")
+    seen.append((await invoke_tool(tool, command)).content["stdout"])
+    assert seen == ["[unset] [unset]\n", "[one] [unset]\n", "[two] [unset]\n", "[unset] [unset]\n"]
+
+
 async def test_pager_and_git_prompt_are_off(root: Path) -> None:
     result = await invoke_tool(run_command(root), {"command": 'echo "$PAGER $GIT_TERMINAL_PROMPT"'})
     assert result.content["stdout"] == "cat 0\n"

@@ -6,7 +6,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 from pydantic import BaseModel, Field
@@ -83,6 +83,31 @@ def command_env(
     return env
 
 
+class _EnvCache:
+    """The last environment built for a command, kept while the process environment
+    stays the same.
+
+    Reading ``os.environ`` decodes every variable, tens of microseconds per command;
+    CPython keeps the encoded variables in a plain dict (``os.environ._data``) that
+    compares at C speed. Elsewhere the environment is built every time.
+    """
+
+    def __init__(self) -> None:
+        self._raw: dict[bytes, bytes] | None = None
+        self._env: dict[str, str] = {}
+
+    def get(self, build: Callable[[], dict[str, str]]) -> dict[str, str]:
+        """``build()``, or its last result while the environment is unchanged. The result
+        is shared: callers copy it before changing it."""
+        raw = getattr(os.environ, "_data", None)
+        if not isinstance(raw, dict):
+            return build()
+        if raw != self._raw:
+            self._raw = dict(raw)  # taken first: a change during build() shows next time
+            self._env = build()
+        return self._env
+
+
 def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
     """The ``run_command`` tool over ``workspace``.
 
@@ -106,12 +131,16 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
     reports_progress = sandbox is None
     shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
     secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
+    env_cache = _EnvCache()
+
+    def make_env() -> dict[str, str]:
+        base_env = os.environ if sandbox is None else sandbox.child_env()
+        return command_env(base_env, workspace.options.env_passthrough, secret_names)
 
     async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         cwd = _working_dir(workspace, args.cwd)
         timeout = args.timeout or workspace.options.command_timeout
-        base_env = os.environ if sandbox is None else sandbox.child_env()
-        env = command_env(base_env, workspace.options.env_passthrough, secret_names)
+        env = env_cache.get(make_env)
         path = env.get("PATH", os.defpath)
         shell = shells.get(path) or shells.setdefault(path, _shell(path))
         argv = [shell, "-c", args.command]
@@ -205,4 +234,4 @@ def _result(command: str, timeout: float, result: ProcessResult) -> object:
             details=partial,
         )
     content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr)
-    return tool_output(content.model_dump(), details=details)
+    return tool_output(content, details=details)
