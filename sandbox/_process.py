@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import signal
@@ -155,7 +154,7 @@ async def run_process(
     """
     started = time.perf_counter()
     buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
-    limits_key = json.dumps([spec.get("rlimits", []), spec.get("memory_bytes")])
+    limits_key = repr((spec.get("rlimits", []), spec.get("memory_bytes")))
     supervisor = launcher.acquire(limits_key)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -186,7 +185,7 @@ async def run_process(
         with anyio.move_on_after(timeout) as scope:
             await streams.serve_until(lambda: job.exited)
         timed_out = scope.cancelled_caught
-        if not timed_out:
+        if not timed_out and not streams.drained:
             with anyio.move_on_after(drain):
                 await streams.serve_until(lambda: streams.drained)
         job.request_stop(grace)
