@@ -14,7 +14,9 @@ Wire protocol (:class:`~sandbox._wire.Channel` messages):
   caller's end of a socket to it.
 - caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
   attached: the stdout and stderr write ends. A spec without ``env`` reuses the previous
-  job's environment (a caller sends an unchanged one once per supervisor).
+  job's environment (a caller sends an unchanged one once per supervisor). The supervisor
+  keeps its copies of the write ends until it reports the command's exit ("exit" or
+  "done"), so the pipes end only after that message.
 - supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
   else for that job); ``{"exit": wait_status}`` when the command exits while other
   processes of its tree live on; ``{"done": wait_status | null}`` when no process of the
@@ -127,17 +129,25 @@ def _apply_limits(spec: dict[str, Any]) -> None:
 
 def _supervise(job: Channel, spec: dict[str, Any], out_fd: int, err_fd: int, wake_r: int) -> bool:
     """Run one job to its end. Returns False when the caller hung up."""
+    pipes = [out_fd, err_fd]
     try:
-        pid = _start(spec, out_fd, err_fd)
-    except Exception as exc:
-        _send(job, {"error": f"cannot start {spec['argv'][0]!r}: {exc}"})
-        return True
+        try:
+            pid = _start(spec, out_fd, err_fd)
+        except Exception as exc:
+            _send(job, {"error": f"cannot start {spec['argv'][0]!r}: {exc}"})
+            return True
+        main_status, caller_gone = _wait(job, pid, wake_r, pipes)
+        _send(job, {"done": main_status})
     finally:
-        os.close(out_fd)
-        os.close(err_fd)
-    main_status, caller_gone = _wait(job, pid, wake_r)
-    _send(job, {"done": main_status})
+        _close_all(pipes)
     return not caller_gone
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close ``fds`` and empty the list, so that a second call closes nothing."""
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
 
 
 def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
@@ -231,9 +241,13 @@ def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(job: Channel, pid: int, wake_r: int) -> tuple[int | None, bool]:
+def _wait(job: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | None, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
-    no process behind. Returns the command's wait status and whether the caller hung up."""
+    no process behind. Returns the command's wait status and whether the caller hung up.
+
+    This supervisor's copies of the output ``pipes`` are closed once an "exit" went out:
+    until then the caller meets no end of file, so that a command that ends with nothing
+    left behind wakes the caller once ("done"), not twice (end of file, then "done")."""
     main_status: int | None = None
     while True:
         request = job.poll()
@@ -247,6 +261,7 @@ def _wait(job: Channel, pid: int, wake_r: int) -> tuple[int | None, bool]:
             if status is not None and main_status is None:
                 main_status = status
                 _send(job, {"exit": status})
+                _close_all(pipes)
         if job in readable:
             caller_gone = False
             while request is None and not caller_gone:
