@@ -93,8 +93,7 @@ class _EnvCache:
     """
 
     def __init__(self) -> None:
-        self._raw: dict[bytes, bytes] | None = None
-        self._env: dict[str, str] = {}
+        self._entry: tuple[dict[bytes, bytes], dict[str, str]] | None = None
 
     def get(self, build: Callable[[], dict[str, str]]) -> dict[str, str]:
         """``build()``, or its last result while the environment is unchanged. The result
@@ -102,10 +101,13 @@ class _EnvCache:
         raw = getattr(os.environ, "_data", None)
         if not isinstance(raw, dict):
             return build()
-        if raw != self._raw:
-            self._raw = dict(raw)  # taken first: a change during build() shows next time
-            self._env = build()
-        return self._env
+        entry = self._entry
+        if entry is None or raw != entry[0]:
+            # The snapshot is taken first, so a change during build() shows next time; one
+            # assignment keeps snapshot and result a pair for calls from other threads.
+            snapshot = dict(raw)
+            entry = self._entry = (snapshot, build())
+        return entry[1]
 
 
 def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
