@@ -153,32 +153,31 @@ async def run_process(
         SandboxError: the command could not be started.
     """
     started = time.perf_counter()
-    buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
     limits_key = repr((spec.get("rlimits", []), spec.get("memory_bytes")))
     supervisor = launcher.acquire(limits_key)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    for fd in (out_r, err_r):
-        os.set_blocking(fd, False)
-    job = _Job(supervisor)
-    # Set up before the job goes out, so that the caller has little left to do before it
-    # waits: on a busy machine the supervisor then gets the CPU at once.
-    streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     # An environment the supervisor already has is not sent again (see sandbox._supervisor).
     env = spec["env"]
     message = spec if env != supervisor.env else {k: v for k, v in spec.items() if k != "env"}
     try:
-        supervisor.send(message, [out_w, err_w])
-        supervisor.env = env
+        try:
+            supervisor.send(message, [out_w, err_w])
+            supervisor.env = env
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        # Set up once the job is out: the supervisor starts the command meanwhile.
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+        buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+        job = _Job(supervisor)
+        streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     except BaseException:
-        streams.close()
         for fd in (out_r, err_r):
             os.close(fd)
-        supervisor.close()
+        supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
     supervisor.sock.setblocking(False)
     timed_out = False
     try:
