@@ -52,7 +52,7 @@ from ._policy import (
 from ._result import ToolResult, ToolUpdate
 from ._session import ToolSession
 from ._steps import SessionRecord, Step, StepSummary, TraceEvent
-from ._tool import Tool, ToolContext, tool
+from ._tool import Tool, ToolContext, ToolState, tool
 from .tools import TOOL_NAMES, workspace_tools
 from .workspace import Workspace, WorkspaceOptions
 
@@ -86,6 +86,7 @@ __all__ = [
     "ToolResult",
     "ToolResultEvent",
     "ToolSession",
+    "ToolState",
     "ToolUpdate",
     "ToolUpdateEvent",
     "TraceEvent",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -173,7 +174,7 @@ async def invoke_tool(
         try:
             with _deadline(effective_timeout) as scope:
                 if sandbox is not None:
-                    value = await _run_in_sandbox(sandbox, tool, args, call_id)
+                    value = await call_in_sandbox(sandbox, tool, args, call_id)
                 else:
                     value = await _execute(tool, args, context)
             if scope is not None and scope.cancelled_caught:
@@ -221,8 +222,54 @@ def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
         result.content = _check_output_schema(tool, value)
 
 
-async def _run_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
-    return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name)
+async def call_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
+    """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
+
+    A tool with :attr:`Tool.state` gives the child its state and takes back what the call
+    changed; the lock the call takes in process is held here around it.
+
+    Raises:
+        Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
+        child died.
+    """
+    state = tool.state
+    if state is None:
+        return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name)
+    lock = state.lock(args) if state.lock is not None else None
+    held: list[bool] = []
+    try:
+        if lock is not None:
+            await _acquire(lock, held)
+        before = state.snapshot()
+        value, changes = await sandbox.call(
+            _execute_with_state,
+            tool.execute,
+            state.restore,
+            state.changes,
+            before,
+            args,
+            call_id,
+            tool.name,
+        )
+        state.apply(changes)
+        return value
+    finally:
+        if held:
+            lock.release()  # type: ignore[union-attr]
+
+
+async def _acquire(lock: threading.Lock, held: list[bool]) -> None:
+    """Take ``lock`` without blocking the event loop; ``held`` records that it was taken,
+    also when a cancellation arrives just after (the waiting thread is not abandoned)."""
+    if lock.acquire(blocking=False):
+        held.append(True)
+        return
+
+    def take() -> None:
+        lock.acquire()
+        held.append(True)
+
+    await anyio.to_thread.run_sync(take)
 
 
 def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str) -> Any:
@@ -230,6 +277,23 @@ def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str
     no updates). Made in the sandbox's child, so that only primitives and the arguments
     cross the process boundary."""
     return execute(args, ToolContext(call_id, tool_name))
+
+
+async def _execute_with_state(
+    execute: Any,
+    restore: Callable[[Any], None],
+    changes: Callable[[Any], Any],
+    before: Any,
+    args: BaseModel,
+    call_id: str,
+    tool_name: str,
+) -> tuple[Any, Any]:
+    # In the sandbox's child: the caller's state as it is now, not as it was at the fork.
+    restore(before)
+    value = execute_silently(execute, args, call_id, tool_name)
+    if inspect.isawaitable(value):
+        value = await value
+    return value, changes(before)
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:

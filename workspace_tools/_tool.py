@@ -66,6 +66,32 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class ToolState:
+    """State a tool keeps in the caller's process between calls (a workspace's content
+    hashes for staleness checks and its per-file locks), which a call run in a sandbox
+    child must be given and must hand back: the child's memory is a copy, forked earlier.
+
+    Build it once per tool: its callables are passed to the child by reference, which
+    needs the same objects on every call.
+
+    Attributes:
+        snapshot: ``() -> S`` in the caller before the call; ``S`` pickles.
+        restore: ``(S) -> None`` in the child, before the call runs.
+        changes: ``(S) -> C`` in the child after the call: what it changed since ``S``.
+        apply: ``(C) -> None`` in the caller, after the call.
+        lock: ``(args) -> threading.Lock | None``: the lock a call with ``args`` takes in
+            process (a file's), held in the caller around the sandboxed call so that calls
+            on one file still run one after another; ``None`` when calls take none.
+    """
+
+    snapshot: Callable[[], Any]
+    restore: Callable[[Any], None]
+    changes: Callable[[Any], Any]
+    apply: Callable[[Any], None]
+    lock: Callable[[Any], threading.Lock | None] | None = None
+
+
+@dataclass(frozen=True)
 class Tool(Generic[ArgsT]):
     """A tool a model can call. Build one with :func:`tool`.
 
@@ -78,6 +104,7 @@ class Tool(Generic[ArgsT]):
         output_schema: pydantic model class describing ``content`` (not the ToolOutput).
         timeout: seconds before the call is cancelled, or ``None``.
         read_only: the tool never changes anything.
+        state: what a call run in a sandbox must carry in and out (see :class:`ToolState`).
     """
 
     name: str
@@ -88,6 +115,7 @@ class Tool(Generic[ArgsT]):
     output_schema: type[BaseModel] | None = None
     timeout: float | None = None
     read_only: bool = False
+    state: ToolState | None = None
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments (draft 2020-12, as pydantic emits it)."""
@@ -121,6 +149,7 @@ def tool(
     output_schema: type[BaseModel] | None = None,
     timeout: float | None = None,
     read_only: bool = False,
+    state: ToolState | None = None,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool`.
 
@@ -141,4 +170,5 @@ def tool(
         output_schema=output_schema,
         timeout=timeout,
         read_only=read_only,
+        state=state,
     )

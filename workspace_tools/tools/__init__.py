@@ -8,7 +8,7 @@ from typing import Any
 
 from sandbox import Sandbox
 
-from .._invoke import execute_silently
+from .._invoke import call_in_sandbox
 from .._tool import Tool, ToolContext
 from ..workspace import Workspace, as_workspace
 from . import edit_file, glob, grep, list_files, read_file, run_command, write_file
@@ -57,9 +57,8 @@ def workspace_tools(
 
 def in_sandbox(tool_: Tool[Any], box: Sandbox) -> Tool[Any]:
     """``tool_`` with its ``execute`` run in a child process of ``box`` (no updates)."""
-    inner = tool_.execute
 
     async def execute(args: Any, context: ToolContext) -> Any:
-        return await box.call(execute_silently, inner, args, context.call_id, context.tool_name)
+        return await call_in_sandbox(box, tool_, args, context.call_id)
 
     return dataclasses.replace(tool_, execute=execute)

@@ -12,6 +12,7 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._match import replace_text
 from ..workspace._textfile import load_text, save_text, text_diff
+from ._file_state import file_tool_state
 
 DESCRIPTION = """\
 Replace text in an existing file of the workspace: `old_text` becomes `new_text`.
@@ -111,4 +112,5 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Edit file", icon="file-pen", detail=a.path),
         output_schema=EditFileContent,
+        state=file_tool_state(workspace, locks_file=True),
     )

@@ -11,6 +11,7 @@ from ..workspace import Workspace
 from ..workspace._files import open_read
 from ..workspace._lines import LineSlice, read_lines
 from ..workspace._text import image_media_type, newline_name
+from ._file_state import file_tool_state
 
 DEFAULT_LIMIT = 2000
 
@@ -148,4 +149,5 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
         read_only=True,
+        state=file_tool_state(workspace, locks_file=False),
     )

@@ -10,6 +10,7 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._text import convert_newlines, count_lines
 from ..workspace._textfile import load_text, save_text, text_diff
+from ._file_state import file_tool_state
 
 DESCRIPTION = """\
 Create a file, or replace the whole content of an existing one, in the workspace.
@@ -90,4 +91,5 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
             label="Write file", icon="file-plus", detail=a.path
         ),
         output_schema=WriteFileContent,
+        state=file_tool_state(workspace, locks_file=True),
     )
