@@ -26,10 +26,11 @@ from ._layered import (
     command_spec,
     enforced,
     plan_layers,
+    seccomp_filter,
     wanted,
     why_missing,
 )
-from ._layers import PROCESS_CAP, PROTECTIONS, WRITE_CONFINEMENT, cgroup
+from ._layers import PROCESS_CAP, PROTECTIONS, SECCOMP, WRITE_CONFINEMENT, cgroup
 from ._limits import SandboxLimits, address_space_bytes, apply_rlimits
 from ._process import OnOutput, ProcessResult, run_process
 from ._tree import become_subreaper, preload
@@ -224,6 +225,8 @@ class Sandbox:
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
         layers = child_layers(enforced(self._plan.calls, confinement))
+        if SECCOMP in layers:
+            seccomp_filter()  # built (and cached) here, not in every child
         fields = dataclasses.asdict(confinement)
         limits = self.limits
         allowlist = self.env_allowlist

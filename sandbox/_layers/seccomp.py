@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import socket
 import struct
 
@@ -49,6 +50,11 @@ _ARCH = 4
 _SOCK_FILTER = struct.Struct("=HBBI")
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+@functools.lru_cache(maxsize=4)
 def network_filter(arch: Arch | None = None) -> bytes:
     """The filter program as an array of `struct sock_filter`, in native byte order.
 
@@ -91,14 +97,11 @@ def deny_network() -> None:
     filter requires. Irreversible. Raises OSError (EINVAL when the kernel lacks
     CONFIG_SECCOMP_FILTER, ENOSYS on an unknown architecture).
     """
+    # The program is built once per process (cached): a forked child then only installs it.
     program = network_filter()
     instructions = len(program) // _SOCK_FILTER.size
     buffer = ctypes.create_string_buffer(program, len(program))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-    fprog = SockFprog(instructions, ctypes.cast(buffer, ctypes.c_void_p))
+    fprog = _SockFprog(instructions, ctypes.cast(buffer, ctypes.c_void_p))
     set_no_new_privs()
     prctl(
         PR_SET_SECCOMP,
