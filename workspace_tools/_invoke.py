@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
@@ -279,7 +279,7 @@ def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str
     return execute(args, ToolContext(call_id, tool_name))
 
 
-async def _execute_with_state(
+def _execute_with_state(
     execute: Any,
     restore: Callable[[Any], None],
     changes: Callable[[Any], Any],
@@ -287,13 +287,20 @@ async def _execute_with_state(
     args: BaseModel,
     call_id: str,
     tool_name: str,
-) -> tuple[Any, Any]:
+) -> Any:
     # In the sandbox's child: the caller's state as it is now, not as it was at the fork.
     restore(before)
     value = execute_silently(execute, args, call_id, tool_name)
     if inspect.isawaitable(value):
-        value = await value
+        # Only an async tool needs the event loop the child starts for an awaitable.
+        return _with_changes(value, changes, before)
     return value, changes(before)
+
+
+async def _with_changes(
+    value: Awaitable[Any], changes: Callable[[Any], Any], before: Any
+) -> tuple[Any, Any]:
+    return await value, changes(before)
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:

@@ -1,4 +1,5 @@
-"""File tools run in a sandbox child keep the workspace's promises: staleness checks see
+"""Tools run in a sandbox child keep the state they declare; the file tools keep the
+workspace's promises: staleness checks see
 every read and write made in a child, and calls on one file still run one after another."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
+from pydantic import BaseModel
 
 from sandbox import Sandbox
-from workspace_tools import ErrorCode, ToolResult, invoke_tool
+from workspace_tools import ErrorCode, ToolResult, ToolState, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
@@ -80,3 +82,53 @@ async def test_concurrent_sandboxed_edits_of_one_file_all_land(tmp_path: Path, c
             group.start_soon(one, i)
     assert [r.error for r in results] == [None] * EDITS
     assert path.read_bytes() == b"".join(b"line%d = 1\n" % i for i in range(EDITS))
+
+
+class Counter:
+    """A tool's own state: counts per name, carried in and out of the sandbox."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def restore(self, counts: dict[str, int]) -> None:
+        self.counts = dict(counts)
+
+    def changes(self, since: dict[str, int]) -> dict[str, int]:
+        return {k: v for k, v in self.counts.items() if since.get(k) != v}
+
+    def apply(self, changes: dict[str, int]) -> None:
+        self.counts.update(changes)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_custom_tool_state_comes_back_from_the_sandbox(box: Sandbox, is_async: bool):
+    class Args(BaseModel):
+        name: str
+
+    counter = Counter()
+
+    def count(args: Args, context: object) -> int:
+        counter.counts[args.name] = counter.counts.get(args.name, 0) + 1
+        return counter.counts[args.name]
+
+    async def count_async(args: Args, context: object) -> int:
+        await anyio.sleep(0)
+        return count(args, context)
+
+    state = ToolState(counter.snapshot, counter.restore, counter.changes, counter.apply)
+    counting = tool(
+        name="count",
+        description="",
+        parameters=Args,
+        execute=count_async if is_async else count,
+        state=state,
+    )
+    seen = [
+        (await invoke_tool(counting, {"name": name}, sandbox=box)).content
+        for name in ("a", "a", "b", "a")
+    ]
+    assert seen == [1, 2, 1, 3]
+    assert counter.counts == {"a": 3, "b": 1}
