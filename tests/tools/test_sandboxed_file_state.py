@@ -1,6 +1,6 @@
-"""Tools run in a sandbox child keep the state they declare; the file tools keep the
-workspace's promises: staleness checks see
-every read and write made in a child, and calls on one file still run one after another."""
+"""Tools run in a sandbox child keep the state they declare. The file tools keep the
+workspace's promises: staleness checks see every read and write made in a child, and calls
+on one file still run one after another."""
 
 from __future__ import annotations
 
