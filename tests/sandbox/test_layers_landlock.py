@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandbox._confinement import Confinement
+from sandbox._forking import fork_in_threaded_process
 from sandbox._layers import landlock
 from sandbox._layers._syscall import in_child
 
@@ -132,7 +133,7 @@ def test_apply_refuses_relative_paths() -> None:
     def attempt() -> None:
         landlock.apply(Confinement(writable=("relative/dir",)))
 
-    pid = os.fork()
+    pid = fork_in_threaded_process()
     if pid == 0:
         code = 1
         try:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
+from sandbox._forking import fork_in_threaded_process
 from sandbox._layers import seccomp
 from sandbox._layers._syscall import host_arch, require_arch, syscall
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.skipif(host_arch() is None, reason="no seccomp syscall 
 def in_child(check: Callable[[], str], *, filtered: bool) -> str:
     """`check()`'s result from a forked child, or "signal N" when the child was killed."""
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    pid = fork_in_threaded_process()
     if pid == 0:
         try:
             os.close(read_end)
