@@ -237,3 +237,20 @@ def test_streamed_reads_across_chunks(
     result = call(t["read_file"], path="f", limit=3 if len(shown) == 3 else 2)
     assert result.content.split("\n\n[")[0] == _numbered(1, shown)
     assert result.details.total_lines == total
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "streamed"])
+def test_long_read_stops_at_a_whole_line_and_says_where_to_go_on(root: Path, whole: bool) -> None:
+    # 3,000 lines of 100 characters: the default limit of 2,000 lines would be ~216,000
+    # characters, cut mid-line by the result limit with no word of where to continue.
+    lines = [f"{n:05} " + "x" * 94 for n in range(3000)]
+    (root / "big.txt").write_text("\n".join(lines) + "\n")
+    options = {} if whole else {"max_file_bytes": 1}
+    result = call(tools(root, **options)["read_file"], path="big.txt")
+    shown = 40_000 // len(_numbered(1, [lines[0]]) + "\n")  # whole numbered lines that fit
+    note = f"[Lines 1-{shown} of 3000 shown. Use offset={shown + 1} to read on.]"
+    assert result.content == _numbered(1, lines[:shown]) + "\n\n" + note
+    assert (result.details.end_line, result.details.truncated) == (shown, True)
+    assert result.model_text() == result.content  # nothing cut by the result limit
+    following = call(tools(root, **options)["read_file"], path="big.txt", offset=shown + 1)
+    assert following.content.startswith(_numbered(shown + 1, [lines[shown]]) + "\n")

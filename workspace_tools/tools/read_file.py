@@ -15,14 +15,19 @@ from ._file_state import file_tool_state
 
 DEFAULT_LIMIT = 2000
 
+#: Most characters of numbered lines one call returns: the lines after are left to the next
+#: call (the closing note says from which offset), so that the note survives the default
+#: 50,000-character limit on what the model reads.
+MAX_TEXT_CHARS = 40_000
+
 DESCRIPTION = """\
 Read a file in the workspace. Text comes back as numbered lines ("cat -n" style: the line
 number, a tab, the line), so you can quote exact text in edit_file: leave out the number and
 the tab. Read a file before you edit or overwrite it.
 
-- Reads up to `limit` lines (default {read_limit}) from line `offset` (1-based). A note
-  at the end says when more lines follow and which offset continues; read large files in
-  parts.
+- Reads up to `limit` lines (default {read_limit}) from line `offset` (1-based), and at
+  most about 40,000 characters. A note at the end says when more lines follow and which
+  offset continues; read large files in parts.
 - Lines longer than {max_line_length} characters are cut, with a marker.
 - PNG, JPEG, GIF and WebP images come back as images. Other binary files are refused.
 - Paths are relative to the workspace root; paths outside it are refused."""
@@ -67,18 +72,26 @@ def _arguments_model(workspace: Workspace) -> type[ReadFileArgs]:
     )
 
 
-def _render(lines: LineSlice, offset: int, max_chars: int) -> str:
+def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
+    """The numbered lines that fit in :data:`MAX_TEXT_CHARS` (at least one) and the closing
+    note; returns the text and how many lines it shows."""
     out = []
+    size = 0
     for number, (line, cut) in enumerate(zip(lines.lines, lines.cut, strict=True), start=offset):
         marker = f" [... line cut at {max_chars} characters]" if cut else ""
-        out.append(f"{number:6}\t{line}{marker}")
-    end = offset + len(lines.lines) - 1
+        rendered = f"{number:6}\t{line}{marker}"
+        size += len(rendered) + 1
+        if out and size > MAX_TEXT_CHARS:
+            break
+        out.append(rendered)
+    shown = len(out)
+    end = offset + shown - 1
     if end < lines.total_lines:
         out.append(
             f"\n[Lines {offset}-{end} of {lines.total_lines} shown. "
             f"Use offset={end + 1} to read on.]"
         )
-    return "\n".join(out)
+    return "\n".join(out), shown
 
 
 def build(workspace: Workspace) -> Tool[ReadFileArgs]:
@@ -126,7 +139,10 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
                 f"{lines.total_lines} lines",
                 ErrorCode.INVALID_ARGUMENTS,
             )
-        end = args.offset + len(lines.lines) - 1
+        text, shown = (
+            _render(lines, args.offset, options.max_line_length) if lines.lines else ("", 0)
+        )
+        end = args.offset + shown - 1
         details = ReadFileDetails(
             path=rel,
             start_line=args.offset if lines.lines else 0,
@@ -137,7 +153,6 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
             encoding=lines.format.label,
             newline=newline_name(lines.newline),
         )
-        text = _render(lines, args.offset, options.max_line_length) if lines.lines else ""
         return tool_output(text or f"[{rel} is empty]", details)
 
     return tool(
