@@ -75,6 +75,33 @@ async def test_missing_argument_names_the_field() -> None:
     assert result.error == "Invalid arguments for echo:\n- text: Field required"
 
 
+async def test_unknown_argument_is_invalid_and_named() -> None:
+    # A misspelt argument must not be dropped silently and the call run with the default.
+    result = await invoke_tool(echo_tool(), {"text": "ab", "tims": 2})
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error == (
+        "Invalid arguments for echo:\n- tims: unknown argument (the arguments are: text, times)"
+    )
+    result = await invoke_tool(echo_tool(), {"txt": "ab"})
+    assert result.error == (
+        "Invalid arguments for echo:\n"
+        "- text: Field required\n"
+        "- txt: unknown argument (the arguments are: text, times)"
+    )
+
+
+async def test_a_model_that_allows_extra_fields_takes_them() -> None:
+    class Open(BaseModel, extra="allow"):
+        text: str
+
+    def execute(args: Open, context: ToolContext) -> object:
+        return args.model_dump()
+
+    t = tool(name="open", description="", parameters=Open, execute=execute)
+    result = await invoke_tool(t, {"text": "a", "more": 1})
+    assert result.content == {"text": "a", "more": 1}
+
+
 async def test_arguments_as_json_string_are_validated() -> None:
     result = await invoke_tool(echo_tool(), '{"text": "ab", "times": 2}')
     assert result.content == "abab"

@@ -60,12 +60,34 @@ def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
             f"Invalid arguments for {tool.name}: not valid JSON ({exc})",
             ErrorCode.INVALID_ARGUMENTS,
         ) from exc
+    unknown = _unknown_arguments(tool.parameters, raw)
     try:
-        return tool.parameters.model_validate(raw)
+        args = tool.parameters.model_validate(raw)
     except ValidationError as exc:
+        message = format_validation_error(tool.name, exc)
+        raise ToolError("\n".join([message, *unknown]), ErrorCode.INVALID_ARGUMENTS) from exc
+    if unknown:
         raise ToolError(
-            format_validation_error(tool.name, exc), ErrorCode.INVALID_ARGUMENTS
-        ) from exc
+            "\n".join([f"Invalid arguments for {tool.name}:", *unknown]),
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return args
+
+
+def _unknown_arguments(model: type[BaseModel], raw: Any) -> list[str]:
+    """A line per argument ``model`` has no field for: a misspelt name would otherwise be
+    dropped without a word and the call run with the default. A model that allows extra
+    fields (``extra="allow"``) takes them."""
+    if not isinstance(raw, dict) or model.model_config.get("extra") == "allow":
+        return []
+    names = set(model.model_fields)
+    names.update(f.alias for f in model.model_fields.values() if f.alias)
+    expected = ", ".join(model.model_fields)
+    return [
+        f"- {key}: unknown argument (the arguments are: {expected})"
+        for key in raw
+        if key not in names
+    ]
 
 
 def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
