@@ -56,6 +56,8 @@ from ._tool import Tool, ToolContext, ToolState, tool
 from .tools import TOOL_NAMES, workspace_tools
 from .workspace import Workspace, WorkspaceOptions
 
+__version__ = "0.1.0"
+
 __all__ = [
     "TOOL_NAMES",
     "ArgumentCondition",

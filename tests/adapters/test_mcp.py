@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from tests.adapters._custom_server import PIXEL_PNG
-from workspace_tools import TOOL_NAMES, workspace_tools
+from workspace_tools import TOOL_NAMES, __version__, workspace_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -67,6 +67,19 @@ def anyio_backend() -> str:
     # The subprocess server always runs on asyncio; the client's backend is not under test.
     # The server on both backends is covered in-process by test_mcp_in_memory.py.
     return "asyncio"
+
+
+async def test_server_introduces_itself_with_this_package_version(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    params = StdioServerParameters(
+        command=sys.executable, args=list(workspace_server(tmp_path)), env=env, cwd=REPO
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        info = (await session.initialize()).serverInfo
+    assert (info.name, info.version) == (
+        "workspace-tools",
+        __version__,
+    )
 
 
 async def test_lists_the_seven_tools_with_schemas_titles_and_hints(tmp_path: Path) -> None:

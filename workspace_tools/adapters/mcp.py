@@ -27,6 +27,7 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
 
+from .. import __version__
 from .._confirm import (
     Confirmation,
     ConfirmationForm,
@@ -192,7 +193,7 @@ def create_server(
     """
     by_name = {t.name: t for t in tools}
     run = call or invoke_call()
-    server: Server[Any, Any] = Server(name, instructions=instructions)
+    server: Server[Any, Any] = Server(name, version=__version__, instructions=instructions)
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
