@@ -30,7 +30,15 @@ from ._layered import (
     wanted,
     why_missing,
 )
-from ._layers import PROCESS_CAP, PROTECTIONS, SECCOMP, WRITE_CONFINEMENT, cgroup
+from ._layers import (
+    NETWORK_OFF,
+    PROCESS_CAP,
+    PROTECTIONS,
+    READ_DENIAL,
+    SECCOMP,
+    WRITE_CONFINEMENT,
+    cgroup,
+)
 from ._limits import SandboxLimits, address_space_bytes, apply_rlimits
 from ._process import OnOutput, ProcessResult, run_process
 from ._tree import become_subreaper, preload
@@ -259,8 +267,7 @@ class Sandbox:
             # (workspace_tools adds the workspace); until then only the temp dir is.
             if protection not in asked and protection != WRITE_CONFINEMENT:
                 raise ValueError(
-                    f"{protection} is required but not asked for "
-                    "(pass read_denied=, network=False or max_processes=)"
+                    f"{protection} is required but not asked for: pass {_ASKS[protection]}"
                 )
             if protection not in self._plan.commands:
                 raise SandboxUnavailable(protection, why_missing(protection, "commands"))
@@ -287,6 +294,14 @@ class Sandbox:
         if self._plan.cgroup_parent is None:
             return None
         return cgroup.create(self._plan.cgroup_parent, max_processes=self.confinement.max_processes)
+
+
+#: The argument that asks for each protection (write confinement: ``writable=``).
+_ASKS = {
+    READ_DENIAL: "read_denied=[paths]",
+    NETWORK_OFF: "network=False",
+    PROCESS_CAP: "max_processes=N",
+}
 
 
 def _enter_child(env: dict[str, str]) -> None:

@@ -382,9 +382,18 @@ def test_process_cap_required_without_cgroup_raises_or_is_enforced() -> None:
         assert box.capabilities["process_cap"] == "cgroup-v2"
 
 
-def test_required_protection_must_be_asked_for() -> None:
-    with pytest.raises(ValueError, match="read_denial is required but not asked for"):
-        Sandbox(require=["read_denial"], layers=False)
+@pytest.mark.parametrize(
+    ("protection", "asks", "fix"),
+    [
+        ("read_denial", {}, "read_denied=[paths]"),
+        ("network_off", {"network": True}, "network=False"),
+        ("process_cap", {}, "max_processes=N"),
+    ],
+)
+def test_required_protection_must_be_asked_for(protection: str, asks: dict, fix: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Sandbox(require=[protection], layers=False, **asks)
+    assert str(raised.value) == f"{protection} is required but not asked for: pass {fix}"
 
 
 async def test_protection_missing_for_calls_is_sandbox_unavailable(

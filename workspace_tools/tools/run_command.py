@@ -31,7 +31,14 @@ class RunCommandArgs(BaseModel):
 
     command: str = Field(description="Shell command, run with bash -c")
     cwd: str = Field(".", description="Working directory, relative to the workspace root")
-    timeout: float | None = Field(None, gt=0, description="Seconds before the command is killed")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "Seconds before the command and everything it started are killed "
+            "(default: the workspace's command_timeout, 120)"
+        ),
+    )
 
 
 class RunCommandContent(BaseModel):
