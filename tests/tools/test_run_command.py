@@ -47,9 +47,9 @@ async def test_timeout_kills_background_loop_and_keeps_partial_output(
     elapsed = time.monotonic() - started
     assert elapsed < 7
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
-    assert result.details["timed_out"] is True
-    assert result.details["exit_code"] is None
-    assert result.details["stdout"].startswith("c\nc\n")
+    assert result.details.timed_out is True
+    assert result.details.exit_code is None
+    assert result.details.stdout.startswith("c\nc\n")
     assert "stdout so far:\nc\nc\n" in result.error
     assert survivors(marker) == []
 

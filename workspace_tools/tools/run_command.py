@@ -66,6 +66,14 @@ class RunCommandDetails(BaseModel):
     truncated: bool
 
 
+class RunCommandTimeoutDetails(RunCommandDetails):
+    """Details of a command that timed out: the counts and timing, and what each stream
+    had printed until then (head and tail, as the model reads it)."""
+
+    stdout: str
+    stderr: str
+
+
 def command_env(
     environ: Mapping[str, str],
     passthrough: tuple[str, ...] | frozenset[str],
@@ -235,7 +243,7 @@ def _result(command: str, timeout: float, result: ProcessResult) -> object:
         truncated=stdout_cut or stderr_cut,
     )
     if result.timed_out or result.exit_code is None:
-        partial = details.model_dump(mode="json") | {"stdout": stdout, "stderr": stderr}
+        partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
             f"Command timed out after {timeout:g} s; it and every process it started were "
             f"killed.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
