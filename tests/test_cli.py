@@ -50,6 +50,11 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
             "workspace-tools: error: Invalid arguments for read_file: - path: Field required",
         ),
         (
+            ["call", "read_file", "path=a.txt", "limt=2"],
+            "workspace-tools: error: Invalid arguments for read_file: - limt: unknown argument "
+            "(the arguments are: path, offset, limit)",
+        ),
+        (
             ["call", "read_file", "path"],
             "workspace-tools: error: argument 'path' is not key=value (or use --json '{...}')",
         ),
