@@ -8,6 +8,7 @@ at the host (a file, a listener), not at the exit code.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import secrets
 import select
@@ -330,6 +331,23 @@ async def test_call_returns_result_and_reraises_exceptions() -> None:
     assert await PLAIN.call(add, 2, 3) == 5
     with pytest.raises(KeyError, match="missing"):
         await PLAIN.call(fail)
+
+
+async def test_calls_are_collected_without_pidfds_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where pidfd_open is missing (macOS, old Linux) a waiting thread stands in for it.
+    def no_pidfd(pid: int) -> int:
+        raise OSError(errno.ENOSYS, "pidfd_open")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    box = Sandbox(layers=False)
+    try:
+        assert await box.call(pow, 2, 10) == 1024
+        with pytest.raises(SandboxError, match="exited \\(status 3\\) without a result"):
+            await box.call(os._exit, 3)
+        with pytest.raises(SandboxError, match="killed by SIGSEGV"):
+            await box.call(ctypes.string_at, 0)
+    finally:
+        box.close()
 
 
 async def test_call_exiting_without_result_is_sandbox_error() -> None:
