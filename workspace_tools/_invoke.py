@@ -80,14 +80,13 @@ def _unknown_arguments(model: type[BaseModel], raw: Any) -> list[str]:
     fields (``extra="allow"``) takes them."""
     if not isinstance(raw, dict) or model.model_config.get("extra") == "allow":
         return []
-    names = set(model.model_fields)
-    names.update(f.alias for f in model.model_fields.values() if f.alias)
-    expected = ", ".join(model.model_fields)
-    return [
-        f"- {key}: unknown argument (the arguments are: {expected})"
-        for key in raw
-        if key not in names
-    ]
+    fields = model.model_fields
+    aliases = {f.alias for f in fields.values() if f.alias}
+    unknown = [key for key in raw if key not in fields and key not in aliases]
+    if not unknown:
+        return []
+    expected = ", ".join(fields)
+    return [f"- {key}: unknown argument (the arguments are: {expected})" for key in unknown]
 
 
 def _check_output_schema(tool: Tool[Any], content: Any) -> Any:

@@ -528,6 +528,16 @@ async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
         box.close()
 
 
+async def _child_forked_ahead(caller: Any) -> Any:
+    """The child ``caller`` forks ahead after a call, once it is there (at most 5 s)."""
+    for _ in range(500):
+        if caller._ahead is not None:
+            break
+        await anyio.sleep(0.01)
+    assert caller._ahead is not None
+    return caller._ahead
+
+
 async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
     def pid() -> int:
         return os.getpid()
@@ -537,12 +547,7 @@ async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
         await box.call(pid)
         caller = box._caller
         assert caller is not None
-        for _ in range(500):  # wait for the child forked ahead, at most 5 s
-            if caller._ahead is not None:
-                break
-            await anyio.sleep(0.01)
-        ahead = caller._ahead
-        assert ahead is not None
+        ahead = await _child_forked_ahead(caller)
         os.kill(ahead.pid, signal.SIGKILL)
         os.waitpid(ahead.pid, 0)
         assert await box.call(pid) not in (ahead.pid, os.getpid())
@@ -564,12 +569,7 @@ async def test_a_child_forked_ahead_learns_callables_used_since_its_fork() -> No
         assert caller is not None
         for _ in range(3):  # the child forked after `first` cannot serve `second`
             await box.call(second)
-        for _ in range(500):  # wait for the child forked ahead, at most 5 s
-            if caller._ahead is not None:
-                break
-            await anyio.sleep(0.01)
-        ahead = caller._ahead
-        assert ahead is not None
+        ahead = await _child_forked_ahead(caller)
         assert await box.call(second) == ahead.pid
     finally:
         box.close()

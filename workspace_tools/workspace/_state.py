@@ -31,12 +31,10 @@ class FileStates:
         self._locks: dict[str, threading.Lock] = {}
 
     def __getstate__(self) -> dict[str, object]:
-        with self._guard:
-            return {"hashes": dict(self._hashes)}
+        return {"hashes": self.snapshot()}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__()  # type: ignore[misc]
-        self._hashes.update(state["hashes"])  # type: ignore[arg-type]
+        self.restore(state["hashes"])  # type: ignore[arg-type]
 
     def lock(self, real: Path) -> threading.Lock:
         """The lock serialising calls that change ``real`` (one per path, kept for the
