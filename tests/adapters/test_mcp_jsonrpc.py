@@ -79,12 +79,6 @@ class RawServer:
         self.seen.append(message)
         return message
 
-    def receive_response(self) -> Any:
-        """The next message that is not a notification."""
-        while "method" in (message := self.receive()):
-            pass
-        return message
-
     def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send a well-formed request with a fresh id; its response (nothing else came first)."""
         self._next_id += 1
@@ -241,6 +235,10 @@ ANSWERS = [
             " capabilities: Field required; clientInfo: Field required",
         ),
     ),
+    (
+        call(18, "tools/call"),
+        error(18, -32602, "Invalid params for tools/call: params: Field required"),
+    ),
     # unknown methods: -32601
     (call(20, "nope", {}), error(20, -32601, "Method not found: 'nope'")),
     (call("x", "tools/List"), error("x", -32601, "Method not found: 'tools/List'")),
@@ -280,6 +278,11 @@ SILENT = [
 def test_notifications_and_responses_are_never_answered(shared: RawServer, line: bytes) -> None:
     shared.send(line)
     shared.assert_lists_tools()  # the next message is the answer to tools/list
+
+
+def test_crlf_line_ending_is_accepted(shared: RawServer) -> None:
+    shared.send(call("crlf", "ping") + b"\r")
+    assert shared.receive() == {"jsonrpc": "2.0", "id": "crlf", "result": {}}
 
 
 def test_unknown_tool_is_a_tool_error_result(shared: RawServer) -> None:
@@ -351,8 +354,6 @@ def test_closing_stdin_ends_the_server_and_its_calls(tmp_path: Path) -> None:
         pid = _start_sleeper(server, 40)
         assert server.close() == 0
         _wait_gone(pid)
-        leftover = server.lines.get(timeout=DEADLINE)
-        assert leftover == b"" or json.loads(leftover).get("id") != 40, leftover
     finally:
         server.process.kill()
         server.process.wait()
@@ -376,3 +377,19 @@ def test_no_response_carries_code_zero() -> None:
     line = gate.outgoing(failed(1, "boom"))
     assert line is not None and json.loads(line) == error(1, -32603, "boom")
     assert gate.outgoing(failed(2, "Request cancelled")) is None
+
+
+def test_client_responses_reach_the_server_only_for_its_requests() -> None:
+    """A response to the server's request is passed on once, its id echoed as a number or a
+    string of digits (the SDK matches both); any other response is dropped."""
+    gate = JsonRpcGate()
+    for request_id in (0, 1):
+        request = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="elicitation/create")
+        assert gate.outgoing(types.JSONRPCMessage(request)) is not None
+    answered = b'{"jsonrpc": "2.0", "id": "0", "result": {"action": "decline"}}'
+    forwarded = gate.incoming(answered)
+    assert isinstance(forwarded, types.JSONRPCMessage), forwarded
+    assert gate.incoming(answered) is None  # answered already
+    failed = b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "no"}}'
+    assert isinstance(gate.incoming(failed), types.JSONRPCMessage)
+    assert gate.incoming(b'{"jsonrpc": "2.0", "id": 2, "result": {}}') is None

@@ -74,6 +74,15 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _server_id(value: str | int) -> str | int:
+    """The id of a response as the SDK matches it to its request: a string of digits is the
+    integer (the SDK's ids are integers; some clients echo them as strings)."""
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
 def _json_kind(value: object) -> str:
     """The JSON type name of a parsed value (``array``, ``string``, …), for messages."""
     if value is None:
@@ -91,8 +100,8 @@ def _reject_constant(name: str) -> None:
 def _validation_summary(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors()[:3]:
-        location = ".".join(str(p) for p in error["loc"] if p != "params")
-        parts.append(f"{location}: {error['msg']}" if location else error["msg"])
+        path = error["loc"][1:] if error["loc"][1:] else error["loc"]  # leave out "params."
+        parts.append(f"{'.'.join(str(p) for p in path)}: {error['msg']}")
     return "; ".join(parts)
 
 
@@ -187,10 +196,11 @@ class JsonRpcGate:
         except ValidationError:
             logger.warning("dropped an invalid response from the client (id %r)", value.get("id"))
             return None
-        if value["id"] not in self._awaiting:
+        request_id = _server_id(value["id"])
+        if request_id not in self._awaiting:
             logger.warning("dropped a response to no request of the server (id %r)", value["id"])
             return None
-        self._awaiting.discard(value["id"])
+        self._awaiting.discard(request_id)
         return message
 
     def outgoing(self, message: types.JSONRPCMessage) -> bytes | None:
