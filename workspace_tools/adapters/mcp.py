@@ -49,7 +49,8 @@ from ._common import (
 try:
     from mcp import types
     from mcp.server.lowlevel import Server
-    from mcp.server.stdio import stdio_server
+
+    from ._jsonrpc import validated_stdio
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
 
@@ -263,6 +264,8 @@ def elicitation_confirm(
 
 
 async def serve_stdio(server: Server[Any, Any]) -> None:
-    """Run ``server`` over stdin/stdout until the client closes the connection."""
-    async with stdio_server() as (read_stream, write_stream):
+    """Run ``server`` over stdin/stdout until the client closes stdin (calls in flight are
+    cancelled). Every request gets an answer: malformed input gets the JSON-RPC error its
+    specification names, and the server stays up (see :mod:`._jsonrpc` for the table)."""
+    async with validated_stdio() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

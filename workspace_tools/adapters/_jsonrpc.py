@@ -1,0 +1,269 @@
+"""A validating stdio transport for the MCP SDK's server: every request gets an answer.
+
+The SDK's own ``stdio_server`` hands lines it cannot parse to the server as exceptions, which
+the client sees as a log notification at best, so a client waiting for an answer hangs. This
+transport reads newline-delimited JSON-RPC 2.0 (https://www.jsonrpc.org/specification) from
+stdin, answers protocol errors itself with the codes of section 5.1, and passes only messages
+the SDK accepts to ``Server.run``. What it answers (``id`` is the request's when it is a valid
+id, else ``null``):
+
+- ``-32700`` Parse error: a line that is not UTF-8 JSON (``NaN``/``Infinity`` included).
+- ``-32600`` Invalid Request: JSON that is not a request object — a number, a string, an
+  object without ``"jsonrpc": "2.0"``, without a string ``method``, with an ``id`` that is
+  neither a string nor an integer (MCP forbids ``null`` ids too), and any array: MCP
+  2025-06-18 removed JSON-RPC batching, so a batch is one Invalid Request, not one answer
+  per element.
+- ``-32602`` Invalid params: ``params`` that is not an object (MCP's methods take named
+  parameters only), or that the method's schema rejects (the message names the field).
+- ``-32601`` Method not found: a method MCP does not define for a client. A method MCP defines
+  that this server does not serve (``prompts/list``, …) gets ``-32601`` from the SDK.
+- ``-32000`` Server not initialized: a request other than ``initialize`` or ``ping`` before
+  ``initialize`` (MCP's lifecycle lets a client send only pings before it; JSON-RPC names no
+  code for this, so it is an implementation-defined server error, the code and text the
+  official TypeScript SDK uses).
+
+A notification (a valid object without ``id``) is never answered, even when its method or
+params are wrong (JSON-RPC section 4.1); it is dropped with a warning on stderr, as is a
+response from the client that is malformed or answers no request of the server. Blank lines
+are skipped.
+
+On the way out, a request cancelled by ``notifications/cancelled`` gets no response: MCP
+(https://modelcontextprotocol.io/specification/2025-06-18/basic/utilities/cancellation) says
+the receiver SHOULD NOT send one, and the client SHOULD ignore any that arrives. Any other
+error with code ``0`` (the SDK's code for an exception in a handler) goes out as ``-32603``
+Internal error, so no response carries a code outside JSON-RPC's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import typing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import types
+from mcp.shared.message import SessionMessage
+from pydantic import BaseModel, ValidationError
+
+logger = logging.getLogger(__name__)
+
+SERVER_NOT_INITIALIZED = -32000
+"""Implementation-defined server error (JSON-RPC reserves -32000 to -32099 for these)."""
+
+_REQUEST_TYPES: dict[str, type[BaseModel]] = {
+    typing.get_args(model.model_fields["method"].annotation)[0]: model
+    for model in typing.get_args(types.ClientRequest.model_fields["root"].annotation)
+}
+"""The request model of each method a client may call, from the SDK's ``ClientRequest``."""
+
+_BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
+
+
+def error_response(request_id: str | int | None, code: int, message: str) -> dict[str, Any]:
+    """A JSON-RPC 2.0 error response object (section 5) with ``id`` ``request_id``."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def _valid_id(value: object) -> bool:
+    # MCP: "Requests MUST include a string or integer ID", never null; bool is not an integer.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _server_id(value: str | int) -> str | int:
+    """The id of a response as the SDK matches it to its request: a string of digits is the
+    integer (the SDK's ids are integers; some clients echo them as strings)."""
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+def _json_kind(value: object) -> str:
+    """The JSON type name of a parsed value (``array``, ``string``, …), for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    kinds = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
+    return kinds[type(value)]
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        path = error["loc"][1:] if error["loc"][1:] else error["loc"]  # leave out "params."
+        parts.append(f"{'.'.join(str(p) for p in path)}: {error['msg']}")
+    return "; ".join(parts)
+
+
+class JsonRpcGate:
+    """Per-connection checks between the raw stream and the SDK (see the module docstring).
+
+    ``incoming`` takes one line and says what to do with it; ``outgoing`` takes one message
+    from the SDK and gives the line to write, if any. It remembers whether ``initialize`` was
+    passed on, which requests are in flight and which of them the client cancelled, and which
+    requests of the server await a response (the SDK reports any other response as an
+    internal error to the client).
+    """
+
+    def __init__(self) -> None:
+        self._initialized = False
+        self._in_flight: set[str | int] = set()
+        self._cancelled: set[str | int] = set()
+        self._awaiting: set[str | int] = set()  # ids of the server's requests to the client
+
+    def incoming(self, line: bytes) -> types.JSONRPCMessage | dict[str, Any] | None:
+        """For one line read: the message to pass to the server, the error response object to
+        send back, or ``None`` (nothing to do: a blank line or a dropped notification)."""
+        if not line.strip():
+            return None
+        try:
+            value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            return error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
+        if isinstance(value, list):
+            reason = "an empty array" if not value else "a batch (MCP 2025-06-18 has no batching)"
+            return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")
+        if not isinstance(value, dict):
+            reason = f"expected a JSON object, got {_json_kind(value)}"
+            return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")
+        if "method" not in value and ("result" in value or "error" in value):
+            return self._response(value)
+        return self._request(value)
+
+    def _request(self, value: dict[str, Any]) -> types.JSONRPCMessage | dict[str, Any] | None:
+        has_id = "id" in value
+        request_id = value.get("id") if _valid_id(value.get("id")) else None
+        method = value.get("method")
+        reason = None
+        if has_id and request_id is None:
+            reason = "id must be a string or an integer"
+        elif value.get("jsonrpc") != "2.0":
+            reason = 'jsonrpc must be "2.0"'
+        if reason is not None or not isinstance(method, str):
+            reason = reason or ("method must be a string" if "method" in value else "no method")
+            return error_response(request_id, types.INVALID_REQUEST, f"Invalid Request: {reason}")
+        if request_id is None:
+            return self._notification(value, method)
+        params = value.get("params", {})
+        if not isinstance(params, dict):
+            message = f"Invalid params: params must be an object, got {_json_kind(params)}"
+            return error_response(request_id, types.INVALID_PARAMS, message)
+        model = _REQUEST_TYPES.get(method)
+        if model is None:
+            return error_response(
+                request_id, types.METHOD_NOT_FOUND, f"Method not found: {method!r}"
+            )
+        try:
+            model.model_validate({k: v for k, v in value.items() if k in ("method", "params")})
+        except ValidationError as exc:
+            message = f"Invalid params for {method}: {_validation_summary(exc)}"
+            return error_response(request_id, types.INVALID_PARAMS, message)
+        if not self._initialized and method not in _BEFORE_INITIALIZE:
+            message = "Server not initialized: send initialize first"
+            return error_response(request_id, SERVER_NOT_INITIALIZED, message)
+        self._initialized = self._initialized or method == "initialize"
+        self._in_flight.add(request_id)
+        return types.JSONRPCMessage.model_validate(value)
+
+    def _notification(self, value: dict[str, Any], method: str) -> types.JSONRPCMessage | None:
+        try:
+            notification = types.ClientNotification.model_validate(
+                {k: v for k, v in value.items() if k in ("method", "params")}
+            )
+        except ValidationError:
+            logger.warning("dropped an invalid notification %r", method)
+            return None
+        root = notification.root
+        if isinstance(root, types.CancelledNotification):
+            cancelled = root.params.requestId
+            if cancelled is not None and cancelled in self._in_flight:
+                self._cancelled.add(cancelled)
+        return types.JSONRPCMessage.model_validate(value)
+
+    def _response(self, value: dict[str, Any]) -> types.JSONRPCMessage | None:
+        try:
+            message = types.JSONRPCMessage.model_validate(value)
+        except ValidationError:
+            logger.warning("dropped an invalid response from the client (id %r)", value.get("id"))
+            return None
+        request_id = _server_id(value["id"])
+        if request_id not in self._awaiting:
+            logger.warning("dropped a response to no request of the server (id %r)", value["id"])
+            return None
+        self._awaiting.discard(request_id)
+        return message
+
+    def outgoing(self, message: types.JSONRPCMessage) -> bytes | None:
+        """The line to write for a message from the server, or ``None`` to send nothing."""
+        root = message.root
+        if isinstance(root, types.JSONRPCRequest):
+            self._awaiting.add(root.id)
+        elif isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
+            self._in_flight.discard(root.id)
+            if root.id in self._cancelled:
+                self._cancelled.discard(root.id)
+                return None
+            if isinstance(root, types.JSONRPCError) and root.error.code == 0:
+                error = root.error.model_copy(update={"code": types.INTERNAL_ERROR})
+                root = root.model_copy(update={"error": error})
+        return root.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
+
+
+_ToServer = MemoryObjectReceiveStream[SessionMessage | Exception]
+_FromServer = MemoryObjectSendStream[SessionMessage]
+
+
+@asynccontextmanager
+async def validated_stdio(
+    stdin: anyio.AsyncFile[bytes] | None = None,
+    stdout: anyio.AsyncFile[bytes] | None = None,
+) -> AsyncIterator[tuple[_ToServer, _FromServer]]:
+    """The ``(read_stream, write_stream)`` pair for ``Server.run``, over stdin/stdout (or the
+    binary files given), with :class:`JsonRpcGate` between them and the server.
+
+    Messages are one JSON text a line, UTF-8, as MCP's stdio transport says. The pair ends
+    when stdin reaches end of file (the server then cancels the calls in flight and returns).
+    The process's standard streams are not closed.
+    """
+    source = stdin or anyio.wrap_file(sys.stdin.buffer)
+    sink = stdout or anyio.wrap_file(sys.stdout.buffer)
+    gate = JsonRpcGate()
+    to_server_send, to_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    from_server, from_server_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    write_lock = anyio.Lock()  # the reader's replies and the server's messages share stdout
+
+    async def write(line: bytes) -> None:
+        async with write_lock:
+            await sink.write(line)
+            await sink.flush()
+
+    async def read_lines() -> None:
+        async with to_server_send:
+            async for line in source:
+                verdict = gate.incoming(line)
+                if isinstance(verdict, dict):
+                    await write(json.dumps(verdict, separators=(",", ":")).encode() + b"\n")
+                elif verdict is not None:
+                    await to_server_send.send(SessionMessage(verdict))
+
+    async def write_lines() -> None:
+        async with from_server_receive:
+            async for session_message in from_server_receive:
+                line = gate.outgoing(session_message.message)
+                if line is not None:
+                    await write(line)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_lines)
+        tg.start_soon(write_lines)
+        yield to_server, from_server
