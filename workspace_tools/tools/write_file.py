@@ -66,7 +66,7 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
         with workspace.file_states.lock(resolved.real):
             current = load_text(workspace, resolved)
             text = convert_newlines(args.content, current.newline)
-            size = save_text(workspace, resolved, text, current.format)
+            size = save_text(workspace, resolved, text, current.format, guard=context.committing)
         created = current.text is None
         diff = text_diff(current.text, text, current.format, resolved.rel)
         content = WriteFileContent(
