@@ -94,7 +94,7 @@ class ToolContext:
         if self._cancelled:
             raise ToolError(
                 f"The {self.tool_name} call was cancelled (it timed out or was aborted); "
-                "it made no further change",
+                "it stopped before its next change",
                 ErrorCode.ABORTED,
             )
 

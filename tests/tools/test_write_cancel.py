@@ -21,7 +21,7 @@ from workspace_tools.workspace import _files, _textfile
 pytestmark = pytest.mark.anyio
 
 ABORTED_MESSAGE = (
-    "The {} call was cancelled (it timed out or was aborted); it made no further change"
+    "The {} call was cancelled (it timed out or was aborted); it stopped before its next change"
 )
 
 

@@ -13,9 +13,9 @@ directory, so before replacing a file its writability is asked of the kernel (an
 groups, ACLs, immutable and append-only attributes, read-only mounts). A file with no write
 bit at all is refused also where the kernel would let the process write it (root), unless
 the caller opts in. A replaced file keeps its owner and group; where the process may not
-give the temp file away (the file is another user's, writable through its group), the file
-is rewritten in place instead, as ``echo > file`` does, giving up crash atomicity for that
-file only.
+give the temp file away (the file is another user's, writable through its group) or may
+not create one (the file is writable, its directory is not), the file is rewritten in
+place instead, as ``echo > file`` does, giving up crash atomicity for that file only.
 """
 
 from __future__ import annotations
