@@ -9,7 +9,9 @@ from typing import Any
 class ErrorCode(str, Enum):
     """Why a tool call failed. The value is the wire form (``"NOT_FOUND"``).
 
-    A caller branches on the code; the model reads only the message.
+    A caller branches on the code; the model reads only the message. ``DISK_FULL``: a
+    write found no space left on the device or a disk quota exceeded (the file is left as
+    it was); ``FILE_TOO_LARGE`` is for a size over a limit of the tool or the process.
     """
 
     INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
@@ -22,6 +24,7 @@ class ErrorCode(str, Enum):
     NOT_A_DIRECTORY = "NOT_A_DIRECTORY"
     BINARY_FILE = "BINARY_FILE"
     FILE_TOO_LARGE = "FILE_TOO_LARGE"
+    DISK_FULL = "DISK_FULL"
     ENCODING_ERROR = "ENCODING_ERROR"
     NO_MATCH = "NO_MATCH"
     AMBIGUOUS_MATCH = "AMBIGUOUS_MATCH"

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from ._errors import ToolError
 from .workspace import Workspace
+from .workspace._tempfiles import is_temp_name
 
 Fingerprint = Callable[[BaseModel], Hashable | None]
 """Fingerprint of what a call with these validated arguments reads; ``None``: do not cache."""
@@ -105,6 +106,8 @@ def _walk_stats(top: str, recursive: bool) -> Iterator[str]:
         for entry in entries:
             if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
                 continue
+            if is_temp_name(entry.name):
+                continue  # a write's temp file: discovery never shows it
             yield _stat_line(entry.path, entry.path)
             if recursive and entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)

@@ -109,15 +109,20 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
 
 
 async def _execute(tool: Tool[Any], args: BaseModel, context: ToolContext) -> Any:
-    if inspect.iscoroutinefunction(tool.execute):
-        return await tool.execute(args, context)
-    # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its timeout.
-    value = await anyio.to_thread.run_sync(
-        partial(tool.execute, args, context), abandon_on_cancel=True
-    )
-    if inspect.isawaitable(value):
-        value = await value
-    return value
+    try:
+        if inspect.iscoroutinefunction(tool.execute):
+            return await tool.execute(args, context)
+        # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its
+        # timeout; the context tells the thread that it was left (ToolContext.committing).
+        value = await anyio.to_thread.run_sync(
+            partial(tool.execute, args, context), abandon_on_cancel=True
+        )
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+    except anyio.get_cancelled_exc_class():
+        context.cancel()
+        raise
 
 
 def _make_emitter(
@@ -162,7 +167,9 @@ async def invoke_tool(
         on_update: called with each :class:`ToolUpdate` while the call runs; exceptions it
             raises are logged and ignored. Updates after the call ended are dropped.
         timeout: seconds; overrides ``tool.timeout``. On expiry the call is cancelled and the
-            result carries ``TOOL_TIMEOUT``.
+            result carries ``TOOL_TIMEOUT``. A sync tool's thread cannot be stopped: it is
+            told through :attr:`ToolContext.cancelled` (see :class:`ToolContext` for what a
+            timeout can and cannot stop).
         max_result_length: characters of model text (default 50,000); the rest is cut with
             a marker. ``content`` keeps the whole value.
         sandbox: a :class:`sandbox.Sandbox`; ``execute`` then runs in its child process and

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ._errors import ErrorCode, ToolError
 from ._output import ToolPresentation
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -28,6 +30,17 @@ class ToolContext:
     :meth:`update` reports progress. It is a plain method, safe to call from the tool's task
     or from a worker thread, as often as the tool likes. Updates are for people watching;
     nothing of them reaches the model. Updates after the call ended are dropped.
+
+    Cancellation: when the call times out or is cancelled, :func:`invoke_tool` returns at
+    once (``TOOL_TIMEOUT``) and marks the context :attr:`cancelled`. An async tool is
+    interrupted at its next ``await``. A sync tool runs in a worker thread, which Python
+    cannot stop: it runs on to its end, and its result is dropped. What it changes after
+    the timeout still happens, unless it asks: :meth:`check_cancelled` between steps, and
+    :meth:`committing` around the step that makes its change (a rename, a commit), which
+    refuses to start once the call was cancelled and holds off the cancellation while the
+    step runs. The built-in ``write_file`` and ``edit_file`` commit that way, so nothing
+    of a timed-out call lands afterwards; ``run_command`` kills its process tree. A tool
+    run in a sandbox is stopped with its child process.
     """
 
     def __init__(
@@ -41,6 +54,8 @@ class ToolContext:
         self._emit = emit
         self._lock = threading.Lock()
         self._open = emit is not None
+        self._commit_lock = threading.Lock()
+        self._cancelled = False
 
     @property
     def reports_progress(self) -> bool:
@@ -63,6 +78,45 @@ class ToolContext:
         """End the call's update stream; later updates are dropped."""
         with self._lock:
             self._open = False
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call timed out or was cancelled: its result will be dropped, and
+        the tool should change nothing more."""
+        return self._cancelled
+
+    def check_cancelled(self) -> None:
+        """Raise when the call was cancelled; a long sync tool calls it between steps.
+
+        Raises:
+            ToolError: ``ABORTED`` once :attr:`cancelled`.
+        """
+        if self._cancelled:
+            raise ToolError(
+                f"The {self.tool_name} call was cancelled (it timed out or was aborted); "
+                "it stopped before its next change",
+                ErrorCode.ABORTED,
+            )
+
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Guard the step that makes a tool's change: ``with context.committing(): rename``.
+
+        Raises :class:`ToolError` (``ABORTED``) instead of entering once the call was
+        cancelled; while the block runs, a cancellation waits for it (:meth:`cancel`
+        blocks), so the change lands whole before the timeout is reported or not at all.
+        Keep the block short and never ``await`` inside it.
+        """
+        with self._commit_lock:
+            self.check_cancelled()
+            yield
+
+    def cancel(self) -> None:
+        """Mark the call cancelled (:func:`invoke_tool` does it on a timeout or a
+        cancellation). Waits for a :meth:`committing` block that is running; none starts
+        after it returns."""
+        with self._commit_lock:
+            self._cancelled = True
 
 
 @dataclass(frozen=True)

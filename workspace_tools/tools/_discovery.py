@@ -18,6 +18,9 @@ from ..workspace import ResolvedPath, Workspace
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+# Judge access as the process's opens are judged (effective ids), where the host can.
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 
 
@@ -46,7 +49,8 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
 
     Raises:
         ToolError: ``NOT_FOUND`` when it does not exist, ``NOT_A_DIRECTORY`` when
-            ``need_dir`` and it is a file, plus the errors of ``Workspace.resolve``.
+            ``need_dir`` and it is a file, ``PERMISSION_DENIED`` for a directory this
+            process may not read, plus the errors of ``Workspace.resolve``.
     """
     resolved: ResolvedPath = workspace.resolve(path)
     real = str(resolved.real)
@@ -57,6 +61,8 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
             f"Path {path!r} does not exist; list_files on its parent shows what is there",
             ErrorCode.NOT_FOUND,
         ) from None
+    except PermissionError:
+        raise ToolError(f"Permission denied: {path!r}", ErrorCode.PERMISSION_DENIED) from None
     except OSError as exc:
         raise ToolError(f"Cannot access {path!r}: {exc.strerror}", ErrorCode.TOOL_ERROR) from None
     is_dir = stat.S_ISDIR(st.st_mode)
@@ -64,6 +70,12 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
         raise ToolError(
             f"Path {path!r} is a file, not a directory; pass its directory instead",
             ErrorCode.NOT_A_DIRECTORY,
+        )
+    if is_dir and not os.access(real, os.R_OK, effective_ids=_EFFECTIVE_IDS):
+        # The walk would see no entries and report an empty directory.
+        raise ToolError(
+            f"Permission denied: the directory {path!r} is not readable by this process",
+            ErrorCode.PERMISSION_DENIED,
         )
     rel = "" if resolved.rel == "." else resolved.rel
     if is_dir and rel:

@@ -91,7 +91,7 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
                 newline=current.newline,
                 path=resolved.rel,
             )
-            save_text(workspace, resolved, edit.text, current.format)
+            save_text(workspace, resolved, edit.text, current.format, guard=context.committing)
         diff = text_diff(current.text, edit.text, current.format, resolved.rel)
         details = EditFileDetails(
             path=resolved.rel,

@@ -22,6 +22,8 @@ Create a file, or replace the whole content of an existing one, in the workspace
 - `content` is the whole file, written exactly. Missing parent directories are created.
   An existing file keeps its encoding, byte order mark, line-ending style (LF or CRLF) and
   permissions; a new file is UTF-8 with LF line endings unless .editorconfig says otherwise.
+- A file you may not write (read-only, another user's) is refused with PERMISSION_DENIED and
+  left unchanged; a full disk gives DISK_FULL, also leaving the file as it was.
 - Binary files are not overwritten. Paths outside the workspace are refused."""
 
 
@@ -66,7 +68,7 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
         with workspace.file_states.lock(resolved.real):
             current = load_text(workspace, resolved)
             text = convert_newlines(args.content, current.newline)
-            size = save_text(workspace, resolved, text, current.format)
+            size = save_text(workspace, resolved, text, current.format, guard=context.committing)
         created = current.text is None
         diff = text_diff(current.text, text, current.format, resolved.rel)
         content = WriteFileContent(

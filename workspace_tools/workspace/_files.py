@@ -3,8 +3,19 @@
 Every open walks from the root one directory at a time with ``O_NOFOLLOW`` (``openat``), so
 a directory swapped for a symlink between :func:`~._paths.resolve_path` and the open is
 refused instead of followed out of the root. Replacement is the classic atomic write: a temp
-file in the same directory, ``fsync``, ``rename`` over the target (POSIX ``rename(2)`` is
-atomic), then ``fsync`` of the directory; a crash leaves the old file or the new one.
+file in the same directory (named by :mod:`._tempfiles`), ``fsync``, ``rename`` over the
+target (POSIX ``rename(2)`` is atomic), then ``fsync`` of the directory; a crash leaves the
+old file or the new one.
+
+The file's own permissions decide, as for ``echo > file``: the rename needs only the
+directory, so before replacing a file its writability is asked of the kernel (an
+``open(O_WRONLY)`` that writes nothing: mode bits against the effective uid, gid and
+groups, ACLs, immutable and append-only attributes, read-only mounts). A file with no write
+bit at all is refused also where the kernel would let the process write it (root), unless
+the caller opts in. A replaced file keeps its owner and group; where the process may not
+give the temp file away (the file is another user's, writable through its group) or may
+not create one (the file is writable, its directory is not), the file is rewritten in
+place instead, as ``echo > file`` does, giving up crash atomicity for that file only.
 """
 
 from __future__ import annotations
@@ -12,18 +23,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
+import posixpath
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO
 
 from .._errors import ErrorCode, ToolError
+from ._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# Longest name part kept in a temp file name, so ".{name}.{hex}.tmp" fits NAME_MAX (255).
-_TEMP_NAME_KEEP = 200
+# Opens an existing file for writing without changing it; O_NONBLOCK: a FIFO put in its
+# place never blocks the open.
+_WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+CommitGuard = Callable[[], AbstractContextManager[object]]
+"""Entered around each step that changes the file system (a rename, a ``mkdir``): raises to
+stop the change, and may hold off a cancellation while the step runs
+(:meth:`~workspace_tools.ToolContext.committing`)."""
 
 
 def os_error(exc: OSError, rel: str) -> ToolError:
@@ -43,8 +61,19 @@ def os_error(exc: OSError, rel: str) -> ToolError:
             f"{rel} changed into a symbolic link during the call; it is not followed",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
-    if exc.errno in (errno.EFBIG, errno.ENOSPC, errno.EDQUOT):
-        return ToolError(f"Cannot write {rel}: {exc.strerror}", ErrorCode.FILE_TOO_LARGE)
+    if exc.errno == errno.EROFS:
+        return ToolError(
+            f"Cannot write {rel}: the file system is read-only", ErrorCode.PERMISSION_DENIED
+        )
+    if exc.errno == errno.ENOSPC:
+        return ToolError(f"Cannot write {rel}: no space left on the device", ErrorCode.DISK_FULL)
+    if exc.errno == errno.EDQUOT:
+        return ToolError(f"Cannot write {rel}: the disk quota is exceeded", ErrorCode.DISK_FULL)
+    if exc.errno == errno.EFBIG:
+        return ToolError(
+            f"Cannot write {rel}: over the file size limit of this process",
+            ErrorCode.FILE_TOO_LARGE,
+        )
     return ToolError(f"Cannot access {rel}: {exc.strerror or exc}", ErrorCode.TOOL_ERROR)
 
 
@@ -53,7 +82,9 @@ def _parts(root: Path, real: Path) -> tuple[str, ...]:
 
 
 @contextmanager
-def open_parent(root: Path, real: Path, *, create: bool = False) -> Iterator[tuple[int, str]]:
+def open_parent(
+    root: Path, real: Path, *, create: bool = False, guard: CommitGuard = nullcontext
+) -> Iterator[tuple[int, str]]:
     """Yield ``(dir_fd, name)``: an fd of ``real``'s parent reached from ``root`` without
     following any symlink, and ``real``'s last component.
 
@@ -61,6 +92,7 @@ def open_parent(root: Path, real: Path, *, create: bool = False) -> Iterator[tup
         root: the workspace root (a real path).
         real: a real path strictly below ``root``.
         create: make missing parent directories (mode 0o777 less the umask, as ``mkdir -p``).
+        guard: entered around each ``mkdir``.
 
     Raises:
         OSError: ``ELOOP`` when a component is a symlink, ``ENOTDIR``/``ENOENT`` as ``openat``.
@@ -75,7 +107,7 @@ def open_parent(root: Path, real: Path, *, create: bool = False) -> Iterator[tup
                 if not create:
                     raise
                 # A concurrent writer may make it first; open it below like any other.
-                with contextlib.suppress(FileExistsError):
+                with guard(), contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=fd)
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
@@ -129,57 +161,203 @@ def read_bytes(root: Path, real: Path, rel: str) -> bytes | None:
         raise
 
 
-def atomic_write(root: Path, real: Path, rel: str, data: bytes) -> bool:
+def atomic_write(
+    root: Path,
+    real: Path,
+    rel: str,
+    data: bytes,
+    *,
+    write_read_only: bool = False,
+    guard: CommitGuard = nullcontext,
+) -> bool:
     """Replace (or create) ``real`` with ``data`` atomically; return whether it was created.
 
-    An existing file keeps its permission bits and, where the process may, its owner. A new
-    file gets 0o666 less the umask; missing parent directories are made. The temp file is
-    removed on any failure.
+    An existing file keeps its permission bits, owner and group; a new file gets 0o666 less
+    the umask; missing parent directories are made. The temp file is removed on any
+    failure, and temp files of dead writes in the directory are removed
+    (:func:`~._tempfiles.remove_stale_temps`).
+
+    Args:
+        root, real, rel: the workspace root, the target's real path and its path as shown.
+        data: the new content.
+        write_read_only: replace a file that has no write permission bit at all where the
+            process may (root); off, such a file is refused like for any other user.
+        guard: entered around the rename (and each ``mkdir``): it may raise to stop the
+            change (a cancelled call); the temp file is then removed.
 
     Raises:
-        ToolError: ``IS_A_DIRECTORY``, ``NOT_A_DIRECTORY``, ``PERMISSION_DENIED``,
-            ``OUTSIDE_WORKSPACE`` (a component became a symlink), ``FILE_TOO_LARGE`` (no
-            space, quota or file size limit), ``TOOL_ERROR`` otherwise.
+        ToolError: ``PERMISSION_DENIED`` (the file is not writable by this process, has no
+            write bit, is immutable or append-only, its directory is not writable for a
+            new file, or the file system is read-only), ``DISK_FULL`` (no space, quota),
+            ``FILE_TOO_LARGE`` (the process's file size limit), ``IS_A_DIRECTORY``,
+            ``NOT_A_DIRECTORY``, ``OUTSIDE_WORKSPACE`` (a component became a symlink),
+            ``TOOL_ERROR`` otherwise; whatever ``guard`` raises. Messages name ``rel``,
+            never the temp file, and say that the file was left unchanged.
     """
     if real == root:
         raise os_error(IsADirectoryError(), rel)
+    old: os.stat_result | None = None
     try:
-        with open_parent(root, real, create=True) as (dir_fd, name):
-            return _replace_in(dir_fd, name, data)
+        with open_parent(root, real, create=True, guard=guard) as (dir_fd, name):
+            old = _existing(dir_fd, name)
+            if old is not None:
+                _check_writable(dir_fd, name, old, rel, write_read_only)
+            remove_stale_temps(dir_fd)
+            _replace(dir_fd, name, data, old, rel, guard)
     except OSError as exc:
-        raise os_error(exc, rel) from exc
+        error = os_error(exc, rel)
+        outcome = "nothing was written" if old is None else "the file was left unchanged"
+        raise ToolError(f"{error.message}; {outcome}", error.code) from exc
+    return old is None
 
 
-def _replace_in(dir_fd: int, name: str, data: bytes) -> bool:
+def _existing(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        old = None
-    if old is not None and stat.S_ISDIR(old.st_mode):
+        return None
+    if stat.S_ISDIR(old.st_mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory")
-    if old is not None and stat.S_ISLNK(old.st_mode):
+    if stat.S_ISLNK(old.st_mode):
         # The resolved path was no link when checked: it became one since. Never follow it.
         raise OSError(errno.ELOOP, "became a symbolic link")
-    temp = f".{name[:_TEMP_NAME_KEEP]}.{secrets.token_hex(4)}.tmp"
-    mode = 0o666 if old is None else stat.S_IMODE(old.st_mode)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, mode, dir_fd=dir_fd)
+    return old
+
+
+def _check_writable(
+    dir_fd: int, name: str, old: os.stat_result, rel: str, write_read_only: bool
+) -> None:
+    """Refuse a file the process may not write, as ``open(O_WRONLY)`` would."""
+    unchanged = "the file was left unchanged"
+    mode = stat.S_IMODE(old.st_mode)
+    if not stat.S_ISREG(old.st_mode):
+        raise ToolError(f"{rel} is not a regular file; {unchanged}", ErrorCode.TOOL_ERROR)
+    if not write_read_only and not mode & 0o222:
+        raise ToolError(
+            f"Permission denied: {rel} is read-only (mode {mode:04o}); {unchanged}",
+            ErrorCode.PERMISSION_DENIED,
+        )
     try:
-        try:
-            _write_all(fd, data)
-            if old is not None:
-                _keep_owner_and_mode(fd, old)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        fd = os.open(name, _WRITE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.EPERM:
+            raise ToolError(
+                f"Permission denied: {rel} may not be changed (an immutable or append-only "
+                f"attribute, or a security policy, forbids it); {unchanged}",
+                ErrorCode.PERMISSION_DENIED,
+            ) from exc
+        if exc.errno == errno.EACCES:
+            raise ToolError(
+                f"Permission denied: {rel} is not writable by this process (mode "
+                f"{mode:04o}, owner uid {old.st_uid}, group gid {old.st_gid}); {unchanged}",
+                ErrorCode.PERMISSION_DENIED,
+            ) from exc
+        if exc.errno != errno.ETXTBSY:
+            raise
+        # A running program's file: replacing it by rename is how it is done (a linker's).
+    else:
+        os.close(fd)
+
+
+def _replace(
+    dir_fd: int, name: str, data: bytes, old: os.stat_result | None, rel: str, guard: CommitGuard
+) -> None:
+    mode = 0o666 if old is None else stat.S_IMODE(old.st_mode)
+    try:
+        temp, fd = create_temp(dir_fd, name, mode)
+    except PermissionError as exc:
+        if old is None:
+            where = posixpath.dirname(rel) or "."
+            raise ToolError(
+                f"Permission denied: cannot create {rel}: the directory {where} is not "
+                "writable by this process; nothing was written",
+                ErrorCode.PERMISSION_DENIED,
+            ) from exc
+        # The file is writable (checked), its directory is not: as echo > file does.
+        _rewrite_in_place(dir_fd, name, data, guard)
+        return
+    try:
+        renamed = _fill_and_rename(dir_fd, fd, temp, name, data, old, guard)
     except BaseException:
         # Already renamed or gone: then nothing of ours is left to clean.
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=dir_fd)
         raise
-    os.fsync(dir_fd)
-    return old is None
+    finally:
+        # Closing drops the temp file's lock, only now that it is renamed or removed.
+        os.close(fd)
+    if renamed:
+        os.fsync(dir_fd)
+        return
+    os.unlink(temp, dir_fd=dir_fd)
+    _rewrite_in_place(dir_fd, name, data, guard)
+
+
+def _fill_and_rename(
+    dir_fd: int,
+    fd: int,
+    temp: str,
+    name: str,
+    data: bytes,
+    old: os.stat_result | None,
+    guard: CommitGuard,
+) -> bool:
+    """Write ``data`` to the temp file and rename it over ``name``; False, with nothing
+    renamed, when ``old``'s owner and group cannot be given to the temp file."""
+    if old is not None and not _take_owner(fd, old):
+        return False
+    _write_all(fd, data)
+    if old is not None:
+        # After fchown and the writes, which clear setuid/setgid bits; no umask for fchmod.
+        os.fchmod(fd, stat.S_IMODE(old.st_mode))
+    os.fsync(fd)
+    with guard():
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    return True
+
+
+def _take_owner(fd: int, old: os.stat_result) -> bool:
+    info = os.fstat(fd)
+    if (info.st_uid, info.st_gid) == (old.st_uid, old.st_gid):
+        return True
+    try:
+        os.fchown(fd, old.st_uid, old.st_gid)
+    except PermissionError:
+        # Only root gives a file away, and only a member of a group gives one to it.
+        return False
+    return True
+
+
+def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard) -> None:
+    """Overwrite the file itself (owner, group, mode and links stay): a crash part-way
+    leaves a mix of old and new, as after ``echo > file``. A full disk is found out
+    before any byte changes where the file system can reserve space."""
+    fd = os.open(name, _WRITE_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        with guard():
+            _reserve(fd, info.st_size, len(data))
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _reserve(fd: int, size: int, needed: int) -> None:
+    if needed <= size or not hasattr(os, "posix_fallocate"):
+        return
+    try:
+        os.posix_fallocate(fd, size, needed - size)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        # Not supported here (EOPNOTSUPP, EINVAL): the writes themselves find out.
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -187,13 +365,3 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-def _keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
-    info = os.fstat(fd)
-    if (info.st_uid, info.st_gid) != (old.st_uid, old.st_gid):
-        # Only root may give a file away; the content lands either way.
-        with contextlib.suppress(PermissionError):
-            os.fchown(fd, old.st_uid, old.st_gid)
-    # After fchown, which clears setuid/setgid bits; the umask never applies to fchmod.
-    os.fchmod(fd, stat.S_IMODE(old.st_mode))

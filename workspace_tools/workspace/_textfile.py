@@ -6,12 +6,13 @@ concurrent calls on one file run one after another and none loses another's upda
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from .._errors import ErrorCode, ToolError
 from ._diff import TextDiff, unified_diff
 from ._editorconfig import new_file_newline
-from ._files import atomic_write, read_bytes
+from ._files import CommitGuard, atomic_write, read_bytes
 from ._paths import ResolvedPath
 from ._text import UTF8, TextFormat, decode_text, dominant_newline, encode_text
 from ._workspace import Workspace
@@ -57,8 +58,20 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
     return CurrentText(decoded.text, decoded.format, newline)
 
 
-def save_text(workspace: Workspace, resolved: ResolvedPath, text: str, fmt: TextFormat) -> int:
+def save_text(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    text: str,
+    fmt: TextFormat,
+    *,
+    guard: CommitGuard = nullcontext,
+) -> int:
     """Write ``text`` in ``fmt`` atomically and remember it as seen; return bytes written.
+
+    ``guard`` is entered around the commit (see :func:`~._files.atomic_write`): a tool
+    passes its context's :meth:`~workspace_tools.ToolContext.committing`, so that nothing
+    lands once its call timed out. The workspace's ``write_read_only_files`` option decides
+    on files without any write permission bit.
 
     Raises:
         ToolError: ``ENCODING_ERROR`` when ``fmt`` cannot hold ``text``, ``FILE_TOO_LARGE``
@@ -72,7 +85,14 @@ def save_text(workspace: Workspace, resolved: ResolvedPath, text: str, fmt: Text
             f"{limit:,}-byte limit; write less",
             ErrorCode.FILE_TOO_LARGE,
         )
-    atomic_write(workspace.root, resolved.real, resolved.rel, data)
+    atomic_write(
+        workspace.root,
+        resolved.real,
+        resolved.rel,
+        data,
+        write_read_only=workspace.options.write_read_only_files,
+        guard=guard,
+    )
     workspace.file_states.record(resolved.real, data)
     return len(data)
 

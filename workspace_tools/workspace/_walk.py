@@ -2,7 +2,8 @@
 
 What a walk yields, as git and ripgrep do it:
 
-- every entry below the start directory except ``.git`` (hidden files are included);
+- every entry below the start directory except ``.git`` and the temp files of this
+  package's writes (:mod:`._tempfiles`); hidden files are included;
 - entries an ignore rule matches are skipped and counted, and an ignored directory is not
   entered, unless it holds files git tracks (then only those are yielded, as
   ``git ls-files --cached --others --exclude-standard`` lists them);
@@ -28,6 +29,7 @@ from typing import Literal, NamedTuple
 from ._git import GitRepo, GlobalExcludes, TrackedFiles, TrackedSet, find_repo
 from ._gitignore import GitignoreRule, parse_gitignore
 from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
+from ._tempfiles import is_temp_name
 
 EntryType = Literal["file", "directory", "symlink"]
 FILE: EntryType = "file"
@@ -175,13 +177,14 @@ class _Scan:
 
 
 def _list_dir(path: str) -> list[tuple[str, EntryType]]:
-    """Names and types in ``path``, without ``.git`` and special files; ``[]`` if unreadable."""
+    """Names and types in ``path``, without ``.git``, temp files of writes and special
+    files; ``[]`` if unreadable."""
     out: list[tuple[str, EntryType]] = []
     try:
         with os.scandir(path) as it:
             for entry in it:
                 name = entry.name
-                if name == ".git":
+                if name == ".git" or is_temp_name(name):
                     continue
                 try:
                     if entry.is_symlink():

@@ -33,6 +33,11 @@ class WorkspaceOptions(BaseModel):
     env_passthrough: tuple[str, ...] = Field(
         (), description="secret-looking environment variables run_command may still see"
     )
+    write_read_only_files: bool = Field(
+        False,
+        description="write_file and edit_file replace files without any write permission "
+        "bit (mode 0444) where the process may (root); off, they refuse them as for any user",
+    )
 
 
 class Workspace:
