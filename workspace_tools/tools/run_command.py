@@ -17,6 +17,7 @@ from .._errors import ErrorCode, ToolError
 from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._files import os_error
 from ._command_output import HEAD_BYTES, TAIL_BYTES, ProgressBatcher, model_view
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
@@ -192,6 +193,8 @@ def _working_dir(workspace: Workspace, path: str) -> str:
         raise ToolError(
             f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND
         ) from None
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from None
     if not stat.S_ISDIR(mode):
         raise ToolError(
             f"Working directory is not a directory: {resolved.rel}", ErrorCode.NOT_A_DIRECTORY
