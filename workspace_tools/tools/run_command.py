@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import anyio
 from pydantic import BaseModel, Field
 
-from sandbox import ProcessResult, Sandbox, SandboxLimits
+from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
 
 from .._errors import ErrorCode, ToolError
 from .._output import ToolPresentation, tool_output
@@ -162,10 +162,22 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         path = env.get("PATH", os.defpath)
         shell = shells.get(path) or shells.setdefault(path, _shell(path))
         argv = [shell, "-c", args.command]
-        if reports_progress and context.reports_progress:
-            result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
-        else:
-            result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+        try:
+            if reports_progress and context.reports_progress:
+                result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
+            else:
+                result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+        except SandboxError as exc:
+            if repr(cwd) not in str(exc):
+                raise
+            # The start failed on the working directory: it was renamed, removed or swapped
+            # for a link since it was checked.
+            rel = workspace.rel(cwd)
+            raise ToolError(
+                f"Working directory {rel} changed while the command was starting; "
+                "check it and run the command again",
+                ErrorCode.NOT_FOUND,
+            ) from None
         return _result(args.command, timeout, result)
 
     return tool(
