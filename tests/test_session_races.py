@@ -265,9 +265,14 @@ class _PathArgs(BaseModel):
     ("raised", "code", "message"),
     [
         (
-            OSError(errno.EIO, "Input/output error", "/x/y"),
+            OSError(errno.EIO, "Input/output error", "cache/blob"),
             ErrorCode.TOOL_ERROR,
-            "Cannot access a.txt: Input/output error",
+            "Cannot access cache/blob: Input/output error",
+        ),
+        (
+            TimeoutError("upstream did not answer"),
+            ErrorCode.TOOL_ERROR,
+            "upstream did not answer",
         ),
         (
             OSError(errno.EROFS, "Read-only file system"),
@@ -333,7 +338,7 @@ class _BrokenPolicy(Policy):
 
     def decide(self, tool: Any, arguments: Any, workspace: Any = None) -> Any:
         if self.raised == "os":
-            raise OSError(errno.EINVAL, "Invalid argument", "/root/sw")
+            raise OSError(errno.EINVAL, "Invalid argument")
         raise RuntimeError("no rules file")
 
 

@@ -171,9 +171,9 @@ async def invoke_tool(
             reports no updates.
 
     Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
-    :class:`ToolError` keeps its code; an ``OSError`` gets the code of its errno
+    :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
     (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
-    exception is ``TOOL_ERROR``; a crashed sandbox child is ``SANDBOX_ERROR``.
+    exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
     """
     call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
@@ -332,10 +332,14 @@ async def _with_changes(
 
 def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:
     """The result error for an ``OSError`` that left a call of ``tool_name``: the code and
-    words of :func:`os_error` for the call's ``path`` argument, else for the file the error
-    names; an error that names no file says which tool failed."""
+    words of :func:`os_error` for the file the error names, else for the call's ``path``
+    argument; an error that names neither says which tool failed. An ``OSError`` without an
+    errno (``TimeoutError("upstream did not answer")``) keeps its own message, as any
+    exception does."""
+    if exc.errno is None:
+        return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
     path = getattr(args, "path", None)
-    subject = path if isinstance(path, str) else exc.filename
+    subject = exc.filename if exc.filename is not None else path
     if isinstance(subject, bytes):
         subject = os.fsdecode(subject)
     if isinstance(subject, str):
