@@ -182,7 +182,14 @@ def test_a_path_that_keeps_changing_is_refused(
 
 
 LONG = "n" * 300
-BAD_PATHS = [
+BAD_INPUTS = [
+    (
+        "run_command",
+        {"command": "echo \ud800"},
+        ErrorCode.INVALID_ARGUMENTS,
+        "Invalid arguments for run_command:\n- command: Value error, contains '\\ud800', a "
+        "character no command line can hold",
+    ),
     (
         "read_file",
         {"path": "\ud800.txt"},
@@ -227,8 +234,8 @@ BAD_PATHS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "arguments", "code", "message"), BAD_PATHS)
-def test_bad_paths_give_specific_codes_in_words(
+@pytest.mark.parametrize(("name", "arguments", "code", "message"), BAD_INPUTS)
+def test_bad_input_gives_specific_codes_in_words(
     tmp_path: Path, name: str, arguments: dict[str, Any], code: ErrorCode, message: str
 ) -> None:
     (tmp_path / "d").mkdir()

@@ -9,7 +9,7 @@ import stat
 from collections.abc import Callable, Mapping
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
 
@@ -40,6 +40,18 @@ class RunCommandArgs(BaseModel):
             "(default: the workspace's command_timeout, 120)"
         ),
     )
+
+    @field_validator("command")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
+        # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
+        try:
+            os.fsencode(value)
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
+        return value
 
 
 class RunCommandContent(BaseModel):
