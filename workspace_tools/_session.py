@@ -161,9 +161,11 @@ class ToolSession:
                 binds one to the request that carries the call, to elicit from its client).
 
         Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
-        for a refused or failed call. Skipped calls are error results: ``PERMISSION_DENIED``
-        (policy, confirmation) or ``INVALID_ARGUMENTS`` (missing), with ``details`` naming
-        the skip. A cancelled call is recorded as failed before the cancellation propagates.
+        for a refused or failed call, nor for a path that changes while it is checked.
+        Skipped calls are error results: ``PERMISSION_DENIED`` (policy, confirmation) or
+        ``INVALID_ARGUMENTS`` (missing), with ``details`` naming the skip; a policy check that
+        raises skips the call too (an ``OSError`` keeps the code of its errno). A cancelled
+        call is recorded as failed before the cancellation propagates.
         """
         if self._lock is None:
             self._lock = anyio.Lock()
