@@ -398,3 +398,35 @@ def test_a_working_directory_removed_as_the_command_starts_is_not_found(
         "Working directory sub changed while the command was starting; check it and run the "
         "command again",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        (
+            "read_file",
+            b"\xff",
+            "Invalid arguments for read_file: not valid JSON ('utf-8' codec can't decode byte "
+            "0xff in position 0: invalid start byte)",
+        ),
+        (
+            "read_file",
+            [1],
+            "Invalid arguments for read_file:\n- (arguments): Input should be a valid "
+            "dictionary or instance of ReadFileArgs",
+        ),
+        (
+            123,
+            {},
+            "Unknown tool '123'; the tools are: edit_file, glob, grep, list_files, read_file, "
+            "run_command, write_file",
+        ),
+    ],
+)
+def test_a_session_call_with_malformed_input_is_invalid_arguments(
+    tmp_path: Path, name: Any, arguments: Any, message: str
+) -> None:
+    session = ToolSession(tmp_path)
+    result = session.call_sync(name, arguments)
+    assert (result.error_code, result.error) == (ErrorCode.INVALID_ARGUMENTS, message)
+    assert [(s.tool, s.failed) for s in session.steps] == [(str(name), True)]

@@ -204,7 +204,8 @@ class ToolSession:
             tool: Tool[Any] | None = target
             name = target.name
         else:
-            tool, name = self._by_name.get(target), target
+            # str(): a name from a client that does not type-check its input is still a name.
+            tool, name = self._by_name.get(str(target)), str(target)
         try:
             return await self._run(index, tool, name, arguments, call_id, on_update, confirm)
         except anyio.get_cancelled_exc_class():
