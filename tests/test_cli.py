@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import shutil
 import subprocess
 import sys
+import tty
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from workspace_tools import TOOL_NAMES, workspace_tools
 from workspace_tools.adapters.anthropic import anthropic_tool
 from workspace_tools.adapters.mcp import mcp_tool
 from workspace_tools.adapters.openai import openai_chat_tool, openai_responses_tool
-from workspace_tools.cli import main
+from workspace_tools.cli import build_parser, main, visible_controls
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -90,7 +93,16 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
             "workspace-tools: error: argument command: invalid choice: 'frobnicate' "
             "(choose from 'call', 'mcp', 'schema', 'demo')",
         ),
-        ([], "workspace-tools: error: the following arguments are required: command"),
+        (["--bogus"], "workspace-tools: error: unrecognized arguments: --bogus"),
+        (
+            ["call", "read_file", "path=a.txt", "--bogus"],
+            "workspace-tools: error: unrecognized arguments: --bogus",
+        ),
+        (
+            ["call", "read_file", "--json", "[1]"],
+            "workspace-tools: error: Invalid arguments for read_file: - (arguments): Input "
+            "should be a valid dictionary or instance of ReadFileArgs",
+        ),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_code_2(
@@ -206,3 +218,180 @@ def test_call_prints_the_step_row_before_progress_and_result(tmp_path: Path) -> 
     assert lines[0] == "● Run command [terminal] echo a; echo b >&2"
     assert lines[-1] == '{"exit_code":0,"stdout":"a\\n","stderr":"b\\n"}'
     assert set(lines[1:-1]) <= {"  │ a", "  │ b"}
+
+
+def test_bare_command_prints_the_usage_with_exit_code_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main([])
+    captured = capsys.readouterr()
+    assert (code, captured.out) == (2, "")
+    assert captured.err == build_parser().format_help()
+    assert captured.err.startswith(
+        "usage: workspace-tools [-h] [--version] {call,mcp,schema,demo} ...\n"
+    )
+
+
+def test_version_is_the_installed_distributions() -> None:
+    done = cli("--version")
+    expected = f"workspace-tools {metadata.version('agent-workspace-tools')}\n"
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+
+
+REGEX_ERROR = (
+    "Invalid regular expression at position 0: missing ), unterminated subpattern. ( ^ The "
+    "pattern is a Python regex; escape special characters such as ( [ { . * + ? with a "
+    "backslash to match them literally."
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "row", "message"),
+    [
+        (["grep", "pattern=("], "● Search files [text-search] (", REGEX_ERROR),
+        (
+            ["read_file", "path=a.txt", "offset=9"],
+            "● Read file [file-text] a.txt",
+            "offset 9 is past the end of a.txt, which has 1 lines",
+        ),
+        (
+            ["read_file", "--json", '{"path": "a\\u0000b"}'],
+            "● Read file [file-text] a\x00b",
+            "Path contains a NUL byte",
+        ),
+        (
+            ["list_files", "path=" + "n" * 300],
+            "● List files [folder] " + "n" * 300,
+            f"Path {'n' * 300} is too long: a name in it, or the whole path, is longer than "
+            "the file system allows; use a shorter path",
+        ),
+    ],
+)
+def test_an_invalid_arguments_result_exits_2_with_one_line(
+    tmp_path: Path, args: list[str], row: str, message: str
+) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    done = cli("call", *args, cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        row + "\n",
+        f"workspace-tools: error: {message}\n",
+    )
+    events = cli("call", *args, "--events", cwd=tmp_path)
+    last = json.loads(events.stdout.splitlines()[-1])
+    assert (events.returncode, last["errorCode"], events.stderr) == (2, "INVALID_ARGUMENTS", "")
+
+
+def test_a_tool_error_exits_1(tmp_path: Path) -> None:
+    done = cli("call", "read_file", "path=nope.txt", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1,
+        "● Read file [file-text] nope.txt\nerror [NOT_FOUND]: File not found: nope.txt\n",
+        "",
+    )
+
+
+EVIL = b"title \x1b]0;pwned\x07\x1b[2J end\x7f\n\xc2\x85 \xe2\x80\xaeevil\xe2\x80\xac \x08\tok\n"
+
+
+def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes, str]:
+    """Run the CLI with stdout on a pseudo-terminal in raw mode (no newline translation):
+    the exit code, the bytes it wrote there, and its stderr."""
+    leader, follower = pty.openpty()
+    tty.setraw(follower)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with subprocess.Popen(
+        [sys.executable, "-m", "workspace_tools", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+    ) as process:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(leader)
+        assert process.stderr is not None
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=120)
+    return code, b"".join(chunks), err
+
+
+def test_call_on_a_terminal_shows_control_characters_instead_of_sending_them(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "evil.txt").write_bytes(EVIL)
+    code, out, err = on_terminal("call", "read_file", "path=evil.txt", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert out.decode() == (
+        "● Read file [file-text] evil.txt\n"
+        "     1\ttitle ^[]0;pwned^G^[[2J end^?\n"
+        "     2\t<U+0085> <U+202E>evil<U+202C> ^H\tok\n"
+    )
+
+
+def test_call_progress_and_step_row_on_a_terminal_show_control_characters(
+    tmp_path: Path,
+) -> None:
+    command = "printf '\\033]0;pwned\\007\\n'"
+    code, out, err = on_terminal("call", "run_command", f"command={command}", cwd=tmp_path)
+    assert (code, err) == (0, "")
+    assert out.decode().splitlines() == [
+        "● Run command [terminal] printf '\\033]0;pwned\\007\\n'",
+        "  │ ^[]0;pwned^G",
+        '{"exit_code":0,"stdout":"\\u001b]0;pwned\\u0007\\n","stderr":""}',
+    ]
+
+
+def test_call_into_a_pipe_and_events_on_a_terminal_keep_the_bytes(tmp_path: Path) -> None:
+    (tmp_path / "evil.txt").write_bytes(EVIL)
+    piped = subprocess.run(
+        [sys.executable, "-m", "workspace_tools", "call", "read_file", "path=evil.txt"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    lines = EVIL.decode().split("\n")
+    assert (piped.returncode, piped.stdout) == (
+        0,
+        f"● Read file [file-text] evil.txt\n     1\t{lines[0]}\n     2\t{lines[1]}\n".encode(),
+    )
+    events = cli("call", "read_file", "path=evil.txt", "--events", cwd=tmp_path)
+    code, out, _ = on_terminal("call", "read_file", "path=evil.txt", "--events", cwd=tmp_path)
+    assert (code, out.decode()) == (0, events.stdout)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain\ttext\n", "plain\ttext\n"),
+        ("\x1b[31mred\x1b[0m", "^[[31mred^[[0m"),
+        ("\x1b]0;title\x07", "^[]0;title^G"),
+        ("over\rwrite", "over^Mwrite"),
+        ("\x00\x01\x1f\x7f", "^@^A^_^?"),
+        ("\x9b31m \x85", "<U+009B>31m <U+0085>"),
+        ("\u202eabc\u202c \u2066x\u2069", "<U+202E>abc<U+202C> <U+2066>x<U+2069>"),
+        ("é ü 中 🙂", "é ü 中 🙂"),
+    ],
+)
+def test_visible_controls(text: str, shown: str) -> None:
+    assert visible_controls(text) == shown
+
+
+def test_demo_on_a_terminal_shows_control_characters(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_bytes(b"# Title\x1b]0;pwned\x07\x1b[2J TODO\n")
+    code, out, err = on_terminal("demo", "--root", str(tmp_path), cwd=tmp_path)
+    assert (code, err) == (0, "")
+    lines = out.decode().splitlines()
+    assert "  README.md:1:# Title^[]0;pwned^G^[[2J TODO" in lines
+    assert "       1\t# Title^[]0;pwned^G^[[2J TODO" in lines
+    assert b"\x1b" not in out and b"\x07" not in out

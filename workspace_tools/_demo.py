@@ -23,7 +23,7 @@ from sandbox import Sandbox, SandboxUnavailable
 from ._invoke import invoke_tool
 from ._result import ToolResult, ToolUpdate, content_text
 from ._tool import Tool
-from .cli import format_presentation
+from .cli import for_terminal, format_presentation
 from .tools import workspace_tools
 
 TEST_COMMAND = "python3 -m unittest -v"
@@ -143,13 +143,15 @@ def summary_lines(result: ToolResult) -> list[str]:
 
 
 class _Printer:
-    """Writes steps, progress lines and summaries as they happen."""
+    """Writes steps, progress lines and summaries as they happen; on a terminal, with the
+    control characters of files and command output made visible."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.show = for_terminal(out)
 
     def line(self, text: str = "") -> None:
-        self.out.write(text + "\n")
+        self.out.write(self.show(text) + "\n")
         self.out.flush()
 
     def progress(self, update: ToolUpdate) -> None:

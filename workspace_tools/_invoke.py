@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ from ._output import ToolOutput, ToolPresentation
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from ._telemetry import tool_span
 from ._tool import Tool, ToolContext
+from .workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
 
@@ -55,7 +57,7 @@ def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
     """
     try:
         raw = _parse_arguments(arguments)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
         raise ToolError(
             f"Invalid arguments for {tool.name}: not valid JSON ({exc})",
             ErrorCode.INVALID_ARGUMENTS,
@@ -176,8 +178,9 @@ async def invoke_tool(
             reports no updates.
 
     Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
-    :class:`ToolError` keeps its code; any other exception is ``TOOL_ERROR``; a crashed
-    sandbox child is ``SANDBOX_ERROR``.
+    :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
+    (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
+    exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
     """
     call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
@@ -216,6 +219,9 @@ async def invoke_tool(
             result.details = exc.details
         except (SandboxError, SandboxUnavailable) as exc:
             error = sandbox_tool_error(exc)
+            result.error, result.error_code = error.message, error.code
+        except OSError as exc:
+            error = call_os_error(exc, tool.name, args)
             result.error, result.error_code = error.message, error.code
         except Exception as exc:
             result.error = str(exc) or type(exc).__name__
@@ -329,6 +335,24 @@ async def _with_changes(
     value: Awaitable[Any], changes: Callable[[Any], Any], before: Any
 ) -> tuple[Any, Any]:
     return await value, changes(before)
+
+
+def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:
+    """The result error for an ``OSError`` that left a call of ``tool_name``: the code and
+    words of :func:`os_error` for the file the error names, else for the call's ``path``
+    argument; an error that names neither says which tool failed. An ``OSError`` without an
+    errno (``TimeoutError("upstream did not answer")``) keeps its own message, as any
+    exception does."""
+    if exc.errno is None:
+        return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
+    path = getattr(args, "path", None)
+    subject = exc.filename if exc.filename is not None else path
+    if isinstance(subject, bytes):
+        subject = os.fsdecode(subject)
+    if isinstance(subject, str):
+        return os_error(exc, subject)
+    error = os_error(exc, tool_name)
+    return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:

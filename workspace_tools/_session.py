@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -16,9 +17,9 @@ from pydantic import BaseModel, ValidationError
 
 from ._cache import CachedResult, ResultCache
 from ._confirm import ConfirmationRequest, ConfirmCallback, ask
-from ._errors import ErrorCode
+from ._errors import ErrorCode, ToolError
 from ._fingerprint import Fingerprint, workspace_fingerprints
-from ._invoke import OnUpdate, invoke_tool
+from ._invoke import OnUpdate, call_os_error, invoke_tool
 from ._output import ToolPresentation
 from ._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
@@ -37,6 +38,8 @@ from ._steps import (
 from ._tool import Tool
 from .tools import workspace_tools
 from .workspace import Workspace, as_workspace
+
+logger = logging.getLogger("workspace_tools")
 
 
 class ToolSession:
@@ -158,9 +161,11 @@ class ToolSession:
                 binds one to the request that carries the call, to elicit from its client).
 
         Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
-        for a refused or failed call. Skipped calls are error results: ``PERMISSION_DENIED``
-        (policy, confirmation) or ``INVALID_ARGUMENTS`` (missing), with ``details`` naming
-        the skip. A cancelled call is recorded as failed before the cancellation propagates.
+        for a refused or failed call, nor for a path that changes while it is checked.
+        Skipped calls are error results: ``PERMISSION_DENIED`` (policy, confirmation) or
+        ``INVALID_ARGUMENTS`` (missing), with ``details`` naming the skip; a policy check that
+        raises skips the call too (an ``OSError`` keeps the code of its errno). A cancelled
+        call is recorded as failed before the cancellation propagates.
         """
         if self._lock is None:
             self._lock = anyio.Lock()
@@ -199,7 +204,8 @@ class ToolSession:
             tool: Tool[Any] | None = target
             name = target.name
         else:
-            tool, name = self._by_name.get(target), target
+            # str(): a name from a client that does not type-check its input is still a name.
+            tool, name = self._by_name.get(str(target)), str(target)
         try:
             return await self._run(index, tool, name, arguments, call_id, on_update, confirm)
         except anyio.get_cancelled_exc_class():
@@ -242,7 +248,11 @@ class ToolSession:
             return self._finish(index, name, raw, result, failed=True)
 
         dumped = args.model_dump(mode="json")
-        decision = self.policy.decide(tool, args, self.workspace)
+        try:
+            decision = self.policy.decide(tool, args, self.workspace)
+        except Exception as exc:
+            # Fail closed: a call the policy cannot decide on does not run.
+            return self._undecided(index, tool, args, call_id, exc)
         self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
         if decision.decision == "deny":
             return self._skip(
@@ -342,6 +352,23 @@ class ToolSession:
             sandbox=self._sandbox,
         )
 
+    def _undecided(
+        self, index: int, tool: Tool[Any], args: BaseModel, call_id: str, exc: Exception
+    ) -> ToolResult:
+        """The skipped step of a call whose policy check raised: an ``OSError`` (a path that
+        changed while it was checked) keeps the code :func:`call_os_error` gives it, a
+        :class:`ToolError` its own; anything else is a ``PERMISSION_DENIED`` refusal."""
+        if isinstance(exc, OSError):
+            error = call_os_error(exc, tool.name, args)
+        elif isinstance(exc, ToolError):
+            error = exc
+        else:
+            logger.error("policy check of %s failed", tool.name, exc_info=exc)
+            error = ToolError(f"{type(exc).__name__}: {exc}", ErrorCode.PERMISSION_DENIED)
+        text = f"Not run: the policy could not decide on this {tool.name} call: {error.message}"
+        dumped = args.model_dump(mode="json")
+        return self._skip(index, tool, dumped, call_id, "policy", None, text, error.code)
+
     def _skip(
         self,
         index: int,
@@ -351,8 +378,11 @@ class ToolSession:
         reason: SkipReason,
         rule: str | None,
         text: str,
+        code: ErrorCode | None = None,
     ) -> ToolResult:
-        code = ErrorCode.INVALID_ARGUMENTS if reason == "missing" else ErrorCode.PERMISSION_DENIED
+        if code is None:
+            missing = reason == "missing"
+            code = ErrorCode.INVALID_ARGUMENTS if missing else ErrorCode.PERMISSION_DENIED
         result = self._error(call_id, tool.name, arguments, text, code)
         result.details = {"skipped": True, "skip_reason": reason, "denied_by": rule}
         return self._finish(index, tool.name, arguments, result, skip=reason, denied_by=rule)

@@ -13,7 +13,8 @@ import anyio
 
 from sandbox import Sandbox, SandboxUnavailable
 
-from ._errors import ToolError
+from . import __version__
+from ._errors import ErrorCode, ToolError
 from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -34,6 +35,37 @@ SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
 
 class UsageError(Exception):
     """A command line the program cannot run; the message is one line for the user."""
+
+
+def _caret(code: int) -> str:
+    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
+
+
+# What a terminal would act on instead of showing: C0 controls but newline and tab (ESC
+# starts the sequences that retitle or clear it), DEL, C1 controls, and the bidirectional
+# overrides and isolates that reorder what is shown ("Trojan Source", CVE-2021-42574).
+_VISIBLE = str.maketrans(
+    {
+        **{code: _caret(code) for code in [*range(0x20), 0x7F] if code not in (0x09, 0x0A)},
+        **{
+            code: f"<U+{code:04X}>"
+            for code in [*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+        },
+    }
+)
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with what a terminal would act on made visible, as ``less`` shows it: C0
+    controls in caret notation (ESC is ``^[``, CR ``^M``; newline and tab stay), DEL as
+    ``^?``, C1 controls and bidirectional overrides/isolates as ``<U+0085>``."""
+    return text.translate(_VISIBLE)
+
+
+def for_terminal(out: TextIO) -> Callable[[str], str]:
+    """How to show tool text on ``out``: :func:`visible_controls` when it is a terminal, the
+    text unchanged otherwise (a file or a pipe gets the bytes the tool gave)."""
+    return visible_controls if out.isatty() else str
 
 
 def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
@@ -72,10 +104,12 @@ def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
 
 
 def _progress_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
+    show = for_terminal(out)
+
     def on_update(update: ToolUpdate) -> None:
         text = content_text(update.content)
         for line in text.splitlines():
-            out.write(f"  │ {line}\n")
+            out.write(f"  │ {show(line)}\n")
         out.flush()
 
     return on_update
@@ -89,8 +123,19 @@ def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
     return on_update
 
 
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines())
+
+
 def run_call(args: argparse.Namespace, out: TextIO) -> int:
-    """The ``call`` subcommand; returns the exit code (0 ok, 1 tool error, 2 usage)."""
+    """The ``call`` subcommand; returns the exit code (0 ok, 1 tool error, 2 usage).
+
+    A result with ``INVALID_ARGUMENTS`` (an invalid regex, say) is a usage error too: with
+    ``--events`` its exit code is 2; without, its message goes to stderr as one line.
+
+    Raises:
+        UsageError: the tool, the arguments or the workspace root are not usable.
+    """
     if args.json is not None and args.pairs:
         raise UsageError("give arguments as key=value pairs or --json, not both")
     if args.json is not None:
@@ -110,19 +155,24 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
             chosen, arguments, call_id=call_id, on_update=_events_printer(out)
         )
         out.write(result_event(result).to_json() + "\n")
+        if result.error_code is ErrorCode.INVALID_ARGUMENTS:
+            return USAGE_ERROR
         return 0 if not result.is_error else 1
     try:
         validated = validate_arguments(chosen, arguments)
     except ToolError as exc:
-        raise UsageError(" ".join(line.strip() for line in exc.message.splitlines())) from exc
+        raise UsageError(_one_line(exc.message)) from exc
+    show = for_terminal(out)
     # The step row comes first, as a client draws it, then progress, then the outcome.
-    out.write(format_presentation(chosen.present(validated), chosen.name) + "\n")
+    out.write(show(format_presentation(chosen.present(validated), chosen.name)) + "\n")
     out.flush()
     result = invoke_tool_sync(chosen, validated, call_id=call_id, on_update=_progress_printer(out))
+    if result.error_code is ErrorCode.INVALID_ARGUMENTS:
+        raise UsageError(_one_line(result.error or ""))
     if result.is_error:
-        out.write(f"error [{result.error_code}]: {result.error}\n")
+        out.write(show(f"error [{result.error_code}]: {result.error}") + "\n")
         return 1
-    out.write(result.model_text() + "\n")
+    out.write(show(result.model_text()) + "\n")
     return 0
 
 
@@ -199,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="workspace-tools", description="File, search and command tools for coding agents."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"workspace-tools {__version__}")
+    sub = parser.add_subparsers(dest="command")
     call = sub.add_parser("call", help="run one tool call and print its result")
     call.add_argument("tool", help="tool name, e.g. read_file")
     call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
@@ -228,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _report(exc: Exception) -> None:
+    # A tool's message may quote a file name or a pattern from the workspace.
+    sys.stderr.write(f"workspace-tools: error: {for_terminal(sys.stderr)(str(exc))}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``workspace-tools`` console script; returns the exit code."""
     parser = build_parser()
@@ -238,15 +294,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     stray = [e for e in extra if e not in pairs]
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if args.command is None:
+        # Nothing to run: the usage and the subcommands on stderr, and exit code 2 as for
+        # any other command line that cannot run.
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
     if pairs:
         args.pairs = [*args.pairs, *pairs]
     try:
         return int(args.handler(args, sys.stdout))
     except UsageError as exc:
-        sys.stderr.write(f"workspace-tools: error: {exc}\n")
+        _report(exc)
         return USAGE_ERROR
-    except ImportError as exc:  # an adapter whose extra is not installed names it
-        sys.stderr.write(f"workspace-tools: error: {exc}\n")
+    except ImportError as exc:  # an adapter whose SDK is not installed says how to install it
+        _report(exc)
         return 1
     except BrokenPipeError:
         # The reader left (``workspace-tools demo | head``); say nothing more to it.

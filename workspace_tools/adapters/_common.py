@@ -3,7 +3,12 @@ call function that runs calls, and the ImportError that names a missing extra.""
 
 from __future__ import annotations
 
+import re
+import shlex
+import sys
 from collections.abc import Awaitable, Callable
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -15,13 +20,40 @@ from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentati
 from .._result import ToolResult, truncate_text
 from .._tool import Tool
 
+DISTRIBUTION = "agent-workspace-tools"
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements (``mcp<2,>=1.20``) that this package's ``extra`` adds, from its
+    installed metadata; empty when it is not installed (a source tree on ``sys.path``).
+    Markers beyond ``extra == "..."`` are not evaluated (this package's extras have none)."""
+    try:
+        requires = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return []
+    marker = re.compile(rf"""\s*extra\s*==\s*(['"]){re.escape(extra)}\1\s*""")
+    found = []
+    for requirement in requires:
+        spec, _, condition = requirement.partition(";")
+        if marker.fullmatch(condition):
+            found.append(spec.strip())
+    return found
+
 
 def missing_extra(module: str, extra: str) -> ImportError:
-    """The ImportError an adapter raises when its SDK ``module`` is absent; it names the extra
-    that installs it: ``pip install "agent-workspace-tools[extra]"``."""
-    return ImportError(
-        f'{module} is not installed; install it with pip install "agent-workspace-tools[{extra}]"'
-    )
+    """The ImportError an adapter raises when its SDK ``module`` is absent. Its message is a
+    command that installs what is missing into the running Python, wherever this package
+    came from (it is not on the public index, so ``agent-workspace-tools[extra]`` would not
+    resolve): the extra's requirements from the installed metadata, or, for a source tree,
+    an editable install of that tree with the extra."""
+    requirements = extra_requirements(extra)
+    if requirements:
+        target = " ".join(shlex.quote(r) for r in requirements)
+    else:
+        tree = Path(__file__).resolve().parents[2]
+        target = "-e " + shlex.quote(f"{tree}[{extra}]")
+    command = f"{shlex.quote(sys.executable)} -m pip install {target}"
+    return ImportError(f"{module} is not installed; install it with: {command}")
 
 
 Finished = ToolResult | ToolHistoryEntry

@@ -13,6 +13,7 @@ from wcmatch import glob as wcglob
 
 from .._errors import ErrorCode, ToolError
 from ..workspace import ResolvedPath, Workspace
+from ..workspace._files import os_error
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
@@ -64,7 +65,7 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
     except PermissionError:
         raise ToolError(f"Permission denied: {path!r}", ErrorCode.PERMISSION_DENIED) from None
     except OSError as exc:
-        raise ToolError(f"Cannot access {path!r}: {exc.strerror}", ErrorCode.TOOL_ERROR) from None
+        raise os_error(exc, path) from None
     is_dir = stat.S_ISDIR(st.st_mode)
     if need_dir and not is_dir:
         raise ToolError(

@@ -7,6 +7,7 @@ import os
 import stat
 
 from .._errors import ErrorCode, ToolError
+from ..workspace._files import os_error
 from ..workspace._reading import FIRST_READ, WHOLE_READ, read_bytes
 from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from ._discovery import note
@@ -152,12 +153,13 @@ class GrepRun:
         because its real location was already checked to be inside the root).
 
         Raises:
-            ToolError: ``TOOL_ERROR`` when it is not a regular file or cannot be read.
+            ToolError: ``TOOL_ERROR`` when it is not a regular file; the code of
+                :func:`~..workspace._files.os_error` when it cannot be reached.
         """
         try:
             mode = os.stat(real).st_mode
         except OSError as exc:
-            raise ToolError(f"Cannot read {rel!r}: {exc.strerror}") from None
+            raise os_error(exc, rel) from None  # removed or renamed since it was resolved
         if not stat.S_ISREG(mode):
             raise ToolError(f"{rel!r} is not a regular file; grep searches files and directories")
         data = read_bytes(real, follow=True)

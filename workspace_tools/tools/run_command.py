@@ -9,14 +9,15 @@ import stat
 from collections.abc import Callable, Mapping
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
-from sandbox import ProcessResult, Sandbox, SandboxLimits
+from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
 
 from .._errors import ErrorCode, ToolError
 from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._files import os_error
 from ._command_output import HEAD_BYTES, TAIL_BYTES, ProgressBatcher, model_view
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
@@ -39,6 +40,18 @@ class RunCommandArgs(BaseModel):
             "(default: the workspace's command_timeout, 120)"
         ),
     )
+
+    @field_validator("command")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
+        # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
+        try:
+            os.fsencode(value)
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
+        return value
 
 
 class RunCommandContent(BaseModel):
@@ -161,10 +174,22 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         path = env.get("PATH", os.defpath)
         shell = shells.get(path) or shells.setdefault(path, _shell(path))
         argv = [shell, "-c", args.command]
-        if reports_progress and context.reports_progress:
-            result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
-        else:
-            result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+        try:
+            if reports_progress and context.reports_progress:
+                result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
+            else:
+                result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+        except SandboxError as exc:
+            if repr(cwd) not in str(exc):
+                raise
+            # The start failed on the working directory: it was renamed, removed or swapped
+            # for a link since it was checked.
+            rel = workspace.rel(cwd)
+            raise ToolError(
+                f"Working directory {rel} changed while the command was starting; "
+                "check it and run the command again",
+                ErrorCode.NOT_FOUND,
+            ) from None
         return _result(args.command, timeout, result)
 
     return tool(
@@ -192,6 +217,8 @@ def _working_dir(workspace: Workspace, path: str) -> str:
         raise ToolError(
             f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND
         ) from None
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from None
     if not stat.S_ISDIR(mode):
         raise ToolError(
             f"Working directory is not a directory: {resolved.rel}", ErrorCode.NOT_A_DIRECTORY

@@ -45,7 +45,15 @@ stop the change, and may hold off a cancellation while the step runs
 
 
 def os_error(exc: OSError, rel: str) -> ToolError:
-    """A :class:`ToolError` a model can act on for an ``OSError`` on the path ``rel``."""
+    """A :class:`ToolError` a model can act on for an ``OSError`` on the path ``rel``.
+
+    The one mapping of operating-system errors to error codes; the message names ``rel`` and
+    says what happened in words, never ``[Errno N]``.
+    """
+    special = _ERRNO_ERRORS.get(exc.errno or 0)
+    if special is not None:
+        text, code = special
+        return ToolError(text.format(rel=rel), code)
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"File not found: {rel}", ErrorCode.NOT_FOUND)
     if isinstance(exc, IsADirectoryError):
@@ -58,7 +66,8 @@ def os_error(exc: OSError, rel: str) -> ToolError:
         return ToolError(f"Permission denied: {rel}", ErrorCode.PERMISSION_DENIED)
     if exc.errno == errno.ELOOP:
         return ToolError(
-            f"{rel} changed into a symbolic link during the call; it is not followed",
+            f"{rel}, or a directory on its way, became a symbolic link during the call; "
+            "it is not followed",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
     if exc.errno == errno.EROFS:
@@ -75,6 +84,21 @@ def os_error(exc: OSError, rel: str) -> ToolError:
             ErrorCode.FILE_TOO_LARGE,
         )
     return ToolError(f"Cannot access {rel}: {exc.strerror or exc}", ErrorCode.TOOL_ERROR)
+
+
+# Errors with a cause the model can name and act on, beyond those mapped by exception type.
+_ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
+    errno.ENAMETOOLONG: (
+        "Path {rel} is too long: a name in it, or the whole path, is longer than the file "
+        "system allows; use a shorter path",
+        ErrorCode.INVALID_ARGUMENTS,
+    ),
+    errno.EINVAL: (
+        "The file system refuses {rel} as an invalid name; use another name",
+        ErrorCode.INVALID_ARGUMENTS,
+    ),
+    errno.EROFS: ("{rel} is on a read-only file system", ErrorCode.PERMISSION_DENIED),
+}
 
 
 def _parts(root: Path, real: Path) -> tuple[str, ...]:
@@ -102,19 +126,32 @@ def open_parent(
     try:
         for part in dirs:
             try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = _open_dir(part, fd)
             except FileNotFoundError:
                 if not create:
                     raise
                 # A concurrent writer may make it first; open it below like any other.
                 with guard(), contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = _open_dir(part, fd)
             os.close(fd)
             fd = child
         yield fd, name
     finally:
         os.close(fd)
+
+
+def _open_dir(name: str, dir_fd: int) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except NotADirectoryError:
+        # O_DIRECTORY wins over O_NOFOLLOW: a directory swapped for a link since the path
+        # was resolved fails as ENOTDIR; say what it is. (A directory again by now was
+        # swapped twice.)
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode) or stat.S_ISDIR(mode):
+            raise OSError(errno.ELOOP, "became a symbolic link") from None
+        raise
 
 
 @contextmanager

@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ErrorCode, ToolError
+from ._files import os_error
+
+# A resolution that raced a rename is tried again this many times in all.
+_RESOLVE_ATTEMPTS = 5
+_RACED = (errno.EINVAL, errno.ENOENT)
 
 
 @dataclass(frozen=True)
@@ -52,17 +57,31 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     their targets exist, so a link (direct, through a linked directory, a chain or a
     dangling link) whose real location is outside is refused.
 
+    Resolving while another process renames the path's links and directories never fails
+    with a bare ``OSError``: a resolution that raced a rename is retried, and every error
+    becomes a :class:`ToolError` through :func:`~._files.os_error`.
+
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` for an empty path or one with a NUL byte;
-            ``OUTSIDE_WORKSPACE`` when the real location is outside the root;
-            ``NOT_FOUND`` for a symbolic link loop.
+        ToolError: ``INVALID_ARGUMENTS`` for an empty path, one with a NUL byte or a
+            character no file name can hold (a lone surrogate), or one too long for the file
+            system; ``OUTSIDE_WORKSPACE`` when the real location is outside the root or kept
+            changing while it was resolved; ``NOT_FOUND`` for a symbolic link loop;
+            ``PERMISSION_DENIED`` when a directory on the way may not be searched.
     """
     if "\x00" in path:
         raise ToolError("Path contains a NUL byte", ErrorCode.INVALID_ARGUMENTS)
     if path.strip() == "":
         raise ToolError("Path is empty", ErrorCode.INVALID_ARGUMENTS)
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ToolError(
+            f"Path {path!r} contains {bad!r}, a character no file name can hold",
+            ErrorCode.INVALID_ARGUMENTS,
+        ) from None
     joined = os.path.join(root, os.path.expanduser(path) if path.startswith("~") else path)
-    real = os.path.realpath(joined)
+    real = _realpath(path, joined)
     if not is_within(root, real):
         raise ToolError(
             f"Path {path!r} is outside the workspace root; use a path inside it",
@@ -73,8 +92,29 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     # root keeps its own name); otherwise its real location. ``a/..`` with ``a`` a link is
     # not its lexical parent, hence the second realpath (not needed when no link was met).
     lexical = os.path.normpath(joined)
-    same = lexical == real or (is_within(root, lexical) and os.path.realpath(lexical) == real)
+    same = lexical == real or (is_within(root, lexical) and _realpath(path, lexical) == real)
     return ResolvedPath(real=Path(real), rel=to_rel(root, lexical if same else real))
+
+
+def _realpath(path: str, target: str) -> str:
+    """``os.path.realpath(target)``; ``path`` is how the caller named it, for messages.
+
+    A non-strict realpath still calls ``readlink`` on each component ``lstat`` showed as a
+    link; when a rename swaps that link for a directory (``EINVAL``) or removes it
+    (``ENOENT``) in between, resolving again sees one state or the other.
+    """
+    for _ in range(_RESOLVE_ATTEMPTS):
+        try:
+            return os.path.realpath(target)
+        except OSError as exc:
+            if exc.errno not in _RACED:
+                raise os_error(exc, path) from exc
+    raise ToolError(
+        f"Path {path!r} kept changing while it was resolved (a symbolic link in it was "
+        f"replaced {_RESOLVE_ATTEMPTS} times over); its real location is unknown, so it is "
+        "refused. Try again once it stops changing",
+        ErrorCode.OUTSIDE_WORKSPACE,
+    )
 
 
 def _refuse_link_loop(path: str, real: str) -> None:
