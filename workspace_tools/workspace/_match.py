@@ -6,23 +6,40 @@ Order of attempts:
    file's newline style (a model reads lines without their CR, so this is still literal).
 2. Fallbacks, each only when the exact text is absent and only when exactly one range of
    whole lines matches; each tolerates more than the one before:
-   ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading
-   whitespace), ``quotes`` (typographic quotes as straight ones). Nothing else may differ,
-   so an identifier or any other word never matches a different one.
+   ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading spaces
+   and tabs), ``quotes`` (typographic quotes as straight ones, indentation as before).
+   Nothing else may differ, so an identifier or any other word never matches a different one.
+
+A fallback never changes the code's structure. Its range matches only when every non-blank
+line keeps its depth relative to the others: with the *base* of a set of lines the longest
+common prefix of their indentation (leading spaces and tabs), each matched file line's
+indentation past the file's base equals, as a string, the same line's indentation past
+``old_text``'s base. So a uniform shift (``old_text`` dedented to zero, or indented with
+four spaces where the file has a tab) matches, while ``if x:`` followed by ``y = 1`` at the
+same depth never matches an ``if`` whose body is deeper, and tabs for spaces inside the
+relative part are a different structure. Blank lines (whitespace only) match blank lines and
+carry no depth. A range that matches only when this rule is broken is ``NO_MATCH``, and the
+message shows the file's real indentation.
 
 The replacement is always literal (no regex expansion of ``$&``, ``\\1`` or ``\\g<0>``), its
-line breaks are written in the file's style, and only the matched range changes. When a
-fallback matched with different indentation, ``new_text`` is re-indented the same way.
+line breaks are written in the file's style, and only the matched range changes. When the
+bases differ, ``new_text`` is re-indented by the same rule: on each line the file's base
+replaces ``old_text``'s base, so the lines keep ``new_text``'s relative depths exactly. A
+non-blank line of ``new_text`` that does not start with ``old_text``'s base (indented less,
+or with other whitespace) has no place the rule can tell, so the edit is ``NO_MATCH`` asking
+for the file's exact indentation; empty lines stay empty, and other whitespace-only lines
+are re-indented when they start with the base and written as they are otherwise.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._errors import ErrorCode, ToolError
 from ._diff import split_lines
+from ._indentation import INDENT, Shift, shift_of
+from ._match_hint import no_match, structure_mismatch, unplaceable_line
 from ._text import convert_newlines
 
 _QUOTES = str.maketrans(
@@ -32,12 +49,9 @@ _QUOTES = str.maketrans(
 _FALLBACKS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("line_endings", lambda line: line),
     ("trailing_whitespace", str.rstrip),
-    ("indentation", str.strip),
-    ("quotes", lambda line: line.strip().translate(_QUOTES)),
+    ("indentation", lambda line: line.lstrip(INDENT).rstrip()),
+    ("quotes", lambda line: line.lstrip(INDENT).rstrip().translate(_QUOTES)),
 )
-
-# Most similar lines are looked for (for the NO_MATCH hint) only in files up to this long.
-_HINT_MAX_LINES = 20_000
 
 
 @dataclass(frozen=True)
@@ -70,9 +84,12 @@ def replace_text(
         path: the file's path for messages.
 
     Raises:
-        ToolError: ``NO_MATCH`` when nothing matches; ``AMBIGUOUS_MATCH`` naming the count and
-            line numbers when more than one range matches without ``replace_all`` (or more
-            than one fallback range matches at all).
+        ToolError: ``NO_MATCH`` when nothing matches, or a fallback range matches only by
+            changing the indentation structure, or ``new_text`` cannot be re-indented (the
+            message quotes the most similar file lines with invisible characters escaped and
+            names such differences); ``AMBIGUOUS_MATCH`` naming the count and line numbers
+            when more than one range matches without ``replace_all`` (or more than one
+            fallback range matches at all).
     """
     replacement = convert_newlines(new, newline)
     for candidate in dict.fromkeys((old, convert_newlines(old, newline))):
@@ -136,23 +153,31 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
     old_lines = [line.removesuffix("\r") for line in old_unified.removesuffix("\n").split("\n")]
     file_lines = split_lines(text)
     bare = [_strip_ending(line) for line in file_lines]
+    # Messages quote lines without the file's own line break, so a stray CR stays visible.
+    shown = [line.removesuffix("\n") for line in file_lines]
+    if newline == "\r\n":
+        shown = [line.removesuffix("\r") for line in shown]
     if not any(line.strip() for line in old_lines):
-        raise _no_match(path, old_lines, bare)
+        raise no_match(path, old_lines, shown)
     span = len(old_lines)
+    misfit: tuple[int, int] | None = None  # (first file line, old line) breaking structure
     for name, normal in _FALLBACKS:
         wanted = [normal(line) for line in old_lines]
         normalised = [normal(line) for line in bare]
-        hits = [
-            i
-            for i in range(len(bare) - span + 1)
-            if normalised[i] == wanted[0] and normalised[i : i + span] == wanted
-        ]
-        if len(hits) > 1:
-            raise _ambiguous(path, [i + 1 for i in hits], fallback=name)
-        if hits:
-            first = hits[0]
-            matched = bare[first : first + span]
-            body = _reindent(new.replace("\r\n", "\n"), old_lines, matched)
+        fits: list[tuple[int, Shift]] = []
+        for i in range(len(bare) - span + 1):
+            if normalised[i] != wanted[0] or normalised[i : i + span] != wanted:
+                continue
+            shift = shift_of(old_lines, bare[i : i + span])
+            if isinstance(shift, Shift):
+                fits.append((i, shift))
+            elif misfit is None:
+                misfit = (i, shift)
+        if len(fits) > 1:
+            raise _ambiguous(path, [i + 1 for i, _ in fits], fallback=name)
+        if fits:
+            first, shift = fits[0]
+            body = _reindent(new.replace("\r\n", "\n"), shift, path, old_lines, shown, first)
             start = sum(len(line) for line in file_lines[:first])
             last = file_lines[first + span - 1]
             end = start + sum(len(line) for line in file_lines[first : first + span])
@@ -162,47 +187,24 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
                 body = body.removesuffix("\n")  # the file's last line has no newline: keep it so
             replacement = convert_newlines(body, newline)
             return EditResult(text[:start] + replacement + text[end:], 1, name)
-    raise _no_match(path, old_lines, bare)
+    if misfit is not None:
+        raise structure_mismatch(path, old_lines, shown, *misfit)
+    raise no_match(path, old_lines, shown)
 
 
-def _indent(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
-
-
-def _reindent(new: str, old_lines: list[str], matched: list[str]) -> str:
-    """``new`` with each line's indentation mapped the way ``old_lines``' maps onto the
-    file's ``matched`` lines (an exact indentation string first, else the first line's)."""
-    pairs = [(o, m) for o, m in zip(old_lines, matched, strict=True) if o.strip()]
-    mapping: dict[str, str] = {}
-    for o, m in pairs:
-        mapping.setdefault(_indent(o), _indent(m))
-    if all(old_indent == file_indent for old_indent, file_indent in mapping.items()):
+def _reindent(
+    new: str, shift: Shift, path: str, old_lines: list[str], shown: list[str], first: int
+) -> str:
+    """``new`` with the file's base in place of ``old_text``'s on every line (module
+    docstring); ``NO_MATCH`` when a non-blank line does not start with ``old_text``'s base."""
+    if shift.old_base == shift.file_base:
         return new
-    base_old, base_file = _indent(pairs[0][0]), _indent(pairs[0][1])
     out: list[str] = []
-    for line in new.split("\n"):
-        indent = _indent(line)
-        if not line.strip():
+    for number, line in enumerate(new.split("\n"), 1):
+        if line.startswith(shift.old_base) and line:
+            out.append(shift.file_base + line[len(shift.old_base) :])
+        elif not line.strip():
             out.append(line)
-        elif indent in mapping:
-            out.append(mapping[indent] + line[len(indent) :])
-        elif indent.startswith(base_old):
-            out.append(base_file + line[len(base_old) :])
         else:
-            out.append(line)
+            raise unplaceable_line(path, old_lines, shown, first, number, shift.old_base)
     return "\n".join(out)
-
-
-def _no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
-    message = (
-        f"old_text was not found in {path}. Read the file again with read_file and copy the "
-        "text exactly, including whitespace and punctuation"
-    )
-    probe = next((line.strip() for line in old_lines if line.strip()), "")
-    if probe and len(bare) <= _HINT_MAX_LINES:
-        stripped = [line.strip() for line in bare]
-        close = difflib.get_close_matches(probe, stripped, n=1, cutoff=0.6)
-        if close:
-            number = stripped.index(close[0]) + 1
-            message += f". The most similar line is {number}: {bare[number - 1].strip()!r}"
-    return ToolError(message, ErrorCode.NO_MATCH)
