@@ -4,6 +4,13 @@ Order of attempts:
 
 1. ``exact``: the literal text, or the literal text with its line breaks written in the
    file's newline style (a model reads lines without their CR, so this is still literal).
+   When ``old_text`` has one non-blank line, its first, and a match begins after
+   indentation on its line (``"y = 1"`` or ``"  y = 1"`` in ``"    y = 1"``), the model
+   copied it with less indentation than the file has: the line is replaced whole, with
+   ``new_text`` shifted by the rule below (reported as ``indentation`` when that changed the
+   result), so ``new_text``'s further lines are not written too shallow. When ``old_text``
+   has more non-blank lines, those matched whole lines at their own indentation, which fixes
+   where ``new_text``'s lines go: the splice is literal.
 2. Fallbacks, each only when the exact text is absent and only when exactly one range of
    whole lines matches; each tolerates more than the one before:
    ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading spaces
@@ -23,12 +30,13 @@ message shows the file's real indentation.
 
 The replacement is always literal (no regex expansion of ``$&``, ``\\1`` or ``\\g<0>``), its
 line breaks are written in the file's style, and only the matched range changes. When the
-bases differ, ``new_text`` is re-indented by the same rule: on each line the file's base
+bases differ, ``new_text`` is shifted by the same rule: on each line the file's base
 replaces ``old_text``'s base, so the lines keep ``new_text``'s relative depths exactly. A
 non-blank line of ``new_text`` that does not start with ``old_text``'s base (indented less,
-or with other whitespace) has no place the rule can tell, so the edit is ``NO_MATCH`` asking
-for the file's exact indentation; empty lines stay empty, and other whitespace-only lines
-are re-indented when they start with the base and written as they are otherwise.
+or with other whitespace) has no place the rule can tell (the model's indent unit need not
+be the file's), so the edit is ``NO_MATCH`` asking for the file's exact indentation; empty
+lines stay empty, and other whitespace-only lines are shifted when they start with the base
+and written as they are otherwise.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 
 from .._errors import ErrorCode, ToolError
 from ._diff import split_lines
-from ._indentation import INDENT, Shift, shift_of
+from ._indentation import INDENT, Shift, indent_of, shift_of
 from ._match_hint import no_match, structure_mismatch, unplaceable_line
 from ._text import convert_newlines
 
@@ -91,14 +99,20 @@ def replace_text(
             when more than one range matches without ``replace_all`` (or more than one
             fallback range matches at all).
     """
-    replacement = convert_newlines(new, newline)
     for candidate in dict.fromkeys((old, convert_newlines(old, newline))):
         starts = _find_all(text, candidate)
         if not starts:
             continue
         if len(starts) > 1 and not replace_all:
             raise _ambiguous(path, [_line_of(text, s) for s in starts], fallback=None)
-        return EditResult(_splice(text, starts, len(candidate), replacement), len(starts), "exact")
+        literal = convert_newlines(new, newline)
+        pieces = [(s, s + len(candidate), literal) for s in starts]
+        exact = _splice(text, pieces)
+        nonblank = [bool(line.strip()) for line in old.split("\n")]
+        if nonblank[0] and not any(nonblank[1:]):
+            pieces = _whole_lines(text, pieces, old, new, newline, path)
+        shifted = _splice(text, pieces)
+        return EditResult(shifted, len(starts), "exact" if shifted == exact else "indentation")
     return _fallback(text, old, new, newline, path)
 
 
@@ -111,13 +125,40 @@ def _find_all(text: str, needle: str) -> list[int]:
     return starts
 
 
-def _splice(text: str, starts: list[int], length: int, replacement: str) -> str:
+def _whole_lines(
+    text: str, pieces: list[tuple[int, int, str]], old: str, new: str, newline: str, path: str
+) -> list[tuple[int, int, str]]:
+    """``pieces`` (begin, end, replacement) of a one-line ``old`` with each match that begins
+    after indentation widened to its line's start and ``new`` shifted (module docstring)."""
+    out: list[tuple[int, int, str]] = []
+    previous = 0
+    old_base = indent_of(old)
+    for begin, end, replacement in pieces:
+        line_start = text.rfind("\n", 0, begin) + 1
+        before = text[line_start:begin]
+        if before and not before.lstrip(INDENT) and line_start >= previous:
+            shift = Shift(old_base, before + old_base)
+            body = _reindent(new.replace("\r\n", "\n"), shift)
+            if isinstance(body, int):
+                old_lines = old.replace("\r\n", "\n").removesuffix("\n").split("\n")
+                first = _line_of(text, begin) - 1
+                shown = _shown_lines(text, newline)
+                raise unplaceable_line(
+                    path, old_lines, shown, first, body, old_base, shift.file_base
+                )
+            begin, replacement = line_start, convert_newlines(body, newline)
+        out.append((begin, end, replacement))
+        previous = end
+    return out
+
+
+def _splice(text: str, pieces: list[tuple[int, int, str]]) -> str:
     parts: list[str] = []
     previous = 0
-    for start in starts:
-        parts.append(text[previous:start])
+    for begin, end, replacement in pieces:
+        parts.append(text[previous:begin])
         parts.append(replacement)
-        previous = start + length
+        previous = end
     parts.append(text[previous:])
     return "".join(parts)
 
@@ -147,16 +188,19 @@ def _strip_ending(line: str) -> str:
     return line.removesuffix("\r")
 
 
+def _shown_lines(text: str, newline: str) -> list[str]:
+    # Messages quote lines without the file's own line break, so a stray CR stays visible.
+    shown = [line.removesuffix("\n") for line in split_lines(text)]
+    return [line.removesuffix("\r") for line in shown] if newline == "\r\n" else shown
+
+
 def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditResult:
     old_unified = old.replace("\r\n", "\n")
     old_ends_with_newline = old_unified.endswith("\n")
     old_lines = [line.removesuffix("\r") for line in old_unified.removesuffix("\n").split("\n")]
     file_lines = split_lines(text)
     bare = [_strip_ending(line) for line in file_lines]
-    # Messages quote lines without the file's own line break, so a stray CR stays visible.
-    shown = [line.removesuffix("\n") for line in file_lines]
-    if newline == "\r\n":
-        shown = [line.removesuffix("\r") for line in shown]
+    shown = _shown_lines(text, newline)
     if not any(line.strip() for line in old_lines):
         raise no_match(path, old_lines, shown)
     span = len(old_lines)
@@ -177,7 +221,11 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
             raise _ambiguous(path, [i + 1 for i, _ in fits], fallback=name)
         if fits:
             first, shift = fits[0]
-            body = _reindent(new.replace("\r\n", "\n"), shift, path, old_lines, shown, first)
+            body = _reindent(new.replace("\r\n", "\n"), shift)
+            if isinstance(body, int):
+                raise unplaceable_line(
+                    path, old_lines, shown, first, body, shift.old_base, shift.file_base
+                )
             start = sum(len(line) for line in file_lines[:first])
             last = file_lines[first + span - 1]
             end = start + sum(len(line) for line in file_lines[first : first + span])
@@ -192,11 +240,10 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
     raise no_match(path, old_lines, shown)
 
 
-def _reindent(
-    new: str, shift: Shift, path: str, old_lines: list[str], shown: list[str], first: int
-) -> str:
-    """``new`` with the file's base in place of ``old_text``'s on every line (module
-    docstring); ``NO_MATCH`` when a non-blank line does not start with ``old_text``'s base."""
+def _reindent(new: str, shift: Shift) -> str | int:
+    """``new`` (LF breaks) with the file's base in place of ``old_text``'s on every line
+    (module docstring); the 1-based number of the first non-blank line that does not start
+    with ``old_text``'s base instead."""
     if shift.old_base == shift.file_base:
         return new
     out: list[str] = []
@@ -206,5 +253,5 @@ def _reindent(
         elif not line.strip():
             out.append(line)
         else:
-            raise unplaceable_line(path, old_lines, shown, first, number, shift.old_base)
+            return number
     return "\n".join(out)

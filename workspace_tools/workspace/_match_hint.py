@@ -270,18 +270,27 @@ def structure_mismatch(
 
 
 def unplaceable_line(
-    path: str, old_lines: list[str], bare: list[str], first: int, number: int, base: str
+    path: str,
+    old_lines: list[str],
+    bare: list[str],
+    first: int,
+    number: int,
+    old_part: str,
+    file_part: str,
 ) -> ToolError:
-    """``NO_MATCH`` for a fallback range (file line index ``first``) where ``new_text``'s
-    line ``number`` (1-based) does not start with ``old_text``'s base indentation ``base``,
-    so its depth in the file cannot be told. Shows the file's real indentation."""
+    """``NO_MATCH`` for a range (file line index ``first``) that matches only with
+    indentation ignored, where ``new_text``'s line ``number`` (1-based) does not start with
+    ``old_part``, the indentation old_text has where the file has ``file_part``, so its depth
+    in the file cannot be told. Shows the file's real indentation."""
     last = first + len(old_lines) - 1
     block = _quote_block(bare, first, last)
     message = (
         f"old_text was not found in {path} exactly. With indentation ignored it matches "
-        f"{_range(first, last)}, but new_text's line {number} is not indented by the "
-        f"{describe(base)} that old_text's lines all start with, so its depth in the file "
-        "cannot be told. Copy old_text with the file's indentation and indent new_text to "
-        "match:" + block + _escape_note(bare[first : last + 1])
+        f"{_range(first, last)}, where old_text's lines start with {describe(old_part)} and "
+        f"the file's with {describe(file_part)}; new_text's line {number} does not start "
+        f"with {describe(old_part)}, so its depth in the file cannot be told. Copy old_text "
+        "with the file's indentation and indent new_text to match:"
+        + block
+        + _escape_note(bare[first : last + 1])
     )
     return ToolError(message, ErrorCode.NO_MATCH)
