@@ -30,7 +30,12 @@ _QUOTES = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
 )
 
-_NAMES = {" ": ("a space", "spaces"), "\t": ("a tab (\\t)", "tabs (\\t)")}
+_NAMES = {
+    " ": ("a space", "spaces"),
+    "\t": ("a tab (\\t)", "tabs (\\t)"),
+    "\r": ("a carriage return (\\r)", "carriage returns (\\r)"),
+    "\ufeff": ("a byte order mark (\\ufeff)", "byte order marks (\\ufeff)"),
+}
 
 
 def _invisible(char: str) -> bool:
@@ -71,8 +76,6 @@ def describe(chars: str) -> str:
         count = len(list(group))
         if char in _NAMES:
             one, many = _NAMES[char]
-        elif char == "\r":
-            one, many = "a carriage return (\\r)", "carriage returns (\\r)"
         else:
             name = unicodedata.name(char, "character").lower()
             article = "an" if name[0] in "aeiou" else "a"
@@ -96,13 +99,12 @@ def _decomposed_example(line: str) -> str:
     return "a character in parts"
 
 
-def name_difference(old: str, found: str) -> str | None:
-    """How the file's line ``found`` differs from ``old_text``'s line ``old`` in words, when
-    every difference is invisible (module docstring); ``None`` when the lines are equal or
-    differ in something a reader can see."""
-    if old == found:
-        return None
+def invisible_differences(old: str, found: str) -> tuple[list[str], bool]:
+    """How the file's line ``found`` differs from ``old_text``'s line ``old`` in characters a
+    reader cannot see, in words (module docstring), and whether they differ in something a
+    reader can see as well."""
     phrases: list[str] = []
+    visible = False
     old_nfc, found_nfc = (unicodedata.normalize("NFC", s) for s in (old, found))
     if found != found_nfc and old == old_nfc:
         composed = _decomposed_example(found)
@@ -122,7 +124,8 @@ def name_difference(old: str, found: str) -> str | None:
             continue
         theirs, ours = old_nfc[i1:i2], found_nfc[j1:j2]
         if not all(_invisible(c) for c in theirs + ours):
-            return None
+            visible = True
+            continue
         if i1 == 0 and j1 == 0:
             where = "at the start, "
         elif i2 == len(old_nfc) and j2 == len(found_nfc):
@@ -136,7 +139,7 @@ def name_difference(old: str, found: str) -> str | None:
             phrases.append(f"{where}the file has {describe(ours)} that old_text lacks")
         else:
             phrases.append(f"{where}old_text has {describe(theirs)} that the file lacks")
-    return "; ".join(phrases) or None
+    return phrases, visible
 
 
 def _key(line: str) -> str:
@@ -219,13 +222,22 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         message += f". The most similar lines are {first + 1}-{last + 1}:{block}"
     message += _escape_note(bare[first : last + 1])
     pairs = [(i, old_lines[i - start]) for i in range(first, last + 1)]
+    named = False
     for i, old in pairs[:_QUOTED_LINES]:
-        named = name_difference(old.lstrip(INDENT), bare[i].lstrip(INDENT))
-        if named:
+        phrases, visible = invisible_differences(old.lstrip(INDENT), bare[i].lstrip(INDENT))
+        if phrases:
+            named = True
+            how = "also differs from" if visible else "differs from"
+            only = "" if visible else "only "
             message += (
-                f"\nLine {i + 1} differs from old_text's line {i - start + 1} only in "
-                f"characters that are hard to see: {named}."
+                f"\nLine {i + 1} {how} old_text's line {i - start + 1} {only}in characters "
+                f"that are hard to see: {'; '.join(phrases)}."
             )
+    if named:
+        message += (
+            "\nold_text must hold the same characters as the file: write them in the "
+            "arguments as the JSON escapes shown (\\t, \\r, \\uXXXX)."
+        )
     shift = shift_of([old for _, old in pairs], bare[first : last + 1])
     if isinstance(shift, int):
         message += "\n" + _relative_indent(old_lines, bare, first, start, first + shift) + "."
