@@ -145,9 +145,10 @@ def invisible_differences(old: str, found: str) -> tuple[list[str], bool]:
 def _key(line: str) -> str:
     # What a reader sees of a line: composed, without format characters, straight quotes,
     # whitespace runs as one space.
-    visible = unicodedata.normalize("NFC", line)
-    visible = "".join(c for c in visible if unicodedata.category(c) != "Cf")
-    return " ".join(visible.translate(_QUOTES).split())
+    if not line.isascii():
+        line = unicodedata.normalize("NFC", line)
+        line = "".join(c for c in line if unicodedata.category(c) != "Cf").translate(_QUOTES)
+    return " ".join(line.split())
 
 
 def _closest_start(old_lines: list[str], bare: list[str]) -> int | None:
