@@ -122,6 +122,38 @@ EDITS = [
         "exact",
     ),
     (
+        "one_line_old_text_without_indentation_keeps_new_lines_at_its_depth",
+        b"def f():\n    x = 1\n    return x\n",
+        "x = 1",
+        "x = 1\ny = 2",
+        b"def f():\n    x = 1\n    y = 2\n    return x\n",
+        "indentation",
+    ),
+    (
+        "deleting_an_indented_line_by_its_text_leaves_the_next_line_alone",
+        b"def f():\n    x = 1\n    return 1\n",
+        "x = 1\n",
+        "",
+        b"def f():\n    return 1\n",
+        "indentation",
+    ),
+    (
+        "typographic_quotes_with_uniformly_shifted_indentation",
+        "if a:\n    say(“hi”)\n".encode(),
+        '  if a:\n      say("hi")\n',
+        '  if a:\n      say("bye")\n      done()\n',
+        b'if a:\n    say("bye")\n    done()\n',
+        "quotes",
+    ),
+    (
+        "tab_indented_file_edited_by_dedented_old_text",
+        b"def f(x):\n\tif x:\n\t\ty = 1\n\treturn y\n",
+        "if x:\n\ty = 1\n",
+        "if x:\n\ty = 2\nelse:\n\ty = 3\n",
+        b"def f(x):\n\tif x:\n\t\ty = 2\n\telse:\n\t\ty = 3\n\treturn y\n",
+        "indentation",
+    ),
+    (
         "utf8_bom_kept",
         b"\xef\xbb\xbfa = 1\nb = 2\n",
         "a = 1",
@@ -144,10 +176,85 @@ def test_edit_writes_exact_bytes(
     result = call(tools(root)["edit_file"], path="f", old_text=old, new_text=new)
     assert result.error is None
     assert (root / "f").read_bytes() == expected
-    assert result.content == {"path": "f", "replacements": 1}
+    assert result.content == {"path": "f", "replacements": 1, "match": kind}
     assert result.details.match == kind
     if result.details.encoding in ("utf-8", "utf-8-bom", "latin-1"):
         assert_diff_reproduces(tmp_path / "apply", "f", content, expected, result.details)
+
+
+def test_model_reads_which_match_was_used(root: Path) -> None:
+    (root / "f.py").write_bytes(b"def f(x):\n    if x:\n        y = 1\n    return y\n")
+    edit = tools(root)["edit_file"]
+    result = call(edit, path="f.py", old_text="if x:\n    y = 1", new_text="if x:\n    y = 2")
+    assert result.model_text() == '{"path":"f.py","replacements":1,"match":"indentation"}'
+    result = call(edit, path="f.py", old_text="return y", new_text="return -y")
+    assert result.model_text() == '{"path":"f.py","replacements":1,"match":"exact"}'
+    assert (root / "f.py").read_bytes() == b"def f(x):\n    if x:\n        y = 2\n    return -y\n"
+
+
+# (name, file bytes, old_text, new_text): a fallback would change the code's structure.
+STRUCTURE_CHANGES = [
+    (
+        "body_at_the_depth_of_its_if",
+        b"def f(x):\n    if x:\n        y = 1\n    return y\n",
+        "if x:\ny = 1",
+        "if x:\ny = 2",
+    ),
+    (
+        "typographic_quotes_and_flattened_body",
+        "if a:\n    say(“hi”)\n".encode(),
+        'if a:\nsay("hi")\n',
+        'if a:\nsay("bye")\n',
+    ),
+    (
+        "spaces_where_the_file_nests_with_tabs",
+        b"def f():\n\tif x:\n\t\treturn 1\n",
+        "def f():\n    if x:\n        return 1\n",
+        "def f():\n    if x:\n        return 2\n",
+    ),
+    (
+        "new_text_left_of_a_shifted_old_text",
+        b"class A:\n    def f(self):\n        return 1\n",
+        "  def f(self):\n      return 1",
+        "  def f(self):\n      return 1\ndef g():\n  pass",
+    ),
+    (
+        "one_line_old_text_and_new_text_left_of_it",
+        b"class A:\n    def f(self):\n        return 1\n",
+        "  return 1",
+        "  return 1\nx = 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "old", "new"),
+    [case[1:] for case in STRUCTURE_CHANGES],
+    ids=[case[0] for case in STRUCTURE_CHANGES],
+)
+def test_a_fallback_that_would_change_the_structure_is_no_match(
+    root: Path, content: bytes, old: str, new: str
+) -> None:
+    (root / "f.py").write_bytes(content)
+    result = call(tools(root)["edit_file"], path="f.py", old_text=old, new_text=new)
+    assert result.error_code is ErrorCode.NO_MATCH, result.content
+    assert "Copy old_text with the file's indentation" in result.error
+    assert (root / "f.py").read_bytes() == content
+
+
+def test_structure_refusal_shows_the_files_indentation(root: Path) -> None:
+    content = b"def f(x):\n    if x:\n        y = 1\n    return y\n"
+    (root / "f.py").write_bytes(content)
+    result = call(
+        tools(root)["edit_file"], path="f.py", old_text="if x:\ny = 1", new_text="if x:\ny = 2"
+    )
+    assert result.error == (
+        "old_text was not found in f.py exactly. With indentation ignored it matches lines "
+        "2-3, but not with the same indentation structure, and an edit never changes the "
+        "structure of the code. Past the indentation its lines share, the file indents line 3 "
+        "by 4 spaces where old_text indents its line 2 by nothing. Copy old_text with the "
+        "file's indentation:\n2: '    if x:'\n3: '        y = 1'"
+    )
 
 
 def test_utf16_file_reads_as_text(root: Path) -> None:
@@ -184,7 +291,7 @@ def test_replace_all_replaces_every_match(root: Path, tmp_path: Path) -> None:
     result = call(
         tools(root)["edit_file"], path="f", old_text="x = 1", new_text="x = 9", replace_all=True
     )
-    assert result.content == {"path": "f", "replacements": 3}
+    assert result.content == {"path": "f", "replacements": 3, "match": "exact"}
     assert result.details.replacements == 3
     expected = b"x = 9\ny = 2\nx = 9\nz\nx = 9\n"
     assert (root / "f").read_bytes() == expected

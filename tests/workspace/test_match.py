@@ -17,7 +17,7 @@ def _replace(text: str, old: str, new: str, newline: str = "\n", replace_all: bo
         ("a\r\nb\nc\n", "a\nb\n", "x\n", "\n", "x\nc\n", "line_endings"),
         ("    if x:  \n        go()\n", "if x:\n    go()\n", "if y:\n    stop()\n", "\n",
          "    if y:\n        stop()\n", "indentation"),
-        ("\tif x:\n\t\tgo()\n", "    if x:\n        go()", "    if x:\n        stop()", "\n",
+        ("\tif x:\n\t\tgo()\n", "if x:\n\tgo()", "if x:\n\tstop()", "\n",
          "\tif x:\n\t\tstop()\n", "indentation"),
         ("say(‘hi’)\n", "say('hi')", "say('bye')", "\n", "say('bye')\n", "quotes"),
         ("x = 1\ny = 2", "y = 2  \n", "y = 3\n", "\n", "x = 1\ny = 3", "trailing_whitespace"),
@@ -27,7 +27,7 @@ def _replace(text: str, old: str, new: str, newline: str = "\n", replace_all: bo
         "newline_translated",
         "mixed_endings",
         "indent_added",
-        "spaces_for_tabs",
+        "tabs_dedented",
         "typographic_quotes",
         "no_final_newline",
         "range_only",
@@ -59,7 +59,11 @@ def test_fallback_never_changes_words(text: str, old: str) -> None:
 def test_no_match_names_the_most_similar_line() -> None:
     with pytest.raises(ToolError) as caught:
         _replace("alpha\nreturn fetch_user(uid)\n", "return fetch_users(uid)", "x")
-    assert "most similar line is 2: 'return fetch_user(uid)'" in caught.value.message
+    assert caught.value.message == (
+        "old_text was not found in f. Read the file again with read_file and copy the text "
+        "exactly, including whitespace and punctuation. The most similar line is 2: "
+        "'return fetch_user(uid)'"
+    )
 
 
 def test_replacement_is_literal() -> None:

@@ -25,8 +25,10 @@ Replace text in an existing file of the workspace: `old_text` becomes `new_text`
 - Both texts are literal: nothing is a regex or a template (`$1`, `\\1`, `$&` stay as typed).
   Line breaks follow the file's style (LF or CRLF); its encoding is kept.
 - When the exact text is absent, a match differing only in line endings, trailing
-  whitespace, indentation or typographic quotes is used if it is unique; `new_text` is then
-  re-indented to fit. Words and identifiers must always match exactly.
+  whitespace, indentation or typographic quotes is used if it is unique (the result's
+  `match` names it). Indentation may differ only by the same shift on every line, never in
+  the lines' depths relative to each other; `new_text` is then shifted the same way. Words
+  and identifiers must always match exactly.
 - If the file changed on disk since you last read or wrote it, the edit is refused
   (STALE_FILE): read it again. To create a file, use write_file."""
 
@@ -47,10 +49,12 @@ class EditFileArgs(BaseModel):
 
 
 class EditFileContent(BaseModel):
-    """What the model reads: the path and how many places changed."""
+    """What the model reads: the path, how many places changed, and how ``old_text``
+    matched (``exact``, or the fallback used, so the model knows its text was not literal)."""
 
     path: str
     replacements: int
+    match: MatchKind
 
 
 class EditFileDetails(BaseModel):
@@ -102,7 +106,11 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
             match=edit.match,  # type: ignore[arg-type]
             encoding=current.format.label,
         )
-        content = EditFileContent(path=resolved.rel, replacements=edit.replacements)
+        content = EditFileContent(
+            path=resolved.rel,
+            replacements=edit.replacements,
+            match=edit.match,  # type: ignore[arg-type]
+        )
         return tool_output(content.model_dump(), details)
 
     return tool(

@@ -1,0 +1,235 @@
+"""NO_MATCH messages a model can act on: the most similar lines quoted with invisible
+characters escaped, and each invisible difference named in words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.file_support import call, tools
+from workspace_tools import ErrorCode, ToolError
+from workspace_tools.workspace._match import replace_text
+
+HEAD = (
+    "old_text was not found in f.py. Read the file again with read_file and copy the text "
+    "exactly, including whitespace and punctuation. "
+)
+NOTE = "\n(\\t, \\r and \\uXXXX stand for the invisible characters the file holds.)"
+ADVICE = (
+    "\nold_text must hold the same characters as the file: write them in the arguments as "
+    "the JSON escapes shown (\\t, \\r, \\uXXXX)."
+)
+ONLY = "only in characters that are hard to see: "
+
+
+def _refusal(text: str, old: str) -> str:
+    with pytest.raises(ToolError) as caught:
+        replace_text(text, old, "NEW", replace_all=False, newline="\n", path="f.py")
+    assert caught.value.code is ErrorCode.NO_MATCH
+    return caught.value.message
+
+
+# (name, file text, old_text, the message after HEAD)
+HINTS = [
+    (
+        "no_break_space",
+        "x\u00a0= 1\ny = 2\n",
+        "x = 1",
+        "The most similar line is 1: 'x\\u00a0= 1'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a no-break space (\\u00a0) where "
+        "old_text has a space." + ADVICE,
+    ),
+    (
+        "no_break_space_in_old_text",
+        "x = 1\n",
+        "x\u00a0= 1",
+        "The most similar line is 1: 'x = 1'\nLine 1 differs from old_text's line 1 "
+        + ONLY
+        + "the file has a space where old_text has a no-break space (\\u00a0)."
+        + ADVICE,
+    ),
+    (
+        "em_space",
+        "total\u2003= 0\n",
+        "total = 0",
+        "The most similar line is 1: 'total\\u2003= 0'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has an em space (\\u2003) where old_text "
+        "has a space." + ADVICE,
+    ),
+    (
+        "ideographic_space",
+        "name =\u3000'a'\n",
+        "name = 'a'",
+        "The most similar line is 1: 'name =\\u3000'a''" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has an ideographic space (\\u3000) where "
+        "old_text has a space." + ADVICE,
+    ),
+    (
+        "zero_width_space",
+        "a = 1\nb\u200b = 2\nc = 3\n",
+        "a = 1\nb = 2\n",
+        "The most similar lines are 1-2:\n1: 'a = 1'\n2: 'b\\u200b = 2'" + NOTE + "\nLine 2 "
+        "differs from old_text's line 2 " + ONLY + "the file has a zero width space "
+        "(\\u200b) that old_text lacks." + ADVICE,
+    ),
+    (
+        "zero_width_joiner",
+        "pair = 'x\u200dy'\n",
+        "pair = 'xy'",
+        "The most similar line is 1: 'pair = 'x\\u200dy''" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a zero width joiner (\\u200d) that "
+        "old_text lacks." + ADVICE,
+    ),
+    (
+        "zero_width_non_joiner",
+        "w = 'a\u200cb'\n",
+        "w = 'ab'",
+        "The most similar line is 1: 'w = 'a\\u200cb''" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a zero width non-joiner (\\u200c) that "
+        "old_text lacks." + ADVICE,
+    ),
+    (
+        "byte_order_mark_inside",
+        "x = 1\n\ufeffy = 2\n",
+        "x = 1\ny = 2",
+        "The most similar lines are 1-2:\n1: 'x = 1'\n2: '\\ufeffy = 2'" + NOTE + "\nLine 2 "
+        "differs from old_text's line 2 " + ONLY + "at the start, the file has a byte order "
+        "mark (\\ufeff) that old_text lacks." + ADVICE,
+    ),
+    (
+        "word_joiner",
+        "k = 'a\u2060b'\n",
+        "k = 'ab'",
+        "The most similar line is 1: 'k = 'a\\u2060b''" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a word joiner (\\u2060) that old_text "
+        "lacks." + ADVICE,
+    ),
+    (
+        "file_in_nfd",
+        "cafe\u0301 = 1\n",
+        "caf\u00e9 = 1",
+        "The most similar line is 1: 'cafe\\u0301 = 1'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file's line is NFD-normalized where old_text's "
+        "is NFC (the file writes \u00e9 as e + U+0301, old_text as one character)." + ADVICE,
+    ),
+    (
+        "old_text_in_nfd",
+        "caf\u00e9 = 1\n",
+        "cafe\u0301 = 1",
+        "The most similar line is 1: 'caf\u00e9 = 1'\nLine 1 differs from old_text's line 1 "
+        + ONLY
+        + "old_text's line is NFD-normalized where the file's is NFC (old_text "
+        "writes \u00e9 as e + U+0301, the file as one character)." + ADVICE,
+    ),
+    (
+        "tab_for_four_spaces",
+        "a = 1\t# count\n",
+        "a = 1    # count",
+        "The most similar line is 1: 'a = 1\\t# count'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a tab (\\t) where old_text has 4 "
+        "spaces." + ADVICE,
+    ),
+    (
+        "stray_cr_inside_a_line",
+        "print('a')\r# done\n",
+        "print('a') # done",
+        "The most similar line is 1: 'print('a')\\r# done'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a carriage return (\\r) where old_text "
+        "has a space." + ADVICE,
+    ),
+    (
+        "stray_cr_before_lf",
+        "x = 1\r\ny = 2\n",
+        "x = 1\ny",
+        "The most similar lines are 1-2:\n1: 'x = 1\\r'\n2: 'y = 2'" + NOTE + "\nLine 1 "
+        "differs from old_text's line 1 " + ONLY + "at the end, the file has a carriage "
+        "return (\\r) that old_text lacks." + ADVICE,
+    ),
+    (
+        "trailing_whitespace",
+        "x = 1  \ny = 2\n",
+        "x = 1\ny",
+        "The most similar lines are 1-2:\n1: 'x = 1  '\n2: 'y = 2'\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "at the end, the file has 2 spaces that old_text "
+        "lacks." + ADVICE,
+    ),
+    (
+        "invisible_and_visible_differences",
+        "x\u00a0= fetch(1)\n",
+        "x = fetch(2)",
+        "The most similar line is 1: 'x\\u00a0= fetch(1)'" + NOTE + "\nLine 1 also differs "
+        "from old_text's line 1 in characters that are hard to see: the file has a "
+        "no-break space (\\u00a0) where old_text has a space." + ADVICE,
+    ),
+    (
+        "visible_difference_only",
+        "alpha\nreturn fetch_user(uid)\n",
+        "return fetch_users(uid)",
+        "The most similar line is 2: 'return fetch_user(uid)'",
+    ),
+    (
+        "backslashes_in_the_file_shown_as_they_are",
+        'print("a\\tb")\n',
+        'print("a\\tc")',
+        "The most similar line is 1: 'print(\"a\\tb\")'",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "expected"),
+    [case[1:] for case in HINTS],
+    ids=[case[0] for case in HINTS],
+)
+def test_no_match_hint_names_invisible_differences(text: str, old: str, expected: str) -> None:
+    assert _refusal(text, old) == HEAD + expected
+
+
+def test_nothing_similar_gives_no_quote() -> None:
+    assert _refusal("alpha\nbeta\n", "completely different") == HEAD.removesuffix(". ")
+
+
+def test_relative_indentation_in_tabs_against_spaces_is_named() -> None:
+    message = _refusal(
+        "def f():\n\tif x:\n\t\treturn 1\n", "def f():\n    if x:\n        return 1\n"
+    )
+    assert message == (
+        "old_text was not found in f.py exactly. With indentation ignored it matches lines "
+        "1-3, but not with the same indentation structure, and an edit never changes the "
+        "structure of the code. Past the indentation its lines share, the file indents line "
+        "2 by a tab (\\t) where old_text indents its line 2 by 4 spaces. Copy old_text with "
+        "the file's indentation:\n1: 'def f():'\n2: '\\tif x:'\n3: '\\t\\treturn 1'" + NOTE
+    )
+
+
+def test_new_text_left_of_the_base_is_named() -> None:
+    with pytest.raises(ToolError) as caught:
+        replace_text(
+            "class A:\n    def f(self):\n        return 1\n",
+            "  def f(self):\n      return 1",
+            "  def f(self):\n      return 1\ndef g():\n  pass",
+            replace_all=False,
+            newline="\n",
+            path="f.py",
+        )
+    assert caught.value.message == (
+        "old_text was not found in f.py exactly. With indentation ignored it matches lines "
+        "2-3, where old_text's lines start with 2 spaces and the file's with 4 spaces; "
+        "new_text's line 3 does not start with 2 spaces, so its depth in the file cannot be "
+        "told. Copy old_text with the file's indentation and indent new_text to match:\n"
+        "2: '    def f(self):'\n3: '        return 1'"
+    )
+
+
+def test_the_model_reads_the_hint_and_can_act_on_it(tmp_path: Path) -> None:
+    """Through edit_file: the refusal names the no-break space; old_text holding it then
+    matches exactly."""
+    (tmp_path / "f.py").write_bytes("limit\u00a0= 10\n".encode())
+    edit = tools(tmp_path)["edit_file"]
+    refused = call(edit, path="f.py", old_text="limit = 10", new_text="limit = 20")
+    assert refused.error_code is ErrorCode.NO_MATCH
+    assert "the file has a no-break space (\\u00a0) where old_text has a space" in refused.error
+    done = call(edit, path="f.py", old_text="limit\u00a0= 10", new_text="limit = 20")
+    assert (done.error, done.details.match) == (None, "exact")
+    assert (tmp_path / "f.py").read_bytes() == b"limit = 20\n"
