@@ -284,7 +284,7 @@ class _PathArgs(BaseModel):
         (
             OSError(errno.EROFS, "Read-only file system"),
             ErrorCode.PERMISSION_DENIED,
-            "a.txt is on a read-only file system",
+            "Cannot write a.txt: the file system is read-only",
         ),
         (
             FileNotFoundError(errno.ENOENT, "No such file or directory"),

@@ -64,25 +64,6 @@ def os_error(exc: OSError, rel: str) -> ToolError:
         return ToolError(f"A parent of {rel} is not a directory", ErrorCode.NOT_A_DIRECTORY)
     if isinstance(exc, PermissionError):
         return ToolError(f"Permission denied: {rel}", ErrorCode.PERMISSION_DENIED)
-    if exc.errno == errno.ELOOP:
-        return ToolError(
-            f"{rel}, or a directory on its way, became a symbolic link during the call; "
-            "it is not followed",
-            ErrorCode.OUTSIDE_WORKSPACE,
-        )
-    if exc.errno == errno.EROFS:
-        return ToolError(
-            f"Cannot write {rel}: the file system is read-only", ErrorCode.PERMISSION_DENIED
-        )
-    if exc.errno == errno.ENOSPC:
-        return ToolError(f"Cannot write {rel}: no space left on the device", ErrorCode.DISK_FULL)
-    if exc.errno == errno.EDQUOT:
-        return ToolError(f"Cannot write {rel}: the disk quota is exceeded", ErrorCode.DISK_FULL)
-    if exc.errno == errno.EFBIG:
-        return ToolError(
-            f"Cannot write {rel}: over the file size limit of this process",
-            ErrorCode.FILE_TOO_LARGE,
-        )
     return ToolError(f"Cannot access {rel}: {exc.strerror or exc}", ErrorCode.TOOL_ERROR)
 
 
@@ -97,7 +78,18 @@ _ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
         "The file system refuses {rel} as an invalid name; use another name",
         ErrorCode.INVALID_ARGUMENTS,
     ),
-    errno.EROFS: ("{rel} is on a read-only file system", ErrorCode.PERMISSION_DENIED),
+    errno.ELOOP: (
+        "{rel}, or a directory on its way, became a symbolic link during the call; "
+        "it is not followed",
+        ErrorCode.OUTSIDE_WORKSPACE,
+    ),
+    errno.EROFS: ("Cannot write {rel}: the file system is read-only", ErrorCode.PERMISSION_DENIED),
+    errno.ENOSPC: ("Cannot write {rel}: no space left on the device", ErrorCode.DISK_FULL),
+    errno.EDQUOT: ("Cannot write {rel}: the disk quota is exceeded", ErrorCode.DISK_FULL),
+    errno.EFBIG: (
+        "Cannot write {rel}: over the file size limit of this process",
+        ErrorCode.FILE_TOO_LARGE,
+    ),
 }
 
 
