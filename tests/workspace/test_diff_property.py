@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.file_support import assert_diff_reproduces, call, tools
@@ -31,6 +31,9 @@ def _text(lines: list[str], ending: str, final_newline: bool) -> str:
     exists=st.booleans(),
     encoding=st.sampled_from(["utf-8", "latin-1"]),
 )
+# Repeated lines let the matcher slide a change to the end of the span it is given; the hunk
+# must still carry the trailing context git apply needs (the last line follows it).
+@example(["", "", "", ""], ["a", "", "", ""], "\n", True, True, True, "latin-1")
 def test_write_diff_applies(
     old_lines: list[str],
     new_lines: list[str],

@@ -62,9 +62,14 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
     elif old == new:
         return TextDiff("", 0, 0)
     start, old_stop, new_stop = _changed_span(old, new)
-    first_line = old.count("\n", 0, start)
+    before = _lines_before(old, start, CONTEXT_LINES)
+    after = _lines_after(old, old_stop, CONTEXT_LINES)
     hunks, additions, deletions = _hunks(
-        split_lines(old[start:old_stop]), split_lines(new[start:new_stop]), first_line
+        split_lines(old[before:start]),
+        split_lines(old[start:old_stop]),
+        split_lines(new[start:new_stop]),
+        split_lines(old[old_stop:after]),
+        old.count("\n", 0, before),
     )
     if hunks:
         header.append(f"--- {'/dev/null' if created else quoted_a}\n")
@@ -74,24 +79,37 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
 
 def _changed_span(old: str, new: str) -> tuple[int, int, int]:
     """``(start, old_stop, new_stop)``: line-aligned character offsets around everything that
-    differs, widened by the context lines; outside them both texts are the same lines.
+    differs; before ``start`` and after the stops both texts are the same lines.
 
     An edit of one line in a long file then costs a few block compares, not a line split
-    and a sequence match of the whole file.
+    and a sequence match of the whole file. Only this span is sequence-matched: given the
+    context lines too, the matcher may slide a change into them across repeated lines and
+    leave a hunk without the trailing context that ``git apply`` needs to place it.
     """
     limit = min(len(old), len(new))
     head = _common_length(old, new, limit, from_end=False)
     tail = _common_length(old, new, limit - head, from_end=True)
     start = old.rfind("\n", 0, head) + 1
-    for _ in range(CONTEXT_LINES):
-        if start:
-            start = old.rfind("\n", 0, start - 1) + 1
     # The first LF inside the common tail ends a line both texts share from there on.
-    stop = len(old) - tail
-    for _ in range(CONTEXT_LINES + 1):
-        found = old.find("\n", stop)
-        stop = len(old) if found == -1 else found + 1
+    found = old.find("\n", len(old) - tail)
+    stop = len(old) if found == -1 else found + 1
     return start, stop, len(new) - (len(old) - stop)
+
+
+def _lines_before(text: str, offset: int, count: int) -> int:
+    """The offset of the line ``count`` lines before the line starting at ``offset``."""
+    for _ in range(count):
+        if offset:
+            offset = text.rfind("\n", 0, offset - 1) + 1
+    return offset
+
+
+def _lines_after(text: str, offset: int, count: int) -> int:
+    """The offset just past ``count`` lines from the line starting at ``offset``."""
+    for _ in range(count):
+        found = text.find("\n", offset)
+        offset = len(text) if found == -1 else found + 1
+    return offset
 
 
 def _common_length(a: str, b: str, limit: int, *, from_end: bool) -> int:
@@ -142,26 +160,48 @@ def _groups(codes: list[Opcode], n: int) -> list[list[Opcode]]:
     return [group for group in groups if any(code[0] != "equal" for code in group)]
 
 
-def _hunks(a: list[str], b: list[str], first_line: int) -> tuple[list[str], int, int]:
-    """Hunks between line lists that start at 0-based line ``first_line`` of both files."""
+def _hunks(
+    before: list[str], a: list[str], b: list[str], after: list[str], first_line: int
+) -> tuple[list[str], int, int]:
+    """Hunks turning ``a`` into ``b``, with the lines ``before`` and ``after`` them (the same
+    in both files) as context; ``before`` starts at 0-based line ``first_line``."""
     out: list[str] = []
     additions = deletions = 0
-    codes = difflib.SequenceMatcher(None, a, b).get_opcodes()
-    for group in _groups(codes, CONTEXT_LINES):
+    old, shift = before + a + after, len(before)
+    codes: list[Opcode] = [("equal", 0, shift, 0, shift)] if before else []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
+        codes.append((tag, i1 + shift, i2 + shift, j1 + shift, j2 + shift))
+    if after:
+        i, j = shift + len(a), shift + len(b)
+        codes.append(("equal", i, i + len(after), j, j + len(after)))
+    new = before + b + after
+    for group in _groups(_merge_equal(codes), CONTEXT_LINES):
         i1, i2 = group[0][1] + first_line, group[-1][2] + first_line
         j1, j2 = group[0][3] + first_line, group[-1][4] + first_line
         out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
         for tag, ai1, ai2, bj1, bj2 in group:
             if tag == "equal":
-                out.extend(_line(" ", line) for line in a[ai1:ai2])
+                out.extend(_line(" ", line) for line in old[ai1:ai2])
                 continue
-            for line in a[ai1:ai2]:
+            for line in old[ai1:ai2]:
                 out.append(_line("-", line))
                 deletions += 1
-            for line in b[bj1:bj2]:
+            for line in new[bj1:bj2]:
                 out.append(_line("+", line))
                 additions += 1
     return out, additions, deletions
+
+
+def _merge_equal(codes: list[Opcode]) -> list[Opcode]:
+    """``codes`` with adjacent ``equal`` runs joined into one."""
+    merged: list[Opcode] = []
+    for code in codes:
+        if merged and code[0] == merged[-1][0] == "equal":
+            tag, i1, _, j1, _ = merged[-1]
+            merged[-1] = (tag, i1, code[2], j1, code[4])
+        else:
+            merged.append(code)
+    return merged
 
 
 def _range(start: int, count: int) -> str:
