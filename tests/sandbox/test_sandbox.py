@@ -7,6 +7,7 @@ at the host (a file, a listener), not at the exit code.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -664,7 +665,7 @@ async def test_a_child_forked_ahead_learns_callables_used_since_its_fork() -> No
 async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
     box = Sandbox(layers=False, network=True)
     await box.run(["true"])  # the spawn server and a supervisor exist before the count
-    before = len(os.listdir("/proc/self/fd"))  # with the pooled supervisor's socket
+    before = _own_descriptors()  # with the pooled supervisor's socket
     started = anyio.Event()
     pids: list[int] = []  # the supervisor, then the command
 
@@ -685,7 +686,8 @@ async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descr
             ):
                 await box.run(["bash", "-c", "echo $PPID $$; exec sleep 30"], on_output=on_output)
         # The dead supervisor's socket is closed; the output pipes are closed too.
-        assert len(os.listdir("/proc/self/fd")) == before - 1
+        after = _own_descriptors()
+        assert len(after) == len(before) - 1, f"before {before}, after {after}"
     finally:
         os.kill(pids[1], signal.SIGKILL)  # outside the supervisor's reach once it is gone
         box.close()
@@ -705,6 +707,15 @@ async def test_each_command_sees_its_own_environment_on_a_reused_supervisor() ->
     finally:
         box.close()
     assert seen == [b"one\n", b"one\n", b"two\n", b"one\n", b"unset\n"]
+
+
+def _own_descriptors() -> dict[int, str]:
+    """This process's open descriptors and what each refers to."""
+    found = {}
+    for entry in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+            found[int(entry)] = os.readlink(f"/proc/self/fd/{entry}")
+    return found
 
 
 def _descriptors_of_descendants() -> int:
