@@ -344,9 +344,10 @@ async def test_fork_loop_is_capped(
     words = [*result.stdout.complete.decode(errors="replace").split(), "", ""]
     forked, refused = int(words[0]) if words[0].isdigit() else -1, words[1]
     programs = sum(is_program(argv) for _, argv in alive)
+    others = [argv[:1] for _, argv in alive if not is_program(argv)]
     seen = (
         f"forked {forked} (stopped by {refused!r}); {len(alive)} marked processes alive, "
-        f"{programs} of them the program, the others {[a for _, a in alive if not is_program(a)]}"
+        f"{programs} of them the program, the others {others}"
         f"; exit {result.exit_code}, stderr {result.stderr.complete[-500:]!r}"
     )
     if confined:
