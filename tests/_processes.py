@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
-import time
+
+from tests._waiting import poll
+
+#: Seconds a stopped process tree may take to be gone from ``/proc`` on a loaded host.
+GONE_DEADLINE = 10.0
 
 
 def marked_processes(marker: str) -> list[int]:
     """Pids (other than this one) whose environment (``/proc/PID/environ``) holds
-    ``marker``. Zombies have an empty environment, so only live processes count."""
+    ``marker``, in ascending order. Zombies have an empty environment, so only live
+    processes count."""
     needle = marker.encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -20,26 +25,21 @@ def marked_processes(marker: str) -> list[int]:
                     found.append(int(entry))
         except OSError:
             continue
-    return found
+    return sorted(found)
 
 
-def wait_for_processes(marker: str, count: int, deadline: float = 5.0) -> list[int]:
-    """Wait until at least ``count`` marked processes exist; returns them (maybe fewer when
-    the deadline passed)."""
-    end = time.monotonic() + deadline
-    while True:
-        found = marked_processes(marker)
-        if len(found) >= count or time.monotonic() > end:
-            return found
-        time.sleep(0.02)
+def command_line(pid: int) -> list[str]:
+    """The argv of process ``pid`` (``/proc/PID/cmdline``); empty once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [arg.decode(errors="replace") for arg in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return []
 
 
-def survivors(marker: str, deadline: float = 2.0) -> list[int]:
+def survivors(marker: str, deadline: float = GONE_DEADLINE) -> list[tuple[int, list[str]]]:
     """Marked processes still alive once ``deadline`` seconds passed without them all
-    going away: the empty list when none survived."""
-    end = time.monotonic() + deadline
-    while True:
-        found = marked_processes(marker)
-        if not found or time.monotonic() > end:
-            return found
-        time.sleep(0.02)
+    going away, as ``(pid, argv)``: the empty list when none survived (returned as soon as
+    that holds)."""
+    found = poll(lambda: marked_processes(marker), lambda pids: not pids, timeout=deadline)
+    return [(pid, command_line(pid)) for pid in found]

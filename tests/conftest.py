@@ -1,16 +1,23 @@
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-# Property tests draw the same examples on every run, so the suite passes or fails the same
-# way each time (a counterexample found once is kept as an @example in its test). Set
-# HYPOTHESIS_PROFILE=explore to search with fresh random examples instead.
-settings.register_profile("deterministic", derandomize=True, database=None)
-settings.register_profile("explore", max_examples=1000)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+# The same examples on every run, and no per-example wall-time limit: a property test
+# fails for an input, never for a loaded host (what Hypothesis's own "ci" profile does).
+# `pytest --hypothesis-profile=explore` draws new examples.
+settings.register_profile(
+    "deterministic",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "explore", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("deterministic")
 
 
 @pytest.fixture(params=["asyncio", "trio"])

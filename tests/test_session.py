@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 from session_tools import session_tools
 
+from tests._waiting import DEADLINE
 from workspace_tools import (
     ArgumentCondition,
     Confirmation,
@@ -638,7 +639,7 @@ async def test_cancelled_call_is_recorded_as_failed(tmp_path: Path) -> None:
     session = ToolSession([hang])
     async with anyio.create_task_group() as group:
         group.start_soon(session.call, "hang", {})
-        with anyio.fail_after(5):
+        with anyio.fail_after(DEADLINE):
             await started.wait()
         group.cancel_scope.cancel()
     assert steps_of(session) == [
@@ -669,7 +670,7 @@ async def test_call_cancelled_while_asking_is_recorded_as_not_run(root: Path) ->
     session = make_session(root, confirm, runs=runs)
     async with anyio.create_task_group() as group:
         group.start_soon(session.call, "write_file", {"path": "n.md", "content": "x"})
-        with anyio.fail_after(5):
+        with anyio.fail_after(DEADLINE):
             await asking.wait()
         group.cancel_scope.cancel()
     assert runs == []

@@ -66,7 +66,7 @@ def wait_for_file(args: WaitArgs, context: ToolContext) -> str:
     # The client creates the file when it receives this update: the call can only finish
     # if progress reaches the client while the call is still running.
     context.update(content="waiting")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # far past what a loaded host needs
     while not os.path.exists(args.path):
         if time.monotonic() > deadline:
             raise ToolError("the progress notification never arrived", ErrorCode.TOOL_TIMEOUT)

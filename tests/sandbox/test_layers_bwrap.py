@@ -5,42 +5,20 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox._confinement import Confinement
 from sandbox._layers import bwrap
+from tests._processes import marked_processes, survivors
+from tests._waiting import wait_until
 
 _MISSING = bwrap.available()
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=str(_MISSING))
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def _marked_pids(marker: str) -> set[int]:
-    """Processes whose environment holds `marker` (found by content, never by name)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as handle:
-                    if marker.encode() in handle.read():
-                        found.add(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @pytest.fixture
@@ -64,12 +42,17 @@ def test_killing_bwrap_kills_the_whole_command_tree(workspace: Path) -> None:
     )
     process = subprocess.Popen(argv, env=ENV, stdin=subprocess.DEVNULL)
     try:
-        assert _wait_for(lambda: len(_marked_pids(marker)) >= 3)
+        # bash, the detached sleep and the subshell (or its sleep) carry the marker.
+        wait_until(
+            lambda: marked_processes(marker),
+            lambda pids: len(pids) >= 3,
+            "three marked processes in the tree",
+        )
     finally:
         process.kill()
         process.wait()
 
-    assert _wait_for(lambda: not _marked_pids(marker)), _marked_pids(marker)
+    assert survivors(marker) == []
 
 
 def test_command_gets_a_private_tmp_and_no_capabilities(workspace: Path) -> None:

@@ -6,13 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sandbox._layers import cgroup
+from tests._waiting import wait_until
 
 _UNAVAILABLE = cgroup.available()
 needs_delegation = pytest.mark.skipif(_UNAVAILABLE is not None, reason=str(_UNAVAILABLE))
@@ -120,10 +120,12 @@ def test_kill_ends_every_process_in_the_cgroup(plain_cgroup: str) -> None:
         preexec_fn=lambda: cgroup.add_process(plain_cgroup),
     )
     procs = Path(plain_cgroup, "cgroup.procs")
-    deadline = time.monotonic() + 10
-    while len(procs.read_text().split()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(procs.read_text().split()) == 3
+    members = wait_until(
+        lambda: procs.read_text().split(),
+        lambda pids: len(pids) >= 3,
+        "bash, the detached sleep and the subshell's sleep in the cgroup",
+    )
+    assert len(members) == 3, members
 
     cgroup.kill(plain_cgroup)
 

@@ -7,6 +7,7 @@ at the host (a file, a listener), not at the exit code.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -15,7 +16,7 @@ import select
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,38 @@ from sandbox import _sandbox as sandbox_module
 from sandbox._layered import LayerPlan
 from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
 from sandbox._tree import descendants
-from tests._processes import marked_processes, survivors
+from tests._processes import command_line, marked_processes, survivors
+from tests._waiting import poll_async, wait_until_async
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
 
-PLAIN = Sandbox(layers=False, network=True)
+NewBox = Callable[..., Sandbox]
+
+
+@pytest.fixture
+def new_box() -> Iterator[NewBox]:
+    """Makes sandboxes that are closed when the test ends. A child forked ahead must not
+    outlive its test: it holds a copy of every descriptor open when it was forked, and a
+    copy of a pipe another thread was just setting up for a subprocess (the exec status
+    pipe ``subprocess.Popen`` reads to its end) makes that ``Popen`` wait for it."""
+    made: list[Sandbox] = []
+
+    def make(**kwargs: Any) -> Sandbox:
+        box = Sandbox(**kwargs)
+        made.append(box)
+        return box
+
+    yield make
+    for box in made:
+        box.close()
+
+
+@pytest.fixture
+def plain(new_box: NewBox) -> Sandbox:
+    """No layer, network on: the control run of each promise."""
+    return new_box(layers=False, network=True)
 
 
 @pytest.fixture
@@ -53,13 +79,17 @@ MODES = ["plain", "probed", "landlock"]
 
 
 def command_box(
-    mode: str, monkeypatch: pytest.MonkeyPatch, protection: str, **kwargs: Any
+    new_box: NewBox,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    protection: str,
+    **kwargs: Any,
 ) -> Sandbox:
     """A sandbox for a command promise test: none ("plain", the control run), the layers
     the probe picked ("probed", bubblewrap where it works), or Landlock with seccomp
     forced ("landlock", what a host without bubblewrap uses)."""
     if mode == "plain":
-        return PLAIN
+        return new_box(layers=False, network=True)
     if mode == "landlock":
         if not (landlock.works() and seccomp.works()):
             pytest.skip("Landlock or seccomp does not work here: " + missing(protection))
@@ -71,7 +101,7 @@ def command_box(
         monkeypatch.setattr(
             sandbox_module, "plan_layers", lambda: LayerPlan(commands=forced, calls={})
         )
-    box = Sandbox(**kwargs)
+    box = new_box(**kwargs)
     _skip_unless(box, protection)
     return box
 
@@ -81,10 +111,10 @@ def command_box(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_command_cannot_write_outside_the_workspace(
-    tmp_path: Path, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+    new_box: NewBox, tmp_path: Path, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     target = tmp_path / "outside.txt"
-    box = command_box(mode, monkeypatch, "write_confinement", writable=[str(workspace)])
+    box = command_box(new_box, mode, monkeypatch, "write_confinement", writable=[str(workspace)])
     result = await box.run(
         ["bash", "-c", f"echo ran; echo inside > in.txt; echo x > {target}"], cwd=str(workspace)
     )
@@ -95,10 +125,10 @@ async def test_command_cannot_write_outside_the_workspace(
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
 async def test_call_cannot_write_outside_the_workspace(
-    tmp_path: Path, workspace: Path, confined: bool
+    new_box: NewBox, plain: Sandbox, tmp_path: Path, workspace: Path, confined: bool
 ) -> None:
     target = tmp_path / "outside.txt"
-    box = Sandbox(writable=[str(workspace)]) if confined else PLAIN
+    box = new_box(writable=[str(workspace)]) if confined else plain
     if confined:
         _skip_unless(box, "write_confinement", "calls")
 
@@ -120,12 +150,12 @@ async def test_call_cannot_write_outside_the_workspace(
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_secret_file_is_not_readable(
-    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+    new_box: NewBox, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     token = secrets.token_hex(16)
     secret = tmp_path / "secret.txt"
     secret.write_text(token)
-    box = command_box(mode, monkeypatch, "read_denial", read_denied=[str(secret)])
+    box = command_box(new_box, mode, monkeypatch, "read_denial", read_denied=[str(secret)])
     result = await box.run(["bash", "-c", f"echo ran; cat {secret}"])
     seen = result.stdout.complete + result.stderr.complete
     assert seen.startswith(b"ran\n")
@@ -133,11 +163,13 @@ async def test_secret_file_is_not_readable(
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_secret_file_is_not_readable_by_a_call(tmp_path: Path, confined: bool) -> None:
+async def test_secret_file_is_not_readable_by_a_call(
+    new_box: NewBox, plain: Sandbox, tmp_path: Path, confined: bool
+) -> None:
     token = secrets.token_hex(16)
     secret = tmp_path / "secret.txt"
     secret.write_text(token)
-    box = Sandbox(read_denied=[str(secret)]) if confined else PLAIN
+    box = new_box(read_denied=[str(secret)]) if confined else plain
     if confined:
         _skip_unless(box, "read_denial", "calls")
 
@@ -161,8 +193,11 @@ def listener() -> Iterator[socket.socket]:
     server.close()
 
 
-def _accepted(server: socket.socket, wait: float) -> bool:
-    if not select.select([server], [], [], wait)[0]:
+def _accepted(server: socket.socket) -> bool:
+    """Whether a connection is queued on ``server``. On loopback, connect() returns once
+    the handshake is done: a connection the child made is queued before it exited, so
+    there is nothing to wait for."""
+    if not select.select([server], [], [], 0)[0]:
         return False
     server.accept()[0].close()
     return True
@@ -176,18 +211,20 @@ CONNECT = (
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_network_is_off(
-    listener: socket.socket, mode: str, monkeypatch: pytest.MonkeyPatch
+    new_box: NewBox, listener: socket.socket, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    box = command_box(mode, monkeypatch, "network_off", network=False)
+    box = command_box(new_box, mode, monkeypatch, "network_off", network=False)
     port = str(listener.getsockname()[1])
     result = await box.run([sys.executable, "-c", CONNECT, port])
     assert result.stdout.complete == b"ran\n"
-    assert _accepted(listener, 1.0) is (mode == "plain")
+    assert _accepted(listener) is (mode == "plain")
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_network_is_off_for_a_call(listener: socket.socket, confined: bool) -> None:
-    box = Sandbox(network=False) if confined else PLAIN
+async def test_network_is_off_for_a_call(
+    new_box: NewBox, plain: Sandbox, listener: socket.socket, confined: bool
+) -> None:
+    box = new_box(network=False) if confined else plain
     if confined:
         _skip_unless(box, "network_off", "calls")
     port = listener.getsockname()[1]
@@ -200,12 +237,12 @@ async def test_network_is_off_for_a_call(listener: socket.socket, confined: bool
         return "connected"
 
     assert await box.call(connect) == ("refused" if confined else "connected")
-    assert _accepted(listener, 1.0) is not confined
+    assert _accepted(listener) is not confined
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_host_unix_socket_is_off(
-    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+    new_box: NewBox, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = str(tmp_path / "host.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -213,14 +250,14 @@ async def test_host_unix_socket_is_off(
     server.listen()
     server.setblocking(False)
     try:
-        box = command_box(mode, monkeypatch, "network_off", network=False)
+        box = command_box(new_box, mode, monkeypatch, "network_off", network=False)
         code = (
             "import socket, sys; print('ran', flush=True); "
             "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.close()"
         )
         result = await box.run([sys.executable, "-c", code, path])
         assert result.stdout.complete == b"ran\n"
-        assert _accepted(server, 1.0) is (mode == "plain")
+        assert _accepted(server) is (mode == "plain")
     finally:
         server.close()
 
@@ -228,43 +265,98 @@ async def test_host_unix_socket_is_off(
 # --- process count ---------------------------------------------------------------------
 
 
+# Forks up to 20 children. Each child confirms through a pipe that it runs, then lives
+# until the parent exits (end of file on a pipe only the parent holds). The parent prints
+# how many it forked and what stopped it once every child confirmed, then stays until the
+# host counted and sent SIGUSR1 (60 s at most, so nothing hangs).
 FORK_20 = """
-import os, time
-forked = 0
+import errno, os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+ready_r, ready_w = os.pipe()
+hold_r, hold_w = os.pipe()
+forked, refused = 0, "none"
 for _ in range(20):
     try:
         pid = os.fork()
-    except OSError:
+    except OSError as exc:
+        refused = errno.errorcode.get(exc.errno, str(exc.errno))
         break
     if pid == 0:
-        time.sleep(5)
+        os.close(hold_w)
+        os.write(ready_w, b"+")
+        os.read(hold_r, 1)
         os._exit(0)
     forked += 1
-print(forked, flush=True)
+os.close(hold_r)
+confirmed = 0
+while confirmed < forked:
+    confirmed += len(os.read(ready_r, forked - confirmed))
+print(forked, refused, flush=True)
+signal.sigtimedwait({signal.SIGUSR1}, 60)
 """
+CAP = 8
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
-async def test_fork_loop_is_capped(confined: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_fork_loop_is_capped(
+    new_box: NewBox, confined: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marker = f"WT_TEST_MARKER={secrets.token_hex(12)}"
     monkeypatch.setenv(*marker.split("="))
     allow = {"PATH", "WT_TEST_MARKER"}
     box = (
-        Sandbox(max_processes=8, env_allowlist=allow)
+        new_box(max_processes=CAP, env_allowlist=allow)
         if confined
-        else Sandbox(layers=False, env_allowlist=allow)
+        else new_box(layers=False, env_allowlist=allow)
     )
     if confined:
         _skip_unless(box, "process_cap")
-    alive_at_print: list[int] = []
+    # Every process of the tree carries the marker (under bubblewrap its own processes
+    # too), so under the cap exactly CAP are alive when a fork is refused.
+    expected = CAP if confined else 21
+    printed = anyio.Event()
+    alive: list[tuple[int, list[str]]] = []  # (pid, argv) of each marked process
 
-    def count_on_host(stream: str, chunk: bytes) -> None:
-        alive_at_print.append(len(marked_processes(marker)))
+    def on_output(stream: str, chunk: bytes) -> None:
+        printed.set()
 
-    result = await box.run([sys.executable, "-c", FORK_20], on_output=count_on_host)
-    # The parent plus each child it forked, counted on the host while all were alive.
-    assert alive_at_print[0] <= 8 if confined else alive_at_print[0] == 21
-    assert int(result.stdout.complete) == alive_at_print[0] - 1
+    def is_program(argv: list[str]) -> bool:
+        return argv[1:] == ["-c", FORK_20]
+
+    async def count_then_release() -> None:
+        await printed.wait()
+        try:
+            # The whole tree is up once the line is out; the wait only covers /proc lag.
+            found = await poll_async(
+                lambda: marked_processes(marker), lambda pids: len(pids) == expected
+            )
+            alive.extend((pid, command_line(pid)) for pid in found)
+        finally:
+            for pid in marked_processes(marker):
+                if is_program(command_line(pid)):  # the children block SIGUSR1
+                    os.kill(pid, signal.SIGUSR1)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(count_then_release)
+        result = await box.run([sys.executable, "-c", FORK_20], on_output=on_output, timeout=90)
+        group.cancel_scope.cancel()
+
+    words = [*result.stdout.complete.decode(errors="replace").split(), "", ""]
+    forked, refused = int(words[0]) if words[0].isdigit() else -1, words[1]
+    programs = sum(is_program(argv) for _, argv in alive)
+    others = [argv[:1] for _, argv in alive if not is_program(argv)]
+    seen = (
+        f"forked {forked} (stopped by {refused!r}); {len(alive)} marked processes alive, "
+        f"{programs} of them the program, the others {others}"
+        f"; exit {result.exit_code}, stderr {result.stderr.complete[-500:]!r}"
+    )
+    if confined:
+        # The cap counts the whole tree: the fork that would have made it CAP + 1 failed.
+        assert (len(alive), refused) == (CAP, "EAGAIN"), seen
+        assert programs == forked + 1, seen
+    else:
+        assert (forked, refused, len(alive), programs) == (20, "none", 21, 21), seen
+    assert result.exit_code == 0, seen
     assert survivors(marker) == []
 
 
@@ -274,8 +366,8 @@ TOUCH_GIB = "b = bytearray(1 << 30); b[::4096] = b'y' * len(b[::4096]); print('t
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_memory_toucher_is_stopped_under_a_memory_limit() -> None:
-    box = Sandbox(layers=False, limits=SandboxLimits(memory_bytes=256 * 1024**2))
+async def test_memory_toucher_is_stopped_under_a_memory_limit(new_box: NewBox) -> None:
+    box = new_box(layers=False, limits=SandboxLimits(memory_bytes=256 * 1024**2))
     result = await box.run([sys.executable, "-c", TOUCH_GIB])
     assert result.stdout.complete == b""
     assert b"MemoryError" in result.stderr.complete
@@ -284,12 +376,12 @@ async def test_memory_toucher_is_stopped_under_a_memory_limit() -> None:
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_memory_toucher_runs_without_a_limit() -> None:
+async def test_memory_toucher_runs_without_a_limit(plain: Sandbox) -> None:
     with open("/proc/meminfo") as f:
         available_kib = next(int(x.split()[1]) for x in f if x.startswith("MemAvailable"))
     if available_kib < 3 * 1024**2:
         pytest.skip("needs 3 GiB of free memory to touch 1 GiB without a limit")
-    result = await PLAIN.run([sys.executable, "-c", TOUCH_GIB])
+    result = await plain.run([sys.executable, "-c", TOUCH_GIB])
     assert result.stdout.complete == b"touched\n"
 
 
@@ -309,10 +401,10 @@ def _answer(args: NoArgs, context: object) -> str:
     return f"pid {os.getpid()}"
 
 
-async def test_segfault_in_the_sandbox_is_sandbox_error_naming_sigsegv() -> None:
+async def test_segfault_in_the_sandbox_is_sandbox_error_naming_sigsegv(new_box: NewBox) -> None:
     crashing = tool(name="crash", description="segfaults", parameters=NoArgs, execute=_segfault)
     answering = tool(name="answer", description="answers", parameters=NoArgs, execute=_answer)
-    box = Sandbox()
+    box = new_box()
     result = await invoke_tool(crashing, {}, sandbox=box)
     assert result.error_code == ErrorCode.SANDBOX_ERROR
     assert result.error == "the sandboxed call was killed by SIGSEGV"
@@ -321,16 +413,16 @@ async def test_segfault_in_the_sandbox_is_sandbox_error_naming_sigsegv() -> None
     assert after.content != f"pid {os.getpid()}"
 
 
-async def test_call_returns_result_and_reraises_exceptions() -> None:
+async def test_call_returns_result_and_reraises_exceptions(plain: Sandbox) -> None:
     def fail() -> None:
         raise KeyError("missing")
 
     async def add(a: int, b: int) -> int:
         return a + b
 
-    assert await PLAIN.call(add, 2, 3) == 5
+    assert await plain.call(add, 2, 3) == 5
     with pytest.raises(KeyError, match="missing"):
-        await PLAIN.call(fail)
+        await plain.call(fail)
 
 
 async def test_calls_are_collected_without_pidfds_too(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -350,15 +442,17 @@ async def test_calls_are_collected_without_pidfds_too(monkeypatch: pytest.Monkey
         box.close()
 
 
-async def test_call_exiting_without_result_is_sandbox_error() -> None:
+async def test_call_exiting_without_result_is_sandbox_error(plain: Sandbox) -> None:
     with pytest.raises(SandboxError, match="exited \\(status 3\\) without a result"):
-        await PLAIN.call(os._exit, 3)
+        await plain.call(os._exit, 3)
 
 
-async def test_call_timeout_stops_the_child_and_its_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_call_timeout_stops_the_child_and_its_tree(
+    new_box: NewBox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     marker = secrets.token_hex(12)
     monkeypatch.setenv("WT_TEST_MARKER", marker)
-    box = Sandbox(
+    box = new_box(
         layers=False,
         env_allowlist={"PATH", "WT_TEST_MARKER"},
         limits=SandboxLimits(timeout_seconds=1, grace_seconds=0.2),
@@ -429,32 +523,32 @@ async def test_protection_missing_for_calls_is_sandbox_unavailable(
 # --- the portable level ----------------------------------------------------------------
 
 
-async def test_environment_is_allowlisted(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_environment_is_allowlisted(new_box: NewBox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     monkeypatch.setenv("LC_TIME", "C")
-    result = await Sandbox(layers=False, env_allowlist={"PATH"}).run(["env"])
+    result = await new_box(layers=False, env_allowlist={"PATH"}).run(["env"])
     names = {line.split(b"=", 1)[0] for line in result.stdout.complete.splitlines()}
     assert names == {b"PATH", b"LC_TIME"}
 
 
-async def test_resource_limits_apply() -> None:
+async def test_resource_limits_apply(new_box: NewBox) -> None:
     limits = SandboxLimits(
         cpu_seconds=7, open_files=50, file_size_bytes=1024 * 10
     )  # bash counts 1 KiB blocks
-    result = await Sandbox(layers=False, limits=limits).run(
+    result = await new_box(layers=False, limits=limits).run(
         ["bash", "-c", "ulimit -t; ulimit -n; ulimit -f"]
     )
     assert result.stdout.complete == b"7\n50\n10\n"
 
 
-async def test_stdin_is_dev_null_and_session_is_new() -> None:
-    result = await PLAIN.run(["bash", "-c", "cat; ps -o sid= -p $$; echo $$"])
+async def test_stdin_is_dev_null_and_session_is_new(plain: Sandbox) -> None:
+    result = await plain.run(["bash", "-c", "cat; ps -o sid= -p $$; echo $$"])
     sid, pid = result.stdout.complete.split()
     assert sid == pid
 
 
-async def test_output_cap_keeps_head_and_tail_and_counts_all() -> None:
-    box = Sandbox(layers=False, limits=SandboxLimits(output_bytes=100))
+async def test_output_cap_keeps_head_and_tail_and_counts_all(new_box: NewBox) -> None:
+    box = new_box(layers=False, limits=SandboxLimits(output_bytes=100))
     result = await box.run([sys.executable, "-c", "print('a' * 1000 + 'END')"])
     assert result.stdout.head == b"a" * 50
     assert result.stdout.tail == b"a" * 46 + b"END\n"
@@ -463,9 +557,9 @@ async def test_output_cap_keeps_head_and_tail_and_counts_all() -> None:
 
 
 async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
-    tmp_path: Path, workspace: Path
+    new_box: NewBox, tmp_path: Path, workspace: Path
 ) -> None:
-    box = Sandbox()
+    box = new_box()
     _skip_unless(box.confined_to(str(workspace)), "write_confinement")
     target = tmp_path / "outside.txt"
     tools = {t.name: t for t in workspace_tools(workspace, sandbox=box)}
@@ -529,13 +623,10 @@ async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
 
 
 async def _child_forked_ahead(caller: Any) -> Any:
-    """The child ``caller`` forks ahead after a call, once it is there (at most 5 s)."""
-    for _ in range(500):
-        if caller._ahead is not None:
-            break
-        await anyio.sleep(0.01)
-    assert caller._ahead is not None
-    return caller._ahead
+    """The child ``caller`` forks ahead after a call, once it is there."""
+    return await wait_until_async(
+        lambda: caller._ahead, lambda ahead: ahead is not None, "the child forked ahead"
+    )
 
 
 async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
@@ -578,7 +669,7 @@ async def test_a_child_forked_ahead_learns_callables_used_since_its_fork() -> No
 async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
     box = Sandbox(layers=False, network=True)
     await box.run(["true"])  # the spawn server and a supervisor exist before the count
-    before = len(os.listdir("/proc/self/fd"))  # with the pooled supervisor's socket
+    before = _own_descriptors()  # with the pooled supervisor's socket
     started = anyio.Event()
     pids: list[int] = []  # the supervisor, then the command
 
@@ -599,7 +690,8 @@ async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descr
             ):
                 await box.run(["bash", "-c", "echo $PPID $$; exec sleep 30"], on_output=on_output)
         # The dead supervisor's socket is closed; the output pipes are closed too.
-        assert len(os.listdir("/proc/self/fd")) == before - 1
+        after = _own_descriptors()
+        assert len(after) == len(before) - 1, f"before {before}, after {after}"
     finally:
         os.kill(pids[1], signal.SIGKILL)  # outside the supervisor's reach once it is gone
         box.close()
@@ -619,6 +711,15 @@ async def test_each_command_sees_its_own_environment_on_a_reused_supervisor() ->
     finally:
         box.close()
     assert seen == [b"one\n", b"one\n", b"two\n", b"one\n", b"unset\n"]
+
+
+def _own_descriptors() -> dict[int, str]:
+    """This process's open descriptors and what each refers to."""
+    found = {}
+    for entry in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+            found[int(entry)] = os.readlink(f"/proc/self/fd/{entry}")
+    return found
 
 
 def _descriptors_of_descendants() -> int:
