@@ -9,10 +9,10 @@ from pydantic import BaseModel, Field
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ..workspace._search import Matcher
+from ..workspace._search import Matcher, NeedsWorker
 from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
-from ._grep_fork import search_files
+from ._grep_fork import search_files, search_in_worker
 from ._grep_run import GrepRun, format_grep
 
 DESCRIPTION = """\
@@ -99,7 +99,8 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         file_filter = compile_glob(args.glob, workspace) if args.glob else None
         start = resolve_start(workspace, args.path, need_dir=False)
         limit = args.limit
-        run = GrepRun(matcher, limit=limit, context=args.context)
+        files: list[str] = []
+        ignored = 0
         if start.is_dir:
             walk = walker.walk(
                 start.real, start.rel, recursive=True, include_ignored=args.include_ignored
@@ -113,10 +114,26 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                     for p in files
                     if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
                 ]
-            run.ignored = walk.ignored
-            search_files(run, str(workspace.root), files)
-        else:
-            run.search_named_file(start.real, start.rel)
+            ignored = walk.ignored
+
+        def search(run: GrepRun) -> None:
+            if start.is_dir:
+                search_files(run, str(workspace.root), files)
+            else:
+                run.search_named_file(start.real, start.rel)
+
+        run = GrepRun(matcher, limit=limit, context=args.context)
+        matcher.in_process = not matcher.needs_worker
+        try:
+            if matcher.needs_worker:
+                raise NeedsWorker
+            search(run)
+        except NeedsWorker:
+            # Python's engine may backtrack for ever: it runs in a process killed at the
+            # call's deadline or when the call is over.
+            run = GrepRun(matcher, limit=limit, context=args.context)
+            search_in_worker(run, search, deadline=context.deadline, stopped=lambda: context.ended)
+        run.ignored = ignored
         content = format_grep(run, args.output_mode)
         details = GrepDetails(
             pattern=args.pattern,

@@ -89,7 +89,8 @@ def _bytes_source(pattern: str) -> str | None:
 
 
 def required_literal(pattern: str, flags: int) -> bytes | None:
-    """The longest ASCII literal every match of ``pattern`` contains, or ``None``.
+    """The longest ASCII literal without CR or LF every match of ``pattern`` contains, or
+    ``None``.
 
     Read from the parsed pattern: runs of literal characters in the top-level sequence, in
     groups, and in repeats of at least one. Case-insensitive parts contribute nothing.
@@ -109,7 +110,9 @@ def required_literal(pattern: str, flags: int) -> bytes | None:
         run = bytearray()
         for op, av in items:
             name = op.name
-            if name == "LITERAL" and av < 128:
+            # CR and LF break a run: a CRLF is searched as an LF, so a literal holding
+            # either might not be in the bytes read from disk.
+            if name == "LITERAL" and av < 128 and av not in (10, 13):
                 run.append(av)
                 continue
             if len(run) > len(best):
@@ -224,7 +227,7 @@ def _class_has_newline(items: Any) -> bool:
 
 
 def plain_literal(pattern: str, flags: int) -> str | None:
-    """The text ``pattern`` matches when it is a plain ASCII literal without a newline
+    """The text ``pattern`` matches when it is a plain ASCII literal without CR or LF
     (e.g. ``NotImplementedError`` or ``foo\\(``), matched case-sensitively; else ``None``."""
     if flags & re.IGNORECASE:
         return None
@@ -236,7 +239,7 @@ def plain_literal(pattern: str, flags: int) -> str | None:
         return None
     chars = []
     for op, av in parsed:
-        if op.name != "LITERAL" or not 0 < av < 128 or av == 10:
+        if op.name != "LITERAL" or not 0 < av < 128 or av in (10, 13):
             return None
         chars.append(chr(av))
     return "".join(chars)
