@@ -195,7 +195,7 @@ def search_in_worker(
         return
     if deadline is None:
         deadline = time.monotonic() + WORKER_SECONDS
-    seconds = max(0.0, deadline - time.monotonic())
+    seconds = round(max(0.0, deadline - time.monotonic()), 1)
     read_end, write_end = os.pipe()
     try:
         pid = fork_in_threaded_process()  # the child touches no lock

@@ -295,3 +295,70 @@ class LiteralSearch:
     def fullmatch(self, buf: Any, pos: int, endpos: int) -> None:
         """Never: the literal is not empty (an empty match is what the caller asks for)."""
         return None
+
+
+def anchors_text_ends(pattern: str, flags: int) -> bool:
+    """Whether ``pattern`` holds ``\\A``, ``\\Z``, or ``^``/``$`` in a group that turns
+    multiline off: anchors that a search of a whole buffer puts at the buffer's ends, not
+    at each line's."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return False
+
+    def visit(items: Any, multiline: bool) -> bool:
+        for op, av in items:
+            name = op.name
+            if name == "AT":
+                at = av.name
+                if at in ("AT_BEGINNING_STRING", "AT_END_STRING") or (
+                    at in ("AT_BEGINNING", "AT_END") and not multiline
+                ):
+                    return True
+                continue
+            inner = multiline
+            if name == "SUBPATTERN":
+                inner = (multiline or bool(av[1] & re.M)) and not av[2] & re.M
+                subs = [av[3]]
+            elif name == "BRANCH":
+                subs = av[1]
+            elif name in _REPEATS:
+                subs = [av[2]]
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                subs = [av[1]]
+            elif name == "ATOMIC_GROUP":
+                subs = [av]
+            elif name == "GROUPREF_EXISTS":
+                subs = [branch for branch in av[1:] if branch is not None]
+            else:
+                subs = []
+            if any(visit(sub, inner) for sub in subs):
+                return True
+        return False
+
+    return visit(parsed, bool((flags | parsed.state.flags) & re.MULTILINE))
+
+
+class LineSlices:
+    """A regex searched in each line alone, as ``re.Pattern.search`` of the slice: the
+    search for a pattern that :func:`anchors_text_ends`, so that ``\\A`` and ``\\Z`` mean
+    the line's ends. Searches start at line starts (as grep's do without multiline)."""
+
+    __slots__ = ("_nl", "_rx")
+
+    def __init__(self, rx: re.Pattern[Any]) -> None:
+        self._rx = rx
+        self._nl: Any = b"\n" if isinstance(rx.pattern, bytes) else "\n"
+
+    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> _Span | None:
+        end = len(buf) if endpos is None else endpos
+        search, nl = self._rx.search, self._nl
+        while pos <= end:
+            line_end = buf.find(nl, pos, end)
+            if line_end < 0:
+                line_end = end
+            m = search(buf[pos:line_end])
+            if m is not None:
+                return _Span(pos + m.start(), pos + m.end())
+            pos = line_end + 1
+        return None

@@ -28,7 +28,9 @@ from typing import Any
 
 from .._errors import ErrorCode, ToolError
 from ._pattern import (
+    LineSlices,
     LiteralSearch,
+    anchors_text_ends,
     bytes_twin,
     compile_pattern,
     line_counter,
@@ -154,10 +156,13 @@ class Matcher:
             # Python's engine on bytes, and line counters for it.
             self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
             self._ascii = self.bytes_rx
-            self.text_counter = None if multiline else line_counter(self.text_rx)
-            self.bytes_counter = (
-                None if multiline or self.bytes_rx is None else line_counter(self.bytes_rx)
-            )
+            if not multiline and anchors_text_ends(pattern, flags):
+                # \A and \Z mean a line's ends, as RE2's form has them.
+                self._text_search = LineSlices(self.text_rx)
+                self._ascii = self.bytes_rx and LineSlices(self.bytes_rx)
+            elif not multiline:
+                self.text_counter = line_counter(self.text_rx)
+                self.bytes_counter = self.bytes_rx and line_counter(self.bytes_rx)
         if self._ascii is None:
             self._ascii = False  # searched as text
 
@@ -418,7 +423,9 @@ def _scan(  # type: ignore[no-untyped-def]
             if multiline and m.end() > line_end:
                 text = buf[line_start : _line_end(buf, nl, m.end())]
             result.lines.append(LineMatch(line_no, column, to_str(text), length))
-        pos = max(m.end(), start + 1) if multiline else line_end + 1
+        pos = (
+            (m.end() if m.end() > start else _next_char(buf, start)) if multiline else line_end + 1
+        )
     if context and result.lines:
         _add_context(buf, nl, result, context, to_str, first_line)
     return result if result.count else None
@@ -446,7 +453,7 @@ def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  #
             break
         if multiline:
             count += 1
-            pos = max(m.end(), start + 1)
+            pos = m.end() if m.end() > start else _next_char(buf, start)
             continue
         line_end = buf.find(nl, start)
         if line_end < 0:
@@ -459,6 +466,15 @@ def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  #
         count += 1
         pos = line_end + 1
     return count
+
+
+def _next_char(buf, index: int) -> int:  # type: ignore[no-untyped-def]
+    # Past an empty match: one character on, not into the middle of a UTF-8 sequence.
+    index += 1
+    if isinstance(buf, bytes):
+        while index < len(buf) and buf[index] & 0xC0 == 0x80:
+            index += 1
+    return index
 
 
 def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
