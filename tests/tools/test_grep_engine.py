@@ -224,6 +224,32 @@ def test_backtracking_pattern_times_out_and_its_worker_is_killed(
     wait_for(lambda: children(os.getpid()) <= before, "the grep worker to be gone")
 
 
+def same_group() -> set[int]:
+    """Live processes of this process's group (forked descendants stay in it, also once
+    reparented), other than this one."""
+    group, found = os.getpgid(0), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if fields[0] != "Z" and int(fields[2]) == group:
+                found.add(int(entry))
+    return found
+
+
+def test_killed_worker_takes_its_parallel_searchers_along(tmp_path: Path) -> None:
+    # Enough files for the worker to spread the search over processes of its own.
+    for i in range(_grep_fork.MIN_FILES_TO_FORK + 200):
+        (tmp_path / f"f{i:04d}.txt").write_text("a" * 40 + "!\n")
+    before = same_group()
+    result = invoke_tool_sync(tools(tmp_path)["grep"], {"pattern": r"(a+)+(?=b)"}, timeout=3)
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT, result.error
+    wait_for(lambda: same_group() <= before, "the worker and its searchers to be gone")
+
+
 def test_backtracking_pattern_without_a_call_timeout_stops_at_grep_deadline(
     backtracking: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

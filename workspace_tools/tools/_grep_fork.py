@@ -114,6 +114,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
         read_end, write_end = os.pipe()
     except OSError:
         return None
+    parent = os.getpid()
     try:
         pid = fork_in_threaded_process()  # the child touches no lock
     except OSError:
@@ -124,6 +125,8 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
         status = 1
         try:
             os.close(read_end)
+            # Killing a worker running Python's engine (search_in_worker) kills this too.
+            _die_with_parent(parent)
             states = _search_blocks(run, root, blocks)
             payload = memoryview(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
             while payload:
@@ -197,6 +200,7 @@ def search_in_worker(
         deadline = time.monotonic() + WORKER_SECONDS
     seconds = round(max(0.0, deadline - time.monotonic()), 1)
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     try:
         pid = fork_in_threaded_process()  # the child touches no lock
     except OSError as exc:
@@ -205,7 +209,7 @@ def search_in_worker(
         raise ToolError(f"grep could not start its search process: {exc.strerror}") from None
     if pid == 0:  # the child
         os.close(read_end)
-        _work_in_child(run, search, write_end)
+        _work_in_child(run, search, write_end, parent)
     os.close(write_end)
     try:
         payload = _read_until(read_end, pid, deadline, stopped)
@@ -231,10 +235,12 @@ def search_in_worker(
     run.merge(answer[1])
 
 
-def _work_in_child(run: GrepRun, search: Callable[[GrepRun], None], write_end: int) -> None:
+def _work_in_child(
+    run: GrepRun, search: Callable[[GrepRun], None], write_end: int, parent: int
+) -> None:
     status = 1
     try:
-        _tie_to_parent()
+        _tie_to_parent(parent)
         sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
         try:
             search(sub)
@@ -250,13 +256,10 @@ def _work_in_child(run: GrepRun, search: Callable[[GrepRun], None], write_end: i
         os._exit(status)
 
 
-def _tie_to_parent() -> None:
-    """Die with the thread that forked this process, and cap the address space."""
-    parent = os.getppid()
-    with contextlib.suppress(OSError):
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the prctl
-        os._exit(1)
+def _tie_to_parent(parent: int) -> None:
+    """Die with the thread (of process ``parent``) that forked this process, and cap the
+    address space."""
+    _die_with_parent(parent)
     with contextlib.suppress(OSError, ValueError):
         with open("/proc/self/statm", "rb") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -265,6 +268,14 @@ def _tie_to_parent() -> None:
         if hard != resource.RLIM_INFINITY:
             limit = min(limit, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with_parent(parent: int) -> None:
+    # SIGKILL when the forking thread (of process `parent`) ends; exit now if it is gone.
+    with contextlib.suppress(OSError):
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _read_until(
