@@ -277,6 +277,17 @@ def test_worker_returns_what_pythons_engine_finds(tmp_path: Path) -> None:
     assert named_dir.error_code == ErrorCode.NOT_FOUND
 
 
+def test_non_ascii_file_in_a_parallel_search_moves_it_to_the_worker(tmp_path: Path) -> None:
+    for i in range(_grep_fork.MIN_FILES_TO_FORK + 100):
+        (tmp_path / f"f{i:04d}.txt").write_text("a word\nswordfish\n")
+    (tmp_path / "f0500.txt").write_text("ä word\néword\n")
+    before = children(os.getpid())
+    result = grep(tmp_path, pattern=r"\bword\b", output_mode="count", limit=5000)
+    assert result.details.match_count == _grep_fork.MIN_FILES_TO_FORK + 100
+    assert "f0500.txt:1" in result.model_text().splitlines()
+    wait_for(lambda: children(os.getpid()) <= before, "the searchers to be reaped")
+
+
 def test_worker_error_reaches_the_caller(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     result = grep(tmp_path, pattern=r"(o)\1", path="fifo")

@@ -76,12 +76,22 @@ def search_files(
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
     children = [_fork(run, root, blocks[k::workers]) for k in range(1, workers)]
     states: list[RunState | None] = [None] * len(blocks)
-    states[0::workers] = _search_blocks(run, root, blocks[0::workers])
-    for k, child in enumerate(children, start=1):
-        found = _collect(child) if child is not None else None
-        if found is None:
-            found = _search_blocks(run, root, blocks[k::workers])
-        states[k::workers] = found
+    try:
+        states[0::workers] = _search_blocks(run, root, blocks[0::workers])
+        for k, child in enumerate(children, start=1):
+            children[k - 1] = None
+            found = _collect(child) if child is not None else None
+            if found is None:
+                found = _search_blocks(run, root, blocks[k::workers])
+            states[k::workers] = found
+    finally:
+        # The search failed here (e.g. NeedsWorker): the children still searching go too.
+        for child in children:
+            if child is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child[0], signal.SIGKILL)
+                os.close(child[1])
+                _reap(child[0])
     for state in states:
         assert state is not None
         run.merge(state)

@@ -32,6 +32,7 @@ lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\
 skipped and counted. Files matched by .gitignore, .ignore or .git/info/exclude rules are \
 skipped (files git tracks are always searched); set include_ignored=true to search them, \
 or name an ignored file as `path`.
+- A line longer than 2,000 characters is shown cut around its match.
 - Output stops after `limit` matching lines (files, in the other modes) with a note giving \
 the totals."""
 
@@ -122,13 +123,15 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             else:
                 run.search_named_file(start.real, start.rel)
 
-        run = GrepRun(matcher, limit=limit, context=args.context)
-        matcher.in_process = not matcher.needs_worker
-        try:
-            if matcher.needs_worker:
-                raise NeedsWorker
-            search(run)
-        except NeedsWorker:
+        run: GrepRun | None = None
+        if not matcher.needs_worker:
+            run = GrepRun(matcher, limit=limit, context=args.context)
+            matcher.in_process = True
+            try:
+                search(run)
+            except NeedsWorker:
+                run = None  # text that only Python's engine can search
+        if run is None:
             # Python's engine may backtrack for ever: it runs in a process killed at the
             # call's deadline or when the call is over.
             run = GrepRun(matcher, limit=limit, context=args.context)
