@@ -141,16 +141,14 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
     that can match empty could match again at the line's end, so it gets
     ``^[^\n]*?(?:rx)[^\n]*`` instead, which matches once per line from its start.
     """
-    try:
-        parsed = _sre_parse.parse(rx.pattern, rx.flags)
-    except Exception:
-        return None
-    dotall = bool((rx.flags | parsed.state.flags) & re.DOTALL)
-    if _items_leave_line(parsed, dotall) or _GLOBAL_FLAGS.search(_as_str(rx.pattern)):
+    if _GLOBAL_FLAGS.search(_as_str(rx.pattern)):
         # Wrapped, global inline flags like "(?i)" would stand mid-pattern: an error since
         # Python 3.11, a DeprecationWarning before.
         return None
-    lead = "" if parsed.getwidth()[0] > 0 else "^[^\n]*?"
+    empty = line_counter_shape(_as_str(rx.pattern), rx.flags)
+    if empty is None:
+        return None
+    lead = "^[^\n]*?" if empty else ""
     source: Any = f"{lead}(?:{{}})[^\n]*"
     if isinstance(rx.pattern, bytes):
         source = source.encode("ascii").replace(b"{}", rx.pattern)
@@ -160,6 +158,19 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
         return re.compile(source, rx.flags)
     except (re.error, ValueError):
         return None
+
+
+def line_counter_shape(pattern: str, flags: int) -> bool | None:
+    """``None`` when ``pattern`` might match across or look past a newline; else whether
+    it can match the empty string (which decides the form of its :func:`line_counter`)."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return None
+    dotall = bool((flags | parsed.state.flags) & re.DOTALL)
+    if _items_leave_line(parsed, dotall):
+        return None
+    return not parsed.getwidth()[0] > 0
 
 
 _GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")

@@ -324,9 +324,56 @@ class Re2Search:
         return None if start < 0 else Re2Span(start, stop)
 
 
+class Re2LineCounter:
+    """An RE2 program with one match per line the pattern matches: the pattern's
+    :func:`~._pattern.line_counter` form, with the two methods of ``re.Pattern`` that
+    counting uses. Counting this way costs one call per matching line."""
+
+    __slots__ = ("_anchor", "_match")
+
+    def __init__(self, source: bytes, *, can_be_empty: bool) -> None:
+        """``source``: the pattern's RE2 form (which never leaves a line).
+
+        Raises:
+            ValueError: RE2 refuses the counter's source."""
+        lead = rb"(?m:^)[^\n]*?" if can_be_empty else b""
+        program = Re2Search(lead + b"(?:" + source + rb")[^\n]*")
+        self._match = program._match
+        self._anchor = _re2.RE2.Anchor.UNANCHORED
+
+    def findall(self, buf: bytes, pos: int, endpos: int) -> list[int]:
+        """The start of each line in ``buf[pos:endpos]`` that the pattern matches; an
+        empty match at ``endpos`` after a newline is not a line of the range."""
+        match, anchor = self._match, self._anchor
+        starts = []
+        ended = endpos > 0 and buf[endpos - 1] == 10
+        while pos <= endpos:
+            start, end = match(anchor, buf, pos, endpos)[0]
+            if start < 0 or (start == endpos and ended):
+                break
+            starts.append(start)
+            pos = end + 1  # past the line's end: the match took the rest of the line
+        return starts
+
+    def fullmatch(self, buf: bytes, pos: int, endpos: int) -> None:
+        """Never: :meth:`findall` already leaves out an empty match at its end."""
+        return None
+
+
 def compile_re2(source: bytes) -> Re2Search | None:
     """``source`` compiled, or ``None`` when RE2 refuses it."""
     try:
         return Re2Search(source)
+    except (ValueError, re2.error):
+        return None
+
+
+def compile_counter(source: bytes, can_be_empty: bool | None) -> Re2LineCounter | None:
+    """The line counter of the RE2 form ``source``, or ``None`` when there is none
+    (``can_be_empty`` is ``None``: see :func:`~._pattern.line_counter_shape`)."""
+    if can_be_empty is None:
+        return None
+    try:
+        return Re2LineCounter(source, can_be_empty=can_be_empty)
     except (ValueError, re2.error):
         return None

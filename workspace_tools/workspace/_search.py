@@ -34,10 +34,11 @@ from ._pattern import (
     bytes_twin,
     compile_pattern,
     line_counter,
+    line_counter_shape,
     plain_literal,
     required_literal,
 )
-from ._re2 import Re2Search, compile_re2, translate
+from ._re2 import Re2Search, compile_counter, compile_re2, translate
 from ._reading import PROBE_BUFFER, file_contains, last_lines, read_rest, read_window
 
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
@@ -146,11 +147,16 @@ class Matcher:
             self.needs_worker = False
             return
         translation = translate(pattern, flags, per_line=not multiline)
+        self._shape = None if multiline else line_counter_shape(pattern, flags)
+        self._utf8_counter: Any = None
         if translation is not None:
             self._ascii = compile_re2(translation.ascii)
+            if self._ascii is not None:
+                self.bytes_counter = compile_counter(translation.ascii, self._shape)
             self._unicode_source = translation.unicode
             if translation.unicode == translation.ascii:
                 self._utf8 = self._ascii
+                self._utf8_counter = self.bytes_counter
         self.needs_worker = self._ascii is None or self._unicode_source is None
         if self._ascii is None:
             # Python's engine on bytes, and line counters for it.
@@ -171,6 +177,8 @@ class Matcher:
         it bigger), or ``None`` when only Python's engine can search such text."""
         if self._utf8 is None and self._unicode_source is not None:
             self._utf8 = compile_re2(self._unicode_source) or False
+            if self._utf8:
+                self._utf8_counter = compile_counter(self._unicode_source, self._shape)
             self._unicode_source = None
         if not self._utf8:
             if self.in_process and not self._literal:
@@ -291,7 +299,17 @@ class Matcher:
                     hi = len(data[:hi].decode("latin-1").encode("utf-8"))
                 data = data.decode("latin-1").encode("utf-8")
             return _scan(
-                data, utf8, None, b"\n", self.multiline, keep, context, _utf8, lo, hi, line
+                data,
+                utf8,
+                self._utf8_counter,
+                b"\n",
+                self.multiline,
+                keep,
+                context,
+                _utf8,
+                lo,
+                hi,
+                line,
             )
         codec, text = _decode_text(data)
         lo_text = len(data[:lo].decode(codec)) if lo else 0
@@ -314,7 +332,17 @@ class Matcher:
             lo = len(text[:lo].encode("utf-8"))
             hi = None if hi is None else len(text[:hi].encode("utf-8"))
             return _scan(
-                data, utf8, None, b"\n", self.multiline, keep, context, _utf8, lo, hi, line
+                data,
+                utf8,
+                self._utf8_counter,
+                b"\n",
+                self.multiline,
+                keep,
+                context,
+                _utf8,
+                lo,
+                hi,
+                line,
             )
         return _scan(
             text, self._text_search, self.text_counter, "\n", self.multiline, keep, context,
@@ -380,7 +408,12 @@ def _scan(  # type: ignore[no-untyped-def]
     search = rx.search
     n = len(buf)
     hi = n if hi is None else hi
-    if search(buf, lo) is None:
+    if keep <= 0 and counter is not None:
+        # Only counting: the counter's pass is also the test for a match.
+        count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
+        return FileMatches(count) if count else None
+    m = search(buf, lo)
+    if m is None:
         return None
     result = FileMatches()
     pos = lo
@@ -394,9 +427,10 @@ def _scan(  # type: ignore[no-untyped-def]
             else:
                 result.count += _count_lines(buf, search, nl, multiline, pos, hi)
             break
-        m = search(buf, pos)
-        if m is None:
-            break
+        if m is None or m.start() < pos:  # the first search's match is used once
+            m = search(buf, pos)
+            if m is None:
+                break
         start = m.start()
         # A match at the very end belongs to the last line only if that line has no newline.
         if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
