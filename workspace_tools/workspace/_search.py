@@ -158,13 +158,15 @@ class Matcher:
                 self._utf8 = self._ascii
                 self._utf8_counter = self.bytes_counter
         self.needs_worker = self._ascii is None or self._unicode_source is None
+        # Python's engine: \A and \Z mean a line's ends, as in RE2's form.
+        per_line = not multiline and anchors_text_ends(pattern, flags)
+        if per_line:
+            self._text_search = LineSlices(self.text_rx)
         if self._ascii is None:
-            # Python's engine on bytes, and line counters for it.
+            # Python's engine on bytes too, and line counters for it.
             self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
             self._ascii = self.bytes_rx
-            if not multiline and anchors_text_ends(pattern, flags):
-                # \A and \Z mean a line's ends, as RE2's form has them.
-                self._text_search = LineSlices(self.text_rx)
+            if per_line:
                 self._ascii = self.bytes_rx and LineSlices(self.bytes_rx)
             elif not multiline:
                 self.text_counter = line_counter(self.text_rx)
