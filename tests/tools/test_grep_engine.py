@@ -146,7 +146,7 @@ def test_re2_finds_what_pythons_engine_finds(
 def test_patterns_in_re2s_subset_never_need_the_worker() -> None:
     for pattern in [r"(a+)+$", r"def \w+_\w+\(self, \w+\)", r"(?i)kelvin", r"[^\W\d]+\s*=", "."]:
         assert not Matcher(pattern).needs_worker, pattern
-    for pattern in [r"a(?=b)", r"(a)\1", r"(?<=x)y", r"(?>a+)", "a{2000}", r"\bword"]:
+    for pattern in [r"a(?=b)", r"(a)\1", r"(?<=x)y", r"(a)?(?(1)b|c)", "a{2000}", r"\bword"]:
         assert Matcher(pattern).needs_worker, pattern
     # \b is RE2's on ASCII text: a non-ASCII text is what needs the worker.
     matcher = Matcher(r"\bword\b", in_process=True)
