@@ -131,24 +131,26 @@ class Matcher:
         self._probe = bytearray(PROBE_BUFFER)
         literal = None if multiline else plain_literal(pattern, flags)
         self._literal = literal is not None
-        # What _scan searches with, by kind of text: ASCII bytes, UTF-8 bytes, str (with
-        # Python's engine); None where Python's engine must be used (ASCII bytes, UTF-8).
+        # What _scan searches (and counts lines past the kept ones) with, by kind of text:
+        # ASCII bytes (RE2, a literal, or Python's engine compiled for bytes; False: the
+        # text route), UTF-8 bytes (RE2; None: not compiled yet, False: none), and str
+        # (Python's engine, or the literal).
         self._ascii: Any = None
+        self.bytes_counter: Any = None
         self._utf8: Any = None
+        self._utf8_counter: Any = None
         self._unicode_source: bytes | None = None
         self._text_search: Any = self.text_rx
         self.text_counter: Any = None
-        self.bytes_counter: Any = None
         self.bytes_rx: Any = None
+        self._shape = None if multiline else line_counter_shape(pattern, flags)
         if literal is not None:
             self._text_search = self.text_counter = LiteralSearch(literal)
             self._ascii = self.bytes_counter = LiteralSearch(literal.encode("ascii"))
-            self._utf8 = False  # searched as text, with the literal
+            self._utf8 = False
             self.needs_worker = False
             return
         translation = translate(pattern, flags, per_line=not multiline)
-        self._shape = None if multiline else line_counter_shape(pattern, flags)
-        self._utf8_counter: Any = None
         if translation is not None:
             self._ascii = compile_re2(translation.ascii)
             if self._ascii is not None:
@@ -300,19 +302,7 @@ class Matcher:
                 if hi is not None:
                     hi = len(data[:hi].decode("latin-1").encode("utf-8"))
                 data = data.decode("latin-1").encode("utf-8")
-            return _scan(
-                data,
-                utf8,
-                self._utf8_counter,
-                b"\n",
-                self.multiline,
-                keep,
-                context,
-                _utf8,
-                lo,
-                hi,
-                line,
-            )
+            return self._scan_utf8(utf8, data, keep, context, lo, hi, line)
         codec, text = _decode_text(data)
         lo_text = len(data[:lo].decode(codec)) if lo else 0
         hi_text = None if hi is None else lo_text + len(data[lo:hi].decode(codec))
@@ -333,22 +323,25 @@ class Matcher:
             data = text.encode("utf-8")
             lo = len(text[:lo].encode("utf-8"))
             hi = None if hi is None else len(text[:hi].encode("utf-8"))
-            return _scan(
-                data,
-                utf8,
-                self._utf8_counter,
-                b"\n",
-                self.multiline,
-                keep,
-                context,
-                _utf8,
-                lo,
-                hi,
-                line,
-            )
+            return self._scan_utf8(utf8, data, keep, context, lo, hi, line)
         return _scan(
             text, self._text_search, self.text_counter, "\n", self.multiline, keep, context,
             _same, lo, hi, line,
+        )  # fmt: skip
+
+    def _scan_utf8(
+        self,
+        utf8: Re2Search,
+        data: bytes,
+        keep: int,
+        context: int,
+        lo: int,
+        hi: int | None,
+        line: int,
+    ) -> FileMatches | None:
+        return _scan(
+            data, utf8, self._utf8_counter, b"\n", self.multiline, keep, context, _utf8,
+            lo, hi, line,
         )  # fmt: skip
 
 
