@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
+from workspace_tools._errors import ToolError
 from workspace_tools.tools import _grep_fork
-from workspace_tools.tools._grep_run import MAX_LINE
+from workspace_tools.tools._grep_run import MAX_LINE, GrepRun
 from workspace_tools.workspace import _search
 from workspace_tools.workspace._lines import read_lines
 from workspace_tools.workspace._re2 import _CASE_EXTRA, translate
@@ -287,6 +288,20 @@ def test_non_ascii_file_in_a_parallel_search_moves_it_to_the_worker(tmp_path: Pa
     assert result.details.match_count == _grep_fork.MIN_FILES_TO_FORK + 100
     assert "f0500.txt:1" in result.model_text().splitlines()
     wait_for(lambda: children(os.getpid()) <= before, "the searchers to be reaped")
+
+
+def test_worker_that_dies_without_an_answer_is_a_tool_error() -> None:
+    def search(run: GrepRun) -> None:
+        raise MemoryError
+
+    run = GrepRun(Matcher(r"(a)\1"), limit=10, context=0)
+    with pytest.raises(ToolError) as caught:
+        _grep_fork.search_in_worker(run, search, deadline=None, stopped=lambda: False)
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.TOOL_ERROR,
+        "grep's search process died without an answer (out of memory?); narrow the "
+        "pattern or the path",
+    )
 
 
 def test_worker_error_reaches_the_caller(tmp_path: Path) -> None:
