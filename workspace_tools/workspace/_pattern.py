@@ -30,6 +30,12 @@ def compile_pattern(pattern: str, flags: int) -> re.Pattern[str]:
         return re.compile(pattern, flags)
     except re.error as exc:
         raise _regex_error(pattern, exc) from None
+    except RecursionError:
+        raise ToolError(
+            "Invalid regular expression: its groups are nested too deeply for Python's "
+            "regex compiler; flatten the pattern.",
+            ErrorCode.INVALID_ARGUMENTS,
+        ) from None
 
 
 def _regex_error(pattern: str, exc: re.error) -> ToolError:
@@ -168,9 +174,12 @@ def line_counter_shape(pattern: str, flags: int) -> bool | None:
     except Exception:
         return None
     dotall = bool((flags | parsed.state.flags) & re.DOTALL)
-    if _items_leave_line(parsed, dotall):
+    try:
+        if _items_leave_line(parsed, dotall):
+            return None
+        return not parsed.getwidth()[0] > 0
+    except RecursionError:
         return None
-    return not parsed.getwidth()[0] > 0
 
 
 _GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
@@ -347,7 +356,10 @@ def anchors_text_ends(pattern: str, flags: int) -> bool:
                 return True
         return False
 
-    return visit(parsed, bool((flags | parsed.state.flags) & re.MULTILINE))
+    try:
+        return visit(parsed, bool((flags | parsed.state.flags) & re.MULTILINE))
+    except RecursionError:
+        return True  # not judged: searching line by line is right for any pattern
 
 
 class LineSlices:

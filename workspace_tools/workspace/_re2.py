@@ -51,9 +51,13 @@ _MAX_CODE = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
 # RE2 refuses counted repeats above this.
 _RE2_MAX_REPEAT = 1000
-# Program memory for one compiled pattern (RE2's default is 8 MiB): the Unicode classes
-# spelled out make programs bigger than a pattern written for RE2 would be.
-_RE2_MAX_MEM = 64 << 20
+# Memory for one compiled program (RE2's default), which also bounds the compile's time
+# (milliseconds; it holds the GIL): a pattern too big for it goes to Python's engine. A
+# spelled-out Unicode \w costs about 1,000 instructions of the 130,000 this allows.
+_RE2_MAX_MEM = 8 << 20
+# Longest RE2 source written: each Unicode class is some 30 KB of ranges, so a pattern
+# with hundreds of them would take that many megabytes before RE2 refused it.
+_MAX_SOURCE = 1 << 20
 
 # Non-ASCII characters Python's IGNORECASE matches with an ASCII letter: its simple case
 # mappings (KELVIN SIGN -> k, LATIN CAPITAL LETTER I WITH DOT ABOVE -> i) and the pairs
@@ -114,9 +118,16 @@ class _Writer:
     def __init__(self, *, ascii_text: bool, per_line: bool) -> None:
         self.ascii_text = ascii_text
         self.per_line = per_line
+        self.written = 0  # characters written, counting nested items again in their parent
 
     def sequence(self, items: Iterable[tuple[Any, Any]], flags: int) -> str:
-        return "".join(self.item(op.name, av, flags) for op, av in items)
+        out = []
+        for op, av in items:
+            out.append(self.item(op.name, av, flags))
+            self.written += len(out[-1])
+            if self.written > _MAX_SOURCE:
+                raise _Unsupported
+        return "".join(out)
 
     def item(self, name: str, av: Any, flags: int) -> str:
         if name == "LITERAL":
