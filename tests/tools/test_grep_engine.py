@@ -201,6 +201,23 @@ def test_invalid_regex_is_invalid_arguments_with_position(tmp_path: Path) -> Non
     )
 
 
+def test_too_deeply_nested_groups_are_invalid_arguments(tmp_path: Path) -> None:
+    result = grep(tmp_path, pattern="(" * 1000 + "a" + ")" * 1000)
+    assert (result.error_code, result.error) == (
+        ErrorCode.INVALID_ARGUMENTS,
+        "Invalid regular expression: its groups are nested too deeply for Python's regex "
+        "compiler; flatten the pattern.",
+    )
+
+
+def test_pattern_too_big_for_re2_runs_on_pythons_engine(tmp_path: Path) -> None:
+    # Thousands of Unicode \w classes: more than RE2 takes; the worker finds the match.
+    (tmp_path / "f.txt").write_text("é" * 3000 + "\n" + "a" * 10 + "\n")
+    assert Matcher(r"\w" * 3000).needs_worker
+    result = grep(tmp_path, pattern=r"\w" * 3000, output_mode="count")
+    assert result.model_text() == "f.txt:1"
+
+
 # --- No hang --------------------------------------------------------------------------------
 
 
