@@ -71,6 +71,7 @@ def search_files(
         return
     # Blocks dealt out in turn balance the work (big files cluster in places); results are
     # merged back block by block, in path order.
+    run.matcher.prepare()
     count = workers * BLOCKS_PER_WORKER
     size = -(-len(files) // count)
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
@@ -206,6 +207,7 @@ def search_in_worker(
     if not sys.platform.startswith("linux"):
         search(run)
         return
+    run.matcher.prepare()
     if deadline is None:
         deadline = time.monotonic() + WORKER_SECONDS
     seconds = round(max(0.0, deadline - time.monotonic()), 1)
