@@ -17,6 +17,8 @@ code points Python's engine would accept:
   Python's engine.
 - ``\\b``/``\\B`` are ASCII in RE2 and Unicode in Python: they agree only on ASCII text, so a
   pattern using them has an RE2 form for ASCII text only.
+- A search line by line (grep without multiline) takes ``\\A`` and ``\\Z`` as the line's
+  ends, as a search of the line alone does.
 - Lookarounds, backreferences, conditionals, atomic groups and possessive repeats have no
   RE2 form, nor repeats over 1,000 (RE2's limit), nor a non-multiline ``$`` in a multiline
   search (which also matches before a final newline).
@@ -63,7 +65,7 @@ _MAX_SOURCE = 1 << 20
 # mappings (KELVIN SIGN -> k, LATIN CAPITAL LETTER I WITH DOT ABOVE -> i) and the pairs
 # sre_compile adds (_ignorecase_fixes: i and dotless i, s and long s).
 _CASE_EXTRA = {"i": (0x130, 0x131), "k": (0x212A,), "s": (0x17F,)}
-_ASCII_CATEGORIES = {"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}
+_CATEGORY_ESCAPES = {"DIGIT": r"\d", "WORD": r"\w", "SPACE": r"\s"}
 
 Ranges = list[tuple[int, int]]
 
@@ -218,7 +220,7 @@ class _Writer:
         kind = category.removeprefix("CATEGORY_")
         negated = kind.startswith("NOT_")
         kind = kind.removeprefix("NOT_")
-        if kind not in _ASCII_CATEGORIES:
+        if kind not in _CATEGORY_ESCAPES:
             raise _Unsupported
         # On ASCII text only the ASCII part of a class counts (Python's str \s holds
         # \x1c-\x1f there, which re.ASCII's does not).
@@ -233,7 +235,7 @@ def _category(kind: str, *, ascii_flag: bool, ascii_text: bool) -> tuple[tuple[i
     running that engine over the code points, so that they are its definition, for its
     Unicode version."""
     chars = "".join(map(chr, range(128))) if ascii_text else _all_code_points()
-    rx = re.compile(_ASCII_CATEGORIES[kind] + "+", re.ASCII if ascii_flag else 0)
+    rx = re.compile(_CATEGORY_ESCAPES[kind] + "+", re.ASCII if ascii_flag else 0)
     return tuple((m.start(), m.end() - 1) for m in rx.finditer(chars))
 
 
