@@ -38,7 +38,7 @@ from ._pattern import (
     plain_literal,
     required_literal,
 )
-from ._re2 import Re2Search, compile_counter, compile_re2, translate
+from ._re2 import Re2LineCounter, Re2Search, compile_counter, compile_re2, translate
 from ._reading import PROBE_BUFFER, file_contains, last_lines, read_rest, read_window
 
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
@@ -471,6 +471,8 @@ def _scan(  # type: ignore[no-untyped-def]
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
+    if isinstance(counter, Re2LineCounter):
+        return counter.count(buf, pos, hi)
     found = len(counter.findall(buf, pos, hi))
     # An empty match right at ``hi``, after a newline, is no line of this range.
     if found and buf[hi - 1 : hi] == nl and counter.fullmatch(buf, hi, hi) is not None:
