@@ -22,6 +22,7 @@ from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
 from workspace_tools.tools import _grep_fork
 from workspace_tools.tools._grep_run import MAX_LINE, GrepRun
+from workspace_tools.tools.grep import MatcherPool
 from workspace_tools.workspace import _search
 from workspace_tools.workspace._lines import read_lines
 from workspace_tools.workspace._re2 import _CASE_EXTRA, translate
@@ -521,3 +522,29 @@ def test_count_and_files_agree_with_content(
     assert [(m.path, m.line) for m in cut.details.matches] == [
         (m.path, m.line) for m in full.details.matches[:limit]
     ]
+
+
+# --- Matchers kept for repeated patterns ---------------------------------------------------
+
+
+def test_pool_lends_a_matcher_to_one_call_at_a_time_and_keeps_recent_patterns() -> None:
+    pool = MatcherPool(size=2)
+    first = pool.take("a+", ignore_case=False, multiline=False)
+    # Taken and not given back: a concurrent call with the pattern gets its own.
+    second = pool.take("a+", ignore_case=False, multiline=False)
+    assert second is not first
+    pool.give(first)
+    assert pool.take("a+", ignore_case=False, multiline=False) is first
+    assert pool.take("a+", ignore_case=True, multiline=False) is not first
+    pool.give(first)
+    pool.give(Matcher("b"))
+    pool.give(Matcher("c"))  # the oldest pattern, "a+", goes
+    assert pool.take("a+", ignore_case=False, multiline=False) is not first
+
+
+def test_repeated_call_gives_the_same_answer_after_a_move_to_the_worker(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a word\n")
+    (tmp_path / "b.txt").write_text("ä word\néword\n")
+    grep_tool = tools(tmp_path)["grep"]
+    answers = [invoke_tool_sync(grep_tool, {"pattern": r"\bword"}).model_text() for _ in range(3)]
+    assert answers == ["a.txt:1:a word\nb.txt:1:ä word"] * 3

@@ -338,15 +338,10 @@ class Re2Search:
 
 
 class Re2LineCounter:
-    """An RE2 program that counts the lines a pattern matches, two per call where it can.
-
-    Its one match is a matching line with the rest of it taken (the pattern's
-    :func:`~._pattern.line_counter` form), followed, if there is one, by the next
-    matching line: the lines skipped to reach it are taken lazily, so none of them
-    matches (RE2 keeps Perl's preference order). A match holding a newline thus counts two
-    lines, one without counts one: half the calls of one match per line, which is what
-    counting costs (about a microsecond a call).
-    """
+    """An RE2 program with one match per line the pattern matches: the pattern's
+    :func:`~._pattern.line_counter` form. Counting costs a call (about a microsecond) per
+    matching line. (Matching two lines per call, the next one reached lazily, makes
+    fewer calls but scans the text between them twice more: slower on sparse matches.)"""
 
     __slots__ = ("_anchor", "_match")
 
@@ -356,15 +351,14 @@ class Re2LineCounter:
         Raises:
             ValueError: RE2 refuses the counter's source."""
         lead = rb"(?m:^)[^\n]*?" if can_be_empty else b""
-        line = b"(?:" + source + rb")[^\n]*"
-        program = Re2Search(lead + line + rb"(?:\n(?:[^\n]*\n)*?[^\n]*?" + line + b")?")
+        program = Re2Search(lead + b"(?:" + source + rb")[^\n]*")
         self._match = program._match
         self._anchor = _re2.RE2.Anchor.UNANCHORED
 
     def count(self, buf: bytes, pos: int, endpos: int) -> int:
         """How many lines of ``buf[pos:endpos]`` (``pos`` a line start) the pattern
         matches; an empty match at ``endpos`` after a newline is not a line of the range."""
-        match, anchor, find = self._match, self._anchor, buf.find
+        match, anchor = self._match, self._anchor
         found = 0
         ended = endpos > 0 and buf[endpos - 1] == 10
         while pos <= endpos:
@@ -372,8 +366,6 @@ class Re2LineCounter:
             if start < 0 or (start == endpos and ended):
                 break
             found += 1
-            if find(b"\n", start, end) >= 0 and not (end == endpos and ended):
-                found += 1  # a second matching line (not the empty one at the end)
             pos = end + 1  # past the line's end: the match took the rest of the line
         return found
 

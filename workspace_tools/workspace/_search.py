@@ -99,6 +99,7 @@ class Matcher:
             :class:`NeedsWorker`.
 
     Attributes:
+        key: ``(pattern, ignore_case, multiline)``.
         needs_worker: the pattern needs Python's engine for some text (always, or for
             non-ASCII text), so the search should run where it can be killed.
 
@@ -121,6 +122,7 @@ class Matcher:
                 f"most {MAX_PATTERN:,} characters. Search for a shorter, distinctive part.",
                 ErrorCode.INVALID_ARGUMENTS,
             )
+        self.key = (pattern, ignore_case, multiline)
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         if multiline:
             flags |= re.DOTALL
