@@ -201,7 +201,8 @@ async def invoke_tool(
         result.arguments = args
         result.presentation = tool.present(args)
         emitter = None if sandbox is not None else _make_emitter(tool, call_id, on_update)
-        context = ToolContext(call_id, tool.name, emitter)
+        deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
+        context = ToolContext(call_id, tool.name, emitter, deadline=deadline)
         try:
             with _deadline(effective_timeout) as scope:
                 if sandbox is not None:

@@ -27,6 +27,8 @@ class ToolContext:
         call_id: the id of this call (the provider's tool-call id when there is one).
         tool_name: the name of the tool being run.
 
+        deadline: when the call times out, in ``time.monotonic()`` seconds, or ``None``.
+
     :meth:`update` reports progress. It is a plain method, safe to call from the tool's task
     or from a worker thread, as often as the tool likes. Updates are for people watching;
     nothing of them reaches the model. Updates after the call ended are dropped.
@@ -48,14 +50,24 @@ class ToolContext:
         call_id: str,
         tool_name: str,
         emit: Callable[[Any, Any, ToolPresentation | None], None] | None = None,
+        *,
+        deadline: float | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
+        self.deadline = deadline
         self._emit = emit
         self._lock = threading.Lock()
         self._open = emit is not None
         self._commit_lock = threading.Lock()
         self._cancelled = False
+        self._ended = threading.Event()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the call is over (returned, timed out or cancelled): a sync tool still
+        running in its abandoned worker thread should stop what it started."""
+        return self._ended.is_set()
 
     @property
     def reports_progress(self) -> bool:
@@ -75,9 +87,10 @@ class ToolContext:
                 self._emit(content, details, presentation)
 
     def close(self) -> None:
-        """End the call's update stream; later updates are dropped."""
+        """End the call: later updates are dropped, and :attr:`ended` turns true."""
         with self._lock:
             self._open = False
+        self._ended.set()
 
     @property
     def cancelled(self) -> bool:

@@ -16,6 +16,13 @@ from workspace_tools.workspace._reading import FIRST_READ, WHOLE_READ, WINDOW
 from workspace_tools.workspace._search import Matcher
 
 
+def shown_lines(text: str) -> list[str]:
+    """The lines read_file shows: split at LF, the CR of a CRLF dropped."""
+    *ended, last = text.split("\n")
+    lines = [line.removesuffix("\r") for line in ended]
+    return [*lines, last] if last else lines
+
+
 def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
     return invoke_tool_sync(tools(root)["grep"], args)
 
@@ -217,7 +224,7 @@ def test_bad_paths(tmp_path: Path, path: str, code: ErrorCode) -> None:
         ("\ufeffbom line\n".encode(), "bom", "f:1:bom line"),
         ("utf16 line\n".encode("utf-16"), "utf16", "f:1:utf16 line"),
         (b"latin \xe9t\xe9\n", "été", "f:1:latin été"),
-        (b"crlf line\r\nnext\r\n", "line$", "No matches"),
+        (b"crlf line\r\nnext\r\n", "line$", "f:1:crlf line"),
         (b"crlf line\r\nnext\r\n", "line", "f:1:crlf line"),
         (b"sep\x1cx\n", r"sep\sx", "f:1:sep\x1cx"),
     ],
@@ -256,12 +263,9 @@ def test_matches_are_the_lines_a_line_by_line_search_finds(
     found = matcher.find(text.encode(), 10_000, 0)
     got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
     rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
     expected = [
-        (number, m.start() + 1, line.rstrip("\r"))  # line endings are not shown
-        for number, line in enumerate(lines, 1)
+        (number, m.start() + 1, line)
+        for number, line in enumerate(shown_lines(text), 1)
         if (m := rx.search(line)) is not None
     ]
     assert got == expected
@@ -395,12 +399,9 @@ def test_literal_patterns_match_the_lines_a_line_by_line_search_finds(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("latin-1")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
     expected = [
-        (number, line.find(literal) + 1, line.rstrip("\r"))
-        for number, line in enumerate(lines, 1)
+        (number, line.find(literal) + 1, line)
+        for number, line in enumerate(shown_lines(text), 1)
         if literal in line
     ]
     assert (0 if found is None else found.count) == len(expected)

@@ -8,7 +8,12 @@ merges all blocks in order, so results are exactly those of one process. A child
 cannot be forked or fails leaves its blocks to the parent.
 
 Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
-only system calls, ``re`` and ``pickle`` and leaves with ``os._exit``.
+only system calls, ``re``, RE2 and ``pickle`` and leaves with ``os._exit``.
+
+A pattern only Python's backtracking engine can run (see ``workspace/_search.py``) may take
+exponential time, holding the GIL all along: :func:`search_in_worker` runs such a search
+in one forked child that is killed at the call's deadline or when the call is over, while
+the calling thread waits on a pipe without holding the GIL.
 """
 
 from __future__ import annotations
@@ -16,13 +21,29 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import resource
+import select
+import signal
 import sys
 import threading
+import time
+from collections.abc import Callable
 
 from sandbox._forking import fork_in_threaded_process
+from sandbox._layers._syscall import prctl
 
+from .._errors import ErrorCode, ToolError
 from ..workspace._reading import WHOLE_READ
 from ._grep_run import GrepRun, RunState
+
+# How long a search on Python's engine may run when the call has no timeout, in seconds.
+WORKER_SECONDS = 60.0
+# Address space the worker may add to what it inherited: a backtracking search's stack
+# grows with the text, and must not take the host's memory.
+WORKER_EXTRA_MEMORY = 2 << 30
+# How often the waiting thread looks whether the call is over, in seconds.
+_POLL_SECONDS = 0.05
+_PR_SET_PDEATHSIG = 1
 
 # Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
 # a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
@@ -50,17 +71,28 @@ def search_files(
         return
     # Blocks dealt out in turn balance the work (big files cluster in places); results are
     # merged back block by block, in path order.
+    run.matcher.prepare()
     count = workers * BLOCKS_PER_WORKER
     size = -(-len(files) // count)
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
     children = [_fork(run, root, blocks[k::workers]) for k in range(1, workers)]
     states: list[RunState | None] = [None] * len(blocks)
-    states[0::workers] = _search_blocks(run, root, blocks[0::workers])
-    for k, child in enumerate(children, start=1):
-        found = _collect(child) if child is not None else None
-        if found is None:
-            found = _search_blocks(run, root, blocks[k::workers])
-        states[k::workers] = found
+    try:
+        states[0::workers] = _search_blocks(run, root, blocks[0::workers])
+        for k, child in enumerate(children, start=1):
+            children[k - 1] = None
+            found = _collect(child) if child is not None else None
+            if found is None:
+                found = _search_blocks(run, root, blocks[k::workers])
+            states[k::workers] = found
+    finally:
+        # The search failed here (e.g. NeedsWorker): the children still searching go too.
+        for child in children:
+            if child is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child[0], signal.SIGKILL)
+                os.close(child[1])
+                _reap(child[0])
     for state in states:
         assert state is not None
         run.merge(state)
@@ -93,6 +125,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
         read_end, write_end = os.pipe()
     except OSError:
         return None
+    parent = os.getpid()
     try:
         pid = fork_in_threaded_process()  # the child touches no lock
     except OSError:
@@ -103,6 +136,8 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
         status = 1
         try:
             os.close(read_end)
+            # Killing a worker running Python's engine (search_in_worker) kills this too.
+            _die_with_parent(parent)
             states = _search_blocks(run, root, blocks)
             payload = memoryview(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
             while payload:
@@ -147,3 +182,134 @@ def _wait(pid: int) -> None:
     # ChildProcessError: already reaped, because this process ignores SIGCHLD.
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+def search_in_worker(
+    run: GrepRun,
+    search: Callable[[GrepRun], None],
+    *,
+    deadline: float | None,
+    stopped: Callable[[], bool],
+) -> None:
+    """Run ``search`` on a fresh run in a forked child and merge what it found into ``run``
+    (which holds nothing yet).
+
+    The child is killed (SIGKILL) at ``deadline`` (``time.monotonic()`` seconds; ``None``:
+    :data:`WORKER_SECONDS` from now) or as soon as ``stopped()`` says the call is over; it
+    also dies with the thread that forked it, and its address space is capped. Where
+    there is no fork (not Linux) the search runs in this thread.
+
+    Raises:
+        ToolError: ``TOOL_TIMEOUT`` at the deadline; what the search raised in the child;
+            ``TOOL_ERROR`` when the child died without an answer (e.g. out of memory).
+    """
+    run.matcher.in_process = False
+    if not sys.platform.startswith("linux"):
+        search(run)
+        return
+    run.matcher.prepare()
+    if deadline is None:
+        deadline = time.monotonic() + WORKER_SECONDS
+    seconds = round(max(0.0, deadline - time.monotonic()), 1)
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    try:
+        pid = fork_in_threaded_process()  # the child touches no lock
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        raise ToolError(f"grep could not start its search process: {exc.strerror}") from None
+    if pid == 0:  # the child
+        os.close(read_end)
+        _work_in_child(run, search, write_end, parent)
+    os.close(write_end)
+    try:
+        payload = _read_until(read_end, pid, deadline, stopped)
+    finally:
+        os.close(read_end)
+    if payload is None:
+        raise ToolError(
+            f"grep timed out after {seconds:g} s: this pattern needs Python's backtracking "
+            "regex engine (lookaround, backreference, or \\b on non-ASCII text), on which "
+            "nested repeats such as (a+)+ can take exponential time. Simplify the pattern "
+            "or narrow the path.",
+            ErrorCode.TOOL_TIMEOUT,
+        )
+    try:
+        answer = pickle.loads(payload)
+    except Exception:
+        raise ToolError(
+            "grep's search process died without an answer (out of memory?); narrow the "
+            "pattern or the path"
+        ) from None
+    if answer[0] == "error":
+        raise ToolError(answer[1], ErrorCode(answer[2]))
+    run.merge(answer[1])
+
+
+def _work_in_child(
+    run: GrepRun, search: Callable[[GrepRun], None], write_end: int, parent: int
+) -> None:
+    status = 1
+    try:
+        _tie_to_parent(parent)
+        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
+        try:
+            search(sub)
+            answer: tuple[object, ...] = ("ok", sub.state())
+        except ToolError as exc:
+            answer = ("error", exc.message, exc.code.value)
+        payload = memoryview(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
+        while payload:
+            payload = payload[os.write(write_end, payload) :]
+        os.close(write_end)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _tie_to_parent(parent: int) -> None:
+    """Die with the thread (of process ``parent``) that forked this process, and cap the
+    address space."""
+    _die_with_parent(parent)
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/statm", "rb") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        limit = size + WORKER_EXTRA_MEMORY
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with_parent(parent: int) -> None:
+    # SIGKILL when the forking thread (of process `parent`) ends; exit now if it is gone.
+    with contextlib.suppress(OSError):
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _read_until(
+    read_end: int, pid: int, deadline: float, stopped: Callable[[], bool]
+) -> bytes | None:
+    """All the child writes; ``None`` when the deadline passed or the call is over first,
+    the child then killed. The child is reaped either way."""
+    chunks = []
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN | select.POLLHUP)
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or stopped():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                return None
+            if not poller.poll(min(left, _POLL_SECONDS) * 1000):
+                continue
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        _wait(pid)

@@ -15,10 +15,10 @@ from ._discovery import note
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
 
-# matches (path, line, column, text), files (path, count), context lines by path, and the
-# totals (match_count, files_matched, files_searched, binary_skipped).
+# matches (path, line, column, text, length), files (path, count), context lines by path,
+# and the totals (match_count, files_matched, files_searched, binary_skipped).
 RunState = tuple[
-    list[tuple[str, int, int, str]],
+    list[tuple[str, int, int, str, int]],
     list[tuple[str, int]],
     dict[str, dict[int, str]],
     tuple[int, int, int, int],
@@ -118,7 +118,7 @@ class GrepRun:
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""
         return (
-            [(rel, m.line, m.column, m.text) for rel, m in self.matches],
+            [(rel, m.line, m.column, m.text, m.length) for rel, m in self.matches],
             self.files,
             self.context_lines,
             (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
@@ -128,7 +128,7 @@ class GrepRun:
         """Add what a run over the files after this run's found (see :meth:`state`)."""
         matches, files, context_lines, counts = state
         room = self.limit - len(self.matches)
-        kept = [(rel, LineMatch(line, column, text)) for rel, line, column, text in matches[:room]]
+        kept = [(rel, LineMatch(*match)) for rel, *match in matches[:room]]
         self.matches.extend(kept)
         self.files.extend(files[: self.limit - len(self.files)])
         kept_lines: dict[str, list[int]] = {}
@@ -139,7 +139,7 @@ class GrepRun:
             # the cut ones goes, and a cut match next to a kept one is a context line.
             near = {n + d for n in numbers for d in range(-self.context, self.context + 1)}
             lines = {n: t for n, t in context_lines.get(rel, {}).items() if n in near}
-            cut = {line: text for r, line, _, text in matches[room:] if r == rel}
+            cut = {line: text for r, line, _, text, _ in matches[room:] if r == rel}
             lines.update((n, t) for n, t in cut.items() if n in near)
             if lines:
                 self.context_lines[rel] = lines
@@ -186,16 +186,39 @@ class GrepRun:
         if len(self.files) < self.limit:
             self.files.append((rel, found.count))
         for line in found.lines:
-            line.text = _clip(line.text)
+            first, *rest = line.text.split("\n")
+            shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
+            line.text = "\n".join(shown)
             self.matches.append((rel, line))
         if found.context:
-            self.context_lines[rel] = {n: _clip(t) for n, t in found.context.items()}
+            self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
 
 
-def _clip(text: str) -> str:
+def clip_head(text: str) -> str:
+    """A line cut to its first :data:`MAX_LINE` characters, with a marker saying how many
+    were cut."""
     if len(text) <= MAX_LINE:
         return text
-    return text[:MAX_LINE] + f" … [line cut at {MAX_LINE:,} characters]"
+    return text[:MAX_LINE] + _cut_marker(len(text) - MAX_LINE, after=True)
+
+
+def clip_around(text: str, start: int, length: int) -> str:
+    """A line cut to :data:`MAX_LINE` characters around its match (``length`` characters at
+    ``start``, 0-based), with markers saying how many were cut on each side: the match of a
+    minified file's only line is shown, wherever it lies."""
+    if len(text) <= MAX_LINE:
+        return text
+    shown = min(length, MAX_LINE)
+    lo = max(0, min(start - (MAX_LINE - shown) // 2, len(text) - MAX_LINE))
+    hi = lo + MAX_LINE
+    before = _cut_marker(lo, after=False) if lo else ""
+    after = _cut_marker(len(text) - hi, after=True) if hi < len(text) else ""
+    return before + text[lo:hi] + after
+
+
+def _cut_marker(count: int, *, after: bool) -> str:
+    marker = f"[{count:,} characters cut]"
+    return f" … {marker}" if after else f"{marker} … "
 
 
 def format_grep(run: GrepRun, output_mode: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -9,11 +11,14 @@ from pydantic import BaseModel, Field
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ..workspace._search import Matcher
+from ..workspace._search import Matcher, NeedsWorker
 from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
-from ._grep_fork import search_files
+from ._grep_fork import search_files, search_in_worker
 from ._grep_run import GrepRun, format_grep
+
+# Patterns whose compiled matchers a grep tool keeps for calls that repeat them.
+POOLED_PATTERNS = 8
 
 DESCRIPTION = """\
 Search file contents with a Python regular expression (re syntax), like ripgrep. Returns \
@@ -32,6 +37,7 @@ lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\
 skipped and counted. Files matched by .gitignore, .ignore or .git/info/exclude rules are \
 skipped (files git tracks are always searched); set include_ignored=true to search them, \
 or name an ignored file as `path`.
+- A line longer than 2,000 characters is shown cut around its match.
 - Output stops after `limit` matching lines (files, in the other modes) with a note giving \
 the totals."""
 
@@ -90,16 +96,61 @@ class GrepDetails(CompactRepr):
     ignored: int
 
 
+class MatcherPool:
+    """Compiled matchers of the last :data:`POOLED_PATTERNS` patterns, for calls that
+    repeat one (as Python's ``re`` caches compiled patterns): an RE2 program keeps the
+    automaton it built while searching, which a fresh one builds again.
+
+    A matcher is used by one call at a time (taken, then given back), so that no other
+    thread is inside one while its call forks.
+    """
+
+    def __init__(self, size: int = POOLED_PATTERNS) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._idle: OrderedDict[tuple[str, bool, bool], Matcher] = OrderedDict()
+
+    def take(self, pattern: str, *, ignore_case: bool, multiline: bool) -> Matcher:
+        """An idle matcher for these arguments, or a new one.
+
+        Raises:
+            ToolError: see :class:`Matcher`.
+        """
+        key = (pattern, ignore_case, multiline)
+        with self._lock:
+            matcher = self._idle.pop(key, None)
+        if matcher is None:
+            matcher = Matcher(pattern, ignore_case=ignore_case, multiline=multiline)
+        return matcher
+
+    def give(self, matcher: Matcher) -> None:
+        """Give back a matcher taken from this pool; the oldest pattern's goes past
+        :data:`POOLED_PATTERNS`."""
+        with self._lock:
+            self._idle[matcher.key] = matcher
+            self._idle.move_to_end(matcher.key)
+            while len(self._idle) > self._size:
+                self._idle.popitem(last=False)
+
+
 def build(workspace: Workspace) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``."""
     walker = Walker(str(workspace.root))
+    pool = MatcherPool()
 
     def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
-        matcher = Matcher(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
+        matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
+        try:
+            return _execute(args, context, matcher)
+        finally:
+            pool.give(matcher)
+
+    def _execute(args: GrepArgs, context: ToolContext, matcher: Matcher) -> ToolOutput:
         file_filter = compile_glob(args.glob, workspace) if args.glob else None
         start = resolve_start(workspace, args.path, need_dir=False)
         limit = args.limit
-        run = GrepRun(matcher, limit=limit, context=args.context)
+        files: list[str] = []
+        ignored = 0
         if start.is_dir:
             walk = walker.walk(
                 start.real, start.rel, recursive=True, include_ignored=args.include_ignored
@@ -113,10 +164,28 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                     for p in files
                     if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
                 ]
-            run.ignored = walk.ignored
-            search_files(run, str(workspace.root), files)
-        else:
-            run.search_named_file(start.real, start.rel)
+            ignored = walk.ignored
+
+        def search(run: GrepRun) -> None:
+            if start.is_dir:
+                search_files(run, str(workspace.root), files)
+            else:
+                run.search_named_file(start.real, start.rel)
+
+        run: GrepRun | None = None
+        if not matcher.needs_worker:
+            run = GrepRun(matcher, limit=limit, context=args.context)
+            matcher.in_process = True
+            try:
+                search(run)
+            except NeedsWorker:
+                run = None  # text that only Python's engine can search
+        if run is None:
+            # Python's engine may backtrack for ever: it runs in a process killed at the
+            # call's deadline or when the call is over.
+            run = GrepRun(matcher, limit=limit, context=args.context)
+            search_in_worker(run, search, deadline=context.deadline, stopped=lambda: context.ended)
+        run.ignored = ignored
         content = format_grep(run, args.output_mode)
         details = GrepDetails(
             pattern=args.pattern,

@@ -30,6 +30,12 @@ def compile_pattern(pattern: str, flags: int) -> re.Pattern[str]:
         return re.compile(pattern, flags)
     except re.error as exc:
         raise _regex_error(pattern, exc) from None
+    except RecursionError:
+        raise ToolError(
+            "Invalid regular expression: its groups are nested too deeply for Python's "
+            "regex compiler; flatten the pattern.",
+            ErrorCode.INVALID_ARGUMENTS,
+        ) from None
 
 
 def _regex_error(pattern: str, exc: re.error) -> ToolError:
@@ -89,7 +95,8 @@ def _bytes_source(pattern: str) -> str | None:
 
 
 def required_literal(pattern: str, flags: int) -> bytes | None:
-    """The longest ASCII literal every match of ``pattern`` contains, or ``None``.
+    """The longest ASCII literal without CR or LF every match of ``pattern`` contains, or
+    ``None``.
 
     Read from the parsed pattern: runs of literal characters in the top-level sequence, in
     groups, and in repeats of at least one. Case-insensitive parts contribute nothing.
@@ -109,7 +116,9 @@ def required_literal(pattern: str, flags: int) -> bytes | None:
         run = bytearray()
         for op, av in items:
             name = op.name
-            if name == "LITERAL" and av < 128:
+            # CR and LF break a run: a CRLF is searched as an LF, so a literal holding
+            # either might not be in the bytes read from disk.
+            if name == "LITERAL" and av < 128 and av not in (10, 13):
                 run.append(av)
                 continue
             if len(run) > len(best):
@@ -138,16 +147,14 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
     that can match empty could match again at the line's end, so it gets
     ``^[^\n]*?(?:rx)[^\n]*`` instead, which matches once per line from its start.
     """
-    try:
-        parsed = _sre_parse.parse(rx.pattern, rx.flags)
-    except Exception:
-        return None
-    dotall = bool((rx.flags | parsed.state.flags) & re.DOTALL)
-    if _items_leave_line(parsed, dotall) or _GLOBAL_FLAGS.search(_as_str(rx.pattern)):
+    if _GLOBAL_FLAGS.search(_as_str(rx.pattern)):
         # Wrapped, global inline flags like "(?i)" would stand mid-pattern: an error since
         # Python 3.11, a DeprecationWarning before.
         return None
-    lead = "" if parsed.getwidth()[0] > 0 else "^[^\n]*?"
+    empty = line_counter_shape(_as_str(rx.pattern), rx.flags)
+    if empty is None:
+        return None
+    lead = "^[^\n]*?" if empty else ""
     source: Any = f"{lead}(?:{{}})[^\n]*"
     if isinstance(rx.pattern, bytes):
         source = source.encode("ascii").replace(b"{}", rx.pattern)
@@ -156,6 +163,22 @@ def line_counter(rx: re.Pattern[AnyStr]) -> re.Pattern[AnyStr] | None:
     try:
         return re.compile(source, rx.flags)
     except (re.error, ValueError):
+        return None
+
+
+def line_counter_shape(pattern: str, flags: int) -> bool | None:
+    """``None`` when ``pattern`` might match across or look past a newline; else whether
+    it can match the empty string (which decides the form of its :func:`line_counter`)."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return None
+    dotall = bool((flags | parsed.state.flags) & re.DOTALL)
+    try:
+        if _items_leave_line(parsed, dotall):
+            return None
+        return not parsed.getwidth()[0] > 0
+    except RecursionError:
         return None
 
 
@@ -224,7 +247,7 @@ def _class_has_newline(items: Any) -> bool:
 
 
 def plain_literal(pattern: str, flags: int) -> str | None:
-    """The text ``pattern`` matches when it is a plain ASCII literal without a newline
+    """The text ``pattern`` matches when it is a plain ASCII literal without CR or LF
     (e.g. ``NotImplementedError`` or ``foo\\(``), matched case-sensitively; else ``None``."""
     if flags & re.IGNORECASE:
         return None
@@ -236,7 +259,7 @@ def plain_literal(pattern: str, flags: int) -> str | None:
         return None
     chars = []
     for op, av in parsed:
-        if op.name != "LITERAL" or not 0 < av < 128 or av == 10:
+        if op.name != "LITERAL" or not 0 < av < 128 or av in (10, 13):
             return None
         chars.append(chr(av))
     return "".join(chars)
@@ -291,4 +314,74 @@ class LiteralSearch:
 
     def fullmatch(self, buf: Any, pos: int, endpos: int) -> None:
         """Never: the literal is not empty (an empty match is what the caller asks for)."""
+        return None
+
+
+def anchors_text_ends(pattern: str, flags: int) -> bool:
+    """Whether ``pattern`` holds ``\\A``, ``\\Z``, or ``^``/``$`` in a group that turns
+    multiline off: anchors that a search of a whole buffer puts at the buffer's ends, not
+    at each line's."""
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return False
+
+    def visit(items: Any, multiline: bool) -> bool:
+        for op, av in items:
+            name = op.name
+            if name == "AT":
+                at = av.name
+                if at in ("AT_BEGINNING_STRING", "AT_END_STRING") or (
+                    at in ("AT_BEGINNING", "AT_END") and not multiline
+                ):
+                    return True
+                continue
+            inner = multiline
+            if name == "SUBPATTERN":
+                inner = (multiline or bool(av[1] & re.M)) and not av[2] & re.M
+                subs = [av[3]]
+            elif name == "BRANCH":
+                subs = av[1]
+            elif name in _REPEATS:
+                subs = [av[2]]
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                subs = [av[1]]
+            elif name == "ATOMIC_GROUP":
+                subs = [av]
+            elif name == "GROUPREF_EXISTS":
+                subs = [branch for branch in av[1:] if branch is not None]
+            else:
+                subs = []
+            if any(visit(sub, inner) for sub in subs):
+                return True
+        return False
+
+    try:
+        return visit(parsed, bool((flags | parsed.state.flags) & re.MULTILINE))
+    except RecursionError:
+        return True  # not judged: searching line by line is right for any pattern
+
+
+class LineSlices:
+    """A regex searched in each line alone, as ``re.Pattern.search`` of the slice: the
+    search for a pattern that :func:`anchors_text_ends`, so that ``\\A`` and ``\\Z`` mean
+    the line's ends. Searches start at line starts (as grep's do without multiline)."""
+
+    __slots__ = ("_nl", "_rx")
+
+    def __init__(self, rx: re.Pattern[Any]) -> None:
+        self._rx = rx
+        self._nl: Any = b"\n" if isinstance(rx.pattern, bytes) else "\n"
+
+    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> _Span | None:
+        end = len(buf) if endpos is None else endpos
+        search, nl = self._rx.search, self._nl
+        while pos <= end:
+            line_end = buf.find(nl, pos, end)
+            if line_end < 0:
+                line_end = end
+            m = search(buf[pos:line_end])
+            if m is not None:
+                return _Span(pos + m.start(), pos + m.end())
+            pos = line_end + 1
         return None

@@ -1,11 +1,22 @@
 """Searching file contents for a Python regular expression, line by line.
 
+Lines are the lines ``read_file`` shows: a line ends at LF, and the CR of a CRLF is part of
+the line ending (a lone CR is text). So a CRLF is read as an LF before searching: ``$``
+matches where the shown line ends and no match or shown text holds that CR.
+
+Patterns run on RE2, a linear-time engine, wherever it gives exactly the matches of
+Python's engine (see ``_re2``); a plain literal is searched with ``bytes.find``. Python's
+own engine serves the rest (lookarounds, backreferences, ``\\b`` on non-ASCII text): it may
+take exponential time, so such a matcher says so (:attr:`Matcher.needs_worker`) and its
+caller runs the search in a process it can kill.
+
 Speed comes from working on whole file buffers: a file is read in one call, a file without
 a match costs one search (or one substring test for a literal pattern) over its bytes, and
-line numbers are counted only for files that match. A pure-ASCII file is searched as bytes
-with the pattern compiled for bytes, which matches exactly what the ``str`` pattern matches
-on ASCII text; any other file is decoded (BOM, then strict UTF-8, else latin-1) and searched
-as text.
+line numbers are counted only for files that match. RE2 searches UTF-8 bytes: a pure-ASCII
+or UTF-8 file as it is, any other one decoded (BOM, then strict UTF-8, else latin-1) and
+encoded again. Python's engine searches an ASCII file as bytes, with the pattern compiled
+for bytes, which matches exactly what the ``str`` pattern matches on ASCII text, and any
+other file as decoded text.
 """
 
 from __future__ import annotations
@@ -15,18 +26,26 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._errors import ErrorCode, ToolError
 from ._pattern import (
+    LineSlices,
     LiteralSearch,
+    anchors_text_ends,
     bytes_twin,
     compile_pattern,
     line_counter,
+    line_counter_shape,
     plain_literal,
     required_literal,
 )
+from ._re2 import Re2LineCounter, Re2Search, compile_counter, compile_re2, translate
 from ._reading import PROBE_BUFFER, file_contains, last_lines, read_rest, read_window
 
 # A file whose first 8 KiB hold a NUL byte is binary (unless a BOM says UTF-16/32).
 BINARY_PROBE = 8192
+# Longest pattern accepted, in characters: far above any pattern written by hand or by a
+# model, and small enough that compiling one costs milliseconds and megabytes.
+MAX_PATTERN = 10_000
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -41,11 +60,14 @@ WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, code
 @dataclass
 class LineMatch:
     """A matching line: 1-based ``line``, 1-based ``column`` (in characters) of the first
-    match on it, and the line's ``text`` (without its line ending)."""
+    match on it, the line's ``text`` (without its line ending; the lines a multiline match
+    spans, joined by LF) and the ``length`` in characters of the match within its first
+    line."""
 
     line: int
     column: int
     text: str
+    length: int = 0
 
 
 @dataclass
@@ -59,43 +81,126 @@ class FileMatches:
     context: dict[int, str] = field(default_factory=dict)
 
 
+class NeedsWorker(Exception):
+    """Raised by a matcher that found text only Python's engine can search, when it was
+    built to search in process (``in_process=True``)."""
+
+
 class Matcher:
     """A compiled grep pattern.
 
     Args:
-        pattern: a Python regular expression (``re`` syntax).
+        pattern: a Python regular expression (``re`` syntax), at most :data:`MAX_PATTERN`
+            characters.
         ignore_case: match case-insensitively.
         multiline: let a match span lines (``.`` matches a newline too); otherwise a match
             lies within one line and ``^``/``$`` match at line boundaries.
+        in_process: refuse to run Python's engine: text that needs it raises
+            :class:`NeedsWorker`.
+
+    Attributes:
+        key: ``(pattern, ignore_case, multiline)``.
+        needs_worker: the pattern needs Python's engine for some text (always, or for
+            non-ASCII text), so the search should run where it can be killed.
 
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` naming the position of the regex error.
+        ToolError: ``INVALID_ARGUMENTS`` for a pattern too long, or naming the position of
+            the regex error.
     """
 
-    def __init__(self, pattern: str, *, ignore_case: bool = False, multiline: bool = False):
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        ignore_case: bool = False,
+        multiline: bool = False,
+        in_process: bool = False,
+    ):
+        if len(pattern) > MAX_PATTERN:
+            raise ToolError(
+                f"The pattern is {len(pattern):,} characters long; grep takes patterns of at "
+                f"most {MAX_PATTERN:,} characters. Search for a shorter, distinctive part.",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        self.key = (pattern, ignore_case, multiline)
         flags = re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
         if multiline:
             flags |= re.DOTALL
         self.text_rx = compile_pattern(pattern, flags)
         self.multiline = multiline
-        self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
+        self.in_process = in_process
         self.required = required_literal(pattern, flags)
         self._probe = bytearray(PROBE_BUFFER)
-        # Counting matching lines past the kept ones, in one C call per file.
-        self.text_counter: Any = None if multiline else line_counter(self.text_rx)
-        self.bytes_counter: Any = (
-            None if multiline or not self.bytes_rx else line_counter(self.bytes_rx)
-        )
-        # What _scan searches with: the regexes, or for a plain literal a substring search
-        # that finds the same matches (and counts the same lines) several times faster.
-        self._text_search: Any = self.text_rx
-        self._bytes_search: Any = self.bytes_rx
         literal = None if multiline else plain_literal(pattern, flags)
         self._literal = literal is not None
+        # What _scan searches (and counts lines past the kept ones) with, by kind of text:
+        # ASCII bytes (RE2, a literal, or Python's engine compiled for bytes; False: the
+        # text route), UTF-8 bytes (RE2; None: not compiled yet, False: none), and str
+        # (Python's engine, or the literal).
+        self._ascii: Any = None
+        self.bytes_counter: Any = None
+        self._utf8: Any = None
+        self._utf8_counter: Any = None
+        self._unicode_source: bytes | None = None
+        self._text_search: Any = self.text_rx
+        self.text_counter: Any = None
+        self.bytes_rx: Any = None
+        self._shape = None if multiline else line_counter_shape(pattern, flags)
         if literal is not None:
             self._text_search = self.text_counter = LiteralSearch(literal)
-            if self.bytes_rx is not None:
-                self._bytes_search = self.bytes_counter = LiteralSearch(literal.encode("ascii"))
+            self._ascii = self.bytes_counter = LiteralSearch(literal.encode("ascii"))
+            self._utf8 = False
+            self.needs_worker = False
+            return
+        translation = translate(pattern, flags, per_line=not multiline)
+        if translation is not None:
+            self._ascii = compile_re2(translation.ascii)
+            if self._ascii is not None:
+                self.bytes_counter = compile_counter(translation.ascii, self._shape)
+            self._unicode_source = translation.unicode
+            if translation.unicode == translation.ascii:
+                self._utf8 = self._ascii
+                self._utf8_counter = self.bytes_counter
+        self.needs_worker = self._ascii is None or self._unicode_source is None
+        # Python's engine: \A and \Z mean a line's ends, as in RE2's form.
+        per_line = not multiline and anchors_text_ends(pattern, flags)
+        if per_line:
+            self._text_search = LineSlices(self.text_rx)
+        if self._ascii is None:
+            # Python's engine on bytes too, and line counters for it.
+            self.bytes_rx = bytes_twin(pattern, self.text_rx.flags)
+            self._ascii = self.bytes_rx
+            if per_line:
+                self._ascii = self.bytes_rx and LineSlices(self.bytes_rx)
+            elif not multiline:
+                self.text_counter = line_counter(self.text_rx)
+                self.bytes_counter = self.bytes_rx and line_counter(self.bytes_rx)
+        if self._ascii is None:
+            self._ascii = False  # searched as text
+
+    def _utf8_search(self) -> Re2Search | None:
+        """RE2 for non-ASCII UTF-8 text (compiled on first use: its Unicode classes make
+        it bigger), or ``None`` when only Python's engine can search such text."""
+        if self._utf8 is None and self._unicode_source is not None:
+            self._utf8 = compile_re2(self._unicode_source) or False
+            if self._utf8:
+                self._utf8_counter = compile_counter(self._unicode_source, self._shape)
+            self._unicode_source = None
+        if not self._utf8:
+            if self.in_process and not self._literal:
+                raise NeedsWorker
+            return None
+        return self._utf8  # type: ignore[no-any-return]
+
+    def prepare(self) -> None:
+        """Compile now what would be compiled on first use, so that a forked child need
+        not: RE2 might hold an internal lock in another thread at the fork."""
+        if self._utf8 is None and self._unicode_source is not None:
+            in_process, self.in_process = self.in_process, False
+            try:
+                self._utf8_search()
+            finally:
+                self.in_process = in_process
 
     @staticmethod
     def is_binary(data: bytes) -> bool:
@@ -109,19 +214,15 @@ class Matcher:
             data: the whole file.
             keep: how many matching lines to keep (all are counted).
             context: lines of context to collect around kept matches.
+
+        Raises:
+            NeedsWorker: see the class.
         """
         if data.startswith(WIDE_BOMS):
             text = _decode(data)
-            return _scan(
-                text,
-                self._text_search,
-                self.text_counter,
-                "\n",
-                self.multiline,
-                keep,
-                context,
-                _same,
-            )
+            if "\r" in text:
+                text = text.replace("\r\n", "\n")
+            return self._find_text(text, keep, context, 0, None, 1)
         return self._find_in(data, keep, context)
 
     def find_in_file(self, fd: int, head: bytes, keep: int, context: int) -> FileMatches | None:
@@ -131,6 +232,9 @@ class Matcher:
         memory stays bounded whatever its size, and no window is mapped (a file truncated
         under a map would kill the process with SIGBUS). Multiline patterns and UTF-16/32
         files need the whole text and are read whole.
+
+        Raises:
+            NeedsWorker: see the class.
         """
         if self.multiline or head.startswith(WIDE_BOMS):
             return self.find(head + read_rest(fd, len(head)), keep, context)
@@ -170,15 +274,26 @@ class Matcher:
         hi: int | None = None,
         line: int = 1,
     ) -> FileMatches | None:
-        # The required literal is ASCII, so its bytes mean the same in UTF-8 and latin-1.
+        # The required literal is ASCII without CR or LF, so its bytes mean the same in
+        # UTF-8 and latin-1, with CRLFs or without.
         if self.required is not None and data.find(self.required, lo, hi) < 0:
             return None
-        # Only counting, a plain literal (ASCII, no newline) matches the same lines in the
+        if data.find(b"\r", lo) >= 0:
+            # A CRLF ends a line as an LF does; lo and hi are line starts, never inside one.
+            crlf = b"\r\n"
+            hi = None if hi is None else hi - data.count(crlf, 0, hi)
+            lo -= data.count(crlf, 0, lo)
+            data = data.replace(crlf, b"\n")
+        if line == 1 and lo == 0 and data.startswith(codecs.BOM_UTF8):
+            data = data[len(codecs.BOM_UTF8) :]
+            hi = None if hi is None else hi - len(codecs.BOM_UTF8)
+        ascii_search = self._ascii
+        # Only counting, a plain literal (ASCII, no CR or LF) matches the same lines in the
         # bytes as in the text they decode to (UTF-8 or latin-1): no decoding needed.
-        if self._bytes_search is not None and ((not keep and self._literal) or data.isascii()):
+        if ascii_search is not False and ((not keep and self._literal) or data.isascii()):
             return _scan(
                 data,
-                self._bytes_search,
+                ascii_search,
                 self.bytes_counter,
                 b"\n",
                 self.multiline,
@@ -189,22 +304,57 @@ class Matcher:
                 hi,
                 line,
             )
+        utf8 = None if self._literal else self._utf8_search()
+        if utf8 is not None:
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError:
+                # Latin-1, one character per byte: searched as its UTF-8 encoding.
+                lo = len(data[:lo].decode("latin-1").encode("utf-8"))
+                if hi is not None:
+                    hi = len(data[:hi].decode("latin-1").encode("utf-8"))
+                data = data.decode("latin-1").encode("utf-8")
+            return self._scan_utf8(utf8, data, keep, context, lo, hi, line)
         codec, text = _decode_text(data)
         lo_text = len(data[:lo].decode(codec)) if lo else 0
         hi_text = None if hi is None else lo_text + len(data[lo:hi].decode(codec))
+        return self._find_text(text, keep, context, lo_text, hi_text, line)
+
+    def _find_text(
+        self, text: str, keep: int, context: int, lo: int, hi: int | None, line: int
+    ) -> FileMatches | None:
+        """Search decoded text (CRLFs already read as LFs)."""
+        if text.isascii() and self._ascii is not False:
+            data = text.encode("ascii")
+            return _scan(
+                data, self._ascii, self.bytes_counter, b"\n", self.multiline, keep, context,
+                _ascii, lo, hi, line,
+            )  # fmt: skip
+        utf8 = None if self._literal else self._utf8_search()
+        if utf8 is not None:
+            data = text.encode("utf-8")
+            lo = len(text[:lo].encode("utf-8"))
+            hi = None if hi is None else len(text[:hi].encode("utf-8"))
+            return self._scan_utf8(utf8, data, keep, context, lo, hi, line)
         return _scan(
-            text,
-            self._text_search,
-            self.text_counter,
-            "\n",
-            self.multiline,
-            keep,
-            context,
-            _same,
-            lo_text,
-            hi_text,
-            line,
-        )
+            text, self._text_search, self.text_counter, "\n", self.multiline, keep, context,
+            _same, lo, hi, line,
+        )  # fmt: skip
+
+    def _scan_utf8(
+        self,
+        utf8: Re2Search,
+        data: bytes,
+        keep: int,
+        context: int,
+        lo: int,
+        hi: int | None,
+        line: int,
+    ) -> FileMatches | None:
+        return _scan(
+            data, utf8, self._utf8_counter, b"\n", self.multiline, keep, context, _utf8,
+            lo, hi, line,
+        )  # fmt: skip
 
 
 def _bom_encoding(data: bytes) -> str | None:
@@ -229,6 +379,10 @@ def _decode_text(data: bytes) -> tuple[str, str]:
         return codec, data.decode(codec)
     except UnicodeDecodeError:
         return "latin-1", data.decode("latin-1")
+
+
+def _utf8(value: bytes) -> str:
+    return value.decode("utf-8")
 
 
 def _ascii(value: bytes) -> str:
@@ -261,13 +415,17 @@ def _scan(  # type: ignore[no-untyped-def]
     search = rx.search
     n = len(buf)
     hi = n if hi is None else hi
-    if search(buf, lo) is None:
+    if keep <= 0 and counter is not None:
+        # Only counting: the counter's pass is also the test for a match.
+        count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
+        return FileMatches(count) if count else None
+    m = search(buf, lo)
+    if m is None:
         return None
     result = FileMatches()
     pos = lo
     line_no = first_line
     counted_to = 0
-    cr = "\r" if isinstance(nl, str) else b"\r"
     while pos < hi:
         if len(result.lines) >= keep:
             # Nothing more to keep: only count, without line numbers.
@@ -276,9 +434,10 @@ def _scan(  # type: ignore[no-untyped-def]
             else:
                 result.count += _count_lines(buf, search, nl, multiline, pos, hi)
             break
-        m = search(buf, pos)
-        if m is None:
-            break
+        if m is None or m.start() < pos:  # the first search's match is used once
+            m = search(buf, pos)
+            if m is None:
+                break
         start = m.start()
         # A match at the very end belongs to the last line only if that line has no newline.
         if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
@@ -301,16 +460,21 @@ def _scan(  # type: ignore[no-untyped-def]
         if len(result.lines) < keep:
             text = buf[line_start:line_end]
             column = len(to_str(buf[line_start:start])) + 1
+            length = len(to_str(buf[start : min(m.end(), line_end)]))
             if multiline and m.end() > line_end:
                 text = buf[line_start : _line_end(buf, nl, m.end())]
-            result.lines.append(LineMatch(line_no, column, to_str(text.rstrip(cr))))
-        pos = max(m.end(), start + 1) if multiline else line_end + 1
+            result.lines.append(LineMatch(line_no, column, to_str(text), length))
+        pos = (
+            (m.end() if m.end() > start else _next_char(buf, start)) if multiline else line_end + 1
+        )
     if context and result.lines:
-        _add_context(buf, nl, cr, result, context, to_str, first_line)
+        _add_context(buf, nl, result, context, to_str, first_line)
     return result if result.count else None
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
+    if isinstance(counter, Re2LineCounter):
+        return counter.count(buf, pos, hi)
     found = len(counter.findall(buf, pos, hi))
     # An empty match right at ``hi``, after a newline, is no line of this range.
     if found and buf[hi - 1 : hi] == nl and counter.fullmatch(buf, hi, hi) is not None:
@@ -332,7 +496,7 @@ def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  #
             break
         if multiline:
             count += 1
-            pos = max(m.end(), start + 1)
+            pos = m.end() if m.end() > start else _next_char(buf, start)
             continue
         line_end = buf.find(nl, start)
         if line_end < 0:
@@ -347,6 +511,15 @@ def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  #
     return count
 
 
+def _next_char(buf, index: int) -> int:  # type: ignore[no-untyped-def]
+    # Past an empty match: one character on, not into the middle of a UTF-8 sequence.
+    index += 1
+    if isinstance(buf, bytes):
+        while index < len(buf) and buf[index] & 0xC0 == 0x80:
+            index += 1
+    return index
+
+
 def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
     # The end of the line holding the last character before ``index``.
     end = buf.find(nl, max(index - 1, 0))
@@ -354,7 +527,7 @@ def _line_end(buf, nl, index: int) -> int:  # type: ignore[no-untyped-def]
 
 
 def _add_context(  # type: ignore[no-untyped-def]
-    buf, nl, cr, result: FileMatches, context: int, to_str, first_line: int
+    buf, nl, result: FileMatches, context: int, to_str, first_line: int
 ) -> None:
     lines = buf.split(nl)
     if lines and not lines[-1]:
@@ -365,4 +538,4 @@ def _add_context(  # type: ignore[no-untyped-def]
     for first, last in spans:
         for number in range(first - context, last + context + 1):
             if first_line <= number <= last_line and number not in matched:
-                result.context[number] = to_str(lines[number - first_line].rstrip(cr))
+                result.context[number] = to_str(lines[number - first_line])
