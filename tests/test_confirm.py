@@ -13,14 +13,13 @@ from session_tools import session_tools
 
 from workspace_tools import (
     Confirmation,
-    ConfirmationForm,
     ConfirmationRequest,
     ToolPresentation,
     ToolSession,
     Workspace,
-    confirmation_from_elicitation,
-    policy_from_flags,
 )
+from workspace_tools._cli_policy import policy_from_flags
+from workspace_tools.adapters.mcp import ConfirmationForm, confirmation_from_elicitation
 
 pytestmark = pytest.mark.anyio
 

@@ -18,10 +18,8 @@ from workspace_tools import (
     ToolUpdateEvent,
     invoke_tool_sync,
     parse_tool_event,
-    result_event,
     tool,
     tool_output,
-    update_event,
 )
 
 
@@ -56,7 +54,7 @@ def test_events_are_camel_case_json() -> None:
         "arguments": {"path": "a"},
     }
     update = ToolUpdate(call_id="c", name="peek", content="50%")
-    assert json.loads(update_event(update).to_json()) == {
+    assert json.loads(ToolUpdateEvent.from_update(update).to_json()) == {
         "type": "tool-update",
         "toolCallId": "c",
         "content": "50%",
@@ -65,7 +63,7 @@ def test_events_are_camel_case_json() -> None:
 
 def test_result_event_success_and_error() -> None:
     ok = invoke_tool_sync(_tool(), {"path": "a.txt"}, call_id="c1")
-    assert json.loads(result_event(ok).to_json()) == {
+    assert json.loads(ToolResultEvent.from_result(ok).to_json()) == {
         "type": "tool-result",
         "toolCallId": "c1",
         "result": '{"path":"a.txt"}',
@@ -73,7 +71,7 @@ def test_result_event_success_and_error() -> None:
         "presentation": {"label": "Peek", "icon": "eye", "detail": "a.txt"},
     }
     ko = invoke_tool_sync(_tool(fail=True), {"path": "b"}, call_id="c2")
-    assert json.loads(result_event(ko).to_json()) == {
+    assert json.loads(ToolResultEvent.from_result(ko).to_json()) == {
         "type": "tool-result",
         "toolCallId": "c2",
         "result": "not found: b",

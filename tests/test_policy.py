@@ -12,17 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from session_tools import session_tools
 
-from workspace_tools import (
-    ArgumentCondition,
-    Policy,
-    PolicyDecision,
-    PolicyRule,
-    Workspace,
+from workspace_tools import ArgumentCondition, Policy, PolicyRule, Workspace
+from workspace_tools._cli_policy import (
     add_policy_arguments,
     parse_policy_flag,
     policy_from_arguments,
     policy_from_flags,
 )
+from workspace_tools._policy import PolicyDecision
 
 
 @pytest.fixture

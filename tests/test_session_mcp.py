@@ -10,11 +10,8 @@ from mcp import types
 from mcp.shared.memory import create_connected_server_and_client_session
 from session_tools import session_tools
 
-from workspace_tools import (
-    ToolSession,
-    Workspace,
-    policy_from_flags,
-)
+from workspace_tools import ToolSession, Workspace
+from workspace_tools._cli_policy import policy_from_flags
 from workspace_tools.adapters.mcp import create_server, elicitation_confirm
 
 pytestmark = pytest.mark.anyio

@@ -22,10 +22,10 @@ from workspace_tools import (
     Workspace,
     invoke_tool,
     invoke_tool_sync,
-    policy_from_flags,
     tool,
     workspace_tools,
 )
+from workspace_tools._cli_policy import policy_from_flags
 from workspace_tools.tools import run_command
 from workspace_tools.workspace import _paths
 

@@ -15,8 +15,8 @@ from workspace_tools import (
     ToolPresentation,
     ToolSession,
     Workspace,
-    policy_from_flags,
 )
+from workspace_tools._cli_policy import policy_from_flags
 
 pytestmark = pytest.mark.anyio
 

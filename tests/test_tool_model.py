@@ -5,16 +5,8 @@ import base64
 import pytest
 from pydantic import BaseModel, Field
 
-from workspace_tools import (
-    ImagePart,
-    TextPart,
-    ToolContent,
-    image_part,
-    is_tool_output,
-    tool,
-    tool_content,
-    tool_output,
-)
+from workspace_tools import ToolContent, image_part, is_tool_output, tool, tool_content, tool_output
+from workspace_tools._output import ImagePart, TextPart
 from workspace_tools._result import content_text
 
 PNG_1PX = base64.b64decode(

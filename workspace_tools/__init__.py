@@ -1,14 +1,18 @@
 """Ready-made file, search and command tools for coding agents, and the model to define more.
 
-The public API is what ``__all__`` lists; everything in underscore modules is private.
+The public API is what ``__all__`` lists; everything in underscore modules is private. It
+covers defining a tool (``tool``, ``ToolContext``, ``tool_output``, ``tool_content`` and
+its parts, ``ToolPresentation``, ``ToolError``, ``ErrorCode``, ``ToolState``), invoking one
+(``invoke_tool``, ``invoke_tool_sync``, ``ToolResult``, ``ToolUpdate``), the seven tools
+(``workspace_tools``, ``Workspace``, ``WorkspaceOptions``), sessions of calls
+(``ToolSession``, ``Policy``, ``PolicyRule``, ``ArgumentCondition``, ``ConfirmationRequest``,
+``Confirmation``, ``SessionRecord``), and streams and transcripts of calls (the ``Tool*Event``
+models, ``parse_tool_event``, ``ToolHistoryEntry``). The command line and its policy flags
+are in :mod:`workspace_tools.cli`, the MCP elicitation form in
+:mod:`workspace_tools.adapters.mcp`.
 """
 
-from ._confirm import (
-    Confirmation,
-    ConfirmationForm,
-    ConfirmationRequest,
-    confirmation_from_elicitation,
-)
+from ._confirm import Confirmation, ConfirmationRequest
 from ._errors import ErrorCode, ToolError
 from ._events import (
     ToolCallEndEvent,
@@ -17,16 +21,10 @@ from ._events import (
     ToolResultEvent,
     ToolUpdateEvent,
     parse_tool_event,
-    result_event,
-    update_event,
 )
-from ._fingerprint import file_fingerprint, tree_fingerprint
-from ._history import ToolCallMetadata, ToolHistoryEntry
+from ._history import ToolHistoryEntry
 from ._invoke import invoke_tool, invoke_tool_sync
 from ._output import (
-    FilePart,
-    ImagePart,
-    TextPart,
     ToolContent,
     ToolOutput,
     ToolPresentation,
@@ -38,45 +36,26 @@ from ._output import (
     tool_output,
     tool_output_content,
 )
-from ._policy import (
-    ArgumentCondition,
-    Policy,
-    PolicyDecision,
-    PolicyRule,
-    add_policy_arguments,
-    check_policy,
-    parse_policy_flag,
-    policy_from_arguments,
-    policy_from_flags,
-)
+from ._policy import ArgumentCondition, Policy, PolicyRule
 from ._result import ToolResult, ToolUpdate
 from ._session import ToolSession
-from ._steps import SessionRecord, Step, StepSummary, TraceEvent
+from ._steps import SessionRecord
 from ._tool import Tool, ToolContext, ToolState, tool
-from .tools import TOOL_NAMES, workspace_tools
+from .tools import workspace_tools
 from .workspace import Workspace, WorkspaceOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "TOOL_NAMES",
     "ArgumentCondition",
     "Confirmation",
-    "ConfirmationForm",
     "ConfirmationRequest",
     "ErrorCode",
-    "FilePart",
-    "ImagePart",
     "Policy",
-    "PolicyDecision",
     "PolicyRule",
     "SessionRecord",
-    "Step",
-    "StepSummary",
-    "TextPart",
     "Tool",
     "ToolCallEndEvent",
-    "ToolCallMetadata",
     "ToolCallStartEvent",
     "ToolContent",
     "ToolContext",
@@ -91,29 +70,18 @@ __all__ = [
     "ToolState",
     "ToolUpdate",
     "ToolUpdateEvent",
-    "TraceEvent",
     "Workspace",
     "WorkspaceOptions",
-    "add_policy_arguments",
-    "check_policy",
-    "confirmation_from_elicitation",
-    "file_fingerprint",
     "file_part",
     "image_part",
     "invoke_tool",
     "invoke_tool_sync",
     "is_tool_output",
-    "parse_policy_flag",
     "parse_tool_event",
-    "policy_from_arguments",
-    "policy_from_flags",
-    "result_event",
     "text_part",
     "tool",
     "tool_content",
     "tool_output",
     "tool_output_content",
-    "tree_fingerprint",
-    "update_event",
     "workspace_tools",
 ]

@@ -1,4 +1,4 @@
-"""Asking a person about a call: the request, the answer, and the bridge to MCP elicitation.
+"""Asking a person about a call: the request, the answer, and running the callback.
 
 An MCP server answers a session's ``ask`` by elicitation (MCP revision 2025-06-18, form
 mode) when the client declared the ``elicitation`` capability, and declines with a reason
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ._output import ToolPresentation
 
@@ -68,32 +68,6 @@ class Confirmation(BaseModel):
 ConfirmCallback = Callable[
     [ConfirmationRequest], Confirmation | bool | Awaitable[Confirmation | bool]
 ]
-
-
-class ConfirmationForm(BaseModel):
-    """The form an MCP elicitation shows: flat, primitive fields only, as the MCP
-    specification requires of ``requestedSchema`` (revision 2025-06-18, "Elicitation").
-
-    Pass the class to FastMCP's ``ctx.elicit(message, schema=ConfirmationForm)``, or its
-    ``model_json_schema()`` as ``requestedSchema`` to ``ServerSession.elicit_form``.
-    """
-
-    approve: bool = Field(title="Allow this call")
-    reason: str = Field("", title="Reason (the model reads it when you decline)")
-
-
-def confirmation_from_elicitation(action: str, content: Mapping[str, Any] | None) -> Confirmation:
-    """The :class:`Confirmation` of an MCP elicitation result (``ElicitResult.action`` and
-    ``.content``): ``accept`` with ``approve`` true approves; ``accept`` with ``approve``
-    false, ``decline`` and ``cancel`` decline, with the form's reason when given."""
-    if action == "accept":
-        if content is None:
-            return Confirmation(approved=False, reason="the confirmation came back empty")
-        form = ConfirmationForm.model_validate(dict(content))
-        return Confirmation(approved=form.approve, reason=form.reason or None)
-    if action == "decline":
-        return Confirmation(approved=False, reason="the user declined")
-    return Confirmation(approved=False, reason="the user dismissed the confirmation")
 
 
 async def ask(callback: ConfirmCallback, request: ConfirmationRequest) -> Confirmation:

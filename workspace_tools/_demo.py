@@ -22,8 +22,8 @@ from sandbox import Sandbox, SandboxUnavailable
 
 from ._invoke import invoke_tool
 from ._result import ToolResult, ToolUpdate, content_text
+from ._terminal import for_terminal, format_presentation
 from ._tool import Tool
-from .cli import for_terminal, format_presentation
 from .tools import workspace_tools
 
 TEST_COMMAND = "python3 -m unittest -v"

@@ -50,6 +50,16 @@ class ToolUpdateEvent(_Event):
     presentation: ToolPresentation | None = None
     arguments: Any = None
 
+    @classmethod
+    def from_update(cls, update: ToolUpdate) -> ToolUpdateEvent:
+        """The ``tool-update`` event of a :class:`ToolUpdate`."""
+        return cls(
+            tool_call_id=update.call_id,
+            content=update.content,
+            details=update.details,
+            presentation=update.presentation,
+        )
+
 
 class ToolResultEvent(_Event):
     """The call finished. ``result`` is the model text; ``error``/``errorCode`` on failure."""
@@ -61,6 +71,18 @@ class ToolResultEvent(_Event):
     presentation: ToolPresentation | None = None
     error: str | None = None
     error_code: ErrorCode | None = None
+
+    @classmethod
+    def from_result(cls, result: ToolResult) -> ToolResultEvent:
+        """The ``tool-result`` event of a :class:`ToolResult`; ``result`` is its model text."""
+        return cls(
+            tool_call_id=result.call_id,
+            result=result.model_text(),
+            details=result.details,
+            presentation=result.presentation,
+            error=result.error,
+            error_code=result.error_code,
+        )
 
 
 ToolEvent = Annotated[
@@ -77,25 +99,3 @@ def parse_tool_event(data: str | bytes) -> ToolEvent:
         pydantic.ValidationError: the JSON is not a known event.
     """
     return tool_event_adapter.validate_json(data)
-
-
-def update_event(update: ToolUpdate) -> ToolUpdateEvent:
-    """The ``tool-update`` event of a :class:`ToolUpdate`."""
-    return ToolUpdateEvent(
-        tool_call_id=update.call_id,
-        content=update.content,
-        details=update.details,
-        presentation=update.presentation,
-    )
-
-
-def result_event(result: ToolResult) -> ToolResultEvent:
-    """The ``tool-result`` event of a :class:`ToolResult`; ``result`` is its model text."""
-    return ToolResultEvent(
-        tool_call_id=result.call_id,
-        result=result.model_text(),
-        details=result.details,
-        presentation=result.presentation,
-        error=result.error,
-        error_code=result.error_code,
-    )

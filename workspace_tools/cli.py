@@ -13,19 +13,19 @@ import anyio
 
 from sandbox import Sandbox, SandboxUnavailable
 
-from . import __version__
+from . import __version__, _demo
+from ._cli_policy import add_policy_arguments, policy_from_arguments
 from ._errors import ErrorCode, ToolError
 from ._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
-    result_event,
-    update_event,
+    ToolResultEvent,
+    ToolUpdateEvent,
 )
 from ._invoke import invoke_tool_sync, validate_arguments
-from ._output import ToolPresentation
-from ._policy import add_policy_arguments, policy_from_arguments
 from ._result import ToolUpdate, content_text
 from ._session import ToolSession
+from ._terminal import for_terminal, format_presentation
 from ._tool import Tool
 from .tools import workspace_tools
 
@@ -35,37 +35,6 @@ SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
 
 class UsageError(Exception):
     """A command line the program cannot run; the message is one line for the user."""
-
-
-def _caret(code: int) -> str:
-    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
-
-
-# What a terminal would act on instead of showing: C0 controls but newline and tab (ESC
-# starts the sequences that retitle or clear it), DEL, C1 controls, and the bidirectional
-# overrides and isolates that reorder what is shown ("Trojan Source", CVE-2021-42574).
-_VISIBLE = str.maketrans(
-    {
-        **{code: _caret(code) for code in [*range(0x20), 0x7F] if code not in (0x09, 0x0A)},
-        **{
-            code: f"<U+{code:04X}>"
-            for code in [*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-        },
-    }
-)
-
-
-def visible_controls(text: str) -> str:
-    """``text`` with what a terminal would act on made visible, as ``less`` shows it: C0
-    controls in caret notation (ESC is ``^[``, CR ``^M``; newline and tab stay), DEL as
-    ``^?``, C1 controls and bidirectional overrides/isolates as ``<U+0085>``."""
-    return text.translate(_VISIBLE)
-
-
-def for_terminal(out: TextIO) -> Callable[[str], str]:
-    """How to show tool text on ``out``: :func:`visible_controls` when it is a terminal, the
-    text unchanged otherwise (a file or a pipe gets the bytes the tool gave)."""
-    return visible_controls if out.isatty() else str
 
 
 def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
@@ -84,15 +53,6 @@ def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
             raise UsageError(f"argument {pair!r} is not key=value (or use --json '{{...}}')")
         out[key] = value
     return out
-
-
-def format_presentation(presentation: ToolPresentation | None, fallback: str) -> str:
-    """One step row: ``● Read file [file-text] README.md``."""
-    if presentation is None:
-        return f"● {fallback}"
-    icon = f" [{presentation.icon}]" if presentation.icon else ""
-    detail = f" {presentation.detail}" if presentation.detail else ""
-    return f"● {presentation.label}{icon}{detail}"
 
 
 def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
@@ -117,7 +77,7 @@ def _progress_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
 
 def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
     def on_update(update: ToolUpdate) -> None:
-        out.write(update_event(update).to_json() + "\n")
+        out.write(ToolUpdateEvent.from_update(update).to_json() + "\n")
         out.flush()
 
     return on_update
@@ -154,7 +114,7 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
         result = invoke_tool_sync(
             chosen, arguments, call_id=call_id, on_update=_events_printer(out)
         )
-        out.write(result_event(result).to_json() + "\n")
+        out.write(ToolResultEvent.from_result(result).to_json() + "\n")
         if result.error_code is ErrorCode.INVALID_ARGUMENTS:
             return USAGE_ERROR
         return 0 if not result.is_error else 1
@@ -230,11 +190,9 @@ def run_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     """The ``demo`` subcommand: drive the seven tools over a copy of a project."""
-    from ._demo import run_demo as demo
-
     if args.root is not None and not os.path.isdir(args.root):
         raise UsageError(f"--root is not a directory: {args.root}")
-    return demo(args.root, out)
+    return _demo.run_demo(args.root, out)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -18,7 +18,8 @@ from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 from tests.adapters._custom_server import PIXEL_PNG
-from workspace_tools import TOOL_NAMES, __version__, workspace_tools
+from workspace_tools import __version__, workspace_tools
+from workspace_tools.tools import TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from mcp import types
 
-from workspace_tools import TOOL_NAMES
 from workspace_tools.adapters._jsonrpc import JsonRpcGate
+from workspace_tools.tools import TOOL_NAMES
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE = 30.0  # seconds; only a broken server takes this long

@@ -20,20 +20,16 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
+from pydantic import BaseModel, Field
 
 from .. import __version__
-from .._confirm import (
-    Confirmation,
-    ConfirmationForm,
-    ConfirmationRequest,
-    confirmation_from_elicitation,
-)
+from .._confirm import Confirmation, ConfirmationRequest
 from .._output import ImagePart, ToolContent
 from .._result import ToolResult, ToolUpdate, content_text
 from .._tool import Tool
@@ -228,6 +224,32 @@ def create_server(
         return mcp_result(result)
 
     return server
+
+
+class ConfirmationForm(BaseModel):
+    """The form an MCP elicitation shows: flat, primitive fields only, as the MCP
+    specification requires of ``requestedSchema`` (revision 2025-06-18, "Elicitation").
+
+    Pass the class to FastMCP's ``ctx.elicit(message, schema=ConfirmationForm)``, or its
+    ``model_json_schema()`` as ``requestedSchema`` to ``ServerSession.elicit_form``.
+    """
+
+    approve: bool = Field(title="Allow this call")
+    reason: str = Field("", title="Reason (the model reads it when you decline)")
+
+
+def confirmation_from_elicitation(action: str, content: Mapping[str, Any] | None) -> Confirmation:
+    """The :class:`Confirmation` of an MCP elicitation result (``ElicitResult.action`` and
+    ``.content``): ``accept`` with ``approve`` true approves; ``accept`` with ``approve``
+    false, ``decline`` and ``cancel`` decline, with the form's reason when given."""
+    if action == "accept":
+        if content is None:
+            return Confirmation(approved=False, reason="the confirmation came back empty")
+        form = ConfirmationForm.model_validate(dict(content))
+        return Confirmation(approved=form.approve, reason=form.reason or None)
+    if action == "decline":
+        return Confirmation(approved=False, reason="the user declined")
+    return Confirmation(approved=False, reason="the user dismissed the confirmation")
 
 
 def elicitation_confirm(

@@ -136,28 +136,40 @@ def _common_length(a: str, b: str, limit: int, *, from_end: bool) -> int:
     return lo
 
 
-def _groups(codes: list[Opcode], n: int) -> list[list[Opcode]]:
-    """Changes with up to ``n`` lines of context each side; changes whose contexts would
-    touch (at most ``2n`` equal lines apart) share a hunk, as GNU diff groups them."""
-    codes = list(codes)
-    if codes and codes[0][0] == "equal":
-        tag, i1, i2, j1, j2 = codes[0]
-        codes[0] = (tag, max(i1, i2 - n), i2, max(j1, j2 - n), j2)
-    if codes and codes[-1][0] == "equal":
-        tag, i1, i2, j1, j2 = codes[-1]
-        codes[-1] = (tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n))
-    groups: list[list[Opcode]] = []
-    current: list[Opcode] = []
-    for tag, i1, i2, j1, j2 in codes:
-        if tag == "equal" and i2 - i1 > 2 * n:
-            current.append((tag, i1, i1 + n, j1, j1 + n))
-            groups.append(current)
-            current = []
-            i1, j1 = i2 - n, j2 - n
-        current.append((tag, i1, i2, j1, j2))
-    if any(code[0] != "equal" for code in current):
-        groups.append(current)
-    return [group for group in groups if any(code[0] != "equal" for code in group)]
+def _hunk_opcodes(before: int, a: list[str], b: list[str], after: int) -> list[list[Opcode]]:
+    """The opcodes of each hunk turning ``before + a + after`` lines into ``before + b +
+    after``, where ``before`` and ``after`` count the lines around the change that both
+    texts share (at most :data:`CONTEXT_LINES` each), indexed from the first of them.
+
+    difflib matches and groups ``a`` and ``b`` alone (given the shared lines too, it may slide
+    a change into them across repeated lines and leave a hunk without the trailing context
+    ``git apply`` needs); the first hunk's leading context and the last hunk's trailing
+    context then go on into the shared lines, up to :data:`CONTEXT_LINES` lines each.
+    """
+    n = CONTEXT_LINES
+    matcher = difflib.SequenceMatcher(None, a, b)
+    groups = [
+        [(tag, i1 + before, i2 + before, j1 + before, j2 + before) for tag, i1, i2, j1, j2 in group]
+        for group in matcher.get_grouped_opcodes(n)
+    ]
+    if not groups:  # no line changed: an empty file was created
+        return groups
+    first, last = groups[0], groups[-1]
+    tag, i1, i2, j1, j2 = first[0]
+    if i1 == before:  # the first hunk starts where the change does: context from before it
+        take = min(before, n - (i2 - i1 if tag == "equal" else 0))
+        if tag == "equal":
+            first[0] = (tag, i1 - take, i2, j1 - take, j2)
+        elif take:
+            first.insert(0, ("equal", i1 - take, i1, j1 - take, j1))
+    tag, i1, i2, j1, j2 = last[-1]
+    if i2 == before + len(a):  # the last hunk ends where the change does: context after it
+        take = min(after, n - (i2 - i1 if tag == "equal" else 0))
+        if tag == "equal":
+            last[-1] = (tag, i1, i2 + take, j1, j2 + take)
+        elif take:
+            last.append(("equal", i2, i2 + take, j2, j2 + take))
+    return groups
 
 
 def _hunks(
@@ -167,15 +179,8 @@ def _hunks(
     in both files) as context; ``before`` starts at 0-based line ``first_line``."""
     out: list[str] = []
     additions = deletions = 0
-    old, shift = before + a + after, len(before)
-    codes: list[Opcode] = [("equal", 0, shift, 0, shift)] if before else []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b).get_opcodes():
-        codes.append((tag, i1 + shift, i2 + shift, j1 + shift, j2 + shift))
-    if after:
-        i, j = shift + len(a), shift + len(b)
-        codes.append(("equal", i, i + len(after), j, j + len(after)))
-    new = before + b + after
-    for group in _groups(_merge_equal(codes), CONTEXT_LINES):
+    old, new = before + a + after, before + b + after
+    for group in _hunk_opcodes(len(before), a, b, len(after)):
         i1, i2 = group[0][1] + first_line, group[-1][2] + first_line
         j1, j2 = group[0][3] + first_line, group[-1][4] + first_line
         out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
@@ -190,18 +195,6 @@ def _hunks(
                 out.append(_line("+", line))
                 additions += 1
     return out, additions, deletions
-
-
-def _merge_equal(codes: list[Opcode]) -> list[Opcode]:
-    """``codes`` with adjacent ``equal`` runs joined into one."""
-    merged: list[Opcode] = []
-    for code in codes:
-        if merged and code[0] == merged[-1][0] == "equal":
-            tag, i1, _, j1, _ = merged[-1]
-            merged[-1] = (tag, i1, code[2], j1, code[4])
-        else:
-            merged.append(code)
-    return merged
 
 
 def _range(start: int, count: int) -> str:

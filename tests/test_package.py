@@ -1,0 +1,73 @@
+"""The package's shape: the public API is what ``__all__`` lists, and modules depend one way."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import types
+from pathlib import Path
+
+import workspace_tools
+
+PACKAGE = Path(workspace_tools.__file__).parent
+
+
+def test_the_package_exports_exactly_what_all_lists() -> None:
+    exported = {
+        name
+        for name, value in vars(workspace_tools).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert sorted(exported) == sorted(workspace_tools.__all__)
+
+
+def test_command_line_and_mcp_terms_are_not_in_the_core_api() -> None:
+    edge_names = {
+        "add_policy_arguments",
+        "parse_policy_flag",
+        "policy_from_arguments",
+        "policy_from_flags",
+        "ConfirmationForm",
+        "confirmation_from_elicitation",
+    }
+    assert edge_names & set(workspace_tools.__all__) == set()
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that ``module`` imports anywhere in its code, function-level
+    imports included (a lazy import still makes a cycle of the design)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0]
+                base = f"{parent}.{base}" if base else parent
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules.keys()
+            # ``from . import tools`` needs the submodule; ``from . import __version__`` the
+            # package itself.
+            found.update(submodules)
+            if node.module or len(submodules) < len(node.names):
+                found.add(base)
+    return {name for name in found if name in modules and name != module}
+
+
+def test_no_module_imports_a_module_that_imports_it_back() -> None:
+    modules = _module_names()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert graph["workspace_tools.cli"] >= {"workspace_tools._demo"}, graph["workspace_tools.cli"]
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
