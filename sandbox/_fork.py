@@ -1,7 +1,8 @@
 """Running a Python callable in a forked child and getting its result back.
 
 A fork carries the callable as it is (a closure over a workspace, an open connection),
-so nothing needs to be picklable but the result. Forks are made from a worker thread, so
+so nothing needs to be picklable but the result; only the pipes it copied are closed in the
+child (:func:`_close_inherited_pipes` says why). Forks are made from a worker thread, so
 that the child's only thread has no event loop running and can start its own for an
 async callable.
 
@@ -28,6 +29,7 @@ import os
 import pickle
 import selectors
 import signal
+import stat
 import sys
 import threading
 import time
@@ -243,6 +245,7 @@ def _child_main(
         os.close(result_r)
         if request_w >= 0:
             os.close(request_w)
+        _close_inherited_pipes(keep={request_r, result_w})
         try:
             setup()
             failed: BaseException | None = None
@@ -264,6 +267,27 @@ def _child_main(
         _write_all(result_w, len(result).to_bytes(8, "big") + result)
     finally:
         os._exit(0)
+
+
+def _close_inherited_pipes(keep: set[int]) -> None:
+    """Close the pipes the fork copied from the caller, but ``keep``.
+
+    Other threads of the caller may be starting a subprocess or a sandboxed call at the
+    instant of the fork: they wait for end of file on a pipe (``subprocess``'s exec-status
+    pipe, a child's output) whose write end this copy would hold until the child exits,
+    which for a child forked ahead is until its call comes. Descriptors of other kinds
+    (files, sockets) stay, so a callable over an open connection still works.
+    """
+    try:
+        fds = [int(name) for name in os.listdir("/dev/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd in keep or fd <= 2:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
 
 
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
@@ -29,7 +30,7 @@ from sandbox._layered import LayerPlan
 from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
 from sandbox._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
-from tests._waiting import poll_async, wait_until_async
+from tests._waiting import DEADLINE, poll_async, wait_until_async
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
@@ -740,3 +741,31 @@ async def test_supervisor_open_descriptors_stay_flat_across_commands() -> None:
     finally:
         box.close()
     assert counts == [counts[0]] * 4
+
+
+async def test_a_child_forked_ahead_holds_no_pipe_of_the_caller() -> None:
+    """A subprocess the host starts in another thread waits for end of file on its pipes; a
+    child forked ahead at that instant must not keep their write ends open."""
+
+    def pid() -> int:
+        return os.getpid()
+
+    read_end, write_end = os.pipe()  # stands for a pipe another thread has open
+    box = Sandbox(layers=False)
+    try:
+        await box.call(pid)
+        caller = box._caller
+        assert caller is not None
+        await _child_forked_ahead(caller)
+        os.close(write_end)
+        write_end = -1
+        ready = await anyio.to_thread.run_sync(
+            lambda: select.select([read_end], [], [], DEADLINE)[0]
+        )
+        data = os.read(read_end, 1) if ready else None
+        assert data == b"", f"no end of file on the pipe within {DEADLINE} s: read {data!r}"
+    finally:
+        box.close()
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
