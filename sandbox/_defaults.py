@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import secrets
 from collections.abc import Iterable, Mapping
 
 #: Credential locations no sandboxed child may read by default. ``~/`` entries are taken in
@@ -107,6 +108,27 @@ def read_only_paths(writable: Iterable[str], names: Iterable[str]) -> tuple[str,
     """Each of ``names`` (relative paths) inside each of the ``writable`` directories."""
     names = list(names)
     return tuple(os.path.join(root, name) for root in writable for name in names)
+
+
+def set_aside(paths: Iterable[str]) -> list[str]:
+    """Rename each of ``paths`` that exists to ``PATH.sandbox-blocked`` (with a random
+    suffix when that name is taken), so that no tool on the host finds it under its own
+    name; nothing is deleted. Returns the new names.
+
+    For protected paths a sandboxed child created: bind mounts can keep only existing
+    paths read-only, and binding a stand-in over an absent one would leave it on the host.
+    """
+    moved = []
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        target = f"{path}.sandbox-blocked"
+        if os.path.lexists(target):
+            target = f"{target}-{secrets.token_hex(4)}"
+        with contextlib.suppress(FileNotFoundError):  # gone in the meantime
+            os.rename(path, target)
+            moved.append(target)
+    return moved
 
 
 def _within(directory: str, path: str) -> bool:

@@ -20,6 +20,7 @@ from ._defaults import (
     credential_paths,
     homes,
     read_only_paths,
+    set_aside,
     without_allowed,
 )
 from ._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
@@ -144,6 +145,7 @@ class Sandbox:
         self._launcher = Launcher()
         self._private_tmp: str | None = None
         self._caller: ForkedCaller | None = None
+        self._caller_absent: list[str] = []
         self._check_enforceable()
 
     @property
@@ -219,6 +221,7 @@ class Sandbox:
         )
         group = self._cgroup() if PROCESS_CAP in mechanisms else None
         spec["cgroup"] = group
+        absent = self._absent_protected(mechanisms)
         try:
             return await run_process(
                 self._launcher,
@@ -230,6 +233,7 @@ class Sandbox:
                 output_bytes=self.limits.output_bytes,
             )
         finally:
+            set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
 
@@ -252,26 +256,42 @@ class Sandbox:
         """
         self._check_calls()
         limits = self.limits
-        if PROCESS_CAP in self.call_capabilities:
+        mechanisms = self.call_capabilities
+        absent = self._absent_protected(mechanisms)
+        if PROCESS_CAP in mechanisms:
             # A cgroup per call: the child must join its own, so none is forked ahead.
             group = self._cgroup()
             caller = ForkedCaller(self._child_setup(group), warm=False)
         else:
             group = None
-            caller = self._forked_caller()
+            caller = self._forked_caller(absent)
         try:
             with anyio.fail_after(limits.timeout_seconds):
                 return await caller.call(fn, args, kwargs, limits.grace_seconds)
         finally:
+            set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
 
-    def _forked_caller(self) -> ForkedCaller:
+    def _forked_caller(self, absent: list[str]) -> ForkedCaller:
+        """The caller whose children are forked ahead; a new one when a protected path
+        appeared or went since its children were set up (they bound what existed)."""
         caller = self._caller
-        if caller is None or caller.owner != os.getpid():
+        if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
+            if caller is not None and caller.owner == os.getpid():
+                caller.close()
             caller = self._caller = ForkedCaller(self._child_setup(None))
+            self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
+
+    def _absent_protected(self, mechanisms: dict[str, str]) -> list[str]:
+        """The protected paths (``host_exec_paths`` in the writable directories) that do
+        not exist now, when ``mechanisms`` protect them: a layer can only bind over what
+        exists, so one created by the child is set aside after it (see ``set_aside``)."""
+        if HOST_EXEC_PROTECTION not in mechanisms:
+            return []
+        return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
     def _child_setup(self, group: str | None) -> Callable[[], None]:
         """What a forked child does before its call: the portable level, limits, layers."""
