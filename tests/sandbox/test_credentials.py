@@ -1,0 +1,148 @@
+"""The default sandbox hides the well-known credential files; allow_read brings one back.
+
+Each case reads fake credentials planted in a temporary home ($HOME points there) and the
+host's /etc/shadow; the control run without layers proves they are readable.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+from pathlib import Path
+
+import pytest
+
+from sandbox import CREDENTIAL_PATHS, Sandbox
+from sandbox import _sandbox as sandbox_module
+from sandbox._layered import LayerPlan
+from sandbox._layers import LANDLOCK, READ_DENIAL, SECCOMP, landlock, missing, seccomp
+
+pytestmark = pytest.mark.anyio
+
+PLANTED = (".ssh/id_rsa", ".aws/credentials", ".netrc")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A home with a secret token in each of PLANTED; returns path -> token."""
+    home = tmp_path / "home"
+    tokens = {}
+    for relative in PLANTED:
+        path = home / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tokens[str(path)] = secrets.token_hex(16)
+        path.write_text(tokens[str(path)] + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    return tokens
+
+
+def _shadow_line() -> bytes | None:
+    try:
+        with open("/etc/shadow", "rb") as handle:
+            return handle.readline()
+    except OSError:
+        return None
+
+
+MODES = ["plain", "bubblewrap", "landlock"]
+
+
+def make_box(mode: str, monkeypatch: pytest.MonkeyPatch, **kwargs: object) -> Sandbox:
+    if mode == "plain":
+        return Sandbox(layers=False)
+    if mode == "landlock":
+        if not (landlock.works() and seccomp.works()):
+            pytest.skip("Landlock or seccomp does not work here")
+        forced = {"read_denial": LANDLOCK, "network_off": SECCOMP}
+        monkeypatch.setattr(
+            sandbox_module, "plan_layers", lambda: LayerPlan(commands=forced, calls=forced)
+        )
+    box = Sandbox(best_effort=True, **kwargs)  # type: ignore[arg-type]
+    if box.capabilities.get(READ_DENIAL) != ("bubblewrap" if mode == "bubblewrap" else LANDLOCK):
+        pytest.skip(f"{mode} does not deny reads here: {missing(READ_DENIAL)}")
+    return box
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_default_sandbox_hides_credentials(
+    home: dict[str, str], mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = make_box(mode, monkeypatch)
+    result = await box.run(["bash", "-c", 'echo ran; cat "$@" /etc/shadow', "sh", *home])
+
+    seen = result.stdout.complete + result.stderr.complete
+    assert seen.startswith(b"ran\n"), seen
+    assert [token for token in home.values() if token.encode() in seen] == (
+        list(home.values()) if mode == "plain" else []
+    )
+    shadow = _shadow_line()
+    if shadow is not None:  # readable by the test's user: root
+        assert (shadow in seen) is (mode == "plain")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_allow_read_brings_one_back(
+    home: dict[str, str], mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    netrc = next(path for path in home if path.endswith(".netrc"))
+    box = make_box(mode, monkeypatch, allow_read=[netrc])
+    result = await box.run(["bash", "-c", 'cat "$@"', "sh", *home])
+
+    seen = result.stdout.complete + result.stderr.complete
+    readable = [path for path, token in home.items() if token.encode() in seen]
+    assert readable == (list(home) if mode == "plain" else [netrc])
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
+async def test_call_cannot_read_credentials(home: dict[str, str], confined: bool) -> None:
+    box = Sandbox() if confined else Sandbox(layers=False)
+    if confined and READ_DENIAL not in box.call_capabilities:
+        pytest.skip(f"calls get no read denial here: {missing(READ_DENIAL)}")
+
+    def read_all() -> list[str]:
+        seen = []
+        for path in home:
+            try:
+                seen.append(Path(path).read_text().strip())
+            except PermissionError:
+                seen.append("denied")
+        return seen
+
+    assert await box.call(read_all) == (["denied"] * len(home) if confined else list(home.values()))
+
+
+def test_denied_paths_cover_the_account_home_and_home_variable(
+    home: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_module, "plan_layers", LayerPlan)
+    denied = Sandbox(best_effort=True).confinement.read_denied
+    account_home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    fake_home = os.path.realpath(os.environ["HOME"])
+    assert f"{account_home}/.ssh" in denied
+    assert f"{fake_home}/.ssh" in denied
+    assert "/etc/shadow" in denied
+    home_entries = [entry for entry in CREDENTIAL_PATHS if entry.startswith("~/")]
+    assert len(denied) == 2 * len(home_entries) + len(CREDENTIAL_PATHS) - len(home_entries)
+
+
+def test_allow_read_inside_a_denied_directory_is_refused(
+    home: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_module, "plan_layers", LayerPlan)
+    ssh = os.path.realpath(os.path.join(os.environ["HOME"], ".ssh"))
+    with pytest.raises(ValueError) as raised:
+        Sandbox(best_effort=True, allow_read=[f"{ssh}/known_hosts"])
+    assert str(raised.value) == (
+        f"allow_read '{ssh}/known_hosts' lies inside '{ssh}', which stays denied; "
+        f"allow '{ssh}' instead"
+    )
+    everything = Sandbox(best_effort=True, allow_read=["/"], read_denied=["/srv/x"])
+    assert everything.confinement.read_denied == ()
+
+
+async def test_secret_variables_are_still_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t")
+    result = await Sandbox(best_effort=True).run(["env"])
+    assert b"AWS_SECRET_ACCESS_KEY" not in result.stdout.complete
+    assert b"PATH=" in result.stdout.complete
