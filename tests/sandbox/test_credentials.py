@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,17 +29,20 @@ PLANTED = (".ssh/id_rsa", ".aws/credentials", ".netrc")
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """A home with a secret token in each of PLANTED; returns path -> token."""
-    home = tmp_path / "home"
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """A home with a secret token in each of PLANTED, and a public one in ``.bashrc``
+    (the first entry, readable everywhere); returns path -> token. It lives outside
+    /tmp, which bubblewrap replaces with a private one."""
+    home = Path(tempfile.mkdtemp(prefix="sandbox-home-", dir="/var/tmp"))
     tokens = {}
-    for relative in PLANTED:
+    for relative in (".bashrc", *PLANTED):
         path = home / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         tokens[str(path)] = secrets.token_hex(16)
         path.write_text(tokens[str(path)] + "\n")
     monkeypatch.setenv("HOME", str(home))
-    return tokens
+    yield tokens
+    shutil.rmtree(home)
 
 
 def _shadow_line() -> bytes | None:
@@ -73,8 +81,9 @@ async def test_default_sandbox_hides_credentials(
 
     seen = result.stdout.complete + result.stderr.complete
     assert seen.startswith(b"ran\n"), seen
-    assert [token for token in home.values() if token.encode() in seen] == (
-        list(home.values()) if mode == "plain" else []
+    public = next(iter(home))
+    assert [path for path, token in home.items() if token.encode() in seen] == (
+        list(home) if mode == "plain" else [public]
     )
     shadow = _shadow_line()
     if shadow is not None:  # readable by the test's user: root
@@ -91,7 +100,7 @@ async def test_allow_read_brings_one_back(
 
     seen = result.stdout.complete + result.stderr.complete
     readable = [path for path, token in home.items() if token.encode() in seen]
-    assert readable == (list(home) if mode == "plain" else [netrc])
+    assert readable == (list(home) if mode == "plain" else [next(iter(home)), netrc])
 
 
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
@@ -109,7 +118,10 @@ async def test_call_cannot_read_credentials(home: dict[str, str], confined: bool
                 seen.append("denied")
         return seen
 
-    assert await box.call(read_all) == (["denied"] * len(home) if confined else list(home.values()))
+    public, *secret = home.values()
+    assert await box.call(read_all) == (
+        [public, *["denied"] * len(secret)] if confined else [public, *secret]
+    )
 
 
 def test_denied_paths_cover_the_account_home_and_home_variable(
@@ -146,3 +158,55 @@ async def test_secret_variables_are_still_dropped(monkeypatch: pytest.MonkeyPatc
     result = await Sandbox(best_effort=True).run(["env"])
     assert b"AWS_SECRET_ACCESS_KEY" not in result.stdout.complete
     assert b"PATH=" in result.stdout.complete
+
+
+# --- the command line ----------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": home}
+    return subprocess.run(
+        [sys.executable, "-m", "workspace_tools", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap for commands")
+@pytest.mark.parametrize(
+    ("flags", "readable"),
+    [
+        ([], ["notes"]),
+        (["--allow-read", "~/.netrc"], ["notes", "netrc"]),
+        (["--deny-read", "notes.txt"], []),
+    ],
+)
+def test_cli_sandbox_takes_deny_read_and_allow_read(
+    tmp_path: Path, home: dict[str, str], flags: list[str], readable: list[str]
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    notes_token = secrets.token_hex(16)
+    (workspace / "notes.txt").write_text(notes_token + "\n")
+    netrc = next(path for path in home if path.endswith(".netrc"))
+    home_dir = os.environ["HOME"]
+    flags = [flag.replace("~", home_dir) for flag in flags]
+    flags = [str(workspace / f) if f == "notes.txt" else f for f in flags]
+    done = cli(
+        "call", "run_command", f"command=cat notes.txt {netrc}", "--root", str(workspace),
+        "--sandbox", *flags, home=home_dir,
+    )  # fmt: skip
+    seen = {"notes": notes_token in done.stdout, "netrc": home[netrc] in done.stdout}
+    assert [name for name, shown in seen.items() if shown] == readable, done.stdout
+
+
+def test_cli_read_flags_need_the_sandbox(tmp_path: Path) -> None:
+    done = cli("call", "list_files", "--root", str(tmp_path), "--deny-read", "/x", home="/")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "workspace-tools: error: --deny-read and --allow-read need --sandbox\n"
