@@ -8,6 +8,7 @@ taken once, what a command (which may be wrapped in bubblewrap) and a forked Pyt
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from dataclasses import fields as fields_of
@@ -101,6 +102,19 @@ def why_missing(protection: str, kind: str) -> str:
     return missing(protection)
 
 
+def layer_confinement(confinement: Confinement, mechanisms: dict[str, str]) -> Confinement:
+    """The confinement the layers apply: what ``mechanisms`` enforce of ``confinement``,
+    everything else left open. Bubblewrap starts from a read-only root and Landlock from
+    no right at all, so unconfined writes must be spelled "/ is writable"."""
+    return Confinement(
+        writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
+        read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
+        read_only=confinement.read_only if HOST_EXEC_PROTECTION in mechanisms else (),
+        network=NETWORK_OFF not in mechanisms,
+        max_processes=confinement.max_processes,
+    )
+
+
 def command_spec(
     confinement: Confinement,
     mechanisms: dict[str, str],
@@ -111,20 +125,18 @@ def command_spec(
     """The layer part of a supervisor job spec (``argv``, ``child_layers``,
     ``confinement``, ``seccomp_fd``, and under bubblewrap an empty ``env`` for bwrap
     itself) for a command under ``mechanisms``."""
+    layered = layer_confinement(confinement, mechanisms)
     # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
-    fields = {f.name: getattr(confinement, f.name) for f in fields_of(confinement)}
+    fields = {f.name: getattr(layered, f.name) for f in fields_of(layered)}
     spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": fields}
     if BUBBLEWRAP in mechanisms.values():
         network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
-        layered = Confinement(
-            # bubblewrap starts from a read-only root: unconfined writes mean "/" writable.
-            writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
-            read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
-            read_only=confinement.read_only if HOST_EXEC_PROTECTION in mechanisms else (),
-            network=not network_off,
-        )
         spec["argv"] = bwrap.wrap_argv(
-            layered, argv, cwd, env, seccomp_fd=SECCOMP_FD if network_off else None
+            dataclasses.replace(layered, network=not network_off),
+            argv,
+            cwd,
+            env,
+            seccomp_fd=SECCOMP_FD if network_off else None,
         )
         # The command's environment travels in bwrap's --setenv options; bwrap itself
         # needs none, and so its processes do not pass for the command's.

@@ -33,6 +33,7 @@ from ._layered import (
     child_layers,
     command_spec,
     enforced,
+    layer_confinement,
     plan_layers,
     seccomp_filter,
     wanted,
@@ -297,10 +298,11 @@ class Sandbox:
         """What a forked child does before its call: the portable level, limits, layers."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
-        layers = child_layers(enforced(self._plan.calls, confinement))
+        mechanisms = enforced(self._plan.calls, confinement)
+        layers = child_layers(mechanisms)
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
-        fields = dataclasses.asdict(confinement)
+        fields = dataclasses.asdict(layer_confinement(confinement, mechanisms))
         limits = self.limits
         allowlist = self.env_allowlist
 

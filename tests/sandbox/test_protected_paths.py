@@ -182,6 +182,7 @@ async def test_call_cannot_plant_a_git_hook(
 
     assert await box.call(plant) == ("EROFS" if protected else "planted")
     await _child_forked_ahead(box)
+    box.close()
     (repo / "notes.txt").write_text("work\n")
     git(repo, "add", "notes.txt")
     commit = git(repo, "commit", "-q", "-m", "agent work")
