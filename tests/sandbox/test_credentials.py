@@ -212,3 +212,19 @@ def test_cli_read_flags_need_the_sandbox(tmp_path: Path) -> None:
     done = cli("call", "list_files", "--root", str(tmp_path), "--deny-read", "/x", home="/")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "workspace-tools: error: --deny-read and --allow-read need --sandbox\n"
+
+
+async def test_hiding_credentials_leaves_writes_open_to_a_call(
+    home: dict[str, str], tmp_path: Path
+) -> None:
+    # Landlock denies every right it is not told to grant: read denial alone must still
+    # grant writes everywhere.
+    box = Sandbox()
+    if READ_DENIAL not in box.call_capabilities:
+        pytest.skip(f"calls get no read denial here: {missing(READ_DENIAL)}")
+    target = tmp_path / "written.txt"
+    try:
+        assert await box.call(target.write_text, "x") == 1
+    finally:
+        box.close()
+    assert target.read_text() == "x"
