@@ -136,10 +136,12 @@ class Sandbox:
             max_processes=max_processes,
         )
         self.require = frozenset(require)
+        accepted = frozenset(best_effort) if not isinstance(best_effort, bool) else frozenset()
+        _check_names(self.require | accepted)
         if not layers or best_effort is True:
             self.best_effort: frozenset[str] = frozenset(PROTECTIONS)
         else:
-            self.best_effort = frozenset(best_effort or ())
+            self.best_effort = accepted
         self.env_allowlist = frozenset(env_allowlist)
         self._plan = plan_layers() if layers else LayerPlan()
         preload()  # forked calls become subreapers without loading libc each time
@@ -204,7 +206,9 @@ class Sandbox:
 
         Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
         name, whether it timed out, and the head and tail of each stream with its byte
-        count. A non-zero exit is a result, not an error.
+        count. A non-zero exit is a result, not an error. A protected path (see
+        ``host_exec_paths``) the command created is renamed to ``PATH.sandbox-blocked``
+        once it is done.
 
         Raises:
             SandboxError: the command could not be started.
@@ -213,6 +217,7 @@ class Sandbox:
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         mechanisms = enforced(self._plan.commands, confinement)
+        absent = self._absent_protected(mechanisms)  # before the layers bind what exists
         spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
         spec.setdefault("env", child_env)
         spec.update(
@@ -222,7 +227,6 @@ class Sandbox:
         )
         group = self._cgroup() if PROCESS_CAP in mechanisms else None
         spec["cgroup"] = group
-        absent = self._absent_protected(mechanisms)
         try:
             return await run_process(
                 self._launcher,
@@ -330,8 +334,6 @@ class Sandbox:
         ``best_effort``), or a required one nobody asked for."""
         asked = set(wanted(self.confinement))
         for protection in sorted(self.require):
-            if protection not in PROTECTIONS:
-                raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
             # Writes may be required confined before the writable dirs are known
             # (workspace_tools adds the workspace); until then only the temp dir is.
             if protection not in asked and protection != WRITE_CONFINEMENT:
@@ -401,6 +403,12 @@ _DROPS = {
     PROCESS_CAP: "max_processes=None",
     HOST_EXEC_PROTECTION: "host_exec_paths=()",
 }
+
+
+def _check_names(protections: Collection[str]) -> None:
+    for protection in sorted(protections):
+        if protection not in PROTECTIONS:
+            raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
 
 
 def _enter_child(env: dict[str, str]) -> None:

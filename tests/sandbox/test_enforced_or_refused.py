@@ -170,3 +170,9 @@ async def test_fork_bomb_is_capped_on_the_host(
     else:
         assert forked == 200
     assert survivors(marker) == []
+
+
+def test_unknown_protection_in_best_effort_is_refused() -> None:
+    with pytest.raises(ValueError) as raised:
+        Sandbox(layers=False, best_effort=["process_caps"])
+    assert str(raised.value).startswith("unknown protection 'process_caps'; one of (")
