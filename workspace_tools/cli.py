@@ -137,7 +137,10 @@ def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
         if args.deny_read or args.allow_read:
             raise UsageError("--deny-read and --allow-read need --sandbox")
         return None
-    return {"read_denied": args.deny_read or [], "allow_read": args.allow_read or []}
+    return {
+        "read_denied": [os.path.expanduser(p) for p in args.deny_read or []],
+        "allow_read": [os.path.expanduser(p) for p in args.allow_read or []],
+    }
 
 
 def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:

@@ -185,7 +185,7 @@ def cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
     ("flags", "readable"),
     [
         ([], ["notes"]),
-        (["--allow-read", "~/.netrc"], ["notes", "netrc"]),
+        (["--allow-read=~/.netrc"], ["notes", "netrc"]),
         (["--deny-read", "notes.txt"], []),
     ],
 )
@@ -197,8 +197,7 @@ def test_cli_sandbox_takes_deny_read_and_allow_read(
     notes_token = secrets.token_hex(16)
     (workspace / "notes.txt").write_text(notes_token + "\n")
     netrc = next(path for path in home if path.endswith(".netrc"))
-    home_dir = os.environ["HOME"]
-    flags = [flag.replace("~", home_dir) for flag in flags]
+    home_dir = os.environ["HOME"]  # the CLI expands ~ where the shell did not
     flags = [str(workspace / f) if f == "notes.txt" else f for f in flags]
     done = cli(
         "call", "run_command", f"command=cat notes.txt {netrc}", "--root", str(workspace),
