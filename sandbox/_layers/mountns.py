@@ -7,8 +7,10 @@ user namespace mapping its own uid and gid, which gives it that capability over 
 mount namespace only. Mounts are made private first, so nothing propagates to the host.
 
 The bind mounts hold only while the child cannot undo them: Landlock, applied after them,
-forbids a process every change of its mount topology (mount, umount, pivot_root), so this
-layer is used only together with Landlock (see `sandbox._layered`).
+forbids a process every change of its mount topology (mount, umount, pivot_root), and it
+cannot rejoin the host's mount namespace either (namespace files get no Landlock rule, and
+setns by pidfd needs ptrace access, which Landlock denies outside the child's domain). So
+this layer is used only together with Landlock (see `sandbox._layered`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ would create. Control runs (no layers, or the protection turned off) prove the a
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import subprocess
@@ -32,6 +33,8 @@ from sandbox._layers import (
 )
 
 pytestmark = pytest.mark.anyio
+
+CLONE_NEWNS = 0x00020000
 
 GIT_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -241,3 +244,38 @@ def test_host_exec_paths_are_reported_and_can_be_chosen(tmp_path: Path) -> None:
     assert Sandbox(best_effort=True).confinement.read_only == ()
     confined = Sandbox(best_effort=True).confined_to(str(tmp_path))
     assert confined.confinement.read_only[0] == f"{tmp_path}/.git"
+
+
+async def test_call_cannot_rejoin_the_hosts_mount_namespace(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the host's mount namespace `.git` is writable again: a child (root here) that
+    # could setns(2) there, by a namespace file or a pidfd of init, would undo the binds.
+    # Landlock refuses both: nsfs files get no rule, and ptrace access (which setns by
+    # pidfd checks) to a process outside the child's domain is denied.
+    box = make_box("landlock", repo, monkeypatch)
+    hook = repo / ".git" / "hooks" / "pre-commit"
+
+    def rejoin_and_plant() -> list[str]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        seen = []
+        try:
+            os.open("/proc/1/ns/mnt", os.O_RDONLY)
+            seen.append("opened")
+        except OSError as exc:
+            seen.append(errno.errorcode[exc.errno or 0])
+        pidfd = os.pidfd_open(1)
+        if libc.setns(pidfd, CLONE_NEWNS) != 0:
+            seen.append(errno.errorcode[ctypes.get_errno()])
+        try:
+            hook.write_text("#!/bin/sh\n")
+            seen.append("planted")
+        except OSError as exc:
+            seen.append(errno.errorcode[exc.errno or 0])
+        return seen
+
+    try:
+        assert await box.call(rejoin_and_plant) == ["EACCES", "EPERM", "EROFS"]
+    finally:
+        box.close()
+    assert not hook.exists()
