@@ -36,8 +36,7 @@ _MISSING = {
     PROCESS_CAP: f"no layer caps processes; needs {cgroup.DELEGATION_HINT}",
     HOST_EXEC_PROTECTION: "no layer keeps paths inside writable directories read-only; "
     f"needs bubblewrap ({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount "
-    "namespace (root, or unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1"
-    ")",
+    "namespace (root, or user namespaces: sysctl user.max_user_namespaces > 0)",
 }
 
 

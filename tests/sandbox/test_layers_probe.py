@@ -62,7 +62,7 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
         (_layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
         (_layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
         (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),
-        (_layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespace")),
+        (_layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
     ],
 )
 def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[str, ...]) -> None:
