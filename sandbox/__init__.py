@@ -3,6 +3,7 @@ under limits, and says which protections it really enforced."""
 
 from ._capture import CapturedOutput
 from ._confinement import Confinement
+from ._defaults import CREDENTIAL_PATHS, HOST_EXEC_PATHS
 from ._env import DEFAULT_ENV_ALLOWLIST
 from ._errors import SandboxError, SandboxUnavailable
 from ._limits import SandboxLimits
@@ -10,7 +11,9 @@ from ._process import ProcessResult
 from ._sandbox import Sandbox
 
 __all__ = [
+    "CREDENTIAL_PATHS",
     "DEFAULT_ENV_ALLOWLIST",
+    "HOST_EXEC_PATHS",
     "CapturedOutput",
     "Confinement",
     "ProcessResult",

@@ -15,11 +15,14 @@ class Confinement:
     Attributes:
         writable: absolute directories writes are allowed in (workspace root, private tmp).
         read_denied: absolute paths whose contents must not be readable.
+        read_only: absolute paths inside ``writable`` directories that stay read-only
+            (tools on the host execute what they hold; see ``HOST_EXEC_PATHS``).
         network: False forbids TCP/UDP and host Unix sockets.
         max_processes: cap on simultaneous processes in the child's tree, None for no cap.
     """
 
     writable: tuple[str, ...] = ()
     read_denied: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
     network: bool = True
     max_processes: int | None = None

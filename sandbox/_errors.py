@@ -4,12 +4,15 @@ from __future__ import annotations
 
 
 class SandboxUnavailable(RuntimeError):
-    """A required protection that no isolation layer on this host can give.
+    """A protection asked for (by an argument, a default or ``require=``) that no
+    isolation layer on this host can give, and that the caller did not accept to go
+    without (``best_effort``).
 
     Attributes:
         protection: the protection asked for (``"write_confinement"``, ``"read_denial"``,
-            ``"network_off"``, ``"process_cap"``).
-        fix: what is missing and how to get it.
+            ``"network_off"``, ``"process_cap"``, ``"host_exec_protection"``).
+        fix: the mechanism that is missing, how to get it, and (when not required) how
+            to run without it.
     """
 
     def __init__(self, protection: str, fix: str) -> None:

@@ -8,6 +8,7 @@ taken once, what a command (which may be wrapped in bubblewrap) and a forked Pyt
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from dataclasses import fields as fields_of
@@ -16,8 +17,9 @@ from typing import Any
 from ._confinement import Confinement
 from ._layers import (
     BUBBLEWRAP,
-    CGROUP_V2,
+    HOST_EXEC_PROTECTION,
     LANDLOCK,
+    MOUNT_NAMESPACE,
     NETWORK_OFF,
     PROCESS_CAP,
     READ_DENIAL,
@@ -27,6 +29,7 @@ from ._layers import (
     cgroup,
     landlock,
     missing,
+    mountns,
     probe,
     seccomp,
 )
@@ -56,11 +59,13 @@ def plan_layers() -> LayerPlan:
     calls: dict[str, str] = {}
     if landlock.works():
         calls[WRITE_CONFINEMENT] = calls[READ_DENIAL] = LANDLOCK
+        if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE or mountns.works():
+            calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
     if seccomp.works():
         calls[NETWORK_OFF] = SECCOMP
     parent = None
     if PROCESS_CAP in commands:
-        calls[PROCESS_CAP] = CGROUP_V2
+        calls[PROCESS_CAP] = commands[PROCESS_CAP]
         with contextlib.suppress(OSError):
             parent = cgroup.locate()
     return LayerPlan(commands, calls, parent)
@@ -77,6 +82,8 @@ def wanted(confinement: Confinement) -> list[str]:
         asked.append(NETWORK_OFF)
     if confinement.max_processes is not None:
         asked.append(PROCESS_CAP)
+    if confinement.read_only:
+        asked.append(HOST_EXEC_PROTECTION)
     return asked
 
 
@@ -95,6 +102,19 @@ def why_missing(protection: str, kind: str) -> str:
     return missing(protection)
 
 
+def layer_confinement(confinement: Confinement, mechanisms: dict[str, str]) -> Confinement:
+    """The confinement the layers apply: what ``mechanisms`` enforce of ``confinement``,
+    everything else left open. Bubblewrap starts from a read-only root and Landlock from
+    no right at all, so unconfined writes must be spelled "/ is writable"."""
+    return Confinement(
+        writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
+        read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
+        read_only=confinement.read_only if HOST_EXEC_PROTECTION in mechanisms else (),
+        network=NETWORK_OFF not in mechanisms,
+        max_processes=confinement.max_processes,
+    )
+
+
 def command_spec(
     confinement: Confinement,
     mechanisms: dict[str, str],
@@ -103,21 +123,24 @@ def command_spec(
     env: dict[str, str],
 ) -> dict[str, Any]:
     """The layer part of a supervisor job spec (``argv``, ``child_layers``,
-    ``confinement``, ``seccomp_fd``) for a command under ``mechanisms``."""
+    ``confinement``, ``seccomp_fd``, and under bubblewrap an empty ``env`` for bwrap
+    itself) for a command under ``mechanisms``."""
+    layered = layer_confinement(confinement, mechanisms)
     # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
-    fields = {f.name: getattr(confinement, f.name) for f in fields_of(confinement)}
+    fields = {f.name: getattr(layered, f.name) for f in fields_of(layered)}
     spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": fields}
     if BUBBLEWRAP in mechanisms.values():
         network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
-        layered = Confinement(
-            # bubblewrap starts from a read-only root: unconfined writes mean "/" writable.
-            writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
-            read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
-            network=not network_off,
-        )
         spec["argv"] = bwrap.wrap_argv(
-            layered, argv, cwd, env, seccomp_fd=SECCOMP_FD if network_off else None
+            dataclasses.replace(layered, network=not network_off),
+            argv,
+            cwd,
+            env,
+            seccomp_fd=SECCOMP_FD if network_off else None,
         )
+        # The command's environment travels in bwrap's --setenv options; bwrap itself
+        # needs none, and so its processes do not pass for the command's.
+        spec["env"] = {}
         if network_off:
             spec["seccomp_fd"] = SECCOMP_FD
     spec["child_layers"] = child_layers(mechanisms)
@@ -127,6 +150,8 @@ def command_spec(
 def child_layers(mechanisms: dict[str, str]) -> list[str]:
     """Layers a child applies to itself before exec or before running a callable."""
     names = []
+    if mechanisms.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE:
+        names.append(MOUNT_NAMESPACE)  # before Landlock, which then locks the mounts
     if LANDLOCK in mechanisms.values():
         names.append(LANDLOCK)
     if mechanisms.get(NETWORK_OFF) == SECCOMP:
@@ -137,8 +162,9 @@ def child_layers(mechanisms: dict[str, str]) -> list[str]:
 def apply_child_layers(
     names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
 ) -> None:
-    """In a single-threaded child: join ``cgroup_dir`` and apply Landlock and seccomp as
-    ``names`` says. ``confinement`` holds the :class:`Confinement` fields (lists are fine).
+    """In a single-threaded child: join ``cgroup_dir`` and apply the read-only binds of a
+    mount namespace, Landlock and seccomp as ``names`` says. ``confinement`` holds the
+    :class:`Confinement` fields (lists are fine).
 
     Raises:
         OSError: a layer refused; the child must not go on to run untrusted work.
@@ -146,6 +172,8 @@ def apply_child_layers(
     if cgroup_dir:
         cgroup.add_process(cgroup_dir)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
+    if MOUNT_NAMESPACE in names:
+        mountns.make_read_only(fields["read_only"])
     if LANDLOCK in names:
         landlock.apply(Confinement(**fields))
     if SECCOMP in names:

@@ -15,6 +15,14 @@ from typing import Any
 import anyio
 
 from ._confinement import Confinement
+from ._defaults import (
+    HOST_EXEC_PATHS,
+    credential_paths,
+    homes,
+    read_only_paths,
+    set_aside,
+    without_allowed,
+)
 from ._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
 from ._errors import SandboxUnavailable
 from ._fork import ForkedCaller
@@ -25,12 +33,14 @@ from ._layered import (
     child_layers,
     command_spec,
     enforced,
+    layer_confinement,
     plan_layers,
     seccomp_filter,
     wanted,
     why_missing,
 )
 from ._layers import (
+    HOST_EXEC_PROTECTION,
     NETWORK_OFF,
     PROCESS_CAP,
     PROTECTIONS,
@@ -51,28 +61,45 @@ class Sandbox:
     environment allowlist, resource limits, a cap on kept output, and on timeout SIGTERM,
     a grace period, then SIGKILL of the whole process tree (on Linux a subreaper catches
     detached grandchildren). It is not a security boundary. The isolation layers found at
-    construction (bubblewrap, Landlock, seccomp, cgroup v2) add the protections asked for:
-    ``writable`` confines writes, ``read_denied`` hides paths, ``network=False`` turns the
-    network off (the default), ``max_processes`` caps the process count.
+    construction (bubblewrap, Landlock, seccomp, a mount namespace, cgroups) add the
+    protections asked for: ``writable`` confines writes, with ``host_exec_paths`` kept
+    read-only inside each writable directory; the credential files of
+    :data:`CREDENTIAL_PATHS` and ``read_denied`` are hidden; ``network=False`` turns the
+    network off (the default); ``max_processes`` caps the process count.
+
+    Every protection asked for, defaults included, is enforced or the constructor raises
+    :class:`SandboxUnavailable`, unless ``best_effort`` accepts going without it.
 
     Args:
         limits: resource limits; :class:`SandboxLimits` defaults when omitted.
         writable: absolute directories writes are confined to (a private temp dir is
             added); empty: writes are not confined.
-        read_denied: absolute paths whose contents the child must not read.
-        network: False (default) turns TCP, UDP and host Unix sockets off where a layer can.
-        max_processes: cap on the processes of one child's tree (cgroup v2 pids).
-        require: protections that must be enforced (``"write_confinement"``,
-            ``"read_denial"``, ``"network_off"``, ``"process_cap"``); never silently
-            dropped.
+        read_denied: absolute paths whose contents the child must not read, on top of
+            :data:`CREDENTIAL_PATHS` (in the account's home and in ``$HOME``).
+        allow_read: paths taken off the denied ones: every denied entry equal to or
+            beneath one of them becomes readable (``["/"]``: none is denied).
+        host_exec_paths: paths, relative to each writable directory, that stay read-only
+            because tools on the host execute what they hold (:data:`HOST_EXEC_PATHS`:
+            ``.git``, ``.envrc``, ``.vscode``, ...); ``()`` allows writes to them.
+        network: False (default) turns TCP, UDP and host Unix sockets off.
+        max_processes: cap on the processes of one child's tree (cgroup pids).
+        require: protections that must be enforced even under ``best_effort``
+            (``"write_confinement"``, ``"read_denial"``, ``"network_off"``,
+            ``"process_cap"``, ``"host_exec_protection"``).
+        best_effort: True to go on without any protection no layer here gives, or the
+            names of those that may be left out; ``capabilities`` then says what is
+            enforced. False (default): every one asked for is enforced or this raises.
         env_allowlist: variables the child inherits from this process (plus ``LC_*``).
-        layers: False for the portable level only (no probing, no isolation layers).
+        layers: False for the portable level only (no probing, no isolation layers, and
+            no protection asked for beyond it, as with ``best_effort=True``).
 
     Raises:
-        SandboxUnavailable: a required protection no layer on this host can give to
-            commands; the message names what is missing and how to get it.
-        ValueError: a required protection that the other arguments do not ask for, or
-            an unknown protection name.
+        SandboxUnavailable: a protection asked for that no layer on this host can give to
+            commands, and that ``best_effort`` does not cover; the message names the
+            mechanism it needs and how to get it (or how to accept its absence).
+        ValueError: a required protection that the other arguments do not ask for, an
+            unknown protection name, or an ``allow_read`` path inside a path that stays
+            denied.
 
     Example:
         >>> box = Sandbox(writable=["/work/project"], require=["write_confinement"])
@@ -85,27 +112,44 @@ class Sandbox:
         limits: SandboxLimits | None = None,
         writable: Sequence[str] = (),
         read_denied: Sequence[str] = (),
+        allow_read: Sequence[str] = (),
+        host_exec_paths: Collection[str] = HOST_EXEC_PATHS,
         network: bool = False,
         max_processes: int | None = None,
         require: Collection[str] = (),
+        best_effort: bool | Collection[str] = False,
         env_allowlist: Collection[str] = DEFAULT_ENV_ALLOWLIST,
         layers: bool = True,
     ) -> None:
         self.limits = limits or SandboxLimits()
+        self.host_exec_paths = tuple(host_exec_paths)
+        denied = [*credential_paths(homes(os.environ)), *read_denied]
+        writable_dirs = tuple(os.path.realpath(p) for p in writable)
         self.confinement = Confinement(
-            writable=tuple(os.path.realpath(p) for p in writable),
-            read_denied=tuple(os.path.realpath(p) for p in read_denied),
+            writable=writable_dirs,
+            read_denied=without_allowed(
+                dict.fromkeys(os.path.realpath(p) for p in denied),
+                [os.path.realpath(p) for p in allow_read],
+            ),
+            read_only=read_only_paths(writable_dirs, self.host_exec_paths),
             network=network,
             max_processes=max_processes,
         )
         self.require = frozenset(require)
+        accepted = frozenset(best_effort) if not isinstance(best_effort, bool) else frozenset()
+        _check_names(self.require | accepted)
+        if not layers or best_effort is True:
+            self.best_effort: frozenset[str] = frozenset(PROTECTIONS)
+        else:
+            self.best_effort = accepted
         self.env_allowlist = frozenset(env_allowlist)
         self._plan = plan_layers() if layers else LayerPlan()
         preload()  # forked calls become subreapers without loading libc each time
         self._launcher = Launcher()
         self._private_tmp: str | None = None
         self._caller: ForkedCaller | None = None
-        self._check_required()
+        self._caller_absent: list[str] = []
+        self._check_enforceable()
 
     @property
     def capabilities(self) -> dict[str, str]:
@@ -127,10 +171,17 @@ class Sandbox:
         It shares this one's probe and spawn server."""
         clone = object.__new__(Sandbox)
         clone.__dict__.update(self.__dict__)
-        paths = (*self.confinement.writable, *(os.path.realpath(p) for p in writable))
-        clone.confinement = dataclasses.replace(self.confinement, writable=paths)
+        added = tuple(os.path.realpath(p) for p in writable)
+        clone.confinement = dataclasses.replace(
+            self.confinement,
+            writable=(*self.confinement.writable, *added),
+            read_only=(
+                *self.confinement.read_only,
+                *read_only_paths(added, self.host_exec_paths),
+            ),
+        )
         clone._caller = None  # its children are set up for other confinement
-        clone._check_required()
+        clone._check_enforceable()
         return clone
 
     async def run(
@@ -155,7 +206,9 @@ class Sandbox:
 
         Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
         name, whether it timed out, and the head and tail of each stream with its byte
-        count. A non-zero exit is a result, not an error.
+        count. A non-zero exit is a result, not an error. A protected path (see
+        ``host_exec_paths``) the command created is renamed to ``PATH.sandbox-blocked``
+        once it is done.
 
         Raises:
             SandboxError: the command could not be started.
@@ -164,10 +217,11 @@ class Sandbox:
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         mechanisms = enforced(self._plan.commands, confinement)
+        absent = self._absent_protected(mechanisms)  # before the layers bind what exists
         spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
+        spec.setdefault("env", child_env)
         spec.update(
             cwd=cwd,
-            env=child_env,
             rlimits=self.limits.rlimits(),
             memory_bytes=self.limits.memory_bytes,
         )
@@ -184,6 +238,7 @@ class Sandbox:
                 output_bytes=self.limits.output_bytes,
             )
         finally:
+            set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
 
@@ -197,45 +252,61 @@ class Sandbox:
         cancelled, taking the child's whole tree down.
 
         Raises:
-            SandboxUnavailable: a required protection no layer can give to a Python call.
+            SandboxUnavailable: a protection asked for that no layer can give to a Python
+                call (a required one, or one ``best_effort`` does not cover).
             SandboxError: the child died by a signal (``.signal`` names it, e.g.
                 ``"SIGSEGV"``) or exited without a result.
             TimeoutError: ``limits.timeout_seconds`` passed.
             Exception: whatever ``fn`` raised.
         """
-        for protection in sorted(self.require):
-            if protection not in self._plan.calls:
-                raise SandboxUnavailable(protection, why_missing(protection, "calls"))
+        self._check_calls()
         limits = self.limits
-        if PROCESS_CAP in self.call_capabilities:
+        mechanisms = self.call_capabilities
+        absent = self._absent_protected(mechanisms)
+        if PROCESS_CAP in mechanisms:
             # A cgroup per call: the child must join its own, so none is forked ahead.
             group = self._cgroup()
             caller = ForkedCaller(self._child_setup(group), warm=False)
         else:
             group = None
-            caller = self._forked_caller()
+            caller = self._forked_caller(absent)
         try:
             with anyio.fail_after(limits.timeout_seconds):
                 return await caller.call(fn, args, kwargs, limits.grace_seconds)
         finally:
+            set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
 
-    def _forked_caller(self) -> ForkedCaller:
+    def _forked_caller(self, absent: list[str]) -> ForkedCaller:
+        """The caller whose children are forked ahead; a new one when a protected path
+        appeared or went since its children were set up (they bound what existed)."""
         caller = self._caller
-        if caller is None or caller.owner != os.getpid():
+        if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
+            if caller is not None and caller.owner == os.getpid():
+                caller.close()
             caller = self._caller = ForkedCaller(self._child_setup(None))
+            self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
+
+    def _absent_protected(self, mechanisms: dict[str, str]) -> list[str]:
+        """The protected paths (``host_exec_paths`` in the writable directories) that do
+        not exist now, when ``mechanisms`` protect them: a layer can only bind over what
+        exists, so one created by the child is set aside after it (see ``set_aside``)."""
+        if HOST_EXEC_PROTECTION not in mechanisms:
+            return []
+        return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
     def _child_setup(self, group: str | None) -> Callable[[], None]:
         """What a forked child does before its call: the portable level, limits, layers."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
-        layers = child_layers(enforced(self._plan.calls, confinement))
+        mechanisms = enforced(self._plan.calls, confinement)
+        layers = child_layers(mechanisms)
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
-        fields = dataclasses.asdict(confinement)
+        fields = dataclasses.asdict(layer_confinement(confinement, mechanisms))
         limits = self.limits
         allowlist = self.env_allowlist
 
@@ -258,19 +329,39 @@ class Sandbox:
         if self._caller is not None:
             self._caller.close()
 
-    def _check_required(self) -> None:
+    def _check_enforceable(self) -> None:
+        """Raise for a protection asked for that commands cannot get here (see
+        ``best_effort``), or a required one nobody asked for."""
         asked = set(wanted(self.confinement))
         for protection in sorted(self.require):
-            if protection not in PROTECTIONS:
-                raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
             # Writes may be required confined before the writable dirs are known
             # (workspace_tools adds the workspace); until then only the temp dir is.
             if protection not in asked and protection != WRITE_CONFINEMENT:
                 raise ValueError(
                     f"{protection} is required but not asked for: pass {_ASKS[protection]}"
                 )
+        for protection in sorted(asked | self.require):
             if protection not in self._plan.commands:
-                raise SandboxUnavailable(protection, why_missing(protection, "commands"))
+                self._unavailable(protection, "commands")
+
+    def _check_calls(self) -> None:
+        """The same check for a Python call (no bubblewrap), on each call."""
+        asked = set(wanted(self._confinement_with_tmp({})))
+        for protection in sorted(asked | self.require):
+            if protection not in self._plan.calls:
+                self._unavailable(protection, "calls")
+
+    def _unavailable(self, protection: str, kind: str) -> None:
+        """Raise SandboxUnavailable for ``protection`` missing for ``kind``, unless the
+        caller accepted going without it."""
+        if protection in self.require:
+            raise SandboxUnavailable(protection, why_missing(protection, kind))
+        if protection not in self.best_effort:
+            raise SandboxUnavailable(
+                protection,
+                f"{why_missing(protection, kind)}; to run without it, pass "
+                f"best_effort=True (or best_effort=[{protection!r}]) or {_DROPS[protection]}",
+            )
 
     def child_env(self) -> dict[str, str]:
         """The environment a child gets by default: this process's allowlisted variables."""
@@ -301,7 +392,23 @@ _ASKS = {
     READ_DENIAL: "read_denied=[paths]",
     NETWORK_OFF: "network=False",
     PROCESS_CAP: "max_processes=N",
+    HOST_EXEC_PROTECTION: "writable=[dirs] with host_exec_paths",
 }
+
+#: The argument that stops asking for each protection.
+_DROPS = {
+    WRITE_CONFINEMENT: "writable=()",
+    READ_DENIAL: "allow_read=['/']",
+    NETWORK_OFF: "network=True",
+    PROCESS_CAP: "max_processes=None",
+    HOST_EXEC_PROTECTION: "host_exec_paths=()",
+}
+
+
+def _check_names(protections: Collection[str]) -> None:
+    for protection in sorted(protections):
+        if protection not in PROTECTIONS:
+            raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
 
 
 def _enter_child(env: dict[str, str]) -> None:

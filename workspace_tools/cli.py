@@ -105,7 +105,7 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--json is not valid JSON: {exc}") from exc
     else:
         arguments = parse_key_values(args.pairs)
-    chosen = _find_tool(_workspace_tools(args.root, sandbox=args.sandbox), args.tool)
+    chosen = _find_tool(_workspace_tools(args.root, sandbox=_sandbox_options(args)), args.tool)
     call_id = "cli-call"
     if args.events:
         out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
@@ -136,14 +136,48 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
+    """The :class:`Sandbox` arguments of ``--sandbox``, ``--deny-read`` and
+    ``--allow-read``; None without ``--sandbox``.
+
+    Raises:
+        UsageError: ``--deny-read`` or ``--allow-read`` without ``--sandbox``.
+    """
+    if not args.sandbox:
+        if args.deny_read or args.allow_read:
+            raise UsageError("--deny-read and --allow-read need --sandbox")
+        return None
+    return {
+        "read_denied": [os.path.expanduser(p) for p in args.deny_read or []],
+        "allow_read": [os.path.expanduser(p) for p in args.allow_read or []],
+    }
+
+
+def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--sandbox", action="store_true", help=help_text)
+    parser.add_argument(
+        "--deny-read",
+        action="append",
+        metavar="PATH",
+        help="with --sandbox, also hide PATH from the call (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-read",
+        action="append",
+        metavar="PATH",
+        help="with --sandbox, let the call read PATH although it is a credential path "
+        "hidden by default, e.g. ~/.netrc (repeatable)",
+    )
+
+
 def _workspace_tools(
-    root: str, read_only: bool = False, *, sandbox: bool = False
+    root: str, read_only: bool = False, *, sandbox: dict[str, list[str]] | None = None
 ) -> list[Tool[Any]]:
-    """The tools over ``root``; with ``sandbox``, every call runs in a :class:`Sandbox` whose
-    writes are confined to the root where a layer can confine them."""
+    """The tools over ``root``; with ``sandbox`` (:class:`Sandbox` arguments), every call
+    runs in a sandbox whose writes are confined to the root."""
     try:
-        box = Sandbox() if sandbox else None
-    except SandboxUnavailable as exc:
+        box = Sandbox(**sandbox) if sandbox is not None else None
+    except (SandboxUnavailable, ValueError) as exc:
         raise UsageError(f"--sandbox: {exc}") from exc
     try:
         tools = workspace_tools(root, sandbox=box)
@@ -157,7 +191,7 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from .adapters.mcp import create_server, elicitation_confirm, serve_stdio
 
-    tools = _workspace_tools(args.root, args.read_only, sandbox=args.sandbox)
+    tools = _workspace_tools(args.root, args.read_only, sandbox=_sandbox_options(args))
     root = os.path.realpath(args.root)
     instructions = f"Tools confined to the workspace {root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
@@ -214,13 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
     call.add_argument("--json", help="tool arguments as one JSON object")
     call.add_argument("--root", default=".", help="workspace root (default: current directory)")
-    call.add_argument("--sandbox", action="store_true", help="run the call in the sandbox")
+    _add_sandbox_arguments(call, "run the call in the sandbox")
     call.add_argument("--events", action="store_true", help="print wire events as JSON lines")
     call.set_defaults(handler=run_call)
 
     mcp = sub.add_parser("mcp", help="serve the tools to an MCP client over stdio")
     mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
-    mcp.add_argument("--sandbox", action="store_true", help="run every call in the sandbox")
+    _add_sandbox_arguments(mcp, "run every call in the sandbox")
     mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
     add_policy_arguments(mcp)
     mcp.set_defaults(handler=run_mcp)

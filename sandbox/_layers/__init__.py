@@ -9,18 +9,21 @@ one-line message for a protection nobody can give.
 
 from __future__ import annotations
 
-from . import bwrap, cgroup, landlock, seccomp
+from . import bwrap, cgroup, landlock, mountns, seccomp
 
 WRITE_CONFINEMENT = "write_confinement"
 READ_DENIAL = "read_denial"
 NETWORK_OFF = "network_off"
 PROCESS_CAP = "process_cap"
-PROTECTIONS = (WRITE_CONFINEMENT, READ_DENIAL, NETWORK_OFF, PROCESS_CAP)
+HOST_EXEC_PROTECTION = "host_exec_protection"
+PROTECTIONS = (WRITE_CONFINEMENT, READ_DENIAL, NETWORK_OFF, PROCESS_CAP, HOST_EXEC_PROTECTION)
 
 BUBBLEWRAP = "bubblewrap"
 LANDLOCK = "landlock"
 SECCOMP = "seccomp"
 CGROUP_V2 = "cgroup-v2"
+CGROUP_V1 = "cgroup-v1"
+MOUNT_NAMESPACE = "mount-namespace"
 
 _LANDLOCK_HINT = "Landlock (Linux >= 5.13 with landlock in the boot-time lsm= list)"
 _MISSING = {
@@ -31,17 +34,25 @@ _MISSING = {
     NETWORK_OFF: "no layer turns the network off; needs seccomp filters "
     "(a Linux kernel built with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64)",
     PROCESS_CAP: f"no layer caps processes; needs {cgroup.DELEGATION_HINT}",
+    HOST_EXEC_PROTECTION: "no layer keeps paths inside writable directories read-only; "
+    f"needs bubblewrap ({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount "
+    "namespace (root, or user namespaces: sysctl user.max_user_namespaces > 0)",
 }
 
 
 def probe() -> dict[str, str]:
     """Each protection this host can enforce -> the mechanism that gives it.
 
-    Keys are from `PROTECTIONS`; values are `BUBBLEWRAP`, `LANDLOCK`, `SECCOMP` or
-    `CGROUP_V2`; a protection no layer gives is absent. Every mechanism is tried for real:
-    bubblewrap runs `true` with the options `bwrap.wrap_argv` uses, Landlock and seccomp
-    are applied in a forked child that then checks their effect, and a trial cgroup is
-    created and removed. Takes a few tens of milliseconds; keep the result.
+    Keys are from `PROTECTIONS`; values are `BUBBLEWRAP`, `LANDLOCK`, `SECCOMP`,
+    `MOUNT_NAMESPACE`, `CGROUP_V2` or `CGROUP_V1`; a protection no layer gives is absent.
+    Every mechanism is tried for real: bubblewrap runs `true` with the options
+    `bwrap.wrap_argv` uses, Landlock, seccomp and the mount namespace are applied in a
+    forked child that then checks their effect, and a trial cgroup is created and removed.
+    Takes a few tens of milliseconds; keep the result.
+
+    Paths kept read-only inside writable directories (host exec protection) are
+    bubblewrap's read-only binds, or without it a mount namespace of the child's own,
+    which only Landlock keeps it from undoing.
 
     Where bubblewrap works it is preferred for files; network off under bubblewrap also
     needs seccomp (for host Unix sockets), so "bubblewrap" is given for it only when both
@@ -56,11 +67,26 @@ def probe() -> dict[str, str]:
     files = BUBBLEWRAP if has_bwrap else LANDLOCK if has_landlock else None
     if files:
         found[WRITE_CONFINEMENT] = found[READ_DENIAL] = files
+    if has_bwrap:
+        found[HOST_EXEC_PROTECTION] = BUBBLEWRAP
+    elif has_landlock and mountns.works():
+        found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
     if has_seccomp:
         found[NETWORK_OFF] = BUBBLEWRAP if has_bwrap else SECCOMP
-    if cgroup.available() is None:
-        found[PROCESS_CAP] = CGROUP_V2
+    process_cap = process_cap_mechanism()
+    if process_cap:
+        found[PROCESS_CAP] = process_cap
     return found
+
+
+def process_cap_mechanism(parent: str | None = None) -> str | None:
+    """`CGROUP_V2` or `CGROUP_V1` when `cgroup.locate(parent)` finds where to cap
+    processes, else None."""
+    try:
+        located = cgroup.locate(parent)
+    except OSError:
+        return None
+    return CGROUP_V1 if cgroup.is_v1(located) else CGROUP_V2
 
 
 def missing(protection: str) -> str:

@@ -80,7 +80,8 @@ def _load_libc() -> ctypes.CDLL | None:
 _LIBC = _load_libc()
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library, loaded once; raises OSError(ENOSYS) where there is none."""
     if _LIBC is None:
         raise OSError(errno.ENOSYS, "no C library to make system calls through")
     return _LIBC
@@ -88,7 +89,7 @@ def _libc() -> ctypes.CDLL:
 
 def syscall(number: int, *args: int | ctypes.c_void_p | ctypes.c_size_t | ctypes.c_uint32) -> int:
     """Call syscall `number`; returns its non-negative result or raises OSError with errno."""
-    result = _libc().syscall(ctypes.c_long(number), *args)
+    result = libc().syscall(ctypes.c_long(number), *args)
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, f"syscall {number}: {os.strerror(code)}")
@@ -97,8 +98,7 @@ def syscall(number: int, *args: int | ctypes.c_void_p | ctypes.c_size_t | ctypes
 
 def prctl(option: int, arg2: int | ctypes.c_void_p, arg3: int = 0) -> None:
     """prctl(2) with the trailing arguments zero; raises OSError on failure."""
-    libc = _libc()
-    result = libc.prctl(
+    result = libc().prctl(
         ctypes.c_int(option),
         arg2 if isinstance(arg2, ctypes.c_void_p) else ctypes.c_ulong(arg2),
         ctypes.c_ulong(arg3),

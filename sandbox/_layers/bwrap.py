@@ -75,7 +75,8 @@ def wrap_argv(
     Args:
         confinement: what the command may touch. The most specific entry of `writable` or
             `read_denied` containing a path decides it (a denied file inside the workspace
-            stays hidden; a workspace inside a denied home stays writable). A denied
+            stays hidden; a workspace inside a denied home stays writable); `read_only`
+            paths are bound read-only over their writable directory. A denied
             directory becomes an empty read-only tmpfs; over a denied file `/dev/null` is
             bound on a nodev mount, so opening it fails with EACCES. Paths that do not
             exist are skipped. `max_processes` is not bubblewrap's (see `cgroup`).
@@ -145,9 +146,11 @@ _WRITABLE, _VISIBLE, _DENIED = 0, 1, 2
 
 
 def _mounts(confinement: Confinement, visible: Collection[str] = ()) -> list[str]:
-    """Bind and tmpfs options, shallowest first so deeper (more specific) ones win."""
+    """Bind and tmpfs options, shallowest first so deeper (more specific) ones win.
+    A read-only path inside a writable directory is bound over it read-only, like a
+    visible one."""
     entries = [(path, _WRITABLE) for path in confinement.writable]
-    entries += [(path, _VISIBLE) for path in visible]
+    entries += [(path, _VISIBLE) for path in (*visible, *confinement.read_only)]
     entries += [(path, _DENIED) for path in confinement.read_denied]
     resolved = {(os.path.realpath(path), kind) for path, kind in entries if os.path.lexists(path)}
     options: list[str] = []

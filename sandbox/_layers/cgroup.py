@@ -7,8 +7,11 @@ writing "1" to `cgroup.kill` (Linux >= 5.14) SIGKILLs every process in it, forks
 
 Typical delegation: systemd's `Delegate=yes` (e.g. `systemd-run --user --scope -p
 Delegate=yes ...`) or a container runtime giving the container its own cgroup namespace.
-Without one, `RLIMIT_NPROC` is the only process cap, and it binds per user, not per call,
-and not at all for root (CAP_SYS_RESOURCE and CAP_SYS_ADMIN bypass it).
+Without one, a process running as root creates its per-call cgroups in the cgroup v1
+`pids` hierarchy where one is mounted (hybrid hosts; Documentation/admin-guide/cgroup-v1/
+pids.rst: the same `pids.max`, no `cgroup.kill`, so the listed pids are killed until none
+is left). `RLIMIT_NPROC` is no substitute: it binds per user, not per call, and not at all
+for root (CAP_SYS_RESOURCE and CAP_SYS_ADMIN bypass it).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import time
 
 DELEGATION_HINT = (
     "a delegated cgroup v2 subtree with the pids controller (systemd Delegate=yes, or a "
-    "container with its own cgroup namespace)"
+    "container with its own cgroup namespace), or running as root where the cgroup v1 "
+    "pids controller is mounted"
 )
 
 
@@ -58,17 +62,41 @@ def locate(parent: str | None = None) -> str:
     """The directory under which per-call cgroups with a `pids.max` can be created.
 
     `parent` names a delegated cgroup directory explicitly; by default the calling
-    process's own cgroup is used. Proves it by creating and removing a trial child.
+    process's own cgroup v2 is used, and failing that, for root, its own cgroup in the v1
+    `pids` hierarchy. Proves it by creating and removing a trial child.
     Raises CgroupUnavailable naming what is missing.
     """
-    if parent is None:
-        parent = own_directory()
+    if parent is not None:
+        return _locate_v2(parent)
+    try:
+        return _locate_v2(own_directory())
+    except CgroupUnavailable as exc:
+        v1 = _own_v1_pids_directory() if os.geteuid() == 0 else None
+        if v1 is None:
+            raise
+        try:
+            remove(create(v1, max_processes=1))
+        except OSError as v1_exc:
+            raise CgroupUnavailable(
+                exc.errno,
+                f"{exc.strerror}; and as root in the cgroup v1 pids hierarchy "
+                f"at {v1}: {v1_exc.strerror}",
+            ) from v1_exc
+        return v1
+
+
+def is_v1(cgroup: str) -> bool:
+    """True when `cgroup` is a directory of a cgroup v1 hierarchy (no cgroup.controllers)."""
+    return not os.path.exists(os.path.join(cgroup, "cgroup.controllers"))
+
+
+def _locate_v2(parent: str) -> str:
     controllers = _read(os.path.join(parent, "cgroup.controllers")).split()
     if "pids" not in controllers:
         raise CgroupUnavailable(
             errno.EOPNOTSUPP,
             f"cgroup v2 at {parent} has no pids controller"
-            + (" (it is bound to cgroup v1 here)" if _pids_on_v1() else "")
+            + (" (it is bound to cgroup v1 here)" if _v1_pids_mount() else "")
             + f"; needs {DELEGATION_HINT}",
         )
     if "pids" not in _read(os.path.join(parent, "cgroup.subtree_control")).split():
@@ -163,6 +191,9 @@ def _wait_unpopulated(cgroup: str, timeout: float, *, retry_kill: bool) -> None:
     # cgroup.events signals each change of "populated" with POLLPRI (cgroup-v2.rst).
     deadline = time.monotonic() + timeout
     events = os.path.join(cgroup, "cgroup.events")
+    if not os.path.exists(events):
+        _wait_empty_v1(cgroup, deadline)
+        return
     with open(events, "rb", buffering=0) as handle:
         poller = select.poll()
         poller.register(handle, select.POLLPRI | select.POLLERR)
@@ -177,6 +208,40 @@ def _wait_unpopulated(cgroup: str, timeout: float, *, retry_kill: bool) -> None:
                 # Without cgroup.kill, a fork can race the kill: kill the newcomers too.
                 _kill_listed(cgroup)
             poller.poll(min(remaining, 0.1) * 1000)
+
+
+def _wait_empty_v1(cgroup: str, deadline: float) -> None:
+    # cgroup v1 has no populated event: kill the newcomers and look again until none is
+    # listed (a killed process leaves the list once it is reaped, within milliseconds).
+    while True:
+        if not _read(os.path.join(cgroup, "cgroup.procs")).split():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"processes remain in {cgroup} after SIGKILL")
+        _kill_listed(cgroup)
+        time.sleep(0.005)
+
+
+def _own_v1_pids_directory() -> str | None:
+    """This process's cgroup in a mounted cgroup v1 `pids` hierarchy, or None."""
+    mount = _v1_pids_mount()
+    if mount is None:
+        return None
+    with open("/proc/self/cgroup") as handle:
+        # Lines are "ID:CONTROLLERS:PATH" (cgroups(7)).
+        path = next(
+            (
+                line.rstrip("\n").split(":", 2)[2]
+                for line in handle
+                if "pids" in line.split(":", 2)[1].split(",")
+            ),
+            None,
+        )
+    if path is None:
+        return None
+    mount_point, root = mount
+    relative = path[len(root) :] if path.startswith(root) and root != "/" else path
+    return os.path.normpath(os.path.join(mount_point, relative.lstrip("/")))
 
 
 def own_directory() -> str:
@@ -194,14 +259,15 @@ def own_directory() -> str:
     return os.path.normpath(os.path.join(mount_point, relative.lstrip("/")))
 
 
-def _pids_on_v1() -> bool:
+def _v1_pids_mount() -> tuple[str, str] | None:
+    """(mount point, root) of the cgroup v1 hierarchy holding the pids controller."""
     with open("/proc/self/mountinfo") as handle:
         for line in handle:
-            _, _, after = line.partition(" - ")
-            fields = after.split()
-            if fields[:1] == ["cgroup"] and "pids" in fields[-1].split(","):
-                return True
-    return False
+            before, _, after = line.partition(" - ")
+            fields, source = before.split(), after.split()
+            if source[:1] == ["cgroup"] and "pids" in source[-1].split(",") and len(fields) >= 5:
+                return _unescape(fields[4]), _unescape(fields[3])
+    return None
 
 
 def _read(path: str) -> str:

@@ -24,7 +24,9 @@ def test_probe_names_only_known_protections_and_mechanisms(found: dict[str, str]
         _layers.BUBBLEWRAP,
         _layers.LANDLOCK,
         _layers.SECCOMP,
+        _layers.MOUNT_NAMESPACE,
         _layers.CGROUP_V2,
+        _layers.CGROUP_V1,
     }
 
 
@@ -59,7 +61,8 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
         (_layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock")),
         (_layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
         (_layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
-        (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes")),
+        (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),
+        (_layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
     ],
 )
 def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[str, ...]) -> None:

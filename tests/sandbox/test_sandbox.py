@@ -27,7 +27,7 @@ import pytest
 from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox import _sandbox as sandbox_module
 from sandbox._layered import LayerPlan
-from sandbox._layers import LANDLOCK, SECCOMP, landlock, missing, seccomp
+from sandbox._layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, missing, mountns, seccomp
 from sandbox._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
 from tests._waiting import DEADLINE, poll_async, wait_until_async
@@ -92,12 +92,15 @@ def command_box(
     if mode == "plain":
         return new_box(layers=False, network=True)
     if mode == "landlock":
-        if not (landlock.works() and seccomp.works()):
-            pytest.skip("Landlock or seccomp does not work here: " + missing(protection))
+        if not (landlock.works() and seccomp.works() and mountns.works()):
+            pytest.skip(
+                "Landlock, seccomp or a mount namespace does not work here: " + missing(protection)
+            )
         forced = {
             "write_confinement": LANDLOCK,
             "read_denial": LANDLOCK,
             "network_off": SECCOMP,
+            "host_exec_protection": MOUNT_NAMESPACE,
         }
         monkeypatch.setattr(
             sandbox_module, "plan_layers", lambda: LayerPlan(commands=forced, calls={})
@@ -492,13 +495,13 @@ def test_process_cap_required_without_cgroup_raises_or_is_enforced() -> None:
     except SandboxUnavailable as exc:
         assert exc.fix == missing("process_cap")
     else:
-        assert box.capabilities["process_cap"] == "cgroup-v2"
+        assert box.capabilities["process_cap"] in ("cgroup-v2", "cgroup-v1")
 
 
 @pytest.mark.parametrize(
     ("protection", "asks", "fix"),
     [
-        ("read_denial", {}, "read_denied=[paths]"),
+        ("read_denial", {"allow_read": ["/"]}, "read_denied=[paths]"),
         ("network_off", {"network": True}, "network=False"),
         ("process_cap", {}, "max_processes=N"),
     ],
@@ -514,7 +517,7 @@ async def test_protection_missing_for_calls_is_sandbox_unavailable(
 ) -> None:
     plan = LayerPlan(commands={"network_off": "bubblewrap"}, calls={})
     monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
-    box = Sandbox(network=False, require=["network_off"])
+    box = Sandbox(network=False, require=["network_off"], allow_read=["/"])
     answering = tool(name="answer", description="answers", parameters=NoArgs, execute=_answer)
     result = await invoke_tool(answering, {}, sandbox=box)
     assert result.error_code == ErrorCode.SANDBOX_UNAVAILABLE

@@ -1,0 +1,135 @@
+"""What a sandbox protects unless told otherwise: credential files no child may read, and
+paths inside writable directories that tools on the host later execute."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+from collections.abc import Iterable, Mapping
+
+#: Credential locations no sandboxed child may read by default. ``~/`` entries are taken in
+#: the account's home (from the password database) and in ``$HOME`` when they differ.
+#: ``Sandbox(allow_read=[...])`` brings one back.
+CREDENTIAL_PATHS: tuple[str, ...] = (
+    "~/.ssh",  # SSH private keys, agent sockets, known hosts
+    "~/.gnupg",  # GnuPG private keys and trust database
+    "~/.aws",  # AWS CLI and SDK credentials and SSO caches
+    "~/.azure",  # Azure CLI tokens
+    "~/.config/gcloud",  # Google Cloud SDK credentials and access tokens
+    "~/.oci",  # Oracle Cloud CLI keys
+    "~/.kube",  # kubectl configs with cluster certificates and tokens
+    "~/.docker",  # docker login credentials (config.json "auths")
+    "~/.config/containers/auth.json",  # podman and buildah registry logins
+    "~/.netrc",  # logins curl, git, ftp and pip send to hosts
+    "~/.pgpass",  # PostgreSQL passwords
+    "~/.my.cnf",  # MySQL client passwords
+    "~/.git-credentials",  # git's credential store helper
+    "~/.config/gh",  # GitHub CLI tokens (hosts.yml)
+    "~/.config/hub",  # hub's GitHub token
+    "~/.vault-token",  # HashiCorp Vault token
+    "~/.terraform.d/credentials.tfrc.json",  # Terraform Cloud tokens
+    "~/.password-store",  # pass, the standard Unix password manager
+    "~/.local/share/keyrings",  # GNOME keyring
+    "~/.npmrc",  # npm registry tokens
+    "~/.pypirc",  # PyPI upload tokens
+    "~/.gem/credentials",  # RubyGems API key
+    "~/.cargo/credentials.toml",  # crates.io token
+    "~/.cargo/credentials",  # crates.io token (before Cargo 1.46)
+    "~/.config/composer/auth.json",  # Composer registry logins
+    "~/.composer/auth.json",  # Composer registry logins (older layout)
+    "~/.m2/settings-security.xml",  # Maven's master password
+    "/etc/shadow",  # password hashes
+    "/etc/gshadow",  # group password hashes
+)
+
+#: Paths, relative to each writable directory, kept read-only by default because tools on
+#: the host run what they hold: git runs hooks and ``core.fsmonitor``/``core.hooksPath``
+#: and filters from ``.git/config`` on ``git status``; direnv runs ``.envrc`` on ``cd``;
+#: editors run tasks and settings on folder open; dev containers run
+#: ``initializeCommand`` on the host; commit hook managers run what they list.
+#: ``Sandbox(host_exec_paths=())`` allows writes to them.
+HOST_EXEC_PATHS: tuple[str, ...] = (
+    ".git",  # hooks, config (fsmonitor, hooksPath, filters, aliases), or a gitdir pointer
+    ".envrc",  # direnv
+    ".vscode",  # VS Code tasks.json (runOn folderOpen), settings.json, launch.json
+    ".idea",  # JetBrains run configurations and startup tasks
+    ".devcontainer",  # initializeCommand runs on the host
+    ".husky",  # git hooks installed by husky (core.hooksPath)
+    ".pre-commit-config.yaml",  # commands the pre-commit hook runs
+)
+
+
+def homes(environ: Mapping[str, str]) -> list[str]:
+    """The account's home directory from the password database and ``$HOME`` (one entry
+    when they are the same; absolute, symbolic links resolved)."""
+    found = []
+    with contextlib.suppress(KeyError):  # a uid without an entry (some containers)
+        found.append(pwd.getpwuid(os.getuid()).pw_dir)
+    if os.path.isabs(environ.get("HOME", "")):
+        found.append(environ["HOME"])
+    return list(dict.fromkeys(os.path.realpath(home) for home in found))
+
+
+def credential_paths(home_dirs: Iterable[str]) -> list[str]:
+    """:data:`CREDENTIAL_PATHS` as absolute paths, each ``~/`` entry once per home."""
+    paths = []
+    home_dirs = list(home_dirs)
+    for entry in CREDENTIAL_PATHS:
+        if entry.startswith("~/"):
+            paths += [os.path.join(home, entry[2:]) for home in home_dirs]
+        else:
+            paths.append(entry)
+    return paths
+
+
+def without_allowed(denied: Iterable[str], allowed: Iterable[str]) -> tuple[str, ...]:
+    """``denied`` less every entry equal to or beneath a path of ``allowed`` (absolute,
+    resolved paths).
+
+    Raises:
+        ValueError: an allowed path lies strictly inside a path that stays denied (a file
+            cannot be shown inside a hidden directory); the message names the directory.
+    """
+    allowed = list(allowed)
+    kept = tuple(p for p in denied if not any(_within(a, p) for a in allowed))
+    for path in allowed:
+        for entry in kept:
+            if _within(entry, path):
+                raise ValueError(
+                    f"allow_read {path!r} lies inside {entry!r}, which stays denied; "
+                    f"allow {entry!r} instead"
+                )
+    return kept
+
+
+def read_only_paths(writable: Iterable[str], names: Iterable[str]) -> tuple[str, ...]:
+    """Each of ``names`` (relative paths) inside each of the ``writable`` directories."""
+    names = list(names)
+    return tuple(os.path.join(root, name) for root in writable for name in names)
+
+
+def set_aside(paths: Iterable[str]) -> list[str]:
+    """Rename each of ``paths`` that exists to ``PATH.sandbox-blocked`` (with a random
+    suffix when that name is taken), so that no tool on the host finds it under its own
+    name; nothing is deleted. Returns the new names.
+
+    For protected paths a sandboxed child created: bind mounts can keep only existing
+    paths read-only, and binding a stand-in over an absent one would leave it on the host.
+    """
+    moved = []
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        target = f"{path}.sandbox-blocked"
+        if os.path.lexists(target):
+            target = f"{target}-{secrets.token_hex(4)}"
+        with contextlib.suppress(FileNotFoundError):  # gone in the meantime
+            os.rename(path, target)
+            moved.append(target)
+    return moved
+
+
+def _within(directory: str, path: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")

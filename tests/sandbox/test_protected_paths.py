@@ -1,0 +1,281 @@
+"""Paths that tools on the host execute stay read-only inside writable directories.
+
+A sandboxed command that could write `.git/hooks/pre-commit` or set `core.fsmonitor` gets
+code run on the host by the next `git status` or `git commit`. Each case runs the attack in
+the sandbox, then real git on the host, and looks for the marker files the planted commands
+would create. Control runs (no layers, or the protection turned off) prove the attack works.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from sandbox import HOST_EXEC_PATHS, Sandbox
+from sandbox import _sandbox as sandbox_module
+from sandbox._layered import LayerPlan
+from sandbox._layers import (
+    HOST_EXEC_PROTECTION,
+    LANDLOCK,
+    MOUNT_NAMESPACE,
+    SECCOMP,
+    landlock,
+    missing,
+    mountns,
+    seccomp,
+)
+
+pytestmark = pytest.mark.anyio
+
+CLONE_NEWNS = 0x00020000
+
+GIT_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """git on the host, as the user would run it after the agent's session."""
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=GIT_ENV, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    assert git(path, "init", "-q").returncode == 0
+    (path / "README").write_text("hello\n")
+    (path / ".envrc").write_text("export A=1\n")
+    assert git(path, "add", "README").returncode == 0
+    assert git(path, "commit", "-q", "-m", "first").returncode == 0
+    return path
+
+
+def _forced_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a host without bubblewrap uses: Landlock, seccomp, and a mount namespace."""
+    if not (landlock.works() and seccomp.works() and mountns.works()):
+        pytest.skip("Landlock, seccomp or a mount namespace does not work here")
+    forced = {
+        "write_confinement": LANDLOCK,
+        "read_denial": LANDLOCK,
+        "network_off": SECCOMP,
+        HOST_EXEC_PROTECTION: MOUNT_NAMESPACE,
+    }
+    plan = LayerPlan(commands=forced, calls=dict(forced))
+    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
+
+
+MODES = ["plain", "protection-off", "bubblewrap", "landlock"]
+
+
+def make_box(mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+    """The sandbox of one mode; "plain" and "protection-off" are the control runs."""
+    if mode == "plain":
+        return Sandbox(layers=False, network=True)
+    if mode == "landlock":
+        _forced_landlock(monkeypatch)
+    kwargs: dict[str, Any] = {"host_exec_paths": ()} if mode == "protection-off" else {}
+    try:
+        box = Sandbox(writable=[str(workspace)], **kwargs)
+    except Exception as exc:  # SandboxUnavailable: the layer is missing here
+        pytest.skip(str(exc))
+    expected = {"bubblewrap": "bubblewrap", "landlock": MOUNT_NAMESPACE}.get(mode)
+    if box.capabilities.get(HOST_EXEC_PROTECTION) != expected:
+        pytest.skip(f"{mode} does not protect paths here: {missing(HOST_EXEC_PROTECTION)}")
+    return box
+
+
+def attack(marker_dir: Path) -> str:
+    """A script planting two ways into the host's next git command, then writing what an
+    agent legitimately writes; each step prints its exit status."""
+    return f"""
+echo ran
+printf '#!/bin/sh\\ntouch {marker_dir}/hook-ran\\n' > .git/hooks/pre-commit; echo "hook $?"
+chmod +x .git/hooks/pre-commit 2>/dev/null
+git config core.fsmonitor 'touch {marker_dir}/fsmonitor-ran; false' 2>/dev/null
+echo "config $?"
+echo 'touch {marker_dir}/envrc-ran' >> .envrc; echo "envrc $?"
+echo work > notes.txt; echo "root file $?"
+mkdir -p src && echo work > src/a.txt; echo "subdir file $?"
+git rev-parse --verify -q HEAD >/dev/null; echo "git reads $?"
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_command_cannot_plant_code_the_hosts_git_runs(
+    repo: Path, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = make_box(mode, repo, monkeypatch)
+    config_before = (repo / ".git" / "config").read_bytes()
+    result = await box.run(["bash", "-c", attack(tmp_path)], cwd=str(repo), env=GIT_ENV)
+
+    protected = mode in ("bubblewrap", "landlock")
+    failed = "1" if protected else "0"
+    assert result.stdout.complete.decode().split("\n") == [
+        "ran",
+        f"hook {failed}",
+        f"config {'255' if protected else '0'}",
+        f"envrc {failed}",
+        "root file 0",
+        "subdir file 0",
+        "git reads 0",
+        "",
+    ], result.stderr.complete
+    assert ((repo / ".git" / "config").read_bytes() == config_before) is protected
+    assert (repo / ".envrc").read_text() == (
+        "export A=1\n" if protected else f"export A=1\ntouch {tmp_path}/envrc-ran\n"
+    )
+    assert (repo / "notes.txt").read_text() == (repo / "src" / "a.txt").read_text() == "work\n"
+
+    # The user's next git commands on the host.
+    git(repo, "status")
+    git(repo, "add", "notes.txt")
+    commit = git(repo, "commit", "-q", "-m", "agent work")
+
+    assert (tmp_path / "fsmonitor-ran").exists() is not protected
+    assert (tmp_path / "hook-ran").exists() is not protected
+    assert commit.returncode == 0, commit.stderr
+
+
+async def _child_forked_ahead(box: Sandbox) -> None:
+    """Wait (at most 5 s) for the child the sandbox forks ahead after a call. A fork in
+    flight would inherit the descriptors of a subprocess started meanwhile, among them
+    the pipe through which subprocess waits for its child's exec, and hold it open."""
+    for _ in range(500):
+        if box._caller is not None and box._caller._ahead is not None:
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("no child was forked ahead within 5 s")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_call_cannot_plant_a_git_hook(
+    repo: Path, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = make_box(mode, repo, monkeypatch)
+    protected = mode in ("bubblewrap", "landlock")
+    if protected and HOST_EXEC_PROTECTION not in box.call_capabilities:
+        pytest.skip(f"calls get no host exec protection here: {box.call_capabilities}")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    marker = tmp_path / "hook-ran"
+
+    def plant() -> str:
+        try:
+            hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+        hook.chmod(0o755)
+        (repo / "notes.txt").write_text("work\n")
+        return "planted"
+
+    assert await box.call(plant) == ("EROFS" if protected else "planted")
+    await _child_forked_ahead(box)
+    box.close()
+    (repo / "notes.txt").write_text("work\n")
+    git(repo, "add", "notes.txt")
+    commit = git(repo, "commit", "-q", "-m", "agent work")
+
+    assert commit.returncode == 0, commit.stderr
+    assert marker.exists() is not protected
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_protected_path_created_by_a_command_is_set_aside(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A workspace that is not a repository yet: bind mounts cannot keep an absent path
+    # read-only, so what the command created under a protected name is renamed after it.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = make_box(mode, workspace, monkeypatch)
+    script = (
+        "git init -q && git config core.fsmonitor 'touch marker' && echo init-ok; "
+        "mkdir .vscode && echo '{}' > .vscode/tasks.json && echo tasks-ok"
+    )
+    result = await box.run(["bash", "-c", script], cwd=str(workspace), env=GIT_ENV)
+
+    assert result.stdout.complete == b"init-ok\ntasks-ok\n", result.stderr.complete
+    protected = mode in ("bubblewrap", "landlock")
+    assert sorted(p.name for p in workspace.iterdir()) == (
+        [".git.sandbox-blocked", ".vscode.sandbox-blocked"] if protected else [".git", ".vscode"]
+    )
+    assert (workspace / ".vscode.sandbox-blocked" / "tasks.json").exists() is protected
+    status = git(workspace, "status")
+    assert (status.returncode != 0) is protected  # no repository left at the root
+
+
+async def test_git_pointer_file_stays_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worktree's `.git` is a file naming the git directory: rewriting it would point
+    # the host's git at a directory of the agent's making.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / ".git").write_text("gitdir: /nonexistent/main/.git/worktrees/ws\n")
+    box = make_box("bubblewrap", workspace, monkeypatch)
+    result = await box.run(
+        ["bash", "-c", "echo 'gitdir: evil' > .git; echo $?"], cwd=str(workspace)
+    )
+    assert result.stdout.complete == b"1\n"
+    assert (workspace / ".git").read_text() == "gitdir: /nonexistent/main/.git/worktrees/ws\n"
+
+
+def test_host_exec_paths_are_reported_and_can_be_chosen(tmp_path: Path) -> None:
+    box = Sandbox(writable=[str(tmp_path)], host_exec_paths=(".git", "Makefile"), best_effort=True)
+    assert box.confinement.read_only == (f"{tmp_path}/.git", f"{tmp_path}/Makefile")
+    assert Sandbox(writable=[str(tmp_path)], best_effort=True).confinement.read_only == tuple(
+        f"{tmp_path}/{name}" for name in HOST_EXEC_PATHS
+    )
+    assert Sandbox(best_effort=True).confinement.read_only == ()
+    confined = Sandbox(best_effort=True).confined_to(str(tmp_path))
+    assert confined.confinement.read_only[0] == f"{tmp_path}/.git"
+
+
+async def test_call_cannot_rejoin_the_hosts_mount_namespace(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In the host's mount namespace `.git` is writable again: a child (root here) that
+    # could setns(2) there, by a namespace file or a pidfd of init, would undo the binds.
+    # Landlock refuses both: nsfs files get no rule, and ptrace access (which setns by
+    # pidfd checks) to a process outside the child's domain is denied.
+    box = make_box("landlock", repo, monkeypatch)
+    hook = repo / ".git" / "hooks" / "pre-commit"
+
+    def rejoin_and_plant() -> list[str]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        seen = []
+        try:
+            os.open("/proc/1/ns/mnt", os.O_RDONLY)
+            seen.append("opened")
+        except OSError as exc:
+            seen.append(errno.errorcode[exc.errno or 0])
+        pidfd = os.pidfd_open(1)
+        if libc.setns(pidfd, CLONE_NEWNS) != 0:
+            seen.append(errno.errorcode[ctypes.get_errno()])
+        try:
+            hook.write_text("#!/bin/sh\n")
+            seen.append("planted")
+        except OSError as exc:
+            seen.append(errno.errorcode[exc.errno or 0])
+        return seen
+
+    try:
+        assert await box.call(rejoin_and_plant) == ["EACCES", "EPERM", "EROFS"]
+    finally:
+        box.close()
+    assert not hook.exists()
