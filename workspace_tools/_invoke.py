@@ -1,5 +1,5 @@
 """The one call pipeline: :func:`prepare` parses, validates and presents a call once;
-:func:`run_call` executes it (in process or in a sandbox, chosen in :func:`_execute`) and
+:func:`run_call` executes it (in process or in a sandbox, chosen there and only there) and
 builds its result. :func:`invoke_tool` is the two with nothing between; a session puts its
 policy, confirmation and cache between them."""
 
@@ -40,7 +40,7 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     """A message a model can act on: one line per bad field, with what was expected."""
     lines = [f"Invalid arguments for {tool_name}:"]
     for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        where = _where(err["loc"]) or "(arguments)"
         lines.append(f"- {where}: {err['msg']}")
     return "\n".join(lines)
 
@@ -104,30 +104,33 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     try:
         raw = _parse_arguments(arguments)
     except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
-        text = _as_text(arguments)
-        error = ToolError(
-            f"Invalid arguments for {tool.name}: not valid JSON ({exc})",
-            ErrorCode.INVALID_ARGUMENTS,
-        )
-        return Call(tool, call_id, text, None, error, (), tool.present(placeholder_args(tool)))
+        message = f"Invalid arguments for {tool.name}: not valid JSON ({exc})"
+        return _invalid(tool, call_id, _as_text(arguments), message)
     unknown = _unknown_arguments(tool.parameters, raw)
     try:
         args = tool.parameters.model_validate(raw)
     except ValidationError as exc:
-        message = format_validation_error(tool.name, exc)
-        error = ToolError("\n".join([message, *unknown]), ErrorCode.INVALID_ARGUMENTS)
-        missing = tuple(
-            ".".join(str(part) for part in err["loc"])
-            for err in exc.errors(include_url=False)
-            if err["type"] == "missing"
-        )
-        presentation = tool.present(placeholder_args(tool, raw))
-        return Call(tool, call_id, raw, None, error, missing, presentation)
+        message = "\n".join([format_validation_error(tool.name, exc), *unknown])
+        errors = exc.errors(include_url=False)
+        missing = tuple(_where(err["loc"]) for err in errors if err["type"] == "missing")
+        return _invalid(tool, call_id, raw, message, missing)
     if unknown:
-        message = "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
-        error = ToolError(message, ErrorCode.INVALID_ARGUMENTS)
-        return Call(tool, call_id, raw, None, error, (), tool.present(placeholder_args(tool, raw)))
+        return _invalid(
+            tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
+        )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
+
+
+def _invalid(
+    tool: Tool[Any], call_id: str, raw: Any, message: str, missing: tuple[str, ...] = ()
+) -> Call:
+    error = ToolError(message, ErrorCode.INVALID_ARGUMENTS)
+    presentation = tool.present(placeholder_args(tool, raw))
+    return Call(tool, call_id, raw, None, error, missing, presentation)
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
 
 
 def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
@@ -177,8 +180,8 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
 
 
 async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
-    """Run the call's ``execute``: in a child of ``sandbox`` when there is one, else in
-    process (a sync tool in a worker thread). The one place that chooses."""
+    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it),
+    else in process (a sync tool in a worker thread)."""
     tool, args = call.tool, call.args
     if sandbox is not None:
         return await call_in_sandbox(sandbox, tool, args, call.call_id)  # type: ignore[arg-type]
@@ -253,7 +256,6 @@ async def invoke_tool(
     (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
     exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
     """
-    started = time.perf_counter()
     call = prepare(tool, arguments, call_id)
     return await run_call(
         call,
@@ -261,7 +263,6 @@ async def invoke_tool(
         timeout=timeout,
         max_result_length=max_result_length,
         sandbox=sandbox,
-        started=started,
     )
 
 
@@ -272,15 +273,13 @@ async def run_call(
     timeout: float | None = None,
     max_result_length: int | None = None,
     sandbox: Sandbox | None = None,
-    started: float | None = None,
 ) -> ToolResult:
     """The last stage of every call: execute a prepared :class:`Call` (in ``sandbox``, else
     the tool's own :attr:`Tool.sandbox`, else in process) and build its result; a call whose
     arguments did not validate gives its error and never executes. Arguments as for
-    :func:`invoke_tool`; ``started`` is the :func:`time.perf_counter` the duration counts
-    from (default: now)."""
+    :func:`invoke_tool`."""
     tool = call.tool
-    started = time.perf_counter() if started is None else started
+    started = time.perf_counter()
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
     effective_timeout = timeout if timeout is not None else tool.timeout
     result = ToolResult(call_id=call.call_id, name=tool.name, max_result_length=limit)
