@@ -30,9 +30,9 @@ class ResultCache:
 
     Only read-only tools with a cache key are cached: the tool's :attr:`Tool.cache_key`, or
     the one ``keys`` names for it. A hit needs the fingerprint taken now to equal the one
-    taken before the earlier call ran; a stale entry is dropped. A call of a tool that
-    :attr:`Tool.invalidates` clears everything (:meth:`invalidate`), since no fingerprint
-    can say what a command changed. A disabled cache keeps nothing.
+    taken before the earlier call ran; a stale entry is dropped. A session clears everything
+    (:meth:`clear`) before a call of a tool that :attr:`Tool.invalidates`, since no
+    fingerprint can say what a command changed. A disabled cache keeps nothing.
     """
 
     def __init__(self, keys: Mapping[str, CacheKey], *, enabled: bool = True) -> None:
@@ -66,12 +66,6 @@ class ResultCache:
     def store(self, tool: Tool[Any], args: BaseModel, entry: CachedResult) -> None:
         """Keep ``entry`` for later identical calls."""
         self._entries[_key(tool.name, args)] = entry
-
-    def invalidate(self, tool: Tool[Any]) -> None:
-        """Before a call of ``tool`` runs: forget everything if it may change what others read
-        (even a failed or cancelled write or command may have changed the workspace)."""
-        if tool.invalidates:
-            self._entries.clear()
 
     def clear(self) -> None:
         """Forget every result."""

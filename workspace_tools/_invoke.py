@@ -40,30 +40,23 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     """A message a model can act on: one line per bad field, with what was expected."""
     lines = [f"Invalid arguments for {tool_name}:"]
     for err in exc.errors(include_url=False):
-        where = _where(err["loc"]) or "(arguments)"
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
         lines.append(f"- {where}: {err['msg']}")
     return "\n".join(lines)
 
 
-def _parse_arguments(arguments: Any) -> Any:
+def parse_arguments(arguments: Any) -> tuple[Any, ValueError | None]:
+    """Raw arguments as data (parsed JSON, a model dumped, ``{}`` for ``None``), and why they
+    are not JSON when they are not (the data is then the text as given)."""
     if isinstance(arguments, (str, bytes)):
-        return json.loads(arguments or "{}")
+        try:
+            return json.loads(arguments or "{}"), None
+        except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
+            text = arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
+            return text, exc
     if isinstance(arguments, BaseModel):
-        return arguments.model_dump()
-    return {} if arguments is None else arguments
-
-
-def arguments_data(arguments: Any) -> Any:
-    """Raw arguments as data for a record: parsed as :func:`prepare` parses them, or the
-    text as given when it is not JSON."""
-    try:
-        return _parse_arguments(arguments)
-    except ValueError:
-        return _as_text(arguments)
-
-
-def _as_text(arguments: str | bytes) -> str:
-    return arguments.decode("utf-8", "replace") if isinstance(arguments, bytes) else arguments
+        return arguments.model_dump(), None
+    return ({} if arguments is None else arguments), None
 
 
 def new_call_id() -> str:
@@ -73,19 +66,12 @@ def new_call_id() -> str:
 
 @dataclass(frozen=True)
 class Call:
-    """One call of one tool, parsed, validated and presented once by :func:`prepare`; every
-    later stage (policy, confirmation, cache, execution, the record) reads it.
+    """One call, parsed, validated and presented once (by :func:`prepare`) for every stage.
 
-    Attributes:
-        tool: the tool called.
-        call_id: the provider's tool-call id, or a random one.
-        raw: the arguments as data: parsed from JSON, dumped from a model, or the text as
-            given when it is not JSON.
-        args: the validated arguments; ``None`` exactly when ``error`` is set.
-        error: why they did not validate (``INVALID_ARGUMENTS``, naming each bad field).
-        missing: the required arguments that were absent (dotted paths).
-        presentation: the tool's presentation of the call; for arguments that did not
-            validate, of placeholders (see :func:`placeholder_args`).
+    ``raw``: the arguments as data (parsed JSON, a model dumped, or the text as given when
+    not JSON). ``args``: the validated arguments, ``None`` exactly when ``error`` says why
+    they did not validate; ``missing``: the absent required ones. ``presentation``: of the
+    arguments, or of placeholders when they did not validate (:func:`placeholder_args`).
     """
 
     tool: Tool[Any]
@@ -101,18 +87,17 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     """The :class:`Call` of ``tool`` with raw ``arguments`` (a dict, a JSON string or bytes,
     a model instance, ``None``); never raises for bad arguments, which it records instead."""
     call_id = call_id or new_call_id()
-    try:
-        raw = _parse_arguments(arguments)
-    except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
-        message = f"Invalid arguments for {tool.name}: not valid JSON ({exc})"
-        return _invalid(tool, call_id, _as_text(arguments), message)
+    raw, not_json = parse_arguments(arguments)
+    if not_json is not None:
+        message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
+        return _invalid(tool, call_id, raw, message)
     unknown = _unknown_arguments(tool.parameters, raw)
     try:
         args = tool.parameters.model_validate(raw)
     except ValidationError as exc:
         message = "\n".join([format_validation_error(tool.name, exc), *unknown])
         errors = exc.errors(include_url=False)
-        missing = tuple(_where(err["loc"]) for err in errors if err["type"] == "missing")
+        missing = tuple(".".join(map(str, e["loc"])) for e in errors if e["type"] == "missing")
         return _invalid(tool, call_id, raw, message, missing)
     if unknown:
         return _invalid(
@@ -127,10 +112,6 @@ def _invalid(
     error = ToolError(message, ErrorCode.INVALID_ARGUMENTS)
     presentation = tool.present(placeholder_args(tool, raw))
     return Call(tool, call_id, raw, None, error, missing, presentation)
-
-
-def _where(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc)
 
 
 def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:

@@ -18,9 +18,9 @@ from ._errors import ErrorCode, ToolError
 from ._invoke import (
     Call,
     OnUpdate,
-    arguments_data,
     call_os_error,
     new_call_id,
+    parse_arguments,
     prepare,
     run_call,
 )
@@ -108,9 +108,11 @@ class ToolSession:
         self.policy = policy
         self.confirm = confirm
         self._cache = ResultCache(fingerprints or {}, enabled=cache)
-        self._timeout = timeout
         self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
-        self._sandbox = sandbox
+        # The execution stage, the same as invoke_tool's.
+        self._execute = partial(
+            run_call, timeout=timeout, max_result_length=self._max_result_length, sandbox=sandbox
+        )
         self._record = SessionRecord()
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
@@ -223,7 +225,7 @@ class ToolSession:
     def _unknown(self, index: int, name: str, arguments: Any, call_id: str) -> ToolResult:
         """The failed step of a call of a tool the session does not have."""
         self._event(CallEvent, index, call_id, tool=name, presentation=None)
-        raw = arguments_data(arguments)
+        raw, _ = parse_arguments(arguments)
         known = ", ".join(sorted(self._by_name))
         message = f"Unknown tool {name!r}; the tools are: {known}"
         result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
@@ -244,7 +246,7 @@ class ToolSession:
         if args is None:
             # Invalid for another reason: run_call reports it and never executes, so the
             # workspace is unchanged and the cache stays.
-            result = await self._execute(call, on_update)
+            result = await self._execute(call, on_update=on_update)
             return self._finish(index, name, call.raw, result, failed=True)
 
         dumped = _shown(call)
@@ -277,10 +279,12 @@ class ToolSession:
             result = hit.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
             return self._finish(index, name, dumped, result, cached=True)
         fingerprint = self._cache.fingerprint(tool, args)
-        self._cache.invalidate(tool)
+        if tool.invalidates:
+            # Even a failed or cancelled write or command may have changed the workspace.
+            self._cache.clear()
         started = time.perf_counter()
         try:
-            result = await self._execute(call, on_update)
+            result = await self._execute(call, on_update=on_update)
         except anyio.get_cancelled_exc_class():
             ms = (time.perf_counter() - started) * 1000
             self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
@@ -322,15 +326,6 @@ class ToolSession:
         because = f": {answer.reason}" if answer.reason else "."
         text = f"Not run: the user declined this {tool.name} call{because}"
         return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
-
-    async def _execute(self, call: Call, on_update: OnUpdate | None) -> ToolResult:
-        return await run_call(
-            call,
-            on_update=on_update,
-            timeout=self._timeout,
-            max_result_length=self._max_result_length,
-            sandbox=self._sandbox,
-        )
 
     def _undecided(self, index: int, call: Call, exc: Exception) -> ToolResult:
         """The skipped step of a call whose policy check raised: an ``OSError`` (a path that
