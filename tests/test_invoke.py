@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -519,7 +518,7 @@ async def test_every_sandbox_door_runs_execute_in_a_child(box: Sandbox, door: st
     plain = tool(name="pid", description="", parameters=PidArgs, execute=_pid)
     updates: list[ToolUpdate] = []
     if door == "tool":
-        boxed = dataclasses.replace(plain, sandbox=box)
+        boxed = tool(name="pid", description="", parameters=PidArgs, execute=_pid, sandbox=box)
         result = await invoke_tool(boxed, {}, on_update=updates.append)
     elif door == "invoke_tool":
         result = await invoke_tool(plain, {}, on_update=updates.append, sandbox=box)

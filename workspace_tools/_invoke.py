@@ -64,7 +64,7 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Call:
     """One call, parsed, validated and presented once (by :func:`prepare`) for every stage.
 

@@ -166,8 +166,8 @@ class Tool(Generic[ArgsT]):
         read_only: the tool never changes anything.
         state: what a call run in a sandbox must carry in and out (see :class:`ToolState`).
         cache_key: for a read-only tool, a :data:`CacheKey`: a session serves a repeated
-            identical call from its earlier result while the key is unchanged. ``None``:
-            never cached. The workspace tools that read set it (the file's content hash,
+            identical call from its earlier result while the key is unchanged. ``None``
+            (default): never cached. The workspace tools that read set it (the file's content hash,
             the stat of the tree).
         invalidates_cache: a call may change what other calls read, so a session forgets
             its cached results before running it; ``None`` (default): when not ``read_only``.
