@@ -1,4 +1,5 @@
-"""Small tools that behave like the workspace tools, so session tests do not depend on them."""
+"""Small tools that behave like the workspace tools, so session tests do not depend on them;
+the reading ones declare their cache keys as the workspace tools do."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workspace_tools import ErrorCode, Tool, ToolContext, ToolError, ToolPresentation, tool
+from workspace_tools._fingerprint import file_fingerprint, tree_fingerprint
 from workspace_tools.workspace import Workspace
 
 
@@ -102,6 +104,7 @@ def session_tools(workspace: Workspace, runs: list[str] | None = None) -> list[T
             execute=read,
             presentation=present("Read file", "file-text", "path"),
             read_only=True,
+            cache_key=lambda a: file_fingerprint(workspace, a.path),
         ),
         tool(
             name="write_file",
@@ -124,6 +127,7 @@ def session_tools(workspace: Workspace, runs: list[str] | None = None) -> list[T
             execute=list_files,
             presentation=present("List files", "folder", "path"),
             read_only=True,
+            cache_key=lambda a: tree_fingerprint(workspace, a.path, a.recursive),
         ),
         tool(
             name="run_command",

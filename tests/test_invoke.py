@@ -5,17 +5,20 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 from pydantic import BaseModel, Field
 
+from sandbox import Sandbox
 from workspace_tools import (
     ErrorCode,
     ToolContext,
     ToolError,
     ToolPresentation,
+    ToolSession,
     ToolUpdate,
     invoke_tool,
     invoke_tool_sync,
@@ -23,6 +26,7 @@ from workspace_tools import (
     tool_output,
     tool_output_content,
 )
+from workspace_tools.adapters._common import invoke_call
 
 pytestmark = pytest.mark.anyio
 
@@ -490,3 +494,46 @@ def test_truncation_never_exceeds_limit(limit: int, expected: str) -> None:
     out = truncate_text("a" * 100, limit)
     assert len(out) <= limit
     assert out == expected
+
+
+# One pipeline: every way to ask for a sandbox runs execute in its child, with no updates.
+class PidArgs(BaseModel):
+    pass
+
+
+def _pid(args: PidArgs, context: ToolContext) -> dict[str, Any]:
+    context.update("progress")
+    return {"pid": os.getpid(), "reports_progress": context.reports_progress}
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    made = Sandbox(layers=False)
+    yield made
+    made.close()
+
+
+@pytest.mark.parametrize("door", ["tool", "invoke_tool", "session", "invoke_call"])
+async def test_every_sandbox_door_runs_execute_in_a_child(box: Sandbox, door: str) -> None:
+    plain = tool(name="pid", description="", parameters=PidArgs, execute=_pid)
+    updates: list[ToolUpdate] = []
+    if door == "tool":
+        boxed = tool(name="pid", description="", parameters=PidArgs, execute=_pid, sandbox=box)
+        result = await invoke_tool(boxed, {}, on_update=updates.append)
+    elif door == "invoke_tool":
+        result = await invoke_tool(plain, {}, on_update=updates.append, sandbox=box)
+    elif door == "session":
+        result = await ToolSession([plain], sandbox=box).call("pid", {}, None, updates.append)
+    else:
+        result = await invoke_call(box)(plain, {}, "c1", updates.append)
+    assert result.error is None, result.error
+    assert result.content["pid"] != os.getpid(), result.content
+    assert (result.content["reports_progress"], updates) == (False, [])
+
+
+async def test_in_process_the_same_tool_reports_progress() -> None:
+    plain = tool(name="pid", description="", parameters=PidArgs, execute=_pid)
+    updates: list[ToolUpdate] = []
+    result = await invoke_tool(plain, {}, on_update=updates.append)
+    assert result.content == {"pid": os.getpid(), "reports_progress": True}
+    assert [u.content for u in updates] == ["progress"]

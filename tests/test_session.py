@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 from session_tools import session_tools
 
 from tests._waiting import DEADLINE
@@ -26,6 +26,7 @@ from workspace_tools import (
     ToolSession,
     Workspace,
     tool,
+    workspace_tools,
 )
 
 pytestmark = pytest.mark.anyio
@@ -604,6 +605,140 @@ async def test_fingerprint_hook_caches_a_custom_read_only_tool(tmp_path: Path) -
     assert [s.cached for s in session.steps] == [False, True, False]
     assert last.model_text() == "ping 2"
     assert calls == ["ping", "ping"]
+
+
+async def test_a_tool_declares_its_cache_key(tmp_path: Path) -> None:
+    version = {"value": 1}
+    calls: list[str] = []
+
+    def execute(args: PingArgs, context: ToolContext) -> str:
+        calls.append(args.text)
+        return f"{args.text} {version['value']}"
+
+    ping = tool(
+        name="ping",
+        description="",
+        parameters=PingArgs,
+        execute=execute,
+        read_only=True,
+        cache_key=lambda args: (args.text, version["value"]),
+    )
+    session = ToolSession([ping])
+    await session.call("ping", {})
+    await session.call("ping", {"text": "ping"})
+    version["value"] = 2
+    last = await session.call("ping", {})
+    assert [s.cached for s in session.steps] == [False, True, False]
+    assert (last.model_text(), calls) == ("ping 2", ["ping", "ping"])
+
+
+async def test_fingerprints_take_precedence_over_the_tools_key(tmp_path: Path) -> None:
+    def execute(args: PingArgs, context: ToolContext) -> str:
+        return args.text
+
+    ping = tool(
+        name="ping",
+        description="",
+        parameters=PingArgs,
+        execute=execute,
+        read_only=True,
+        cache_key=lambda args: "always the same",
+    )
+    session = ToolSession([ping], fingerprints={"ping": lambda args: None})
+    await session.call("ping", {})
+    await session.call("ping", {})
+    assert [s.cached for s in session.steps] == [False, False]
+
+
+@pytest.mark.parametrize(
+    ("read_only", "invalidates_cache", "cached"),
+    [
+        (False, None, False),  # by default a tool that may change things invalidates
+        (False, False, True),  # ... unless it declares it changes nothing others read
+        (True, None, True),
+        (True, True, False),
+    ],
+)
+async def test_a_tool_declares_whether_it_invalidates_the_cache(
+    tmp_path: Path, read_only: bool, invalidates_cache: bool | None, cached: bool
+) -> None:
+    def ping(args: PingArgs, context: ToolContext) -> str:
+        return args.text
+
+    reader = tool(
+        name="ping",
+        description="",
+        parameters=PingArgs,
+        execute=ping,
+        read_only=True,
+        cache_key=lambda args: "unchanged",
+    )
+    other = tool(
+        name="notify",
+        description="",
+        parameters=PingArgs,
+        execute=ping,
+        read_only=read_only,
+        invalidates_cache=invalidates_cache,
+    )
+    session = ToolSession([reader, other])
+    await session.call("ping", {})
+    await session.call("notify", {})
+    await session.call("ping", {})
+    assert [s.cached for s in session.steps] == [False, False, cached]
+
+
+async def test_workspace_tools_passed_as_a_list_are_cached(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
+    session = ToolSession(workspace_tools(tmp_path))
+    first = await session.call("read_file", {"path": "a.txt"})
+    second = await session.call("read_file", {"path": "a.txt"})
+    assert [s.cached for s in session.steps] == [False, True]
+    # The cached step gives the text the run gave (its format is read_file's business).
+    assert (first.error, second.model_text()) == (None, first.model_text())
+
+
+async def test_unknown_argument_in_a_session_is_invalid_and_never_runs(root: Path) -> None:
+    runs: list[str] = []
+    session = make_session(root, runs=runs)
+    result = await session.call("read_file", {"path": "src/app.py", "limt": 1})
+    message = (
+        "Invalid arguments for read_file:\n"
+        "- limt: unknown argument (the arguments are: path, offset, limit)"
+    )
+    assert (result.error_code, result.error, runs) == (ErrorCode.INVALID_ARGUMENTS, message, [])
+    assert steps_of(session) == [
+        step(0, "read_file", {"path": "src/app.py", "limt": 1}, message, failed=True)
+    ]
+
+
+async def test_a_session_call_validates_and_presents_its_arguments_once(tmp_path: Path) -> None:
+    validated: list[str] = []
+    presented: list[str] = []
+
+    class Counted(BaseModel):
+        text: str
+
+        @model_validator(mode="after")
+        def count(self) -> Counted:
+            validated.append(self.text)
+            return self
+
+    def present(args: Counted) -> ToolPresentation:
+        presented.append(args.text)
+        return ToolPresentation(label="Echo", icon="repeat", detail=args.text)
+
+    echo = tool(
+        name="echo",
+        description="",
+        parameters=Counted,
+        execute=lambda args, context: args.text,
+        presentation=present,
+    )
+    session = ToolSession([echo])
+    result = await session.call("echo", {"text": "hi"})
+    assert (result.content, validated, presented) == ("hi", ["hi"], ["hi"])
+    assert result.presentation == ToolPresentation(label="Echo", icon="repeat", detail="hi")
 
 
 async def test_concurrent_calls_run_one_after_another(tmp_path: Path) -> None:

@@ -10,9 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ._fingerprint import Fingerprint
 from ._result import ToolResult
-from ._tool import Tool
+from ._tool import CacheKey, Tool
 
 logger = logging.getLogger("workspace_tools")
 
@@ -29,21 +28,23 @@ class CachedResult:
 class ResultCache:
     """Results keyed by tool name and validated arguments (canonical JSON).
 
-    Only read-only tools with a fingerprint function are cached. A hit needs the fingerprint
-    taken now to equal the one taken before the earlier call ran; a stale entry is dropped.
-    Any non-read-only call clears everything (:meth:`clear`), since no fingerprint can say
-    what a command changed.
+    Only read-only tools with a cache key are cached: the tool's :attr:`Tool.cache_key`, or
+    the one ``keys`` names for it. A hit needs the fingerprint taken now to equal the one
+    taken before the earlier call ran; a stale entry is dropped. A session clears everything
+    (:meth:`clear`) before a call of a tool that :attr:`Tool.invalidates`, since no
+    fingerprint can say what a command changed. A disabled cache keeps nothing.
     """
 
-    def __init__(self, fingerprints: Mapping[str, Fingerprint]) -> None:
-        self._fingerprints = dict(fingerprints)
+    def __init__(self, keys: Mapping[str, CacheKey], *, enabled: bool = True) -> None:
+        self._keys = dict(keys)
+        self._enabled = enabled
         self._entries: dict[tuple[str, str], CachedResult] = {}
 
     def fingerprint(self, tool: Tool[Any], args: BaseModel) -> Hashable | None:
         """What a call of ``tool`` with ``args`` reads; ``None`` when it is not cacheable.
         Take it before the call runs, so a change during the run is seen next time."""
-        function = self._fingerprints.get(tool.name)
-        if function is None or not tool.read_only:
+        function = self._keys.get(tool.name, tool.cache_key)
+        if function is None or not tool.read_only or not self._enabled:
             return None
         try:
             return function(args)

@@ -1,4 +1,5 @@
-"""Fingerprints of what a read-only call saw, so a session knows when a cached result is stale.
+"""Fingerprints of what a read-only call saw, so a session knows when a cached result is stale;
+the workspace tools that read build their :attr:`Tool.cache_key` from them.
 
 Two kinds, chosen for being exact where it is cheap and cheap where exact would cost as much
 as the call itself:
@@ -21,18 +22,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
 
 from ._errors import ToolError
 from .workspace import Workspace
 from .workspace._tempfiles import is_temp_name
-
-Fingerprint = Callable[[BaseModel], Hashable | None]
-"""Fingerprint of what a call with these validated arguments reads; ``None``: do not cache."""
 
 _CHUNK = 1 << 20
 _IGNORE_FILES = (".gitignore", ".ignore")
@@ -152,21 +147,3 @@ def _linked_git_dirs(dot_git: Path) -> list[Path]:
     except OSError:
         pass
     return dirs
-
-
-def workspace_fingerprints(workspace: Workspace) -> dict[str, Fingerprint]:
-    """Fingerprints for the seven tools' read-only members over ``workspace``:
-    ``read_file`` its file; ``list_files`` its directory (recursive or one level);
-    ``glob`` and ``grep`` the tree below ``path`` (or the file it names)."""
-
-    def arg(args: BaseModel, name: str, default: Any) -> Any:
-        return getattr(args, name, default)
-
-    return {
-        "read_file": lambda a: file_fingerprint(workspace, arg(a, "path", ".")),
-        "list_files": lambda a: tree_fingerprint(
-            workspace, arg(a, "path", "."), bool(arg(a, "recursive", False))
-        ),
-        "glob": lambda a: tree_fingerprint(workspace, arg(a, "path", ".")),
-        "grep": lambda a: tree_fingerprint(workspace, arg(a, "path", ".")),
-    }

@@ -1,4 +1,7 @@
-"""Run one tool call: validate, execute, time out, collect updates, build the result."""
+"""The one call pipeline: :func:`prepare` parses, validates and presents a call once;
+:func:`run_call` executes it (in process or in a sandbox, chosen there and only there) and
+builds its result. :func:`invoke_tool` is the two with nothing between; a session puts its
+policy, confirmation and cache between them."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -24,7 +28,7 @@ from ._errors import ErrorCode, ToolError
 from ._output import ToolOutput, ToolPresentation
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from ._telemetry import tool_span
-from ._tool import Tool, ToolContext
+from ._tool import Tool, ToolContext, placeholder_args
 from .workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
@@ -41,12 +45,73 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _parse_arguments(arguments: Any) -> Any:
+def parse_arguments(arguments: Any) -> tuple[Any, ValueError | None]:
+    """Raw arguments as data (parsed JSON, a model dumped, ``{}`` for ``None``), and why they
+    are not JSON when they are not (the data is then the text as given)."""
     if isinstance(arguments, (str, bytes)):
-        return json.loads(arguments or "{}")
+        try:
+            return json.loads(arguments or "{}"), None
+        except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
+            text = arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
+            return text, exc
     if isinstance(arguments, BaseModel):
-        return arguments.model_dump()
-    return {} if arguments is None else arguments
+        return arguments.model_dump(), None
+    return ({} if arguments is None else arguments), None
+
+
+def new_call_id() -> str:
+    """A random call id, for a call the provider gave none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass(slots=True)
+class Call:
+    """One call, parsed, validated and presented once (by :func:`prepare`) for every stage.
+
+    ``raw``: the arguments as data (parsed JSON, a model dumped, or the text as given when
+    not JSON). ``args``: the validated arguments, ``None`` exactly when ``error`` says why
+    they did not validate; ``missing``: the absent required ones. ``presentation``: of the
+    arguments, or of placeholders when they did not validate (:func:`placeholder_args`).
+    """
+
+    tool: Tool[Any]
+    call_id: str
+    raw: Any
+    args: BaseModel | None
+    error: ToolError | None = None
+    missing: tuple[str, ...] = ()
+    presentation: ToolPresentation | None = None
+
+
+def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call:
+    """The :class:`Call` of ``tool`` with raw ``arguments`` (a dict, a JSON string or bytes,
+    a model instance, ``None``); never raises for bad arguments, which it records instead."""
+    call_id = call_id or new_call_id()
+    raw, not_json = parse_arguments(arguments)
+    if not_json is not None:
+        message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
+        return _invalid(tool, call_id, raw, message)
+    unknown = _unknown_arguments(tool.parameters, raw)
+    try:
+        args = tool.parameters.model_validate(raw)
+    except ValidationError as exc:
+        message = "\n".join([format_validation_error(tool.name, exc), *unknown])
+        errors = exc.errors(include_url=False)
+        missing = tuple(".".join(map(str, e["loc"])) for e in errors if e["type"] == "missing")
+        return _invalid(tool, call_id, raw, message, missing)
+    if unknown:
+        return _invalid(
+            tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
+        )
+    return Call(tool, call_id, raw, args, presentation=tool.present(args))
+
+
+def _invalid(
+    tool: Tool[Any], call_id: str, raw: Any, message: str, missing: tuple[str, ...] = ()
+) -> Call:
+    error = ToolError(message, ErrorCode.INVALID_ARGUMENTS)
+    presentation = tool.present(placeholder_args(tool, raw))
+    return Call(tool, call_id, raw, None, error, missing, presentation)
 
 
 def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
@@ -55,25 +120,10 @@ def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
     Raises:
         ToolError: with ``INVALID_ARGUMENTS`` and a message naming each bad field.
     """
-    try:
-        raw = _parse_arguments(arguments)
-    except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
-        raise ToolError(
-            f"Invalid arguments for {tool.name}: not valid JSON ({exc})",
-            ErrorCode.INVALID_ARGUMENTS,
-        ) from exc
-    unknown = _unknown_arguments(tool.parameters, raw)
-    try:
-        args = tool.parameters.model_validate(raw)
-    except ValidationError as exc:
-        message = format_validation_error(tool.name, exc)
-        raise ToolError("\n".join([message, *unknown]), ErrorCode.INVALID_ARGUMENTS) from exc
-    if unknown:
-        raise ToolError(
-            "\n".join([f"Invalid arguments for {tool.name}:", *unknown]),
-            ErrorCode.INVALID_ARGUMENTS,
-        )
-    return args
+    call = prepare(tool, arguments)
+    if call.error is not None:
+        raise call.error
+    return call.args  # type: ignore[return-value]  # set whenever error is not
 
 
 def _unknown_arguments(model: type[BaseModel], raw: Any) -> list[str]:
@@ -110,7 +160,12 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
     return content
 
 
-async def _execute(tool: Tool[Any], args: BaseModel, context: ToolContext) -> Any:
+async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
+    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it),
+    else in process (a sync tool in a worker thread)."""
+    tool, args = call.tool, call.args
+    if sandbox is not None:
+        return await call_in_sandbox(sandbox, tool, args, call.call_id)  # type: ignore[arg-type]
     try:
         if inspect.iscoroutinefunction(tool.execute):
             return await tool.execute(args, context)
@@ -175,40 +230,58 @@ async def invoke_tool(
         max_result_length: characters of model text (default 50,000); the rest is cut with
             a marker. ``content`` keeps the whole value.
         sandbox: a :class:`sandbox.Sandbox`; ``execute`` then runs in its child process and
-            reports no updates.
+            reports no updates. Default: the tool's own (:attr:`Tool.sandbox`), if any.
 
     Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
     :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
     (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
     exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
     """
-    call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+    call = prepare(tool, arguments, call_id)
+    return await run_call(
+        call,
+        on_update=on_update,
+        timeout=timeout,
+        max_result_length=max_result_length,
+        sandbox=sandbox,
+    )
+
+
+async def run_call(
+    call: Call,
+    *,
+    on_update: OnUpdate | None = None,
+    timeout: float | None = None,
+    max_result_length: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> ToolResult:
+    """The last stage of every call: execute a prepared :class:`Call` (in ``sandbox``, else
+    the tool's own :attr:`Tool.sandbox`, else in process) and build its result; a call whose
+    arguments did not validate gives its error and never executes. Arguments as for
+    :func:`invoke_tool`."""
+    tool = call.tool
+    started = time.perf_counter()
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
     effective_timeout = timeout if timeout is not None else tool.timeout
-    started = time.perf_counter()
-    result = ToolResult(call_id=call_id, name=tool.name, max_result_length=limit)
+    result = ToolResult(call_id=call.call_id, name=tool.name, max_result_length=limit)
 
-    with tool_span(tool.name, call_id) as span:
-        try:
-            args = validate_arguments(tool, arguments)
-        except ToolError as exc:
-            result.error, result.error_code = exc.message, exc.code
-            result.arguments = _parse_arguments_or_none(arguments)
+    with tool_span(tool.name, call.call_id) as span:
+        if call.error is not None:
+            result.error, result.error_code = call.error.message, call.error.code
+            result.arguments = call.raw
             result.duration_ms = (time.perf_counter() - started) * 1000
-            span.fail(exc.code)
+            span.fail(call.error.code)
             return result
 
-        result.arguments = args
-        result.presentation = tool.present(args)
-        emitter = None if sandbox is not None else _make_emitter(tool, call_id, on_update)
+        result.arguments = call.args
+        result.presentation = call.presentation
+        box = sandbox if sandbox is not None else tool.sandbox
+        emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
         deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
-        context = ToolContext(call_id, tool.name, emitter, deadline=deadline)
+        context = ToolContext(call.call_id, tool.name, emitter, deadline=deadline)
         try:
             with _deadline(effective_timeout) as scope:
-                if sandbox is not None:
-                    value = await call_in_sandbox(sandbox, tool, args, call_id)
-                else:
-                    value = await _execute(tool, args, context)
+                value = await _execute(call, context, box)
             if scope is not None and scope.cancelled_caught:
                 # A TimeoutError the tool raises itself is an ordinary failure, below.
                 result.error = f"{tool.name} timed out after {effective_timeout:g} s"
@@ -222,7 +295,7 @@ async def invoke_tool(
             error = sandbox_tool_error(exc)
             result.error, result.error_code = error.message, error.code
         except OSError as exc:
-            error = call_os_error(exc, tool.name, args)
+            error = call_os_error(exc, tool.name, call.args)
             result.error, result.error_code = error.message, error.code
         except Exception as exc:
             result.error = str(exc) or type(exc).__name__
@@ -238,13 +311,6 @@ async def invoke_tool(
 def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
     # No cancel scope without a timeout: setting one up costs more than a short call.
     return nullcontext() if seconds is None else anyio.move_on_after(seconds)
-
-
-def _parse_arguments_or_none(arguments: Any) -> Any:
-    try:
-        return _parse_arguments(arguments)
-    except ValueError:
-        return arguments
 
 
 def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ValidationError
 
 from ._cache import CachedResult, ResultCache
 from ._confirm import ConfirmationRequest, ConfirmCallback, ask
 from ._errors import ErrorCode, ToolError
-from ._fingerprint import Fingerprint, workspace_fingerprints
-from ._invoke import OnUpdate, call_os_error, invoke_tool
-from ._output import ToolPresentation
+from ._invoke import (
+    Call,
+    OnUpdate,
+    call_os_error,
+    new_call_id,
+    parse_arguments,
+    prepare,
+    run_call,
+)
 from ._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from ._steps import (
@@ -35,7 +38,7 @@ from ._steps import (
     ToolRunEvent,
     TraceEvent,
 )
-from ._tool import Tool
+from ._tool import CacheKey, Tool
 from .tools import workspace_tools
 from .workspace import Workspace, as_workspace
 
@@ -55,12 +58,14 @@ class ToolSession:
             :class:`ConfirmationRequest`; returns a :class:`Confirmation` or a bool, sync or
             async (a sync callback runs in a worker thread, so it may block on a prompt).
             Without one, an ``ask`` is a denial. A callback that raises declines the call.
-        fingerprints: per tool name, a function of the validated arguments returning a
-            fingerprint of what the call reads (``None``: do not cache that call). Only
-            read-only tools with a fingerprint are cached; with a workspace, ``read_file``,
-            ``list_files``, ``glob`` and ``grep`` have one (see ``_fingerprint``).
+        fingerprints: per tool name, a :data:`CacheKey` (a function of the validated
+            arguments returning a fingerprint of what the call reads; ``None``: do not
+            cache that call), over the tool's own :attr:`Tool.cache_key`. Only read-only
+            tools with one are cached; ``read_file``, ``list_files``, ``glob`` and ``grep``
+            declare theirs. A call of a tool that :attr:`Tool.invalidates` (by default any
+            tool that is not read-only) forgets every cached result.
         cache: ``False`` turns the cache off.
-        timeout, max_result_length, sandbox: passed to :func:`invoke_tool` for every call.
+        timeout, max_result_length, sandbox: as for :func:`invoke_tool`, for every call.
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
@@ -79,7 +84,7 @@ class ToolSession:
         workspace: Workspace | str | os.PathLike[str] | None = None,
         policy: Policy = ALLOW_ALL,
         confirm: ConfirmCallback | None = None,
-        fingerprints: Mapping[str, Fingerprint] | None = None,
+        fingerprints: Mapping[str, CacheKey] | None = None,
         cache: bool = True,
         timeout: float | None = None,
         max_result_length: int | None = None,
@@ -102,11 +107,12 @@ class ToolSession:
         check_policy(policy, tool_list)
         self.policy = policy
         self.confirm = confirm
-        defaults = workspace_fingerprints(self.workspace) if self.workspace else {}
-        self._cache = ResultCache({**defaults, **(fingerprints or {})} if cache else {})
-        self._timeout = timeout
+        self._cache = ResultCache(fingerprints or {}, enabled=cache)
         self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
-        self._sandbox = sandbox
+        # The execution stage, the same as invoke_tool's.
+        self._execute = partial(
+            run_call, timeout=timeout, max_result_length=self._max_result_length, sandbox=sandbox
+        )
         self._record = SessionRecord()
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
@@ -198,61 +204,57 @@ class ToolSession:
         on_update: OnUpdate | None,
         confirm: ConfirmCallback | None,
     ) -> ToolResult:
-        call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
         index = len(self._record.steps)
-        if isinstance(target, Tool):
-            tool: Tool[Any] | None = target
-            name = target.name
-        else:
-            # str(): a name from a client that does not type-check its input is still a name.
-            tool, name = self._by_name.get(str(target)), str(target)
+        # str(): a name from a client that does not type-check its input is still a name.
+        tool = target if isinstance(target, Tool) else self._by_name.get(str(target))
+        if tool is None:
+            return self._unknown(index, str(target), arguments, call_id or new_call_id())
+        call = prepare(tool, arguments, call_id)
         try:
-            return await self._run(index, tool, name, arguments, call_id, on_update, confirm)
+            return await self._run(index, call, on_update, confirm)
         except anyio.get_cancelled_exc_class():
             if len(self._record.steps) == index:
-                raw = _parse(arguments)
-                args = self._validated(tool, raw)
-                shown = args.model_dump(mode="json") if isinstance(args, BaseModel) else raw
+                shown = _shown(call)
                 ran = any(isinstance(e, ToolRunEvent) and e.step == index for e in self.trace)
                 when = "while it ran; it may have run in part" if ran else "before it ran"
-                text = f"The {name} call was cancelled {when}."
-                result = self._error(call_id, name, shown, text, ErrorCode.ABORTED)
-                self._finish(index, name, shown, result, failed=True)
+                text = f"The {tool.name} call was cancelled {when}."
+                result = self._error(call.call_id, tool.name, shown, text, ErrorCode.ABORTED)
+                self._finish(index, tool.name, shown, result, failed=True)
             raise
+
+    def _unknown(self, index: int, name: str, arguments: Any, call_id: str) -> ToolResult:
+        """The failed step of a call of a tool the session does not have."""
+        self._event(CallEvent, index, call_id, tool=name, presentation=None)
+        raw, _ = parse_arguments(arguments)
+        known = ", ".join(sorted(self._by_name))
+        message = f"Unknown tool {name!r}; the tools are: {known}"
+        result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
+        return self._finish(index, name, raw, result, failed=True)
 
     async def _run(
         self,
         index: int,
-        tool: Tool[Any] | None,
-        name: str,
-        arguments: Any,
-        call_id: str,
+        call: Call,
         on_update: OnUpdate | None,
         confirm: ConfirmCallback | None,
     ) -> ToolResult:
-        raw = _parse(arguments)
-        args = self._validated(tool, raw)
-        presentation = None if tool is None else _presentation(tool, args, raw)
-        self._event(CallEvent, index, call_id, tool=name, presentation=presentation)
-        if tool is None:
-            known = ", ".join(sorted(self._by_name))
-            message = f"Unknown tool {name!r}; the tools are: {known}"
-            result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
-            return self._finish(index, name, raw, result, failed=True)
-        if isinstance(args, list):
-            return self._skip(index, tool, raw, call_id, "missing", None, _missing_text(name, args))
+        tool, args, call_id, name = call.tool, call.args, call.call_id, call.tool.name
+        self._event(CallEvent, index, call_id, tool=name, presentation=call.presentation)
+        if call.missing:
+            text = _missing_text(name, call.missing)
+            return self._skip(index, tool, call.raw, call_id, "missing", None, text)
         if args is None:
-            # Invalid for another reason: invoke_tool reports it and never executes, so the
+            # Invalid for another reason: run_call reports it and never executes, so the
             # workspace is unchanged and the cache stays.
-            result = await self._invoke(tool, arguments, call_id, on_update)
-            return self._finish(index, name, raw, result, failed=True)
+            result = await self._execute(call, on_update=on_update)
+            return self._finish(index, name, call.raw, result, failed=True)
 
-        dumped = args.model_dump(mode="json")
+        dumped = _shown(call)
         try:
             decision = self.policy.decide(tool, args, self.workspace)
         except Exception as exc:
             # Fail closed: a call the policy cannot decide on does not run.
-            return self._undecided(index, tool, args, call_id, exc)
+            return self._undecided(index, call, exc)
         self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
         if decision.decision == "deny":
             return self._skip(
@@ -263,7 +265,7 @@ class ToolSession:
                 call_id=call_id,
                 tool=name,
                 arguments=dumped,
-                presentation=presentation,
+                presentation=call.presentation,
                 read_only=tool.read_only,
                 rule=decision.rule,
             )
@@ -277,12 +279,12 @@ class ToolSession:
             result = hit.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
             return self._finish(index, name, dumped, result, cached=True)
         fingerprint = self._cache.fingerprint(tool, args)
-        if not tool.read_only:
+        if tool.invalidates:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
         started = time.perf_counter()
         try:
-            result = await self._invoke(tool, args, call_id, on_update)
+            result = await self._execute(call, on_update=on_update)
         except anyio.get_cancelled_exc_class():
             ms = (time.perf_counter() - started) * 1000
             self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
@@ -293,20 +295,6 @@ class ToolSession:
         if fingerprint is not None and not result.is_error:
             self._cache.store(tool, args, CachedResult(index, fingerprint, result))
         return self._finish(index, name, dumped, result, failed=result.is_error)
-
-    def _validated(self, tool: Tool[Any] | None, raw: Any) -> BaseModel | list[str] | None:
-        """The arguments model; the missing argument names; or ``None`` when invalid."""
-        if tool is None or not isinstance(raw, dict):
-            return None
-        try:
-            return tool.parameters.model_validate(raw)
-        except ValidationError as exc:
-            missing = [
-                ".".join(str(part) for part in err["loc"])
-                for err in exc.errors(include_url=False)
-                if err["type"] == "missing"
-            ]
-            return missing or None
 
     async def _ask(
         self,
@@ -339,35 +327,20 @@ class ToolSession:
         text = f"Not run: the user declined this {tool.name} call{because}"
         return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
 
-    async def _invoke(
-        self, tool: Tool[Any], arguments: Any, call_id: str, on_update: OnUpdate | None
-    ) -> ToolResult:
-        return await invoke_tool(
-            tool,
-            arguments,
-            call_id=call_id,
-            on_update=on_update,
-            timeout=self._timeout,
-            max_result_length=self._max_result_length,
-            sandbox=self._sandbox,
-        )
-
-    def _undecided(
-        self, index: int, tool: Tool[Any], args: BaseModel, call_id: str, exc: Exception
-    ) -> ToolResult:
+    def _undecided(self, index: int, call: Call, exc: Exception) -> ToolResult:
         """The skipped step of a call whose policy check raised: an ``OSError`` (a path that
         changed while it was checked) keeps the code :func:`call_os_error` gives it, a
         :class:`ToolError` its own; anything else is a ``PERMISSION_DENIED`` refusal."""
+        tool = call.tool
         if isinstance(exc, OSError):
-            error = call_os_error(exc, tool.name, args)
+            error = call_os_error(exc, tool.name, call.args)  # type: ignore[arg-type]
         elif isinstance(exc, ToolError):
             error = exc
         else:
             logger.error("policy check of %s failed", tool.name, exc_info=exc)
             error = ToolError(f"{type(exc).__name__}: {exc}", ErrorCode.PERMISSION_DENIED)
         text = f"Not run: the policy could not decide on this {tool.name} call: {error.message}"
-        dumped = args.model_dump(mode="json")
-        return self._skip(index, tool, dumped, call_id, "policy", None, text, error.code)
+        return self._skip(index, tool, _shown(call), call.call_id, "policy", None, text, error.code)
 
     def _skip(
         self,
@@ -431,32 +404,13 @@ class ToolSession:
         self._record.trace.append(kind(step=index, call_id=call_id, at_ms=at_ms, **fields))
 
 
-def _parse(arguments: Any) -> Any:
-    if isinstance(arguments, BaseModel):
-        return arguments.model_dump(mode="json")
-    if isinstance(arguments, (str, bytes)):
-        try:
-            return json.loads(arguments or "{}")
-        except ValueError:
-            return arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
-    return {} if arguments is None else arguments
+def _shown(call: Call) -> Any:
+    """The call's arguments as the record shows them: validated and dumped as JSON, else as
+    given."""
+    return call.raw if call.args is None else call.args.model_dump(mode="json")
 
 
-def _presentation(
-    tool: Tool[Any], args: BaseModel | list[str] | None, raw: Any
-) -> ToolPresentation | None:
-    """The tool's presentation; for arguments that did not validate, from placeholders:
-    the arguments given where the model has them, ``None`` for absent required ones (the
-    label is fixed per tool; a function that cannot cope gives no presentation)."""
-    if isinstance(args, BaseModel):
-        return tool.present(args)
-    fields = tool.parameters.model_fields
-    given = {k: v for k, v in raw.items() if k in fields} if isinstance(raw, dict) else {}
-    required = {name: None for name, field in fields.items() if field.is_required()}
-    return tool.present(tool.parameters.model_construct(**{**required, **given}))
-
-
-def _missing_text(name: str, missing: list[str]) -> str:
+def _missing_text(name: str, missing: tuple[str, ...]) -> str:
     return (
         f"Not run: {name} needs the required argument(s) {', '.join(missing)}. "
         "Call it again with every required argument."

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from ._errors import ErrorCode, ToolError
 from ._output import ToolPresentation
 
+if TYPE_CHECKING:
+    from sandbox import Sandbox
+
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 PresentationSpec = ToolPresentation | Callable[[Any], ToolPresentation | None] | None
 Execute = Callable[[Any, "ToolContext"], Any | Awaitable[Any]]
+CacheKey = Callable[[Any], Hashable | None]
+"""Of a call's validated arguments: a fingerprint of what the call reads, equal for two calls
+exactly while what they read is unchanged; ``None``: do not cache this call."""
 
 
 class ToolContext:
@@ -172,6 +178,14 @@ class Tool(Generic[ArgsT]):
         timeout: seconds before the call is cancelled, or ``None``.
         read_only: the tool never changes anything.
         state: what a call run in a sandbox must carry in and out (see :class:`ToolState`).
+        cache_key: for a read-only tool, a :data:`CacheKey`: a session serves a repeated
+            identical call from its earlier result while the key is unchanged. ``None``
+            (default): never cached. The workspace tools that read set it (the file's content hash,
+            the stat of the tree).
+        invalidates_cache: a call may change what other calls read, so a session forgets
+            its cached results before running it; ``None`` (default): when not ``read_only``.
+        sandbox: run every call's ``execute`` in a child of this :class:`sandbox.Sandbox`
+            (no progress updates), unless the call names its own sandbox.
     """
 
     name: str
@@ -183,6 +197,16 @@ class Tool(Generic[ArgsT]):
     timeout: float | None = None
     read_only: bool = False
     state: ToolState | None = None
+    cache_key: CacheKey | None = None
+    invalidates_cache: bool | None = None
+    sandbox: Sandbox | None = None
+
+    @property
+    def invalidates(self) -> bool:
+        """Whether a call may change what other calls read (see ``invalidates_cache``)."""
+        if self.invalidates_cache is None:
+            return not self.read_only
+        return self.invalidates_cache
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments (draft 2020-12, as pydantic emits it)."""
@@ -217,8 +241,11 @@ def tool(
     timeout: float | None = None,
     read_only: bool = False,
     state: ToolState | None = None,
+    cache_key: CacheKey | None = None,
+    invalidates_cache: bool | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Tool[ArgsT]:
-    """Define a :class:`Tool`.
+    """Define a :class:`Tool` (the arguments are its attributes).
 
     Raises:
         ValueError: the name is not 1-64 characters of ``[a-zA-Z0-9_-]``, or ``parameters``
@@ -238,4 +265,17 @@ def tool(
         timeout=timeout,
         read_only=read_only,
         state=state,
+        cache_key=cache_key,
+        invalidates_cache=invalidates_cache,
+        sandbox=sandbox,
     )
+
+
+def placeholder_args(tool: Tool[Any], given: Any = None) -> BaseModel:
+    """Unvalidated arguments for presenting a call whose arguments did not validate: the
+    fields of ``given`` (a dict) the model has, ``None`` for absent required ones, the
+    defaults for the rest."""
+    fields = tool.parameters.model_fields
+    known = {k: v for k, v in given.items() if k in fields} if isinstance(given, dict) else {}
+    required = {name: None for name, field in fields.items() if field.is_required()}
+    return tool.parameters.model_construct(**{**required, **known})

@@ -18,7 +18,7 @@ from .._history import ToolHistoryEntry
 from .._invoke import OnUpdate, invoke_tool
 from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
 from .._result import ToolResult, truncate_text
-from .._tool import Tool
+from .._tool import Tool, placeholder_args
 
 DISTRIBUTION = "agent-workspace-tools"
 
@@ -102,12 +102,8 @@ def tool_presentation(tool: Tool[Any]) -> ToolPresentation | None:
     """
     spec = tool.presentation
     if spec is not None and not isinstance(spec, ToolPresentation):
-        fields = tool.parameters.model_fields
-        placeholder = tool.parameters.model_construct(
-            **{name: None for name, field in fields.items() if field.is_required()}
-        )
         try:
-            spec = spec(placeholder)
+            spec = spec(placeholder_args(tool))
         except Exception:
             return None
     if not isinstance(spec, ToolPresentation):
@@ -129,7 +125,7 @@ call. The default is :func:`invoke_call`; a session with a policy or a cache can
 
 def invoke_call(sandbox: Any = None) -> CallFunction:
     """A :data:`CallFunction` that runs each call with :func:`invoke_tool` (in ``sandbox``
-    when one is given)."""
+    when one is given, else in the tool's own :attr:`Tool.sandbox`, if any)."""
 
     async def call(
         tool: Tool[Any], arguments: dict[str, Any], call_id: str, on_update: OnUpdate | None

@@ -8,8 +8,7 @@ from typing import Any
 
 from sandbox import Sandbox
 
-from .._invoke import call_in_sandbox
-from .._tool import Tool, ToolContext
+from .._tool import Tool
 from ..workspace import Workspace, as_workspace
 from . import edit_file, glob, grep, list_files, read_file, run_command, write_file
 
@@ -50,15 +49,7 @@ def workspace_tools(
     box = sandbox.confined_to(str(workspace.root))
     file_tools = (read_file, write_file, edit_file, list_files, glob, grep)
     return [
-        *(in_sandbox(module.build(workspace), box) for module in file_tools),
+        # Tool.sandbox: the call pipeline runs their execute in a child of box.
+        *(dataclasses.replace(module.build(workspace), sandbox=box) for module in file_tools),
         run_command.build(workspace, sandbox=box),
     ]
-
-
-def in_sandbox(tool_: Tool[Any], box: Sandbox) -> Tool[Any]:
-    """``tool_`` with its ``execute`` run in a child process of ``box`` (no updates)."""
-
-    async def execute(args: Any, context: ToolContext) -> Any:
-        return await call_in_sandbox(box, tool_, args, context.call_id)
-
-    return dataclasses.replace(tool_, execute=execute)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
@@ -92,4 +93,5 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
             label="Find files", icon="search", detail=a.pattern
         ),
         read_only=True,
+        cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
@@ -211,4 +212,5 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             label="Search files", icon="text-search", detail=a.pattern
         ),
         read_only=True,
+        cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )

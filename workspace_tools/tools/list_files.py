@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
@@ -102,6 +103,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
             label="List files", icon="folder", detail=a.path or "."
         ),
         read_only=True,
+        cache_key=lambda a: tree_fingerprint(workspace, a.path, a.recursive),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, create_model
 
 from .._errors import ErrorCode, ToolError
+from .._fingerprint import file_fingerprint
 from .._output import ToolPresentation, image_part, tool_content, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
@@ -165,4 +166,5 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
         read_only=True,
         state=file_tool_state(workspace, locks_file=False),
+        cache_key=lambda a: file_fingerprint(workspace, a.path),
     )
