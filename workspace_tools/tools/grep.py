@@ -170,7 +170,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             if start.is_dir:
                 search_files(run, str(workspace.root), files)
             else:
-                run.search_named_file(start.real, start.rel)
+                run.search_named_file(str(workspace.root), start.real, start.rel)
 
         run: GrepRun | None = None
         if not matcher.needs_worker:

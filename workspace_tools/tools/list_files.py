@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
+from ..workspace._files import DirFds
 from ..workspace._walk import DIRECTORY, Walker
 from ._discovery import CompactRepr, ignored_hint, note, resolve_start, with_limit_default
 
@@ -70,9 +71,10 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
             start.real, start.rel, recursive=args.recursive, include_ignored=args.include_ignored
         )
         shown = walk.entries[:limit]
-        entries = [
-            ListEntry(path=rel, type=kind, size=_size(root, rel, kind)) for rel, kind in shown
-        ]
+        with DirFds(root) as dirs:
+            entries = [
+                ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
+            ]
         count = len(walk.entries)
         lines = [e.path + "/" if e.type == DIRECTORY else e.path for e in entries]
         if not lines:
@@ -105,10 +107,13 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
     )
 
 
-def _size(root: str, rel: str, kind: str) -> int | None:
+def _size(dirs: DirFds, rel: str, kind: str) -> int | None:
+    # Stat relative to the directory's fd, reached without following a link: a directory
+    # swapped since the walk gives no size rather than an outside file's.
     if kind == DIRECTORY:
         return None
+    head, _, name = rel.rpartition("/")
     try:
-        return os.lstat(os.path.join(root, rel)).st_size
+        return os.stat(name, dir_fd=dirs.get(head), follow_symlinks=False).st_size
     except OSError:
         return None
