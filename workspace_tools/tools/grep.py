@@ -12,7 +12,6 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._search import Matcher, NeedsWorker
-from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
 from ._grep_fork import search_files, search_in_worker
 from ._grep_run import GrepRun, format_grep
@@ -135,7 +134,7 @@ class MatcherPool:
 
 def build(workspace: Workspace) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``."""
-    walker = Walker(str(workspace.root))
+    walker = workspace.walker
     pool = MatcherPool()
 
     def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:

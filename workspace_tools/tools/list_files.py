@@ -11,7 +11,7 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._files import DirFds
-from ..workspace._walk import DIRECTORY, Walker
+from ..workspace._walk import DIRECTORY
 from ._discovery import CompactRepr, ignored_hint, note, resolve_start, with_limit_default
 
 DESCRIPTION = """\
@@ -61,7 +61,7 @@ class ListFilesDetails(CompactRepr):
 
 def build(workspace: Workspace) -> Tool[ListFilesArgs]:
     """The ``list_files`` tool over ``workspace``."""
-    walker = Walker(str(workspace.root))
+    walker = workspace.walker
     root = str(workspace.root)
 
     def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:

@@ -41,7 +41,8 @@ SYMLINK: EntryType = "symlink"
 # after the listing (coarse file-system clocks); such a walk is not reused.
 _RACY_NS = 2_000_000_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_CACHE_SIZE = 8
+# One walker serves the three discovery tools and the fingerprints (eight walks each before).
+_CACHE_SIZE = 24
 
 
 class Entry(NamedTuple):
@@ -275,7 +276,8 @@ class Walker:
     Args:
         root: the workspace root (a real, absolute path).
 
-    Thread-safe: concurrent calls may walk at the same time; the cache is shared.
+    Thread-safe: concurrent calls may walk at the same time; the cache is shared. A pickled
+    copy starts with an empty cache.
     """
 
     def __init__(self, root: str) -> None:
@@ -283,6 +285,14 @@ class Walker:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
         self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        # A copy (a pickled Workspace) starts with an empty cache: the lock does not pickle,
+        # and the cached walks are only as good as this process's stats of them.
+        return {"root": self._root}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        Walker.__init__(self, str(state["root"]))
 
     def walk(
         self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool
