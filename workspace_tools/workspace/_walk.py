@@ -10,9 +10,17 @@ What a walk yields, as git and ripgrep do it:
 - a symlink is an entry of type ``symlink`` and is never followed, so a link loop or a link
   out of the root cannot lead the walk anywhere; sockets, FIFOs and devices are left out.
 
-Walks are cached per :class:`Walker`. A cached walk is reused only while every directory it
-listed and every ignore file and index it read keeps its stat; a directory whose timestamp
-is too close to the walk (the file system's clock may not have ticked since) makes the walk
+The walk goes by directory fd, never by path: the start directory is opened from the root
+one component at a time and each subdirectory relative to its parent's fd, all with
+``O_NOFOLLOW | O_DIRECTORY``, and entries are typed by ``fstatat`` relative to that fd. A
+directory swapped for a link to outside during the walk fails to open and is skipped: no
+outside name is ever listed. At most one fd per level of depth is open.
+
+Each :class:`~._workspace.Workspace` owns one :class:`Walker` (``workspace.walker``), which
+list_files, glob, grep and the session's fingerprints share. Walks are cached per walker. A
+cached walk is reused only while every directory it listed and every ignore file and index
+it read keeps its stat; a directory whose timestamp is too close to the walk (the file
+system's clock may not have ticked since) makes the walk
 uncacheable, so a cache hit never returns a stale file set.
 """
 
