@@ -20,8 +20,8 @@ Each :class:`~._workspace.Workspace` owns one :class:`Walker` (``workspace.walke
 list_files, glob, grep and the session's fingerprints share. Walks are cached per walker. A
 cached walk is reused only while every directory it listed and every ignore file and index
 it read keeps its stat; a directory whose timestamp is too close to the walk (the file
-system's clock may not have ticked since) makes the walk
-uncacheable, so a cache hit never returns a stale file set.
+system's clock may not have ticked since) makes the walk uncacheable, so a cache hit never
+returns a stale file set.
 """
 
 from __future__ import annotations
