@@ -383,14 +383,14 @@ def test_a_working_directory_removed_as_the_command_starts_is_not_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "sub").mkdir()
-    checked = run_command._working_dir
+    opened = run_command._open_working_dir
 
-    def check_then_remove(workspace: Workspace, path: str) -> str:
-        real = checked(workspace, path)
-        os.rmdir(real)
-        return real
+    def open_then_remove(workspace: Workspace, path: str) -> tuple[str, int]:
+        rel, fd = opened(workspace, path)
+        os.rmdir(tmp_path / rel)
+        return rel, fd
 
-    monkeypatch.setattr(run_command, "_working_dir", check_then_remove)
+    monkeypatch.setattr(run_command, "_open_working_dir", open_then_remove)
     tool_ = {t.name: t for t in workspace_tools(tmp_path)}["run_command"]
     result = invoke_tool_sync(tool_, {"command": "echo ran", "cwd": "sub"})
     assert (result.error_code, result.error) == (

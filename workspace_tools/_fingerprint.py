@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ._errors import ToolError
 from .workspace import Workspace
-from .workspace._tempfiles import is_temp_name
+from .workspace._files import DirFds
 
 _CHUNK = 1 << 20
 _IGNORE_FILES = (".gitignore", ".ignore")
@@ -71,14 +71,14 @@ def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = Tr
     digest = hashlib.blake2b()
     for line in _ignore_context(real, workspace.root):
         digest.update(line.encode("utf-8", "surrogateescape"))
-    for line in _walk_stats(str(real), recursive):
+    for line in _walk_stats(workspace, str(real), recursive):
         digest.update(line.encode("utf-8", "surrogateescape"))
     return f"dir:{digest.hexdigest()}"
 
 
-def _stat_line(path: str, name: str) -> str:
+def _stat_line(path: str, name: str, dir_fd: int | None = None) -> str:
     try:
-        st = os.lstat(path)
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return f"{name}\0-\n"
     kind = "d" if stat.S_ISDIR(st.st_mode) else "l" if stat.S_ISLNK(st.st_mode) else "f"
@@ -88,24 +88,26 @@ def _stat_line(path: str, name: str) -> str:
     )
 
 
-def _walk_stats(top: str, recursive: bool) -> Iterator[str]:
-    stack = [top]
-    while stack:
-        directory = stack.pop()
-        try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            yield f"{directory}\0unreadable\n"
-            continue
-        for entry in entries:
-            if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
+def _walk_stats(workspace: Workspace, top: str, recursive: bool) -> Iterator[str]:
+    """Stat lines of every entry below ``top`` as the workspace's walker lists them (ignored
+    ones too; ``.git`` and write temp files never), each taken relative to its directory's
+    fd reached without following a link."""
+    rel = workspace.rel(top)
+    rel = "" if rel == "." else rel
+    try:
+        walk = workspace.walker.walk(top, rel, recursive=recursive, include_ignored=True)
+    except OSError:
+        yield f"{rel}\0unreadable\n"  # swapped for a link or removed since resolved
+        return
+    with DirFds(str(workspace.root)) as dirs:
+        for entry_rel, _kind in walk.entries:
+            head, _, name = entry_rel.rpartition("/")
+            try:
+                dir_fd = dirs.get(head)
+            except OSError:
+                yield f"{entry_rel}\0-\n"
                 continue
-            if is_temp_name(entry.name):
-                continue  # a write's temp file: discovery never shows it
-            yield _stat_line(entry.path, entry.path)
-            if recursive and entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+            yield _stat_line(name, entry_rel, dir_fd)
 
 
 def _ignore_context(directory: Path, root: Path) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
@@ -147,3 +148,72 @@ def test_walk_of_a_subdirectory_applies_rules_from_above(tmp_path: Path) -> None
     result = Walker(str(tmp_path)).walk(str(start), "src", recursive=True, include_ignored=False)
     assert result.entries == [Entry("src/a.py", "file")]
     assert result.ignored == 2
+
+
+def test_the_discovery_tools_and_fingerprints_share_the_workspaces_walker(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workspace_tools import ToolSession, Workspace, invoke_tool_sync, workspace_tools
+
+    workspace = Workspace(tree)
+    walked: list[tuple[str, bool, bool]] = []
+    real_walk = workspace.walker.walk
+
+    def recording(start_abs: str, start_rel: str, **kwargs: bool) -> object:
+        walked.append((start_rel, kwargs["recursive"], kwargs["include_ignored"]))
+        return real_walk(start_abs, start_rel, **kwargs)
+
+    monkeypatch.setattr(workspace.walker, "walk", recording)
+    tools = {t.name: t for t in workspace_tools(workspace)}
+    assert invoke_tool_sync(tools["list_files"], {"path": "src"}).model_text() == "src/a.py"
+    assert invoke_tool_sync(tools["glob"], {"pattern": "**/*.py"}).model_text() == "src/a.py"
+    assert invoke_tool_sync(tools["grep"], {"pattern": "a"}).model_text() == "src/a.py:1:a"
+    assert walked == [("src", False, False), ("", True, False), ("", True, False)]
+    walked.clear()
+    session = ToolSession(workspace)
+    assert session.call_sync("glob", {"pattern": "*.log"}).model_text() == "No files matched"
+    # The session fingerprints the tree below the call's path (ignored entries too), then
+    # the call walks it.
+    assert walked == [("", True, True), ("", True, False)], walked
+
+
+def test_a_wide_and_deep_tree_keeps_few_fds_open(tmp_path: Path) -> None:
+    depth, width = 40, 200
+    for index in range(width):
+        (tmp_path / f"s{index}").mkdir()
+        (tmp_path / f"s{index}" / "f").write_text("x")
+    level = tmp_path
+    for _ in range(depth):
+        level = level / "d"
+        level.mkdir()
+        (level / "f").write_text("x")
+    before = len(os.listdir("/proc/self/fd"))
+    opened: list[int] = []
+    real_open = os.open
+
+    def counting_open(*args: object, **kwargs: object) -> int:
+        fd = real_open(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(len(os.listdir("/proc/self/fd")))
+        return fd
+
+    walker = Walker(str(tmp_path))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", counting_open)
+        entries = walk(walker, tmp_path, include_ignored=True)
+    assert len(entries) == 2 * width + 2 * depth
+    # A directory's fd is closed once its last subdirectory is opened, not held for each
+    # pending sibling: here the root's, a chain link and its child, whatever the width and
+    # depth; none is left open.
+    assert max(opened) - before <= 3, (max(opened), before)
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_start_directory_that_became_a_link_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret").write_text("x")
+    (tmp_path / "ws" / "d").symlink_to(tmp_path / "outside")
+    walker = Walker(str(tmp_path / "ws"))
+    with pytest.raises(OSError) as raised:
+        walker.walk(str(tmp_path / "ws" / "d"), "d", recursive=True, include_ignored=True)
+    assert raised.value.errno == errno.ELOOP

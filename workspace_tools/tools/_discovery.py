@@ -132,7 +132,10 @@ def _simple_glob_regex(pattern: str) -> str | None:
     :data:`GLOB_FLAGS`; ``None`` for anything else, which wcmatch then translates.
 
     wcmatch's own regex guards against empty, ``.`` and ``..`` segments, which walked paths
-    never have; without those guards the match is several times faster.
+    never have, and no wcmatch flag leaves them out; without them the match is several
+    times faster (50,000 paths: ``**/*.py`` 23 ms against 76 ms, ``**/{a,b}*.py`` 27 ms
+    against 140 ms). wcmatch stays the one definition of a glob: ``test_glob_translation``
+    checks this regex against wcmatch's.
     """
     if not _SIMPLE_GLOB.fullmatch(pattern):
         return None

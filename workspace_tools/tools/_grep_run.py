@@ -4,11 +4,11 @@ and format the model text. Searching and formatting are separate steps."""
 from __future__ import annotations
 
 import os
-import stat
+from pathlib import Path
 
 from .._errors import ErrorCode, ToolError
-from ..workspace._files import os_error
-from ..workspace._reading import FIRST_READ, WHOLE_READ, read_bytes
+from ..workspace._files import DirFds, open_read
+from ..workspace._reading import FIRST_READ, WHOLE_READ
 from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from ._discovery import note
 
@@ -55,12 +55,14 @@ class GrepRun:
         Files are read into one reused buffer: the first read (64 KiB) is enough to tell a
         binary file, whose rest is never read; a text file up to the buffer's size (1 MiB)
         is read whole by a second read and searched from memory, a bigger one window by
-        window. Files are opened relative to their directory (``openat``), and one that was
-        swapped for a symlink since the walk is not opened (``O_NOFOLLOW``). A file without
+        window. Files are opened relative to their directory's fd (``openat``), each
+        directory reached from the root one component at a time (:class:`DirFds`), all with
+        ``O_NOFOLLOW``: a file or directory swapped for a symlink since the walk is skipped,
+        never followed out of the root. A file without
         the pattern's required literal is counted and left in this loop, without a copy or
         a call into the matcher: that is most files of most searches.
         """
-        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
         required = self.matcher.required
         if buffer is None:
@@ -70,19 +72,17 @@ class GrepRun:
         head, tail = [view[:first]], [view[first:]]
         readv = os.readv
         directory, dir_fd = None, -1
-        try:
+        with DirFds(root) as dirs:
             for rel in files:
                 slash = rel.rfind("/")
-                if rel[:slash] != directory or slash < 0:
-                    if dir_fd >= 0:
-                        os.close(dir_fd)
-                        dir_fd = -1
-                    directory = rel[:slash] if slash >= 0 else None
-                    path = os.path.join(root, rel[:slash]) if slash >= 0 else root
+                if directory is None or rel[: max(slash, 0)] != directory:
+                    directory = rel[: max(slash, 0)]
                     try:
-                        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                        dir_fd = dirs.get(directory)
                     except OSError:
-                        continue
+                        dir_fd = -1  # swapped for a link, or gone, since the walk
+                if dir_fd < 0:
+                    continue
                 try:
                     fd = os.open(rel[slash + 1 :], flags, dir_fd=dir_fd)
                 except OSError:
@@ -111,9 +111,6 @@ class GrepRun:
                     continue
                 finally:
                     os.close(fd)
-        finally:
-            if dir_fd >= 0:
-                os.close(dir_fd)
 
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""
@@ -148,23 +145,25 @@ class GrepRun:
         self.files_searched += counts[2]
         self.binary_skipped += counts[3]
 
-    def search_named_file(self, real: str, rel: str) -> None:
-        """Search one file the caller named (ignore rules do not apply; a link is followed
-        because its real location was already checked to be inside the root).
+    def search_named_file(self, root: str, real: str, rel: str) -> None:
+        """Search one file the caller named (ignore rules do not apply). ``real`` is its real
+        path, checked to be inside ``root``; it is opened from the root one component at a
+        time without following a symlink, so a directory on its way swapped for a link
+        since then is refused, not followed.
 
         Raises:
             ToolError: ``TOOL_ERROR`` when it is not a regular file; the code of
                 :func:`~..workspace._files.os_error` when it cannot be reached.
         """
         try:
-            mode = os.stat(real).st_mode
-        except OSError as exc:
-            raise os_error(exc, rel) from None  # removed or renamed since it was resolved
-        if not stat.S_ISREG(mode):
-            raise ToolError(f"{rel!r} is not a regular file; grep searches files and directories")
-        data = read_bytes(real, follow=True)
-        if data is None:
-            raise ToolError(f"Cannot read {rel!r}", ErrorCode.PERMISSION_DENIED)
+            with open_read(Path(root), Path(real), rel) as (handle, _):
+                data = handle.read()
+        except ToolError as exc:
+            if exc.code is ErrorCode.TOOL_ERROR and str(exc).endswith("not a regular file"):
+                raise ToolError(
+                    f"{rel!r} is not a regular file; grep searches files and directories"
+                ) from None
+            raise
         self.add(rel, data)
 
     def add(self, rel: str, data: bytes, fd: int | None = None) -> None:

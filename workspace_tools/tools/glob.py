@@ -8,7 +8,6 @@ from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, note, resolve_start, with_limit_default
 
 DESCRIPTION = """\
@@ -50,7 +49,7 @@ class GlobDetails(CompactRepr):
 
 def build(workspace: Workspace) -> Tool[GlobArgs]:
     """The ``glob`` tool over ``workspace``."""
-    walker = Walker(str(workspace.root))
+    walker = workspace.walker
 
     def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
         matcher = compile_glob(args.pattern, workspace)

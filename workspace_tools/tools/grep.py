@@ -13,7 +13,6 @@ from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._search import Matcher, NeedsWorker
-from ..workspace._walk import Walker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
 from ._grep_fork import search_files, search_in_worker
 from ._grep_run import GrepRun, format_grep
@@ -136,7 +135,7 @@ class MatcherPool:
 
 def build(workspace: Workspace) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``."""
-    walker = Walker(str(workspace.root))
+    walker = workspace.walker
     pool = MatcherPool()
 
     def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
@@ -171,7 +170,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             if start.is_dir:
                 search_files(run, str(workspace.root), files)
             else:
-                run.search_named_file(start.real, start.rel)
+                run.search_named_file(str(workspace.root), start.real, start.rel)
 
         run: GrepRun | None = None
         if not matcher.needs_worker:

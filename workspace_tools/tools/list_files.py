@@ -11,7 +11,8 @@ from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ..workspace._walk import DIRECTORY, Walker
+from ..workspace._files import DirFds
+from ..workspace._walk import DIRECTORY
 from ._discovery import CompactRepr, ignored_hint, note, resolve_start, with_limit_default
 
 DESCRIPTION = """\
@@ -61,7 +62,7 @@ class ListFilesDetails(CompactRepr):
 
 def build(workspace: Workspace) -> Tool[ListFilesArgs]:
     """The ``list_files`` tool over ``workspace``."""
-    walker = Walker(str(workspace.root))
+    walker = workspace.walker
     root = str(workspace.root)
 
     def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
@@ -71,9 +72,10 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
             start.real, start.rel, recursive=args.recursive, include_ignored=args.include_ignored
         )
         shown = walk.entries[:limit]
-        entries = [
-            ListEntry(path=rel, type=kind, size=_size(root, rel, kind)) for rel, kind in shown
-        ]
+        with DirFds(root) as dirs:
+            entries = [
+                ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
+            ]
         count = len(walk.entries)
         lines = [e.path + "/" if e.type == DIRECTORY else e.path for e in entries]
         if not lines:
@@ -107,10 +109,13 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
     )
 
 
-def _size(root: str, rel: str, kind: str) -> int | None:
+def _size(dirs: DirFds, rel: str, kind: str) -> int | None:
+    # Stat relative to the directory's fd, reached without following a link: a directory
+    # swapped since the walk gives no size rather than an outside file's.
     if kind == DIRECTORY:
         return None
+    head, _, name = rel.rpartition("/")
     try:
-        return os.lstat(os.path.join(root, rel)).st_size
+        return os.stat(name, dir_fd=dirs.get(head), follow_symlinks=False).st_size
     except OSError:
         return None

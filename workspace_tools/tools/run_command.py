@@ -12,12 +12,13 @@ import anyio
 from pydantic import BaseModel, Field, field_validator
 
 from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
+from sandbox._layers import BUBBLEWRAP
 
 from .._errors import ErrorCode, ToolError
 from .._output import ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ..workspace._files import os_error
+from ..workspace._files import open_dir, os_error
 from ._command_output import HEAD_BYTES, TAIL_BYTES, ProgressBatcher, model_view
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
@@ -159,6 +160,7 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         ),
     )
     reports_progress = sandbox is None
+    by_path = BUBBLEWRAP in runner.capabilities.values() or not os.path.isdir("/proc/self/fd")
     shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
     secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
     env_cache = _EnvCache()
@@ -168,7 +170,21 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         return command_env(base_env, workspace.options.env_passthrough, secret_names)
 
     async def execute(args: RunCommandArgs, context: ToolContext) -> object:
-        cwd = _working_dir(workspace, args.cwd)
+        rel, cwd_fd = _open_working_dir(workspace, args.cwd)
+        try:
+            return await _run_in(args, context, rel, cwd_fd)
+        finally:
+            os.close(cwd_fd)
+
+    async def _run_in(args: RunCommandArgs, context: ToolContext, rel: str, cwd_fd: int) -> object:
+        # The command starts in the directory this process opened, named by a link to the
+        # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
+        # its path has become since (a directory swapped for a link out of the root).
+        # bubblewrap changes directory inside its own PID namespace, where that link does
+        # not exist: it gets the path.
+        cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
+        if os.fstat(cwd_fd).st_nlink == 0:
+            raise _changed(rel)  # removed since it was opened: a chdir would still enter it
         timeout = args.timeout or workspace.options.command_timeout
         env = env_cache.get(make_env)
         path = env.get("PATH", os.defpath)
@@ -182,14 +198,7 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         except SandboxError as exc:
             if repr(cwd) not in str(exc):
                 raise
-            # The start failed on the working directory: it was renamed, removed or swapped
-            # for a link since it was checked.
-            rel = workspace.rel(cwd)
-            raise ToolError(
-                f"Working directory {rel} changed while the command was starting; "
-                "check it and run the command again",
-                ErrorCode.NOT_FOUND,
-            ) from None
+            raise _changed(rel) from None  # the start failed on the working directory
         return _result(args.command, timeout, result)
 
     return tool(
@@ -208,7 +217,14 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
     )
 
 
-def _working_dir(workspace: Workspace, path: str) -> str:
+def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
+    """The working directory ``path`` as results show it and an fd of it, opened from the
+    root one component at a time without following a symlink (the caller closes it).
+
+    Raises:
+        ToolError: ``NOT_FOUND``, ``NOT_A_DIRECTORY``, ``OUTSIDE_WORKSPACE`` (a directory on
+            its way became a symlink), or another code of :func:`os_error`.
+    """
     resolved = workspace.resolve(path)
     real = str(resolved.real)
     try:
@@ -223,7 +239,22 @@ def _working_dir(workspace: Workspace, path: str) -> str:
         raise ToolError(
             f"Working directory is not a directory: {resolved.rel}", ErrorCode.NOT_A_DIRECTORY
         )
-    return real
+    rel = workspace.rel(real)
+    try:
+        fd = open_dir(str(workspace.root), "" if rel == "." else rel)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _changed(resolved.rel) from None
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from None
+    return resolved.rel, fd
+
+
+def _changed(rel: str) -> ToolError:
+    return ToolError(
+        f"Working directory {rel} changed while the command was starting; "
+        "check it and run the command again",
+        ErrorCode.NOT_FOUND,
+    )
 
 
 def _shell(path: str) -> str:

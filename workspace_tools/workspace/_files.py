@@ -146,6 +146,80 @@ def _open_dir(name: str, dir_fd: int) -> int:
         raise
 
 
+def open_dir(root: str, rel: str) -> int:
+    """An fd of the directory ``rel`` (``/``-separated, ``""`` for ``root`` itself) reached
+    from ``root`` one component at a time without following any symlink; the caller closes
+    it.
+
+    Raises:
+        OSError: ``ELOOP`` when a component is (or became) a symlink, ``ENOTDIR`` when one
+            is not a directory, ``ENOENT``, ``EACCES`` as ``openat``.
+    """
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in rel.split("/") if rel else ():
+            child = _open_dir(part, fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class DirFds:
+    """fds of directories below ``root``, each reached without following a symlink, for
+    opening many files in path order: the fds of the current directory's ancestors are
+    kept, so moving to a sibling directory costs one ``openat``. At most one fd per level
+    of depth is open. Close with :meth:`close` (or use as a context manager).
+
+    Args:
+        root: the workspace root (a real path).
+    """
+
+    def __init__(self, root: str) -> None:
+        self._root = root
+        self._parts: list[str] = []
+        self._fds: list[int] = []  # fds[0] is the root's, fds[i + 1] is parts[i]'s
+
+    def get(self, rel_dir: str) -> int:
+        """The fd of the directory ``rel_dir`` (``""`` for the root); valid until the next
+        call or :meth:`close`.
+
+        Raises:
+            OSError: as :func:`open_dir`.
+        """
+        parts = rel_dir.split("/") if rel_dir else []
+        fds = self._fds
+        if not fds:
+            fds.append(os.open(self._root, _DIR_FLAGS))
+        have = self._parts
+        keep = 0
+        limit = min(len(have), len(parts))
+        while keep < limit and have[keep] == parts[keep]:
+            keep += 1
+        while len(have) > keep:
+            have.pop()
+            os.close(fds.pop())
+        for part in parts[keep:]:
+            fd = _open_dir(part, fds[-1])
+            fds.append(fd)
+            have.append(part)
+        return fds[-1]
+
+    def close(self) -> None:
+        """Close every fd held."""
+        while self._fds:
+            os.close(self._fds.pop())
+        self._parts.clear()
+
+    def __enter__(self) -> DirFds:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @contextmanager
 def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     """Yield a binary file object for the regular file ``real`` and its ``fstat``.

@@ -10,10 +10,18 @@ What a walk yields, as git and ripgrep do it:
 - a symlink is an entry of type ``symlink`` and is never followed, so a link loop or a link
   out of the root cannot lead the walk anywhere; sockets, FIFOs and devices are left out.
 
-Walks are cached per :class:`Walker`. A cached walk is reused only while every directory it
-listed and every ignore file and index it read keeps its stat; a directory whose timestamp
-is too close to the walk (the file system's clock may not have ticked since) makes the walk
-uncacheable, so a cache hit never returns a stale file set.
+The walk goes by directory fd, never by path: the start directory is opened from the root
+one component at a time and each subdirectory relative to its parent's fd, all with
+``O_NOFOLLOW | O_DIRECTORY``, and entries are typed by ``fstatat`` relative to that fd. A
+directory swapped for a link to outside during the walk fails to open and is skipped: no
+outside name is ever listed. At most one fd per level of depth is open.
+
+Each :class:`~._workspace.Workspace` owns one :class:`Walker` (``workspace.walker``), which
+list_files, glob, grep and the session's fingerprints share. Walks are cached per walker. A
+cached walk is reused only while every directory it listed and every ignore file and index
+it read keeps its stat; a directory whose timestamp is too close to the walk (the file
+system's clock may not have ticked since) makes the walk uncacheable, so a cache hit never
+returns a stale file set.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
+from ._files import open_dir
 from ._git import GitRepo, GlobalExcludes, TrackedFiles, TrackedSet, find_repo
 from ._gitignore import GitignoreRule, parse_gitignore
 from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
@@ -39,7 +48,9 @@ SYMLINK: EntryType = "symlink"
 # Timestamps this close to the walk's start may not yet have ticked for a change made just
 # after the listing (coarse file-system clocks); such a walk is not reused.
 _RACY_NS = 2_000_000_000
-_CACHE_SIZE = 8
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# One walker serves the three discovery tools and the fingerprints (eight walks each before).
+_CACHE_SIZE = 24
 
 
 class Entry(NamedTuple):
@@ -135,38 +146,70 @@ class _Scan:
 
     def run(self, start_abs: str, start_rel: str, recursive: bool, include_ignored: bool) -> None:
         rules = IgnoreRules() if include_ignored else self.base_rules(start_abs)
-        stack = [(start_abs, start_rel, rules, False)]
+        start = _Dir(open_dir(self.root, start_rel))
+        # Depth first. A task names a directory by its parent's fd (never by a path), so a
+        # directory swapped for a symlink during the walk fails to open (ELOOP/ENOTDIR) and
+        # is skipped: nothing outside the root is listed. A parent's fd stays open until its
+        # last child directory is opened: at most one fd per level of depth.
+        stack: list[tuple[_Dir | None, str, str, str, IgnoreRules, bool]] = [
+            (None, "", start_abs, start_rel, rules, False)
+        ]
         tracked, prefix = self.tracked, self.prefix
         fsencode = os.fsencode
-        while stack:
-            d_abs, d_rel, d_rules, tracked_only = stack.pop()
-            self.stamps.append(FileStamp.take(d_abs))
-            listing = _list_dir(d_abs)
-            has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
-            if has_rules and not include_ignored and not tracked_only:
-                d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel))
-            lead = d_rel + "/" if d_rel else ""
-            for name, kind in listing:
-                rel = lead + name
-                is_dir = kind is DIRECTORY
-                child_tracked_only = tracked_only
-                if tracked_only:
-                    full = prefix + rel
-                    if full not in (tracked.dirs if is_dir else tracked.files):
-                        self.ignored += 1
+        try:
+            while stack:
+                parent, name, d_abs, d_rel, d_rules, tracked_only = stack.pop()
+                if parent is None:
+                    here = start
+                else:
+                    try:
+                        here = _Dir(os.open(name, _DIR_FLAGS, dir_fd=parent.fd))
+                    except OSError:
+                        # Swapped for a link or file, removed, or unreadable since listed.
+                        self.stamps.append(FileStamp(d_abs, None))
                         continue
-                elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
-                    # git lists a tracked file whatever the rules say, and the tracked files
-                    # inside an ignored directory.
-                    full = prefix + rel
-                    if full not in tracked.files:
-                        if not (is_dir and full in tracked.dirs):
-                            self.ignored += 1
-                            continue
-                        child_tracked_only = True
-                self.entries.append(Entry(rel, kind))
-                if is_dir and recursive:
-                    stack.append((d_abs + "/" + name, rel, d_rules, child_tracked_only))
+                    finally:
+                        parent.release()
+                children = 0
+                try:
+                    self.stamps.append(_fd_stamp(d_abs, here.fd))
+                    listing = _list_dir(here.fd)
+                    has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
+                    if has_rules and not include_ignored and not tracked_only:
+                        d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel))
+                    lead = d_rel + "/" if d_rel else ""
+                    for name, kind in listing:
+                        rel = lead + name
+                        is_dir = kind is DIRECTORY
+                        child_tracked_only = tracked_only
+                        if tracked_only:
+                            full = prefix + rel
+                            if full not in (tracked.dirs if is_dir else tracked.files):
+                                self.ignored += 1
+                                continue
+                        elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
+                            # git lists a tracked file whatever the rules say, and the
+                            # tracked files inside an ignored directory.
+                            full = prefix + rel
+                            if full not in tracked.files:
+                                if not (is_dir and full in tracked.dirs):
+                                    self.ignored += 1
+                                    continue
+                                child_tracked_only = True
+                        self.entries.append(Entry(rel, kind))
+                        if is_dir and recursive:
+                            stack.append(
+                                (here, name, d_abs + "/" + name, rel, d_rules, child_tracked_only)
+                            )
+                            children += 1
+                finally:
+                    here.hold(children)
+        finally:
+            # Left by an error: close what the pending tasks still hold.
+            for parent, *_ in stack:
+                if parent is not None:
+                    parent.release()
+            start.close()
 
     def cacheable(self, started_ns: int) -> bool:
         # Modifying a directory or file sets its mtime to "now"; an mtime safely before the
@@ -176,12 +219,47 @@ class _Scan:
         return all(s.stamp is None or s.stamp[0] < limit for s in self.stamps)
 
 
-def _list_dir(path: str) -> list[tuple[str, EntryType]]:
-    """Names and types in ``path``, without ``.git``, temp files of writes and special
-    files; ``[]`` if unreadable."""
+class _Dir:
+    """An open directory fd and how many of its subdirectories are still to be opened."""
+
+    __slots__ = ("fd", "pending")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = 0
+
+    def hold(self, children: int) -> None:
+        """Keep the fd open for ``children`` more opens; close it if there are none."""
+        self.pending = children
+        if not children:
+            self.close()
+
+    def release(self) -> None:
+        """One child was opened (or given up): close the fd after the last."""
+        self.pending -= 1
+        if self.pending == 0:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _fd_stamp(path: str, fd: int) -> FileStamp:
+    """The stamp of the directory open as ``fd`` (what was listed), under its path (what a
+    later walk validates: a swap of the path changes its stamp)."""
+    st = os.fstat(fd)
+    return FileStamp(path, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns))
+
+
+def _list_dir(fd: int) -> list[tuple[str, EntryType]]:
+    """Names and types in the directory open as ``fd``, without ``.git``, temp files of
+    writes and special files; ``[]`` if unreadable. Types come from the directory entry or
+    ``fstatat`` relative to ``fd``, never following a symlink."""
     out: list[tuple[str, EntryType]] = []
     try:
-        with os.scandir(path) as it:
+        with os.scandir(fd) as it:
             for entry in it:
                 name = entry.name
                 if name == ".git" or is_temp_name(name):
@@ -206,7 +284,8 @@ class Walker:
     Args:
         root: the workspace root (a real, absolute path).
 
-    Thread-safe: concurrent calls may walk at the same time; the cache is shared.
+    Thread-safe: concurrent calls may walk at the same time; the cache is shared. A pickled
+    copy starts with an empty cache.
     """
 
     def __init__(self, root: str) -> None:
@@ -214,6 +293,14 @@ class Walker:
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
         self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        # A copy (a pickled Workspace) starts with an empty cache: the lock does not pickle,
+        # and the cached walks are only as good as this process's stats of them.
+        return {"root": self._root}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        Walker.__init__(self, str(state["root"]))
 
     def walk(
         self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool

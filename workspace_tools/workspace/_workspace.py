@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._paths import ResolvedPath, resolve_path, to_rel
 from ._state import FileStates
+from ._walk import Walker
 
 
 class WorkspaceOptions(BaseModel):
@@ -52,6 +53,8 @@ class Workspace:
         options: the tools' defaults.
         file_states: content hashes for staleness checks and per-file locks, shared by
             every tool built over this workspace.
+        walker: the one walk of the tree (with its stat-validated cache) behind list_files,
+            glob, grep and the session's fingerprints of directories.
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
@@ -66,6 +69,7 @@ class Workspace:
         self._root_str = real
         self.options = WorkspaceOptions.model_validate(options)
         self.file_states = FileStates()
+        self.walker = Walker(real)
 
     def __repr__(self) -> str:
         return f"Workspace({self._root_str!r})"
