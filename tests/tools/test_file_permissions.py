@@ -375,3 +375,47 @@ def test_os_errors_of_a_write_map_to_codes(number: int, code: ErrorCode, message
         OSError(number, os.strerror(number), ".f.txt.0123456789abcdef.wt-tmp"), "a/f.txt"
     )
     assert (error.code, error.message) == (code, message)
+
+
+@needs_root
+def test_discovery_below_names_what_it_could_not_read(shared_root: Path) -> None:
+    """A recursive walk meets a directory and a file ``nobody`` may not read: each tool
+    says so, instead of a listing or "No matches" that looks complete."""
+    (shared_root / "open").mkdir()
+    (shared_root / "open/a.txt").write_bytes(b"needle\n")
+    (shared_root / "open/locked.txt").write_bytes(b"needle\n")
+    (shared_root / "open/locked.txt").chmod(0o600)
+    secret = shared_root / "secret"
+    secret.mkdir(mode=0o700)
+    (secret / "s.txt").write_bytes(b"needle\n")
+
+    def work() -> list[Any]:
+        tool_set = tools(shared_root)
+        listing = call(tool_set["list_files"], path=".", recursive=True)
+        found = call(tool_set["glob"], pattern="**/*.txt")
+        searched = call(tool_set["grep"], pattern="needle")
+        missing = call(tool_set["grep"], pattern="absent")
+        return [
+            [listing.content, listing.details.unreadable],
+            [found.content, found.details.unreadable],
+            [searched.content, searched.details.unreadable],
+            missing.content,
+        ]
+
+    denied_dir = "[Permission denied: 1 path could not be read and was not {verb}: secret/]"
+    denied_both = (
+        "[Permission denied: 2 paths could not be read and were not searched: "
+        "open/locked.txt, secret/]"
+    )
+    assert as_nobody(work) == [
+        [
+            "open/\nopen/a.txt\nopen/locked.txt\nsecret/\n" + denied_dir.format(verb="listed"),
+            ["secret/"],
+        ],
+        [
+            "open/a.txt\nopen/locked.txt\n" + denied_dir.format(verb="searched"),
+            ["secret/"],
+        ],
+        ["open/a.txt:1:needle\n" + denied_both, ["open/locked.txt", "secret/"]],
+        "No matches\n" + denied_both,
+    ]

@@ -194,6 +194,24 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
     return f" ({ignored:,} {noun} skipped by ignore rules; include_ignored=true shows them)"
 
 
+_UNREADABLE_SHOWN = 10
+
+
+def unreadable_note(paths: list[str], verb: str) -> str:
+    """The note naming what this process may not read, so the model can tell "not there"
+    from "not ``verb``" (listed, searched): directories end in ``/``; at most
+    :data:`_UNREADABLE_SHOWN` are named."""
+    shown = ", ".join(paths[:_UNREADABLE_SHOWN])
+    more = len(paths) - _UNREADABLE_SHOWN
+    if more > 0:
+        shown += f" and {more:,} more"
+    one = len(paths) == 1
+    return note(
+        f"Permission denied: {len(paths):,} {'path' if one else 'paths'} could not be read "
+        f"and {'was' if one else 'were'} not {verb}: {shown}"
+    )
+
+
 class CompactRepr(BaseModel):
     """A details model whose ``repr`` gives list lengths, not thousands of items (event
     loops and loggers repr results they pass along)."""

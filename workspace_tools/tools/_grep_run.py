@@ -10,7 +10,7 @@ from .._errors import ErrorCode, ToolError
 from ..workspace._files import DirFds, open_read
 from ..workspace._reading import FIRST_READ, WHOLE_READ
 from ..workspace._search import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
-from ._discovery import note
+from ._discovery import note, unreadable_note
 
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
@@ -22,6 +22,7 @@ RunState = tuple[
     list[tuple[str, int]],
     dict[str, dict[int, str]],
     tuple[int, int, int, int],
+    list[str],
 ]
 
 
@@ -41,6 +42,8 @@ class GrepRun:
         self.files_searched = 0
         self.binary_skipped = 0
         self.ignored = 0
+        # Files and directories (ending in "/") this process may not read: not searched.
+        self.unreadable: list[str] = []
 
     @property
     def truncated(self) -> bool:
@@ -85,6 +88,9 @@ class GrepRun:
                     continue
                 try:
                     fd = os.open(rel[slash + 1 :], flags, dir_fd=dir_fd)
+                except PermissionError:
+                    self.unreadable.append(rel)
+                    continue
                 except OSError:
                     continue
                 try:
@@ -119,11 +125,13 @@ class GrepRun:
             self.files,
             self.context_lines,
             (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
+            self.unreadable,
         )
 
     def merge(self, state: RunState) -> None:
         """Add what a run over the files after this run's found (see :meth:`state`)."""
-        matches, files, context_lines, counts = state
+        matches, files, context_lines, counts, unreadable = state
+        self.unreadable.extend(unreadable)
         room = self.limit - len(self.matches)
         kept = [(rel, LineMatch(*match)) for rel, *match in matches[:room]]
         self.matches.extend(kept)
@@ -222,6 +230,13 @@ def _cut_marker(count: int, *, after: bool) -> str:
 
 def format_grep(run: GrepRun, output_mode: str) -> str:
     """The text the model reads for ``run`` in ``output_mode``."""
+    text = _format_found(run, output_mode)
+    if run.unreadable:
+        text += "\n" + unreadable_note(sorted(run.unreadable), "searched")
+    return text
+
+
+def _format_found(run: GrepRun, output_mode: str) -> str:
     if not run.match_count:
         return "No matches"
     if output_mode == "content":

@@ -8,7 +8,14 @@ from .._fingerprint import tree_fingerprint
 from .._output import ToolOutput, ToolPresentation, tool_output
 from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
-from ._discovery import CompactRepr, compile_glob, note, resolve_start, with_limit_default
+from ._discovery import (
+    CompactRepr,
+    compile_glob,
+    note,
+    resolve_start,
+    unreadable_note,
+    with_limit_default,
+)
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
@@ -45,6 +52,10 @@ class GlobDetails(CompactRepr):
     count: int
     truncated: bool
     ignored: int
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description="directories below the path this process may not read (not searched)",
+    )
 
 
 def build(workspace: Workspace) -> Tool[GlobArgs]:
@@ -74,12 +85,16 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
                     "path, or raise limit, to see the rest"
                 )
             )
+        unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
+        if unreadable:
+            lines.append(unreadable_note(unreadable, "searched"))
         details = GlobDetails(
             pattern=args.pattern,
             matches=shown,
             count=count,
             truncated=count > limit,
             ignored=walk.ignored,
+            unreadable=unreadable,
         )
         return tool_output("\n".join(lines), details)
 

@@ -94,6 +94,10 @@ class GrepDetails(CompactRepr):
     truncated: bool
     binary_skipped: int
     ignored: int
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description="files and directories (ending in /) this process may not read: not searched",
+    )
 
 
 class MatcherPool:
@@ -151,6 +155,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         limit = args.limit
         files: list[str] = []
         ignored = 0
+        unreadable_dirs: list[str] = []
         if start.is_dir:
             walk = walker.walk(
                 start.real, start.rel, recursive=True, include_ignored=args.include_ignored
@@ -165,6 +170,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                     if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
                 ]
             ignored = walk.ignored
+            unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
 
         def search(run: GrepRun) -> None:
             if start.is_dir:
@@ -186,6 +192,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             run = GrepRun(matcher, limit=limit, context=args.context)
             search_in_worker(run, search, deadline=context.deadline, stopped=lambda: context.ended)
         run.ignored = ignored
+        run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
         content = format_grep(run, args.output_mode)
         details = GrepDetails(
             pattern=args.pattern,
@@ -199,6 +206,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             truncated=run.truncated,
             binary_skipped=run.binary_skipped,
             ignored=run.ignored,
+            unreadable=run.unreadable,
         )
         return tool_output(content, details)
 

@@ -13,7 +13,14 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._files import DirFds
 from ..workspace._walk import DIRECTORY
-from ._discovery import CompactRepr, ignored_hint, note, resolve_start, with_limit_default
+from ._discovery import (
+    CompactRepr,
+    ignored_hint,
+    note,
+    resolve_start,
+    unreadable_note,
+    with_limit_default,
+)
 
 DESCRIPTION = """\
 List the files and directories in a directory of the workspace, one path per line, sorted. \
@@ -58,6 +65,10 @@ class ListFilesDetails(CompactRepr):
     count: int
     truncated: bool
     ignored: int
+    unreadable: list[str] = Field(
+        default_factory=list,
+        description="directories below the path this process may not read (not listed)",
+    )
 
 
 def build(workspace: Workspace) -> Tool[ListFilesArgs]:
@@ -87,12 +98,16 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
                     "limit to see the rest"
                 )
             )
+        unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
+        if unreadable:
+            lines.append(unreadable_note(unreadable, "listed"))
         details = ListFilesDetails(
             path=start.shown,
             entries=entries,
             count=count,
             truncated=count > limit,
             ignored=walk.ignored,
+            unreadable=unreadable,
         )
         return tool_output("\n".join(lines), details)
 

@@ -67,11 +67,14 @@ class Walk:
     Attributes:
         entries: every entry yielded, sorted by ``rel`` (plain string order).
         ignored: how many entries ignore rules skipped (an ignored directory counts once).
+        unreadable: directories below the start that this process may not read (their
+            entries are missing from ``entries``), sorted.
     """
 
-    def __init__(self, entries: list[Entry], ignored: int) -> None:
+    def __init__(self, entries: list[Entry], ignored: int, unreadable: list[str]) -> None:
         self.entries = entries
         self.ignored = ignored
+        self.unreadable = unreadable
 
     @cached_property
     def files(self) -> list[str]:
@@ -115,6 +118,7 @@ class _Scan:
         self.stamps: list[FileStamp] = []
         self.entries: list[Entry] = []
         self.ignored = 0
+        self.unreadable: list[str] = []
 
     def base_rules(self, start_abs: str) -> IgnoreRules:
         """Rules in force in ``start_abs``'s parent: the global excludes file, info/exclude
@@ -164,6 +168,10 @@ class _Scan:
                 else:
                     try:
                         here = _Dir(os.open(name, _DIR_FLAGS, dir_fd=parent.fd))
+                    except PermissionError:
+                        self.unreadable.append(d_rel)
+                        self.stamps.append(FileStamp(d_abs, None))
+                        continue
                     except OSError:
                         # Swapped for a link or file, removed, or unreadable since listed.
                         self.stamps.append(FileStamp(d_abs, None))
@@ -174,6 +182,9 @@ class _Scan:
                 try:
                     self.stamps.append(_fd_stamp(d_abs, here.fd))
                     listing = _list_dir(here.fd)
+                    if listing is None:
+                        self.unreadable.append(d_rel)
+                        listing = []
                     has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
                     if has_rules and not include_ignored and not tracked_only:
                         d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel))
@@ -253,9 +264,10 @@ def _fd_stamp(path: str, fd: int) -> FileStamp:
     return FileStamp(path, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns))
 
 
-def _list_dir(fd: int) -> list[tuple[str, EntryType]]:
+def _list_dir(fd: int) -> list[tuple[str, EntryType]] | None:
     """Names and types in the directory open as ``fd``, without ``.git``, temp files of
-    writes and special files; ``[]`` if unreadable. Types come from the directory entry or
+    writes and special files; ``None`` if this process may not read it, ``[]`` if it is
+    gone. Types come from the directory entry or
     ``fstatat`` relative to ``fd``, never following a symlink."""
     out: list[tuple[str, EntryType]] = []
     try:
@@ -273,6 +285,8 @@ def _list_dir(fd: int) -> list[tuple[str, EntryType]]:
                         out.append((name, FILE))
                 except OSError:
                     continue
+    except PermissionError:
+        return None
     except OSError:
         return []
     return out
@@ -332,7 +346,7 @@ class Walker:
         scan.stamps.extend(scan_stamps)
         scan.run(start_abs, start_rel, recursive, include_ignored)
         scan.entries.sort()
-        result = Walk(scan.entries, scan.ignored)
+        result = Walk(scan.entries, scan.ignored, sorted(scan.unreadable))
         with self._lock:
             if scan.cacheable(started):
                 self._cache[key] = _Cached(result, scan.stamps)
