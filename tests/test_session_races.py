@@ -7,6 +7,8 @@ import collections
 import ctypes
 import errno
 import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from tests._users import as_nobody
 from workspace_tools import (
     ErrorCode,
     Policy,
@@ -247,21 +250,25 @@ def test_bad_input_gives_specific_codes_in_words(
     assert sorted(os.listdir(tmp_path)) == ["d"]
 
 
-def test_a_directory_that_may_not_be_searched_is_permission_denied(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root searches any directory")
-    (tmp_path / "locked").mkdir()
-    (tmp_path / "locked" / "a.txt").write_text("a\n")
-    (tmp_path / "locked").chmod(0)
-    try:
-        read_file = {t.name: t for t in workspace_tools(tmp_path)}["read_file"]
+def test_a_directory_that_may_not_be_searched_is_permission_denied() -> None:
+    # Root searches any directory: as root, the call runs as nobody.
+    root = Path(tempfile.mkdtemp(prefix="wt-perm-"))
+    root.chmod(0o755)
+    (root / "locked").mkdir()
+    (root / "locked" / "a.txt").write_text("a\n")
+    (root / "locked").chmod(0)
+
+    def read() -> list[Any]:
+        read_file = {t.name: t for t in workspace_tools(root)}["read_file"]
         result = invoke_tool_sync(read_file, {"path": "locked/a.txt"})
+        return [result.error_code, result.error]
+
+    try:
+        seen = as_nobody(read) if os.geteuid() == 0 else read()
     finally:
-        (tmp_path / "locked").chmod(0o755)
-    assert (result.error_code, result.error) == (
-        ErrorCode.PERMISSION_DENIED,
-        "Permission denied: locked/a.txt",
-    )
+        (root / "locked").chmod(0o755)
+        shutil.rmtree(root)
+    assert seen == ["PERMISSION_DENIED", "Permission denied: locked/a.txt"]
 
 
 class _PathArgs(BaseModel):

@@ -9,18 +9,18 @@ working in a directory made for it outside pytest's private temp tree.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._users import as_nobody
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, Workspace
 from workspace_tools.workspace import _files
@@ -114,32 +114,6 @@ def shared_root() -> Iterator[Path]:
     path.chmod(0o777)
     yield path
     shutil.rmtree(path)
-
-
-def as_nobody(work: Callable[[], Any]) -> Any:
-    """Run ``work`` in a forked child as ``nobody``:``nogroup`` and return its JSON value
-    (``{"child_error": ...}`` when it raised)."""
-    nobody = pwd.getpwnam("nobody")
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read_fd)
-            os.setgroups([nobody.pw_gid])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            payload = json.dumps(work())
-        except BaseException as exc:
-            payload = json.dumps({"child_error": repr(exc)})
-        with os.fdopen(write_fd, "w") as out:
-            out.write(payload)
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd) as inp:
-        data = inp.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, data
-    return json.loads(data)
 
 
 def _outcome(result: Any) -> list[Any]:
