@@ -139,9 +139,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
             # Killing a worker running Python's engine (search_in_worker) kills this too.
             _die_with_parent(parent)
             states = _search_blocks(run, root, blocks)
-            payload = memoryview(pickle.dumps(states, protocol=pickle.HIGHEST_PROTOCOL))
-            while payload:
-                payload = payload[os.write(write_end, payload) :]
+            _send(write_end, states)
             # The parent's read ends here, not once this process is torn down.
             os.close(write_end)
             status = 0
@@ -259,9 +257,7 @@ def _work_in_child(
             answer: tuple[object, ...] = ("ok", sub.state())
         except ToolError as exc:
             answer = ("error", exc.message, exc.code.value)
-        payload = memoryview(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
-        while payload:
-            payload = payload[os.write(write_end, payload) :]
+        _send(write_end, answer)
         os.close(write_end)
         status = 0
     finally:
@@ -313,3 +309,10 @@ def _read_until(
             chunks.append(chunk)
     finally:
         _wait(pid)
+
+
+def _send(fd: int, value: object) -> None:
+    """Write ``value`` pickled to the pipe ``fd`` (the parent reads to end of file)."""
+    payload = memoryview(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    while payload:
+        payload = payload[os.write(fd, payload) :]

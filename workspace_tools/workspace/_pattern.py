@@ -265,8 +265,8 @@ def plain_literal(pattern: str, flags: int) -> str | None:
     return "".join(chars)
 
 
-class _Span:
-    """Where a literal was found, with the two methods of ``re.Match`` a search uses."""
+class Span:
+    """Where a match was found, with the two methods of ``re.Match`` a search uses."""
 
     __slots__ = ("_end", "_start")
 
@@ -294,9 +294,9 @@ class LiteralSearch:
         self.needle = needle
         self._size = len(needle)
 
-    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> _Span | None:
+    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> Span | None:
         start = buf.find(self.needle, pos) if endpos is None else buf.find(self.needle, pos, endpos)
-        return None if start < 0 else _Span(start, start + self._size)
+        return None if start < 0 else Span(start, start + self._size)
 
     def findall(self, buf: Any, pos: int, endpos: int) -> list[int]:
         """The start of each line in ``[pos, endpos)`` holding the literal (the literal
@@ -373,7 +373,7 @@ class LineSlices:
         self._rx = rx
         self._nl: Any = b"\n" if isinstance(rx.pattern, bytes) else "\n"
 
-    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> _Span | None:
+    def search(self, buf: Any, pos: int = 0, endpos: int | None = None) -> Span | None:
         end = len(buf) if endpos is None else endpos
         search, nl = self._rx.search, self._nl
         while pos <= end:
@@ -382,6 +382,6 @@ class LineSlices:
                 line_end = end
             m = search(buf[pos:line_end])
             if m is not None:
-                return _Span(pos + m.start(), pos + m.end())
+                return Span(pos + m.start(), pos + m.end())
             pos = line_end + 1
         return None

@@ -41,6 +41,8 @@ from typing import Any
 import re2
 from re2 import _re2
 
+from ._pattern import Span
+
 try:  # Python 3.11+
     from re import _constants as _sre_constants  # type: ignore[attr-defined]
     from re import _parser as _sre_parse  # type: ignore[attr-defined]
@@ -290,21 +292,6 @@ def _char(code: int) -> str:
     return f"\\x{{{code:X}}}"
 
 
-class Re2Span:
-    """A match's byte span, with the two methods of ``re.Match`` the search uses."""
-
-    __slots__ = ("_end", "_start")
-
-    def __init__(self, start: int, end: int) -> None:
-        self._start, self._end = start, end
-
-    def start(self) -> int:
-        return self._start
-
-    def end(self) -> int:
-        return self._end
-
-
 class Re2Search:
     """A compiled RE2 program searched like ``re.Pattern.search`` over UTF-8 bytes.
 
@@ -328,13 +315,13 @@ class Re2Search:
         self._match = program.Match
         self._anchor = _re2.RE2.Anchor.UNANCHORED
 
-    def search(self, buf: bytes, pos: int = 0, endpos: int | None = None) -> Re2Span | None:
+    def search(self, buf: bytes, pos: int = 0, endpos: int | None = None) -> Span | None:
         """The leftmost match starting in ``buf[pos:endpos]``, or ``None``."""
         end = len(buf) if endpos is None else endpos
         if pos > end:
             return None
         start, stop = self._match(self._anchor, buf, pos, end)[0]
-        return None if start < 0 else Re2Span(start, stop)
+        return None if start < 0 else Span(start, stop)
 
 
 class Re2LineCounter:
