@@ -192,6 +192,7 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         for condition in rule.when:
             if condition.argument not in arguments:
                 raise ValueError(
-                    f"policy rule {as_typed(rule.name)} tests argument {condition.argument!r}, which "
-                    f"its tools do not take; they take: {', '.join(sorted(arguments))}"
+                    f"policy rule {as_typed(rule.name)} tests argument "
+                    f"{condition.argument!r}, which its tools do not take; they take: "
+                    f"{', '.join(sorted(arguments))}"
                 )
