@@ -160,9 +160,10 @@ def _key(line: str) -> str:
     return " ".join(line.split())
 
 
-def _closest_start(old_lines: list[str], bare: list[str]) -> int | None:
+def _closest_start(old_lines: list[str], bare: list[str]) -> tuple[int, float] | None:
     """Where in the file (a line index, possibly before the first line) the range most
-    similar to ``old_lines`` begins; ``None`` when no range is similar enough."""
+    similar to ``old_lines`` begins, and how similar it is (0-1); ``None`` when no range
+    is similar enough."""
     if len(bare) > _HINT_MAX_LINES:
         return None
     old_keys = [_key(line) for line in old_lines]
@@ -191,7 +192,9 @@ def _closest_start(old_lines: list[str], bare: list[str]) -> int | None:
         return total / len(scored)
 
     best = max(starts, key=lambda s: (score(s), -s), default=None)
-    return best if best is not None and score(best) >= _CUTOFF else None
+    if best is None or score(best) < _CUTOFF:
+        return None
+    return best, score(best)
 
 
 def _quote_block(bare: list[str], first: int, last: int) -> str:
@@ -255,6 +258,16 @@ def _visible_change(old: str, found: str) -> str:
     return f"the file has '{found}' where old_text has '{old}'"
 
 
+def _part_of(old: str, found: str, index: int, count: int) -> bool:
+    """Whether old_text's line ``index`` (of ``count``) is a part of the file's line
+    ``found`` it may hold: old_text may begin inside its first line and end inside its last."""
+    if count == 1:
+        return old in found
+    if index == 0:
+        return found.endswith(old)
+    return index == count - 1 and found.startswith(old)
+
+
 def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
     """``NO_MATCH`` for ``old_lines`` in the file's ``bare`` lines (no line endings): the
     most similar lines quoted, every line of them that differs from old_text named (the
@@ -264,9 +277,15 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         f"old_text was not found in {path}. Read the file again with read_file and copy the "
         "text exactly, including whitespace and punctuation"
     )
+    whole = _closest_start(old_lines, bare)
     pieces, where = _split_breaks(bare)
-    start = _closest_start(old_lines, pieces)
-    if start is None:
+    cut = _closest_start(old_lines, pieces) if len(pieces) > len(bare) else None
+    if cut is not None and (whole is None or cut[1] > whole[1]):
+        start = cut[0]
+    elif whole is not None:
+        start = whole[0]
+        pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
+    else:
         return ToolError(message, ErrorCode.NO_MATCH)
     low, high = max(start, 0), min(start + len(old_lines), len(pieces)) - 1
     first, last = where[low][0], where[high][0]
@@ -297,6 +316,10 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         if old == found:
             continue
         phrases, visible = invisible_differences(old, found)
+        # old_text may start or end inside a line: the rest of that line is no difference.
+        visible = visible and not _part_of(old, found, k - start, len(old_lines))
+        if not (phrases or visible):
+            continue
         line = f"Line {i + 1}" if parts == 1 else f"Part {part + 1} of line {i + 1}"
         said = f"{line} differs from old_text's line {k - start + 1}"
         if visible and phrases:
