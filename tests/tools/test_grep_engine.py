@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sandbox import Sandbox
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
-from workspace_tools.tools import _grep_fork
+from workspace_tools.tools import _grep_fork, workspace_tools
 from workspace_tools.tools import grep as grep_module
 from workspace_tools.tools._grep_run import MAX_LINE, GrepRun
 from workspace_tools.tools.grep import MatcherPool
@@ -580,3 +581,14 @@ def test_the_calls_timeout_firing_first_gives_grep_s_words_too(
     result = invoke_tool_sync(tools(backtracking)["grep"], {"pattern": r"(a+)+(?=b)"}, timeout=2)
     assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, BACKTRACKING_TIMEOUT)
     wait_for(lambda: children(os.getpid()) <= before, "the grep worker to be gone")
+
+
+def test_a_sandboxed_grep_names_the_calls_timeout_too(backtracking: Path) -> None:
+    # The sandbox's child gets the call's deadline and timeout with its context.
+    box = Sandbox(layers=False)
+    try:
+        grep_tool = next(t for t in workspace_tools(backtracking, sandbox=box) if t.name == "grep")
+        result = invoke_tool_sync(grep_tool, {"pattern": r"(a+)+(?=b)"}, timeout=2)
+    finally:
+        box.close()
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, BACKTRACKING_TIMEOUT)
