@@ -432,3 +432,13 @@ def test_demo_on_a_terminal_shows_control_characters(tmp_path: Path) -> None:
     assert "  README.md:1:# Title^[]0;pwned^G^[[2J TODO" in lines
     assert "       1\t# Title^[]0;pwned^G^[[2J TODO" in lines
     assert b"\x1b" not in out and b"\x07" not in out
+
+
+def test_a_pattern_over_lines_gets_no_caret_that_cannot_line_up(tmp_path: Path) -> None:
+    events = cli("call", "grep", "--json", '{"pattern": "a\\n(b"}', "--events", cwd=tmp_path)
+    last = json.loads(events.stdout.splitlines()[-1])
+    assert last["result"] == (
+        "Invalid regular expression at position 2: missing ), unterminated subpattern.\n"
+        "The pattern is a Python regex; escape special characters such as ( [ { . * + ? with "
+        "a backslash to match them literally."
+    )
