@@ -252,47 +252,82 @@ def test_version_is_the_installed_distributions() -> None:
 
 
 REGEX_ERROR = (
-    "Invalid regular expression at position 0: missing ), unterminated subpattern. ( ^ The "
-    "pattern is a Python regex; escape special characters such as ( [ { . * + ? with a "
-    "backslash to match them literally."
+    "Invalid regular expression at position 0: missing ), unterminated subpattern. Position "
+    "0 of '('. The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
+    "with a backslash to match them literally."
 )
 
 
 @pytest.mark.parametrize(
-    ("args", "row", "message"),
+    ("args", "message"),
     [
-        (["grep", "pattern=("], "● Search files [text-search] (", REGEX_ERROR),
+        (["grep", "pattern=("], REGEX_ERROR),
+        (
+            ["grep", "pattern=\\bx[a-"],
+            "Invalid regular expression at position 3: unterminated character set. Position 3 "
+            "of '\\bx[a-'. The pattern is a Python regex; escape special characters such as "
+            "( [ { . * + ? with a backslash to match them literally.",
+        ),
+        (
+            ["grep", "pattern=x", "recursive=maybe"],
+            "Invalid arguments for grep: - recursive: unknown argument (the arguments are: "
+            "pattern, path, glob, ignore_case, output_mode, context, multiline, "
+            "include_ignored, limit)",
+        ),
         (
             ["read_file", "path=a.txt", "offset=9"],
-            "● Read file [file-text] a.txt",
             "offset 9 is past the end of a.txt, which has 1 lines",
         ),
-        (
-            ["read_file", "--json", '{"path": "a\\u0000b"}'],
-            "● Read file [file-text] a\x00b",
-            "Path contains a NUL byte",
-        ),
+        (["read_file", "--json", '{"path": "a\\u0000b"}'], "Path contains a NUL byte"),
         (
             ["list_files", "path=" + "n" * 300],
-            "● List files [folder] " + "n" * 300,
             f"Path {'n' * 300} is too long: a name in it, or the whole path, is longer than "
             "the file system allows; use a shorter path",
         ),
     ],
 )
-def test_an_invalid_arguments_result_exits_2_with_one_line(
-    tmp_path: Path, args: list[str], row: str, message: str
+def test_an_invalid_arguments_result_exits_2_with_one_line_and_no_step_row(
+    tmp_path: Path, args: list[str], message: str
 ) -> None:
+    # Whether the argument model or the tool finds the usage error, stdout holds no step row.
     (tmp_path / "a.txt").write_text("a\n")
     done = cli("call", *args, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (
         2,
-        row + "\n",
+        "",
         f"workspace-tools: error: {message}\n",
     )
     events = cli("call", *args, "--events", cwd=tmp_path)
     last = json.loads(events.stdout.splitlines()[-1])
     assert (events.returncode, last["errorCode"], events.stderr) == (2, "INVALID_ARGUMENTS", "")
+
+
+def test_the_model_reads_a_regex_error_with_its_caret_under_the_position(tmp_path: Path) -> None:
+    events = cli("call", "grep", "pattern=ab[c", "--events", cwd=tmp_path)
+    last = json.loads(events.stdout.splitlines()[-1])
+    assert last["result"] == (
+        "Invalid regular expression at position 2: unterminated character set.\n  ab[c\n    ^\n"
+        "The pattern is a Python regex; escape special characters such as ( [ { . * + ? with "
+        "a backslash to match them literally."
+    )
+
+
+def test_a_tool_that_runs_prints_its_step_row_before_its_progress(tmp_path: Path) -> None:
+    done = cli("call", "run_command", "command=echo one; echo two", cwd=tmp_path)
+    assert (done.returncode, done.stdout.splitlines()[:3], done.stderr) == (
+        0,
+        ["● Run command [terminal] echo one; echo two", "  │ one", "  │ two"],
+        "",
+    )
+
+
+def test_a_key_value_error_quotes_the_pair_as_typed(tmp_path: Path) -> None:
+    done = cli("call", "grep", "\\bx", cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        "",
+        "workspace-tools: error: argument '\\bx' is not key=value (or use --json '{...}')\n",
+    )
 
 
 def test_a_tool_error_exits_1(tmp_path: Path) -> None:
@@ -408,3 +443,13 @@ def test_demo_on_a_terminal_shows_control_characters(tmp_path: Path) -> None:
     assert "  README.md:1:# Title^[]0;pwned^G^[[2J TODO" in lines
     assert "       1\t# Title^[]0;pwned^G^[[2J TODO" in lines
     assert b"\x1b" not in out and b"\x07" not in out
+
+
+def test_a_pattern_over_lines_gets_no_caret_that_cannot_line_up(tmp_path: Path) -> None:
+    events = cli("call", "grep", "--json", '{"pattern": "a\\n(b"}', "--events", cwd=tmp_path)
+    last = json.loads(events.stdout.splitlines()[-1])
+    assert last["result"] == (
+        "Invalid regular expression at position 2: missing ), unterminated subpattern.\n"
+        "The pattern is a Python regex; escape special characters such as ( [ { . * + ? with "
+        "a backslash to match them literally."
+    )

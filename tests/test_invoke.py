@@ -537,3 +537,36 @@ async def test_in_process_the_same_tool_reports_progress() -> None:
     result = await invoke_tool(plain, {}, on_update=updates.append)
     assert result.content == {"pid": os.getpid(), "reports_progress": True}
     assert [u.content for u in updates] == ["progress"]
+
+
+async def test_a_tools_timeout_words_stand_when_the_calls_timeout_fires() -> None:
+    # What the tool set on the context is the result, code and details included.
+    seen: list[tuple[float | None, bool]] = []
+
+    async def execute(args: EchoArgs, context: ToolContext) -> str:
+        left = context.seconds_left(0.1)
+        seen.append((context.timeout, left is not None and 0 < left <= 0.4))
+        context.timeout_error = ToolError(
+            "sleepy gave up waiting for the upstream", ErrorCode.TOOL_TIMEOUT, details={"n": 1}
+        )
+        await anyio.sleep_forever()
+        return "late"
+
+    t = tool(name="sleepy", description="", parameters=EchoArgs, execute=execute)
+    with anyio.fail_after(60):
+        result = await invoke_tool(t, {"text": "x"}, timeout=0.5)
+    assert (result.error_code, result.error, result.details) == (
+        ErrorCode.TOOL_TIMEOUT,
+        "sleepy gave up waiting for the upstream",
+        {"n": 1},
+    )
+    assert seen == [(0.5, True)]
+
+
+async def test_a_context_without_a_timeout_has_no_time_left() -> None:
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        return f"{context.timeout} {context.deadline} {context.seconds_left(1)}"
+
+    t = tool(name="plain", description="", parameters=EchoArgs, execute=execute)
+    result = await invoke_tool(t, {"text": "x"})
+    assert result.content == "None None None"

@@ -12,7 +12,7 @@ from session_tools import session_tools
 
 from workspace_tools import ToolSession, Workspace
 from workspace_tools._cli_policy import policy_from_flags
-from workspace_tools.adapters.mcp import create_server, elicitation_confirm
+from workspace_tools.adapters.mcp import META_PREFIX, create_server, elicitation_confirm
 
 pytestmark = pytest.mark.anyio
 
@@ -64,3 +64,55 @@ async def test_mcp_calls_run_through_the_session(tmp_path: Path) -> None:
         "ran",
     ]
     assert (tmp_path / "b.txt").read_text() == "b"
+
+
+async def test_a_refused_call_carries_the_tools_presentation(tmp_path: Path) -> None:
+    # A client draws skipped steps too: denied, declined, unconfirmable and missing
+    # arguments all carry the step's presentation beside their details and code.
+    workspace = Workspace(tmp_path)
+    session = ToolSession(
+        session_tools(workspace),
+        workspace=workspace,
+        policy=policy_from_flags([("deny", "run_command"), ("ask", "write_file")]),
+    )
+
+    async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"approve": False})
+
+    ns = META_PREFIX
+    async with create_connected_server_and_client_session(
+        serve(session), elicitation_callback=on_elicit
+    ) as client:
+        metas = [
+            (await client.call_tool(name, arguments)).meta
+            for name, arguments in [
+                ("run_command", {"command": "rm -r x"}),
+                ("write_file", {"path": "b.txt", "content": "b"}),
+                ("write_file", {"content": "b"}),
+            ]
+        ]
+    assert metas == [
+        {
+            ns + "details": {
+                "skipped": True,
+                "skip_reason": "policy",
+                "denied_by": "--deny run_command",
+            },
+            ns + "presentation": {"label": "Run command", "icon": "terminal", "detail": "rm -r x"},
+            ns + "errorCode": "PERMISSION_DENIED",
+        },
+        {
+            ns + "details": {
+                "skipped": True,
+                "skip_reason": "confirmation",
+                "denied_by": "--ask write_file",
+            },
+            ns + "presentation": {"label": "Write file", "icon": "file-plus", "detail": "b.txt"},
+            ns + "errorCode": "PERMISSION_DENIED",
+        },
+        {
+            ns + "details": {"skipped": True, "skip_reason": "missing", "denied_by": None},
+            ns + "presentation": {"label": "Write file", "icon": "file-plus"},
+            ns + "errorCode": "INVALID_ARGUMENTS",
+        },
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._policy import ArgumentCondition, Decision, Policy, PolicyRule
+from ._policy import ArgumentCondition, Decision, Policy, PolicyRule, as_typed
 
 _CONDITION = re.compile(r"(?P<arg>[A-Za-z_][A-Za-z0-9_]*)(?P<op>!=|!~|=|~)(?P<value>.*)", re.S)
 
@@ -32,13 +32,13 @@ def parse_policy_flag(decision: Decision, spec: str) -> PolicyRule:
     tools_part, sep, condition_part = spec.partition(":")
     names = tuple(name.strip() for name in tools_part.split(",") if name.strip())
     if not names:
-        raise ValueError(f"policy flag {spec!r} names no tool (use '*' for every tool)")
+        raise ValueError(f"policy flag {as_typed(spec)} names no tool (use '*' for every tool)")
     when: tuple[ArgumentCondition, ...] = ()
     if sep:
         match = _CONDITION.fullmatch(condition_part)
         if match is None:
             raise ValueError(
-                f"policy condition {condition_part!r} is not ARG~REGEX, ARG!~REGEX, "
+                f"policy condition {as_typed(condition_part)} is not ARG~REGEX, ARG!~REGEX, "
                 "ARG=GLOB or ARG!=GLOB"
             )
         op, value = match["op"], match["value"]
@@ -48,7 +48,7 @@ def parse_policy_flag(decision: Decision, spec: str) -> PolicyRule:
             when = (ArgumentCondition.model_validate(condition),)
         except ValidationError as exc:
             reason = exc.errors(include_url=False)[0]["msg"].removeprefix("Value error, ")
-            raise ValueError(f"policy condition {condition_part!r}: {reason}") from exc
+            raise ValueError(f"policy condition {as_typed(condition_part)}: {reason}") from exc
     return PolicyRule(
         name=f"--{decision} {spec}",
         decision=decision,

@@ -165,7 +165,8 @@ async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) ->
     else in process (a sync tool in a worker thread)."""
     tool, args = call.tool, call.args
     if sandbox is not None:
-        return await call_in_sandbox(sandbox, tool, args, call.call_id)  # type: ignore[arg-type]
+        timing = (context.deadline, context.timeout)
+        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing)  # type: ignore[arg-type]
     try:
         if inspect.iscoroutinefunction(tool.execute):
             return await tool.execute(args, context)
@@ -278,14 +279,22 @@ async def run_call(
         box = sandbox if sandbox is not None else tool.sandbox
         emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
         deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
-        context = ToolContext(call.call_id, tool.name, emitter, deadline=deadline)
+        context = ToolContext(
+            call.call_id, tool.name, emitter, deadline=deadline, timeout=effective_timeout
+        )
         try:
             with _deadline(effective_timeout) as scope:
                 value = await _execute(call, context, box)
             if scope is not None and scope.cancelled_caught:
-                # A TimeoutError the tool raises itself is an ordinary failure, below.
-                result.error = f"{tool.name} timed out after {effective_timeout:g} s"
-                result.error_code = ErrorCode.TOOL_TIMEOUT
+                # A TimeoutError the tool raises itself is an ordinary failure, below. The
+                # tool's own words for its timeout, when it gave them, whichever fired first.
+                explained = context.timeout_error
+                if explained is not None:
+                    result.error, result.error_code = explained.message, explained.code
+                    result.details = explained.details
+                else:
+                    result.error = f"{tool.name} timed out after {effective_timeout:g} s"
+                    result.error_code = ErrorCode.TOOL_TIMEOUT
             else:
                 _apply_value(tool, result, value)
         except ToolError as exc:
@@ -323,8 +332,17 @@ def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
         result.content = _check_output_schema(tool, value)
 
 
-async def call_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, call_id: str) -> Any:
+async def call_in_sandbox(
+    sandbox: Sandbox,
+    tool: Tool[Any],
+    args: BaseModel,
+    call_id: str,
+    timing: tuple[float | None, float | None] = (None, None),
+) -> Any:
     """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
+
+    ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
+    (``time.monotonic()`` is one clock for every process of the host).
 
     A tool with :attr:`Tool.state` gives the child its state and takes back what the call
     changed; the lock the call takes in process is held here around it.
@@ -335,7 +353,7 @@ async def call_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, ca
     """
     state = tool.state
     if state is None:
-        return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name)
+        return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name, timing)
     lock = state.lock(args) if state.lock is not None else None
     held: list[bool] = []
     try:
@@ -351,6 +369,7 @@ async def call_in_sandbox(sandbox: Sandbox, tool: Tool[Any], args: BaseModel, ca
             args,
             call_id,
             tool.name,
+            timing,
         )
         state.apply(changes)
         return value
@@ -373,11 +392,18 @@ async def _acquire(lock: threading.Lock, held: list[bool]) -> None:
     await anyio.to_thread.run_sync(take)
 
 
-def execute_silently(execute: Any, args: BaseModel, call_id: str, tool_name: str) -> Any:
+def execute_silently(
+    execute: Any,
+    args: BaseModel,
+    call_id: str,
+    tool_name: str,
+    timing: tuple[float | None, float | None] = (None, None),
+) -> Any:
     """Run a tool's ``execute`` with a context nobody listens to (a sandboxed call reports
-    no updates). Made in the sandbox's child, so that only primitives and the arguments
-    cross the process boundary."""
-    return execute(args, ToolContext(call_id, tool_name))
+    no updates) and the call's ``(deadline, timeout)``. Made in the sandbox's child, so
+    that only primitives and the arguments cross the process boundary."""
+    deadline, timeout = timing
+    return execute(args, ToolContext(call_id, tool_name, deadline=deadline, timeout=timeout))
 
 
 def _execute_with_state(
@@ -388,10 +414,11 @@ def _execute_with_state(
     args: BaseModel,
     call_id: str,
     tool_name: str,
+    timing: tuple[float | None, float | None],
 ) -> Any:
     # In the sandbox's child: the caller's state as it is now, not as it was at the fork.
     restore(before)
-    value = execute_silently(execute, args, call_id, tool_name)
+    value = execute_silently(execute, args, call_id, tool_name, timing)
     if inspect.isawaitable(value):
         # Only an async tool needs the event loop the child starts for an awaitable.
         return _with_changes(value, changes, before)

@@ -20,6 +20,12 @@ Decision = Literal["allow", "deny", "ask"]
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.BRACE
 
 
+def as_typed(text: str) -> str:
+    """``text`` in single quotes as the user typed it: ``repr`` would double each backslash
+    of a regex (``\\brm\\b``), which the user then cannot recognise or copy back."""
+    return f"'{text}'"
+
+
 class ArgumentCondition(BaseModel):
     """A test of one argument of a call; a rule applies only when all its conditions hold.
 
@@ -54,7 +60,7 @@ class ArgumentCondition(BaseModel):
             try:
                 re.compile(value)
             except re.error as exc:
-                raise ValueError(f"invalid regular expression {value!r}: {exc}") from exc
+                raise ValueError(f"invalid regular expression {as_typed(value)}: {exc}") from exc
         return value
 
     @model_validator(mode="after")
@@ -178,7 +184,7 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         unknown = [name for name in rule.tools or () if name not in by_name]
         if unknown:
             raise ValueError(
-                f"policy rule {rule.name!r} names unknown tool(s) {', '.join(unknown)}; "
+                f"policy rule {as_typed(rule.name)} names unknown tool(s) {', '.join(unknown)}; "
                 f"the tools are: {', '.join(by_name)}"
             )
         covered = [by_name[name] for name in rule.tools] if rule.tools else list(tools)
@@ -186,6 +192,7 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         for condition in rule.when:
             if condition.argument not in arguments:
                 raise ValueError(
-                    f"policy rule {rule.name!r} tests argument {condition.argument!r}, which "
-                    f"its tools do not take; they take: {', '.join(sorted(arguments))}"
+                    f"policy rule {as_typed(rule.name)} tests argument "
+                    f"{condition.argument!r}, which its tools do not take; they take: "
+                    f"{', '.join(sorted(arguments))}"
                 )

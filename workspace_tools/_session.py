@@ -24,6 +24,7 @@ from ._invoke import (
     prepare,
     run_call,
 )
+from ._output import ToolPresentation
 from ._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from ._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from ._steps import (
@@ -242,7 +243,9 @@ class ToolSession:
         self._event(CallEvent, index, call_id, tool=name, presentation=call.presentation)
         if call.missing:
             text = _missing_text(name, call.missing)
-            return self._skip(index, tool, call.raw, call_id, "missing", None, text)
+            return self._skip(
+                index, tool, call.raw, call_id, "missing", None, text, call.presentation
+            )
         if args is None:
             # Invalid for another reason: run_call reports it and never executes, so the
             # workspace is unchanged and the cache stays.
@@ -257,8 +260,9 @@ class ToolSession:
             return self._undecided(index, call, exc)
         self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
         if decision.decision == "deny":
+            text = _denied_text(name, decision)
             return self._skip(
-                index, tool, dumped, call_id, "policy", decision.rule, _denied_text(name, decision)
+                index, tool, dumped, call_id, "policy", decision.rule, text, call.presentation
             )
         if decision.decision == "ask":
             request = ConfirmationRequest(
@@ -310,7 +314,9 @@ class ToolSession:
                 f"Not run: {tool.name} needs confirmation (policy rule '{rule}') "
                 "and nobody can confirm calls in this session."
             )
-            return self._skip(index, tool, dumped, call_id, "policy", rule, text)
+            return self._skip(
+                index, tool, dumped, call_id, "policy", rule, text, request.presentation
+            )
         started = time.perf_counter()
         answer = await ask(confirm, request)
         self._event(
@@ -325,7 +331,9 @@ class ToolSession:
             return None
         because = f": {answer.reason}" if answer.reason else "."
         text = f"Not run: the user declined this {tool.name} call{because}"
-        return self._skip(index, tool, dumped, call_id, "confirmation", rule, text)
+        return self._skip(
+            index, tool, dumped, call_id, "confirmation", rule, text, request.presentation
+        )
 
     def _undecided(self, index: int, call: Call, exc: Exception) -> ToolResult:
         """The skipped step of a call whose policy check raised: an ``OSError`` (a path that
@@ -340,7 +348,17 @@ class ToolSession:
             logger.error("policy check of %s failed", tool.name, exc_info=exc)
             error = ToolError(f"{type(exc).__name__}: {exc}", ErrorCode.PERMISSION_DENIED)
         text = f"Not run: the policy could not decide on this {tool.name} call: {error.message}"
-        return self._skip(index, tool, _shown(call), call.call_id, "policy", None, text, error.code)
+        return self._skip(
+            index,
+            tool,
+            _shown(call),
+            call.call_id,
+            "policy",
+            None,
+            text,
+            call.presentation,
+            error.code,
+        )
 
     def _skip(
         self,
@@ -351,13 +369,17 @@ class ToolSession:
         reason: SkipReason,
         rule: str | None,
         text: str,
+        presentation: ToolPresentation | None,
         code: ErrorCode | None = None,
     ) -> ToolResult:
+        """The error result of a call that did not run, with the call's ``presentation``
+        (a client draws skipped steps too)."""
         if code is None:
             missing = reason == "missing"
             code = ErrorCode.INVALID_ARGUMENTS if missing else ErrorCode.PERMISSION_DENIED
         result = self._error(call_id, tool.name, arguments, text, code)
         result.details = {"skipped": True, "skip_reason": reason, "denied_by": rule}
+        result.presentation = presentation
         return self._finish(index, tool.name, arguments, result, skip=reason, denied_by=rule)
 
     def _finish(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +35,14 @@ class ToolContext:
         tool_name: the name of the tool being run.
 
         deadline: when the call times out, in ``time.monotonic()`` seconds, or ``None``.
+        timeout: the call's timeout in seconds (what ``deadline`` was set from), or ``None``.
+        timeout_error: what the result says when the call's timeout fires before the tool
+            reports a timeout of its own: a tool that knows more than "timed out" (what it
+            was doing, why it may take long) sets it before the long step. ``None``: the
+            plain ``TOOL_TIMEOUT`` message.
+
+    A tool that can stop its own work stops it :meth:`seconds_left` before the deadline and
+    reports its own timeout (with what it had done); the call's timeout is the backstop.
 
     :meth:`update` reports progress. It is a plain method, safe to call from the tool's task
     or from a worker thread, as often as the tool likes. Updates are for people watching;
@@ -58,16 +67,27 @@ class ToolContext:
         emit: Callable[[Any, Any, ToolPresentation | None], None] | None = None,
         *,
         deadline: float | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
         self.deadline = deadline
+        self.timeout = timeout
+        self.timeout_error: ToolError | None = None
         self._emit = emit
         self._lock = threading.Lock()
         self._open = emit is not None
         self._commit_lock = threading.Lock()
         self._cancelled = False
         self._ended = threading.Event()
+
+    def seconds_left(self, margin: float = 0.0) -> float | None:
+        """Seconds from now until :attr:`deadline` less ``margin`` (never below 0), or
+        ``None`` without a deadline: how long a tool's own step may run so that it ends,
+        and reports its own timeout, before the call's timeout fires."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic() - margin)
 
     @property
     def ended(self) -> bool:

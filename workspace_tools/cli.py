@@ -23,6 +23,7 @@ from ._events import (
     ToolUpdateEvent,
 )
 from ._invoke import invoke_tool_sync, validate_arguments
+from ._policy import as_typed
 from ._result import ToolUpdate, content_text
 from ._session import ToolSession
 from ._terminal import for_terminal, format_presentation
@@ -50,7 +51,9 @@ def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"argument {pair!r} is not key=value (or use --json '{{...}}')")
+            raise UsageError(
+                f"argument {as_typed(pair)} is not key=value (or use --json '{{...}}')"
+            )
         out[key] = value
     return out
 
@@ -60,13 +63,14 @@ def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
         if candidate.name == name:
             return candidate
     names = ", ".join(t.name for t in tools)
-    raise UsageError(f"unknown tool {name!r}; choose one of: {names}")
+    raise UsageError(f"unknown tool {as_typed(name)}; choose one of: {names}")
 
 
-def _progress_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
+def _progress_printer(out: TextIO, before: Callable[[], None]) -> Callable[[ToolUpdate], None]:
     show = for_terminal(out)
 
     def on_update(update: ToolUpdate) -> None:
+        before()
         text = content_text(update.content)
         for line in text.splitlines():
             out.write(f"  │ {show(line)}\n")
@@ -84,7 +88,22 @@ def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in text.splitlines())
+    """``text`` on one line. A pointer line (spaces and a ``^`` under the line above it,
+    as an invalid regex's message draws) points at nothing once flattened: the pair
+    becomes ``Position N of 'LINE'.``"""
+    lines = text.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        pointed = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() == "^" and out and i > 0:
+            continue  # drawn into the line above
+        if pointed.strip() == "^" and line.strip():
+            indent = len(line) - len(line.lstrip(" "))
+            column = pointed.index("^") - indent
+            out.append(f"Position {column} of '{line[indent:]}'.")
+            continue
+        out.append(line.strip())
+    return " ".join(part for part in out if part)
 
 
 def run_call(args: argparse.Namespace, out: TextIO) -> int:
@@ -123,12 +142,21 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
     except ToolError as exc:
         raise UsageError(_one_line(exc.message)) from exc
     show = for_terminal(out)
-    # The step row comes first, as a client draws it, then progress, then the outcome.
-    out.write(show(format_presentation(chosen.present(validated), chosen.name)) + "\n")
-    out.flush()
-    result = invoke_tool_sync(chosen, validated, call_id=call_id, on_update=_progress_printer(out))
+    row: list[str] = [show(format_presentation(chosen.present(validated), chosen.name))]
+
+    def print_row() -> None:
+        # The step row comes first, as a client draws it, then progress, then the outcome;
+        # it waits for the first of them so that a usage error (an invalid regex the tool
+        # finds) prints no row, as one the argument model finds prints none.
+        if row:
+            out.write(row.pop() + "\n")
+            out.flush()
+
+    on_update = _progress_printer(out, print_row)
+    result = invoke_tool_sync(chosen, validated, call_id=call_id, on_update=on_update)
     if result.error_code is ErrorCode.INVALID_ARGUMENTS:
         raise UsageError(_one_line(result.error or ""))
+    print_row()
     if result.is_error:
         out.write(show(f"error [{result.error_code}]: {result.error}") + "\n")
         return 1

@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sandbox import Sandbox
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
-from workspace_tools.tools import _grep_fork
+from workspace_tools.tools import _grep_fork, workspace_tools
+from workspace_tools.tools import grep as grep_module
 from workspace_tools.tools._grep_run import MAX_LINE, GrepRun
 from workspace_tools.tools.grep import MatcherPool
 from workspace_tools.workspace import _search
@@ -548,3 +550,45 @@ def test_repeated_call_gives_the_same_answer_after_a_move_to_the_worker(tmp_path
     grep_tool = tools(tmp_path)["grep"]
     answers = [invoke_tool_sync(grep_tool, {"pattern": r"\bword"}).model_text() for _ in range(3)]
     assert answers == ["a.txt:1:a word\nb.txt:1:ä word"] * 3
+
+
+BACKTRACKING_TIMEOUT = (
+    "grep timed out after 2 s: this pattern needs Python's backtracking regex engine "
+    "(lookaround, backreference, or \\b on non-ASCII text), on which nested repeats such as "
+    "(a+)+ can take exponential time. Simplify the pattern or narrow the path."
+)
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_the_backtracking_timeout_message_is_the_same_every_run(
+    backtracking: Path, run: int
+) -> None:
+    # The worker stops before the call's deadline, so grep's own words always win, and
+    # they name the call's timeout, not the time left when the worker started.
+    before = children(os.getpid())
+    result = invoke_tool_sync(tools(backtracking)["grep"], {"pattern": r"(a+)+(?=b)"}, timeout=2)
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, BACKTRACKING_TIMEOUT)
+    wait_for(lambda: children(os.getpid()) <= before, "the grep worker to be gone")
+
+
+def test_the_calls_timeout_firing_first_gives_grep_s_words_too(
+    backtracking: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker left to run past the call's deadline: the call's own timeout fires, and
+    # reports what grep would have said; the worker goes once the call is over.
+    monkeypatch.setattr(grep_module, "WORKER_MARGIN", -30.0)
+    before = children(os.getpid())
+    result = invoke_tool_sync(tools(backtracking)["grep"], {"pattern": r"(a+)+(?=b)"}, timeout=2)
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, BACKTRACKING_TIMEOUT)
+    wait_for(lambda: children(os.getpid()) <= before, "the grep worker to be gone")
+
+
+def test_a_sandboxed_grep_names_the_calls_timeout_too(backtracking: Path) -> None:
+    # The sandbox's child gets the call's deadline and timeout with its context.
+    box = Sandbox(layers=False)
+    try:
+        grep_tool = next(t for t in workspace_tools(backtracking, sandbox=box) if t.name == "grep")
+        result = invoke_tool_sync(grep_tool, {"pattern": r"(a+)+(?=b)"}, timeout=2)
+    finally:
+        box.close()
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, BACKTRACKING_TIMEOUT)

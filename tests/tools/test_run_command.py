@@ -255,3 +255,60 @@ async def test_stderr_is_kept_apart(root: Path) -> None:
     result = await invoke_tool(run_command(root), {"command": "echo out; echo err >&2"})
     assert result.content == {"exit_code": 0, "stdout": "out\n", "stderr": "err\n"}
     assert result.details.stderr_bytes == 4
+
+
+CALL_TIMEOUT_ERROR = (
+    "Command timed out after the call's timeout of 1.5 s; it and every process it started "
+    "were killed.\nstdout so far:\npartial-out\n\nstderr so far:\nerr-out\n"
+)
+
+
+@pytest.mark.parametrize(
+    "via", ["in-process", "workspace-sandbox", "workspace-bubblewrap", "invoke-sandbox"]
+)
+async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
+    root: Path, marker: str, via: str
+) -> None:
+    # The command stops itself a little before the call's deadline: the same result as
+    # its own timeout gives, naming the call's timeout. The marker is exported by the
+    # command, so a sandbox's environment allowlist cannot hide the processes it leaves.
+    command = (
+        f"export {marker}; echo partial-out; echo err-out >&2; (setsid sleep 300 &); sleep 300"
+    )
+    box = Sandbox(layers=via == "workspace-bubblewrap") if via != "in-process" else None
+    try:
+        if via in ("workspace-sandbox", "workspace-bubblewrap"):
+            tool, sandbox = run_command(root, sandbox=box), None
+        else:
+            tool, sandbox = run_command(root), box
+        with anyio.fail_after(60):
+            result = await invoke_tool(tool, {"command": command}, timeout=1.5, sandbox=sandbox)
+    finally:
+        if box is not None:
+            box.close()
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_TIMEOUT, CALL_TIMEOUT_ERROR)
+    details = result.details.model_dump()
+    del details["duration_ms"]
+    assert details == {
+        "command": command,
+        "exit_code": None,
+        "timed_out": True,
+        "stdout_bytes": 12,
+        "stderr_bytes": 8,
+        "truncated": False,
+        "stdout": "partial-out\n",
+        "stderr": "err-out\n",
+    }
+    assert survivors(marker) == []
+
+
+async def test_the_commands_own_shorter_timeout_is_the_one_named(root: Path, marker: str) -> None:
+    result = await invoke_tool(
+        run_command(root), {"command": "echo early; sleep 300", "timeout": 1}, timeout=30
+    )
+    assert (result.error_code, result.error) == (
+        ErrorCode.TOOL_TIMEOUT,
+        "Command timed out after 1 s; it and every process it started were killed.\n"
+        "stdout so far:\nearly\n\nstderr so far:\n",
+    )
+    assert survivors(marker) == []

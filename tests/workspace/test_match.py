@@ -62,7 +62,8 @@ def test_no_match_names_the_most_similar_line() -> None:
     assert caught.value.message == (
         "old_text was not found in f. Read the file again with read_file and copy the text "
         "exactly, including whitespace and punctuation. The most similar line is 2: "
-        "'return fetch_user(uid)'"
+        "'return fetch_user(uid)'\nLine 2 differs from old_text's line 1: the file has "
+        "'return fetch_user(uid)' where old_text has 'return fetch_users(uid)'."
     )
 
 

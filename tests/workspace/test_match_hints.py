@@ -158,21 +158,25 @@ HINTS = [
         "invisible_and_visible_differences",
         "x\u00a0= fetch(1)\n",
         "x = fetch(2)",
-        "The most similar line is 1: 'x\\u00a0= fetch(1)'" + NOTE + "\nLine 1 also differs "
-        "from old_text's line 1 in characters that are hard to see: the file has a "
-        "no-break space (\\u00a0) where old_text has a space." + ADVICE,
+        "The most similar line is 1: 'x\\u00a0= fetch(1)'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1: the file has 'x\\u00a0= fetch(1)' where old_text has "
+        "'x = fetch(2)'; and in characters that are hard to see: the file has a no-break "
+        "space (\\u00a0) where old_text has a space." + ADVICE,
     ),
     (
         "visible_difference_only",
         "alpha\nreturn fetch_user(uid)\n",
         "return fetch_users(uid)",
-        "The most similar line is 2: 'return fetch_user(uid)'",
+        "The most similar line is 2: 'return fetch_user(uid)'\nLine 2 differs from "
+        "old_text's line 1: the file has 'return fetch_user(uid)' where old_text has "
+        "'return fetch_users(uid)'.",
     ),
     (
         "backslashes_in_the_file_shown_as_they_are",
         'print("a\\tb")\n',
         'print("a\\tc")',
-        "The most similar line is 1: 'print(\"a\\tb\")'",
+        "The most similar line is 1: 'print(\"a\\tb\")'\nLine 1 differs from old_text's "
+        "line 1: the file has 'print(\"a\\tb\")' where old_text has 'print(\"a\\tc\")'.",
     ),
 ]
 
@@ -233,3 +237,101 @@ def test_the_model_reads_the_hint_and_can_act_on_it(tmp_path: Path) -> None:
     done = call(edit, path="f.py", old_text="limit\u00a0= 10", new_text="limit = 20")
     assert (done.error, done.details.match) == (None, "exact")
     assert (tmp_path / "f.py").read_bytes() == b"limit = 20\n"
+
+
+def _joined(line: int, first: int, last: int, what: str) -> str:
+    return (
+        f"\nLine {line} holds old_text's lines {first}-{last} as one line: it joins them with "
+        f"{what}, which the tools do not count as a line break (only \\n is one); old_text "
+        "must hold the same character there, not a line break."
+    )
+
+
+# (name, file text, old_text, the message after HEAD): every differing line of the quoted
+# block is named, and lines a character that is no line break for the tools joins.
+EVERY_LINE = [
+    (
+        "lone_cr_joins_two_lines",
+        "a = 1\rb = 2\n",
+        "a = 1\nb = 2",
+        "The most similar line is 1: 'a = 1\\rb = 2'" + NOTE
+        + _joined(1, 1, 2, "a carriage return (\\r)") + ADVICE,
+    ),
+    (
+        "lone_cr_joins_two_lines_after_a_line",
+        "x = 0\na = 1\rb = 2\n",
+        "x = 0\na = 1\nb = 2",
+        "The most similar lines are 1-2:\n1: 'x = 0'\n2: 'a = 1\\rb = 2'" + NOTE
+        + _joined(2, 2, 3, "a carriage return (\\r)") + ADVICE,
+    ),
+    (
+        "lone_cr_join_and_a_visible_difference",
+        "a = 1\rb = 3\n",
+        "a = 1\nb = 2",
+        "The most similar line is 1: 'a = 1\\rb = 3'" + NOTE
+        + _joined(1, 1, 2, "a carriage return (\\r)")
+        + "\nPart 2 of line 1 differs from old_text's line 2: the file has 'b = 3' where "
+        "old_text has 'b = 2'." + ADVICE,
+    ),
+    (
+        "line_separator_joins_two_lines",
+        "x = [\u2028    1,\n]\n",
+        "x = [\n    1,\n]",
+        "The most similar lines are 1-2:\n1: 'x = [\\u2028    1,'\n2: ']'" + NOTE
+        + _joined(1, 1, 2, "a line separator (\\u2028)") + ADVICE,
+    ),
+    (
+        "invisible_difference_and_a_word_on_the_next_line",
+        "x = 0\na = 1\r\nc = 3\n",
+        "a = 1\nc = 4",
+        "The most similar lines are 2-3:\n2: 'a = 1\\r'\n3: 'c = 3'" + NOTE
+        + "\nLine 2 differs from old_text's line 1 " + ONLY + "at the end, the file has a "
+        "carriage return (\\r) that old_text lacks.\nLine 3 differs from old_text's line 2: "
+        "the file has 'c = 3' where old_text has 'c = 4'." + ADVICE,
+    ),
+    (
+        "two_lines_with_visible_differences",
+        "def f(a, b):\n    total = a + b\n    return total\n",
+        "def f(a, c):\n    total = a + b\n    return totals",
+        "The most similar lines are 1-3:\n1: 'def f(a, b):'\n2: '    total = a + b'\n"
+        "3: '    return total'\nLine 1 differs from old_text's line 1: the file has "
+        "'def f(a, b):' where old_text has 'def f(a, c):'.\nLine 3 differs from old_text's "
+        "line 3: the file has 'return total' where old_text has 'return totals'.",
+    ),
+    (
+        "a_long_line_is_quoted_around_its_difference",
+        "x = 0\ny = " + "q" * 100 + "1 + z\n",
+        "x = 0\ny = " + "q" * 100 + "2 + z",
+        "The most similar lines are 1-2:\n1: 'x = 0'\n2: 'y = " + "q" * 100 + "1 + z'\n"
+        "Line 2 differs from old_text's line 2: the file has '…" + "q" * 20 + "1 + z' where "
+        "old_text has '…" + "q" * 20 + "2 + z'.",
+    ),
+    (
+        "a_cr_inside_a_line_where_old_text_has_a_space_stays_one_line",
+        "print('a')\r# done\n",
+        "print('a') # done",
+        "The most similar line is 1: 'print('a')\\r# done'" + NOTE + "\nLine 1 differs from "
+        "old_text's line 1 " + ONLY + "the file has a carriage return (\\r) where old_text "
+        "has a space." + ADVICE,
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "expected"),
+    [case[1:] for case in EVERY_LINE],
+    ids=[case[0] for case in EVERY_LINE],
+)
+def test_no_match_hint_names_every_differing_line(text: str, old: str, expected: str) -> None:
+    assert _refusal(text, old) == HEAD + expected
+
+
+def test_the_model_copies_a_lone_cr_the_hint_names(tmp_path: Path) -> None:
+    (tmp_path / "r.py").write_bytes(b"a = 1\rb = 2\n")
+    edit = tools(tmp_path)["edit_file"]
+    refused = call(edit, path="r.py", old_text="a = 1\nb = 2", new_text="a = 1\nb = 3")
+    assert refused.error_code is ErrorCode.NO_MATCH
+    assert "joins them with a carriage return (\\r)" in refused.error
+    done = call(edit, path="r.py", old_text="a = 1\rb = 2", new_text="a = 1\nb = 3")
+    assert (done.error, done.details.match) == (None, "exact")
+    assert (tmp_path / "r.py").read_bytes() == b"a = 1\nb = 3\n"

@@ -188,6 +188,7 @@ def search_in_worker(
     *,
     deadline: float | None,
     stopped: Callable[[], bool],
+    seconds: float | None = None,
 ) -> None:
     """Run ``search`` on a fresh run in a forked child and merge what it found into ``run``
     (which holds nothing yet).
@@ -195,7 +196,8 @@ def search_in_worker(
     The child is killed (SIGKILL) at ``deadline`` (``time.monotonic()`` seconds; ``None``:
     :data:`WORKER_SECONDS` from now) or as soon as ``stopped()`` says the call is over; it
     also dies with the thread that forked it, and its address space is capped. Where
-    there is no fork (not Linux) the search runs in this thread.
+    there is no fork (not Linux) the search runs in this thread. ``seconds``: the timeout
+    the message of a timeout names (the call's); by default the time left to ``deadline``.
 
     Raises:
         ToolError: ``TOOL_TIMEOUT`` at the deadline; what the search raised in the child;
@@ -208,7 +210,8 @@ def search_in_worker(
     run.matcher.prepare()
     if deadline is None:
         deadline = time.monotonic() + WORKER_SECONDS
-    seconds = round(max(0.0, deadline - time.monotonic()), 1)
+    if seconds is None:
+        seconds = round(max(0.0, deadline - time.monotonic()), 1)
     read_end, write_end = os.pipe()
     parent = os.getpid()
     try:
@@ -226,13 +229,7 @@ def search_in_worker(
     finally:
         os.close(read_end)
     if payload is None:
-        raise ToolError(
-            f"grep timed out after {seconds:g} s: this pattern needs Python's backtracking "
-            "regex engine (lookaround, backreference, or \\b on non-ASCII text), on which "
-            "nested repeats such as (a+)+ can take exponential time. Simplify the pattern "
-            "or narrow the path.",
-            ErrorCode.TOOL_TIMEOUT,
-        )
+        raise worker_timeout(seconds)
     try:
         answer = pickle.loads(payload)
     except Exception:
@@ -243,6 +240,18 @@ def search_in_worker(
     if answer[0] == "error":
         raise ToolError(answer[1], ErrorCode(answer[2]))
     run.merge(answer[1])
+
+
+def worker_timeout(seconds: float) -> ToolError:
+    """``TOOL_TIMEOUT`` of a search on Python's engine that ran ``seconds``: why it can take
+    that long, and what to do."""
+    return ToolError(
+        f"grep timed out after {seconds:g} s: this pattern needs Python's backtracking "
+        "regex engine (lookaround, backreference, or \\b on non-ASCII text), on which "
+        "nested repeats such as (a+)+ can take exponential time. Simplify the pattern "
+        "or narrow the path.",
+        ErrorCode.TOOL_TIMEOUT,
+    )
 
 
 def _work_in_child(

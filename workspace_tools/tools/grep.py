@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -14,8 +16,11 @@ from .._tool import Tool, ToolContext, tool
 from ..workspace import Workspace
 from ..workspace._search import Matcher, NeedsWorker
 from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
-from ._grep_fork import search_files, search_in_worker
+from ._grep_fork import search_files, search_in_worker, worker_timeout
 from ._grep_run import GrepRun, format_grep
+
+# Seconds (at most) before the call's deadline at which a search on Python's engine stops.
+WORKER_MARGIN = 0.5
 
 # Patterns whose compiled matchers a grep tool keeps for calls that repeat them.
 POOLED_PATTERNS = 8
@@ -137,6 +142,26 @@ class MatcherPool:
                 self._idle.popitem(last=False)
 
 
+def _search_in_worker(
+    run: GrepRun, search: Callable[[GrepRun], None], context: ToolContext
+) -> None:
+    """:func:`search_in_worker` ended a little before the call's deadline, so that its
+    timeout, which says why the search took long, is the one reported; should the call's
+    timeout fire first all the same, its result says the same (``context.timeout_error``)."""
+    left = context.seconds_left()
+    if left is None or context.timeout is None:
+        search_in_worker(run, search, deadline=None, stopped=lambda: context.ended)
+        return
+    context.timeout_error = worker_timeout(context.timeout)
+    search_in_worker(
+        run,
+        search,
+        deadline=time.monotonic() + left - min(WORKER_MARGIN, left / 5),
+        stopped=lambda: context.ended,
+        seconds=context.timeout,
+    )
+
+
 def build(workspace: Workspace) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``."""
     walker = workspace.walker
@@ -190,7 +215,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             # Python's engine may backtrack for ever: it runs in a process killed at the
             # call's deadline or when the call is over.
             run = GrepRun(matcher, limit=limit, context=args.context)
-            search_in_worker(run, search, deadline=context.deadline, stopped=lambda: context.ended)
+            _search_in_worker(run, search, context)
         run.ignored = ignored
         run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
         content = format_grep(run, args.output_mode)

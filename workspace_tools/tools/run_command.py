@@ -186,20 +186,26 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         if os.fstat(cwd_fd).st_nlink == 0:
             raise _changed(rel)  # removed since it was opened: a chdir would still enter it
         timeout = args.timeout or workspace.options.command_timeout
+        limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
+        if by_call:
+            # The backstop, should the call's timeout fire while the tree is being stopped.
+            context.timeout_error = ToolError(
+                _timeout_words(timeout, by_call=True, context=context), ErrorCode.TOOL_TIMEOUT
+            )
         env = env_cache.get(make_env)
         path = env.get("PATH", os.defpath)
         shell = shells.get(path) or shells.setdefault(path, _shell(path))
         argv = [shell, "-c", args.command]
         try:
             if reports_progress and context.reports_progress:
-                result = await _run_with_progress(runner, argv, cwd, env, timeout, context)
+                result = await _run_with_progress(runner, argv, cwd, env, limit, context)
             else:
-                result = await runner.run(argv, cwd=cwd, env=env, timeout=timeout)
+                result = await runner.run(argv, cwd=cwd, env=env, timeout=limit)
         except SandboxError as exc:
             if repr(cwd) not in str(exc):
                 raise
             raise _changed(rel) from None  # the start failed on the working directory
-        return _result(args.command, timeout, result)
+        return _result(args.command, _timeout_words(timeout, by_call, context), result)
 
     return tool(
         name="run_command",
@@ -288,7 +294,30 @@ async def _run_with_progress(
     return result
 
 
-def _result(command: str, timeout: float, result: ProcessResult) -> object:
+def _time_limit(timeout: float, context: ToolContext, grace: float) -> tuple[float, bool]:
+    """Seconds the command may run, and whether the call's timeout sets them rather than
+    the command's own ``timeout``: the command is stopped early enough before the call's
+    deadline (its tree stopped within the sandbox's ``grace``) that it reports its own
+    timeout, with the output so far, rather than the call's bare one."""
+    left = context.seconds_left()
+    if left is None:
+        return timeout, False
+    cut = left - min(grace + 0.5, left / 3)
+    return (cut, True) if cut < timeout else (timeout, False)
+
+
+def _timeout_words(timeout: float, by_call: bool, context: ToolContext) -> str:
+    """The start of a timeout message: which timeout ran out, and that the tree is gone."""
+    if by_call and context.timeout is not None:
+        when = f"after the call's timeout of {context.timeout:g} s"
+    else:
+        when = f"after {timeout:g} s"
+    return f"Command timed out {when}; it and every process it started were killed."
+
+
+def _result(command: str, timed_out: str, result: ProcessResult) -> object:
+    """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out`` and
+    holding the output so far."""
     stdout, stdout_cut = model_view(result.stdout, "stdout")
     stderr, stderr_cut = model_view(result.stderr, "stderr")
     details = RunCommandDetails(
@@ -303,8 +332,7 @@ def _result(command: str, timeout: float, result: ProcessResult) -> object:
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
-            f"Command timed out after {timeout:g} s; it and every process it started were "
-            f"killed.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{timed_out}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
             ErrorCode.TOOL_TIMEOUT,
             details=partial,
         )

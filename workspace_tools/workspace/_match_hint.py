@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import re
 import unicodedata
 from collections import Counter, defaultdict
 
@@ -25,6 +26,14 @@ _HINT_MAX_LINES = 20_000
 _SCORED_LINES = 40
 _QUOTED_LINES = 12
 _CUTOFF = 0.6
+# A differing line is quoted whole up to this many characters, else around the difference.
+_WHOLE_LINE = 80
+_AROUND = 20
+
+# What Python's str.splitlines counts as a line break besides \n (and \r\n): no line
+# break for the tools, which break lines only at \n.
+_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_INNER_BREAK = re.compile(f"[{_BREAKS}](?=.)", re.S)
 
 _QUOTES = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
@@ -151,9 +160,10 @@ def _key(line: str) -> str:
     return " ".join(line.split())
 
 
-def _closest_start(old_lines: list[str], bare: list[str]) -> int | None:
+def _closest_start(old_lines: list[str], bare: list[str]) -> tuple[int, float] | None:
     """Where in the file (a line index, possibly before the first line) the range most
-    similar to ``old_lines`` begins; ``None`` when no range is similar enough."""
+    similar to ``old_lines`` begins, and how similar it is (0-1); ``None`` when no range
+    is similar enough."""
     if len(bare) > _HINT_MAX_LINES:
         return None
     old_keys = [_key(line) for line in old_lines]
@@ -182,7 +192,9 @@ def _closest_start(old_lines: list[str], bare: list[str]) -> int | None:
         return total / len(scored)
 
     best = max(starts, key=lambda s: (score(s), -s), default=None)
-    return best if best is not None and score(best) >= _CUTOFF else None
+    if best is None or score(best) < _CUTOFF:
+        return None
+    return best, score(best)
 
 
 def _quote_block(bare: list[str], first: int, last: int) -> str:
@@ -204,17 +216,79 @@ def _escape_note(lines: list[str]) -> str:
     return "\n(\\t, \\r and \\uXXXX stand for the invisible characters the file holds.)"
 
 
+def _split_breaks(bare: list[str]) -> tuple[list[str], list[tuple[int, int, int]]]:
+    """The file's lines cut where they hold a character Python counts as a line break but
+    the tools do not (a lone ``\\r``, ``\\x0c``, ``\\u2028``, ...; one at a line's end
+    stays): a model copying text from elsewhere may take each part for a line. Each part
+    comes with ``(file line index, part index, parts in that line)``."""
+    pieces: list[str] = []
+    where: list[tuple[int, int, int]] = []
+    for i, line in enumerate(bare):
+        parts = _INNER_BREAK.split(line) if any(c in line for c in _BREAKS) else [line]
+        for j, part in enumerate(parts):
+            pieces.append(part)
+            where.append((i, j, len(parts)))
+    return pieces, where
+
+
+def _shared(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share at their start."""
+    return next(
+        (n for n, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def _visible_change(old: str, found: str) -> str:
+    """``the file has 'X' where old_text has 'Y'``: the two lines, escaped, or around
+    their differing middle when long."""
+    if len(old) > _WHOLE_LINE or len(found) > _WHOLE_LINE:
+        head = _shared(old, found)
+        tail = _shared(old[head:][::-1], found[head:][::-1])
+        start = max(0, head - _AROUND)
+
+        def cut(text: str) -> str:
+            end = min(len(text), len(text) - tail + _AROUND)
+            lead = "…" if start else ""
+            rest = "…" if end < len(text) else ""
+            return f"{lead}{escape(text[start:end])}{rest}"
+
+        old, found = cut(old), cut(found)
+    else:
+        old, found = escape(old), escape(found)
+    return f"the file has '{found}' where old_text has '{old}'"
+
+
+def _part_of(old: str, found: str, index: int, count: int) -> bool:
+    """Whether old_text's line ``index`` (of ``count``) is a part of the file's line
+    ``found`` it may hold: old_text may begin inside its first line and end inside its last."""
+    if count == 1:
+        return old in found
+    if index == 0:
+        return found.endswith(old)
+    return index == count - 1 and found.startswith(old)
+
+
 def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
     """``NO_MATCH`` for ``old_lines`` in the file's ``bare`` lines (no line endings): the
-    most similar lines quoted, invisible differences and indentation structure named."""
+    most similar lines quoted, every line of them that differs from old_text named (the
+    visible difference quoted, the invisible one in words), lines the file joins with a
+    character that is no line break for the tools named, and indentation structure."""
     message = (
         f"old_text was not found in {path}. Read the file again with read_file and copy the "
         "text exactly, including whitespace and punctuation"
     )
-    start = _closest_start(old_lines, bare)
-    if start is None:
+    whole = _closest_start(old_lines, bare)
+    pieces, where = _split_breaks(bare)
+    cut = _closest_start(old_lines, pieces) if len(pieces) > len(bare) else None
+    if cut is not None and (whole is None or cut[1] > whole[1]):
+        start = cut[0]
+    elif whole is not None:
+        start = whole[0]
+        pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
+    else:
         return ToolError(message, ErrorCode.NO_MATCH)
-    first, last = max(start, 0), min(start + len(old_lines), len(bare)) - 1
+    low, high = max(start, 0), min(start + len(old_lines), len(pieces)) - 1
+    first, last = where[low][0], where[high][0]
     if first == last:
         block = f": '{escape(bare[first])}'"
         message += f". The most similar line is {first + 1}{block}"
@@ -222,26 +296,50 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         block = _quote_block(bare, first, last)
         message += f". The most similar lines are {first + 1}-{last + 1}:{block}"
     message += _escape_note(bare[first : last + 1])
-    pairs = [(i, old_lines[i - start]) for i in range(first, last + 1)]
     named = False
-    for i, old in pairs[:_QUOTED_LINES]:
-        phrases, visible = invisible_differences(old.lstrip(INDENT), bare[i].lstrip(INDENT))
-        if phrases:
+    for i in range(first, min(last, first + _QUOTED_LINES - 1) + 1):
+        joined = [k for k in range(low, high + 1) if where[k][0] == i]
+        if len(joined) > 1:
             named = True
-            how = "also differs from" if visible else "differs from"
-            only = "" if visible else "only "
+            breaks = describe("".join(_INNER_BREAK.findall(bare[i])))
             message += (
-                f"\nLine {i + 1} {how} old_text's line {i - start + 1} {only}in characters "
-                f"that are hard to see: {'; '.join(phrases)}."
+                f"\nLine {i + 1} holds old_text's lines {joined[0] - start + 1}-"
+                f"{joined[-1] - start + 1} as one line: it joins them with {breaks}, which "
+                "the tools do not count as a line break (only \\n is one); old_text must "
+                "hold the same character there, not a line break."
             )
+    for k in range(low, high + 1):
+        i, part, parts = where[k]
+        if i > first + _QUOTED_LINES - 1:
+            break
+        old, found = old_lines[k - start].lstrip(INDENT), pieces[k].lstrip(INDENT)
+        if old == found:
+            continue
+        phrases, visible = invisible_differences(old, found)
+        # old_text may start or end inside a line: the rest of that line is no difference.
+        visible = visible and not _part_of(old, found, k - start, len(old_lines))
+        if not (phrases or visible):
+            continue
+        line = f"Line {i + 1}" if parts == 1 else f"Part {part + 1} of line {i + 1}"
+        said = f"{line} differs from old_text's line {k - start + 1}"
+        if visible and phrases:
+            said += f": {_visible_change(old, found)}; and in characters that are hard to see: "
+        elif visible:
+            said += f": {_visible_change(old, found)}"
+        else:
+            said += " only in characters that are hard to see: "
+        message += f"\n{said}{'; '.join(phrases)}."
+        named = named or bool(phrases)
     if named:
         message += (
             "\nold_text must hold the same characters as the file: write them in the "
             "arguments as the JSON escapes shown (\\t, \\r, \\uXXXX)."
         )
-    shift = shift_of([old for _, old in pairs], bare[first : last + 1])
+    pairs = [(i, old_lines[i - start]) for i in range(low, high + 1)]
+    shift = shift_of([old for _, old in pairs], pieces[low : high + 1])
     if isinstance(shift, int):
-        message += "\n" + _relative_indent(old_lines, bare, first, start, first + shift) + "."
+        line = low + shift
+        message += "\n" + _relative_indent(old_lines, pieces, low, start, line) + "."
     return ToolError(message, ErrorCode.NO_MATCH)
 
 

@@ -40,7 +40,8 @@ def compile_pattern(pattern: str, flags: int) -> re.Pattern[str]:
 
 def _regex_error(pattern: str, exc: re.error) -> ToolError:
     pos = exc.pos if exc.pos is not None else 0
-    pointer = f"\n  {pattern}\n  {' ' * pos}^"
+    # A caret under the position lines up only under a pattern that prints on one line.
+    pointer = f"\n  {pattern}\n  {' ' * pos}^" if pattern.isprintable() else ""
     return ToolError(
         f"Invalid regular expression at position {pos}: {exc.msg}.{pointer}\n"
         "The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
