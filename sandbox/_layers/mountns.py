@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable
 
@@ -65,7 +67,9 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
 
     Device nodes, pipes and sockets stay usable on a read-only mount (`> /dev/null`);
     what it refuses is creating, removing, renaming, writing regular files, and changing
-    any file's mode, owner, timestamps or extended attributes.
+    any file's mode, owner, timestamps or extended attributes. The working directory and
+    the inherited descriptors of directories and of files open read-only are reopened
+    through the new view (see `_reopen_inherited`).
 
     Raises OSError (EPERM where neither CAP_SYS_ADMIN nor unprivileged user namespaces
     are available, or a mount the kernel will not make read-only) from the underlying
@@ -83,8 +87,10 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
                 _remount(point, MS_RDONLY)
             except FileNotFoundError:
                 continue  # hidden beneath a later mount: no path reaches it
-        # The working directory still lies on the mount it was entered through.
+        # The working directory and inherited descriptors still lie on the mounts they were
+        # opened through, which stay writable.
         os.chdir(os.getcwd())
+        _reopen_inherited(kept_open)
     for path in _existing(read_only):
         _mount(path, path, MS_BIND | MS_REC)
         _remount(path, MS_RDONLY)
@@ -130,6 +136,47 @@ def _enter() -> None:
         _write("/proc/self/uid_map", f"{uid} {uid} 1")
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
     _mount(None, "/", MS_REC | MS_PRIVATE)
+
+
+def _reopen_inherited(writable: list[str]) -> None:
+    """Reopen each inherited descriptor of a directory or of a file opened read-only
+    outside `writable` through this namespace's view, at the same offset, so that fchmod,
+    fchown, futimens, fsetxattr and the *at calls relative to it meet the read-only mount.
+    A file opened for writing stays as it is (the caller's process handed it over to be
+    written); one that cannot be reopened (deleted, renamed) is closed."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            info = os.fstat(fd)
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        except OSError:
+            continue  # the listing's own descriptor, closed since
+        if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
+            continue
+        if flags & os.O_ACCMODE != os.O_RDONLY and not flags & _O_PATH:
+            continue
+        if not path.startswith("/") or any(_contains(d, path) for d in writable):
+            continue
+        inheritable = os.get_inheritable(fd)
+        try:
+            fresh = os.open(path, flags & _REOPEN_FLAGS | os.O_NOFOLLOW)
+        except OSError:
+            os.close(fd)
+            continue
+        same = os.fstat(fresh)
+        if (same.st_dev, same.st_ino) != (info.st_dev, info.st_ino):
+            os.close(fresh)
+            os.close(fd)
+            continue
+        if not flags & _O_PATH and stat.S_ISREG(info.st_mode):
+            os.lseek(fresh, os.lseek(fd, 0, os.SEEK_CUR), os.SEEK_SET)
+        os.dup2(fresh, fd, inheritable=inheritable)
+        os.close(fresh)
+
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_REOPEN_FLAGS = os.O_ACCMODE | os.O_DIRECTORY | os.O_NONBLOCK | os.O_APPEND | _O_PATH
 
 
 def _existing(paths: Iterable[str]) -> list[str]:

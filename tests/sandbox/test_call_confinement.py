@@ -380,3 +380,51 @@ async def test_without_a_mount_namespace_calls_get_no_write_confinement(
     assert "mount namespace" in refused.value.fix
     assert "modes, owners, timestamps and extended attributes" in refused.value.fix
     assert "best_effort=['write_confinement']" in refused.value.fix
+
+
+@pytest.mark.parametrize("mode", ["plain", "sandbox"])
+async def test_descriptors_the_caller_holds_do_not_reach_around_the_view(
+    new_box: NewBox, outside: Path, workspace: Path, mode: str
+) -> None:
+    """A directory or file the caller's process has open when the child is forked is
+    reopened through the child's read-only view: still readable, at the same offset."""
+    box = call_box(new_box, mode, workspace)
+    directory = os.open(outside.parent, os.O_RDONLY | os.O_DIRECTORY)
+    file = os.open(outside, os.O_RDONLY)
+    os.lseek(file, 2, os.SEEK_SET)
+    before = snapshot(outside)
+
+    def through_descriptors() -> dict[str, str]:
+        attempts: dict[str, Callable[[], object]] = {
+            "chmod at": lambda: os.chmod(outside.name, 0o4755, dir_fd=directory),
+            "fchmod": lambda: os.fchmod(file, 0o4777),
+            "fsetxattr": lambda: os.setxattr(file, "user.x", b"planted"),
+        }
+        seen = {}
+        for kind, attempt in attempts.items():
+            try:
+                attempt()
+                seen[kind] = "ok"
+            except OSError as exc:
+                seen[kind] = errno.errorcode[exc.errno or 0]
+        seen["read"] = os.read(file, 3).decode()
+        seen["listed"] = ",".join(os.listdir(directory))
+        return seen
+
+    try:
+        seen = await box.call(through_descriptors)
+    finally:
+        os.close(directory)
+        os.close(file)
+
+    confined = mode == "sandbox"
+    refused = "EROFS" if confined else "ok"
+    assert seen == {
+        "chmod at": refused,
+        "fchmod": refused,
+        "fsetxattr": refused,
+        "read": "st\n",
+        "listed": "outside.txt",
+    }
+    after = snapshot(outside)
+    assert (after == before) is confined, after
