@@ -24,6 +24,7 @@ from ._layers import (
     PROCESS_CAP,
     READ_DENIAL,
     SECCOMP,
+    SIGNAL_SCOPING,
     WRITE_CONFINEMENT,
     bwrap,
     cgroup,
@@ -46,21 +47,26 @@ class LayerPlan:
         commands: protection -> mechanism for a command (bubblewrap preferred).
         calls: protection -> mechanism for a forked Python callable (no bubblewrap).
         cgroup_parent: the delegated cgroup to create per-child cgroups under, if any.
+        landlock_scopes_signals: Landlock keeps a child it confines from signalling
+            processes outside its domain (ABI >= 6).
     """
 
     commands: dict[str, str] = field(default_factory=dict)
     calls: dict[str, str] = field(default_factory=dict)
     cgroup_parent: str | None = None
+    landlock_scopes_signals: bool = False
 
 
 def plan_layers() -> LayerPlan:
     """Probe every layer for real (tens of milliseconds; keep the result)."""
     commands = probe()
     calls: dict[str, str] = {}
+    scopes_signals = False
     if landlock.works():
-        calls[WRITE_CONFINEMENT] = calls[READ_DENIAL] = LANDLOCK
+        calls[READ_DENIAL] = LANDLOCK
         if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE or mountns.works():
-            calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+            calls[WRITE_CONFINEMENT] = calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+        scopes_signals = landlock.scopes_signals()
     if seccomp.works():
         calls[NETWORK_OFF] = SECCOMP
     parent = None
@@ -68,7 +74,7 @@ def plan_layers() -> LayerPlan:
         calls[PROCESS_CAP] = commands[PROCESS_CAP]
         with contextlib.suppress(OSError):
             parent = cgroup.locate()
-    return LayerPlan(commands, calls, parent)
+    return LayerPlan(commands, calls, parent, scopes_signals)
 
 
 def wanted(confinement: Confinement) -> list[str]:
@@ -92,12 +98,30 @@ def enforced(available: dict[str, str], confinement: Confinement) -> dict[str, s
     return {p: available[p] for p in wanted(confinement) if p in available}
 
 
+def signal_scoping(mechanisms: dict[str, str], plan: LayerPlan) -> dict[str, str]:
+    """``{"signal_scoping": mechanism}`` when a child under ``mechanisms`` cannot signal
+    processes outside its sandbox: bubblewrap's PID namespace names none of them, and
+    Landlock (applied whenever ``child_layers`` lists it) scopes signals on ABI >= 6."""
+    if BUBBLEWRAP in mechanisms.values():
+        return {SIGNAL_SCOPING: BUBBLEWRAP}
+    if LANDLOCK in child_layers(mechanisms) and plan.landlock_scopes_signals:
+        return {SIGNAL_SCOPING: LANDLOCK}
+    return {}
+
+
 def why_missing(protection: str, kind: str) -> str:
     """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``)."""
-    if kind == "calls" and protection in (WRITE_CONFINEMENT, READ_DENIAL):
+    if kind == "calls" and protection == READ_DENIAL:
         return (
             "a Python call cannot be wrapped in bubblewrap; it needs Landlock "
             "(Linux >= 5.13 with landlock in the boot-time lsm= list)"
+        )
+    if kind == "calls" and protection == WRITE_CONFINEMENT:
+        return (
+            "a Python call cannot be wrapped in bubblewrap; it needs Landlock (Linux >= 5.13 "
+            "with landlock in the boot-time lsm= list) together with a mount namespace (root, "
+            "or user namespaces: sysctl user.max_user_namespaces > 0), since Landlock alone "
+            "leaves file modes, owners, timestamps and extended attributes writable"
         )
     return missing(protection)
 
@@ -150,9 +174,9 @@ def command_spec(
 def child_layers(mechanisms: dict[str, str]) -> list[str]:
     """Layers a child applies to itself before exec or before running a callable."""
     names = []
-    if mechanisms.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE:
+    if MOUNT_NAMESPACE in mechanisms.values():
         names.append(MOUNT_NAMESPACE)  # before Landlock, which then locks the mounts
-    if LANDLOCK in mechanisms.values():
+    if LANDLOCK in mechanisms.values() or MOUNT_NAMESPACE in mechanisms.values():
         names.append(LANDLOCK)
     if mechanisms.get(NETWORK_OFF) == SECCOMP:
         names.append(SECCOMP)
@@ -162,8 +186,9 @@ def child_layers(mechanisms: dict[str, str]) -> list[str]:
 def apply_child_layers(
     names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
 ) -> None:
-    """In a single-threaded child: join ``cgroup_dir`` and apply the read-only binds of a
-    mount namespace, Landlock and seccomp as ``names`` says. ``confinement`` holds the
+    """In a single-threaded child: join ``cgroup_dir`` and apply a mount namespace (read-only
+    but for the writable directories, unless ``/`` is one of them; the ``read_only`` paths
+    bound read-only), Landlock and seccomp as ``names`` says. ``confinement`` holds the
     :class:`Confinement` fields (lists are fine).
 
     Raises:
@@ -173,7 +198,8 @@ def apply_child_layers(
         cgroup.add_process(cgroup_dir)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
     if MOUNT_NAMESPACE in names:
-        mountns.make_read_only(fields["read_only"])
+        writable = fields["writable"]
+        mountns.confine(None if "/" in writable else writable, fields["read_only"])
     if LANDLOCK in names:
         landlock.apply(Confinement(**fields))
     if SECCOMP in names:

@@ -36,6 +36,7 @@ from ._layered import (
     layer_confinement,
     plan_layers,
     seccomp_filter,
+    signal_scoping,
     wanted,
     why_missing,
 )
@@ -155,16 +156,25 @@ class Sandbox:
     def capabilities(self) -> dict[str, str]:
         """What a command run here really gets: protection -> mechanism (for example
         ``{"write_confinement": "bubblewrap", "network_off": "bubblewrap"}``), plus
-        ``"tree_stop"`` -> ``"subreaper"`` (Linux) or ``"process_group"``."""
+        ``"tree_stop"`` -> ``"subreaper"`` (Linux) or ``"process_group"``, and
+        ``"signal_scoping"`` -> ``"bubblewrap"`` or ``"landlock"`` when the command cannot
+        signal processes outside its sandbox."""
         found = enforced(self._plan.commands, self._confinement_with_tmp({}))
+        found.update(signal_scoping(found, self._plan))
         found["tree_stop"] = "subreaper" if sys.platform.startswith("linux") else "process_group"
         return found
 
     @property
     def call_capabilities(self) -> dict[str, str]:
         """What a Python callable run here really gets (it cannot be wrapped in bubblewrap,
-        so only Landlock, seccomp and cgroups apply)."""
-        return enforced(self._plan.calls, self._confinement_with_tmp({}))
+        so only Landlock, a mount namespace, seccomp and cgroups apply), in the shape of
+        ``capabilities`` (without ``"tree_stop"``): ``"write_confinement"`` ->
+        ``"mount-namespace"`` covers contents and metadata (mode, owner, timestamps,
+        extended attributes), and ``"signal_scoping"`` -> ``"landlock"`` appears when the
+        call cannot signal processes outside its sandbox."""
+        found = enforced(self._plan.calls, self._confinement_with_tmp({}))
+        found.update(signal_scoping(found, self._plan))
+        return found
 
     def confined_to(self, *writable: str) -> Sandbox:
         """A sandbox like this one whose writes are confined to ``writable`` as well.
@@ -424,3 +434,5 @@ def _enter_child(env: dict[str, str]) -> None:
     os.close(devnull)
     os.environ.clear()
     os.environ.update(env)
+    # The caller's process may have cached its temp dir; the child's is TMPDIR's.
+    tempfile.tempdir = None

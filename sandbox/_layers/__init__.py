@@ -17,6 +17,8 @@ NETWORK_OFF = "network_off"
 PROCESS_CAP = "process_cap"
 HOST_EXEC_PROTECTION = "host_exec_protection"
 PROTECTIONS = (WRITE_CONFINEMENT, READ_DENIAL, NETWORK_OFF, PROCESS_CAP, HOST_EXEC_PROTECTION)
+#: Reported, not asked for: the child cannot signal processes outside its sandbox.
+SIGNAL_SCOPING = "signal_scoping"
 
 BUBBLEWRAP = "bubblewrap"
 LANDLOCK = "landlock"
@@ -27,8 +29,9 @@ MOUNT_NAMESPACE = "mount-namespace"
 
 _LANDLOCK_HINT = "Landlock (Linux >= 5.13 with landlock in the boot-time lsm= list)"
 _MISSING = {
-    WRITE_CONFINEMENT: f"no layer confines writes; needs bubblewrap ({bwrap.INSTALL_HINT}) "
-    f"or {_LANDLOCK_HINT}",
+    WRITE_CONFINEMENT: "no layer confines writes (contents and metadata); needs bubblewrap "
+    f"({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount namespace (root, or "
+    "user namespaces: sysctl user.max_user_namespaces > 0)",
     READ_DENIAL: f"no layer denies reads; needs bubblewrap ({bwrap.INSTALL_HINT}) "
     f"or {_LANDLOCK_HINT}",
     NETWORK_OFF: "no layer turns the network off; needs seccomp filters "
@@ -50,9 +53,10 @@ def probe() -> dict[str, str]:
     forked child that then checks their effect, and a trial cgroup is created and removed.
     Takes a few tens of milliseconds; keep the result.
 
-    Paths kept read-only inside writable directories (host exec protection) are
-    bubblewrap's read-only binds, or without it a mount namespace of the child's own,
-    which only Landlock keeps it from undoing.
+    Confined writes (contents and metadata: mode, owner, timestamps, extended attributes)
+    and paths kept read-only inside writable directories (host exec protection) are
+    bubblewrap's read-only view, or without it a read-only mount namespace of the child's
+    own, which only Landlock keeps it from undoing (Landlock alone confines contents only).
 
     Where bubblewrap works it is preferred for files; network off under bubblewrap also
     needs seccomp (for host Unix sockets), so "bubblewrap" is given for it only when both
@@ -64,13 +68,13 @@ def probe() -> dict[str, str]:
     has_bwrap = bwrap.available() is None
     has_landlock = landlock.works()
     has_seccomp = seccomp.works()
-    files = BUBBLEWRAP if has_bwrap else LANDLOCK if has_landlock else None
-    if files:
-        found[WRITE_CONFINEMENT] = found[READ_DENIAL] = files
     if has_bwrap:
+        found[WRITE_CONFINEMENT] = found[READ_DENIAL] = BUBBLEWRAP
         found[HOST_EXEC_PROTECTION] = BUBBLEWRAP
-    elif has_landlock and mountns.works():
-        found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+    elif has_landlock:
+        found[READ_DENIAL] = LANDLOCK
+        if mountns.works():
+            found[WRITE_CONFINEMENT] = found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
     if has_seccomp:
         found[NETWORK_OFF] = BUBBLEWRAP if has_bwrap else SECCOMP
     process_cap = process_cap_mechanism()

@@ -44,6 +44,9 @@ ACCESS_FS_TRUNCATE = 1 << 14  # ABI 3
 ACCESS_NET_BIND_TCP = 1 << 0  # ABI 4
 ACCESS_NET_CONNECT_TCP = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+#: The first ABI whose domains can be scoped (signals, abstract Unix sockets).
+SCOPE_ABI = 6
 
 READ = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
 # Rights that only make sense on a directory; a rule on any other file may not carry them.
@@ -114,6 +117,24 @@ def works() -> bool:
             return False
 
         return in_child(denies_write)
+
+
+def scopes_signals() -> bool:
+    """True when `apply` really keeps a child from signalling a process outside its
+    domain here: a forked child under it gets EPERM sending signal 0 to its parent."""
+    if abi_version() < SCOPE_ABI:
+        return False
+    parent = os.getpid()
+
+    def refuses_signal() -> bool:
+        apply(Confinement(writable=("/",)))
+        try:
+            os.kill(parent, 0)
+        except PermissionError:
+            return True
+        return False
+
+    return in_child(refuses_signal)
 
 
 def handled_fs(abi: int) -> int:
@@ -188,10 +209,13 @@ def apply(confinement: Confinement) -> None:
     """Confine the calling thread, and every process it execs or forks, to `confinement`.
 
     Call it in a single-threaded child right before exec: Landlock restricts only the
-    calling thread. Sets PR_SET_NO_NEW_PRIVS first (required). With `network=False` on ABI
-    >= 4, TCP bind and connect are denied; on ABI >= 6, connecting to abstract Unix sockets
-    created outside the sandbox is denied. UDP and filesystem Unix sockets are not covered
-    by Landlock: pair it with `seccomp.deny_network`. `max_processes` is not Landlock's.
+    calling thread. Sets PR_SET_NO_NEW_PRIVS first (required). On ABI >= 6 the child cannot
+    signal a process outside its Landlock domain (`kill` gives EPERM; see `scopes_signals`).
+    With `network=False` on ABI >= 4, TCP bind and connect are denied; on ABI >= 6,
+    connecting to abstract Unix sockets created outside the sandbox is denied. UDP and
+    filesystem Unix sockets are not covered by Landlock: pair it with
+    `seccomp.deny_network`. `max_processes` is not Landlock's. Nor are a file's mode,
+    owner, timestamps and extended attributes: `mountns.confine` keeps those read-only.
 
     Raises OSError (ENOSYS/EOPNOTSUPP when Landlock is absent or disabled, EINVAL for a
     relative path) from the underlying calls; on error the process may be partly set up
@@ -205,11 +229,13 @@ def apply(confinement: Confinement) -> None:
         raise OSError(errno.EOPNOTSUPP, "Landlock is not available on this kernel")
     arch = require_arch()
     attr = _RulesetAttr(handled_access_fs=handled_fs(abi))
+    if abi >= SCOPE_ABI:
+        attr.scoped = SCOPE_SIGNAL
     if not confinement.network:
         if abi >= 4:
             attr.handled_access_net = ACCESS_NET_BIND_TCP | ACCESS_NET_CONNECT_TCP
-        if abi >= 6:
-            attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET
+        if abi >= SCOPE_ABI:
+            attr.scoped |= SCOPE_ABSTRACT_UNIX_SOCKET
     rules = plan_rules(confinement, abi)
     ruleset = syscall(
         arch.landlock_create_ruleset,

@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from sandbox import _layers
-from sandbox._layers import bwrap, cgroup, landlock, seccomp
+from sandbox._layers import bwrap, cgroup, landlock, mountns, seccomp
 from sandbox._layers._syscall import host_arch
 
 
@@ -32,13 +32,16 @@ def test_probe_names_only_known_protections_and_mechanisms(found: dict[str, str]
 
 def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
     if bwrap.available() is None:
-        expected_files: str | None = _layers.BUBBLEWRAP
+        expected_reads: str | None = _layers.BUBBLEWRAP
+        expected_writes: str | None = _layers.BUBBLEWRAP
     elif landlock.works():
-        expected_files = _layers.LANDLOCK
+        expected_reads = _layers.LANDLOCK
+        # Landlock leaves metadata (chmod, chown, utime, xattrs) open: writes need the mount.
+        expected_writes = _layers.MOUNT_NAMESPACE if mountns.works() else None
     else:
-        expected_files = None
-    assert found.get(_layers.WRITE_CONFINEMENT) == expected_files
-    assert found.get(_layers.READ_DENIAL) == expected_files
+        expected_reads = expected_writes = None
+    assert found.get(_layers.WRITE_CONFINEMENT) == expected_writes
+    assert found.get(_layers.READ_DENIAL) == expected_reads
     assert (_layers.PROCESS_CAP in found) is (cgroup.available() is None)
 
 
@@ -58,7 +61,7 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
 @pytest.mark.parametrize(
     ("protection", "names"),
     [
-        (_layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock")),
+        (_layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock", "namespaces")),
         (_layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
         (_layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
         (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),

@@ -71,7 +71,7 @@ def _forced_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     if not (landlock.works() and seccomp.works() and mountns.works()):
         pytest.skip("Landlock, seccomp or a mount namespace does not work here")
     forced = {
-        "write_confinement": LANDLOCK,
+        "write_confinement": MOUNT_NAMESPACE,
         "read_denial": LANDLOCK,
         "network_off": SECCOMP,
         HOST_EXEC_PROTECTION: MOUNT_NAMESPACE,

@@ -1,0 +1,430 @@
+"""Python calls in the sandbox are confined like commands: outside the writable directories
+neither contents nor metadata (mode, owner, timestamps, extended attributes) change, and no
+process outside the sandbox can be signalled.
+
+Landlock alone confines file contents only; the child's read-only mount namespace refuses
+the rest (EROFS). Each case checks the host's own view of the file or process afterwards,
+and a control run (no layers) proves the attack works without the protection.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox import Sandbox, SandboxUnavailable
+from sandbox import _sandbox as sandbox_module
+from sandbox._layered import LayerPlan
+from sandbox._layers import (
+    LANDLOCK,
+    MOUNT_NAMESPACE,
+    SECCOMP,
+    SIGNAL_SCOPING,
+    WRITE_CONFINEMENT,
+    bwrap,
+    landlock,
+    mountns,
+    seccomp,
+)
+from tests._waiting import DEADLINE
+from workspace_tools import invoke_tool
+from workspace_tools.tools import workspace_tools
+
+pytestmark = pytest.mark.anyio
+
+NewBox = Callable[..., Sandbox]
+
+#: Root can give a file away; anyone else can only "change" it to their own ids, which
+#: still reaches the kernel's check (and a read-only mount's refusal).
+NEW_OWNER = 12345 if os.geteuid() == 0 else os.getuid()
+NEW_GROUP = 12345 if os.geteuid() == 0 else os.getgid()
+# chown clears the set-user-ID bit, so it comes before chmod; writing updates the mtime,
+# so utime comes last.
+KINDS = ("chown", "chmod", "setxattr", "removexattr", "append", "utime")
+
+
+def tamper(path: str) -> dict[str, str]:
+    """Each kind of change to ``path``: "ok", or the errno name it failed with."""
+    attempts: dict[str, Callable[[], object]] = {
+        "chown": lambda: os.chown(path, NEW_OWNER, NEW_GROUP),
+        "chmod": lambda: os.chmod(path, 0o4755),
+        "setxattr": lambda: os.setxattr(path, "user.x", b"planted"),
+        "removexattr": lambda: os.removexattr(path, "user.kept"),
+        "append": lambda: _append(path),
+        "utime": lambda: os.utime(path, ns=(0, 0)),
+    }
+    seen = {}
+    for kind, attempt in attempts.items():
+        try:
+            attempt()
+            seen[kind] = "ok"
+        except OSError as exc:
+            seen[kind] = errno.errorcode[exc.errno or 0]
+    return seen
+
+
+def _append(path: str) -> None:
+    with open(path, "ab") as handle:
+        handle.write(b"planted")
+
+
+def snapshot(path: Path) -> dict[str, Any]:
+    """What the host sees of ``path``."""
+    info = path.stat()
+    return {
+        "mode": oct(info.st_mode),
+        "owner": (info.st_uid, info.st_gid),
+        "mtime_ns": info.st_mtime_ns,
+        "xattrs": {name: os.getxattr(path, name) for name in os.listxattr(path)},
+        "content": path.read_bytes(),
+    }
+
+
+def tampered(before: dict[str, Any], capable: bool = os.geteuid() == 0) -> dict[str, Any]:
+    """The snapshot of a file every change of ``tamper`` went through; ``capable``: by root
+    with its capabilities (CAP_CHOWN gives the file away; else chown is to itself or fails)."""
+    return {
+        # Writing clears the set-user-ID bit, unless the writer has CAP_FSETID.
+        "mode": oct(0o104755) if capable else oct(0o100755),
+        "owner": (NEW_OWNER, NEW_GROUP) if capable else before["owner"],
+        "mtime_ns": 0,
+        "xattrs": {"user.x": b"planted"},
+        "content": before["content"] + b"planted",
+    }
+
+
+def make_file(path: Path) -> Path:
+    path.write_bytes(b"host\n")
+    os.setxattr(path, "user.kept", b"1")
+    os.utime(path, ns=(10**18, 10**18))
+    return path
+
+
+@pytest.fixture
+def new_box() -> Iterator[NewBox]:
+    """Sandboxes closed when the test ends (a child forked ahead must not outlive it)."""
+    made: list[Sandbox] = []
+
+    def make(**kwargs: Any) -> Sandbox:
+        box = Sandbox(**kwargs)
+        made.append(box)
+        return box
+
+    yield make
+    for box in made:
+        box.close()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A host file outside the workspace and outside /tmp (bubblewrap gives commands a
+    private /tmp, where the host's file would not even be seen)."""
+    directory = Path(tempfile.mkdtemp(prefix="outside-", dir="/var/tmp"))
+    try:
+        yield make_file(directory / "outside.txt")
+    finally:
+        shutil.rmtree(directory)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def call_box(new_box: NewBox, mode: str, workspace: Path) -> Sandbox:
+    if mode == "plain":
+        return new_box(layers=False, network=True)
+    box = new_box(writable=[str(workspace)], best_effort=True)
+    if WRITE_CONFINEMENT not in box.call_capabilities:
+        pytest.skip(f"calls get no write confinement here: {box.call_capabilities}")
+    assert box.call_capabilities[WRITE_CONFINEMENT] == MOUNT_NAMESPACE
+    return box
+
+
+@pytest.mark.parametrize("mode", ["plain", "sandbox"])
+async def test_call_cannot_change_metadata_outside_the_workspace(
+    new_box: NewBox, outside: Path, workspace: Path, mode: str
+) -> None:
+    inside = make_file(workspace / "inside.txt")
+    before = snapshot(outside)
+    box = call_box(new_box, mode, workspace)
+
+    seen = await box.call(lambda: (tamper(str(outside)), tamper(str(inside))))
+
+    confined = mode == "sandbox"
+    assert seen == (
+        dict.fromkeys(KINDS, "EROFS" if confined else "ok"),
+        dict.fromkeys(KINDS, "ok"),
+    )
+    assert snapshot(outside) == (before if confined else tampered(before))
+    assert snapshot(inside) == tampered(before)
+
+
+def _forced_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a host without bubblewrap gives commands: Landlock, seccomp, a mount namespace."""
+    if not (landlock.works() and seccomp.works() and mountns.works()):
+        pytest.skip("Landlock, seccomp or a mount namespace does not work here")
+    forced = {
+        "write_confinement": MOUNT_NAMESPACE,
+        "read_denial": LANDLOCK,
+        "network_off": SECCOMP,
+        "host_exec_protection": MOUNT_NAMESPACE,
+    }
+    plan = LayerPlan(
+        commands=forced, calls=dict(forced), landlock_scopes_signals=landlock.scopes_signals()
+    )
+    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
+
+
+def command_box(
+    new_box: NewBox, mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> Sandbox:
+    if mode == "plain":
+        return new_box(layers=False, network=True)
+    if mode == "landlock":
+        _forced_landlock(monkeypatch)
+    elif bwrap.available() is not None:
+        pytest.skip(f"bubblewrap does not work here: {bwrap.available()}")
+    return new_box(writable=[str(workspace)])
+
+
+TAMPER_SCRIPT = f"""
+import json, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from tests.sandbox.test_call_confinement import tamper
+print(json.dumps([tamper(sys.argv[1]), tamper(sys.argv[2])]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "bubblewrap", "landlock"])
+async def test_command_cannot_change_metadata_outside_the_workspace(
+    new_box: NewBox, outside: Path, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inside = make_file(workspace / "inside.txt")
+    before = snapshot(outside)
+    box = command_box(new_box, mode, workspace, monkeypatch)
+
+    result = await box.run(
+        [sys.executable, "-c", TAMPER_SCRIPT, str(outside), str(inside)], cwd=str(workspace)
+    )
+
+    confined = mode != "plain"
+    # Bubblewrap drops every capability: root cannot give a file away, even its own.
+    capable = os.geteuid() == 0 and mode != "bubblewrap"
+    inside_seen = dict.fromkeys(KINDS, "ok")
+    if os.geteuid() == 0 and not capable:
+        inside_seen["chown"] = "EPERM"
+    assert json.loads(result.stdout.complete) == [
+        dict.fromkeys(KINDS, "EROFS" if confined else "ok"),
+        inside_seen,
+    ], result.stderr.complete
+    assert snapshot(outside) == (before if confined else tampered(before))
+    assert snapshot(inside) == tampered(before, capable)
+
+
+def everyday_writes(workspace: str) -> list[str]:
+    """What a tool call writes legitimately: device nodes, the temp dir, the workspace."""
+    with open(os.devnull, "w") as devnull:
+        devnull.write("discarded")
+    with tempfile.NamedTemporaryFile() as temp:  # in the sandbox's private temp dir
+        temp.write(b"scratch")
+    with open(os.path.join(workspace, "made.txt"), "w") as made:
+        made.write("made")
+    os.mkdir(os.path.join(workspace, "sub"))
+    os.rename(os.path.join(workspace, "made.txt"), os.path.join(workspace, "sub", "moved.txt"))
+    return sorted(os.listdir(os.path.join(workspace, "sub")))
+
+
+async def test_call_keeps_writing_where_it_may(new_box: NewBox, workspace: Path) -> None:
+    box = call_box(new_box, "sandbox", workspace)
+    assert await box.call(everyday_writes, str(workspace)) == ["moved.txt"]
+    assert (workspace / "sub" / "moved.txt").read_text() == "made"
+
+
+async def test_workspace_tools_work_in_the_confined_call(
+    new_box: NewBox, tmp_path: Path, workspace: Path
+) -> None:
+    box = new_box(best_effort=True)
+    if WRITE_CONFINEMENT not in box.confined_to(str(workspace)).call_capabilities:
+        pytest.skip(f"calls get no write confinement here: {box.call_capabilities}")
+    tools = {t.name: t for t in workspace_tools(workspace, sandbox=box)}
+    (workspace / "a.py").write_text("x = 1\n")
+    os.chmod(workspace / "a.py", 0o751)
+
+    written = await invoke_tool(tools["write_file"], {"path": "b.txt", "content": "new\n"})
+    edited = await invoke_tool(
+        tools["edit_file"], {"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"}
+    )
+    read = await invoke_tool(tools["read_file"], {"path": "a.py"})
+
+    assert (written.error, edited.error, read.error) == (None, None, None)
+    assert (workspace / "b.txt").read_text() == "new\n"
+    assert (workspace / "a.py").read_text() == "x = 2\n"
+    assert oct((workspace / "a.py").stat().st_mode) == oct(0o100751)  # kept by the edit
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.py", "b.txt"]
+
+
+# --- signals ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def host_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the host, outside any sandbox."""
+    process = subprocess.Popen(["sleep", "600"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def kill_host_and_own(pid: int) -> dict[str, str]:
+    """SIGKILL ``pid``, and a process the call started itself."""
+    seen = {}
+    own = subprocess.Popen(["sleep", "600"])
+    for name, target in (("host", pid), ("own", own.pid)):
+        try:
+            os.kill(target, signal.SIGKILL)
+            seen[name] = "ok"
+        except OSError as exc:
+            seen[name] = errno.errorcode[exc.errno or 0]
+    seen["own exit"] = str(own.wait())
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["plain", "sandbox"])
+async def test_call_cannot_signal_a_host_process(
+    new_box: NewBox, workspace: Path, host_process: subprocess.Popen[bytes], mode: str
+) -> None:
+    if mode == "plain":
+        box = new_box(layers=False, network=True)
+    else:
+        box = new_box(writable=[str(workspace)], best_effort=True)
+        if SIGNAL_SCOPING not in box.call_capabilities:
+            pytest.skip(f"calls get no signal scoping here: {box.call_capabilities}")
+        assert box.call_capabilities[SIGNAL_SCOPING] == LANDLOCK
+
+    seen = await box.call(kill_host_and_own, host_process.pid)
+
+    scoped = mode == "sandbox"
+    assert seen == {"host": "EPERM" if scoped else "ok", "own": "ok", "own exit": "-9"}
+    if scoped:
+        assert host_process.poll() is None
+    else:
+        assert host_process.wait(timeout=DEADLINE) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("mode", ["plain", "bubblewrap", "landlock"])
+async def test_command_cannot_signal_a_host_process(
+    new_box: NewBox,
+    workspace: Path,
+    host_process: subprocess.Popen[bytes],
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    box = command_box(new_box, mode, workspace, monkeypatch)
+    if mode != "plain":
+        if SIGNAL_SCOPING not in box.capabilities:
+            pytest.skip(f"commands get no signal scoping here: {box.capabilities}")
+        assert box.capabilities[SIGNAL_SCOPING] == {"bubblewrap": "bubblewrap"}.get(mode, LANDLOCK)
+
+    result = await box.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+            "from tests.sandbox.test_call_confinement import kill_host_and_own\n"
+            f"print(kill_host_and_own({host_process.pid}))",
+        ],
+        cwd=str(workspace),
+    )
+
+    # Bubblewrap's PID namespace names no host process; Landlock refuses the signal.
+    refused = {"plain": "ok", "bubblewrap": "ESRCH", "landlock": "EPERM"}[mode]
+    assert result.stdout.complete.decode() == (
+        f"{{'host': '{refused}', 'own': 'ok', 'own exit': '-9'}}\n"
+    ), result.stderr.complete
+    if mode == "plain":
+        assert host_process.wait(timeout=DEADLINE) == -signal.SIGKILL
+    else:
+        assert host_process.poll() is None
+
+
+# --- what is not enforceable is not claimed -------------------------------------------
+
+
+async def test_without_a_mount_namespace_calls_get_no_write_confinement(
+    new_box: NewBox, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host where neither root nor user namespaces allow a mount namespace.
+    monkeypatch.setattr(mountns, "works", lambda: False)
+    box = new_box(writable=[str(workspace)], host_exec_paths=(), best_effort=["network_off"])
+    if not landlock.works():
+        pytest.skip("Landlock does not work here")
+    assert WRITE_CONFINEMENT not in box.call_capabilities
+
+    with pytest.raises(SandboxUnavailable) as refused:
+        await box.call(os.getpid)
+    assert refused.value.protection == WRITE_CONFINEMENT
+    assert "mount namespace" in refused.value.fix
+    assert "modes, owners, timestamps and extended attributes" in refused.value.fix
+    assert "best_effort=['write_confinement']" in refused.value.fix
+
+
+@pytest.mark.parametrize("mode", ["plain", "sandbox"])
+async def test_descriptors_the_caller_holds_do_not_reach_around_the_view(
+    new_box: NewBox, outside: Path, workspace: Path, mode: str
+) -> None:
+    """A directory or file the caller's process has open when the child is forked is
+    reopened through the child's read-only view: still readable, at the same offset."""
+    box = call_box(new_box, mode, workspace)
+    directory = os.open(outside.parent, os.O_RDONLY | os.O_DIRECTORY)
+    file = os.open(outside, os.O_RDONLY)
+    os.lseek(file, 2, os.SEEK_SET)
+    before = snapshot(outside)
+
+    def through_descriptors() -> dict[str, str]:
+        attempts: dict[str, Callable[[], object]] = {
+            "chmod at": lambda: os.chmod(outside.name, 0o4755, dir_fd=directory),
+            "fchmod": lambda: os.fchmod(file, 0o4777),
+            "fsetxattr": lambda: os.setxattr(file, "user.x", b"planted"),
+        }
+        seen = {}
+        for kind, attempt in attempts.items():
+            try:
+                attempt()
+                seen[kind] = "ok"
+            except OSError as exc:
+                seen[kind] = errno.errorcode[exc.errno or 0]
+        seen["read"] = os.read(file, 3).decode()
+        seen["listed"] = ",".join(os.listdir(directory))
+        return seen
+
+    try:
+        seen = await box.call(through_descriptors)
+    finally:
+        os.close(directory)
+        os.close(file)
+
+    confined = mode == "sandbox"
+    refused = "EROFS" if confined else "ok"
+    assert seen == {
+        "chmod at": refused,
+        "fchmod": refused,
+        "fsetxattr": refused,
+        "read": "st\n",
+        "listed": "outside.txt",
+    }
+    after = snapshot(outside)
+    assert (after == before) is confined, after
