@@ -10,6 +10,7 @@ and a control run (no layers) proves the attack works without the protection.
 from __future__ import annotations
 
 import errno
+import inspect
 import json
 import os
 import shutil
@@ -201,12 +202,17 @@ def command_box(
     return new_box(writable=[str(workspace)])
 
 
-TAMPER_SCRIPT = f"""
-import json, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from tests.sandbox.test_call_confinement import tamper
-print(json.dumps([tamper(sys.argv[1]), tamper(sys.argv[2])]))
-"""
+def _script(*functions: Callable[..., object], main: str) -> str:
+    """A ``python -c`` program made of these functions' source and ``main``: a sandboxed
+    command cannot import the tests (bubblewrap's private /tmp may hide the checkout)."""
+    head = "import errno, json, os, signal, subprocess, sys\nfrom collections.abc import Callable\n"
+    constants = f"NEW_OWNER, NEW_GROUP = {NEW_OWNER}, {NEW_GROUP}\n"
+    return head + constants + "\n".join(inspect.getsource(f) for f in functions) + main
+
+
+TAMPER_SCRIPT = _script(
+    _append, tamper, main="print(json.dumps([tamper(sys.argv[1]), tamper(sys.argv[2])]))\n"
+)
 
 
 @pytest.mark.parametrize("mode", ["plain", "bubblewrap", "landlock"])
@@ -343,9 +349,7 @@ async def test_command_cannot_signal_a_host_process(
         [
             sys.executable,
             "-c",
-            f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-            "from tests.sandbox.test_call_confinement import kill_host_and_own\n"
-            f"print(kill_host_and_own({host_process.pid}))",
+            _script(kill_host_and_own, main=f"print(kill_host_and_own({host_process.pid}))\n"),
         ],
         cwd=str(workspace),
     )
