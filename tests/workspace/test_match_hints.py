@@ -335,3 +335,49 @@ def test_the_model_copies_a_lone_cr_the_hint_names(tmp_path: Path) -> None:
     done = call(edit, path="r.py", old_text="a = 1\rb = 2", new_text="a = 1\nb = 3")
     assert (done.error, done.details.match) == (None, "exact")
     assert (tmp_path / "r.py").read_bytes() == b"a = 1\nb = 3\n"
+
+
+STRUCTURE = (
+    "old_text was not found in f.py exactly. With indentation ignored it matches lines "
+    "{lines}, but not with the same indentation structure, and an edit never changes the "
+    "structure of the code. {why} Copy old_text with the file's indentation:\n{quoted}"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "lines", "why", "quoted"),
+    [
+        pytest.param(
+            "def f(x):\n        if x:\n\t    y = 1\n",
+            "        if x:\n            y = 1",
+            "2-3",
+            "The file indents line 3 by a tab (\\t) and 4 spaces where the lines around it "
+            "share 8 spaces; old_text indents its line 2 by 12 spaces.",
+            "2: '        if x:'\n3: '\\t    y = 1'" + NOTE,
+            id="tab_among_spaces_names_its_own_line",
+        ),
+        pytest.param(
+            "    if x:\n        y = 1\n\tz = 2\n",
+            "if x:\n    y = 1\nz = 2",
+            "1-3",
+            "The file indents line 3 by a tab (\\t) where the lines around it share 4 "
+            "spaces; old_text indents its line 3 by nothing.",
+            "1: '    if x:'\n2: '        y = 1'\n3: '\\tz = 2'" + NOTE,
+            id="no_shared_indentation",
+        ),
+        pytest.param(
+            "def f(x):\n    if x:\n        y = 1\n    return y\n",
+            "if x:\ny = 1",
+            "2-3",
+            "Past the indentation its lines share, the file indents line 3 by 4 spaces where "
+            "old_text indents its line 2 by nothing.",
+            "2: '    if x:'\n3: '        y = 1'",
+            id="flattened_block",
+        ),
+    ],
+)
+def test_a_structure_refusal_names_the_line_that_breaks_it(
+    text: str, old: str, lines: str, why: str, quoted: str
+) -> None:
+    expected = STRUCTURE.format(lines=lines, why=why, quoted=quoted)
+    assert _refusal(text, old) == expected

@@ -346,17 +346,45 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
 def _relative_indent(
     old_lines: list[str], bare: list[str], first: int, start: int, line: int
 ) -> str:
-    """Words for how file line ``line`` (0-based) and its old_text line differ in
-    indentation past the base of the range beginning at file line ``first``."""
+    """Words for the file line whose indentation breaks the block's structure, and its
+    old_text line, in the range beginning at file line ``first`` (0-based; ``line`` is the
+    one the matcher stopped at).
+
+    The file's base is taken where most lines agree with old_text past it, so a line that
+    alone differs (a tab among spaces) is the one named, not its well-indented neighbours.
+    """
     span = range(first, min(start + len(old_lines), len(bare)))
-    pairs = [(bare[i], old_lines[i - start]) for i in span if old_lines[i - start].strip()]
-    file_base = len(common_indent([f for f, _ in pairs]))
-    old_base = len(common_indent([o for _, o in pairs]))
+    pairs = [(i, bare[i], old_lines[i - start]) for i in span if old_lines[i - start].strip()]
+    old_base = common_indent([o for _, _, o in pairs])
+
+    def breaks(base: str) -> list[int]:
+        return [
+            i
+            for i, found, old in pairs
+            if indent_of(found) != base + indent_of(old)[len(old_base) :]
+        ]
+
+    bases = {common_indent([f for _, f, _ in pairs])}
+    for _, found, old in pairs:
+        own, rel = indent_of(found), indent_of(old)[len(old_base) :]
+        if own.endswith(rel):
+            bases.add(own[: len(own) - len(rel)])
+    # The fewest breaks; on a tie, the base under which the earlier lines hold.
+    broken = {base: breaks(base) for base in bases}
+    file_base = min(bases, key=lambda base: (len(broken[base]), -min(broken[base], default=0)))
+    line = next(iter(broken[file_base]), line)
     found, old = bare[line], old_lines[line - start]
+    own = indent_of(found)
+    if own.startswith(file_base):
+        return (
+            f"Past the indentation its lines share, the file indents line {line + 1} by "
+            f"{describe(own[len(file_base) :])} where old_text indents its line "
+            f"{line - start + 1} by {describe(indent_of(old)[len(old_base) :])}"
+        )
     return (
-        f"Past the indentation its lines share, the file indents line {line + 1} by "
-        f"{describe(indent_of(found)[file_base:])} where old_text indents its line "
-        f"{line - start + 1} by {describe(indent_of(old)[old_base:])}"
+        f"The file indents line {line + 1} by {describe(own)} where the lines around it "
+        f"share {describe(file_base)}; old_text indents its line {line - start + 1} by "
+        f"{describe(indent_of(old))}"
     )
 
 
