@@ -252,8 +252,8 @@ def test_version_is_the_installed_distributions() -> None:
 
 
 REGEX_ERROR = (
-    "Invalid regular expression at position 0: missing ), unterminated subpattern. Position "
-    "0 of '('. The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
+    "Invalid regular expression at position 0: missing ), unterminated subpattern. Pattern: "
+    "'('. The pattern is a Python regex; escape special characters such as ( [ { . * + ? "
     "with a backslash to match them literally."
 )
 
@@ -264,8 +264,8 @@ REGEX_ERROR = (
         (["grep", "pattern=("], REGEX_ERROR),
         (
             ["grep", "pattern=\\bx[a-"],
-            "Invalid regular expression at position 3: unterminated character set. Position 3 "
-            "of '\\bx[a-'. The pattern is a Python regex; escape special characters such as "
+            "Invalid regular expression at position 3: unterminated character set. "
+            "Pattern: '\\bx[a-'. The pattern is a Python regex; escape special characters such as "
             "( [ { . * + ? with a backslash to match them literally.",
         ),
         (
@@ -276,7 +276,7 @@ REGEX_ERROR = (
         ),
         (
             ["read_file", "path=a.txt", "offset=9"],
-            "offset 9 is past the end of a.txt, which has 1 lines",
+            "offset 9 is past the end of a.txt, which has 1 line",
         ),
         (["read_file", "--json", '{"path": "a\\u0000b"}'], "Path contains a NUL byte"),
         (

@@ -90,7 +90,7 @@ def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
 def _one_line(text: str) -> str:
     """``text`` on one line. A pointer line (spaces and a ``^`` under the line above it,
     as an invalid regex's message draws) points at nothing once flattened: the pair
-    becomes ``Position N of 'LINE'.``"""
+    becomes ``Position N of 'LINE'.``, or ``Pattern: 'LINE'.`` after a message giving N."""
     lines = text.splitlines()
     out: list[str] = []
     for i, line in enumerate(lines):
@@ -100,7 +100,11 @@ def _one_line(text: str) -> str:
         if pointed.strip() == "^" and line.strip():
             indent = len(line) - len(line.lstrip(" "))
             column = pointed.index("^") - indent
-            out.append(f"Position {column} of '{line[indent:]}'.")
+            shown = f"'{line[indent:]}'"
+            said = " ".join(out).lower()
+            # A message that gives the position already needs only the line it is in.
+            given = f"position {column}" in said
+            out.append(f"Pattern: {shown}." if given else f"Position {column} of {shown}.")
             continue
         out.append(line.strip())
     return " ".join(part for part in out if part)
@@ -168,17 +172,30 @@ def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
     """The :class:`Sandbox` arguments of ``--sandbox``, ``--deny-read`` and
     ``--allow-read``; None without ``--sandbox``.
 
+    A relative PATH is taken from ``--root``, as every path a tool is given; ``~`` is the
+    home directory.
+
     Raises:
-        UsageError: ``--deny-read`` or ``--allow-read`` without ``--sandbox``.
+        UsageError: ``--deny-read`` or ``--allow-read`` without ``--sandbox``; a
+            ``--deny-read`` path that does not exist (there is nothing to hide, and a file
+            made there later would not be hidden).
     """
     if not args.sandbox:
         if args.deny_read or args.allow_read:
             raise UsageError("--deny-read and --allow-read need --sandbox")
         return None
-    return {
-        "read_denied": [os.path.expanduser(p) for p in args.deny_read or []],
-        "allow_read": [os.path.expanduser(p) for p in args.allow_read or []],
-    }
+
+    def absolute(path: str) -> str:
+        return os.path.join(os.path.abspath(args.root), os.path.expanduser(path))
+
+    denied = [absolute(p) for p in args.deny_read or []]
+    for given, path in zip(args.deny_read or [], denied, strict=True):
+        if not os.path.lexists(path):
+            raise UsageError(
+                f"--deny-read {given}: {path} does not exist, so there is nothing to hide "
+                "(a relative path is taken from --root)"
+            )
+    return {"read_denied": denied, "allow_read": [absolute(p) for p in args.allow_read or []]}
 
 
 def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -187,7 +204,8 @@ def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> N
         "--deny-read",
         action="append",
         metavar="PATH",
-        help="with --sandbox, also hide PATH from the call (repeatable)",
+        help="with --sandbox, also hide PATH from the call; a relative PATH is taken from "
+        "--root (repeatable)",
     )
     parser.add_argument(
         "--allow-read",

@@ -187,6 +187,7 @@ def cli(*args: str, home: str) -> subprocess.CompletedProcess[str]:
         ([], ["notes"]),
         (["--allow-read=~/.netrc"], ["notes", "netrc"]),
         (["--deny-read", "notes.txt"], []),
+        (["--deny-read", "./notes.txt"], []),  # relative: taken from --root, not the cwd
     ],
 )
 def test_cli_sandbox_takes_deny_read_and_allow_read(
@@ -199,6 +200,7 @@ def test_cli_sandbox_takes_deny_read_and_allow_read(
     netrc = next(path for path in home if path.endswith(".netrc"))
     home_dir = os.environ["HOME"]  # the CLI expands ~ where the shell did not
     flags = [str(workspace / f) if f == "notes.txt" else f for f in flags]
+    # The CLI runs from the test's working directory, not the root.
     done = cli(
         "call", "run_command", f"command=cat notes.txt {netrc}", "--root", str(workspace),
         "--sandbox", *flags, home=home_dir,
@@ -227,3 +229,15 @@ async def test_hiding_credentials_leaves_writes_open_to_a_call(
     finally:
         box.close()
     assert target.read_text() == "x"
+
+
+def test_cli_deny_read_of_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    done = cli(
+        "call", "list_files", "--root", str(tmp_path), "--sandbox", "--deny-read", "nope.env",
+        home="/",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"workspace-tools: error: --deny-read nope.env: {tmp_path}/nope.env does not exist, so "
+        "there is nothing to hide (a relative path is taken from --root)\n"
+    )

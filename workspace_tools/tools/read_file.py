@@ -137,7 +137,7 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
         if args.offset > max(lines.total_lines, 1):
             raise ToolError(
                 f"offset {args.offset} is past the end of {rel}, which has "
-                f"{lines.total_lines} lines",
+                f"{lines.total_lines} line{'' if lines.total_lines == 1 else 's'}",
                 ErrorCode.INVALID_ARGUMENTS,
             )
         text, shown = (
