@@ -13,14 +13,12 @@ from wcmatch import glob as wcglob
 
 from .._errors import ErrorCode, ToolError
 from ..workspace import ResolvedPath, Workspace
-from ..workspace._files import os_error
+from ..workspace._files import open_dir, os_error
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
-# Judge access as the process's opens are judged (effective ids), where the host can.
-_EFFECTIVE_IDS = os.access in os.supports_effective_ids
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB | wcglob.FORCEUNIX
 
@@ -72,18 +70,25 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
             f"Path {path!r} is a file, not a directory; pass its directory instead",
             ErrorCode.NOT_A_DIRECTORY,
         )
-    if is_dir and not os.access(real, os.R_OK, effective_ids=_EFFECTIVE_IDS):
-        # The walk would see no entries and report an empty directory.
-        raise ToolError(
-            f"Permission denied: the directory {path!r} is not readable by this process",
-            ErrorCode.PERMISSION_DENIED,
-        )
     rel = "" if resolved.rel == "." else resolved.rel
     if is_dir and rel:
         # Entries are shown under the directory's real location so that their paths name
         # files inside the root, whatever link the caller went through.
         rel = workspace.rel(real)
         rel = "" if rel == "." else rel
+    if is_dir:
+        # Opened as the walk will open it (from the root, no link followed), so a directory
+        # swapped meanwhile is reported as what happened, not as unreadable.
+        try:
+            os.close(open_dir(str(workspace.root), rel))
+        except PermissionError:
+            # The walk would see no entries and report an empty directory.
+            raise ToolError(
+                f"Permission denied: the directory {path!r} is not readable by this process",
+                ErrorCode.PERMISSION_DENIED,
+            ) from None
+        except OSError as exc:
+            raise os_error(exc, path) from None
     return Start(real=real, rel=rel, is_dir=is_dir)
 
 
