@@ -25,26 +25,22 @@ from typing import Any
 import pytest
 
 from sandbox import Sandbox, SandboxUnavailable
-from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
 from sandbox._layers import (
     LANDLOCK,
     MOUNT_NAMESPACE,
-    SECCOMP,
     SIGNAL_SCOPING,
     WRITE_CONFINEMENT,
     bwrap,
     landlock,
     mountns,
-    seccomp,
 )
 from tests._waiting import DEADLINE
+from tests.sandbox._boxes import NewBox, force_landlock
 from workspace_tools import invoke_tool
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
 
-NewBox = Callable[..., Sandbox]
 
 #: Root can give a file away; anyone else can only "change" it to their own ids, which
 #: still reaches the kernel's check (and a read-only mount's refusal).
@@ -113,21 +109,6 @@ def make_file(path: Path) -> Path:
 
 
 @pytest.fixture
-def new_box() -> Iterator[NewBox]:
-    """Sandboxes closed when the test ends (a child forked ahead must not outlive it)."""
-    made: list[Sandbox] = []
-
-    def make(**kwargs: Any) -> Sandbox:
-        box = Sandbox(**kwargs)
-        made.append(box)
-        return box
-
-    yield make
-    for box in made:
-        box.close()
-
-
-@pytest.fixture
 def outside() -> Iterator[Path]:
     """A host file outside the workspace and outside /tmp (bubblewrap gives commands a
     private /tmp, where the host's file would not even be seen)."""
@@ -174,29 +155,13 @@ async def test_call_cannot_change_metadata_outside_the_workspace(
     assert snapshot(inside) == tampered(before)
 
 
-def _forced_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a host without bubblewrap gives commands: Landlock, seccomp, a mount namespace."""
-    if not (landlock.works() and seccomp.works() and mountns.works()):
-        pytest.skip("Landlock, seccomp or a mount namespace does not work here")
-    forced = {
-        "write_confinement": MOUNT_NAMESPACE,
-        "read_denial": LANDLOCK,
-        "network_off": SECCOMP,
-        "host_exec_protection": MOUNT_NAMESPACE,
-    }
-    plan = LayerPlan(
-        commands=forced, calls=dict(forced), landlock_scopes_signals=landlock.scopes_signals()
-    )
-    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
-
-
 def command_box(
     new_box: NewBox, mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Sandbox:
     if mode == "plain":
         return new_box(layers=False, network=True)
     if mode == "landlock":
-        _forced_landlock(monkeypatch)
+        force_landlock(monkeypatch)
     elif bwrap.available() is not None:
         pytest.skip(f"bubblewrap does not work here: {bwrap.available()}")
     return new_box(writable=[str(workspace)])

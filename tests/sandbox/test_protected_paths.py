@@ -19,18 +19,12 @@ import anyio
 import pytest
 
 from sandbox import HOST_EXEC_PATHS, Sandbox
-from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
 from sandbox._layers import (
     HOST_EXEC_PROTECTION,
-    LANDLOCK,
     MOUNT_NAMESPACE,
-    SECCOMP,
-    landlock,
     missing,
-    mountns,
-    seccomp,
 )
+from tests.sandbox._boxes import force_landlock
 
 pytestmark = pytest.mark.anyio
 
@@ -66,20 +60,6 @@ def repo(tmp_path: Path) -> Path:
     return path
 
 
-def _forced_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a host without bubblewrap uses: Landlock, seccomp, and a mount namespace."""
-    if not (landlock.works() and seccomp.works() and mountns.works()):
-        pytest.skip("Landlock, seccomp or a mount namespace does not work here")
-    forced = {
-        "write_confinement": MOUNT_NAMESPACE,
-        "read_denial": LANDLOCK,
-        "network_off": SECCOMP,
-        HOST_EXEC_PROTECTION: MOUNT_NAMESPACE,
-    }
-    plan = LayerPlan(commands=forced, calls=dict(forced))
-    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
-
-
 MODES = ["plain", "protection-off", "bubblewrap", "landlock"]
 
 
@@ -88,7 +68,7 @@ def make_box(mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> San
     if mode == "plain":
         return Sandbox(layers=False, network=True)
     if mode == "landlock":
-        _forced_landlock(monkeypatch)
+        force_landlock(monkeypatch)
     kwargs: dict[str, Any] = {"host_exec_paths": ()} if mode == "protection-off" else {}
     try:
         box = Sandbox(writable=[str(workspace)], **kwargs)

@@ -16,7 +16,7 @@ import select
 import signal
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,30 +31,11 @@ from sandbox._layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, missin
 from sandbox._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
 from tests._waiting import DEADLINE, poll_async, wait_until_async
+from tests.sandbox._boxes import NewBox
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
-
-NewBox = Callable[..., Sandbox]
-
-
-@pytest.fixture
-def new_box() -> Iterator[NewBox]:
-    """Makes sandboxes that are closed when the test ends. A child forked ahead must not
-    outlive its test: it holds a copy of every descriptor open when it was forked, and a
-    copy of a pipe another thread was just setting up for a subprocess (the exec status
-    pipe ``subprocess.Popen`` reads to its end) makes that ``Popen`` wait for it."""
-    made: list[Sandbox] = []
-
-    def make(**kwargs: Any) -> Sandbox:
-        box = Sandbox(**kwargs)
-        made.append(box)
-        return box
-
-    yield make
-    for box in made:
-        box.close()
 
 
 @pytest.fixture

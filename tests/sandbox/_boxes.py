@@ -1,0 +1,49 @@
+"""Sandboxes for the sandbox tests: made per test and closed at its end, and the layer plan
+of a host without bubblewrap forced onto one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sandbox import Sandbox
+from sandbox import _sandbox as sandbox_module
+from sandbox._layered import LayerPlan
+from sandbox._layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, mountns, seccomp
+
+NewBox = Callable[..., Sandbox]
+
+
+@pytest.fixture
+def new_box() -> Iterator[NewBox]:
+    """Makes sandboxes that are closed when the test ends: a child forked ahead must not
+    outlive its test."""
+    made: list[Sandbox] = []
+
+    def make(**kwargs: Any) -> Sandbox:
+        box = Sandbox(**kwargs)
+        made.append(box)
+        return box
+
+    yield make
+    for box in made:
+        box.close()
+
+
+def force_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give commands and calls what a host without bubblewrap gives them: Landlock, seccomp
+    and a mount namespace (skips where those do not work)."""
+    if not (landlock.works() and seccomp.works() and mountns.works()):
+        pytest.skip("Landlock, seccomp or a mount namespace does not work here")
+    forced = {
+        "write_confinement": MOUNT_NAMESPACE,
+        "read_denial": LANDLOCK,
+        "network_off": SECCOMP,
+        "host_exec_protection": MOUNT_NAMESPACE,
+    }
+    plan = LayerPlan(
+        commands=forced, calls=dict(forced), landlock_scopes_signals=landlock.scopes_signals()
+    )
+    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
