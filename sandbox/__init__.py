@@ -1,14 +1,14 @@
 """A general subprocess sandbox: runs a command or a Python callable in a child process
 under limits, and says which protections it really enforced."""
 
-from ._capture import CapturedOutput
-from ._confinement import Confinement
-from ._defaults import CREDENTIAL_PATHS, HOST_EXEC_PATHS
-from ._env import DEFAULT_ENV_ALLOWLIST
-from ._errors import SandboxError, SandboxUnavailable
-from ._limits import SandboxLimits
-from ._process import ProcessResult
-from ._sandbox import Sandbox
+from sandbox._defaults import CREDENTIAL_PATHS, HOST_EXEC_PATHS
+from sandbox._env import DEFAULT_ENV_ALLOWLIST
+from sandbox._errors import SandboxError, SandboxUnavailable
+from sandbox._limits import SandboxLimits
+from sandbox._sandbox import Sandbox
+from sandbox.layers._confinement import Confinement
+from sandbox.spawn._capture import CapturedOutput
+from sandbox.spawn._process import ProcessResult
 
 __all__ = [
     "CREDENTIAL_PATHS",

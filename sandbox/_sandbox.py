@@ -14,8 +14,7 @@ from typing import Any
 
 import anyio
 
-from ._confinement import Confinement
-from ._defaults import (
+from sandbox._defaults import (
     HOST_EXEC_PATHS,
     credential_paths,
     homes,
@@ -23,11 +22,21 @@ from ._defaults import (
     set_aside,
     without_allowed,
 )
-from ._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
-from ._errors import SandboxUnavailable
-from ._fork import ForkedCaller
-from ._launcher import Launcher
-from ._layered import (
+from sandbox._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
+from sandbox._errors import SandboxUnavailable
+from sandbox._limits import SandboxLimits, address_space_bytes, apply_rlimits
+from sandbox.layers import (
+    HOST_EXEC_PROTECTION,
+    NETWORK_OFF,
+    PROCESS_CAP,
+    PROTECTIONS,
+    READ_DENIAL,
+    SECCOMP,
+    WRITE_CONFINEMENT,
+    cgroup,
+)
+from sandbox.layers._confinement import Confinement
+from sandbox.layers._plan import (
     LayerPlan,
     apply_child_layers,
     child_layers,
@@ -40,19 +49,10 @@ from ._layered import (
     wanted,
     why_missing,
 )
-from ._layers import (
-    HOST_EXEC_PROTECTION,
-    NETWORK_OFF,
-    PROCESS_CAP,
-    PROTECTIONS,
-    READ_DENIAL,
-    SECCOMP,
-    WRITE_CONFINEMENT,
-    cgroup,
-)
-from ._limits import SandboxLimits, address_space_bytes, apply_rlimits
-from ._process import OnOutput, ProcessResult, run_process
-from ._tree import become_subreaper, preload
+from sandbox.spawn._client import Launcher
+from sandbox.spawn._fork import ForkedCaller
+from sandbox.spawn._process import OnOutput, ProcessResult, run_process
+from sandbox.spawn._tree import become_subreaper, preload
 
 
 class Sandbox:
@@ -257,7 +257,7 @@ class Sandbox:
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
         A child is forked ahead of need, so a call usually costs no fork; it sees this
-        process's memory as it was after the previous call (see ``sandbox._fork``).
+        process's memory as it was after the previous call (see ``sandbox.spawn._fork``).
         Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
         cancelled, taking the child's whole tree down.
 

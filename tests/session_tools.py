@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workspace_tools import ErrorCode, Tool, ToolContext, ToolError, ToolPresentation, tool
-from workspace_tools._fingerprint import file_fingerprint, tree_fingerprint
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._fingerprint import file_fingerprint, tree_fingerprint
 
 
 class ReadArgs(BaseModel):

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from workspace_tools import workspace_tools
-from workspace_tools._terminal import visible_controls
 from workspace_tools.adapters.anthropic import anthropic_tool
 from workspace_tools.adapters.mcp import mcp_tool
 from workspace_tools.adapters.openai import openai_chat_tool, openai_responses_tool
-from workspace_tools.cli import build_parser, main
+from workspace_tools.cli._main import build_parser, main
+from workspace_tools.cli._terminal import visible_controls
 from workspace_tools.tools import TOOL_NAMES
 
 REPO = Path(__file__).resolve().parents[1]

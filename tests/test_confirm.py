@@ -18,8 +18,8 @@ from workspace_tools import (
     ToolSession,
     Workspace,
 )
-from workspace_tools._cli_policy import policy_from_flags
 from workspace_tools.adapters.mcp import ConfirmationForm, confirmation_from_elicitation
+from workspace_tools.cli._policy import policy_from_flags
 
 pytestmark = pytest.mark.anyio
 

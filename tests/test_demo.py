@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workspace_tools import ErrorCode, ToolResult
-from workspace_tools._demo import repository_steps, sample_project, sample_steps, summary_lines
+from workspace_tools.cli._demo import repository_steps, sample_project, sample_steps, summary_lines
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from workspace_tools import Workspace
-from workspace_tools._fingerprint import file_fingerprint, tree_fingerprint
+from workspace_tools.workspace._fingerprint import file_fingerprint, tree_fingerprint
 
 
 def git(cwd: Path, *args: str) -> None:

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from session_tools import session_tools
 
 from workspace_tools import ArgumentCondition, Policy, PolicyRule, Workspace
-from workspace_tools._cli_policy import (
+from workspace_tools.cli._policy import (
     add_policy_arguments,
     parse_policy_flag,
     policy_from_arguments,
     policy_from_flags,
 )
-from workspace_tools._policy import PolicyDecision
+from workspace_tools.session._policy import PolicyDecision
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from session_tools import session_tools
 
 from workspace_tools import ToolSession, Workspace
-from workspace_tools._cli_policy import policy_from_flags
 from workspace_tools.adapters.mcp import META_PREFIX, create_server, elicitation_confirm
+from workspace_tools.cli._policy import policy_from_flags
 
 pytestmark = pytest.mark.anyio
 

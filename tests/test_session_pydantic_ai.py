@@ -10,8 +10,8 @@ from session_tools import session_tools
 
 from tests.adapters._scripted import scripted, tool_returns
 from workspace_tools import ToolSession, Workspace
-from workspace_tools._cli_policy import policy_from_flags
 from workspace_tools.adapters.pydantic_ai import workspace_toolset
+from workspace_tools.cli._policy import policy_from_flags
 
 pytestmark = pytest.mark.anyio
 

@@ -28,7 +28,7 @@ from workspace_tools import (
     tool,
     workspace_tools,
 )
-from workspace_tools._cli_policy import policy_from_flags
+from workspace_tools.cli._policy import policy_from_flags
 from workspace_tools.tools import run_command
 from workspace_tools.workspace import _paths
 

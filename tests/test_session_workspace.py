@@ -16,7 +16,7 @@ from workspace_tools import (
     ToolSession,
     Workspace,
 )
-from workspace_tools._cli_policy import policy_from_flags
+from workspace_tools.cli._policy import policy_from_flags
 
 pytestmark = pytest.mark.anyio
 

@@ -8,13 +8,12 @@ its parts, ``ToolPresentation``, ``ToolError``, ``ErrorCode``, ``ToolState``), i
 (``ToolSession``, ``Policy``, ``PolicyRule``, ``ArgumentCondition``, ``ConfirmationRequest``,
 ``Confirmation``, ``SessionRecord``), and streams and transcripts of calls (the ``Tool*Event``
 models, ``parse_tool_event``, ``ToolHistoryEntry``). The command line and its policy flags
-are in :mod:`workspace_tools.cli`, the MCP elicitation form in
+are in :mod:`workspace_tools.cli._main`, the MCP elicitation form in
 :mod:`workspace_tools.adapters.mcp`.
 """
 
-from ._confirm import Confirmation, ConfirmationRequest
-from ._errors import ErrorCode, ToolError
-from ._events import (
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
     ToolEvent,
@@ -22,9 +21,8 @@ from ._events import (
     ToolUpdateEvent,
     parse_tool_event,
 )
-from ._history import ToolHistoryEntry
-from ._invoke import invoke_tool, invoke_tool_sync
-from ._output import (
+from workspace_tools._history import ToolHistoryEntry
+from workspace_tools._output import (
     ToolContent,
     ToolOutput,
     ToolPresentation,
@@ -36,13 +34,15 @@ from ._output import (
     tool_output,
     tool_output_content,
 )
-from ._policy import ArgumentCondition, Policy, PolicyRule
-from ._result import ToolResult, ToolUpdate
-from ._session import ToolSession
-from ._steps import SessionRecord
-from ._tool import Tool, ToolContext, ToolState, tool
-from .tools import workspace_tools
-from .workspace import Workspace, WorkspaceOptions
+from workspace_tools._result import ToolResult, ToolUpdate
+from workspace_tools._tool import Tool, ToolContext, ToolState, tool
+from workspace_tools.session._confirm import Confirmation, ConfirmationRequest
+from workspace_tools.session._pipeline import invoke_tool, invoke_tool_sync
+from workspace_tools.session._policy import ArgumentCondition, Policy, PolicyRule
+from workspace_tools.session._session import ToolSession
+from workspace_tools.session._steps import SessionRecord
+from workspace_tools.tools import workspace_tools
+from workspace_tools.workspace import Workspace, WorkspaceOptions
 
 __version__ = "0.1.0"
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.alias_generators import to_camel
 
-from ._errors import ErrorCode
-from ._output import ToolPresentation
-from ._result import ToolResult, ToolUpdate
+from workspace_tools._errors import ErrorCode
+from workspace_tools._output import ToolPresentation
+from workspace_tools._result import ToolResult, ToolUpdate
 
 
 class _Event(BaseModel):

@@ -6,9 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ._errors import ErrorCode
-from ._output import ToolPresentation
-from ._result import ToolResult
+from workspace_tools._errors import ErrorCode
+from workspace_tools._output import ToolPresentation
+from workspace_tools._result import ToolResult
 
 
 class ToolCallMetadata(BaseModel):

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._errors import ErrorCode
-from ._output import ToolContent, ToolPresentation
+from workspace_tools._errors import ErrorCode
+from workspace_tools._output import ToolContent, ToolPresentation
 
 DEFAULT_MAX_RESULT_LENGTH = 50_000
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ._errors import ErrorCode, ToolError
-from ._output import ToolPresentation
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation
 
 if TYPE_CHECKING:
     from sandbox import Sandbox

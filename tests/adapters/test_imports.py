@@ -23,7 +23,7 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_core_imports_no_adapter_and_no_sdk() -> None:
     done = python(
-        "import sys, workspace_tools, workspace_tools.cli, workspace_tools._demo\n"
+        "import sys, workspace_tools, workspace_tools.cli._main, workspace_tools.cli._demo\n"
         "heavy = ('workspace_tools.adapters', 'mcp', 'openai', 'anthropic', 'pydantic_ai')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or "
         "m.startswith('workspace_tools.adapters')))"
@@ -71,7 +71,7 @@ def test_missing_sdk_of_a_source_tree_that_is_not_installed_names_the_tree() -> 
 def test_cli_without_the_mcp_sdk_says_how_to_install_it_in_one_line() -> None:
     done = python(
         "import sys; sys.modules['mcp'] = None\n"
-        "from workspace_tools.cli import main\n"
+        "from workspace_tools.cli._main import main\n"
         "sys.exit(main(['schema', '--format', 'mcp']))"
     )
     assert (done.returncode, done.stdout) == (1, "")

@@ -10,8 +10,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from tests.adapters._custom_server import TOOLS
 from workspace_tools import ErrorCode, Tool, ToolResult
-from workspace_tools._invoke import OnUpdate
 from workspace_tools.adapters.mcp import create_server
+from workspace_tools.session._pipeline import OnUpdate
 
 pytestmark = pytest.mark.anyio
 

@@ -21,9 +21,9 @@ from pydantic_core import to_jsonable_python
 from tests.adapters._custom_server import TOOLS
 from tests.adapters._scripted import scripted, tool_returns
 from workspace_tools import ToolPresentation, ToolUpdate, workspace_tools
-from workspace_tools._demo import sample_project
 from workspace_tools._history import ToolCallMetadata
 from workspace_tools.adapters.pydantic_ai import workspace_toolset
+from workspace_tools.cli._demo import sample_project
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,8 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
-from sandbox._layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, mountns, seccomp
+from sandbox.layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, mountns, seccomp
+from sandbox.layers._plan import LayerPlan
 
 NewBox = Callable[..., Sandbox]
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from sandbox import Sandbox, SandboxUnavailable
-from sandbox._layers import (
+from sandbox.layers import (
     LANDLOCK,
     MOUNT_NAMESPACE,
     SIGNAL_SCOPING,

@@ -20,8 +20,8 @@ import pytest
 
 from sandbox import CREDENTIAL_PATHS, Sandbox
 from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
-from sandbox._layers import LANDLOCK, READ_DENIAL, SECCOMP, landlock, missing, seccomp
+from sandbox.layers import LANDLOCK, READ_DENIAL, SECCOMP, landlock, missing, seccomp
+from sandbox.layers._plan import LayerPlan
 
 pytestmark = pytest.mark.anyio
 

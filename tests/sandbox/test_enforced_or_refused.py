@@ -14,8 +14,8 @@ import pytest
 
 from sandbox import Sandbox, SandboxUnavailable
 from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
-from sandbox._layers import PROCESS_CAP, missing
+from sandbox.layers import PROCESS_CAP, missing
+from sandbox.layers._plan import LayerPlan
 from tests._processes import marked_processes, survivors
 
 pytestmark = pytest.mark.anyio

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox._confinement import Confinement
-from sandbox._layers import bwrap, landlock, seccomp
-from sandbox._layers._syscall import host_arch
+from sandbox.layers import bwrap, landlock, seccomp
+from sandbox.layers._confinement import Confinement
+from sandbox.layers._syscall import host_arch
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
 Runner = Callable[[Confinement, list[str], str], "subprocess.CompletedProcess[str]"]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox._confinement import Confinement
-from sandbox._layers import bwrap
+from sandbox.layers import bwrap
+from sandbox.layers._confinement import Confinement
 from tests._processes import marked_processes, survivors
 from tests._waiting import wait_until
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox._layers import cgroup
+from sandbox.layers import cgroup
 from tests._waiting import wait_until
 
 _UNAVAILABLE = cgroup.available()

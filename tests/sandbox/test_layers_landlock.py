@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox._confinement import Confinement
-from sandbox._forking import fork_in_threaded_process
-from sandbox._layers import landlock
-from sandbox._layers._syscall import in_child
+from sandbox.layers import landlock
+from sandbox.layers._confinement import Confinement
+from sandbox.layers._syscall import in_child
+from sandbox.spawn._forking import fork_in_threaded_process
 
 _ABI = landlock.abi_version()
 needs_landlock = pytest.mark.skipif(_ABI < 1, reason="Landlock is absent or disabled here")

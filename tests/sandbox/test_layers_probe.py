@@ -8,41 +8,41 @@ import tempfile
 
 import pytest
 
-from sandbox import _layers
-from sandbox._layers import bwrap, cgroup, landlock, mountns, seccomp
-from sandbox._layers._syscall import host_arch
+from sandbox import layers
+from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp
+from sandbox.layers._syscall import host_arch
 
 
 @pytest.fixture(scope="module")
 def found() -> dict[str, str]:
-    return _layers.probe()
+    return layers.probe()
 
 
 def test_probe_names_only_known_protections_and_mechanisms(found: dict[str, str]) -> None:
-    assert set(found) <= set(_layers.PROTECTIONS)
+    assert set(found) <= set(layers.PROTECTIONS)
     assert set(found.values()) <= {
-        _layers.BUBBLEWRAP,
-        _layers.LANDLOCK,
-        _layers.SECCOMP,
-        _layers.MOUNT_NAMESPACE,
-        _layers.CGROUP_V2,
-        _layers.CGROUP_V1,
+        layers.BUBBLEWRAP,
+        layers.LANDLOCK,
+        layers.SECCOMP,
+        layers.MOUNT_NAMESPACE,
+        layers.CGROUP_V2,
+        layers.CGROUP_V1,
     }
 
 
 def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
     if bwrap.available() is None:
-        expected_reads: str | None = _layers.BUBBLEWRAP
-        expected_writes: str | None = _layers.BUBBLEWRAP
+        expected_reads: str | None = layers.BUBBLEWRAP
+        expected_writes: str | None = layers.BUBBLEWRAP
     elif landlock.works():
-        expected_reads = _layers.LANDLOCK
+        expected_reads = layers.LANDLOCK
         # Landlock leaves metadata (chmod, chown, utime, xattrs) open: writes need the mount.
-        expected_writes = _layers.MOUNT_NAMESPACE if mountns.works() else None
+        expected_writes = layers.MOUNT_NAMESPACE if mountns.works() else None
     else:
         expected_reads = expected_writes = None
-    assert found.get(_layers.WRITE_CONFINEMENT) == expected_writes
-    assert found.get(_layers.READ_DENIAL) == expected_reads
-    assert (_layers.PROCESS_CAP in found) is (cgroup.available() is None)
+    assert found.get(layers.WRITE_CONFINEMENT) == expected_writes
+    assert found.get(layers.READ_DENIAL) == expected_reads
+    assert (layers.PROCESS_CAP in found) is (cgroup.available() is None)
 
 
 def test_landlock_and_seccomp_checks_confirm_what_the_kernel_offers() -> None:
@@ -61,15 +61,15 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
 @pytest.mark.parametrize(
     ("protection", "names"),
     [
-        (_layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock", "namespaces")),
-        (_layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
-        (_layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
-        (_layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),
-        (_layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
+        (layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock", "namespaces")),
+        (layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
+        (layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
+        (layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),
+        (layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
     ],
 )
 def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[str, ...]) -> None:
-    message = _layers.missing(protection)
+    message = layers.missing(protection)
 
     assert [name for name in names if name not in message] == []
     assert "\n" not in message

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sandbox._forking import fork_in_threaded_process
-from sandbox._layers import seccomp
-from sandbox._layers._syscall import host_arch, require_arch, syscall
+from sandbox.layers import seccomp
+from sandbox.layers._syscall import host_arch, require_arch, syscall
+from sandbox.spawn._forking import fork_in_threaded_process
 
 pytestmark = pytest.mark.skipif(host_arch() is None, reason="no seccomp syscall table here")
 

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from sandbox import HOST_EXEC_PATHS, Sandbox
-from sandbox._layers import (
+from sandbox.layers import (
     HOST_EXEC_PROTECTION,
     MOUNT_NAMESPACE,
     missing,

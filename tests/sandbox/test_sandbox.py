@@ -26,9 +26,9 @@ import pytest
 
 from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox import _sandbox as sandbox_module
-from sandbox._layered import LayerPlan
-from sandbox._layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, missing, mountns, seccomp
-from sandbox._tree import descendants
+from sandbox.layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, missing, mountns, seccomp
+from sandbox.layers._plan import LayerPlan
+from sandbox.spawn._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
 from tests._waiting import DEADLINE, poll_async, wait_until_async
 from tests.sandbox._boxes import NewBox

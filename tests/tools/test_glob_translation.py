@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from wcmatch import glob as wcglob
 
 from tests.discovery_helpers import tools
-from workspace_tools.tools._discovery import GLOB_FLAGS, _simple_glob_regex
+from workspace_tools.search._discovery import GLOB_FLAGS, _simple_glob_regex
 
 NAMES = ["a", "b", "ab", ".hidden", "x.py", "y.ts", "a.b.py", "src", "-", "sp ace"]
 PIECES = ["a", "b", "*", "?", "**", "*.py", "{a,b}", "{x,y}.*", ".*", "src", "a*b", "*.{py,ts}"]

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
-from workspace_tools.workspace._reading import FIRST_READ, WHOLE_READ, WINDOW
-from workspace_tools.workspace._search import Matcher
+from workspace_tools.search._matcher import Matcher
+from workspace_tools.search._reading import FIRST_READ, WHOLE_READ, WINDOW
 
 
 def shown_lines(text: str) -> list[str]:
@@ -315,7 +315,7 @@ def test_windowed_search_equals_whole_file_search(
     keep: int,
     context: int,
 ) -> None:
-    from workspace_tools.workspace import _reading
+    from workspace_tools.search import _reading
 
     data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
     path = tmp_path_factory.mktemp("w") / "f"

@@ -21,14 +21,15 @@ from sandbox import Sandbox
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
-from workspace_tools.tools import _grep_fork, workspace_tools
+from workspace_tools.search import _matcher as _search
+from workspace_tools.search import _worker as _grep_fork
+from workspace_tools.search._matcher import MAX_PATTERN, Matcher, NeedsWorker
+from workspace_tools.search._re2 import _CASE_EXTRA, translate
+from workspace_tools.search._runner import MAX_LINE, GrepRun
+from workspace_tools.text._lines import read_lines
 from workspace_tools.tools import grep as grep_module
-from workspace_tools.tools._grep_run import MAX_LINE, GrepRun
+from workspace_tools.tools import workspace_tools
 from workspace_tools.tools.grep import MatcherPool
-from workspace_tools.workspace import _search
-from workspace_tools.workspace._lines import read_lines
-from workspace_tools.workspace._re2 import _CASE_EXTRA, translate
-from workspace_tools.workspace._search import MAX_PATTERN, Matcher, NeedsWorker
 
 
 def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
@@ -407,7 +408,7 @@ def test_crlf_multiline_match_spans_shown_lines(tmp_path: Path) -> None:
 
 
 def test_crlf_in_a_file_read_in_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workspace_tools.workspace import _reading
+    from workspace_tools.search import _reading
 
     monkeypatch.setattr(_reading, "WINDOW", 64)
     body = b"".join(b"line %03d end\r\n" % i for i in range(200))

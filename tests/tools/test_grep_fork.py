@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from workspace_tools.tools._grep_fork import search_files
-from workspace_tools.tools._grep_run import GrepRun, format_grep
-from workspace_tools.workspace._search import Matcher
+from workspace_tools.search._matcher import Matcher
+from workspace_tools.search._runner import GrepRun, format_grep
+from workspace_tools.search._worker import search_files
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -47,7 +47,7 @@ def test_forked_search_equals_one_process(
 @pytest.mark.anyio
 async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
     from workspace_tools import invoke_tool, workspace_tools
-    from workspace_tools.tools import _grep_fork
+    from workspace_tools.search import _worker as _grep_fork
 
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
         (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
@@ -62,7 +62,7 @@ async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
 def test_a_failing_child_leaves_its_blocks_to_the_parent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workspace_tools.tools import _grep_fork
+    from workspace_tools.search import _worker as _grep_fork
 
     files = make_tree(tmp_path)
     matcher = Matcher("hit")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from unidiff import PatchSet
 
-from workspace_tools.workspace._diff import unified_diff
+from workspace_tools.text._diff import unified_diff
 
 
 @pytest.mark.parametrize(

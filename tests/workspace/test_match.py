@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from workspace_tools import ErrorCode, ToolError
-from workspace_tools.workspace._match import replace_text
+from workspace_tools.text._match import replace_text
 
 
 def _replace(text: str, old: str, new: str, newline: str = "\n", replace_all: bool = False):

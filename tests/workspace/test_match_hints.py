@@ -9,7 +9,7 @@ import pytest
 
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolError
-from workspace_tools.workspace._match import replace_text
+from workspace_tools.text._match import replace_text
 
 HEAD = (
     "old_text was not found in f.py. Read the file again with read_file and copy the text "

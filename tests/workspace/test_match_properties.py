@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from workspace_tools import ErrorCode, ToolError
-from workspace_tools.workspace._match import replace_text
-from workspace_tools.workspace._match_hint import describe
+from workspace_tools.text._match import replace_text
+from workspace_tools.text._match_hint import describe
 
 UNITS = ["    ", "  ", "\t"]
 PREFIXES = ["", "  ", "    ", "\t", "\t  "]

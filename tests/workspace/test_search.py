@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workspace_tools.workspace._pattern import line_counter, required_literal
-from workspace_tools.workspace._reading import file_contains
+from workspace_tools.search._pattern import line_counter, required_literal
+from workspace_tools.search._reading import file_contains
 
 
 @settings(max_examples=200, deadline=None)

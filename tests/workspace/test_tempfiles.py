@@ -15,7 +15,7 @@ import pytest
 
 from tests.file_support import call, tools
 from workspace_tools import Workspace
-from workspace_tools._fingerprint import tree_fingerprint
+from workspace_tools.workspace._fingerprint import tree_fingerprint
 from workspace_tools.workspace._tempfiles import (
     STALE_SECONDS,
     create_temp,

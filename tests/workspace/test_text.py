@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolError
-from workspace_tools.workspace._text import (
+from workspace_tools.text._decode import (
     TextFormat,
     decode_text,
     dominant_newline,

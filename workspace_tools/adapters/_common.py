@@ -14,11 +14,11 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from .._history import ToolHistoryEntry
-from .._invoke import OnUpdate, invoke_tool
-from .._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
-from .._result import ToolResult, truncate_text
-from .._tool import Tool, placeholder_args
+from workspace_tools._history import ToolHistoryEntry
+from workspace_tools._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
+from workspace_tools._result import ToolResult, truncate_text
+from workspace_tools._tool import Tool, placeholder_args
+from workspace_tools.session._pipeline import OnUpdate, invoke_tool
 
 DISTRIBUTION = "agent-workspace-tools"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._output import ImagePart
-from .._tool import Tool
-from ._common import Finished, model_parts
+from workspace_tools._output import ImagePart
+from workspace_tools._tool import Tool
+from workspace_tools.adapters._common import Finished, model_parts
 
 
 def anthropic_tool(tool: Tool[Any]) -> dict[str, Any]:

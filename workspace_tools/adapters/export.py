@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._tool import Tool
-from .anthropic import anthropic_tool
-from .openai import openai_chat_tool, openai_responses_tool
+from workspace_tools._tool import Tool
+from workspace_tools.adapters.anthropic import anthropic_tool
+from workspace_tools.adapters.openai import openai_chat_tool, openai_responses_tool
 
 
 def tool_definitions(tools: Sequence[Tool[Any]], format: str) -> list[dict[str, Any]]:
@@ -21,7 +21,7 @@ def tool_definitions(tools: Sequence[Tool[Any]], format: str) -> list[dict[str, 
         ImportError: ``mcp`` without the ``mcp`` SDK installed.
     """
     if format == "mcp":
-        from .mcp import mcp_tool
+        from workspace_tools.adapters.mcp import mcp_tool
 
         return [
             mcp_tool(t).model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools

@@ -28,12 +28,11 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel, Field
 
-from .. import __version__
-from .._confirm import Confirmation, ConfirmationRequest
-from .._output import ImagePart, ToolContent
-from .._result import ToolResult, ToolUpdate, content_text
-from .._tool import Tool
-from ._common import (
+from workspace_tools import __version__
+from workspace_tools._output import ImagePart, ToolContent
+from workspace_tools._result import ToolResult, ToolUpdate, content_text
+from workspace_tools._tool import Tool
+from workspace_tools.adapters._common import (
     CallFunction,
     invoke_call,
     jsonable,
@@ -41,12 +40,13 @@ from ._common import (
     model_parts,
     tool_presentation,
 )
+from workspace_tools.session._confirm import Confirmation, ConfirmationRequest
 
 try:
     from mcp import types
     from mcp.server.lowlevel import Server
 
-    from ._jsonrpc import validated_stdio
+    from workspace_tools.adapters._jsonrpc import validated_stdio
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
 

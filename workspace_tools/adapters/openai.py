@@ -18,9 +18,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .._output import ImagePart
-from .._tool import Tool
-from ._common import Finished, model_parts, model_text
+from workspace_tools._output import ImagePart
+from workspace_tools._tool import Tool
+from workspace_tools.adapters._common import Finished, model_parts, model_text
 
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")

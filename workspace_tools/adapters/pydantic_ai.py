@@ -24,13 +24,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import ErrorCode
-from .._history import ToolCallMetadata
-from .._invoke import OnUpdate
-from .._output import ImagePart
-from .._result import ToolResult
-from .._tool import Tool
-from ._common import CallFunction, invoke_call, missing_extra, model_parts
+from workspace_tools._errors import ErrorCode
+from workspace_tools._history import ToolCallMetadata
+from workspace_tools._output import ImagePart
+from workspace_tools._result import ToolResult
+from workspace_tools._tool import Tool
+from workspace_tools.adapters._common import CallFunction, invoke_call, missing_extra, model_parts
+from workspace_tools.session._pipeline import OnUpdate
 
 try:
     from pydantic_ai import BinaryContent, ModelRetry, RunContext, ToolFailed, ToolReturn

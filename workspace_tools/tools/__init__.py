@@ -7,10 +7,17 @@ import os
 from typing import Any
 
 from sandbox import Sandbox
-
-from .._tool import Tool
-from ..workspace import Workspace, as_workspace
-from . import edit_file, glob, grep, list_files, read_file, run_command, write_file
+from workspace_tools._tool import Tool
+from workspace_tools.tools import (
+    edit_file,
+    glob,
+    grep,
+    list_files,
+    read_file,
+    run_command,
+    write_file,
+)
+from workspace_tools.workspace import Workspace, as_workspace
 
 TOOL_NAMES = (
     "read_file",

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .._errors import ToolError
-from .._tool import ToolState
-from ..workspace import Workspace
+from workspace_tools._errors import ToolError
+from workspace_tools._tool import ToolState
+from workspace_tools.workspace import Workspace
 
 
 def file_tool_state(workspace: Workspace, *, locks_file: bool) -> ToolState:

@@ -6,13 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .._errors import ErrorCode, ToolError
-from .._output import ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._match import replace_text
-from ..workspace._textfile import load_text, save_text, text_diff
-from ._file_state import file_tool_state
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.text._match import replace_text
+from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 DESCRIPTION = """\
 Replace text in an existing file of the workspace: `old_text` becomes `new_text`.

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from .._fingerprint import tree_fingerprint
-from .._output import ToolOutput, ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ._discovery import (
+from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.search._discovery import (
     CompactRepr,
     compile_glob,
     note,
@@ -16,6 +14,8 @@ from ._discovery import (
     unreadable_note,
     with_limit_default,
 )
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._fingerprint import tree_fingerprint
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \

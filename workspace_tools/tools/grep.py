@@ -10,14 +10,19 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .._fingerprint import tree_fingerprint
-from .._output import ToolOutput, ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._search import Matcher, NeedsWorker
-from ._discovery import CompactRepr, compile_glob, resolve_start, with_limit_default
-from ._grep_fork import search_files, search_in_worker, worker_timeout
-from ._grep_run import GrepRun, format_grep
+from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.search._discovery import (
+    CompactRepr,
+    compile_glob,
+    resolve_start,
+    with_limit_default,
+)
+from workspace_tools.search._matcher import Matcher, NeedsWorker
+from workspace_tools.search._runner import GrepRun, format_grep
+from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._fingerprint import tree_fingerprint
 
 # Seconds (at most) before the call's deadline at which a search on Python's engine stops.
 WORKER_MARGIN = 0.5

@@ -7,13 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .._fingerprint import tree_fingerprint
-from .._output import ToolOutput, ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._files import DirFds
-from ..workspace._walk import DIRECTORY
-from ._discovery import (
+from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.search._discovery import (
     CompactRepr,
     ignored_hint,
     note,
@@ -21,6 +17,10 @@ from ._discovery import (
     unreadable_note,
     with_limit_default,
 )
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import DirFds
+from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._walk import DIRECTORY
 
 DESCRIPTION = """\
 List the files and directories in a directory of the workspace, one path per line, sorted. \

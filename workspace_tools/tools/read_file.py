@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, create_model
 
-from .._errors import ErrorCode, ToolError
-from .._fingerprint import file_fingerprint
-from .._output import ToolPresentation, image_part, tool_content, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._files import open_read
-from ..workspace._lines import LineSlice, read_lines
-from ..workspace._text import image_media_type, newline_name
-from ._file_state import file_tool_state
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, image_part, tool_content, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.text._decode import image_media_type, newline_name
+from workspace_tools.text._lines import LineSlice, read_lines
+from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import open_read
+from workspace_tools.workspace._fingerprint import file_fingerprint
 
 DEFAULT_LIMIT = 2000
 

@@ -12,14 +12,18 @@ import anyio
 from pydantic import BaseModel, Field, field_validator
 
 from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
-from sandbox._layers import BUBBLEWRAP
-
-from .._errors import ErrorCode, ToolError
-from .._output import ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._files import open_dir, os_error
-from ._command_output import HEAD_BYTES, TAIL_BYTES, ProgressBatcher, model_view
+from sandbox.layers import BUBBLEWRAP
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.tools._command_output import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    ProgressBatcher,
+    model_view,
+)
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import open_dir, os_error
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)

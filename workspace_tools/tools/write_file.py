@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from .._errors import ErrorCode, ToolError
-from .._output import ToolPresentation, tool_output
-from .._tool import Tool, ToolContext, tool
-from ..workspace import Workspace
-from ..workspace._text import convert_newlines, count_lines
-from ..workspace._textfile import load_text, save_text, text_diff
-from ._file_state import file_tool_state
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.text._decode import convert_newlines, count_lines
+from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 DESCRIPTION = """\
 Create a file, or replace the whole content of an existing one, in the workspace.

@@ -30,8 +30,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO
 
-from .._errors import ErrorCode, ToolError
-from ._tempfiles import create_temp, remove_stale_temps
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Opens an existing file for writing without changing it; O_NONBLOCK: a FIFO put in its

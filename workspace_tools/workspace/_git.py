@@ -12,7 +12,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
-from ._ignore import FileStamp
+from workspace_tools.workspace._ignore import FileStamp
 
 # Variables that would point git at another repository than the one found on disk.
 _GIT_ENV_OVERRIDES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR")

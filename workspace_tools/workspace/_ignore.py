@@ -13,7 +13,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from ._gitignore import GitignoreRule, parse_gitignore
+from workspace_tools.workspace._gitignore import GitignoreRule, parse_gitignore
 
 IGNORE_FILE_NAMES = (".gitignore", ".ignore")
 

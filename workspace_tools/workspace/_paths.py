@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import ErrorCode, ToolError
-from ._files import os_error
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.workspace._files import os_error
 
 # A resolution that raced a rename is tried again this many times in all.
 _RESOLVE_ATTEMPTS = 5

@@ -6,7 +6,7 @@ import hashlib
 import threading
 from pathlib import Path
 
-from .._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError
 
 
 def content_hash(data: bytes) -> bytes:

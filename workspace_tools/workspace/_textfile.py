@@ -9,13 +9,19 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from .._errors import ErrorCode, ToolError
-from ._diff import TextDiff, unified_diff
-from ._editorconfig import new_file_newline
-from ._files import CommitGuard, atomic_write, read_bytes
-from ._paths import ResolvedPath
-from ._text import UTF8, TextFormat, decode_text, dominant_newline, encode_text
-from ._workspace import Workspace
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._decode import (
+    UTF8,
+    TextFormat,
+    decode_text,
+    dominant_newline,
+    encode_text,
+)
+from workspace_tools.text._diff import TextDiff, unified_diff
+from workspace_tools.text._editorconfig import new_file_newline
+from workspace_tools.workspace._files import CommitGuard, atomic_write, read_bytes
+from workspace_tools.workspace._paths import ResolvedPath
+from workspace_tools.workspace._workspace import Workspace
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,23 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from ._files import open_dir
-from ._git import GitRepo, GlobalExcludes, TrackedFiles, TrackedSet, find_repo
-from ._gitignore import GitignoreRule, parse_gitignore
-from ._ignore import IGNORE_FILE_NAMES, FileStamp, IgnoreRules, read_ignore_file, rules_in_directory
-from ._tempfiles import is_temp_name
+from workspace_tools.workspace._files import open_dir
+from workspace_tools.workspace._git import (
+    GitRepo,
+    GlobalExcludes,
+    TrackedFiles,
+    TrackedSet,
+    find_repo,
+)
+from workspace_tools.workspace._gitignore import GitignoreRule, parse_gitignore
+from workspace_tools.workspace._ignore import (
+    IGNORE_FILE_NAMES,
+    FileStamp,
+    IgnoreRules,
+    read_ignore_file,
+    rules_in_directory,
+)
+from workspace_tools.workspace._tempfiles import is_temp_name
 
 EntryType = Literal["file", "directory", "symlink"]
 FILE: EntryType = "file"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._paths import ResolvedPath, resolve_path, to_rel
-from ._state import FileStates
-from ._walk import Walker
+from workspace_tools.workspace._paths import ResolvedPath, resolve_path, to_rel
+from workspace_tools.workspace._state import FileStates
+from workspace_tools.workspace._walk import Walker
 
 
 class WorkspaceOptions(BaseModel):

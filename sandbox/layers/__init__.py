@@ -1,0 +1,101 @@
+"""Isolation layers beneath the portable process level: bubblewrap, Landlock, seccomp and
+cgroup v2, each a module taking primitives (`Confinement`, argv, paths), none importing
+`workspace_tools`.
+
+`probe()` says which protection each layer really gives on this host; the caller keeps
+the result (e.g. on its Sandbox) instead of probing per call. `missing(protection)` is the
+one-line message for a protection nobody can give.
+"""
+
+from __future__ import annotations
+
+from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp
+
+WRITE_CONFINEMENT = "write_confinement"
+READ_DENIAL = "read_denial"
+NETWORK_OFF = "network_off"
+PROCESS_CAP = "process_cap"
+HOST_EXEC_PROTECTION = "host_exec_protection"
+PROTECTIONS = (WRITE_CONFINEMENT, READ_DENIAL, NETWORK_OFF, PROCESS_CAP, HOST_EXEC_PROTECTION)
+#: Reported, not asked for: the child cannot signal processes outside its sandbox.
+SIGNAL_SCOPING = "signal_scoping"
+
+BUBBLEWRAP = "bubblewrap"
+LANDLOCK = "landlock"
+SECCOMP = "seccomp"
+CGROUP_V2 = "cgroup-v2"
+CGROUP_V1 = "cgroup-v1"
+MOUNT_NAMESPACE = "mount-namespace"
+
+_LANDLOCK_HINT = "Landlock (Linux >= 5.13 with landlock in the boot-time lsm= list)"
+_MISSING = {
+    WRITE_CONFINEMENT: "no layer confines writes (contents and metadata); needs bubblewrap "
+    f"({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount namespace (root, or "
+    "user namespaces: sysctl user.max_user_namespaces > 0)",
+    READ_DENIAL: f"no layer denies reads; needs bubblewrap ({bwrap.INSTALL_HINT}) "
+    f"or {_LANDLOCK_HINT}",
+    NETWORK_OFF: "no layer turns the network off; needs seccomp filters "
+    "(a Linux kernel built with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64)",
+    PROCESS_CAP: f"no layer caps processes; needs {cgroup.DELEGATION_HINT}",
+    HOST_EXEC_PROTECTION: "no layer keeps paths inside writable directories read-only; "
+    f"needs bubblewrap ({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount "
+    "namespace (root, or user namespaces: sysctl user.max_user_namespaces > 0)",
+}
+
+
+def probe() -> dict[str, str]:
+    """Each protection this host can enforce -> the mechanism that gives it.
+
+    Keys are from `PROTECTIONS`; values are `BUBBLEWRAP`, `LANDLOCK`, `SECCOMP`,
+    `MOUNT_NAMESPACE`, `CGROUP_V2` or `CGROUP_V1`; a protection no layer gives is absent.
+    Every mechanism is tried for real: bubblewrap runs `true` with the options
+    `bwrap.wrap_argv` uses, Landlock, seccomp and the mount namespace are applied in a
+    forked child that then checks their effect, and a trial cgroup is created and removed.
+    Takes a few tens of milliseconds; keep the result.
+
+    Confined writes (contents and metadata: mode, owner, timestamps, extended attributes)
+    and paths kept read-only inside writable directories (host exec protection) are
+    bubblewrap's read-only view, or without it a read-only mount namespace of the child's
+    own, which only Landlock keeps it from undoing (Landlock alone confines contents only).
+
+    Where bubblewrap works it is preferred for files; network off under bubblewrap also
+    needs seccomp (for host Unix sockets), so "bubblewrap" is given for it only when both
+    work. Without bubblewrap, network off is seccomp's (with Landlock's TCP rules as a
+    second wall where ABI >= 4). A caller that cannot exec bubblewrap (a forked Python
+    callable) can ask `landlock.works()` and `seccomp.works()` directly.
+    """
+    found: dict[str, str] = {}
+    has_bwrap = bwrap.available() is None
+    has_landlock = landlock.works()
+    has_seccomp = seccomp.works()
+    if has_bwrap:
+        found[WRITE_CONFINEMENT] = found[READ_DENIAL] = BUBBLEWRAP
+        found[HOST_EXEC_PROTECTION] = BUBBLEWRAP
+    elif has_landlock:
+        found[READ_DENIAL] = LANDLOCK
+        if mountns.works():
+            found[WRITE_CONFINEMENT] = found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+    if has_seccomp:
+        found[NETWORK_OFF] = BUBBLEWRAP if has_bwrap else SECCOMP
+    process_cap = process_cap_mechanism()
+    if process_cap:
+        found[PROCESS_CAP] = process_cap
+    return found
+
+
+def process_cap_mechanism(parent: str | None = None) -> str | None:
+    """`CGROUP_V2` or `CGROUP_V1` when `cgroup.locate(parent)` finds where to cap
+    processes, else None."""
+    try:
+        located = cgroup.locate(parent)
+    except OSError:
+        return None
+    return CGROUP_V1 if cgroup.is_v1(located) else CGROUP_V2
+
+
+def missing(protection: str) -> str:
+    """One line naming what `protection` needs and how to get it (for SandboxUnavailable).
+
+    Raises KeyError for a name not in `PROTECTIONS`.
+    """
+    return _MISSING[protection]

@@ -1,0 +1,211 @@
+"""Which isolation layer gives which protection, and applying them to one command or call.
+
+The layers themselves live in :mod:`sandbox.layers`; this module decides, from a probe
+taken once, what a command (which may be wrapped in bubblewrap) and a forked Python call
+(which can only confine itself: Landlock, seccomp, a cgroup) each get.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from dataclasses import fields as fields_of
+from typing import Any
+
+from sandbox.layers import (
+    BUBBLEWRAP,
+    HOST_EXEC_PROTECTION,
+    LANDLOCK,
+    MOUNT_NAMESPACE,
+    NETWORK_OFF,
+    PROCESS_CAP,
+    READ_DENIAL,
+    SECCOMP,
+    SIGNAL_SCOPING,
+    WRITE_CONFINEMENT,
+    bwrap,
+    cgroup,
+    landlock,
+    missing,
+    mountns,
+    probe,
+    seccomp,
+)
+from sandbox.layers._confinement import Confinement
+
+#: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
+SECCOMP_FD = 3
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What this host can enforce, per kind of child.
+
+    Attributes:
+        commands: protection -> mechanism for a command (bubblewrap preferred).
+        calls: protection -> mechanism for a forked Python callable (no bubblewrap).
+        cgroup_parent: the delegated cgroup to create per-child cgroups under, if any.
+        landlock_scopes_signals: Landlock keeps a child it confines from signalling
+            processes outside its domain (ABI >= 6).
+    """
+
+    commands: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, str] = field(default_factory=dict)
+    cgroup_parent: str | None = None
+    landlock_scopes_signals: bool = False
+
+
+def plan_layers() -> LayerPlan:
+    """Probe every layer for real (tens of milliseconds; keep the result)."""
+    commands = probe()
+    calls: dict[str, str] = {}
+    scopes_signals = False
+    if landlock.works():
+        calls[READ_DENIAL] = LANDLOCK
+        if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE or mountns.works():
+            calls[WRITE_CONFINEMENT] = calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+        scopes_signals = landlock.scopes_signals()
+    if seccomp.works():
+        calls[NETWORK_OFF] = SECCOMP
+    parent = None
+    if PROCESS_CAP in commands:
+        calls[PROCESS_CAP] = commands[PROCESS_CAP]
+        with contextlib.suppress(OSError):
+            parent = cgroup.locate()
+    return LayerPlan(commands, calls, parent, scopes_signals)
+
+
+def wanted(confinement: Confinement) -> list[str]:
+    """The protections ``confinement`` asks for."""
+    asked = []
+    if confinement.writable:
+        asked.append(WRITE_CONFINEMENT)
+    if confinement.read_denied:
+        asked.append(READ_DENIAL)
+    if not confinement.network:
+        asked.append(NETWORK_OFF)
+    if confinement.max_processes is not None:
+        asked.append(PROCESS_CAP)
+    if confinement.read_only:
+        asked.append(HOST_EXEC_PROTECTION)
+    return asked
+
+
+def enforced(available: dict[str, str], confinement: Confinement) -> dict[str, str]:
+    """Protection -> mechanism for what ``confinement`` asks and ``available`` gives."""
+    return {p: available[p] for p in wanted(confinement) if p in available}
+
+
+def signal_scoping(mechanisms: dict[str, str], plan: LayerPlan) -> dict[str, str]:
+    """``{"signal_scoping": mechanism}`` when a child under ``mechanisms`` cannot signal
+    processes outside its sandbox: bubblewrap's PID namespace names none of them, and
+    Landlock (applied whenever ``child_layers`` lists it) scopes signals on ABI >= 6."""
+    if BUBBLEWRAP in mechanisms.values():
+        return {SIGNAL_SCOPING: BUBBLEWRAP}
+    if LANDLOCK in child_layers(mechanisms) and plan.landlock_scopes_signals:
+        return {SIGNAL_SCOPING: LANDLOCK}
+    return {}
+
+
+def why_missing(protection: str, kind: str) -> str:
+    """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``)."""
+    if kind == "calls" and protection == READ_DENIAL:
+        return (
+            "a Python call cannot be wrapped in bubblewrap; it needs Landlock "
+            "(Linux >= 5.13 with landlock in the boot-time lsm= list)"
+        )
+    if kind == "calls" and protection == WRITE_CONFINEMENT:
+        return (
+            "a Python call cannot be wrapped in bubblewrap; it needs Landlock (Linux >= 5.13 "
+            "with landlock in the boot-time lsm= list) together with a mount namespace (root, "
+            "or user namespaces: sysctl user.max_user_namespaces > 0), since Landlock alone "
+            "leaves file modes, owners, timestamps and extended attributes writable"
+        )
+    return missing(protection)
+
+
+def layer_confinement(confinement: Confinement, mechanisms: dict[str, str]) -> Confinement:
+    """The confinement the layers apply: what ``mechanisms`` enforce of ``confinement``,
+    everything else left open. Bubblewrap starts from a read-only root and Landlock from
+    no right at all, so unconfined writes must be spelled "/ is writable"."""
+    return Confinement(
+        writable=confinement.writable if WRITE_CONFINEMENT in mechanisms else ("/",),
+        read_denied=confinement.read_denied if READ_DENIAL in mechanisms else (),
+        read_only=confinement.read_only if HOST_EXEC_PROTECTION in mechanisms else (),
+        network=NETWORK_OFF not in mechanisms,
+        max_processes=confinement.max_processes,
+    )
+
+
+def command_spec(
+    confinement: Confinement,
+    mechanisms: dict[str, str],
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+) -> dict[str, Any]:
+    """The layer part of a supervisor job spec (``argv``, ``child_layers``,
+    ``confinement``, ``seccomp_fd``, and under bubblewrap an empty ``env`` for bwrap
+    itself) for a command under ``mechanisms``."""
+    layered = layer_confinement(confinement, mechanisms)
+    # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
+    fields = {f.name: getattr(layered, f.name) for f in fields_of(layered)}
+    spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": fields}
+    if BUBBLEWRAP in mechanisms.values():
+        network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
+        spec["argv"] = bwrap.wrap_argv(
+            dataclasses.replace(layered, network=not network_off),
+            argv,
+            cwd,
+            env,
+            seccomp_fd=SECCOMP_FD if network_off else None,
+        )
+        # The command's environment travels in bwrap's --setenv options; bwrap itself
+        # needs none, and so its processes do not pass for the command's.
+        spec["env"] = {}
+        if network_off:
+            spec["seccomp_fd"] = SECCOMP_FD
+    spec["child_layers"] = child_layers(mechanisms)
+    return spec
+
+
+def child_layers(mechanisms: dict[str, str]) -> list[str]:
+    """Layers a child applies to itself before exec or before running a callable."""
+    names = []
+    if MOUNT_NAMESPACE in mechanisms.values():
+        names.append(MOUNT_NAMESPACE)  # before Landlock, which then locks the mounts
+    if LANDLOCK in mechanisms.values() or MOUNT_NAMESPACE in mechanisms.values():
+        names.append(LANDLOCK)
+    if mechanisms.get(NETWORK_OFF) == SECCOMP:
+        names.append(SECCOMP)
+    return names
+
+
+def apply_child_layers(
+    names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
+) -> None:
+    """In a single-threaded child: join ``cgroup_dir`` and apply a mount namespace (read-only
+    but for the writable directories, unless ``/`` is one of them; the ``read_only`` paths
+    bound read-only), Landlock and seccomp as ``names`` says. ``confinement`` holds the
+    :class:`Confinement` fields (lists are fine).
+
+    Raises:
+        OSError: a layer refused; the child must not go on to run untrusted work.
+    """
+    if cgroup_dir:
+        cgroup.add_process(cgroup_dir)
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
+    if MOUNT_NAMESPACE in names:
+        writable = fields["writable"]
+        mountns.confine(None if "/" in writable else writable, fields["read_only"])
+    if LANDLOCK in names:
+        landlock.apply(Confinement(**fields))
+    if SECCOMP in names:
+        seccomp.deny_network()
+
+
+def seccomp_filter() -> bytes:
+    """The network filter bubblewrap installs from :data:`SECCOMP_FD`."""
+    return seccomp.network_filter()

@@ -1,0 +1,144 @@
+"""Raw Linux system calls through ctypes, shared by the Landlock and seccomp layers.
+
+Syscall numbers and audit architectures come from the kernel's own tables
+(`arch/x86/entry/syscalls/syscall_64.tbl`, `include/uapi/asm-generic/unistd.h` for
+aarch64, `include/uapi/linux/audit.h`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sandbox.spawn._forking import fork_in_threaded_process
+
+PR_SET_NO_NEW_PRIVS = 38
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The syscall numbers this package needs on one CPU architecture."""
+
+    audit_arch: int
+    socket: int
+    io_uring_setup: int
+    io_uring_enter: int
+    io_uring_register: int
+    pidfd_getfd: int
+    landlock_create_ruleset: int
+    landlock_add_rule: int
+    landlock_restrict_self: int
+    # x86_64 also accepts x32 syscalls: the native number with this bit set.
+    x32_bit: int | None = None
+
+
+_X86_64 = Arch(
+    audit_arch=0xC000003E,
+    socket=41,
+    io_uring_setup=425,
+    io_uring_enter=426,
+    io_uring_register=427,
+    pidfd_getfd=438,
+    landlock_create_ruleset=444,
+    landlock_add_rule=445,
+    landlock_restrict_self=446,
+    x32_bit=0x40000000,
+)
+_AARCH64 = Arch(
+    audit_arch=0xC00000B7,
+    socket=198,
+    io_uring_setup=425,
+    io_uring_enter=426,
+    io_uring_register=427,
+    pidfd_getfd=438,
+    landlock_create_ruleset=444,
+    landlock_add_rule=445,
+    landlock_restrict_self=446,
+)
+
+
+def host_arch() -> Arch | None:
+    """The syscall table of this machine, or None on an architecture this package lacks."""
+    if platform.system() != "Linux":
+        return None
+    return {"x86_64": _X86_64, "aarch64": _AARCH64, "arm64": _AARCH64}.get(platform.machine())
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    if os.name != "posix":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+# Loaded once: building a CDLL costs tens of microseconds, and rules take a call each.
+_LIBC = _load_libc()
+
+
+def libc() -> ctypes.CDLL:
+    """The C library, loaded once; raises OSError(ENOSYS) where there is none."""
+    if _LIBC is None:
+        raise OSError(errno.ENOSYS, "no C library to make system calls through")
+    return _LIBC
+
+
+def syscall(number: int, *args: int | ctypes.c_void_p | ctypes.c_size_t | ctypes.c_uint32) -> int:
+    """Call syscall `number`; returns its non-negative result or raises OSError with errno."""
+    result = libc().syscall(ctypes.c_long(number), *args)
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"syscall {number}: {os.strerror(code)}")
+    return int(result)
+
+
+def prctl(option: int, arg2: int | ctypes.c_void_p, arg3: int = 0) -> None:
+    """prctl(2) with the trailing arguments zero; raises OSError on failure."""
+    result = libc().prctl(
+        ctypes.c_int(option),
+        arg2 if isinstance(arg2, ctypes.c_void_p) else ctypes.c_ulong(arg2),
+        ctypes.c_ulong(arg3),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"prctl({option}): {os.strerror(code)}")
+
+
+def set_no_new_privs() -> None:
+    """PR_SET_NO_NEW_PRIVS: exec can no longer gain privileges (setuid, file capabilities).
+
+    Both Landlock and unprivileged seccomp filters require it (Documentation/userspace-api/
+    no_new_privs.rst).
+    """
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def require_arch() -> Arch:
+    """The host's syscall table; raises OSError(ENOSYS) where this package has none."""
+    arch = host_arch()
+    if arch is None:
+        raise OSError(errno.ENOSYS, f"no syscall table for {platform.machine()} on this system")
+    return arch
+
+
+def in_child(check: Callable[[], bool]) -> bool:
+    """Run `check` in a forked child and return its answer, so that the irreversible
+    restrictions a check applies stay in the child. An exception counts as False.
+
+    Forking a multithreaded parent is safe here: the child runs only `check` and exits.
+    """
+    pid = fork_in_threaded_process()
+    if pid == 0:
+        status = 1
+        try:
+            status = 0 if check() else 1
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0

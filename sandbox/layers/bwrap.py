@@ -1,0 +1,169 @@
+"""bubblewrap: run a command in fresh mount, PID (and network) namespaces.
+
+The option meanings are bubblewrap's (`bwrap(1)`, bubblewrap >= 0.4). The command sees `/`
+read-only, the writable directories bound read-write, a private `/tmp`, a minimal `/dev`,
+a `/proc` of its own PID namespace, and stand-ins over read-denied paths. All
+capabilities are dropped, so a root command cannot remount `/` read-write.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Collection, Mapping, Sequence
+
+from sandbox.layers._confinement import Confinement
+
+INSTALL_HINT = "apt-get install bubblewrap"
+# The namespaces and mounts every wrapped command gets; the probe runs exactly these.
+_BASE = (
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--cap-drop",
+    "ALL",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+)
+
+
+def available() -> str | None:
+    """None when bubblewrap runs here with the options `wrap_argv` uses, else why not.
+
+    Runs `bwrap <base options> --unshare-net true` for real (a few milliseconds): a binary
+    can be installed yet unusable, e.g. where unprivileged user namespaces are disabled.
+    """
+    executable = shutil.which("bwrap")
+    if executable is None:
+        return f"bubblewrap is not installed ({INSTALL_HINT})"
+    try:
+        completed = subprocess.run(
+            [executable, *_BASE, "--unshare-net", "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not run: {exc}"
+    if completed.returncode != 0:
+        detail = completed.stderr.decode(errors="replace").strip().splitlines()
+        reason = detail[-1] if detail else f"exit status {completed.returncode}"
+        return f"bubblewrap is installed but fails here: {reason}"
+    return None
+
+
+def wrap_argv(
+    confinement: Confinement,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    *,
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """The argv that runs `argv` under bubblewrap with `confinement`.
+
+    Args:
+        confinement: what the command may touch. The most specific entry of `writable` or
+            `read_denied` containing a path decides it (a denied file inside the workspace
+            stays hidden; a workspace inside a denied home stays writable); `read_only`
+            paths are bound read-only over their writable directory. A denied
+            directory becomes an empty read-only tmpfs; over a denied file `/dev/null` is
+            bound on a nodev mount, so opening it fails with EACCES. Paths that do not
+            exist are skipped. `max_processes` is not bubblewrap's (see `cgroup`).
+        argv: the command; bwrap resolves argv[0] with `env`'s PATH inside the sandbox.
+        cwd: absolute working directory inside the sandbox.
+        env: the command's whole environment, passed with `--clearenv`/`--setenv` so the
+            wrapped argv does not depend on bwrap's own environment. Values appear in
+            bwrap's command line (/proc/PID/cmdline): pass an allowlisted environment.
+        seccomp_fd: with `network=False`, a readable descriptor holding
+            `seccomp.network_filter()`, inherited by bwrap (e.g. a pipe passed in
+            `pass_fds`); bwrap installs it right before exec. Required then: a network
+            namespace cuts TCP, UDP and abstract Unix sockets, but a socket *file* on the
+            read-only `/` (a Docker or D-Bus socket) still accepts connections.
+
+    Returns: `["bwrap", ...options, "--", *argv]`, with the executable's absolute path.
+
+    Raises: ValueError when `network=False` and no `seccomp_fd`, or `cwd` is relative;
+    FileNotFoundError when bwrap is not installed.
+
+    bwrap dies with the thread that started it (`--die-with-parent` uses PR_SET_PDEATHSIG),
+    so start it from a thread that outlives the command. Killing bwrap kills the whole
+    command tree: its PID namespace dies with it.
+
+    Example:
+        >>> wrap_argv(Confinement(writable=("/ws",), network=False), ["make"], "/ws",
+        ...           {"PATH": "/usr/bin"}, seccomp_fd=3)  # doctest: +SKIP
+        ['/usr/bin/bwrap', '--die-with-parent', ..., '--bind', '/ws', '/ws',
+         '--unshare-net', '--seccomp', '3', '--chdir', '/ws', '--clearenv',
+         '--setenv', 'PATH', '/usr/bin', '--', 'make']
+    """
+    if not os.path.isabs(cwd):
+        raise ValueError(f"cwd must be absolute, got {cwd!r}")
+    if not confinement.network and seccomp_fd is None:
+        raise ValueError("network=False under bubblewrap needs seccomp_fd (host Unix sockets)")
+    executable = shutil.which("bwrap")
+    if executable is None:
+        raise FileNotFoundError(f"bubblewrap is not installed ({INSTALL_HINT})")
+    args = [executable, *_BASE, *_mounts(confinement, _kept_from_tmp(env))]
+    if not confinement.network:
+        args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
+    args += ["--chdir", cwd, "--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    return [*args, "--", *argv]
+
+
+def _kept_from_tmp(env: Mapping[str, str]) -> set[str]:
+    """Host directories under `/tmp` the command needs to start: the running interpreter's
+    prefixes and the `PATH` entries there (a `bin` entry with its prefix, as a virtual
+    environment's `lib` sits beside its `bin`). The private `/tmp` would hide them, and a
+    checkout or virtual environment in `/tmp` is common in CI."""
+    tmp = os.path.realpath("/tmp")
+    candidates = {sys.prefix, sys.exec_prefix, sys.base_prefix}
+    for entry in env.get("PATH", "").split(os.pathsep):
+        if os.path.isabs(entry):
+            real = os.path.realpath(entry)
+            candidates.add(os.path.dirname(real) if os.path.basename(real) == "bin" else real)
+    kept = set()
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real.startswith(tmp + os.sep) and os.path.isdir(real):
+            kept.add(real)
+    return kept
+
+
+_WRITABLE, _VISIBLE, _DENIED = 0, 1, 2
+
+
+def _mounts(confinement: Confinement, visible: Collection[str] = ()) -> list[str]:
+    """Bind and tmpfs options, shallowest first so deeper (more specific) ones win.
+    A read-only path inside a writable directory is bound over it read-only, like a
+    visible one."""
+    entries = [(path, _WRITABLE) for path in confinement.writable]
+    entries += [(path, _VISIBLE) for path in (*visible, *confinement.read_only)]
+    entries += [(path, _DENIED) for path in confinement.read_denied]
+    resolved = {(os.path.realpath(path), kind) for path, kind in entries if os.path.lexists(path)}
+    options: list[str] = []
+    # Made read-only only after every mount, since binds beneath need their mount points.
+    read_only: list[str] = []
+    for path, kind in sorted(resolved, key=lambda e: (e[0].rstrip("/").count("/"), e[1], e[0])):
+        if kind == _WRITABLE:
+            options += ["--bind", path, path]
+        elif kind == _VISIBLE:
+            options += ["--ro-bind", path, path]
+        elif os.path.isdir(path):
+            options += ["--tmpfs", path]
+            read_only += ["--remount-ro", path]
+        else:
+            options += ["--ro-bind", "/dev/null", path]
+    return options + read_only

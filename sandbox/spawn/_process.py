@@ -1,0 +1,293 @@
+"""Running one command through a supervisor: streamed, capped output; timeout; tree stop."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from sandbox._errors import SandboxError
+from sandbox.spawn._capture import CapturedOutput, OutputBuffer
+from sandbox.spawn._client import Launcher
+from sandbox.spawn._wire import Channel
+
+#: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
+#: bytes just read. Called on the event loop; it must not block.
+OnOutput = Callable[[str, bytes], None]
+
+_READ_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How a command ended.
+
+    Attributes:
+        exit_code: the exit status, or 128 + N when signal N killed it (the shell's
+            convention); ``None`` when it timed out.
+        signal: the name of the signal that killed it (``"SIGKILL"``), or ``None``.
+        timed_out: the timeout expired and the tree was stopped.
+        stdout: what was kept of standard output, with its byte count.
+        stderr: the same for standard error.
+        duration_ms: wall time from start to the end of the whole tree, in milliseconds.
+    """
+
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    stdout: CapturedOutput
+    stderr: CapturedOutput
+    duration_ms: float
+
+
+def decode_status(status: int | None) -> tuple[int | None, str | None]:
+    """A wait status (waitpid(2)) as ``(exit code, signal name)``; ``128 + N`` for a
+    signal N."""
+    if status is None:
+        return None, None
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code, None
+    return 128 - code, signal_name(-code)
+
+
+def signal_name(number: int) -> str:
+    """``SIGSEGV`` for 11; ``signal 99`` for a number Python does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Job:
+    """The caller's side of one job on a supervisor's channel."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self.exit_status: int | None = None
+        self.exited = False
+        self.done = False
+        #: Every message of this job was read: the supervisor can take the next job.
+        self.clean = True
+        #: Why the command could not start, if it could not.
+        self.error: str | None = None
+
+    def fileno(self) -> int:
+        """The channel's descriptor."""
+        return self._channel.fileno()
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next message if one is waiting, else None."""
+        message = self._channel.poll()
+        if message is None:
+            try:
+                open_ = self._channel.fill()
+            except BlockingIOError:
+                return None
+            except OSError:
+                open_ = False
+            if not open_:
+                return self._closed()
+            message = self._channel.poll()
+            if message is None:
+                return None
+        if "error" in message:
+            self.error, self.exited, self.done = message["error"], True, True
+        if "exit" in message:
+            self.exit_status, self.exited = message["exit"], True
+        if "done" in message:
+            self.done = True
+            if not self.exited and message["done"] is not None:
+                self.exit_status, self.exited = message["done"], True
+        return message
+
+    def _closed(self) -> dict[str, Any]:
+        self.clean = False
+        if self.exited:
+            self.done = True
+            return {"done": self.exit_status}
+        raise SandboxError("the sandbox supervisor exited unexpectedly")
+
+    def request_stop(self, grace: float) -> None:
+        """Ask the supervisor to stop every process of the tree (SIGTERM, ``grace``
+        seconds, SIGKILL), unless the tree is already gone; ``done`` follows."""
+        while not self.done and self.poll() is not None:
+            pass  # "done" may already be waiting: then no stop request is needed
+        if not self.done:
+            with contextlib.suppress(OSError):
+                self._channel.send({"stop": grace})
+
+
+async def run_process(
+    launcher: Launcher,
+    spec: dict[str, Any],
+    *,
+    on_output: OnOutput | None = None,
+    timeout: float | None = None,
+    grace: float = 1.0,
+    drain: float = 0.2,
+    output_bytes: int = 1024 * 1024,
+) -> ProcessResult:
+    """Run the command ``spec`` describes and wait until no process of its tree is left.
+
+    Args:
+        launcher: the spawn server connection to start it through.
+        spec: the job (primitives; see ``sandbox.spawn._server._start``).
+        on_output: receives each chunk of output as it is read.
+        timeout: seconds before the tree is stopped; the result says ``timed_out``.
+        grace: seconds between SIGTERM and SIGKILL when the tree is stopped.
+        drain: seconds output is still read after the command exited while another process
+            keeps a pipe open; then that process is stopped.
+        output_bytes: bytes of each stream kept (head and tail).
+
+    Cancelling the call stops the tree too, before the cancellation goes on.
+
+    Raises:
+        SandboxError: the command could not be started.
+    """
+    started = time.perf_counter()
+    limits_key = repr((spec.get("rlimits", []), spec.get("memory_bytes")))
+    supervisor = launcher.acquire(limits_key)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    # An environment the supervisor already has is not sent again (see sandbox.spawn._server).
+    env = spec["env"]
+    message = spec if env != supervisor.env else {k: v for k, v in spec.items() if k != "env"}
+    try:
+        try:
+            supervisor.send(message, [out_w, err_w])
+            supervisor.env = env
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        # Set up once the job is out: the supervisor starts the command meanwhile.
+        for fd in (out_r, err_r):
+            os.set_blocking(fd, False)
+        buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+        job = _Job(supervisor)
+        streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        supervisor.close()  # end of file: the supervisor stops the command, if it started one
+        raise
+    supervisor.sock.setblocking(False)
+    timed_out = False
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            await streams.serve_until(lambda: job.exited)
+        timed_out = scope.cancelled_caught
+        if not timed_out and not streams.drained:
+            with anyio.move_on_after(drain):
+                await streams.serve_until(lambda: streams.drained)
+        job.request_stop(grace)
+        await streams.serve_until(lambda: job.done)
+        if not streams.drained:
+            # The tree is gone; only a process outside it could still hold a pipe.
+            with anyio.move_on_after(drain):
+                await streams.serve_until(lambda: streams.drained)
+        if job.error is not None:
+            raise SandboxError(job.error)
+    finally:
+        try:
+            if not job.done:
+                # A supervisor that is gone has nothing left to stop: its error is already
+                # on its way out.
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(grace + 5),
+                    contextlib.suppress(SandboxError),
+                ):
+                    job.request_stop(grace)
+                    await streams.serve_until(lambda: job.done)
+        finally:
+            streams.close()
+            for fd in (out_r, err_r):
+                os.close(fd)
+            if job.done and job.clean:
+                supervisor.sock.setblocking(True)
+                launcher.release(limits_key, supervisor)
+            else:
+                supervisor.close()  # end of file: the supervisor stops what is left, and exits
+    exit_code, killed_by = decode_status(job.exit_status)
+    return ProcessResult(
+        exit_code=None if timed_out else exit_code,
+        signal=killed_by,
+        timed_out=timed_out,
+        stdout=buffers["stdout"].snapshot(),
+        stderr=buffers["stderr"].snapshot(),
+        duration_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+class _Streams:
+    """What the caller waits on for one job, served by one task: both output pipes (read
+    into their buffers, and handed to ``on_output``) and the job's channel.
+
+    They sit behind one descriptor, an epoll (Linux) or kqueue (macOS) selector that is
+    readable when one of them is: a task per pipe would cost more than a short command.
+    """
+
+    def __init__(
+        self, job: _Job, pipes: dict[int, OutputBuffer], on_output: OnOutput | None
+    ) -> None:
+        self._job = job
+        self._job_fd = job.fileno()
+        self._pipes = pipes
+        self._names = dict(zip(pipes, ("stdout", "stderr"), strict=True))
+        self._on_output = on_output
+        self._selector = selectors.DefaultSelector()
+        for fd in (*pipes, self._job_fd):
+            self._selector.register(fd, selectors.EVENT_READ)
+
+    @property
+    def drained(self) -> bool:
+        """Both pipes reached end of file."""
+        return not self._pipes
+
+    async def serve_until(self, finished: Callable[[], bool]) -> None:
+        """Read output and job messages as they come until ``finished()`` is true.
+
+        Raises:
+            SandboxError: the supervisor went away before the command exited.
+        """
+        selector = self._selector
+        while not finished():
+            for key, _ in selector.select(0):
+                if key.fd == self._job_fd:
+                    self._serve_job()
+                else:
+                    self._read(key.fd)
+            if finished():
+                return
+            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+
+    def _serve_job(self) -> None:
+        while not self._job.done and self._job.poll() is not None:
+            pass
+        if self._job.done:
+            self._selector.unregister(self._job_fd)
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self._selector.unregister(fd)
+            del self._pipes[fd]
+            return
+        self._pipes[fd].feed(chunk)
+        if self._on_output is not None:
+            self._on_output(self._names[fd], chunk)
+
+    def close(self) -> None:
+        """Release the selector (the descriptors it watches stay open)."""
+        self._selector.close()

@@ -1,0 +1,358 @@
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TextIO
+
+import anyio
+
+from sandbox import Sandbox, SandboxUnavailable
+from workspace_tools import __version__
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._events import (
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolResultEvent,
+    ToolUpdateEvent,
+)
+from workspace_tools._result import ToolUpdate, content_text
+from workspace_tools._tool import Tool
+from workspace_tools.cli._demo import run_demo as play_demo
+from workspace_tools.cli._policy import add_policy_arguments, policy_from_arguments
+from workspace_tools.cli._terminal import for_terminal, format_presentation
+from workspace_tools.session._pipeline import invoke_tool_sync, validate_arguments
+from workspace_tools.session._policy import as_typed
+from workspace_tools.session._session import ToolSession
+from workspace_tools.tools import workspace_tools
+
+USAGE_ERROR = 2
+SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
+
+
+class UsageError(Exception):
+    """A command line the program cannot run; the message is one line for the user."""
+
+
+def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
+    """``["path=a.txt", "limit=5"]`` -> ``{"path": "a.txt", "limit": "5"}``.
+
+    Values stay strings; the tool's argument model converts them (``"5"`` to 5,
+    ``"true"`` to True). Use ``--json`` for lists and objects.
+
+    Raises:
+        UsageError: a pair without ``=``.
+    """
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(
+                f"argument {as_typed(pair)} is not key=value (or use --json '{{...}}')"
+            )
+        out[key] = value
+    return out
+
+
+def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
+    for candidate in tools:
+        if candidate.name == name:
+            return candidate
+    names = ", ".join(t.name for t in tools)
+    raise UsageError(f"unknown tool {as_typed(name)}; choose one of: {names}")
+
+
+def _progress_printer(out: TextIO, before: Callable[[], None]) -> Callable[[ToolUpdate], None]:
+    show = for_terminal(out)
+
+    def on_update(update: ToolUpdate) -> None:
+        before()
+        text = content_text(update.content)
+        for line in text.splitlines():
+            out.write(f"  │ {show(line)}\n")
+        out.flush()
+
+    return on_update
+
+
+def _events_printer(out: TextIO) -> Callable[[ToolUpdate], None]:
+    def on_update(update: ToolUpdate) -> None:
+        out.write(ToolUpdateEvent.from_update(update).to_json() + "\n")
+        out.flush()
+
+    return on_update
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line. A pointer line (spaces and a ``^`` under the line above it,
+    as an invalid regex's message draws) points at nothing once flattened: the pair
+    becomes ``Position N of 'LINE'.``, or ``Pattern: 'LINE'.`` after a message giving N."""
+    lines = text.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        pointed = lines[i + 1] if i + 1 < len(lines) else ""
+        if line.strip() == "^" and out and i > 0:
+            continue  # drawn into the line above
+        if pointed.strip() == "^" and line.strip():
+            indent = len(line) - len(line.lstrip(" "))
+            column = pointed.index("^") - indent
+            shown = f"'{line[indent:]}'"
+            said = " ".join(out).lower()
+            # A message that gives the position already needs only the line it is in.
+            given = f"position {column}" in said
+            out.append(f"Pattern: {shown}." if given else f"Position {column} of {shown}.")
+            continue
+        out.append(line.strip())
+    return " ".join(part for part in out if part)
+
+
+def run_call(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``call`` subcommand; returns the exit code (0 ok, 1 tool error, 2 usage).
+
+    A result with ``INVALID_ARGUMENTS`` (an invalid regex, say) is a usage error too: with
+    ``--events`` its exit code is 2; without, its message goes to stderr as one line.
+
+    Raises:
+        UsageError: the tool, the arguments or the workspace root are not usable.
+    """
+    if args.json is not None and args.pairs:
+        raise UsageError("give arguments as key=value pairs or --json, not both")
+    if args.json is not None:
+        try:
+            arguments: Any = json.loads(args.json)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--json is not valid JSON: {exc}") from exc
+    else:
+        arguments = parse_key_values(args.pairs)
+    chosen = _find_tool(_workspace_tools(args.root, sandbox=_sandbox_options(args)), args.tool)
+    call_id = "cli-call"
+    if args.events:
+        out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
+        out.write(ToolCallEndEvent(tool_call_id=call_id, arguments=arguments).to_json() + "\n")
+    if args.events:
+        result = invoke_tool_sync(
+            chosen, arguments, call_id=call_id, on_update=_events_printer(out)
+        )
+        out.write(ToolResultEvent.from_result(result).to_json() + "\n")
+        if result.error_code is ErrorCode.INVALID_ARGUMENTS:
+            return USAGE_ERROR
+        return 0 if not result.is_error else 1
+    try:
+        validated = validate_arguments(chosen, arguments)
+    except ToolError as exc:
+        raise UsageError(_one_line(exc.message)) from exc
+    show = for_terminal(out)
+    row: list[str] = [show(format_presentation(chosen.present(validated), chosen.name))]
+
+    def print_row() -> None:
+        # The step row comes first, as a client draws it, then progress, then the outcome;
+        # it waits for the first of them so that a usage error (an invalid regex the tool
+        # finds) prints no row, as one the argument model finds prints none.
+        if row:
+            out.write(row.pop() + "\n")
+            out.flush()
+
+    on_update = _progress_printer(out, print_row)
+    result = invoke_tool_sync(chosen, validated, call_id=call_id, on_update=on_update)
+    if result.error_code is ErrorCode.INVALID_ARGUMENTS:
+        raise UsageError(_one_line(result.error or ""))
+    print_row()
+    if result.is_error:
+        out.write(show(f"error [{result.error_code}]: {result.error}") + "\n")
+        return 1
+    out.write(show(result.model_text()) + "\n")
+    return 0
+
+
+def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
+    """The :class:`Sandbox` arguments of ``--sandbox``, ``--deny-read`` and
+    ``--allow-read``; None without ``--sandbox``.
+
+    A relative PATH is taken from ``--root``, as every path a tool is given; ``~`` is the
+    home directory.
+
+    Raises:
+        UsageError: ``--deny-read`` or ``--allow-read`` without ``--sandbox``; a
+            ``--deny-read`` path that does not exist (there is nothing to hide, and a file
+            made there later would not be hidden).
+    """
+    if not args.sandbox:
+        if args.deny_read or args.allow_read:
+            raise UsageError("--deny-read and --allow-read need --sandbox")
+        return None
+
+    def absolute(path: str) -> str:
+        return os.path.join(os.path.abspath(args.root), os.path.expanduser(path))
+
+    denied = [absolute(p) for p in args.deny_read or []]
+    for given, path in zip(args.deny_read or [], denied, strict=True):
+        if not os.path.lexists(path):
+            raise UsageError(
+                f"--deny-read {given}: {path} does not exist, so there is nothing to hide "
+                "(a relative path is taken from --root)"
+            )
+    return {"read_denied": denied, "allow_read": [absolute(p) for p in args.allow_read or []]}
+
+
+def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("--sandbox", action="store_true", help=help_text)
+    parser.add_argument(
+        "--deny-read",
+        action="append",
+        metavar="PATH",
+        help="with --sandbox, also hide PATH from the call; a relative PATH is taken from "
+        "--root (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-read",
+        action="append",
+        metavar="PATH",
+        help="with --sandbox, let the call read PATH although it is a credential path "
+        "hidden by default, e.g. ~/.netrc (repeatable)",
+    )
+
+
+def _workspace_tools(
+    root: str, read_only: bool = False, *, sandbox: dict[str, list[str]] | None = None
+) -> list[Tool[Any]]:
+    """The tools over ``root``; with ``sandbox`` (:class:`Sandbox` arguments), every call
+    runs in a sandbox whose writes are confined to the root."""
+    try:
+        box = Sandbox(**sandbox) if sandbox is not None else None
+    except (SandboxUnavailable, ValueError) as exc:
+        raise UsageError(f"--sandbox: {exc}") from exc
+    try:
+        tools = workspace_tools(root, sandbox=box)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from exc
+    return [t for t in tools if t.read_only] if read_only else tools
+
+
+def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
+    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
+    from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
+
+    tools = _workspace_tools(args.root, args.read_only, sandbox=_sandbox_options(args))
+    root = os.path.realpath(args.root)
+    instructions = f"Tools confined to the workspace {root}; paths are relative to it."
+    policy = policy_from_arguments(args)  # the flags were checked as they were parsed
+    if policy.rules:
+        # A policy runs the calls through a session: denials, asks answered by elicitation,
+        # and reads served from its cache while nothing changed.
+        try:
+            session = ToolSession(tools, workspace=root, policy=policy)
+        except ValueError as exc:  # a rule that names no served tool or argument
+            raise UsageError(str(exc)) from exc
+        server = create_server(session.tools, call=session.call, instructions=instructions)
+        session.confirm = elicitation_confirm(server)
+    else:
+        server = create_server(tools, instructions=instructions)
+    try:
+        anyio.run(serve_stdio, server)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def run_schema(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``schema`` subcommand: print the tool definitions for a provider as JSON."""
+    from workspace_tools.adapters.export import tool_definitions
+
+    tools = _workspace_tools(args.root, args.read_only)
+    out.write(json.dumps(tool_definitions(tools, args.format), indent=2) + "\n")
+    return 0
+
+
+def run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``demo`` subcommand: drive the seven tools over a copy of a project."""
+    if args.root is not None and not os.path.isdir(args.root):
+        raise UsageError(f"--root is not a directory: {args.root}")
+    return play_demo(args.root, out)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line in one line (no usage dump) with exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``workspace-tools``."""
+    parser = _Parser(
+        prog="workspace-tools", description="File, search and command tools for coding agents."
+    )
+    parser.add_argument("--version", action="version", version=f"workspace-tools {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    call = sub.add_parser("call", help="run one tool call and print its result")
+    call.add_argument("tool", help="tool name, e.g. read_file")
+    call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
+    call.add_argument("--json", help="tool arguments as one JSON object")
+    call.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    _add_sandbox_arguments(call, "run the call in the sandbox")
+    call.add_argument("--events", action="store_true", help="print wire events as JSON lines")
+    call.set_defaults(handler=run_call)
+
+    mcp = sub.add_parser("mcp", help="serve the tools to an MCP client over stdio")
+    mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    _add_sandbox_arguments(mcp, "run every call in the sandbox")
+    mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    add_policy_arguments(mcp)
+    mcp.set_defaults(handler=run_mcp)
+
+    schema = sub.add_parser("schema", help="print the tool definitions as JSON")
+    schema.add_argument("--format", choices=SCHEMA_FORMATS, default="mcp", help="whose format")
+    schema.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    schema.add_argument("--read-only", action="store_true", help="only read-only tools")
+    schema.set_defaults(handler=run_schema)
+
+    demo = sub.add_parser("demo", help="drive every tool over a copy of a sample project")
+    demo.add_argument("--root", help="copy this directory instead of the sample project")
+    demo.set_defaults(handler=run_demo)
+    return parser
+
+
+def _report(exc: Exception) -> None:
+    # A tool's message may quote a file name or a pattern from the workspace.
+    sys.stderr.write(f"workspace-tools: error: {for_terminal(sys.stderr)(str(exc))}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``workspace-tools`` console script; returns the exit code."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse cannot take positionals after options (``call read_file --root . path=a``);
+    # the key=value pairs it left over belong to ``call``.
+    pairs = [e for e in extra if args.command == "call" and "=" in e and not e.startswith("-")]
+    stray = [e for e in extra if e not in pairs]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if args.command is None:
+        # Nothing to run: the usage and the subcommands on stderr, and exit code 2 as for
+        # any other command line that cannot run.
+        parser.print_help(sys.stderr)
+        return USAGE_ERROR
+    if pairs:
+        args.pairs = [*args.pairs, *pairs]
+    try:
+        return int(args.handler(args, sys.stdout))
+    except UsageError as exc:
+        _report(exc)
+        return USAGE_ERROR
+    except ImportError as exc:  # an adapter whose SDK is not installed says how to install it
+        _report(exc)
+        return 1
+    except BrokenPipeError:
+        # The reader left (``workspace-tools demo | head``); say nothing more to it.
+        # https://docs.python.org/3/library/signal.html#note-on-sigpipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""One grep call: search the files in order, keep results up to the limit, count the rest,
+and format the model text. Searching and formatting are separate steps."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.search._discovery import note, unreadable_note
+from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
+from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
+from workspace_tools.workspace._files import DirFds, open_read
+
+# Lines longer than this are cut in results (a minified file is one huge line).
+MAX_LINE = 2000
+
+# matches (path, line, column, text, length), files (path, count), context lines by path,
+# and the totals (match_count, files_matched, files_searched, binary_skipped).
+RunState = tuple[
+    list[tuple[str, int, int, str, int]],
+    list[tuple[str, int]],
+    dict[str, dict[int, str]],
+    tuple[int, int, int, int],
+    list[str],
+]
+
+
+class GrepRun:
+    """Results of one search, cut at ``limit`` (matching lines, and files) but counted in
+    full. Files must be searched in path order; results keep that order."""
+
+    def __init__(self, matcher: Matcher, *, limit: int, context: int) -> None:
+        self.matcher = matcher
+        self.limit = limit
+        self.context = context
+        self.matches: list[tuple[str, LineMatch]] = []
+        self.files: list[tuple[str, int]] = []
+        self.context_lines: dict[str, dict[int, str]] = {}
+        self.match_count = 0
+        self.files_matched = 0
+        self.files_searched = 0
+        self.binary_skipped = 0
+        self.ignored = 0
+        # Files and directories (ending in "/") this process may not read: not searched.
+        self.unreadable: list[str] = []
+
+    @property
+    def truncated(self) -> bool:
+        """Whether any list was cut at the limit."""
+        return len(self.matches) < self.match_count or len(self.files) < self.files_matched
+
+    def search_files(self, root: str, files: list[str], buffer: bytearray | None = None) -> None:
+        """Search the walked regular files ``files`` (relative to ``root``), in order;
+        ``buffer`` (:data:`WHOLE_READ` bytes) is the read buffer to use, a new one if
+        ``None``.
+
+        Files are read into one reused buffer: the first read (64 KiB) is enough to tell a
+        binary file, whose rest is never read; a text file up to the buffer's size (1 MiB)
+        is read whole by a second read and searched from memory, a bigger one window by
+        window. Files are opened relative to their directory's fd (``openat``), each
+        directory reached from the root one component at a time (:class:`DirFds`), all with
+        ``O_NOFOLLOW``: a file or directory swapped for a symlink since the walk is skipped,
+        never followed out of the root. A file without
+        the pattern's required literal is counted and left in this loop, without a copy or
+        a call into the matcher: that is most files of most searches.
+        """
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
+        required = self.matcher.required
+        if buffer is None:
+            buffer = bytearray(WHOLE_READ)
+        size = len(buffer)
+        view = memoryview(buffer)
+        head, tail = [view[:first]], [view[first:]]
+        readv = os.readv
+        directory, dir_fd = None, -1
+        with DirFds(root) as dirs:
+            for rel in files:
+                slash = rel.rfind("/")
+                if directory is None or rel[: max(slash, 0)] != directory:
+                    directory = rel[: max(slash, 0)]
+                    try:
+                        dir_fd = dirs.get(directory)
+                    except OSError:
+                        dir_fd = -1  # swapped for a link, or gone, since the walk
+                if dir_fd < 0:
+                    continue
+                try:
+                    fd = os.open(rel[slash + 1 :], flags, dir_fd=dir_fd)
+                except PermissionError:
+                    self.unreadable.append(rel)
+                    continue
+                except OSError:
+                    continue
+                try:
+                    # A short read is the end of a regular file.
+                    count = readv(fd, head)
+                    if buffer.find(b"\0", 0, min(count, probe)) >= 0 and not buffer.startswith(
+                        wide, 0, count
+                    ):
+                        self.binary_skipped += 1
+                        continue
+                    if count == first:
+                        count += readv(fd, tail)
+                    if count == size:
+                        self.add(rel, view[:first].tobytes(), fd)
+                    elif (
+                        required is not None
+                        and buffer.find(required, 0, count) < 0
+                        and not buffer.startswith(wide, 0, count)
+                    ):
+                        self.files_searched += 1
+                    else:
+                        self.add(rel, view[:count].tobytes())
+                except OSError:
+                    continue
+                finally:
+                    os.close(fd)
+
+    def state(self) -> RunState:
+        """What this run found, as plain values (to cross a process boundary)."""
+        return (
+            [(rel, m.line, m.column, m.text, m.length) for rel, m in self.matches],
+            self.files,
+            self.context_lines,
+            (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
+            self.unreadable,
+        )
+
+    def merge(self, state: RunState) -> None:
+        """Add what a run over the files after this run's found (see :meth:`state`)."""
+        matches, files, context_lines, counts, unreadable = state
+        self.unreadable.extend(unreadable)
+        room = self.limit - len(self.matches)
+        kept = [(rel, LineMatch(*match)) for rel, *match in matches[:room]]
+        self.matches.extend(kept)
+        self.files.extend(files[: self.limit - len(self.files)])
+        kept_lines: dict[str, list[int]] = {}
+        for rel, m in kept:
+            kept_lines.setdefault(rel, []).append(m.line)
+        for rel, numbers in kept_lines.items():
+            # As if the file had been searched keeping only these matches: the context of
+            # the cut ones goes, and a cut match next to a kept one is a context line.
+            near = {n + d for n in numbers for d in range(-self.context, self.context + 1)}
+            lines = {n: t for n, t in context_lines.get(rel, {}).items() if n in near}
+            cut = {line: text for r, line, _, text, _ in matches[room:] if r == rel}
+            lines.update((n, t) for n, t in cut.items() if n in near)
+            if lines:
+                self.context_lines[rel] = lines
+        self.match_count += counts[0]
+        self.files_matched += counts[1]
+        self.files_searched += counts[2]
+        self.binary_skipped += counts[3]
+
+    def search_named_file(self, root: str, real: str, rel: str) -> None:
+        """Search one file the caller named (ignore rules do not apply). ``real`` is its real
+        path, checked to be inside ``root``; it is opened from the root one component at a
+        time without following a symlink, so a directory on its way swapped for a link
+        since then is refused, not followed.
+
+        Raises:
+            ToolError: ``TOOL_ERROR`` when it is not a regular file; the code of
+                :func:`~..workspace._files.os_error` when it cannot be reached.
+        """
+        try:
+            with open_read(Path(root), Path(real), rel) as (handle, _):
+                data = handle.read()
+        except ToolError as exc:
+            if exc.code is ErrorCode.TOOL_ERROR and str(exc).endswith("not a regular file"):
+                raise ToolError(
+                    f"{rel!r} is not a regular file; grep searches files and directories"
+                ) from None
+            raise
+        self.add(rel, data)
+
+    def add(self, rel: str, data: bytes, fd: int | None = None) -> None:
+        """Search one file and record what it holds: ``data`` is the whole file, or with
+        ``fd`` its first read, the rest to be read from ``fd``."""
+        if self.matcher.is_binary(data):
+            self.binary_skipped += 1
+            return
+        self.files_searched += 1
+        keep = self.limit - len(self.matches)
+        if fd is None:
+            found = self.matcher.find(data, keep, self.context)
+        else:
+            found = self.matcher.find_in_file(fd, data, keep, self.context)
+        if found is None:
+            return
+        self.match_count += found.count
+        self.files_matched += 1
+        if len(self.files) < self.limit:
+            self.files.append((rel, found.count))
+        for line in found.lines:
+            first, *rest = line.text.split("\n")
+            shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
+            line.text = "\n".join(shown)
+            self.matches.append((rel, line))
+        if found.context:
+            self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
+
+
+def clip_head(text: str) -> str:
+    """A line cut to its first :data:`MAX_LINE` characters, with a marker saying how many
+    were cut."""
+    if len(text) <= MAX_LINE:
+        return text
+    return text[:MAX_LINE] + _cut_marker(len(text) - MAX_LINE, after=True)
+
+
+def clip_around(text: str, start: int, length: int) -> str:
+    """A line cut to :data:`MAX_LINE` characters around its match (``length`` characters at
+    ``start``, 0-based), with markers saying how many were cut on each side: the match of a
+    minified file's only line is shown, wherever it lies."""
+    if len(text) <= MAX_LINE:
+        return text
+    shown = min(length, MAX_LINE)
+    lo = max(0, min(start - (MAX_LINE - shown) // 2, len(text) - MAX_LINE))
+    hi = lo + MAX_LINE
+    before = _cut_marker(lo, after=False) if lo else ""
+    after = _cut_marker(len(text) - hi, after=True) if hi < len(text) else ""
+    return before + text[lo:hi] + after
+
+
+def _cut_marker(count: int, *, after: bool) -> str:
+    marker = f"[{count:,} characters cut]"
+    return f" … {marker}" if after else f"{marker} … "
+
+
+def format_grep(run: GrepRun, output_mode: str) -> str:
+    """The text the model reads for ``run`` in ``output_mode``."""
+    text = _format_found(run, output_mode)
+    if run.unreadable:
+        text += "\n" + unreadable_note(sorted(run.unreadable), "searched")
+    return text
+
+
+def _format_found(run: GrepRun, output_mode: str) -> str:
+    if not run.match_count:
+        return "No matches"
+    if output_mode == "content":
+        lines = _content_lines(run)
+        if len(run.matches) < run.match_count:
+            lines.append(
+                note(
+                    f"Showing {len(run.matches):,} of {run.match_count:,} matching lines in "
+                    f"{run.files_matched:,} files; narrow the pattern, path or glob, or raise "
+                    "limit, to see the rest"
+                )
+            )
+        return "\n".join(lines)
+    if output_mode == "count":
+        lines = [f"{path}:{count}" for path, count in run.files]
+    else:
+        lines = [path for path, _ in run.files]
+    if len(run.files) < run.files_matched:
+        lines.append(
+            note(
+                f"Showing {len(run.files):,} of {run.files_matched:,} files with matches "
+                f"({run.match_count:,} matching lines); narrow the pattern, path or glob, or "
+                "raise limit, to see the rest"
+            )
+        )
+    return "\n".join(lines)
+
+
+def _content_lines(run: GrepRun) -> list[str]:
+    if not run.context:
+        out = []
+        for path, m in run.matches:
+            for offset, text in enumerate(m.text.split("\n")):
+                out.append(f"{path}:{m.line + offset}:{text}")
+        return out
+    return _with_context(run)
+
+
+def _with_context(run: GrepRun) -> list[str]:
+    # Match and context lines of each file merged by line number; a gap starts a new
+    # group, groups are separated by "--" as grep and ripgrep print them.
+    out: list[str] = []
+    by_file: dict[str, dict[int, tuple[str, str]]] = {}
+    for path, m in run.matches:
+        numbered = by_file.setdefault(path, {})
+        for offset, text in enumerate(m.text.split("\n")):
+            numbered[m.line + offset] = (":", text)
+    for path, numbered in by_file.items():
+        for number, text in run.context_lines.get(path, {}).items():
+            numbered.setdefault(number, ("-", text))
+        previous = None
+        for number in sorted(numbered):
+            if out and (previous is None or number != previous + 1):
+                out.append("--")
+            sep, text = numbered[number]
+            out.append(f"{path}{sep}{number}{sep}{text}")
+            previous = number
+    return out

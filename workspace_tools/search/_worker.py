@@ -1,0 +1,326 @@
+"""Spreading one grep over processes: the same results, sooner on a big tree.
+
+Searching is dominated by system calls (open, read, close per file), which Python threads
+cannot overlap well: each call gives up and takes back the GIL. Forked children can. The
+file list (already in memory, sorted) is cut into blocks dealt out to the processes; each
+child sends back what it found per block as plain values through a pipe, and the parent
+merges all blocks in order, so results are exactly those of one process. A child that
+cannot be forked or fails leaves its blocks to the parent.
+
+Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
+only system calls, ``re``, RE2 and ``pickle`` and leaves with ``os._exit``.
+
+A pattern only Python's backtracking engine can run (see ``workspace/_search.py``) may take
+exponential time, holding the GIL all along: :func:`search_in_worker` runs such a search
+in one forked child that is killed at the call's deadline or when the call is over, while
+the calling thread waits on a pipe without holding the GIL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import resource
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from sandbox.layers._syscall import prctl
+from sandbox.spawn._forking import fork_in_threaded_process
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.search._reading import WHOLE_READ
+from workspace_tools.search._runner import GrepRun, RunState
+
+# How long a search on Python's engine may run when the call has no timeout, in seconds.
+WORKER_SECONDS = 60.0
+# Address space the worker may add to what it inherited: a backtracking search's stack
+# grows with the text, and must not take the host's memory.
+WORKER_EXTRA_MEMORY = 2 << 30
+# How often the waiting thread looks whether the call is over, in seconds.
+_POLL_SECONDS = 0.05
+_PR_SET_PDEATHSIG = 1
+
+# Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
+# a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
+# faster either way).
+MIN_FILES_TO_FORK = 1000
+MAX_PROCESSES = 4
+BLOCKS_PER_WORKER = 4
+
+
+def search_files(
+    run: GrepRun,
+    root: str,
+    files: list[str],
+    *,
+    min_files: int = MIN_FILES_TO_FORK,
+    processes: int | None = None,
+) -> None:
+    """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
+    (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
+    # Multiline matches span lines that a merge would have to split; they stay in one process.
+    big_enough = len(files) >= min_files and not run.matcher.multiline
+    workers = (processes or _worker_count()) if big_enough else 1
+    if workers <= 1:
+        run.search_files(root, files)
+        return
+    # Blocks dealt out in turn balance the work (big files cluster in places); results are
+    # merged back block by block, in path order.
+    run.matcher.prepare()
+    count = workers * BLOCKS_PER_WORKER
+    size = -(-len(files) // count)
+    blocks = [files[i : i + size] for i in range(0, len(files), size)]
+    children = [_fork(run, root, blocks[k::workers]) for k in range(1, workers)]
+    states: list[RunState | None] = [None] * len(blocks)
+    try:
+        states[0::workers] = _search_blocks(run, root, blocks[0::workers])
+        for k, child in enumerate(children, start=1):
+            children[k - 1] = None
+            found = _collect(child) if child is not None else None
+            if found is None:
+                found = _search_blocks(run, root, blocks[k::workers])
+            states[k::workers] = found
+    finally:
+        # The search failed here (e.g. NeedsWorker): the children still searching go too.
+        for child in children:
+            if child is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child[0], signal.SIGKILL)
+                os.close(child[1])
+                _reap(child[0])
+    for state in states:
+        assert state is not None
+        run.merge(state)
+
+
+def _search_blocks(run: GrepRun, root: str, blocks: list[list[str]]) -> list[RunState]:
+    states = []
+    buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
+    for block in blocks:
+        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
+        sub.search_files(root, block, buffer)
+        states.append(sub.state())
+    return states
+
+
+def _worker_count() -> int:
+    # One per CPU, as ripgrep does, also on a busy machine: there a second process still
+    # wins a bigger share of the CPUs than one (measured: 2 CPUs, load 1.7-2).
+    if not sys.platform.startswith("linux"):
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except OSError:
+        cpus = os.cpu_count() or 1
+    return min(cpus, MAX_PROCESSES)
+
+
+def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] | None:
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None
+    parent = os.getpid()
+    try:
+        pid = fork_in_threaded_process()  # the child touches no lock
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    if pid == 0:  # the child
+        status = 1
+        try:
+            os.close(read_end)
+            # Killing a worker running Python's engine (search_in_worker) kills this too.
+            _die_with_parent(parent)
+            states = _search_blocks(run, root, blocks)
+            _send(write_end, states)
+            # The parent's read ends here, not once this process is torn down.
+            os.close(write_end)
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    return pid, read_end
+
+
+def _collect(child: tuple[int, int]) -> list[RunState] | None:
+    """What the child sent: ``None`` unless it sent a whole pickle, which it does only when
+    its search succeeded."""
+    pid, read_end = child
+    chunks = []
+    try:
+        while chunk := os.read(read_end, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _reap(pid)
+    try:
+        states: list[RunState] = pickle.loads(b"".join(chunks))
+    except Exception:
+        return None
+    return states
+
+
+def _reap(pid: int) -> None:
+    # The child's exit (tearing down its copy of this process's memory) takes a
+    # millisecond or two that the search need not wait for: a thread reaps it.
+    try:
+        threading.Thread(target=_wait, args=(pid,), daemon=True).start()
+    except RuntimeError:
+        _wait(pid)
+
+
+def _wait(pid: int) -> None:
+    # ChildProcessError: already reaped, because this process ignores SIGCHLD.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def search_in_worker(
+    run: GrepRun,
+    search: Callable[[GrepRun], None],
+    *,
+    deadline: float | None,
+    stopped: Callable[[], bool],
+    seconds: float | None = None,
+) -> None:
+    """Run ``search`` on a fresh run in a forked child and merge what it found into ``run``
+    (which holds nothing yet).
+
+    The child is killed (SIGKILL) at ``deadline`` (``time.monotonic()`` seconds; ``None``:
+    :data:`WORKER_SECONDS` from now) or as soon as ``stopped()`` says the call is over; it
+    also dies with the thread that forked it, and its address space is capped. Where
+    there is no fork (not Linux) the search runs in this thread. ``seconds``: the timeout
+    the message of a timeout names (the call's); by default the time left to ``deadline``.
+
+    Raises:
+        ToolError: ``TOOL_TIMEOUT`` at the deadline; what the search raised in the child;
+            ``TOOL_ERROR`` when the child died without an answer (e.g. out of memory).
+    """
+    run.matcher.in_process = False
+    if not sys.platform.startswith("linux"):
+        search(run)
+        return
+    run.matcher.prepare()
+    if deadline is None:
+        deadline = time.monotonic() + WORKER_SECONDS
+    if seconds is None:
+        seconds = round(max(0.0, deadline - time.monotonic()), 1)
+    read_end, write_end = os.pipe()
+    parent = os.getpid()
+    try:
+        pid = fork_in_threaded_process()  # the child touches no lock
+    except OSError as exc:
+        os.close(read_end)
+        os.close(write_end)
+        raise ToolError(f"grep could not start its search process: {exc.strerror}") from None
+    if pid == 0:  # the child
+        os.close(read_end)
+        _work_in_child(run, search, write_end, parent)
+    os.close(write_end)
+    try:
+        payload = _read_until(read_end, pid, deadline, stopped)
+    finally:
+        os.close(read_end)
+    if payload is None:
+        raise worker_timeout(seconds)
+    try:
+        answer = pickle.loads(payload)
+    except Exception:
+        raise ToolError(
+            "grep's search process died without an answer (out of memory?); narrow the "
+            "pattern or the path"
+        ) from None
+    if answer[0] == "error":
+        raise ToolError(answer[1], ErrorCode(answer[2]))
+    run.merge(answer[1])
+
+
+def worker_timeout(seconds: float) -> ToolError:
+    """``TOOL_TIMEOUT`` of a search on Python's engine that ran ``seconds``: why it can take
+    that long, and what to do."""
+    return ToolError(
+        f"grep timed out after {seconds:g} s: this pattern needs Python's backtracking "
+        "regex engine (lookaround, backreference, or \\b on non-ASCII text), on which "
+        "nested repeats such as (a+)+ can take exponential time. Simplify the pattern "
+        "or narrow the path.",
+        ErrorCode.TOOL_TIMEOUT,
+    )
+
+
+def _work_in_child(
+    run: GrepRun, search: Callable[[GrepRun], None], write_end: int, parent: int
+) -> None:
+    status = 1
+    try:
+        _tie_to_parent(parent)
+        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
+        try:
+            search(sub)
+            answer: tuple[object, ...] = ("ok", sub.state())
+        except ToolError as exc:
+            answer = ("error", exc.message, exc.code.value)
+        _send(write_end, answer)
+        os.close(write_end)
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def _tie_to_parent(parent: int) -> None:
+    """Die with the thread (of process ``parent``) that forked this process, and cap the
+    address space."""
+    _die_with_parent(parent)
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/statm", "rb") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        limit = size + WORKER_EXTRA_MEMORY
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with_parent(parent: int) -> None:
+    # SIGKILL when the forking thread (of process `parent`) ends; exit now if it is gone.
+    with contextlib.suppress(OSError):
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _read_until(
+    read_end: int, pid: int, deadline: float, stopped: Callable[[], bool]
+) -> bytes | None:
+    """All the child writes; ``None`` when the deadline passed or the call is over first,
+    the child then killed. The child is reaped either way."""
+    chunks = []
+    poller = select.poll()
+    poller.register(read_end, select.POLLIN | select.POLLHUP)
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or stopped():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                return None
+            if not poller.poll(min(left, _POLL_SECONDS) * 1000):
+                continue
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        _wait(pid)
+
+
+def _send(fd: int, value: object) -> None:
+    """Write ``value`` pickled to the pipe ``fd`` (the parent reads to end of file)."""
+    payload = memoryview(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    while payload:
+        payload = payload[os.write(fd, payload) :]

@@ -1,0 +1,3 @@
+"""The call pipeline as stages: prepare (parse, validate, present), policy, confirmation,
+cache, execute (in process or in the sandbox, chosen in one place), result and step record.
+``invoke_tool`` is the pipeline with no stages; ``ToolSession`` adds them."""

@@ -1,0 +1,465 @@
+"""The one call pipeline: :func:`prepare` parses, validates and presents a call once;
+:func:`run_call` executes it (in process or in a sandbox, chosen there and only there) and
+builds its result. :func:`invoke_tool` is the two with nothing between; a session puts its
+policy, confirmation and cache between them."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, ValidationError
+
+from sandbox import Sandbox, SandboxError, SandboxUnavailable
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolOutput, ToolPresentation
+from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
+from workspace_tools._tool import Tool, ToolContext, placeholder_args
+from workspace_tools.session._telemetry import tool_span
+from workspace_tools.workspace._files import os_error
+
+logger = logging.getLogger("workspace_tools")
+
+OnUpdate = Callable[[ToolUpdate], None]
+
+
+def format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    """A message a model can act on: one line per bad field, with what was expected."""
+    lines = [f"Invalid arguments for {tool_name}:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        lines.append(f"- {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_arguments(arguments: Any) -> tuple[Any, ValueError | None]:
+    """Raw arguments as data (parsed JSON, a model dumped, ``{}`` for ``None``), and why they
+    are not JSON when they are not (the data is then the text as given)."""
+    if isinstance(arguments, (str, bytes)):
+        try:
+            return json.loads(arguments or "{}"), None
+        except ValueError as exc:  # not JSON, or bytes that are not UTF-8/16/32 text
+            text = arguments if isinstance(arguments, str) else arguments.decode("utf-8", "replace")
+            return text, exc
+    if isinstance(arguments, BaseModel):
+        return arguments.model_dump(), None
+    return ({} if arguments is None else arguments), None
+
+
+def new_call_id() -> str:
+    """A random call id, for a call the provider gave none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+@dataclass(slots=True)
+class Call:
+    """One call, parsed, validated and presented once (by :func:`prepare`) for every stage.
+
+    ``raw``: the arguments as data (parsed JSON, a model dumped, or the text as given when
+    not JSON). ``args``: the validated arguments, ``None`` exactly when ``error`` says why
+    they did not validate; ``missing``: the absent required ones. ``presentation``: of the
+    arguments, or of placeholders when they did not validate (:func:`placeholder_args`).
+    """
+
+    tool: Tool[Any]
+    call_id: str
+    raw: Any
+    args: BaseModel | None
+    error: ToolError | None = None
+    missing: tuple[str, ...] = ()
+    presentation: ToolPresentation | None = None
+
+
+def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call:
+    """The :class:`Call` of ``tool`` with raw ``arguments`` (a dict, a JSON string or bytes,
+    a model instance, ``None``); never raises for bad arguments, which it records instead."""
+    call_id = call_id or new_call_id()
+    raw, not_json = parse_arguments(arguments)
+    if not_json is not None:
+        message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
+        return _invalid(tool, call_id, raw, message)
+    unknown = _unknown_arguments(tool.parameters, raw)
+    try:
+        args = tool.parameters.model_validate(raw)
+    except ValidationError as exc:
+        message = "\n".join([format_validation_error(tool.name, exc), *unknown])
+        errors = exc.errors(include_url=False)
+        missing = tuple(".".join(map(str, e["loc"])) for e in errors if e["type"] == "missing")
+        return _invalid(tool, call_id, raw, message, missing)
+    if unknown:
+        return _invalid(
+            tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
+        )
+    return Call(tool, call_id, raw, args, presentation=tool.present(args))
+
+
+def _invalid(
+    tool: Tool[Any], call_id: str, raw: Any, message: str, missing: tuple[str, ...] = ()
+) -> Call:
+    error = ToolError(message, ErrorCode.INVALID_ARGUMENTS)
+    presentation = tool.present(placeholder_args(tool, raw))
+    return Call(tool, call_id, raw, None, error, missing, presentation)
+
+
+def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
+    """Validate raw arguments (a dict, a JSON string or a model) against ``tool.parameters``.
+
+    Raises:
+        ToolError: with ``INVALID_ARGUMENTS`` and a message naming each bad field.
+    """
+    call = prepare(tool, arguments)
+    if call.error is not None:
+        raise call.error
+    return call.args  # type: ignore[return-value]  # set whenever error is not
+
+
+def _unknown_arguments(model: type[BaseModel], raw: Any) -> list[str]:
+    """A line per argument ``model`` has no field for: a misspelt name would otherwise be
+    dropped without a word and the call run with the default. A model that allows extra
+    fields (``extra="allow"``) takes them."""
+    if not isinstance(raw, dict) or model.model_config.get("extra") == "allow":
+        return []
+    fields = model.model_fields
+    aliases = {f.alias for f in fields.values() if f.alias}
+    unknown = [key for key in raw if key not in fields and key not in aliases]
+    if not unknown:
+        return []
+    expected = ", ".join(fields)
+    return [f"- {key}: unknown argument (the arguments are: {expected})" for key in unknown]
+
+
+def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
+    if tool.output_schema is None:
+        return content
+    if isinstance(content, tool.output_schema):
+        return content.model_dump(mode="json")
+    try:
+        tool.output_schema.model_validate(content)
+    except ValidationError as exc:
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(content)'}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise ToolError(
+            f"{tool.name} returned content that does not match its output schema: {detail}",
+            ErrorCode.TOOL_ERROR,
+        ) from exc
+    return content
+
+
+async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
+    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it),
+    else in process (a sync tool in a worker thread)."""
+    tool, args = call.tool, call.args
+    if sandbox is not None:
+        timing = (context.deadline, context.timeout)
+        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing)  # type: ignore[arg-type]
+    try:
+        if inspect.iscoroutinefunction(tool.execute):
+            return await tool.execute(args, context)
+        # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its
+        # timeout; the context tells the thread that it was left (ToolContext.committing).
+        value = await anyio.to_thread.run_sync(
+            partial(tool.execute, args, context), abandon_on_cancel=True
+        )
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+    except anyio.get_cancelled_exc_class():
+        context.cancel()
+        raise
+
+
+def _make_emitter(
+    tool: Tool[Any], call_id: str, on_update: OnUpdate | None
+) -> Callable[[Any, Any, ToolPresentation | None], None] | None:
+    if on_update is None:
+        return None
+
+    def emit(content: Any, details: Any, presentation: ToolPresentation | None) -> None:
+        update = ToolUpdate(
+            call_id=call_id,
+            name=tool.name,
+            content=content,
+            details=details,
+            presentation=presentation,
+        )
+        try:
+            on_update(update)
+        except Exception:
+            logger.exception("on_update callback raised for %s call %s", tool.name, call_id)
+
+    return emit
+
+
+async def invoke_tool(
+    tool: Tool[Any],
+    arguments: Any,
+    *,
+    call_id: str | None = None,
+    on_update: OnUpdate | None = None,
+    timeout: float | None = None,
+    max_result_length: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> ToolResult:
+    """Run one call of ``tool`` and return its :class:`ToolResult`; never raises for a tool
+    failure.
+
+    Args:
+        tool: the tool to run.
+        arguments: a dict, a JSON string, or an instance of ``tool.parameters``.
+        call_id: the provider's tool-call id; a random one when omitted.
+        on_update: called with each :class:`ToolUpdate` while the call runs; exceptions it
+            raises are logged and ignored. Updates after the call ended are dropped.
+        timeout: seconds; overrides ``tool.timeout``. On expiry the call is cancelled and the
+            result carries ``TOOL_TIMEOUT``. A sync tool's thread cannot be stopped: it is
+            told through :attr:`ToolContext.cancelled` (see :class:`ToolContext` for what a
+            timeout can and cannot stop).
+        max_result_length: characters of model text (default 50,000); the rest is cut with
+            a marker. ``content`` keeps the whole value.
+        sandbox: a :class:`sandbox.Sandbox`; ``execute`` then runs in its child process and
+            reports no updates. Default: the tool's own (:attr:`Tool.sandbox`), if any.
+
+    Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
+    :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
+    (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
+    exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
+    """
+    call = prepare(tool, arguments, call_id)
+    return await run_call(
+        call,
+        on_update=on_update,
+        timeout=timeout,
+        max_result_length=max_result_length,
+        sandbox=sandbox,
+    )
+
+
+async def run_call(
+    call: Call,
+    *,
+    on_update: OnUpdate | None = None,
+    timeout: float | None = None,
+    max_result_length: int | None = None,
+    sandbox: Sandbox | None = None,
+) -> ToolResult:
+    """The last stage of every call: execute a prepared :class:`Call` (in ``sandbox``, else
+    the tool's own :attr:`Tool.sandbox`, else in process) and build its result; a call whose
+    arguments did not validate gives its error and never executes. Arguments as for
+    :func:`invoke_tool`."""
+    tool = call.tool
+    started = time.perf_counter()
+    limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
+    effective_timeout = timeout if timeout is not None else tool.timeout
+    result = ToolResult(call_id=call.call_id, name=tool.name, max_result_length=limit)
+
+    with tool_span(tool.name, call.call_id) as span:
+        if call.error is not None:
+            result.error, result.error_code = call.error.message, call.error.code
+            result.arguments = call.raw
+            result.duration_ms = (time.perf_counter() - started) * 1000
+            span.fail(call.error.code)
+            return result
+
+        result.arguments = call.args
+        result.presentation = call.presentation
+        box = sandbox if sandbox is not None else tool.sandbox
+        emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
+        deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
+        context = ToolContext(
+            call.call_id, tool.name, emitter, deadline=deadline, timeout=effective_timeout
+        )
+        try:
+            with _deadline(effective_timeout) as scope:
+                value = await _execute(call, context, box)
+            if scope is not None and scope.cancelled_caught:
+                # A TimeoutError the tool raises itself is an ordinary failure, below. The
+                # tool's own words for its timeout, when it gave them, whichever fired first.
+                explained = context.timeout_error
+                if explained is not None:
+                    result.error, result.error_code = explained.message, explained.code
+                    result.details = explained.details
+                else:
+                    result.error = f"{tool.name} timed out after {effective_timeout:g} s"
+                    result.error_code = ErrorCode.TOOL_TIMEOUT
+            else:
+                _apply_value(tool, result, value)
+        except ToolError as exc:
+            result.error, result.error_code = exc.message, exc.code
+            result.details = exc.details
+        except (SandboxError, SandboxUnavailable) as exc:
+            error = sandbox_tool_error(exc)
+            result.error, result.error_code = error.message, error.code
+        except OSError as exc:
+            error = call_os_error(exc, tool.name, call.args)
+            result.error, result.error_code = error.message, error.code
+        except Exception as exc:
+            result.error = str(exc) or type(exc).__name__
+            result.error_code = ErrorCode.TOOL_ERROR
+        finally:
+            context.close()
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        if result.error_code is not None:
+            span.fail(result.error_code)
+    return result
+
+
+def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
+    # No cancel scope without a timeout: setting one up costs more than a short call.
+    return nullcontext() if seconds is None else anyio.move_on_after(seconds)
+
+
+def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
+    if isinstance(value, ToolOutput):
+        result.content = _check_output_schema(tool, value.content)
+        result.details = value.details
+        if value.presentation is not None:
+            result.presentation = value.presentation
+    else:
+        result.content = _check_output_schema(tool, value)
+
+
+async def call_in_sandbox(
+    sandbox: Sandbox,
+    tool: Tool[Any],
+    args: BaseModel,
+    call_id: str,
+    timing: tuple[float | None, float | None] = (None, None),
+) -> Any:
+    """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
+
+    ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
+    (``time.monotonic()`` is one clock for every process of the host).
+
+    A tool with :attr:`Tool.state` gives the child its state and takes back what the call
+    changed; the lock the call takes in process is held here around it.
+
+    Raises:
+        Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
+        child died.
+    """
+    state = tool.state
+    if state is None:
+        return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name, timing)
+    lock = state.lock(args) if state.lock is not None else None
+    held: list[bool] = []
+    try:
+        if lock is not None:
+            await _acquire(lock, held)
+        before = state.snapshot()
+        value, changes = await sandbox.call(
+            _execute_with_state,
+            tool.execute,
+            state.restore,
+            state.changes,
+            before,
+            args,
+            call_id,
+            tool.name,
+            timing,
+        )
+        state.apply(changes)
+        return value
+    finally:
+        if held:
+            lock.release()  # type: ignore[union-attr]
+
+
+async def _acquire(lock: threading.Lock, held: list[bool]) -> None:
+    """Take ``lock`` without blocking the event loop; ``held`` records that it was taken,
+    also when a cancellation arrives just after (the waiting thread is not abandoned)."""
+    if lock.acquire(blocking=False):
+        held.append(True)
+        return
+
+    def take() -> None:
+        lock.acquire()
+        held.append(True)
+
+    await anyio.to_thread.run_sync(take)
+
+
+def execute_silently(
+    execute: Any,
+    args: BaseModel,
+    call_id: str,
+    tool_name: str,
+    timing: tuple[float | None, float | None] = (None, None),
+) -> Any:
+    """Run a tool's ``execute`` with a context nobody listens to (a sandboxed call reports
+    no updates) and the call's ``(deadline, timeout)``. Made in the sandbox's child, so
+    that only primitives and the arguments cross the process boundary."""
+    deadline, timeout = timing
+    return execute(args, ToolContext(call_id, tool_name, deadline=deadline, timeout=timeout))
+
+
+def _execute_with_state(
+    execute: Any,
+    restore: Callable[[Any], None],
+    changes: Callable[[Any], Any],
+    before: Any,
+    args: BaseModel,
+    call_id: str,
+    tool_name: str,
+    timing: tuple[float | None, float | None],
+) -> Any:
+    # In the sandbox's child: the caller's state as it is now, not as it was at the fork.
+    restore(before)
+    value = execute_silently(execute, args, call_id, tool_name, timing)
+    if inspect.isawaitable(value):
+        # Only an async tool needs the event loop the child starts for an awaitable.
+        return _with_changes(value, changes, before)
+    return value, changes(before)
+
+
+async def _with_changes(
+    value: Awaitable[Any], changes: Callable[[Any], Any], before: Any
+) -> tuple[Any, Any]:
+    return await value, changes(before)
+
+
+def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:
+    """The result error for an ``OSError`` that left a call of ``tool_name``: the code and
+    words of :func:`os_error` for the file the error names, else for the call's ``path``
+    argument; an error that names neither says which tool failed. An ``OSError`` without an
+    errno (``TimeoutError("upstream did not answer")``) keeps its own message, as any
+    exception does."""
+    if exc.errno is None:
+        return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
+    path = getattr(args, "path", None)
+    subject = exc.filename if exc.filename is not None else path
+    if isinstance(subject, bytes):
+        subject = os.fsdecode(subject)
+    if isinstance(subject, str):
+        return os_error(exc, subject)
+    error = os_error(exc, tool_name)
+    return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
+
+
+def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
+    """The result error for a sandbox failure: ``SANDBOX_ERROR`` for a crashed child (the
+    message names the signal), ``SANDBOX_UNAVAILABLE`` for a protection nobody can give."""
+    if isinstance(exc, SandboxUnavailable):
+        return ToolError(str(exc), ErrorCode.SANDBOX_UNAVAILABLE)
+    return ToolError(str(exc), ErrorCode.SANDBOX_ERROR)
+
+
+def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResult:
+    """Blocking twin of :func:`invoke_tool` (same arguments); runs its own event loop.
+
+    Raises:
+        RuntimeError: when called from inside a running event loop's thread.
+    """
+    return anyio.run(partial(invoke_tool, tool, arguments, **kwargs))

@@ -1,0 +1,444 @@
+"""A session of calls for one agent conversation: policy, confirmation, cache and the record."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import anyio
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation
+from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
+from workspace_tools._tool import CacheKey, Tool
+from workspace_tools.session._cache import CachedResult, ResultCache
+from workspace_tools.session._confirm import ConfirmationRequest, ConfirmCallback, ask
+from workspace_tools.session._pipeline import (
+    Call,
+    OnUpdate,
+    call_os_error,
+    new_call_id,
+    parse_arguments,
+    prepare,
+    run_call,
+)
+from workspace_tools.session._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
+from workspace_tools.session._steps import (
+    CacheEvent,
+    CallEvent,
+    ConfirmEvent,
+    PolicyEvent,
+    SessionRecord,
+    SkipReason,
+    Step,
+    StepSummary,
+    ToolRunEvent,
+    TraceEvent,
+)
+from workspace_tools.tools import workspace_tools
+from workspace_tools.workspace import Workspace, as_workspace
+
+logger = logging.getLogger("workspace_tools")
+
+
+class ToolSession:
+    """Runs one conversation's tool calls one after another and keeps their record.
+
+    Args:
+        tools: a :class:`Workspace` or root directory (the session then runs the seven
+            workspace tools), or a sequence of tools.
+        workspace: the workspace the tools work in, when ``tools`` is a sequence; policy
+            path globs and cache fingerprints use it.
+        policy: which calls run (:class:`Policy`); allow-all by default.
+        confirm: called for calls the policy marks ``ask``, with a
+            :class:`ConfirmationRequest`; returns a :class:`Confirmation` or a bool, sync or
+            async (a sync callback runs in a worker thread, so it may block on a prompt).
+            Without one, an ``ask`` is a denial. A callback that raises declines the call.
+        fingerprints: per tool name, a :data:`CacheKey` (a function of the validated
+            arguments returning a fingerprint of what the call reads; ``None``: do not
+            cache that call), over the tool's own :attr:`Tool.cache_key`. Only read-only
+            tools with one are cached; ``read_file``, ``list_files``, ``glob`` and ``grep``
+            declare theirs. A call of a tool that :attr:`Tool.invalidates` (by default any
+            tool that is not read-only) forgets every cached result.
+        cache: ``False`` turns the cache off.
+        timeout, max_result_length, sandbox: as for :func:`invoke_tool`, for every call.
+
+    Raises:
+        TypeError: ``workspace`` given together with a workspace as ``tools``.
+        ValueError: two tools share a name, or the policy names a tool or an argument
+            these tools do not have (see :func:`check_policy`).
+        NotADirectoryError: the workspace root does not exist.
+
+    Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
+    Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
+    """
+
+    def __init__(
+        self,
+        tools: Workspace | str | os.PathLike[str] | Sequence[Tool[Any]],
+        *,
+        workspace: Workspace | str | os.PathLike[str] | None = None,
+        policy: Policy = ALLOW_ALL,
+        confirm: ConfirmCallback | None = None,
+        fingerprints: Mapping[str, CacheKey] | None = None,
+        cache: bool = True,
+        timeout: float | None = None,
+        max_result_length: int | None = None,
+        sandbox: Any = None,
+    ) -> None:
+        if isinstance(tools, (Workspace, str, os.PathLike)):
+            if workspace is not None:
+                raise TypeError("workspace= applies when tools is a sequence of tools")
+            self.workspace: Workspace | None = as_workspace(tools)
+            tool_list = workspace_tools(self.workspace)
+        else:
+            self.workspace = None if workspace is None else as_workspace(workspace)
+            tool_list = list(tools)
+        names = [t.name for t in tool_list]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"tool names must be unique; given more than once: {twice}")
+        self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
+        self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        check_policy(policy, tool_list)
+        self.policy = policy
+        self.confirm = confirm
+        self._cache = ResultCache(fingerprints or {}, enabled=cache)
+        self._max_result_length = max_result_length or DEFAULT_MAX_RESULT_LENGTH
+        # The execution stage, the same as invoke_tool's.
+        self._execute = partial(
+            run_call, timeout=timeout, max_result_length=self._max_result_length, sandbox=sandbox
+        )
+        self._record = SessionRecord()
+        self._started = time.perf_counter()
+        self._lock: anyio.Lock | None = None
+        self._sync_lock = threading.Lock()
+
+    @property
+    def steps(self) -> list[Step]:
+        """The step records so far (a copy)."""
+        return list(self._record.steps)
+
+    @property
+    def trace(self) -> list[TraceEvent]:
+        """The trace events so far (a copy)."""
+        return list(self._record.trace)
+
+    def record(self) -> SessionRecord:
+        """A snapshot of the steps and trace; ``.model_dump_json()`` serialises it."""
+        return self._record.model_copy(deep=True)
+
+    def summary(self) -> list[StepSummary]:
+        """The steps as rows for a list: label, detail, icon, state."""
+        return self._record.summary()
+
+    def render_summary(self) -> str:
+        """The summary as terminal lines (see :meth:`SessionRecord.render`)."""
+        return self._record.render()
+
+    def invalidate_cache(self) -> None:
+        """Forget every cached result (when the application knows the workspace changed in
+        a way no fingerprint sees, such as a file outside it that a tool reads)."""
+        self._cache.clear()
+
+    async def call(
+        self,
+        tool: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
+    ) -> ToolResult:
+        """Run one call through policy, confirmation and cache; record it as a step.
+
+        Args:
+            tool: the name of the tool the model called, looked up among the session's
+                tools; or a :class:`Tool`, run as given (the adapters' ``CallFunction`` form:
+                ``create_server(session.tools, call=session.call)``).
+            arguments: a dict, a JSON string or a model instance.
+            call_id: the provider's tool-call id; a random one when omitted.
+            on_update: receives the tool's progress updates (not for cached or skipped calls).
+            confirm: this call's confirmation callback, over the session's (an MCP server
+                binds one to the request that carries the call, to elicit from its client).
+
+        Returns the :class:`ToolResult` whose ``model_text()`` the model reads; never raises
+        for a refused or failed call, nor for a path that changes while it is checked.
+        Skipped calls are error results: ``PERMISSION_DENIED`` (policy, confirmation) or
+        ``INVALID_ARGUMENTS`` (missing), with ``details`` naming the skip; a policy check that
+        raises skips the call too (an ``OSError`` keeps the code of its errno). A cancelled
+        call is recorded as failed before the cancellation propagates.
+        """
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            return await self._call(tool, arguments, call_id, on_update, confirm)
+
+    def call_sync(
+        self,
+        tool: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None = None,
+        on_update: OnUpdate | None = None,
+        *,
+        confirm: ConfirmCallback | None = None,
+    ) -> ToolResult:
+        """Blocking twin of :meth:`call`; runs its own event loop.
+
+        Raises:
+            RuntimeError: when called from inside a running event loop's thread.
+        """
+        with self._sync_lock:
+            call = partial(self._call, tool, arguments, call_id, on_update, confirm)
+            return anyio.run(call)
+
+    async def _call(
+        self,
+        target: Tool[Any] | str,
+        arguments: Any,
+        call_id: str | None,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult:
+        index = len(self._record.steps)
+        # str(): a name from a client that does not type-check its input is still a name.
+        tool = target if isinstance(target, Tool) else self._by_name.get(str(target))
+        if tool is None:
+            return self._unknown(index, str(target), arguments, call_id or new_call_id())
+        call = prepare(tool, arguments, call_id)
+        try:
+            return await self._run(index, call, on_update, confirm)
+        except anyio.get_cancelled_exc_class():
+            if len(self._record.steps) == index:
+                shown = _shown(call)
+                ran = any(isinstance(e, ToolRunEvent) and e.step == index for e in self.trace)
+                when = "while it ran; it may have run in part" if ran else "before it ran"
+                text = f"The {tool.name} call was cancelled {when}."
+                result = self._error(call.call_id, tool.name, shown, text, ErrorCode.ABORTED)
+                self._finish(index, tool.name, shown, result, failed=True)
+            raise
+
+    def _unknown(self, index: int, name: str, arguments: Any, call_id: str) -> ToolResult:
+        """The failed step of a call of a tool the session does not have."""
+        self._event(CallEvent, index, call_id, tool=name, presentation=None)
+        raw, _ = parse_arguments(arguments)
+        known = ", ".join(sorted(self._by_name))
+        message = f"Unknown tool {name!r}; the tools are: {known}"
+        result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
+        return self._finish(index, name, raw, result, failed=True)
+
+    async def _run(
+        self,
+        index: int,
+        call: Call,
+        on_update: OnUpdate | None,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult:
+        tool, args, call_id, name = call.tool, call.args, call.call_id, call.tool.name
+        self._event(CallEvent, index, call_id, tool=name, presentation=call.presentation)
+        if call.missing:
+            text = _missing_text(name, call.missing)
+            return self._skip(
+                index, tool, call.raw, call_id, "missing", None, text, call.presentation
+            )
+        if args is None:
+            # Invalid for another reason: run_call reports it and never executes, so the
+            # workspace is unchanged and the cache stays.
+            result = await self._execute(call, on_update=on_update)
+            return self._finish(index, name, call.raw, result, failed=True)
+
+        dumped = _shown(call)
+        try:
+            decision = self.policy.decide(tool, args, self.workspace)
+        except Exception as exc:
+            # Fail closed: a call the policy cannot decide on does not run.
+            return self._undecided(index, call, exc)
+        self._event(PolicyEvent, index, call_id, decision=decision.decision, rule=decision.rule)
+        if decision.decision == "deny":
+            text = _denied_text(name, decision)
+            return self._skip(
+                index, tool, dumped, call_id, "policy", decision.rule, text, call.presentation
+            )
+        if decision.decision == "ask":
+            request = ConfirmationRequest(
+                call_id=call_id,
+                tool=name,
+                arguments=dumped,
+                presentation=call.presentation,
+                read_only=tool.read_only,
+                rule=decision.rule,
+            )
+            refusal = await self._ask(index, tool, request, confirm or self.confirm)
+            if refusal is not None:
+                return refusal
+
+        hit = self._cache.lookup(tool, args)
+        if hit is not None:
+            self._event(CacheEvent, index, call_id, from_step=hit.step)
+            result = hit.result.model_copy(update={"call_id": call_id, "duration_ms": 0.0})
+            return self._finish(index, name, dumped, result, cached=True)
+        fingerprint = self._cache.fingerprint(tool, args)
+        if tool.invalidates:
+            # Even a failed or cancelled write or command may have changed the workspace.
+            self._cache.clear()
+        started = time.perf_counter()
+        try:
+            result = await self._execute(call, on_update=on_update)
+        except anyio.get_cancelled_exc_class():
+            ms = (time.perf_counter() - started) * 1000
+            self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
+            raise
+        self._event(
+            ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
+        )
+        if fingerprint is not None and not result.is_error:
+            self._cache.store(tool, args, CachedResult(index, fingerprint, result))
+        return self._finish(index, name, dumped, result, failed=result.is_error)
+
+    async def _ask(
+        self,
+        index: int,
+        tool: Tool[Any],
+        request: ConfirmationRequest,
+        confirm: ConfirmCallback | None,
+    ) -> ToolResult | None:
+        """Ask ``confirm``; the refusal result when declined, ``None`` when approved."""
+        call_id, dumped, rule = request.call_id, request.arguments, request.rule
+        if confirm is None:
+            text = (
+                f"Not run: {tool.name} needs confirmation (policy rule '{rule}') "
+                "and nobody can confirm calls in this session."
+            )
+            return self._skip(
+                index, tool, dumped, call_id, "policy", rule, text, request.presentation
+            )
+        started = time.perf_counter()
+        answer = await ask(confirm, request)
+        self._event(
+            ConfirmEvent,
+            index,
+            call_id,
+            approved=answer.approved,
+            reason=answer.reason,
+            ms=(time.perf_counter() - started) * 1000,
+        )
+        if answer.approved:
+            return None
+        because = f": {answer.reason}" if answer.reason else "."
+        text = f"Not run: the user declined this {tool.name} call{because}"
+        return self._skip(
+            index, tool, dumped, call_id, "confirmation", rule, text, request.presentation
+        )
+
+    def _undecided(self, index: int, call: Call, exc: Exception) -> ToolResult:
+        """The skipped step of a call whose policy check raised: an ``OSError`` (a path that
+        changed while it was checked) keeps the code :func:`call_os_error` gives it, a
+        :class:`ToolError` its own; anything else is a ``PERMISSION_DENIED`` refusal."""
+        tool = call.tool
+        if isinstance(exc, OSError):
+            error = call_os_error(exc, tool.name, call.args)  # type: ignore[arg-type]
+        elif isinstance(exc, ToolError):
+            error = exc
+        else:
+            logger.error("policy check of %s failed", tool.name, exc_info=exc)
+            error = ToolError(f"{type(exc).__name__}: {exc}", ErrorCode.PERMISSION_DENIED)
+        text = f"Not run: the policy could not decide on this {tool.name} call: {error.message}"
+        return self._skip(
+            index,
+            tool,
+            _shown(call),
+            call.call_id,
+            "policy",
+            None,
+            text,
+            call.presentation,
+            error.code,
+        )
+
+    def _skip(
+        self,
+        index: int,
+        tool: Tool[Any],
+        arguments: Any,
+        call_id: str,
+        reason: SkipReason,
+        rule: str | None,
+        text: str,
+        presentation: ToolPresentation | None,
+        code: ErrorCode | None = None,
+    ) -> ToolResult:
+        """The error result of a call that did not run, with the call's ``presentation``
+        (a client draws skipped steps too)."""
+        if code is None:
+            missing = reason == "missing"
+            code = ErrorCode.INVALID_ARGUMENTS if missing else ErrorCode.PERMISSION_DENIED
+        result = self._error(call_id, tool.name, arguments, text, code)
+        result.details = {"skipped": True, "skip_reason": reason, "denied_by": rule}
+        result.presentation = presentation
+        return self._finish(index, tool.name, arguments, result, skip=reason, denied_by=rule)
+
+    def _finish(
+        self,
+        index: int,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        *,
+        failed: bool = False,
+        cached: bool = False,
+        skip: SkipReason | None = None,
+        denied_by: str | None = None,
+    ) -> ToolResult:
+        self._record.steps.append(
+            Step(
+                index=index,
+                tool=name,
+                input=arguments,
+                result=result.model_text(),
+                skipped=skip is not None,
+                skip_reason=skip,
+                denied_by=denied_by,
+                cached=cached,
+                failed=failed,
+            )
+        )
+        return result
+
+    def _error(
+        self, call_id: str, name: str, arguments: Any, text: str, code: ErrorCode
+    ) -> ToolResult:
+        return ToolResult(
+            call_id=call_id,
+            name=name,
+            arguments=arguments,
+            error=text,
+            error_code=code,
+            max_result_length=self._max_result_length,
+        )
+
+    def _event(self, kind: type[Any], index: int, call_id: str, **fields: Any) -> None:
+        at_ms = (time.perf_counter() - self._started) * 1000
+        self._record.trace.append(kind(step=index, call_id=call_id, at_ms=at_ms, **fields))
+
+
+def _shown(call: Call) -> Any:
+    """The call's arguments as the record shows them: validated and dumped as JSON, else as
+    given."""
+    return call.raw if call.args is None else call.args.model_dump(mode="json")
+
+
+def _missing_text(name: str, missing: tuple[str, ...]) -> str:
+    return (
+        f"Not run: {name} needs the required argument(s) {', '.join(missing)}. "
+        "Call it again with every required argument."
+    )
+
+
+def _denied_text(name: str, decision: PolicyDecision) -> str:
+    because = f": {decision.reason}" if decision.reason else "."
+    return f"Not run: policy rule '{decision.rule}' denies this {name} call{because}"

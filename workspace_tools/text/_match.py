@@ -1,0 +1,257 @@
+"""Finding ``old_text`` in a file and splicing in ``new_text``: the edit matcher.
+
+Order of attempts:
+
+1. ``exact``: the literal text, or the literal text with its line breaks written in the
+   file's newline style (a model reads lines without their CR, so this is still literal).
+   When ``old_text`` has one non-blank line, its first, and a match begins after
+   indentation on its line (``"y = 1"`` or ``"  y = 1"`` in ``"    y = 1"``), the model
+   copied it with less indentation than the file has: the line is replaced whole, with
+   ``new_text`` shifted by the rule below (reported as ``indentation`` when that changed the
+   result), so ``new_text``'s further lines are not written too shallow. When ``old_text``
+   has more non-blank lines, those matched whole lines at their own indentation, which fixes
+   where ``new_text``'s lines go: the splice is literal.
+2. Fallbacks, each only when the exact text is absent and only when exactly one range of
+   whole lines matches; each tolerates more than the one before:
+   ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading spaces
+   and tabs), ``quotes`` (typographic quotes as straight ones, indentation as before).
+   Nothing else may differ, so an identifier or any other word never matches a different one.
+
+A fallback never changes the code's structure. Its range matches only when every non-blank
+line keeps its depth relative to the others: with the *base* of a set of lines the longest
+common prefix of their indentation (leading spaces and tabs), each matched file line's
+indentation past the file's base equals, as a string, the same line's indentation past
+``old_text``'s base. So a uniform shift (``old_text`` dedented to zero, or indented with
+four spaces where the file has a tab) matches, while ``if x:`` followed by ``y = 1`` at the
+same depth never matches an ``if`` whose body is deeper, and tabs for spaces inside the
+relative part are a different structure. Blank lines (whitespace only) match blank lines and
+carry no depth. A range that matches only when this rule is broken is ``NO_MATCH``, and the
+message shows the file's real indentation.
+
+The replacement is always literal (no regex expansion of ``$&``, ``\\1`` or ``\\g<0>``), its
+line breaks are written in the file's style, and only the matched range changes. When the
+bases differ, ``new_text`` is shifted by the same rule: on each line the file's base
+replaces ``old_text``'s base, so the lines keep ``new_text``'s relative depths exactly. A
+non-blank line of ``new_text`` that does not start with ``old_text``'s base (indented less,
+or with other whitespace) has no place the rule can tell (the model's indent unit need not
+be the file's), so the edit is ``NO_MATCH`` asking for the file's exact indentation; empty
+lines stay empty, and other whitespace-only lines are shifted when they start with the base
+and written as they are otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._decode import convert_newlines
+from workspace_tools.text._diff import split_lines
+from workspace_tools.text._indentation import INDENT, Shift, indent_of, shift_of
+from workspace_tools.text._match_hint import no_match, structure_mismatch, unplaceable_line
+
+_QUOTES = str.maketrans(
+    {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
+)
+
+_FALLBACKS: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("line_endings", lambda line: line),
+    ("trailing_whitespace", str.rstrip),
+    ("indentation", lambda line: line.lstrip(INDENT).rstrip()),
+    ("quotes", lambda line: line.lstrip(INDENT).rstrip().translate(_QUOTES)),
+)
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """The text after an edit.
+
+    Attributes:
+        text: the whole new text.
+        replacements: how many ranges were replaced.
+        match: ``exact`` or the fallback that matched (``line_endings``,
+            ``trailing_whitespace``, ``indentation``, ``quotes``).
+    """
+
+    text: str
+    replacements: int
+    match: str
+
+
+def replace_text(
+    text: str, old: str, new: str, *, replace_all: bool, newline: str, path: str
+) -> EditResult:
+    """Replace ``old`` by ``new`` in ``text`` by the rules in this module's docstring.
+
+    Args:
+        text: the file's text with its own line endings.
+        old: the text to find (non-empty).
+        new: the replacement, written literally.
+        replace_all: replace every exact occurrence instead of requiring one.
+        newline: the file's newline style (``"\\n"`` or ``"\\r\\n"``) for ``new``'s breaks.
+        path: the file's path for messages.
+
+    Raises:
+        ToolError: ``NO_MATCH`` when nothing matches, or a fallback range matches only by
+            changing the indentation structure, or ``new_text`` cannot be re-indented (the
+            message quotes the most similar file lines with invisible characters escaped and
+            names such differences); ``AMBIGUOUS_MATCH`` naming the count and line numbers
+            when more than one range matches without ``replace_all`` (or more than one
+            fallback range matches at all).
+    """
+    for candidate in dict.fromkeys((old, convert_newlines(old, newline))):
+        starts = _find_all(text, candidate)
+        if not starts:
+            continue
+        if len(starts) > 1 and not replace_all:
+            raise _ambiguous(path, [_line_of(text, s) for s in starts], fallback=None)
+        literal = convert_newlines(new, newline)
+        pieces = [(s, s + len(candidate), literal) for s in starts]
+        exact = _splice(text, pieces)
+        nonblank = [bool(line.strip()) for line in old.split("\n")]
+        if nonblank[0] and not any(nonblank[1:]):
+            pieces = _whole_lines(text, pieces, old, new, newline, path)
+        shifted = _splice(text, pieces)
+        return EditResult(shifted, len(starts), "exact" if shifted == exact else "indentation")
+    return _fallback(text, old, new, newline, path)
+
+
+def _find_all(text: str, needle: str) -> list[int]:
+    starts: list[int] = []
+    at = text.find(needle)
+    while at != -1:
+        starts.append(at)
+        at = text.find(needle, at + len(needle))
+    return starts
+
+
+def _whole_lines(
+    text: str, pieces: list[tuple[int, int, str]], old: str, new: str, newline: str, path: str
+) -> list[tuple[int, int, str]]:
+    """``pieces`` (begin, end, replacement) of a one-line ``old`` with each match that begins
+    after indentation widened to its line's start and ``new`` shifted (module docstring)."""
+    out: list[tuple[int, int, str]] = []
+    previous = 0
+    old_base = indent_of(old)
+    for begin, end, replacement in pieces:
+        line_start = text.rfind("\n", 0, begin) + 1
+        before = text[line_start:begin]
+        if before and not before.lstrip(INDENT) and line_start >= previous:
+            shift = Shift(old_base, before + old_base)
+            body = _reindent(new.replace("\r\n", "\n"), shift)
+            if isinstance(body, int):
+                old_lines = old.replace("\r\n", "\n").removesuffix("\n").split("\n")
+                first = _line_of(text, begin) - 1
+                shown = _shown_lines(text, newline)
+                raise unplaceable_line(
+                    path, old_lines, shown, first, body, old_base, shift.file_base
+                )
+            begin, replacement = line_start, convert_newlines(body, newline)
+        out.append((begin, end, replacement))
+        previous = end
+    return out
+
+
+def _splice(text: str, pieces: list[tuple[int, int, str]]) -> str:
+    parts: list[str] = []
+    previous = 0
+    for begin, end, replacement in pieces:
+        parts.append(text[previous:begin])
+        parts.append(replacement)
+        previous = end
+    parts.append(text[previous:])
+    return "".join(parts)
+
+
+def _line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _ambiguous(path: str, lines: list[int], fallback: str | None) -> ToolError:
+    shown = ", ".join(str(n) for n in lines[:20]) + (", ..." if len(lines) > 20 else "")
+    if fallback is None:
+        message = (
+            f"old_text matches {len(lines)} times in {path} (lines {shown}); include more "
+            "surrounding lines to make it unique, or set replace_all to replace every one"
+        )
+    else:
+        message = (
+            f"old_text is not in {path} exactly, and {len(lines)} places match it when "
+            f"{fallback.replace('_', ' ')} is ignored (lines {shown}); copy the exact text "
+            "from read_file, with more surrounding lines"
+        )
+    return ToolError(message, ErrorCode.AMBIGUOUS_MATCH, details={"lines": lines})
+
+
+def _strip_ending(line: str) -> str:
+    line = line.removesuffix("\n")
+    return line.removesuffix("\r")
+
+
+def _shown_lines(text: str, newline: str) -> list[str]:
+    # Messages quote lines without the file's own line break, so a stray CR stays visible.
+    shown = [line.removesuffix("\n") for line in split_lines(text)]
+    return [line.removesuffix("\r") for line in shown] if newline == "\r\n" else shown
+
+
+def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditResult:
+    old_unified = old.replace("\r\n", "\n")
+    old_ends_with_newline = old_unified.endswith("\n")
+    old_lines = [line.removesuffix("\r") for line in old_unified.removesuffix("\n").split("\n")]
+    file_lines = split_lines(text)
+    bare = [_strip_ending(line) for line in file_lines]
+    shown = _shown_lines(text, newline)
+    if not any(line.strip() for line in old_lines):
+        raise no_match(path, old_lines, shown)
+    span = len(old_lines)
+    misfit: tuple[int, int] | None = None  # (first file line, old line) breaking structure
+    for name, normal in _FALLBACKS:
+        wanted = [normal(line) for line in old_lines]
+        normalised = [normal(line) for line in bare]
+        fits: list[tuple[int, Shift]] = []
+        for i in range(len(bare) - span + 1):
+            if normalised[i] != wanted[0] or normalised[i : i + span] != wanted:
+                continue
+            shift = shift_of(old_lines, bare[i : i + span])
+            if isinstance(shift, Shift):
+                fits.append((i, shift))
+            elif misfit is None:
+                misfit = (i, shift)
+        if len(fits) > 1:
+            raise _ambiguous(path, [i + 1 for i, _ in fits], fallback=name)
+        if fits:
+            first, shift = fits[0]
+            body = _reindent(new.replace("\r\n", "\n"), shift)
+            if isinstance(body, int):
+                raise unplaceable_line(
+                    path, old_lines, shown, first, body, shift.old_base, shift.file_base
+                )
+            start = sum(len(line) for line in file_lines[:first])
+            last = file_lines[first + span - 1]
+            end = start + sum(len(line) for line in file_lines[first : first + span])
+            if not old_ends_with_newline:
+                end -= len(last) - len(_strip_ending(last))
+            elif not last.endswith("\n"):
+                body = body.removesuffix("\n")  # the file's last line has no newline: keep it so
+            replacement = convert_newlines(body, newline)
+            return EditResult(text[:start] + replacement + text[end:], 1, name)
+    if misfit is not None:
+        raise structure_mismatch(path, old_lines, shown, *misfit)
+    raise no_match(path, old_lines, shown)
+
+
+def _reindent(new: str, shift: Shift) -> str | int:
+    """``new`` (LF breaks) with the file's base in place of ``old_text``'s on every line
+    (module docstring); the 1-based number of the first non-blank line that does not start
+    with ``old_text``'s base instead."""
+    if shift.old_base == shift.file_base:
+        return new
+    out: list[str] = []
+    for number, line in enumerate(new.split("\n"), 1):
+        if line.startswith(shift.old_base) and line:
+            out.append(shift.file_base + line[len(shift.old_base) :])
+        elif not line.strip():
+            out.append(line)
+        else:
+            return number
+    return "\n".join(out)

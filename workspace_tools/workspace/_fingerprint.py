@@ -1,0 +1,151 @@
+"""Fingerprints of what a read-only call saw, so a session knows when a cached result is stale;
+the workspace tools that read build their :attr:`Tool.cache_key` from them.
+
+Two kinds, chosen for being exact where it is cheap and cheap where exact would cost as much
+as the call itself:
+
+- A file: the BLAKE2b hash of its bytes (symlinks followed). Exact: any change of content
+  changes the hash; mtime plays no part (the SPEC judges staleness by content).
+- A directory tree: one ``lstat`` per entry, no reads: path, type, size, inode, mtime and
+  ctime (nanoseconds) of every entry below the directory, not descending into symlinked
+  directories, skipping ``.git`` (never discovered) but including the files that decide
+  ignore rules: ``.gitignore``/``.ignore`` of every ancestor, and the git index and
+  ``info/exclude`` (worktrees included). ctime is set by the kernel on every write, rename
+  and chmod and cannot be set back by ``touch -r``; an atomic write (temp file and rename)
+  gets a new inode. What it can miss: an in-place rewrite keeping the size within the same
+  kernel clock tick as the previous change (a few milliseconds). Hashing every file instead
+  would cost what ``grep`` costs, which would make the cache pointless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from workspace_tools._errors import ToolError
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import DirFds
+
+_CHUNK = 1 << 20
+_IGNORE_FILES = (".gitignore", ".ignore")
+
+
+def file_fingerprint(workspace: Workspace, path: str) -> str | None:
+    """``file:<blake2b hex>`` of a regular file's bytes, ``dir:<tree>`` for a directory,
+    ``missing`` when nothing is there; ``None`` when the path is refused (outside the root)."""
+    try:
+        real = workspace.resolve(path).real
+    except ToolError:
+        return None
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return tree_fingerprint(workspace, path)
+    digest = hashlib.blake2b()
+    try:
+        with open(real, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return f"file:{digest.hexdigest()}"
+
+
+def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = True) -> str | None:
+    """``dir:<blake2b hex>`` of the ``lstat`` of every entry below ``path`` (one level when
+    not ``recursive``) and of the ignore-rule files that apply; a file's
+    :func:`file_fingerprint` when ``path`` is a file; ``None`` when the path is refused."""
+    try:
+        real = workspace.resolve(path).real
+    except ToolError:
+        return None
+    if not real.is_dir():
+        return file_fingerprint(workspace, path)
+    digest = hashlib.blake2b()
+    for line in _ignore_context(real, workspace.root):
+        digest.update(line.encode("utf-8", "surrogateescape"))
+    for line in _walk_stats(workspace, str(real), recursive):
+        digest.update(line.encode("utf-8", "surrogateescape"))
+    return f"dir:{digest.hexdigest()}"
+
+
+def _stat_line(path: str, name: str, dir_fd: int | None = None) -> str:
+    try:
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return f"{name}\0-\n"
+    kind = "d" if stat.S_ISDIR(st.st_mode) else "l" if stat.S_ISLNK(st.st_mode) else "f"
+    return (
+        f"{name}\0{kind}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+        f"\0{st.st_mode}\n"
+    )
+
+
+def _walk_stats(workspace: Workspace, top: str, recursive: bool) -> Iterator[str]:
+    """Stat lines of every entry below ``top`` as the workspace's walker lists them (ignored
+    ones too; ``.git`` and write temp files never), each taken relative to its directory's
+    fd reached without following a link."""
+    rel = workspace.rel(top)
+    rel = "" if rel == "." else rel
+    try:
+        walk = workspace.walker.walk(top, rel, recursive=recursive, include_ignored=True)
+    except OSError:
+        yield f"{rel}\0unreadable\n"  # swapped for a link or removed since resolved
+        return
+    with DirFds(str(workspace.root)) as dirs:
+        for entry_rel, _kind in walk.entries:
+            head, _, name = entry_rel.rpartition("/")
+            try:
+                dir_fd = dirs.get(head)
+            except OSError:
+                yield f"{entry_rel}\0-\n"
+                continue
+            yield _stat_line(name, entry_rel, dir_fd)
+
+
+def _ignore_context(directory: Path, root: Path) -> Iterator[str]:
+    """Stat lines of the ignore files above ``directory`` and of the git index and exclude."""
+    for ancestor in (directory, *directory.parents):
+        for name in _IGNORE_FILES:
+            candidate = ancestor / name
+            yield _stat_line(str(candidate), str(candidate))
+    for git_dir in _git_dirs(root):
+        for name in ("index", os.path.join("info", "exclude")):
+            candidate = git_dir / name
+            yield _stat_line(str(candidate), str(candidate))
+
+
+def _git_dirs(root: Path) -> list[Path]:
+    """The git directory of the repository holding ``root`` and, for a linked worktree,
+    its common directory (where ``info/exclude`` lives); empty outside a repository."""
+    for ancestor in (root, *root.parents):
+        dot_git = ancestor / ".git"
+        if dot_git.is_dir():
+            return [dot_git]
+        if dot_git.is_file():
+            return _linked_git_dirs(dot_git)
+    return []
+
+
+def _linked_git_dirs(dot_git: Path) -> list[Path]:
+    try:
+        text = dot_git.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return []
+    if not text.startswith("gitdir:"):
+        return []
+    git_dir = (dot_git.parent / text.removeprefix("gitdir:").strip()).resolve()
+    dirs = [git_dir]
+    try:
+        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+        dirs.append(common)
+    except OSError:
+        pass
+    return dirs
