@@ -26,6 +26,8 @@ from sandbox._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
 from sandbox._errors import SandboxUnavailable
 from sandbox._limits import SandboxLimits, address_space_bytes, apply_rlimits
 from sandbox.layers import (
+    CGROUP_V1,
+    CGROUP_V2,
     HOST_EXEC_PROTECTION,
     NETWORK_OFF,
     PROCESS_CAP,
@@ -83,7 +85,9 @@ class Sandbox:
             because tools on the host execute what they hold (:data:`HOST_EXEC_PATHS`:
             ``.git``, ``.envrc``, ``.vscode``, ...); ``()`` allows writes to them.
         network: False (default) turns TCP, UDP and host Unix sockets off.
-        max_processes: cap on the processes of one child's tree (cgroup pids).
+        max_processes: cap on the processes of one child's tree (cgroup pids, or for a
+            caller that is not root without a delegated cgroup, RLIMIT_NPROC in a user
+            namespace of the child's own).
         require: protections that must be enforced even under ``best_effort``
             (``"write_confinement"``, ``"read_denial"``, ``"network_off"``,
             ``"process_cap"``, ``"host_exec_protection"``).
@@ -235,7 +239,7 @@ class Sandbox:
             rlimits=self.limits.rlimits(),
             memory_bytes=self.limits.memory_bytes,
         )
-        group = self._cgroup() if PROCESS_CAP in mechanisms else None
+        group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
         spec["cgroup"] = group
         try:
             return await run_process(
@@ -273,7 +277,7 @@ class Sandbox:
         limits = self.limits
         mechanisms = self.call_capabilities
         absent = self._absent_protected(mechanisms)
-        if PROCESS_CAP in mechanisms:
+        if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
             # A cgroup per call: the child must join its own, so none is forked ahead.
             group = self._cgroup()
             caller = ForkedCaller(self._child_setup(group), warm=False)

@@ -1,6 +1,6 @@
-"""Isolation layers beneath the portable process level: bubblewrap, Landlock, seccomp and
-cgroup v2, each a module taking primitives (`Confinement`, argv, paths), none importing
-`workspace_tools`.
+"""Isolation layers beneath the portable process level: bubblewrap, Landlock, seccomp,
+a mount namespace, cgroups and a user namespace with RLIMIT_NPROC, each a module taking
+primitives (`Confinement`, argv, paths), none importing `workspace_tools`.
 
 `probe()` says which protection each layer really gives on this host; the caller keeps
 the result (e.g. on its Sandbox) instead of probing per call. `missing(protection)` is the
@@ -9,7 +9,7 @@ one-line message for a protection nobody can give.
 
 from __future__ import annotations
 
-from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp
+from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp, userns
 
 WRITE_CONFINEMENT = "write_confinement"
 READ_DENIAL = "read_denial"
@@ -26,6 +26,8 @@ SECCOMP = "seccomp"
 CGROUP_V2 = "cgroup-v2"
 CGROUP_V1 = "cgroup-v1"
 MOUNT_NAMESPACE = "mount-namespace"
+#: A user namespace of the child's own in which RLIMIT_NPROC caps its uid's processes.
+USER_NAMESPACE_NPROC = "user-namespace-nproc"
 
 _LANDLOCK_HINT = "Landlock (Linux >= 5.13 with landlock in the boot-time lsm= list)"
 _MISSING = {
@@ -36,7 +38,7 @@ _MISSING = {
     f"or {_LANDLOCK_HINT}",
     NETWORK_OFF: "no layer turns the network off; needs seccomp filters "
     "(a Linux kernel built with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64)",
-    PROCESS_CAP: f"no layer caps processes; needs {cgroup.DELEGATION_HINT}",
+    PROCESS_CAP: f"no layer caps processes; needs {cgroup.DELEGATION_HINT}, or {userns.HINT}",
     HOST_EXEC_PROTECTION: "no layer keeps paths inside writable directories read-only; "
     f"needs bubblewrap ({bwrap.INSTALL_HINT}), or {_LANDLOCK_HINT} together with a mount "
     "namespace (root, or user namespaces: sysctl user.max_user_namespaces > 0)",
@@ -47,10 +49,11 @@ def probe() -> dict[str, str]:
     """Each protection this host can enforce -> the mechanism that gives it.
 
     Keys are from `PROTECTIONS`; values are `BUBBLEWRAP`, `LANDLOCK`, `SECCOMP`,
-    `MOUNT_NAMESPACE`, `CGROUP_V2` or `CGROUP_V1`; a protection no layer gives is absent.
-    Every mechanism is tried for real: bubblewrap runs `true` with the options
-    `bwrap.wrap_argv` uses, Landlock, seccomp and the mount namespace are applied in a
-    forked child that then checks their effect, and a trial cgroup is created and removed.
+    `MOUNT_NAMESPACE`, `CGROUP_V2`, `CGROUP_V1` or `USER_NAMESPACE_NPROC`; a protection no
+    layer gives is absent. Every mechanism is tried for real: bubblewrap runs `true` with
+    the options `bwrap.wrap_argv` uses, Landlock, seccomp, the mount namespace and the
+    user namespace's process cap are applied in a forked child that then checks their
+    effect, and a trial cgroup is created and removed.
     Takes a few tens of milliseconds; keep the result.
 
     Confined writes (contents and metadata: mode, owner, timestamps, extended attributes)
@@ -85,11 +88,12 @@ def probe() -> dict[str, str]:
 
 def process_cap_mechanism(parent: str | None = None) -> str | None:
     """`CGROUP_V2` or `CGROUP_V1` when `cgroup.locate(parent)` finds where to cap
-    processes, else None."""
+    processes (a cgroup also kills what the child leaves), else `USER_NAMESPACE_NPROC`
+    when `userns.works()` (a caller that is not root), else None."""
     try:
         located = cgroup.locate(parent)
     except OSError:
-        return None
+        return USER_NAMESPACE_NPROC if userns.works() else None
     return CGROUP_V1 if cgroup.is_v1(located) else CGROUP_V2
 
 

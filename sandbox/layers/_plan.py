@@ -16,6 +16,8 @@ from typing import Any
 
 from sandbox.layers import (
     BUBBLEWRAP,
+    CGROUP_V1,
+    CGROUP_V2,
     HOST_EXEC_PROTECTION,
     LANDLOCK,
     MOUNT_NAMESPACE,
@@ -24,6 +26,7 @@ from sandbox.layers import (
     READ_DENIAL,
     SECCOMP,
     SIGNAL_SCOPING,
+    USER_NAMESPACE_NPROC,
     WRITE_CONFINEMENT,
     bwrap,
     cgroup,
@@ -32,6 +35,7 @@ from sandbox.layers import (
     mountns,
     probe,
     seccomp,
+    userns,
 )
 from sandbox.layers._confinement import Confinement
 
@@ -72,6 +76,7 @@ def plan_layers() -> LayerPlan:
     parent = None
     if PROCESS_CAP in commands:
         calls[PROCESS_CAP] = commands[PROCESS_CAP]
+    if commands.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
         with contextlib.suppress(OSError):
             parent = cgroup.locate()
     return LayerPlan(commands, calls, parent, scopes_signals)
@@ -174,6 +179,8 @@ def command_spec(
 def child_layers(mechanisms: dict[str, str]) -> list[str]:
     """Layers a child applies to itself before exec or before running a callable."""
     names = []
+    if mechanisms.get(PROCESS_CAP) == USER_NAMESPACE_NPROC:
+        names.append(USER_NAMESPACE_NPROC)  # first: its count must hold every namespace after
     if MOUNT_NAMESPACE in mechanisms.values():
         names.append(MOUNT_NAMESPACE)  # before Landlock, which then locks the mounts
     if LANDLOCK in mechanisms.values() or MOUNT_NAMESPACE in mechanisms.values():
@@ -186,9 +193,10 @@ def child_layers(mechanisms: dict[str, str]) -> list[str]:
 def apply_child_layers(
     names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
 ) -> None:
-    """In a single-threaded child: join ``cgroup_dir`` and apply a mount namespace (read-only
-    but for the writable directories, unless ``/`` is one of them; the ``read_only`` paths
-    bound read-only), Landlock and seccomp as ``names`` says. ``confinement`` holds the
+    """In a single-threaded child: join ``cgroup_dir``, enter a user namespace capping its
+    processes at ``max_processes``, and apply a mount namespace (read-only but for the
+    writable directories, unless ``/`` is one of them; the ``read_only`` paths bound
+    read-only), Landlock and seccomp as ``names`` says. ``confinement`` holds the
     :class:`Confinement` fields (lists are fine).
 
     Raises:
@@ -197,6 +205,8 @@ def apply_child_layers(
     if cgroup_dir:
         cgroup.add_process(cgroup_dir)
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
+    if USER_NAMESPACE_NPROC in names:
+        userns.cap_processes(fields["max_processes"])
     if MOUNT_NAMESPACE in names:
         writable = fields["writable"]
         mountns.confine(None if "/" in writable else writable, fields["read_only"])

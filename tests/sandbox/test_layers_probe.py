@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from sandbox import layers
-from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp
+from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp, userns
 from sandbox.layers._syscall import host_arch
 
 
@@ -42,7 +42,13 @@ def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
         expected_reads = expected_writes = None
     assert found.get(layers.WRITE_CONFINEMENT) == expected_writes
     assert found.get(layers.READ_DENIAL) == expected_reads
-    assert (layers.PROCESS_CAP in found) is (cgroup.available() is None)
+    if cgroup.available() is None:
+        expected_cap: str | None = (
+            layers.CGROUP_V1 if cgroup.is_v1(cgroup.locate()) else layers.CGROUP_V2
+        )
+    else:
+        expected_cap = layers.USER_NAMESPACE_NPROC if userns.works() else None
+    assert found.get(layers.PROCESS_CAP) == expected_cap
 
 
 def test_landlock_and_seccomp_checks_confirm_what_the_kernel_offers() -> None:
@@ -64,7 +70,10 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
         (layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock", "namespaces")),
         (layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
         (layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
-        (layers.PROCESS_CAP, ("cgroup v2", "Delegate=yes", "as root", "cgroup v1")),
+        (
+            layers.PROCESS_CAP,
+            ("cgroup v2", "Delegate=yes", "as root", "cgroup v1", "not root", "user namespaces"),
+        ),
         (layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
     ],
 )
