@@ -23,9 +23,10 @@ from sandbox._defaults import (
     without_allowed,
 )
 from sandbox._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
-from sandbox._errors import SandboxUnavailable
+from sandbox._errors import SandboxError, SandboxUnavailable
 from sandbox._limits import SandboxLimits, address_space_bytes, apply_rlimits
 from sandbox.layers import (
+    BUBBLEWRAP,
     CGROUP_V1,
     CGROUP_V2,
     HOST_EXEC_PROTECTION,
@@ -35,6 +36,7 @@ from sandbox.layers import (
     READ_DENIAL,
     SECCOMP,
     WRITE_CONFINEMENT,
+    bwrap,
     cgroup,
 )
 from sandbox.layers._confinement import Confinement
@@ -203,6 +205,7 @@ class Sandbox:
         argv: Sequence[str],
         *,
         cwd: str | None = None,
+        cwd_fd: int | None = None,
         env: Mapping[str, str] | None = None,
         on_output: OnOutput | None = None,
         timeout: float | None = None,
@@ -212,6 +215,14 @@ class Sandbox:
         Args:
             argv: the command (``argv[0]`` is looked up on the environment's PATH).
             cwd: absolute working directory; this process's by default.
+            cwd_fd: an open descriptor of the directory ``cwd`` names, opened without
+                following links (``openat`` with ``O_NOFOLLOW`` from a trusted root): the
+                command starts in that very directory or not at all, even when a
+                directory on ``cwd``'s path is swapped for a link meanwhile. Under
+                bubblewrap, which enters ``cwd`` by path, the directory entered is
+                checked against the descriptor's ``(st_dev, st_ino)`` before exec;
+                elsewhere the command starts in ``/proc/self/fd/N`` of this process's
+                descriptor (Linux). The caller keeps it open until this returns.
             env: the child's whole environment; the allowlisted part of this process's
                 environment by default. ``TMPDIR`` points at the private temp dir when
                 writes are confined.
@@ -225,14 +236,25 @@ class Sandbox:
         once it is done.
 
         Raises:
-            SandboxError: the command could not be started.
+            SandboxError: the command could not be started; with ``cwd_fd``, also when
+                the directory entered was not that descriptor's (the message names
+                ``cwd`` and says it changed; nothing ran).
         """
         cwd = os.path.abspath(cwd or os.getcwd())
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         mechanisms = enforced(self._plan.commands, confinement)
         absent = self._absent_protected(mechanisms)  # before the layers bind what exists
-        spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
+        identity = None
+        if cwd_fd is not None:
+            if BUBBLEWRAP in mechanisms.values():
+                opened = os.fstat(cwd_fd)
+                identity = (opened.st_dev, opened.st_ino)
+            elif os.path.isdir("/proc/self/fd"):
+                # chdir through the link to the open descriptor enters the very directory
+                # opened, whatever its path has become (the supervisor is another process).
+                cwd = f"/proc/{os.getpid()}/fd/{cwd_fd}"
+        spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env, identity)
         spec.setdefault("env", child_env)
         spec.update(
             cwd=cwd,
@@ -242,7 +264,7 @@ class Sandbox:
         group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
         spec["cgroup"] = group
         try:
-            return await run_process(
+            result = await run_process(
                 self._launcher,
                 spec,
                 on_output=on_output,
@@ -255,6 +277,13 @@ class Sandbox:
             set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
+        if identity is not None and _refused_for_cwd(result):
+            raise SandboxError(
+                f"cannot start in {cwd!r}: the working directory changed while the command "
+                "was starting (it is no longer the directory that was opened); nothing ran. "
+                "Check the directory and run the command again"
+            )
+        return result
 
     async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` in a forked child under this sandbox's limits and
@@ -417,6 +446,16 @@ _DROPS = {
     PROCESS_CAP: "max_processes=None",
     HOST_EXEC_PROTECTION: "host_exec_paths=()",
 }
+
+
+def _refused_for_cwd(result: ProcessResult) -> bool:
+    """The command was refused by bubblewrap's working-directory check: its exit status
+    and its whole output are the check's (see ``bwrap.wrap_argv``)."""
+    return (
+        result.exit_code == bwrap.CWD_CHANGED_STATUS
+        and result.stdout.total_bytes == 0
+        and result.stderr.complete == bwrap.CWD_CHANGED_MESSAGE
+    )
 
 
 def _check_names(protections: Collection[str]) -> None:

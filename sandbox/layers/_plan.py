@@ -150,10 +150,13 @@ def command_spec(
     argv: list[str],
     cwd: str,
     env: dict[str, str],
+    cwd_identity: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """The layer part of a supervisor job spec (``argv``, ``child_layers``,
     ``confinement``, ``seccomp_fd``, and under bubblewrap an empty ``env`` for bwrap
-    itself) for a command under ``mechanisms``."""
+    itself) for a command under ``mechanisms``. Under bubblewrap, ``cwd_identity``
+    (``(st_dev, st_ino)``) is checked against the directory the command starts in (see
+    ``bwrap.wrap_argv``)."""
     layered = layer_confinement(confinement, mechanisms)
     # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
     fields = {f.name: getattr(layered, f.name) for f in fields_of(layered)}
@@ -166,6 +169,7 @@ def command_spec(
             cwd,
             env,
             seccomp_fd=SECCOMP_FD if network_off else None,
+            cwd_identity=cwd_identity,
         )
         # The command's environment travels in bwrap's --setenv options; bwrap itself
         # needs none, and so its processes do not pass for the command's.

@@ -9,6 +9,7 @@ capabilities are dropped, so a root command cannot remount `/` read-write.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,36 @@ _BASE = (
     "/proc",
     "--tmpfs",
     "/tmp",
+)
+
+
+#: The exit status and the whole standard error of a command refused because its working
+#: directory was not the one the caller opened (see `wrap_argv`'s `cwd_identity`).
+CWD_CHANGED_STATUS = 125
+CWD_CHANGED_MESSAGE = (
+    b"sandbox: the working directory changed while the command was starting; nothing was run\n"
+)
+# Run by /bin/sh inside the sandbox with "$1" the directory and "$2" its "st_dev:st_ino":
+# enter it, check that what was entered is that directory, then exec the command. A path
+# can be changed between the caller's open and this chdir (a directory swapped for a
+# link); the identity cannot.
+_ENTER_AND_CHECK = (
+    'cd -P -- "$1" 2>/dev/null && [ "$({stat} -c %d:%i .)" = "$2" ] || '
+    "{{ printf '%s' {message} >&2; exit {status}; }}\n"
+    'shift 2\nexec "$@"'
+)
+# The same check where no `stat` program is installed, by the interpreter that runs this.
+_ENTER_AND_CHECK_PY = (
+    "import os, sys\n"
+    "try:\n"
+    "    os.chdir(sys.argv[1])\n"
+    "    s = os.stat('.')\n"
+    "except OSError:\n"
+    "    s = None\n"
+    "if s is None or f'{{s.st_dev}}:{{s.st_ino}}' != sys.argv[2]:\n"
+    "    sys.stderr.buffer.write({message!r})\n"
+    "    sys.exit({status})\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
 )
 
 
@@ -69,6 +100,7 @@ def wrap_argv(
     env: Mapping[str, str],
     *,
     seccomp_fd: int | None = None,
+    cwd_identity: tuple[int, int] | None = None,
 ) -> list[str]:
     """The argv that runs `argv` under bubblewrap with `confinement`.
 
@@ -90,6 +122,15 @@ def wrap_argv(
             `pass_fds`); bwrap installs it right before exec. Required then: a network
             namespace cuts TCP, UDP and abstract Unix sockets, but a socket *file* on the
             read-only `/` (a Docker or D-Bus socket) still accepts connections.
+        cwd_identity: `(st_dev, st_ino)` of the directory `cwd` must be, taken from a
+            descriptor the caller opened without following links. bubblewrap changes
+            directory by path, so a directory swapped for a link meanwhile would start
+            the command elsewhere; with this, `/bin/sh` enters `cwd`, checks that the
+            directory entered has that identity (with `stat`, else this interpreter),
+            then execs `argv`. Otherwise nothing runs: the command exits with
+            `CWD_CHANGED_STATUS` and `CWD_CHANGED_MESSAGE` as its whole standard error.
+            (No descriptor of the host is ever passed in: entering one with fchdir
+            would escape the sandbox's root.)
 
     Returns: `["bwrap", ...options, "--", *argv]`, with the executable's absolute path.
 
@@ -120,7 +161,24 @@ def wrap_argv(
     args += ["--chdir", cwd, "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
+    if cwd_identity is not None:
+        device, inode = cwd_identity
+        argv = [*_entering(), cwd, f"{device}:{inode}", *argv]
     return [*args, "--", *argv]
+
+
+def _entering() -> list[str]:
+    """The argv prefix that, given a directory, its "st_dev:st_ino" and a command, enters
+    the directory, checks its identity and execs the command (see `wrap_argv`)."""
+    message = CWD_CHANGED_MESSAGE.decode()
+    stat = shutil.which("stat", path=os.defpath)
+    if stat is None:
+        script = _ENTER_AND_CHECK_PY.format(message=CWD_CHANGED_MESSAGE, status=CWD_CHANGED_STATUS)
+        return [sys.executable, "-I", "-S", "-c", script]
+    script = _ENTER_AND_CHECK.format(
+        stat=shlex.quote(stat), message=shlex.quote(message), status=CWD_CHANGED_STATUS
+    )
+    return ["/bin/sh", "-c", script, "sh"]
 
 
 def _kept_from_tmp(env: Mapping[str, str]) -> set[str]:

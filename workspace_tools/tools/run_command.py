@@ -185,7 +185,8 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
         # its path has become since (a directory swapped for a link out of the root).
         # bubblewrap changes directory inside its own PID namespace, where that link does
-        # not exist: it gets the path.
+        # not exist: it gets the path, and the sandbox checks the directory it entered
+        # against the descriptor's identity.
         cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
         if os.fstat(cwd_fd).st_nlink == 0:
             raise _changed(rel)  # removed since it was opened: a chdir would still enter it
@@ -204,7 +205,7 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
             if reports_progress and context.reports_progress:
                 result = await _run_with_progress(runner, argv, cwd, env, limit, context)
             else:
-                result = await runner.run(argv, cwd=cwd, env=env, timeout=limit)
+                result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
         except SandboxError as exc:
             if repr(cwd) not in str(exc):
                 raise
