@@ -148,6 +148,10 @@ def test_schema_defaults_to_mcp() -> None:
     assert json.loads(cli("schema").stdout) == json.loads(cli("schema", "--format", "mcp").stdout)
 
 
+#: The mechanisms that cap processes (``sandbox.layers``).
+MECHANISMS = ("cgroup-v2", "cgroup-v1", "user-namespace-nproc")
+
+
 def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     done = cli("demo")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -187,6 +191,13 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
             "  on the host, .git/hooks/pre-commit is absent",
         ], hook
         assert shell.startswith("  its output ends: /") and shell.endswith("bash"), hook
+    title = "11. inside a sandbox capped at 16 processes, a fork loop asks for 40"
+    cap = lines[lines.index(title) + 1]
+    if not cap.startswith("  (this host cannot cap processes: "):
+        mechanism, _, forked = cap.partition("; the loop forked ")
+        assert mechanism.removeprefix("  process cap: ") in MECHANISMS, cap
+        # The cap less the loop itself, and less bubblewrap's two processes under it.
+        assert forked in ("13 of 40", "15 of 40"), cap
     assert lines[-1] == "done"
 
 
