@@ -189,6 +189,8 @@ def test_wrapped_argv_enters_and_checks_before_exec() -> None:
     )
     command = argv[argv.index("--") + 1 :]
     stat = shutil.which("stat", path=os.defpath)
+    if stat is None:
+        pytest.skip("no stat program: the check runs in the interpreter (tested below)")
     assert command[:2] == ["/bin/sh", "-c"]
     assert command[3:] == ["sh", "/ws/d", "5:77", "make", "-j2"]
     assert f"{stat} -c %d:%i ." in command[2]

@@ -9,6 +9,7 @@ cap, counted on the host in ``/proc``; a control run without the cap forks all i
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
 import secrets
@@ -115,8 +116,31 @@ def interpreter() -> Iterator[str]:
         yield f"{directory}/bin/python"
 
 
+def _in_fork(work: Callable[[], Any]) -> Any:
+    """``work()`` in a forked child, so that what it changes (environment, interpreter,
+    the sandbox's plan) stays there; returns its JSON value (``{"child_error": ...}`` when
+    it raised)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read_fd)
+            payload = json.dumps(work())
+        except BaseException as exc:
+            payload = json.dumps({"child_error": repr(exc)})
+        with os.fdopen(write_fd, "w") as out:
+            out.write(payload)
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
 def _unprivileged(work: Callable[[], Any], interpreter: str) -> Any:
-    """``work()`` as ``nobody`` when this is root, else as this user, with ``interpreter``
+    """``work()`` in a forked child: as ``nobody`` when this is root (``as_nobody``), else
+    as this user (``_in_fork``), with ``interpreter``
     as ``sys.executable`` and its directory first on PATH (bubblewrap's private /tmp keeps
     PATH entries visible). A process that dropped root is not dumpable, which leaves its
     ``/proc/self`` files root's; one started as that user (a login, an exec) is dumpable,
@@ -128,7 +152,7 @@ def _unprivileged(work: Callable[[], Any], interpreter: str) -> Any:
         os.environ["PATH"] = f"{os.path.dirname(interpreter)}:{os.environ.get('PATH', '')}"
         return work()
 
-    return as_nobody(unprivileged_work) if os.geteuid() == 0 else work()
+    return as_nobody(unprivileged_work) if os.geteuid() == 0 else _in_fork(unprivileged_work)
 
 
 def _require_layer_conditions() -> None:
@@ -203,7 +227,7 @@ def _in_own_directory(work: Any, *args: Any) -> Any:
 
 
 def _force_landlock_plan() -> None:
-    """In the unprivileged process (a fork: the change goes with it): the plan of a host
+    """In the unprivileged process (a fork: the change ends with it): the plan of a host
     without bubblewrap, Landlock and a mount namespace, with this layer's cap."""
     if not (landlock.works() and seccomp.works() and mountns.works() and userns.works()):
         raise OSError("Landlock, seccomp, a mount namespace or this layer does not work here")
