@@ -257,7 +257,9 @@ class Sandbox:
         spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env, identity)
         spec.setdefault("env", child_env)
         spec.update(
-            cwd=cwd,
+            # Under the check, the shell inside the sandbox enters cwd; the supervisor's
+            # own directory does not matter, and entering cwd there could fail first.
+            cwd=cwd if identity is None else "/",
             rlimits=self.limits.rlimits(),
             memory_bytes=self.limits.memory_bytes,
         )

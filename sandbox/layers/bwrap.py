@@ -46,15 +46,23 @@ CWD_CHANGED_MESSAGE = (
 # Run by /bin/sh inside the sandbox with "$1" the directory and "$2" its "st_dev:st_ino":
 # enter it, check that what was entered is that directory, then exec the command. A path
 # can be changed between the caller's open and this chdir (a directory swapped for a
-# link); the identity cannot.
+# link); the identity cannot. `cd` sets PWD (exported, as bwrap set it) and OLDPWD, which
+# the command's environment did not have.
 _ENTER_AND_CHECK = (
     'cd -P -- "$1" 2>/dev/null && [ "$({stat} -c %d:%i .)" = "$2" ] || '
     "{{ printf '%s' {message} >&2; exit {status}; }}\n"
-    'shift 2\nexec "$@"'
+    'unset OLDPWD\nshift 2\nexec "$@"'
 )
 # The same check where no `stat` program is installed, by the interpreter that runs this.
+# Python's start may coerce a C locale into LC_CTYPE (PEP 538): the command's value (None:
+# unset) is put back.
 _ENTER_AND_CHECK_PY = (
     "import os, sys\n"
+    "lc_ctype = {lc_ctype!r}\n"
+    "if lc_ctype is None:\n"
+    "    os.environ.pop('LC_CTYPE', None)\n"
+    "else:\n"
+    "    os.environ['LC_CTYPE'] = lc_ctype\n"
     "try:\n"
     "    os.chdir(sys.argv[1])\n"
     "    s = os.stat('.')\n"
@@ -63,6 +71,7 @@ _ENTER_AND_CHECK_PY = (
     "if s is None or f'{{s.st_dev}}:{{s.st_ino}}' != sys.argv[2]:\n"
     "    sys.stderr.buffer.write({message!r})\n"
     "    sys.exit({status})\n"
+    "os.environ['PWD'] = sys.argv[1]\n"
     "os.execvp(sys.argv[3], sys.argv[3:])\n"
 )
 
@@ -111,8 +120,10 @@ def wrap_argv(
             paths are bound read-only over their writable directory. A denied
             directory becomes an empty read-only tmpfs; over a denied file `/dev/null` is
             bound on a nodev mount, so opening it fails with EACCES. Paths that do not
-            exist are skipped. `max_processes` is not bubblewrap's (see `cgroup`).
-        argv: the command; bwrap resolves argv[0] with `env`'s PATH inside the sandbox.
+            exist are skipped. `max_processes` is not bubblewrap's (see `cgroup` and
+            `userns`).
+        argv: the command; bwrap (or the shell that checks `cwd_identity`) resolves
+            argv[0] with `env`'s PATH inside the sandbox.
         cwd: absolute working directory inside the sandbox.
         env: the command's whole environment, passed with `--clearenv`/`--setenv` so the
             wrapped argv does not depend on bwrap's own environment. Values appear in
@@ -125,10 +136,12 @@ def wrap_argv(
         cwd_identity: `(st_dev, st_ino)` of the directory `cwd` must be, taken from a
             descriptor the caller opened without following links. bubblewrap changes
             directory by path, so a directory swapped for a link meanwhile would start
-            the command elsewhere; with this, `/bin/sh` enters `cwd`, checks that the
-            directory entered has that identity (with `stat`, else this interpreter),
-            then execs `argv`. Otherwise nothing runs: the command exits with
-            `CWD_CHANGED_STATUS` and `CWD_CHANGED_MESSAGE` as its whole standard error.
+            the command elsewhere; with this, bubblewrap starts in `/` and `/bin/sh`
+            enters `cwd`, checks that the directory entered has that identity (with
+            `stat`, else this interpreter), then execs `argv`. Otherwise (a directory
+            swapped, removed, or not visible in the sandbox) nothing runs: the command
+            exits with `CWD_CHANGED_STATUS` and `CWD_CHANGED_MESSAGE` as its whole
+            standard error.
             (No descriptor of the host is ever passed in: entering one with fchdir
             would escape the sandbox's root.)
 
@@ -158,22 +171,25 @@ def wrap_argv(
     args = [executable, *_BASE, *_mounts(confinement, _kept_from_tmp(env))]
     if not confinement.network:
         args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
-    args += ["--chdir", cwd, "--clearenv"]
+    args += ["--chdir", cwd if cwd_identity is None else "/", "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
     if cwd_identity is not None:
         device, inode = cwd_identity
-        argv = [*_entering(), cwd, f"{device}:{inode}", *argv]
+        argv = [*_entering(env), cwd, f"{device}:{inode}", *argv]
     return [*args, "--", *argv]
 
 
-def _entering() -> list[str]:
+def _entering(env: Mapping[str, str]) -> list[str]:
     """The argv prefix that, given a directory, its "st_dev:st_ino" and a command, enters
-    the directory, checks its identity and execs the command (see `wrap_argv`)."""
+    the directory, checks its identity and execs the command with `env` (see
+    `wrap_argv`)."""
     message = CWD_CHANGED_MESSAGE.decode()
     stat = shutil.which("stat", path=os.defpath)
     if stat is None:
-        script = _ENTER_AND_CHECK_PY.format(message=CWD_CHANGED_MESSAGE, status=CWD_CHANGED_STATUS)
+        script = _ENTER_AND_CHECK_PY.format(
+            lc_ctype=env.get("LC_CTYPE"), message=CWD_CHANGED_MESSAGE, status=CWD_CHANGED_STATUS
+        )
         return [sys.executable, "-I", "-S", "-c", script]
     script = _ENTER_AND_CHECK.format(
         stat=shlex.quote(stat), message=shlex.quote(message), status=CWD_CHANGED_STATUS

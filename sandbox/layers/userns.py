@@ -1,9 +1,10 @@
 """A process cap without a cgroup: a user namespace of the child's own with `RLIMIT_NPROC`.
 
-Since Linux 5.14 the kernel counts `RLIMIT_NPROC` per user namespace (the "ucounts" rlimit
-accounting, kernel/ucount.c): a fork is refused with EAGAIN when the processes (threads,
-precisely) of the caller's uid *in its user namespace and the namespaces beneath it* would
-exceed the caller's limit (user_namespaces(7), getrlimit(2)). A child that unshares a user
+Since Linux 5.14 the kernel counts `RLIMIT_NPROC` per user namespace (commit 21d1c5e386bc,
+"Reimplement RLIMIT_NPROC on top of ucounts"; kernel/ucount.c): a fork is refused with
+EAGAIN when the processes (threads, precisely) of the caller's uid *in its user namespace
+and the namespaces beneath it* would exceed the caller's limit (user_namespaces(7),
+getrlimit(2)). A child that unshares a user
 namespace mapping only its own uid and gid starts that count at itself, so its limit caps
 its own tree, not every process the user has; processes of nested namespaces (bubblewrap's)
 are counted in it too.
@@ -14,7 +15,8 @@ The hard limit is lowered too, and raising it needs CAP_SYS_RESOURCE in the init
 namespace, so the child cannot lift the cap; after exec a non-root command keeps none of
 the capabilities the new namespace gave.
 
-`works()` proves the per-namespace count for real; use this layer only where it says True.
+`works()` proves the per-namespace count and the exact cap for real (a kernel that lets one
+process more through says False); use this layer only where it says True.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -151,14 +152,18 @@ async def test_run_command_in_a_bubblewrap_sandbox_never_starts_outside(
 ) -> None:
     tool = {t.name: t for t in workspace_tools(swapped.root, sandbox=box)}["run_command"]
     before = swapped.swaps
-    for _ in range(ITERATIONS):
+    calls = 0
+    # Most calls meet the link when the tool opens the directory: go on past ITERATIONS
+    # until some command did start, so that the check met the race.
+    while calls < ITERATIONS or (not swapped.outcomes["inside"] and calls < 20 * ITERATIONS):
+        calls += 1
         result = await invoke_tool(tool, {"command": PRINT_START, "cwd": "d"})
         if result.error_code is not None:
             swapped.outcomes[result.error_code.value] += 1
             assert MARKER not in (result.error or ""), result.error
             continue
         swapped.judge(result.content["stdout"])
-    print(f"{dict(swapped.outcomes)}; {swapped.swaps - before} exchanges")
+    print(f"{calls} calls: {dict(swapped.outcomes)}; {swapped.swaps - before} exchanges")
     assert swapped.outcomes["outside"] == 0, dict(swapped.outcomes)
     assert set(swapped.outcomes) <= {"inside", "NOT_FOUND", "OUTSIDE_WORKSPACE"}, swapped.outcomes
     assert swapped.outcomes["inside"] > 0, dict(swapped.outcomes)
@@ -196,8 +201,16 @@ def test_wrapped_argv_enters_and_checks_before_exec() -> None:
     assert f"{stat} -c %d:%i ." in command[2]
 
 
+def _refusal(cwd: str) -> str:
+    return (
+        f"cannot start in {cwd!r}: the working directory changed while the command was "
+        "starting (it is no longer the directory that was opened); nothing ran. Check the "
+        "directory and run the command again"
+    )
+
+
 @pytest.mark.parametrize("stat_installed", [True, False], ids=["stat", "interpreter"])
-async def test_check_refuses_another_directory_and_runs_in_the_right_one(
+async def test_check_runs_in_the_right_directory_and_refuses_any_other(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stat_installed: bool
 ) -> None:
     if not stat_installed:
@@ -205,27 +218,46 @@ async def test_check_refuses_another_directory_and_runs_in_the_right_one(
         monkeypatch.setattr(
             bwrap.shutil, "which", lambda name, **kw: None if name == "stat" else which(name, **kw)
         )
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
+    a, b, gone = tmp_path / "a", tmp_path / "b", tmp_path / "gone"
+    for directory in (a, b, gone):
+        directory.mkdir()
+    # A directory of the host that the sandbox's private /tmp hides.
+    hidden = tempfile.mkdtemp(dir="/tmp")
+    (tmp_path / "hidden").symlink_to(hidden)
     sandbox = Sandbox(writable=[str(tmp_path)])
-    fd_a = os.open(tmp_path / "a", os.O_RDONLY | os.O_DIRECTORY)
+    fd_a = os.open(a, os.O_RDONLY | os.O_DIRECTORY)
+    fd_gone = os.open(gone, os.O_RDONLY | os.O_DIRECTORY)
+    gone.rmdir()
+    env = {"PATH": os.defpath, "A": "1"}
+    refused = {}
     try:
-        ran = await sandbox.run(["sh", "-c", "pwd"], cwd=str(tmp_path / "a"), cwd_fd=fd_a)
-        with pytest.raises(SandboxError) as raised:
-            await sandbox.run(["sh", "-c", "echo ran"], cwd=str(tmp_path / "b"), cwd_fd=fd_a)
+        ran = await sandbox.run(["env"], cwd=str(a), cwd_fd=fd_a, env=env)
+        for cwd, fd in ((b, fd_a), (gone, fd_gone), (tmp_path / "hidden", fd_a)):
+            with pytest.raises(SandboxError) as raised:
+                await sandbox.run(["sh", "-c", "echo ran"], cwd=str(cwd), cwd_fd=fd, env=env)
+            refused[cwd.name] = str(raised.value)
     finally:
         os.close(fd_a)
+        os.close(fd_gone)
+        os.rmdir(hidden)
         sandbox.close()
-    assert (ran.exit_code, ran.stdout.complete, ran.stderr.complete) == (
+    # The command's environment is the one given (and the private TMPDIR), with PWD
+    # naming where it started.
+    lines = ran.stdout.complete.decode().splitlines()
+    assert (
+        ran.exit_code,
+        sorted(v for v in lines if not v.startswith("TMPDIR=")),
+        ran.stderr.complete,
+    ) == (
         0,
-        f"{tmp_path / 'a'}\n".encode(),
+        ["A=1", f"PATH={os.defpath}", f"PWD={a}"],
         b"",
     )
-    assert str(raised.value) == (
-        f"cannot start in {str(tmp_path / 'b')!r}: the working directory changed while the "
-        "command was starting (it is no longer the directory that was opened); nothing ran. "
-        "Check the directory and run the command again"
-    )
+    assert refused == {
+        "b": _refusal(str(b)),
+        "gone": _refusal(str(gone)),
+        "hidden": _refusal(str(tmp_path / "hidden")),
+    }
 
 
 async def test_command_exiting_like_the_check_is_a_result(tmp_path: Path) -> None:
