@@ -144,7 +144,8 @@ async def test_fork_bomb_is_capped_on_the_host(
     allow = {"PATH", "WT_TEST_MARKER"}
     if capped:
         try:
-            box = Sandbox(max_processes=16, env_allowlist=allow)
+            # The release file's directory is bound in, or bubblewrap's private /tmp hides it.
+            box = Sandbox(max_processes=16, env_allowlist=allow, writable=[str(tmp_path)])
         except SandboxUnavailable as exc:
             pytest.skip(str(exc))
     else:
