@@ -133,8 +133,16 @@ class RunningProcess:
                 select.select([], [self._stdin], [], min(left, 0.1))
         return len(data) - len(view)
 
-    def close_stdin(self) -> None:
-        """Close this side of stdin: the process reads end of file once it read the rest."""
+    def close_stdin(self, wait: float = STOP_WAIT) -> None:
+        """Close this side of stdin: the process reads end of file once it read the rest.
+
+        A FIFO drops what it holds when its last descriptor closes: until the process has
+        opened it (it says so with :func:`ready_file`), this waits, up to ``wait`` seconds
+        or until the process ended."""
+        deadline = time.monotonic() + wait
+        ready = ready_file(self.stdin_fifo)
+        while not ready.exists() and not self.done and time.monotonic() < deadline:
+            self._done.wait(0.01)
         if self._stdin is not None:
             os.close(self._stdin)
             self._stdin = None
@@ -161,9 +169,10 @@ class RunningProcess:
         try:
             anyio.run(self._serve)
         finally:
-            self.close_stdin()
-            with contextlib.suppress(OSError):
-                os.unlink(self.stdin_fifo)
+            self.close_stdin(wait=0)
+            for path in (self.stdin_fifo, ready_file(self.stdin_fifo)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
             self._ready.set()
             self._done.set()
             self._on_exit(self)
@@ -197,5 +206,14 @@ class RunningProcess:
 
 
 def stdin_script(fifo: Path) -> str:
-    """The first line of a shell script that takes ``fifo`` as its stdin."""
-    return f"exec 0<{shlex.quote(str(fifo))} || exit 126\n"
+    """The first lines of a shell script that takes ``fifo`` as its stdin and then says so
+    by creating :func:`ready_file` (a builtin redirection: no process is started)."""
+    return (
+        f"exec 0<{shlex.quote(str(fifo))} || exit 126\n"
+        f": >{shlex.quote(str(ready_file(fifo)))}\n"
+    )
+
+
+def ready_file(fifo: Path) -> Path:
+    """The file a process creates once it holds ``fifo`` open as its stdin."""
+    return fifo.with_name(fifo.name + ".ready")

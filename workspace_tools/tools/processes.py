@@ -180,9 +180,7 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             left = context.seconds_left(margin=0.5)
             if left is not None:
                 wait = min(wait, left)
-            await anyio.to_thread.run_sync(
-                partial(entry.log.wait, wait), abandon_on_cancel=True
-            )
+            await anyio.to_thread.run_sync(partial(entry.log.wait, wait), abandon_on_cancel=True)
         return tool_output(_output(session, entry), details=entry.info())
 
     async def write(args: WriteStdinArgs, context: ToolContext) -> object:
@@ -196,7 +194,7 @@ def build(session: ShellSession) -> list[Tool[Any]]:
         data = args.input.encode("utf-8", errors="surrogateescape")
         try:
             written = await anyio.to_thread.run_sync(
-                partial(_write, process, data, context.seconds_left(margin=0.5))
+                partial(_write, process, data, args.close, context.seconds_left(margin=0.5))
             )
         except BrokenPipeError:
             raise ToolError(
@@ -209,8 +207,6 @@ def build(session: ShellSession) -> list[Tool[Any]]:
                 "not reading its stdin (its pipe is full)",
                 ErrorCode.TOOL_TIMEOUT,
             )
-        if args.close:
-            process.close_stdin()
         content = WriteContent(id=entry.id, written_bytes=written, stdin_open=process.stdin_open)
         return tool_output(content, details=entry.info())
 
@@ -265,9 +261,7 @@ def build(session: ShellSession) -> list[Tool[Any]]:
         ),
         tool(
             name="write_process_stdin",
-            description=(
-                "Write text to a background process's stdin; close: true ends its input."
-            ),
+            description=("Write text to a background process's stdin; close: true ends its input."),
             parameters=WriteStdinArgs,
             execute=write,
             presentation=shown("Write to process", "keyboard"),
@@ -299,7 +293,11 @@ def build(session: ShellSession) -> list[Tool[Any]]:
     ]
 
 
-def _write(process: RunningProcess, data: bytes, timeout: float | None) -> int:
+def _write(process: RunningProcess, data: bytes, close: bool, timeout: float | None) -> int:
     """Write ``data``, waiting up to ``timeout`` seconds (:data:`WRITE_WAIT` at most) while
-    the pipe is full; the bytes written."""
-    return process.write_all(data, WRITE_WAIT if timeout is None else min(timeout, WRITE_WAIT))
+    the pipe is full, then close stdin if asked and all went out; the bytes written."""
+    limit = WRITE_WAIT if timeout is None else min(timeout, WRITE_WAIT)
+    written = process.write_all(data, limit)
+    if close and written == len(data):
+        process.close_stdin(limit)
+    return written

@@ -23,9 +23,7 @@ from workspace_tools.tools.run_command import UPDATE_INTERVAL
 class ShellArgs(BaseModel):
     """Run a command in the persistent shell, or restart the shell."""
 
-    command: str | None = Field(
-        None, description="Shell command; required unless restart is true"
-    )
+    command: str | None = Field(None, description="Shell command; required unless restart is true")
     restart: bool = Field(
         False,
         description=(
@@ -263,7 +261,5 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
             f"The shell exited with code {outcome.exit_code}; the next command starts a new "
             "shell at the workspace root."
         )
-    content = ShellContent(
-        exit_code=outcome.exit_code, stdout=stdout, stderr=stderr, notes=notes
-    )
+    content = ShellContent(exit_code=outcome.exit_code, stdout=stdout, stderr=stderr, notes=notes)
     return tool_output(content, details=details)
