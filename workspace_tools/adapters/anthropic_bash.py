@@ -21,7 +21,7 @@ from typing import Any
 
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import Tool
-from workspace_tools.adapters._common import CallFunction, invoke_call, model_text
+from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable, model_text
 
 #: The tool definition: the API knows its schema and description.
 BASH_TOOL_TYPE = "bash_20250124"
@@ -53,29 +53,31 @@ def anthropic_bash_result(result: ToolResult) -> dict[str, Any]:
     if getattr(details, "restarted", False) and getattr(details, "command", "") is None:
         block["content"] = RESTARTED_TEXT
         return block
-    pieces = [content.stdout] if content.stdout else []
-    if content.stderr:
-        pieces.append(content.stderr)
+    pieces = [content["stdout"]] if content["stdout"] else []
+    if content["stderr"]:
+        pieces.append(content["stderr"])
     if getattr(details, "shell_exited", False):
-        pieces.append(f"bash has exited with returncode {content.exit_code}")
+        pieces.append(f"bash has exited with returncode {content['exit_code']}")
         block["is_error"] = True
-    elif content.exit_code != 0:
-        pieces.append(f"[exit code: {content.exit_code}]")
-    pieces.extend(content.notes)
+    elif content["exit_code"] != 0:
+        pieces.append(f"[exit code: {content['exit_code']}]")
+    pieces.extend(content["notes"])
     block["content"] = "\n".join(piece.rstrip("\n") for piece in pieces) or "(no output)"
     return block
 
 
 async def call_anthropic_bash(
-    tool_use: Mapping[str, Any], shell_tool: Tool[Any], call: CallFunction | None = None
+    tool_use: Mapping[str, Any] | Any, shell_tool: Tool[Any], call: CallFunction | None = None
 ) -> dict[str, Any]:
-    """Run a ``bash`` ``tool_use`` block (``{"id", "input", ...}``) with ``shell_tool``
+    """Run a ``bash`` ``tool_use`` block (``{"id", "input", ...}``, or the SDK's
+    ``ToolUseBlock``) with ``shell_tool``
     (the ``shell`` tool of a :class:`ShellSession`) and return its ``tool_result`` block.
 
     ``call`` runs the call (default :func:`invoke_call`); pass ``session.call`` for a
     :class:`ToolSession`'s policy and step record.
     """
     runner = call or invoke_call()
+    tool_use = jsonable(tool_use)
     arguments = bash_arguments(tool_use.get("input") or {})
     result = await runner(shell_tool, arguments, str(tool_use["id"]), None)
     return anthropic_bash_result(result)

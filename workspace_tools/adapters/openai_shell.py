@@ -35,7 +35,7 @@ from typing import Any
 from workspace_tools._errors import ErrorCode
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import Tool
-from workspace_tools.adapters._common import CallFunction, invoke_call, model_text
+from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable, model_text
 
 #: Exit code of a command that could not run (the shell's "cannot execute").
 NOT_RUN_EXIT_CODE = 126
@@ -54,15 +54,17 @@ def openai_local_shell_tool() -> dict[str, Any]:
 
 
 async def call_openai_shell(
-    item: Mapping[str, Any], shell_tool: Tool[Any], call: CallFunction | None = None
+    item: Mapping[str, Any] | Any, shell_tool: Tool[Any], call: CallFunction | None = None
 ) -> dict[str, Any]:
-    """Run every command of a ``shell_call`` item with ``shell_tool`` (the ``shell`` tool
+    """Run every command of a ``shell_call`` item (a dict, or the SDK's
+    ``ResponseFunctionShellToolCall``) with ``shell_tool`` (the ``shell`` tool
     of a :class:`ShellSession`) and return the ``shell_call_output`` item.
 
     ``call`` runs each call (default :func:`invoke_call`); pass ``session.call`` for a
     :class:`ToolSession`'s policy and step record.
     """
     runner = call or invoke_call()
+    item = jsonable(item)
     action = item.get("action") or {}
     call_id = str(item["call_id"])
     timeout_ms = action.get("timeout_ms")
@@ -91,10 +93,10 @@ def _shell_output(result: ToolResult, limit: int | None) -> dict[str, Any]:
         outcome = {"type": "exit", "exit_code": NOT_RUN_EXIT_CODE}
     else:
         content = result.content
-        stdout, stderr = content.stdout, content.stderr
-        notes = "".join(f"\n[workspace-tools] {note}" for note in content.notes)
+        stdout, stderr = content["stdout"], content["stderr"]
+        notes = "".join(f"\n[workspace-tools] {note}" for note in content["notes"])
         stderr = (stderr + notes) if stderr or not notes else notes.lstrip("\n")
-        outcome = {"type": "exit", "exit_code": content.exit_code}
+        outcome = {"type": "exit", "exit_code": content["exit_code"]}
     if limit is not None:
         stdout, stderr = _fit(stdout, stderr, limit)
     return {"stdout": stdout, "stderr": stderr, "outcome": outcome}
@@ -130,14 +132,16 @@ def _cut(text: str, room: int) -> str:
 
 
 async def call_local_shell(
-    item: Mapping[str, Any],
+    item: Mapping[str, Any] | Any,
     run_command_tool: Tool[Any],
     root: str | os.PathLike[str],
     call: CallFunction | None = None,
 ) -> dict[str, Any]:
-    """Run a ``local_shell_call`` item with ``run_command_tool`` in the workspace ``root``
-    and return the ``local_shell_call_output`` item (see the module docstring)."""
+    """Run a ``local_shell_call`` item (a dict, or the SDK's ``LocalShellCall``) with
+    ``run_command_tool`` in the workspace ``root`` and return the ``local_shell_call_output``
+    item (see the module docstring)."""
     runner = call or invoke_call()
+    item = jsonable(item)
     action = item.get("action") or {}
     call_id = str(item.get("call_id") or item.get("id"))
     argv: Sequence[str] = action.get("command") or []
@@ -166,8 +170,8 @@ async def call_local_shell(
     if result.is_error:
         return _local_output(item, model_text(result), NOT_RUN_EXIT_CODE, seconds)
     content = result.content
-    text = _joined(content.stdout, content.stderr)
-    return _local_output(item, text, content.exit_code, seconds)
+    text = _joined(content["stdout"], content["stderr"])
+    return _local_output(item, text, content["exit_code"], seconds)
 
 
 def _joined(stdout: str, stderr: str) -> str:

@@ -208,10 +208,7 @@ class RunningProcess:
 def stdin_script(fifo: Path) -> str:
     """The first lines of a shell script that takes ``fifo`` as its stdin and then says so
     by creating :func:`ready_file` (a builtin redirection: no process is started)."""
-    return (
-        f"exec 0<{shlex.quote(str(fifo))} || exit 126\n"
-        f": >{shlex.quote(str(ready_file(fifo)))}\n"
-    )
+    return f"exec 0<{shlex.quote(str(fifo))} || exit 126\n: >{shlex.quote(str(ready_file(fifo)))}\n"
 
 
 def ready_file(fifo: Path) -> Path:
