@@ -16,7 +16,7 @@ marked ``[workspace-tools]``.
 
 ``local_shell``: a ``local_shell_call`` item's ``action: {type: "exec", command: [argv],
 env, working_directory?, timeout_ms?, user?}`` runs as one ``run_command`` call (the argv
-quoted, ``env`` set with ``env(1)``); the answer is a ``local_shell_call_output`` item whose
+quoted, ``env`` as assignments before it); the answer is a ``local_shell_call_output`` item whose
 ``output`` is the JSON text ``{"output": ..., "metadata": {"exit_code", "duration_seconds"}}``
 (Codex's shape); a timeout is exit code 124, its output starting ``command timed out after
 N milliseconds``. ``user`` other than the current one is refused.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,8 @@ from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable
 
 #: Exit code of a command that could not run (the shell's "cannot execute").
 NOT_RUN_EXIT_CODE = 126
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 #: Exit code of a command that timed out (Codex's, coreutils timeout's).
 TIMEOUT_EXIT_CODE = 124
 
@@ -151,9 +154,12 @@ async def call_local_shell(
     if user and user != _current_user():
         text = f"running as user {user!r} is not supported; commands run as {_current_user()}"
         return _local_output(item, text, NOT_RUN_EXIT_CODE, 0.0)
-    command = shlex.join(argv)
-    if env:
-        command = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), "--", *argv])
+    bad = [name for name in env if not _NAME.fullmatch(name)]
+    if bad:
+        text = f"environment variable name {bad[0]!r} is not valid: letters, digits and _ only"
+        return _local_output(item, text, NOT_RUN_EXIT_CODE, 0.0)
+    # Assignments before the command: the shell sets them for that command only.
+    command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)])
     arguments: dict[str, Any] = {"command": command}
     if action.get("working_directory"):
         arguments["cwd"] = _relative(action["working_directory"], Path(root))
