@@ -28,7 +28,9 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from sandbox import ProcessResult, Sandbox, SandboxError
-from sandbox.spawn._process import OnOutput
+
+#: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``.
+OnOutput = Callable[[str, bytes], None]
 
 #: Seconds a stop waits for the tree to be gone (the sandbox's grace, then SIGKILL).
 STOP_WAIT = 30.0
