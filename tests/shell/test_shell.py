@@ -311,3 +311,59 @@ async def test_killing_the_parent_kills_every_process_of_its_session(
         parent.kill()
         parent.wait()
     assert survivors(marker) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "stdout", "stderr_part", "exit_code"),
+    [
+        # Output ending in a byte that starts the trailer's marker is output all the same.
+        ("printf 'a\\036'", "a\x1e", "", 0),
+        ("printf '\\036\\036\\036'; printf '\\036' >&2", "\x1e\x1e\x1e", "\x1e", 0),
+        # A here-document inside the command, quotes and a backslash-newline.
+        ("cat <<'EOF'\nline 'one'\n$HOME\nEOF", "line 'one'\n$HOME\n", "", 0),
+        ('echo "two" \\\n  words', "two words\n", "", 0),
+        # A syntax error is the command's error; the shell goes on.
+        ('echo "unterminated', "", "unexpected EOF", 2),
+        ("if then fi", "", "syntax error", 2),
+        # Bytes that are not UTF-8 come back replaced, not lost.
+        ("printf 'caf\\351\\n'", "caf\ufffd\n", "", 0),
+    ],
+)
+async def test_command_kinds(
+    session: ShellSession, command: str, stdout: str, stderr_part: str, exit_code: int
+) -> None:
+    result = await shell(session, command=command)
+    assert result.content["stdout"] == stdout, result.model_text()
+    assert stderr_part in result.content["stderr"], result.model_text()
+    assert result.content["exit_code"] == exit_code, result.model_text()
+    after = await shell(session, command="echo alive")
+    assert after.content["stdout"] == "alive\n"
+
+
+async def test_a_large_command_reaches_the_shell_whole(session: ShellSession, root: Path) -> None:
+    body = "".join(f"row {i} {'x' * 40}\n" for i in range(5000))  # about 240 kB
+    result = await shell(session, command=f"cat > big.txt <<'EOF'\n{body}EOF\nwc -l < big.txt")
+    assert result.content["stdout"] == "5000\n", result.model_text()
+    assert (root / "big.txt").read_text() == body
+
+
+async def test_output_of_a_job_left_running_goes_to_the_next_command(
+    session: ShellSession, root: Path
+) -> None:
+    flag = root / "go"
+    first = await shell(
+        session, command=f"(while [ ! -e {flag} ]; do sleep 0.01; done; echo late) & echo now"
+    )
+    assert first.content["stdout"] == "now\n"
+    flag.touch()
+    wait_until(lambda: session.shell._between["stdout"], lambda held: held == b"late\n", "the job")
+    second = await shell(session, command="echo next")
+    assert second.content["stdout"] == "late\nnext\n"
+
+
+async def test_a_closed_session_refuses_calls(root: Path) -> None:
+    shells = ShellSession(root)
+    shells.close()
+    result = await shell(shells, command="true")
+    assert result.error_code == ErrorCode.ABORTED
+    assert result.error == "The shell session is closed; its shell and processes are gone"

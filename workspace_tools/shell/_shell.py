@@ -37,6 +37,8 @@ OnCommandOutput = Callable[[str, bytes], None]
 
 #: Output printed between two commands (by a background job) kept for the next one.
 BETWEEN_BYTES = 64 * 1024
+#: Output files of the latest commands kept; older ones are removed as new ones come.
+KEPT_FILES = 32
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,7 @@ class PersistentShell:
         self._between: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._back_to_root = False
         self._count = 0
+        self._files: list[Path] = []
         self._closed = False
 
     @property
@@ -258,6 +261,7 @@ class PersistentShell:
     ) -> CommandOutcome:
         stdout = command.captures["stdout"].close()
         stderr = command.captures["stderr"].close()
+        self._keep_files(stdout.file, stderr.file)
         trailer = command.trailers["stdout"].value
         ended = not command.finished.is_set()
         if ended and not timed_out:
@@ -287,6 +291,13 @@ class PersistentShell:
             left_root=left_root,
             duration_ms=(time.perf_counter() - started) * 1000,
         )
+
+    def _keep_files(self, *files: Path | None) -> None:
+        """Remember the output files of a command; remove those beyond :data:`KEPT_FILES`
+        (the disk a long session uses stays bounded)."""
+        self._files += [file for file in files if file is not None]
+        while len(self._files) > KEPT_FILES:
+            self._files.pop(0).unlink(missing_ok=True)
 
     def _script(self, command: str, nonce: str) -> bytes:
         b = self._builtin

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import Sandbox, SandboxLimits
+from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.shell import PersistentShell, ProcessRegistry, make_area, remove_area
 from workspace_tools.tools._command_output import HEAD_BYTES, TAIL_BYTES
 from workspace_tools.tools.run_command import command_env
@@ -118,7 +119,7 @@ class ShellSession:
         """The persistent shell (made on first use).
 
         Raises:
-            RuntimeError: the session is closed.
+            ToolError: ``ABORTED`` once the session is closed.
         """
         return self._part("shell")  # type: ignore[no-any-return]
 
@@ -127,14 +128,17 @@ class ShellSession:
         """The background processes (made on first use).
 
         Raises:
-            RuntimeError: the session is closed.
+            ToolError: ``ABORTED`` once the session is closed.
         """
         return self._part("processes")  # type: ignore[no-any-return]
 
     def _part(self, name: str) -> Any:
         with self._lock:
             if self._closed:
-                raise RuntimeError("the shell session is closed")
+                raise ToolError(
+                    "The shell session is closed; its shell and processes are gone",
+                    ErrorCode.ABORTED,
+                )
             if name not in self._parts:
                 area = self._parts.get("area")
                 if area is None:
