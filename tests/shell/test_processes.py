@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from sandbox import Sandbox
 from tests._processes import survivors
 from tests._waiting import wait_until
 from workspace_tools import ErrorCode, ShellSession, invoke_tool, shell_tools
@@ -168,3 +169,28 @@ async def test_one_gibibyte_in_the_background_keeps_memory_and_file_bounded(
         assert (tmp_path / read.content["output_file"]).stat().st_size == 1024 * 1024
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 100 * 1024, f"grew by {grown_kib} KiB"
+
+
+async def test_in_a_sandbox_a_process_gets_its_stdin_and_stays_confined(
+    tmp_path: Path, marker: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    box = Sandbox(best_effort=True, env_allowlist=("PATH", "WT_TEST_MARKER"))
+    if "write_confinement" not in box.confined_to(str(tmp_path)).capabilities:
+        box.close()
+        pytest.skip("no layer here confines writes")
+    try:
+        with ShellSession(tmp_path, sandbox=box) as shells:
+            # Written and closed at once: the input must wait in the FIFO for the process,
+            # which opens it only once the sandbox is set up.
+            await call(shells, "start_process", command=f"cat; touch {outside}/escaped")
+            written = await call(shells, "write_process_stdin", id="p1", input="in\n", close=True)
+            assert written.content["written_bytes"] == 3, written.model_text()
+            shells.processes.get("p1").process.wait(60)
+            read = await call(shells, "read_process_output", id="p1")
+            assert read.content["output"].startswith("in\ntouch: cannot touch"), read.model_text()
+            assert read.content["exit_code"] == 1
+            assert not (outside / "escaped").exists()
+        assert survivors(marker) == []
+    finally:
+        box.close()
