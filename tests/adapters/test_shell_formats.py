@@ -248,3 +248,12 @@ async def test_local_shell_timeout_outside_directory_and_user(tmp_path: Path) ->
     other = await local({"command": ["true"], "env": {}, "user": "nobody-such-user"})
     assert other["metadata"]["exit_code"] == 126
     assert other["output"].startswith("running as user 'nobody-such-user' is not supported")
+
+
+async def test_bash_timeout_ms_and_unknown_keys(shells: ShellSession) -> None:
+    timed_out = await bash(shells, {"command": "sleep 1000", "timeout_ms": 1000})
+    assert timed_out["is_error"] is True
+    assert timed_out["content"].startswith("Command timed out after 1 s;"), timed_out
+    unknown = await bash(shells, {"command": "true", "cwd": "sub"})
+    assert unknown["is_error"] is True
+    assert "cwd" in unknown["content"], unknown

@@ -18,6 +18,7 @@ from sandbox import Sandbox
 from tests._processes import marked_processes, survivors
 from tests._waiting import wait_until
 from workspace_tools import ErrorCode, ShellSession, ToolSession, invoke_tool, shell_tools
+from workspace_tools.shell import PersistentShell, make_area, remove_area
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
@@ -367,3 +368,44 @@ async def test_a_closed_session_refuses_calls(root: Path) -> None:
     result = await shell(shells, command="true")
     assert result.error_code == ErrorCode.ABORTED
     assert result.error == "The shell session is closed; its shell and processes are gone"
+
+
+async def test_the_calls_timeout_stops_the_command_first(
+    session: ShellSession, marker: str, root: Path
+) -> None:
+    with anyio.fail_after(60):
+        result = await invoke_tool(
+            tools(session)["shell"], {"command": "echo begun; sleep 1000"}, timeout=3
+        )
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert result.error.startswith(
+        "Command timed out after the call's timeout of 3 s; the shell and every process it "
+        "started were killed."
+    ), result.error
+    assert result.details.stdout == "begun\n"
+    assert survivors(marker) == []
+    after = await shell(session, command="pwd")
+    assert after.content["stdout"] == f"{root}\n"
+
+
+@pytest.mark.skipif(
+    os.path.realpath("/bin/sh").endswith("bash"), reason="/bin/sh is bash here: no other shell"
+)
+def test_a_posix_sh_serves_when_there_is_no_bash(root: Path, marker: str) -> None:
+    area = make_area(root)
+    box = Sandbox(layers=False, network=True, env_allowlist=("PATH", "WT_TEST_MARKER"))
+    shell_ = PersistentShell(
+        box, "/bin/sh", root, area, box.child_env, memory_bytes=1000, file_bytes=10_000
+    )
+    try:
+        runs = [
+            shell_.run(command, 30)
+            for command in ("cd sub; export X=1; f() { echo fn; }", "echo $X; f; pwd", "exit 4")
+        ]
+        assert runs[1].stdout.captured.complete == f"1\nfn\n{root}/sub\n".encode()
+        assert (runs[2].exit_code, runs[2].shell_exited) == (4, True)
+    finally:
+        shell_.close()
+        remove_area(area)
+        box.close()
+    assert survivors(marker) == []

@@ -37,8 +37,16 @@ def anthropic_bash_tool() -> dict[str, Any]:
 
 def bash_arguments(tool_input: Mapping[str, Any]) -> dict[str, Any]:
     """Our ``shell`` tool's arguments for a ``bash`` tool_use ``input``: ``command`` and
-    ``restart`` as given, unknown keys passed on so that validation names them."""
-    return dict(tool_input)
+    ``restart`` as given, ``timeout_ms`` (the managed agents' bash,
+    ``agent_toolset_20260401``) as ``timeout`` in seconds; unknown keys are passed on so
+    that validation names them."""
+    arguments = dict(tool_input)
+    timeout_ms = arguments.pop("timeout_ms", None)
+    if timeout_ms is not None:
+        number = isinstance(timeout_ms, (int, float)) and not isinstance(timeout_ms, bool)
+        # Not a number: passed on as it is, for validation to refuse.
+        arguments["timeout"] = timeout_ms / 1000 if number else timeout_ms
+    return arguments
 
 
 def anthropic_bash_result(result: ToolResult) -> dict[str, Any]:
