@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import select
 import shlex
 import threading
 import time
@@ -24,8 +23,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 
 from sandbox import ProcessResult, Sandbox, SandboxError
 
@@ -70,6 +67,7 @@ class RunningProcess:
         # file before the process opens it.
         self._stdin: int | None = os.open(stdin_fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         self.stdin_fifo = stdin_fifo
+        self._stdin_lock = threading.Lock()
         self.result: ProcessResult | None = None
         #: Why the process could not run (a :class:`SandboxError`), or ``None``.
         self.error: BaseException | None = None
@@ -83,13 +81,15 @@ class RunningProcess:
         self._on_exit = on_exit
         self._timeout = math.inf if timeout is None else timeout
         self._done = threading.Event()
-        self._ready = threading.Event()
-        self._token: anyio.lowlevel.EventLoopToken | None = None
-        self._stop_event: anyio.Event | None = None
+        # A byte on this pipe asks the process's event loop to stop the tree (any thread
+        # may write it; anyio before 4.11 has no way into a foreign thread's loop).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._wake_lock = threading.Lock()  # the pipe is closed once, never written after
+        self._wake_open = True
         self._thread = threading.Thread(target=self._main, name="workspace-tools-process")
         self._thread.daemon = True  # the supervisor ends the tree if this process exits
         self._thread.start()
-        self._ready.wait()
 
     @property
     def done(self) -> bool:
@@ -107,12 +107,13 @@ class RunningProcess:
         Raises:
             BrokenPipeError: stdin was closed.
         """
-        if self._stdin is None:
-            raise BrokenPipeError("stdin is closed")
-        try:
-            return os.write(self._stdin, data)
-        except BlockingIOError:
-            return 0
+        with self._stdin_lock:  # never a write to a descriptor closed (and reused) meanwhile
+            if self._stdin is None:
+                raise BrokenPipeError("stdin is closed")
+            try:
+                return os.write(self._stdin, data)
+            except BlockingIOError:
+                return 0
 
     def write_all(self, data: bytes, timeout: float) -> int:
         """Write ``data`` to stdin, waiting while the pipe is full, at most ``timeout``
@@ -125,14 +126,12 @@ class RunningProcess:
         deadline = time.monotonic() + timeout
         view = memoryview(data)
         while view:
-            if self._stdin is None:
-                raise BrokenPipeError("stdin is closed")
             view = view[self.write(view) :]
             left = deadline - time.monotonic()
             if view and (left <= 0 or self.done):
                 break
             if view:
-                select.select([], [self._stdin], [], min(left, 0.1))
+                self._done.wait(min(left, 0.005))  # the pipe is full: let the process read
         return len(data) - len(view)
 
     def close_stdin(self, wait: float = STOP_WAIT) -> None:
@@ -145,9 +144,10 @@ class RunningProcess:
         ready = ready_file(self.stdin_fifo)
         while not ready.exists() and not self.done and time.monotonic() < deadline:
             self._done.wait(0.01)
-        if self._stdin is not None:
-            os.close(self._stdin)
-            self._stdin = None
+        with self._stdin_lock:
+            if self._stdin is not None:
+                os.close(self._stdin)
+                self._stdin = None
 
     @property
     def stdin_open(self) -> bool:
@@ -159,10 +159,10 @@ class RunningProcess:
         ``wait`` seconds (``None``: not at all) for it to be gone; whether it is."""
         if not self._done.is_set():
             self.stopped = True
-            token, event = self._token, self._stop_event
-            if token is not None and event is not None:
-                with contextlib.suppress(RuntimeError):  # the loop just ended
-                    anyio.from_thread.run_sync(event.set, token=token)
+            with self._wake_lock:
+                if self._wake_open:
+                    with contextlib.suppress(BlockingIOError):  # a byte is there already
+                        os.write(self._wake_w, b"x")
         if wait is None:
             return self._done.is_set()
         return self._done.wait(wait)
@@ -171,23 +171,22 @@ class RunningProcess:
         try:
             anyio.run(self._serve)
         finally:
+            with self._wake_lock:
+                self._wake_open = False
+                os.close(self._wake_r)
+                os.close(self._wake_w)
             self.close_stdin(wait=0)
             for path in (self.stdin_fifo, ready_file(self.stdin_fifo)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
-            self._ready.set()
             self._done.set()
             self._on_exit(self)
 
     async def _serve(self) -> None:
-        self._token = anyio.lowlevel.current_token()
-        self._stop_event = anyio.Event()
-        self._ready.set()
         async with anyio.create_task_group() as group:
 
             async def stop_when_asked() -> None:
-                assert self._stop_event is not None
-                await self._stop_event.wait()
+                await anyio.wait_readable(self._wake_r)  # type: ignore[attr-defined]
                 group.cancel_scope.cancel()
 
             group.start_soon(stop_when_asked)
