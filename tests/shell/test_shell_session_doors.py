@@ -13,7 +13,7 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from sandbox import Sandbox
 from tests._processes import survivors
-from workspace_tools import Policy, PolicyRule, ToolSession
+from workspace_tools import Policy, PolicyRule, ShellSession, ToolSession
 from workspace_tools.adapters.mcp import create_server
 
 pytestmark = pytest.mark.anyio
@@ -104,4 +104,19 @@ async def test_over_pydantic_ai(tmp_path: Path, marker: str) -> None:
         "the workspace root."
     ]
     assert json.loads(texts[1])["stdout"] == f"{tmp_path}\n"
+    assert survivors(marker) == []
+
+
+async def test_a_session_takes_a_shell_session_or_needs_a_workspace(
+    tmp_path: Path, marker: str
+) -> None:
+    with pytest.raises(TypeError, match="shell=True needs the session's workspace"):
+        ToolSession([], shell=True)
+    shells = ShellSession(tmp_path, max_processes=1)
+    with ToolSession(tmp_path, shell=shells) as session:
+        assert session.shell is shells
+        await session.call("start_process", {"command": "sleep 1000"})
+        refused = await session.call("start_process", {"command": "sleep 1000"})
+        assert refused.error is not None and "the most this session allows" in refused.error
+    assert shells.closed is True
     assert survivors(marker) == []
