@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from workspace_tools import ErrorCode, ToolResult
-from workspace_tools.cli._demo import repository_steps, sample_project, sample_steps, summary_lines
+from workspace_tools.cli._demo import (
+    TICKS_COMMAND,
+    _background_process,
+    _Printer,
+    repository_steps,
+    sample_project,
+    sample_steps,
+    summary_lines,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -103,3 +113,22 @@ EDIT_DETAILS = {"diff": DIFF, "additions": 1, "deletions": 1}
 )
 def test_summary_lines(result: ToolResult, lines: list[str]) -> None:
     assert summary_lines(result) == lines
+
+
+def test_background_process_step_reads_each_tick_and_stops_the_process(tmp_path: Path) -> None:
+    out = io.StringIO()
+    failed = anyio.run(_background_process, tmp_path, _Printer(out), 11)
+    assert failed == 0, out.getvalue()
+    assert out.getvalue().splitlines() == [
+        "",
+        "11. start a background process, read its output, stop it",
+        f"● Start process [play] {TICKS_COMMAND}",
+        "  p1: running",
+        "● Read process output [terminal] p1",
+        "  tick 1",
+        "  tick 2",
+        "  tick 3",
+        "● Stop process [stop] p1",
+        "  p1: stopped",
+    ]
+    assert list(tmp_path.iterdir()) == []  # the output area went with the session

@@ -4,7 +4,8 @@ The public API is what ``__all__`` lists; everything in underscore modules is pr
 covers defining a tool (``tool``, ``ToolContext``, ``tool_output``, ``tool_content`` and
 its parts, ``ToolPresentation``, ``ToolError``, ``ErrorCode``, ``ToolState``), invoking one
 (``invoke_tool``, ``invoke_tool_sync``, ``ToolResult``, ``ToolUpdate``), the seven tools
-(``workspace_tools``, ``Workspace``, ``WorkspaceOptions``), sessions of calls
+(``workspace_tools``, ``Workspace``, ``WorkspaceOptions``), the persistent shell and
+background processes (``ShellSession``, ``shell_tools``), sessions of calls
 (``ToolSession``, ``Policy``, ``PolicyRule``, ``ArgumentCondition``, ``ConfirmationRequest``,
 ``Confirmation``, ``SessionRecord``), and streams and transcripts of calls (the ``Tool*Event``
 models, ``parse_tool_event``, ``ToolHistoryEntry``). The command line and its policy flags
@@ -41,7 +42,7 @@ from workspace_tools.session._pipeline import invoke_tool, invoke_tool_sync
 from workspace_tools.session._policy import ArgumentCondition, Policy, PolicyRule
 from workspace_tools.session._session import ToolSession
 from workspace_tools.session._steps import SessionRecord
-from workspace_tools.tools import workspace_tools
+from workspace_tools.tools import ShellSession, shell_tools, workspace_tools
 from workspace_tools.workspace import Workspace, WorkspaceOptions
 
 __version__ = "0.1.0"
@@ -54,6 +55,7 @@ __all__ = [
     "Policy",
     "PolicyRule",
     "SessionRecord",
+    "ShellSession",
     "Tool",
     "ToolCallEndEvent",
     "ToolCallStartEvent",
@@ -78,6 +80,7 @@ __all__ = [
     "invoke_tool_sync",
     "is_tool_output",
     "parse_tool_event",
+    "shell_tools",
     "text_part",
     "tool",
     "tool_content",

@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation
@@ -40,7 +41,7 @@ from workspace_tools.session._steps import (
     ToolRunEvent,
     TraceEvent,
 )
-from workspace_tools.tools import workspace_tools
+from workspace_tools.tools import SHELL_TOOL_NAMES, ShellSession, shell_tools, workspace_tools
 from workspace_tools.workspace import Workspace, as_workspace
 
 logger = logging.getLogger("workspace_tools")
@@ -67,6 +68,13 @@ class ToolSession:
             tool that is not read-only) forgets every cached result.
         cache: ``False`` turns the cache off.
         timeout, max_result_length, sandbox: as for :func:`invoke_tool`, for every call.
+        shell: ``True`` adds the shell tools (``shell``, ``start_process``,
+            ``read_process_output``, ``write_process_stdin``, ``stop_process``,
+            ``list_processes``) over a :class:`ShellSession` of the workspace, whose shell
+            and processes run in ``sandbox`` when one is given; or a :class:`ShellSession`
+            to use. Either way the session owns it: :meth:`close` ends every process it
+            started. Shell tool calls run in this process (what they start runs in the
+            sandbox), never in a sandbox child.
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
@@ -90,6 +98,7 @@ class ToolSession:
         timeout: float | None = None,
         max_result_length: int | None = None,
         sandbox: Any = None,
+        shell: bool | ShellSession = False,
     ) -> None:
         if isinstance(tools, (Workspace, str, os.PathLike)):
             if workspace is not None:
@@ -99,6 +108,15 @@ class ToolSession:
         else:
             self.workspace = None if workspace is None else as_workspace(workspace)
             tool_list = list(tools)
+        self.shell: ShellSession | None = None
+        if shell is not False:
+            if isinstance(shell, ShellSession):
+                self.shell = shell
+            elif self.workspace is None:
+                raise TypeError("shell=True needs the session's workspace")
+            else:
+                self.shell = ShellSession(self.workspace, sandbox=sandbox)
+            tool_list += shell_tools(self.shell)
         names = [t.name for t in tool_list]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
@@ -114,10 +132,34 @@ class ToolSession:
         self._execute = partial(
             run_call, timeout=timeout, max_result_length=self._max_result_length, sandbox=sandbox
         )
+        # The shell tools hold their processes in this process: never run in a child.
+        self._in_process = partial(
+            run_call, timeout=timeout, max_result_length=self._max_result_length
+        )
+        self._owned = frozenset(SHELL_TOOL_NAMES) if self.shell is not None else frozenset()
         self._record = SessionRecord()
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
+
+    def close(self) -> None:
+        """End what the session owns: its :class:`ShellSession` (the shell and every
+        background process, each whole tree, and the output area). Idempotent; the calls
+        recorded stay readable."""
+        if self.shell is not None:
+            self.shell.close()
+
+    def __enter__(self) -> ToolSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ToolSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await anyio.to_thread.run_sync(self.close)
 
     @property
     def steps(self) -> list[Step]:
@@ -287,8 +329,9 @@ class ToolSession:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
         started = time.perf_counter()
+        execute = self._in_process if name in self._owned else self._execute
         try:
-            result = await self._execute(call, on_update=on_update)
+            result = await execute(call, on_update=on_update)
         except anyio.get_cancelled_exc_class():
             ms = (time.perf_counter() - started) * 1000
             self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)

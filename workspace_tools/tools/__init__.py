@@ -1,4 +1,6 @@
-"""The seven workspace tools; :func:`workspace_tools` builds them over one workspace."""
+"""The seven workspace tools; :func:`workspace_tools` builds them over one workspace.
+:func:`shell_tools` builds the persistent shell and the background process tools over a
+:class:`ShellSession`, which owns what they start."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from workspace_tools.tools import (
     glob,
     grep,
     list_files,
+    processes,
     read_file,
     run_command,
+    shell,
     write_file,
 )
+from workspace_tools.tools._shell_session import ShellSession
 from workspace_tools.workspace import Workspace, as_workspace
 
 TOOL_NAMES = (
@@ -27,6 +32,15 @@ TOOL_NAMES = (
     "glob",
     "grep",
     "run_command",
+)
+
+SHELL_TOOL_NAMES = (
+    "shell",
+    "start_process",
+    "read_process_output",
+    "write_process_stdin",
+    "stop_process",
+    "list_processes",
 )
 
 
@@ -60,3 +74,11 @@ def workspace_tools(
         *(dataclasses.replace(module.build(workspace), sandbox=box) for module in file_tools),
         run_command.build(workspace, sandbox=box),
     ]
+
+
+def shell_tools(session: ShellSession) -> list[Tool[Any]]:
+    """The tools of ``SHELL_TOOL_NAMES`` over ``session``: ``shell`` (its persistent shell)
+    and the five background process tools. They run in this process (never in a sandbox
+    child: the shell and the processes they hold live here), and what they start runs in
+    the session's sandbox; closing the session ends it all."""
+    return [shell.build(session), *processes.build(session)]

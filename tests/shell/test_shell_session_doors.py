@@ -1,0 +1,122 @@
+"""The shell tools are normal calls of a session: policy and steps apply, over MCP and
+pydantic-ai too."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from sandbox import Sandbox
+from tests._processes import survivors
+from workspace_tools import Policy, PolicyRule, ShellSession, ToolSession
+from workspace_tools.adapters.mcp import create_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def marker(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", value)
+    return f"WT_TEST_MARKER={value}"
+
+
+async def test_over_mcp_with_a_policy(tmp_path: Path, marker: str) -> None:
+    policy = Policy(
+        rules=(PolicyRule(name="no-servers", decision="deny", tools=("start_process",)),)
+    )
+    with ToolSession(tmp_path, shell=True, policy=policy) as session:
+        server = create_server(session.tools, call=session.call)
+        async with create_connected_server_and_client_session(server) as client:
+            listed = {t.name for t in (await client.list_tools()).tools}
+            assert {"shell", "start_process", "list_processes"} <= listed
+            first = await client.call_tool("shell", {"command": "export V=7"})
+            second = await client.call_tool("shell", {"command": "echo $V"})
+            denied = await client.call_tool("start_process", {"command": "sleep 1000"})
+        assert first.isError is False
+        assert json.loads(second.content[0].text) == {
+            "exit_code": 0,
+            "stdout": "7\n",
+            "stderr": "",
+            "notes": [],
+        }
+        assert denied.isError is True
+        assert denied.content[0].text == (
+            "Not run: policy rule 'no-servers' denies this start_process call."
+        )
+        assert [(s.tool, s.skipped) for s in session.steps] == [
+            ("shell", False),
+            ("shell", False),
+            ("start_process", True),
+        ]
+    assert survivors(marker) == []
+
+
+async def test_shell_in_a_session_with_a_call_sandbox_runs_in_process(
+    tmp_path: Path, marker: str
+) -> None:
+    box = Sandbox(layers=False)
+    try:
+        with ToolSession(tmp_path, shell=True, sandbox=box) as session:
+            await session.call("shell", {"command": "export V=8"})
+            result = await session.call("shell", {"command": "echo $V"})
+            assert result.content["stdout"] == "8\n", result.model_text()
+            started = await session.call("start_process", {"command": "sleep 1000"})
+            listed = await session.call("list_processes", {})
+            assert [p["id"] for p in listed.content["processes"]] == [started.content["id"]]
+    finally:
+        box.close()
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_over_pydantic_ai(tmp_path: Path, marker: str) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from workspace_tools.adapters.pydantic_ai import workspace_toolset
+
+    calls = iter(
+        [
+            ToolCallPart("shell", {"command": "cd / ; echo moved"}, "c1"),
+            ToolCallPart("shell", {"command": "pwd"}, "c2"),
+        ]
+    )
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = next(calls, None)
+        return ModelResponse(parts=[part if part is not None else TextPart("done")])
+
+    with ToolSession(tmp_path, shell=True) as session:
+        agent: Any = Agent(
+            FunctionModel(model), toolsets=[workspace_toolset(session.tools, call=session.call)]
+        )
+        await agent.run("go")
+        texts = [s.result for s in session.steps]
+    assert json.loads(texts[0])["notes"] == [
+        "The command left the shell in /, outside the workspace; the shell was moved back to "
+        "the workspace root."
+    ]
+    assert json.loads(texts[1])["stdout"] == f"{tmp_path}\n"
+    assert survivors(marker) == []
+
+
+async def test_a_session_takes_a_shell_session_or_needs_a_workspace(
+    tmp_path: Path, marker: str
+) -> None:
+    with pytest.raises(TypeError, match="shell=True needs the session's workspace"):
+        ToolSession([], shell=True)
+    shells = ShellSession(tmp_path, max_processes=1)
+    with ToolSession(tmp_path, shell=shells) as session:
+        assert session.shell is shells
+        await session.call("start_process", {"command": "sleep 1000"})
+        refused = await session.call("start_process", {"command": "sleep 1000"})
+        assert refused.error is not None and "the most this session allows" in refused.error
+    assert shells.closed is True
+    assert survivors(marker) == []
