@@ -255,11 +255,29 @@ def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolErro
             )
     old = chunk.old
     message = f"{where}: its expected lines (the ' ' and '-' lines) are not in the file"
-    if cursor:
+    if chunk.end_of_file:
+        message += " at its end (the chunk is marked '*** End of File')"
+    elif cursor:
         message += f" after line {cursor}, where the previous chunk ended"
     start = _nearest(lines, old, cursor)
     if start is None:
-        return ToolError(message + _closest_single(lines, old[0], cursor), ErrorCode.NO_MATCH)
+        hint = _closest_single(lines, old[0], cursor) or (
+            ". None of its lines is in the file: read the file again and copy its lines exactly"
+        )
+        return ToolError(message + hint, ErrorCode.NO_MATCH)
+    loose = LEVELS[-1][1]
+    if lines.normal(3)[start : start + len(old)] == [loose(x) for x in old]:
+        if start < cursor:
+            why = "above the previous chunk: give the chunks of a file in the order of its lines"
+        elif chunk.end_of_file:
+            why = "not at its end: leave out '*** End of File'"
+        else:
+            why = "not after its @@ line: correct the @@ line or leave it out"
+        return ToolError(
+            f"{message}; they are at line {start + 1}, {why}",
+            ErrorCode.NO_MATCH,
+            details={"nearest_line": start + 1},
+        )
     differs = next(
         (
             k

@@ -17,7 +17,8 @@ the lines it expects in the file; its context and added (``+``) lines are what i
 Leniency, each for a way models are known to send patches: CRLF line breaks in the patch
 are read as LF; a whole-patch heredoc wrapper (``<<'EOF'`` … ``EOF``, with or without a
 leading command such as ``apply_patch``) is removed; an empty line inside a chunk is an
-empty context line; blank lines around the envelope and between operations are skipped.
+empty context line; blank lines around the envelope and between operations are skipped;
+the envelope's markers and the operation headers may be padded with spaces.
 Errors are :class:`PatchSyntaxError` naming the patch's line number and what was expected.
 """
 
@@ -139,8 +140,8 @@ def parse_patch(text: str) -> list[FileOp]:
     i = start + 1
     stop = end - 1
     while i < stop:
-        line = lines[i]
-        if not line.strip():
+        line = lines[i].strip()
+        if not line:
             i += 1
             continue
         if line.startswith(ADD):
@@ -158,8 +159,8 @@ def parse_patch(text: str) -> list[FileOp]:
             path = _path(line, UPDATE, i)
             i += 1
             move_to = None
-            if i < stop and lines[i].startswith(MOVE):
-                move_to = _path(lines[i], MOVE, i)
+            if i < stop and lines[i].strip().startswith(MOVE):
+                move_to = _path(lines[i].strip(), MOVE, i)
                 i += 1
             body_start = i
             while i < stop and not _is_header(lines[i]):
@@ -182,7 +183,8 @@ def parse_patch(text: str) -> list[FileOp]:
 
 
 def _is_header(line: str) -> bool:
-    return line.startswith((ADD, DELETE, UPDATE))
+    # Headers may come padded with spaces (as models send them); no code line starts so.
+    return line.strip().startswith((ADD, DELETE, UPDATE))
 
 
 def _path(line: str, prefix: str, index: int) -> str:

@@ -1,0 +1,2 @@
+msg = “don’t” — ok
+z = 1

@@ -1,0 +1,6 @@
+def f():
+    """F."""
+    pass
+
+def g():
+    pass

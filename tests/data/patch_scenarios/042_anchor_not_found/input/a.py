@@ -1,0 +1,2 @@
+def real():
+    return 1
