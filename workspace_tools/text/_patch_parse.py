@@ -144,7 +144,7 @@ def parse_patch(text: str) -> list[FileOp]:
         if not line:
             i += 1
             continue
-        if line.startswith(ADD):
+        if line.startswith(ADD.rstrip()):
             path = _path(line, ADD, i)
             i += 1
             content: list[str] = []
@@ -152,14 +152,14 @@ def parse_patch(text: str) -> list[FileOp]:
                 content.append(lines[i][1:] + "\n")
                 i += 1
             ops.append(FileOp("add", path, content="".join(content)))
-        elif line.startswith(DELETE):
+        elif line.startswith(DELETE.rstrip()):
             ops.append(FileOp("delete", _path(line, DELETE, i)))
             i += 1
-        elif line.startswith(UPDATE):
+        elif line.startswith(UPDATE.rstrip()):
             path = _path(line, UPDATE, i)
             i += 1
             move_to = None
-            if i < stop and lines[i].strip().startswith(MOVE):
+            if i < stop and lines[i].strip().startswith(MOVE.rstrip()):
                 move_to = _path(lines[i].strip(), MOVE, i)
                 i += 1
             body_start = i
@@ -184,11 +184,11 @@ def parse_patch(text: str) -> list[FileOp]:
 
 def _is_header(line: str) -> bool:
     # Headers may come padded with spaces (as models send them); no code line starts so.
-    return line.strip().startswith((ADD, DELETE, UPDATE))
+    return line.strip().startswith((ADD.rstrip(), DELETE.rstrip(), UPDATE.rstrip()))
 
 
 def _path(line: str, prefix: str, index: int) -> str:
-    path = line[len(prefix) :].strip()
+    path = line[len(prefix.rstrip()) :].strip()
     if not path:
         raise PatchSyntaxError(f"invalid patch: line {index + 1} names no path after '{prefix}'")
     return path
