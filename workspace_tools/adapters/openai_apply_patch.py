@@ -69,7 +69,7 @@ nothing does."""
 
 
 def openai_apply_patch_tool() -> dict[str, Any]:
-    """The Responses API tool entry of the built-in ``apply_patch`` tool (``ApplyPatchToolParam``)."""
+    """The Responses API entry of the built-in ``apply_patch`` tool (``ApplyPatchToolParam``)."""
     return {"type": "apply_patch"}
 
 
