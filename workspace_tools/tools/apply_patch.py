@@ -111,9 +111,12 @@ class _Change:
 
 
 def _present(args: ApplyPatchArgs) -> ToolPresentation:
+    # Also called with placeholder arguments (``patch`` None) for the static presentation.
     try:
-        ops = parse_patch(args.patch)
+        ops = parse_patch(args.patch) if isinstance(args.patch, str) else []
     except PatchSyntaxError:
+        ops = []
+    if not ops:
         return ToolPresentation(label="Apply patch", icon="file-diff")
     paths = dict.fromkeys(p for op in ops for p in (op.path, op.move_to) if p is not None)
     return ToolPresentation(label="Apply patch", icon="file-diff", detail=", ".join(paths))
