@@ -1,6 +1,7 @@
 """Properties of the patch engine, with difflib as the patch writer.
 
-- A patch made from (a, b) turns a's bytes into b's bytes exactly, in every encoding the
+- A patch made from (a, b) turns a's bytes into b's bytes exactly, and so does its diff in
+  the details applied by ``git apply``, in every encoding the
   tools keep (UTF-8, UTF-8 with BOM, latin-1, UTF-16 LE/BE with BOM), with LF or CRLF, with
   or without a final newline, tabs and repeated lines included. The writer widens context
   until its chunks are unique (as a model is told to); a whole-file chunk always is.
@@ -11,13 +12,14 @@
 from __future__ import annotations
 
 import difflib
+import subprocess
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.file_support import call, tools
+from tests.file_support import DIFF_CODECS, call, tools
 from workspace_tools import ErrorCode
 from workspace_tools.tools import apply_patch
 
@@ -102,6 +104,19 @@ def test_a_difflib_patch_turns_a_into_b_byte_exactly(
             context *= 2
         assert result.error is None, (result.error, context)
         assert target.read_bytes() == after, (before, after, result.details)
+        [entry] = result.details.files
+        if entry.encoding in DIFF_CODECS:  # git reads UTF-16 files as binary
+            scratch = root / "git"
+            scratch.mkdir()
+            (scratch / "f.txt").write_bytes(before)
+            subprocess.run(
+                ["git", "apply", "--whitespace=nowarn", "-"],
+                input=entry.diff.encode(DIFF_CODECS[entry.encoding]),
+                cwd=scratch,
+                check=True,
+                capture_output=True,
+            )
+            assert (scratch / "f.txt").read_bytes() == after, entry.diff
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

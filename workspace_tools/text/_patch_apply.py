@@ -71,10 +71,14 @@ class PatchedText:
     Attributes:
         text: the new text, line endings as described in the module docstring.
         match: the loosest level any chunk needed (``exact`` when every one matched as is).
+        spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
+            ranges it covered in the old text and in the new; every line outside them is
+            the same in both.
     """
 
     text: str
     match: str
+    spans: tuple[tuple[int, int, int, int], ...] = ()
 
 
 class _Lines:
@@ -82,7 +86,12 @@ class _Lines:
 
     def __init__(self, text: str) -> None:
         self.full = split_lines(text)
-        self.bare = [_bare(line) for line in self.full]
+        if "\r" in text:
+            self.bare = [_bare(line) for line in self.full]
+        else:
+            self.bare = text.split("\n")
+            if self.bare[-1] == "":
+                self.bare.pop()
         self._normal: dict[int, list[str]] = {0: self.bare}
 
     def normal(self, level: int) -> list[str]:
@@ -116,10 +125,12 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
     out: list[str] = []
     cursor = 0
     loosest = 0
+    spans: list[tuple[int, int, int, int]] = []
     for number, chunk in enumerate(chunks, 1):
         start, level = _locate(lines, chunk, cursor, number, path)
         loosest = max(loosest, level)
         out.extend(lines.full[cursor:start])
+        begun = len(out)
         removed: list[str] = []
         at = start
         for kind, body in chunk.lines:
@@ -133,9 +144,16 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
             else:
                 ending = removed.pop(0) if removed else newline
                 out.append(body + (ending or newline))
+        spans.append((start, at, begun, len(out)))
         cursor = at
+    count = len(lines.full)
+    if spans and text and not text.endswith("\n") and spans[-1][0] == count:
+        # Lines added after a last line without a break give that line one: it changes too.
+        _, at, begun, end = spans[-1]
+        spans[-1] = (count - 1, at, begun - 1, end)
     out.extend(lines.full[cursor:])
-    return PatchedText(_keep_final_newline(text, out, newline), LEVELS[loosest][0])
+    new = _keep_final_newline(text, out, newline)
+    return PatchedText(new, LEVELS[loosest][0], tuple(spans))
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
@@ -143,13 +161,19 @@ def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
     the file's last line did (with a break or without)."""
     if not out:
         return ""
-    fixed = [line if line.endswith("\n") else line + newline for line in out[:-1]]
-    last = out[-1]
     if text and not text.endswith("\n"):
-        last = _bare(last) if last.endswith("\n") else last
-    elif not last.endswith("\n"):
-        last += newline
-    return "".join(fixed) + last
+        # Added lines all end in a break; the file's last line is the one line that may
+        # not, and only lines added after it can follow it, so it is found from the end.
+        i = len(out) - 1
+        while i >= 0 and out[i].endswith("\n"):
+            i -= 1
+        if 0 <= i < len(out) - 1:
+            out[i] += newline
+        if out[-1].endswith("\n"):
+            out[-1] = _bare(out[-1])
+    elif not out[-1].endswith("\n"):
+        out[-1] += newline
+    return "".join(out)
 
 
 def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:
