@@ -31,7 +31,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._diff import split_lines
@@ -74,11 +74,14 @@ class PatchedText:
         spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
             ranges it covered in the old text and in the new; every line outside them is
             the same in both.
+        old_lines, new_lines: both texts split after each LF (as ``split_lines``).
     """
 
     text: str
     match: str
     spans: tuple[tuple[int, int, int, int], ...] = ()
+    old_lines: list[str] = field(default_factory=list)
+    new_lines: list[str] = field(default_factory=list)
 
 
 class _Lines:
@@ -152,8 +155,8 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
         _, at, begun, end = spans[-1]
         spans[-1] = (count - 1, at, begun - 1, end)
     out.extend(lines.full[cursor:])
-    new = _keep_final_newline(text, out, newline)
-    return PatchedText(new, LEVELS[loosest][0], tuple(spans))
+    new = _keep_final_newline(text, out, newline)  # fixes ``out`` in place too
+    return PatchedText(new, LEVELS[loosest][0], tuple(spans), lines.full, out)
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
@@ -217,9 +220,16 @@ def _places(
         return [start] if hit else []
     head = wanted[0]
     places = []
-    for i in range(low, min(high, len(found) - span + 1)):
-        if found[i] == head and found[i : i + span] == wanted:
+    stop = min(high, len(found) - span + 1)
+    i = low
+    while i < stop:
+        try:
+            i = found.index(head, i, stop)  # the first line, found in C
+        except ValueError:
+            break
+        if found[i : i + span] == wanted:
             places.append(i)
+        i += 1
     return places
 
 

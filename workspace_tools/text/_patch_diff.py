@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import re
 
-from workspace_tools.text._diff import CONTEXT_LINES, TextDiff, split_lines, unified_diff
+from workspace_tools.text._diff import CONTEXT_LINES, TextDiff, unified_diff
 
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
 def spans_diff(
-    old: str, new: str, spans: tuple[tuple[int, int, int, int], ...], path: str, *, bom: str = ""
+    old_lines: list[str],
+    new_lines: list[str],
+    spans: tuple[tuple[int, int, int, int], ...],
+    path: str,
+    *,
+    bom: str = "",
 ) -> TextDiff:
-    """The diff turning ``old`` into ``new`` for the file at ``path``, where ``spans`` are
+    """The diff turning the lines ``old_lines`` into ``new_lines`` (each split after its LF,
+    as :func:`~._diff.split_lines` does) for the file at ``path``, where ``spans`` are
     ``(old start, old end, new start, new end)`` 0-based line ranges, in order, outside of
-    which the two texts have the same lines. ``bom`` (U+FEFF or ``""``) is put before the
-    first line of both, as the file's bytes have it.
+    which the two have the same lines. ``bom`` (U+FEFF or ``""``) is put before the first
+    line of both, as the file's bytes have it.
     """
-    if old == new:
-        return TextDiff("", 0, 0)
-    old_lines, new_lines = split_lines(old), split_lines(new)
     regions: list[list[int]] = []
     for a0, a1, b0, b1 in spans:
         lead = min(CONTEXT_LINES, a0, b0)

@@ -15,7 +15,7 @@ from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.text._decode import TextFormat, convert_newlines, encode_text
 from workspace_tools.text._diff import TextDiff, unified_diff
-from workspace_tools.text._patch_apply import LEVEL_NAMES, apply_chunks
+from workspace_tools.text._patch_apply import LEVEL_NAMES, PatchedText, apply_chunks
 from workspace_tools.text._patch_diff import spans_diff
 from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_patch
 from workspace_tools.tools._file_state import file_tool_state
@@ -99,9 +99,10 @@ class _State:
     newline: str
     text: str | None
     mode: int
-    # The line ranges the one update of this path covered (for a fast diff); None once
-    # anything else happened to it.
-    spans: tuple[tuple[int, int, int, int], ...] | None = ()
+    # The one update of this path, whose line ranges make its diff fast; None when there
+    # was none or anything else happened to the path too.
+    patched: PatchedText | None = None
+    touched: bool = False
 
 
 @dataclass
@@ -219,7 +220,7 @@ def _plan(
                     ErrorCode.ALREADY_EXISTS,
                 )
             state.text = convert_newlines(op.content, state.newline)
-            state.spans = None
+            state.patched, state.touched = None, True
             changes.append(_Change("add", rel))
             continue
         if state.text is None:
@@ -230,13 +231,13 @@ def _plan(
                 ErrorCode.NOT_FOUND,
             )
         if op.kind == "delete":
-            state.text, state.spans = None, None
+            state.text, state.patched, state.touched = None, None, True
             changes.append(_Change("delete", rel))
             continue
         patched = apply_chunks(state.text, op.chunks, newline=state.newline, path=rel)
         if op.move_to is None:
-            first = state.spans == () and state.text == state.original
-            state.spans = patched.spans if first else None
+            state.patched = None if state.touched else patched
+            state.touched = True
             state.text = patched.text
             changes.append(_Change("update", rel, match=patched.match))
             continue
@@ -249,8 +250,8 @@ def _plan(
                     ErrorCode.ALREADY_EXISTS,
                 )
             target.fmt, target.mode = state.fmt, state.mode
-            state.text, state.spans = None, None
-        target.text, target.spans = patched.text, None
+            state.text, state.patched, state.touched = None, None, True
+        target.text, target.patched, target.touched = patched.text, None, True
         changes.append(_Change("move", rel, target.resolved.rel, patched.match))
     return states, changes
 
@@ -336,9 +337,10 @@ def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
         if old is None:
             bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
             return unified_diff(None, bom + new, rel, mode=mode)
-        if state.spans:
+        if state.patched is not None:
             bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
-            return spans_diff(old, new, state.spans, rel, bom=bom)
+            patched = state.patched
+            return spans_diff(patched.old_lines, patched.new_lines, patched.spans, rel, bom=bom)
         return text_diff(old, new, state.fmt, rel)
     bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
     gone = unified_diff(bom + (old or ""), "", rel)
