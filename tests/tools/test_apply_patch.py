@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import Sandbox
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolPresentation
 from workspace_tools.text._patch_parse import PatchSyntaxError, parse_patch
@@ -179,3 +180,21 @@ def test_parser_reads_stacked_anchors_end_of_file_and_empty_context_lines() -> N
         ["x", "", "y"],
         ["x", "", "z"],
     )
+
+
+def test_a_patch_runs_in_a_sandbox_child_and_its_writes_count_as_seen(root: Path) -> None:
+    box = Sandbox()
+    try:
+        named = tools(root, sandbox=box)
+        assert named["apply_patch"].sandbox is not None
+        body = patch("*** Add File: a.txt\n+one\n", "*** Add File: b/c.txt\n+two\n")
+        result = call(named["apply_patch"], patch=body)
+        assert result.error is None, result.error
+        assert (root / "a.txt").read_bytes() == b"one\n"
+        assert (root / "b/c.txt").read_bytes() == b"two\n"
+        # The child's writes were handed back: a later change on disk is seen as stale.
+        (root / "a.txt").write_text("changed elsewhere\n")
+        stale = call(named["apply_patch"], patch=patch("*** Delete File: a.txt\n"))
+        assert stale.error_code == ErrorCode.STALE_FILE, stale.error
+    finally:
+        box.close()
