@@ -150,6 +150,17 @@ def test_calls_run_through_a_session_with_its_steps(tmp_path: Path) -> None:
     assert (tmp_path / "n.txt").read_bytes() == b"2\n"
 
 
+def test_a_create_diff_with_a_line_that_is_not_added_is_refused_as_such(tmp_path: Path) -> None:
+    item = call_item("c", {"type": "create_file", "path": "n.txt", "diff": "+a\nb\n"})
+    output = anyio.run(invoke_apply_patch_call, apply_patch_tool(tmp_path), item)
+    assert output["status"] == "failed"
+    assert output["output"] == (
+        "invalid diff for creating 'n.txt': line 2, 'b', does not start with '+'; every line "
+        "of a new file is written as '+' and its text"
+    )
+    assert not (tmp_path / "n.txt").exists()
+
+
 def test_arguments_of_a_call_are_one_operation_envelopes() -> None:
     item = call_item("c", {"type": "update_file", "path": "a.py", "diff": "@@\n-x\n+y"})
     assert apply_patch_call_arguments(item) == {

@@ -28,7 +28,15 @@ from typing import Any
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import CallFunction, Finished, invoke_call, model_text
-from workspace_tools.text._patch_parse import ADD, BEGIN, DELETE, END, UPDATE
+from workspace_tools.text._patch_parse import (
+    ADD,
+    BEGIN,
+    DELETE,
+    END,
+    UPDATE,
+    PatchSyntaxError,
+    parse_v4a_create,
+)
 
 APPLY_PATCH_GRAMMAR = r"""
 start: begin operation+ end
@@ -105,7 +113,8 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
     chunks. Neither may overwrite: creating an existing file is refused by the tool.
 
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path.
+        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path, or
+            a ``create_file`` diff with a line that is not ``+``.
     """
     operation = _as_dict(item).get("operation") or {}
     kind, path = operation.get("type"), operation.get("path")
@@ -113,6 +122,10 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
         raise ToolError("The apply_patch_call names no path", ErrorCode.INVALID_ARGUMENTS)
     diff = operation.get("diff") or ""
     if kind == "create_file":
+        try:
+            parse_v4a_create(diff, path)  # every line '+': said here, not as a bad header
+        except PatchSyntaxError as exc:
+            raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
         body = f"{ADD}{path}\n{_lines(diff)}"
     elif kind == "update_file":
         body = f"{UPDATE}{path}\n{_lines(diff)}"

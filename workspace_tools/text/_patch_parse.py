@@ -263,15 +263,3 @@ def parse_v4a_create(diff: str, path: str) -> str:
             )
         out.append(line[1:] + "\n")
     return "".join(out)
-
-
-def parse_v4a_update(diff: str, path: str) -> list[Chunk]:
-    """The chunks of a V4A ``update_file`` diff.
-
-    Raises:
-        PatchSyntaxError: as :func:`parse_chunks`, or a diff with no chunk.
-    """
-    chunks = parse_chunks(_lines(diff), path)
-    if not chunks:
-        raise PatchSyntaxError(f"invalid diff for updating '{path}': it holds no change")
-    return chunks
