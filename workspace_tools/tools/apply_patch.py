@@ -55,7 +55,7 @@ Action = Literal["add", "update", "delete", "move"]
 
 
 class ApplyPatchArgs(BaseModel):
-    """Apply a patch in the ``*** Begin Patch`` format."""
+    """Apply a patch in the '*** Begin Patch' format."""
 
     patch: str = Field(
         min_length=1,

@@ -39,7 +39,7 @@ MatchKind = Literal["exact", "line_endings", "trailing_whitespace", "indentation
 
 
 class Edit(BaseModel):
-    """One replacement of an ``edits`` list."""
+    """One replacement of an edits list."""
 
     old_text: str = Field(
         min_length=1,
@@ -51,7 +51,7 @@ class Edit(BaseModel):
 
 
 class EditFileArgs(BaseModel):
-    """Replace literal text in a file: one ``old_text``/``new_text``, or an ``edits`` list."""
+    """Replace literal text in a file: one old_text/new_text, or an edits list."""
 
     path: str = Field(description="File path, relative to the workspace root")
     old_text: str | None = Field(
