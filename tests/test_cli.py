@@ -174,14 +174,20 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     assert "  +    return sum(item.price * item.quantity for item in items)" in (
         done.stdout.splitlines()
     )
+    assert "● Apply patch [file-diff] CHANGELOG.md, README.md" in rows
     lines = done.stdout.splitlines()
-    sandboxed = lines[lines.index("9. the last command again, inside the sandbox") :]
+
+    def step(title: str) -> int:
+        # Steps are numbered in order; the sandbox steps come after all the others.
+        [found] = [i for i, line in enumerate(lines) if line.partition(". ")[2] == title]
+        return found
+
+    sandboxed = lines[step("the last command again, inside the sandbox") :]
     assert "● Run command [terminal] python3 -m unittest -v" in sandboxed
     assert "  progress updates reported from the sandbox: 0" in sandboxed
     assert "  its output ends: OK" in sandboxed
     assert not [line for line in sandboxed if line.startswith("  │ ")]
-    title = "10. inside the sandbox, try to plant a git hook the host would run"
-    hook = lines[lines.index(title) + 1 :]
+    hook = lines[step("inside the sandbox, try to plant a git hook the host would run") + 1 :]
     if hook[0] != "  (this host cannot keep .git read-only in the sandbox)":
         shell, _, error = hook[2].partition(": line 1: ")
         assert [*hook[:2], error, hook[3]] == [

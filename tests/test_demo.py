@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from workspace_tools import ErrorCode, ToolResult
+from workspace_tools import ErrorCode, ToolResult, invoke_tool_sync, workspace_tools
 from workspace_tools.cli._demo import (
     TICKS_COMMAND,
     _background_process,
@@ -59,7 +59,26 @@ def test_sample_story_uses_every_tool() -> None:
         "glob",
         "grep",
         "run_command",
+        "apply_patch",
     }
+
+
+def test_the_patch_step_applies_after_the_steps_before_it(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(sample_project(), root)
+    steps = sample_steps()
+    assert steps[-1].tool == "apply_patch"
+    [write] = [s for s in steps if s.tool == "write_file"]
+    (root / write.arguments["path"]).write_text(write.arguments["content"])
+    readme = (root / "README.md").read_bytes()
+    tool = {t.name: t for t in workspace_tools(root)}["apply_patch"]
+    result = invoke_tool_sync(tool, steps[-1].arguments)
+    assert result.error is None, result.error
+    assert [(f.path, f.additions, f.deletions) for f in result.details.files] == [
+        ("CHANGELOG.md", 1, 1),
+        ("README.md", 2, 0),
+    ]
+    assert (root / "README.md").read_bytes() == readme + b"\nWhat changed: CHANGELOG.md.\n"
 
 
 @pytest.mark.parametrize(

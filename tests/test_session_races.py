@@ -425,8 +425,8 @@ def test_a_working_directory_removed_as_the_command_starts_is_not_found(
         (
             123,
             {},
-            "Unknown tool '123'; the tools are: edit_file, glob, grep, list_files, read_file, "
-            "run_command, write_file",
+            "Unknown tool '123'; the tools are: apply_patch, edit_file, glob, grep, list_files, "
+            "read_file, run_command, write_file",
         ),
     ],
 )

@@ -35,6 +35,7 @@ PRESENTATIONS = {
     "glob": ("Find files", "search"),
     "grep": ("Search files", "text-search"),
     "run_command": ("Run command", "terminal"),
+    "apply_patch": ("Apply patch", "file-diff"),
 }
 READ_ONLY = {"read_file", "list_files", "glob", "grep"}
 
@@ -237,10 +238,19 @@ REAL_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("glob", {"pattern": "*.txt"}, "*.txt"),
     ("grep", {"pattern": "beta"}, "beta"),
     ("run_command", {"command": "echo hi"}, "echo hi"),
+    (
+        "apply_patch",
+        {
+            "patch": "*** Begin Patch\n*** Update File: notes.txt\n@@\n alpha\n-beta\n+delta\n"
+            "*** Add File: more.txt\n+two\n*** End Patch\n"
+        },
+        "notes.txt, more.txt",
+    ),
 ]
 AFTER = {
     "write_file": {"notes.txt": "alpha\nbeta\n", "new.txt": "one\n"},
     "edit_file": {"notes.txt": "alpha\ngamma\n"},
+    "apply_patch": {"notes.txt": "alpha\ndelta\n", "more.txt": "two\n"},
 }
 
 

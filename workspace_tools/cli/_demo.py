@@ -108,7 +108,29 @@ def sample_steps() -> list[DemoStep]:
             "note the fix",
         ),
         DemoStep("run_command", {"command": TEST_COMMAND}, "run the tests again: they pass"),
+        apply_patch_step(),
     ]
+
+
+def apply_patch_step() -> DemoStep:
+    """One patch over two files, applied whole: the changelog entry is reworded and the
+    README points to the changelog."""
+    patch = (
+        "*** Begin Patch\n"
+        "*** Update File: CHANGELOG.md\n"
+        "@@\n"
+        " # Changelog\n"
+        " \n"
+        "-- `total_value` counts every unit on the shelf.\n"
+        "+- `total_value` counts every unit on the shelf: price times quantity.\n"
+        "*** Update File: README.md\n"
+        "@@\n"
+        " Run its tests with `python -m unittest -v`.\n"
+        "+\n"
+        "+What changed: CHANGELOG.md.\n"
+        "*** End Patch\n"
+    )
+    return DemoStep("apply_patch", {"patch": patch}, "one patch over two files, all or nothing")
 
 
 def _first_file(root: Path) -> str | None:

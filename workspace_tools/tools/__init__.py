@@ -1,4 +1,4 @@
-"""The seven workspace tools; :func:`workspace_tools` builds them over one workspace.
+"""The workspace tools; :func:`workspace_tools` builds them over one workspace.
 :func:`shell_tools` builds the persistent shell and the background process tools over a
 :class:`ShellSession`, which owns what they start."""
 
@@ -11,6 +11,7 @@ from typing import Any
 from sandbox import Sandbox
 from workspace_tools._tool import Tool
 from workspace_tools.tools import (
+    apply_patch,
     edit_file,
     glob,
     grep,
@@ -32,6 +33,7 @@ TOOL_NAMES = (
     "glob",
     "grep",
     "run_command",
+    "apply_patch",
 )
 
 SHELL_TOOL_NAMES = (
@@ -50,7 +52,7 @@ def workspace_tools(
     sandbox: Sandbox | None = None,
     **options: Any,
 ) -> list[Tool[Any]]:
-    """The seven tools, in the order of ``TOOL_NAMES``, confined to one workspace.
+    """The tools, in the order of ``TOOL_NAMES``, confined to one workspace.
 
     Args:
         root_or_workspace: a :class:`Workspace` or its root directory.
@@ -65,7 +67,10 @@ def workspace_tools(
     """
     workspace = as_workspace(root_or_workspace, **options)
     if sandbox is None:
-        modules = (read_file, write_file, edit_file, list_files, glob, grep, run_command)
+        modules = (
+            *(read_file, write_file, edit_file, list_files, glob, grep, run_command),
+            apply_patch,
+        )
         return [module.build(workspace) for module in modules]
     box = sandbox.confined_to(str(workspace.root))
     file_tools = (read_file, write_file, edit_file, list_files, glob, grep)
@@ -73,6 +78,7 @@ def workspace_tools(
         # Tool.sandbox: the call pipeline runs their execute in a child of box.
         *(dataclasses.replace(module.build(workspace), sandbox=box) for module in file_tools),
         run_command.build(workspace, sandbox=box),
+        dataclasses.replace(apply_patch.build(workspace), sandbox=box),
     ]
 
 

@@ -29,32 +29,87 @@ Replace text in an existing file of the workspace: `old_text` becomes `new_text`
   `match` names it). Indentation may differ only by the same shift on every line, never in
   the lines' depths relative to each other; `new_text` is then shifted the same way. Words
   and identifiers must always match exactly.
+- Several changes to one file: give `edits`, a list of {old_text, new_text, replace_all}
+  applied in order, each to the text the edits before it left (so each `old_text` must be
+  unique in that text); if any fails, none is made. Give either `edits` or `old_text`.
 - If the file changed on disk since you last read or wrote it, the edit is refused
   (STALE_FILE): read it again. To create a file, use write_file."""
 
 MatchKind = Literal["exact", "line_endings", "trailing_whitespace", "indentation", "quotes"]
 
 
-class EditFileArgs(BaseModel):
-    """Replace literal text in a file."""
+class Edit(BaseModel):
+    """One replacement of an edits list."""
 
-    path: str = Field(description="File path, relative to the workspace root")
     old_text: str = Field(
         min_length=1,
-        description="Exact text to replace, copied from the file; must match once unless "
-        "replace_all",
+        description="Exact text to replace, as the file reads after the edits before this "
+        "one; must match once unless replace_all",
     )
     new_text: str = Field(description="Replacement text, written literally")
     replace_all: bool = Field(False, description="Replace every occurrence of old_text")
 
 
+class EditFileArgs(BaseModel):
+    """Replace literal text in a file: one old_text/new_text, or an edits list."""
+
+    path: str = Field(description="File path, relative to the workspace root")
+    old_text: str | None = Field(
+        None,
+        min_length=1,
+        description="Exact text to replace, copied from the file; must match once unless "
+        "replace_all (leave out when giving edits)",
+    )
+    new_text: str | None = Field(
+        None, description="Replacement text, written literally (with old_text)"
+    )
+    replace_all: bool = Field(False, description="Replace every occurrence of old_text")
+    edits: list[Edit] | None = Field(
+        None,
+        min_length=1,
+        description="Several replacements applied in order, all or none (instead of "
+        "old_text/new_text)",
+    )
+
+    def replacements(self) -> list[Edit]:
+        """The edits to make, in order: ``edits``, or the one of ``old_text``/``new_text``.
+
+        Raises:
+            ToolError: ``INVALID_ARGUMENTS`` when both forms or neither are given, or
+                ``new_text`` is missing.
+        """
+        if self.edits is not None:
+            if self.old_text is not None or self.new_text is not None:
+                raise ToolError(
+                    "Give either edits or old_text/new_text, not both",
+                    ErrorCode.INVALID_ARGUMENTS,
+                )
+            return self.edits
+        if self.old_text is None or self.new_text is None:
+            raise ToolError(
+                "Give old_text and new_text, or an edits list of {old_text, new_text}",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        return [Edit(old_text=self.old_text, new_text=self.new_text, replace_all=self.replace_all)]
+
+
+class EditMatch(BaseModel):
+    """How one edit of an ``edits`` list went: places replaced and how it matched."""
+
+    replacements: int
+    match: MatchKind
+
+
 class EditFileContent(BaseModel):
     """What the model reads: the path, how many places changed, and how ``old_text``
-    matched (``exact``, or the fallback used, so the model knows its text was not literal)."""
+    matched (``exact``, or the fallback used, so the model knows its text was not literal).
+    For an ``edits`` list: the totals, the first fallback used, and each edit's own in
+    ``edits``."""
 
     path: str
     replacements: int
     match: MatchKind
+    edits: list[EditMatch] | None = None
 
 
 class EditFileDetails(BaseModel):
@@ -68,17 +123,21 @@ class EditFileDetails(BaseModel):
     replacements: int
     match: MatchKind
     encoding: str
+    edits: list[EditMatch] | None = None
 
 
 def build(workspace: Workspace) -> Tool[EditFileArgs]:
     """The ``edit_file`` tool over ``workspace``."""
 
     def execute(args: EditFileArgs, context: ToolContext) -> object:
-        if args.old_text == args.new_text:
-            raise ToolError(
-                "old_text and new_text are the same, so the edit would change nothing",
-                ErrorCode.INVALID_ARGUMENTS,
-            )
+        edits = args.replacements()
+        for number, edit in enumerate(edits, 1):
+            if edit.old_text == edit.new_text:
+                raise ToolError(
+                    _which(number, edits)
+                    + "old_text and new_text are the same, so the edit would change nothing",
+                    ErrorCode.INVALID_ARGUMENTS,
+                )
         resolved = workspace.resolve(args.path)
         with workspace.file_states.lock(resolved.real):
             current = load_text(workspace, resolved)
@@ -87,31 +146,41 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
                     f"File not found: {resolved.rel}; use write_file to create a file",
                     ErrorCode.NOT_FOUND,
                 )
-            edit = replace_text(
-                current.text,
-                args.old_text,
-                args.new_text,
-                replace_all=args.replace_all,
-                newline=current.newline,
-                path=resolved.rel,
-            )
-            save_text(workspace, resolved, edit.text, current.format, guard=context.committing)
-        diff = text_diff(current.text, edit.text, current.format, resolved.rel)
+            text = current.text
+            results: list[EditMatch] = []
+            for number, edit in enumerate(edits, 1):
+                try:
+                    done = replace_text(
+                        text,
+                        edit.old_text,
+                        edit.new_text,
+                        replace_all=edit.replace_all,
+                        newline=current.newline,
+                        path=resolved.rel,
+                    )
+                except ToolError as exc:
+                    raise _in_list(exc, number, edits) from exc
+                text = done.text
+                results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
+            save_text(workspace, resolved, text, current.format, guard=context.committing)
+        diff = text_diff(current.text, text, current.format, resolved.rel)
+        listed = results if args.edits is not None else None
+        replacements = sum(r.replacements for r in results)
+        match = next((r.match for r in results if r.match != "exact"), "exact")
         details = EditFileDetails(
             path=resolved.rel,
             diff=diff.diff,
             additions=diff.additions,
             deletions=diff.deletions,
-            replacements=edit.replacements,
-            match=edit.match,  # type: ignore[arg-type]
+            replacements=replacements,
+            match=match,
             encoding=current.format.label,
+            edits=listed,
         )
         content = EditFileContent(
-            path=resolved.rel,
-            replacements=edit.replacements,
-            match=edit.match,  # type: ignore[arg-type]
+            path=resolved.rel, replacements=replacements, match=match, edits=listed
         )
-        return tool_output(content.model_dump(), details)
+        return tool_output(content.model_dump(exclude_none=True), details)
 
     return tool(
         name="edit_file",
@@ -122,3 +191,19 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
         output_schema=EditFileContent,
         state=file_tool_state(workspace, locks_file=True),
     )
+
+
+def _which(number: int, edits: list[Edit]) -> str:
+    return f"edits[{number - 1}]: " if len(edits) > 1 else ""
+
+
+def _in_list(exc: ToolError, number: int, edits: list[Edit]) -> ToolError:
+    """``exc`` of the edit ``number`` (1-based) with its place in the list and the fact that
+    no edit was made."""
+    if len(edits) == 1:
+        return exc
+    message = (
+        f"edits[{number - 1}] (edit {number} of {len(edits)}): {exc.message}. Edits are "
+        "applied in order to the text the edits before leave; none was made"
+    )
+    return ToolError(message, exc.code, details=exc.details)

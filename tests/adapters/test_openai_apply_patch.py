@@ -1,0 +1,222 @@
+"""OpenAI apply_patch: the Responses built-in tool's calls and outputs, and the custom tool
+with the envelope, checked against the ``openai`` SDK's types and the grammar with lark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import lark
+import pytest
+from openai.types.responses import (
+    ApplyPatchToolParam,
+    CustomToolParam,
+    ResponseApplyPatchToolCall,
+    ResponseCustomToolCall,
+    ResponseInputItemParam,
+)
+from openai.types.responses.response_input_item import ApplyPatchCallOutput
+
+from tests.adapters._sdk import sdk_valid
+from workspace_tools import Tool, ToolSession, invoke_tool_sync, workspace_tools
+from workspace_tools.adapters.openai_apply_patch import (
+    APPLY_PATCH_GRAMMAR,
+    apply_patch_call_arguments,
+    apply_patch_call_output,
+    custom_tool_call_arguments,
+    custom_tool_call_output,
+    invoke_apply_patch_call,
+    openai_apply_patch_custom_tool,
+    openai_apply_patch_tool,
+)
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "data" / "patch_scenarios"
+
+
+def apply_patch_tool(root: Path) -> Tool[Any]:
+    return {t.name: t for t in workspace_tools(root)}["apply_patch"]
+
+
+def call_item(call_id: str, operation: dict) -> ResponseApplyPatchToolCall:
+    return ResponseApplyPatchToolCall.model_validate(
+        {
+            "id": f"apc_{call_id}",
+            "call_id": call_id,
+            "type": "apply_patch_call",
+            "status": "completed",
+            "operation": operation,
+        }
+    )
+
+
+def test_tool_definitions_are_sdk_params() -> None:
+    assert sdk_valid(ApplyPatchToolParam, openai_apply_patch_tool())
+    assert sdk_valid(CustomToolParam, openai_apply_patch_custom_tool())
+
+
+def test_create_update_delete_operations_run_and_answer_in_sdk_shape(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_bytes(b"def f():\r\n    return 1\r\n")
+    (tmp_path / "old.txt").write_text("bye\n")
+    tool = apply_patch_tool(tmp_path)
+    items = [
+        call_item("c1", {"type": "create_file", "path": "docs/new.md", "diff": "+# New\n+text"}),
+        call_item(
+            "c2",
+            {
+                "type": "update_file",
+                "path": "app.py",
+                "diff": "@@ def f():\n-    return 1\n+    return 2\n",
+            },
+        ),
+        call_item("c3", {"type": "delete_file", "path": "old.txt"}),
+    ]
+    outputs = [anyio.run(invoke_apply_patch_call, tool, item) for item in items]
+    assert outputs == [
+        {
+            "type": "apply_patch_call_output",
+            "call_id": "c1",
+            "status": "completed",
+            "output": "Success. Updated the following files:\nA docs/new.md",
+        },
+        {
+            "type": "apply_patch_call_output",
+            "call_id": "c2",
+            "status": "completed",
+            "output": "Success. Updated the following files:\nM app.py",
+        },
+        {
+            "type": "apply_patch_call_output",
+            "call_id": "c3",
+            "status": "completed",
+            "output": "Success. Updated the following files:\nD old.txt",
+        },
+    ]
+    for output in outputs:
+        assert sdk_valid(ResponseInputItemParam, output)
+        ApplyPatchCallOutput.model_validate(output)
+    assert (tmp_path / "docs/new.md").read_bytes() == b"# New\ntext\n"
+    assert (tmp_path / "app.py").read_bytes() == b"def f():\r\n    return 2\r\n"
+    assert not (tmp_path / "old.txt").exists()
+
+
+def test_a_failed_operation_is_a_failed_output_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("keep\n")
+    tool = apply_patch_tool(tmp_path)
+    refused = anyio.run(
+        invoke_apply_patch_call,
+        tool,
+        call_item("c9", {"type": "create_file", "path": "a.txt", "diff": "+x\n"}),
+    )
+    assert refused == {
+        "type": "apply_patch_call_output",
+        "call_id": "c9",
+        "status": "failed",
+        "output": "Add File a.txt: the file already exists; change it with '*** Update File:', "
+        "or set allow_overwrite to replace it\n"
+        "No file was changed: correct this part and send the whole patch again.",
+    }
+    assert sdk_valid(ResponseInputItemParam, refused)
+    assert (tmp_path / "a.txt").read_bytes() == b"keep\n"
+    bad = anyio.run(
+        invoke_apply_patch_call,
+        tool,
+        {
+            "type": "apply_patch_call",
+            "call_id": "c10",
+            "operation": {"type": "chmod_file", "path": "a"},
+        },
+    )
+    assert bad["status"] == "failed"
+    assert bad["output"] == (
+        "Unknown apply_patch operation 'chmod_file'; expected create_file, update_file or "
+        "delete_file"
+    )
+
+
+def test_calls_run_through_a_session_with_its_steps(tmp_path: Path) -> None:
+    (tmp_path / "n.txt").write_text("1\n")
+
+    async def main() -> tuple[dict, int]:
+        session = ToolSession(tmp_path)
+        tool = next(t for t in session.tools if t.name == "apply_patch")
+        item = call_item("s1", {"type": "update_file", "path": "n.txt", "diff": "@@\n-1\n+2\n"})
+        output = await invoke_apply_patch_call(tool, item, session.call)
+        return output, len(session.steps)
+
+    output, steps = anyio.run(main)
+    assert output["status"] == "completed"
+    assert steps == 1
+    assert (tmp_path / "n.txt").read_bytes() == b"2\n"
+
+
+def test_a_create_diff_with_a_line_that_is_not_added_is_refused_as_such(tmp_path: Path) -> None:
+    item = call_item("c", {"type": "create_file", "path": "n.txt", "diff": "+a\nb\n"})
+    output = anyio.run(invoke_apply_patch_call, apply_patch_tool(tmp_path), item)
+    assert output["status"] == "failed"
+    assert output["output"] == (
+        "invalid diff for creating 'n.txt': line 2, 'b', does not start with '+'; every line "
+        "of a new file is written as '+' and its text"
+    )
+    assert not (tmp_path / "n.txt").exists()
+
+
+def test_arguments_of_a_call_are_one_operation_envelopes() -> None:
+    item = call_item("c", {"type": "update_file", "path": "a.py", "diff": "@@\n-x\n+y"})
+    assert apply_patch_call_arguments(item) == {
+        "patch": "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n*** End Patch\n"
+    }
+    assert apply_patch_call_arguments({"operation": {"type": "delete_file", "path": "b.py"}}) == {
+        "patch": "*** Begin Patch\n*** Delete File: b.py\n*** End Patch\n"
+    }
+
+
+def test_the_custom_tool_runs_the_envelope_and_answers_in_sdk_shape(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_text("a\n")
+    item = ResponseCustomToolCall.model_validate(
+        {
+            "type": "custom_tool_call",
+            "call_id": "ct1",
+            "name": "apply_patch",
+            "input": "*** Begin Patch\n*** Update File: x.txt\n@@\n-a\n+b\n*** End Patch\n",
+        }
+    )
+    tool = apply_patch_tool(tmp_path)
+    result = invoke_tool_sync(tool, custom_tool_call_arguments(item), call_id=item.call_id)
+    output = custom_tool_call_output(result)
+    assert output == {
+        "type": "custom_tool_call_output",
+        "call_id": "ct1",
+        "output": "Success. Updated the following files:\nM x.txt",
+    }
+    assert sdk_valid(ResponseInputItemParam, output)
+    failed = invoke_tool_sync(tool, {"patch": "nonsense"}, call_id="ct2")
+    assert custom_tool_call_output(failed)["output"] == (
+        "Error: invalid patch: the first line of the patch must be '*** Begin Patch'"
+    )
+
+
+def test_the_grammar_takes_every_well_formed_scenario_patch_and_no_malformed_one() -> None:
+    parser = lark.Lark(APPLY_PATCH_GRAMMAR, parser="lalr")
+    lenient = {"017_padded_operation_header", "018_padded_patch_markers", "033_heredoc_wrapper"}
+    malformed = {"005_rejects_empty_patch", "013_rejects_invalid_header"}
+    malformed |= {"037_rejects_missing_end_marker"}
+    for folder in sorted(SCENARIOS.iterdir()):
+        text = (folder / "patch.txt").read_bytes().decode().replace("\r\n", "\n")
+        if folder.name in lenient | malformed:
+            with pytest.raises(lark.exceptions.LarkError):
+                parser.parse(text)
+        else:
+            parser.parse(text)
+
+
+def test_apply_patch_call_output_of_a_transcript_entry(tmp_path: Path) -> None:
+    (tmp_path / "t.txt").write_text("1\n")
+    result = invoke_tool_sync(
+        apply_patch_tool(tmp_path),
+        {"patch": "*** Begin Patch\n*** Delete File: t.txt\n*** End Patch\n"},
+        call_id="h1",
+    )
+    output = apply_patch_call_output(result)
+    assert output["status"] == "completed"
+    ApplyPatchCallOutput.model_validate(output)

@@ -1,0 +1,200 @@
+"""apply_patch as a tool: overwrite rules, what the model and the application see, staleness,
+confinement, and the parser's messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox import Sandbox
+from tests.file_support import call, tools
+from workspace_tools import ErrorCode, ToolPresentation
+from workspace_tools.text._patch_parse import PatchSyntaxError, parse_patch
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "w"
+    path.mkdir()
+    return path
+
+
+def patch(*operations: str) -> str:
+    return "*** Begin Patch\n" + "".join(operations) + "*** End Patch\n"
+
+
+def test_allow_overwrite_lets_add_and_move_replace_files(root: Path) -> None:
+    (root / "a.txt").write_text("old a\n")
+    (root / "src.txt").write_text("moving\n")
+    (root / "dst.txt").write_text("in the way\n")
+    body = patch(
+        "*** Add File: a.txt\n+new a\n",
+        "*** Update File: src.txt\n*** Move to: dst.txt\n@@\n-moving\n+moved\n",
+    )
+    result = call(tools(root)["apply_patch"], patch=body, allow_overwrite=True)
+    assert result.error is None, result.error
+    assert (root / "a.txt").read_bytes() == b"new a\n"
+    assert (root / "dst.txt").read_bytes() == b"moved\n"
+    assert not (root / "src.txt").exists()
+    assert result.content == "Success. Updated the following files:\nM a.txt\nR src.txt -> dst.txt"
+
+
+def test_the_model_reads_which_files_changed_and_any_loose_match(root: Path) -> None:
+    (root / "q.txt").write_text("say \u201chi\u201d\nend\n")
+    (root / "gone.txt").write_text("x\n")
+    body = patch(
+        '*** Update File: q.txt\n@@\n say "hi"\n-end\n+END\n',
+        "*** Delete File: gone.txt\n",
+        "*** Add File: new.txt\n+n\n",
+    )
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.content == (
+        "Success. Updated the following files:\n"
+        "M q.txt (matched with unicode punctuation ignored)\n"
+        "D gone.txt\n"
+        "A new.txt"
+    )
+    files = result.details.files
+    assert [(f.path, f.action, f.match, f.additions, f.deletions) for f in files] == [
+        ("q.txt", "update", "unicode_punctuation", 1, 1),
+        ("gone.txt", "delete", "exact", 0, 1),
+        ("new.txt", "add", "exact", 1, 0),
+    ]
+    assert (result.details.additions, result.details.deletions) == (2, 2)
+    assert files[1].diff == (
+        "diff --git a/gone.txt b/gone.txt\ndeleted file mode 100644\n"
+        "--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+    )
+
+
+def test_presentation_names_every_path(root: Path) -> None:
+    tool = tools(root)["apply_patch"]
+    body = patch("*** Update File: a.py\n*** Move to: b.py\n", "*** Delete File: c.py\n")
+    args = tool.parameters.model_validate({"patch": body})
+    assert tool.present(args) == ToolPresentation(
+        label="Apply patch", icon="file-diff", detail="a.py, b.py, c.py"
+    )
+    bad = tool.parameters.model_validate({"patch": "nonsense"})
+    assert tool.present(bad) == ToolPresentation(label="Apply patch", icon="file-diff")
+
+
+def test_a_file_changed_on_disk_since_it_was_read_is_refused_whole(root: Path) -> None:
+    (root / "a.txt").write_text("one\n")
+    (root / "b.txt").write_text("two\n")
+    named = tools(root)
+    call(named["read_file"], path="a.txt")
+    (root / "a.txt").write_text("one, changed elsewhere\n")
+    body = patch(
+        "*** Update File: b.txt\n@@\n-two\n+2\n",
+        "*** Update File: a.txt\n@@\n-one, changed elsewhere\n+1\n",
+    )
+    result = call(named["apply_patch"], patch=body)
+    assert result.error_code == ErrorCode.STALE_FILE
+    assert (root / "b.txt").read_bytes() == b"two\n"
+
+
+def test_a_path_outside_the_workspace_is_refused_before_anything_changes(root: Path) -> None:
+    (root / "in.txt").write_text("in\n")
+    body = patch("*** Delete File: in.txt\n", "*** Add File: ../out.txt\n+x\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.error_code == ErrorCode.OUTSIDE_WORKSPACE
+    assert (root / "in.txt").exists()
+    assert not (root.parent / "out.txt").exists()
+
+
+def test_an_absolute_path_inside_the_root_is_accepted(root: Path) -> None:
+    body = patch(f"*** Add File: {root / 'abs.txt'}\n+x\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.error is None, result.error
+    assert result.details.files[0].path == "abs.txt"
+
+
+def test_ambiguity_is_checked_at_the_level_that_matches(root: Path) -> None:
+    (root / "t.py").write_text("if a:  \n    go()\nif a:\t\n    go()\n")
+    body = patch("*** Update File: t.py\n@@\n if a:\n-    go()\n+    stop()\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.error_code == ErrorCode.AMBIGUOUS_MATCH
+    assert result.error.startswith(
+        "t.py: chunk 1 (patch line 4) matches 2 places when trailing whitespace is ignored, "
+        "starting at lines 1, 3;"
+    )
+    assert result.details == {"lines": [1, 3]}
+
+
+def test_a_failure_names_the_first_differing_line_and_the_nearest_lines(root: Path) -> None:
+    (root / "m.py").write_text("def f():\n    x = 1\n    y = 2\n    return x + y\n")
+    body = patch("*** Update File: m.py\n@@\n def f():\n     x = 1\n-    y = 3\n+    y = 4\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.error_code == ErrorCode.NO_MATCH
+    assert result.error == (
+        "m.py: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not in "
+        "the file. Its line 3, '    y = 3', differs from the file's line 3, '    y = 2'. The "
+        "nearest lines in the file are 1-3:\n"
+        "     1\tdef f():\n     2\t    x = 1\n     3\t    y = 2\n"
+        "No file was changed: correct this part and send the whole patch again."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "invalid patch: the first line of the patch must be '*** Begin Patch'"),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n",
+            "invalid patch: the last line of the patch must be '*** End Patch'",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@\n-x\n?y\n*** End Patch\n",
+            "invalid patch: line 5 of the update of 'a', '?y', starts with none of ' ' "
+            "(context), '-' (removed), '+' (added) or '@@' (anchor)",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@ f\n*** End Patch\n",
+            "invalid patch: the chunk of 'a' at line 3 has no lines; after its @@ line give "
+            "the context (' '), removed ('-') and added ('+') lines",
+        ),
+        (
+            "*** Begin Patch\n*** Add File: \n+x\n*** End Patch\n",
+            "invalid patch: line 2 names no path after '*** Add File: '",
+        ),
+    ],
+)
+def test_parse_errors_say_what_is_wrong_and_where(text: str, message: str) -> None:
+    with pytest.raises(PatchSyntaxError) as caught:
+        parse_patch(text)
+    assert caught.value.message == message
+
+
+def test_parser_reads_stacked_anchors_end_of_file_and_empty_context_lines() -> None:
+    [op] = parse_patch(
+        "*** Begin Patch\n*** Update File: a.py\n@@ class A:\n@@     def f(self):\n"
+        " x\n\n-y\n+z\n*** End of File\n*** End Patch"
+    )
+    [chunk] = op.chunks
+    assert chunk.anchors == ("class A:", "def f(self):")
+    assert chunk.lines == ((" ", "x"), (" ", ""), ("-", "y"), ("+", "z"))
+    assert (chunk.end_of_file, chunk.line, chunk.old, chunk.new) == (
+        True,
+        3,
+        ["x", "", "y"],
+        ["x", "", "z"],
+    )
+
+
+def test_a_patch_runs_in_a_sandbox_child_and_its_writes_count_as_seen(root: Path) -> None:
+    box = Sandbox()
+    try:
+        named = tools(root, sandbox=box)
+        assert named["apply_patch"].sandbox is not None
+        body = patch("*** Add File: a.txt\n+one\n", "*** Add File: b/c.txt\n+two\n")
+        result = call(named["apply_patch"], patch=body)
+        assert result.error is None, result.error
+        assert (root / "a.txt").read_bytes() == b"one\n"
+        assert (root / "b/c.txt").read_bytes() == b"two\n"
+        # The child's writes were handed back: a later change on disk is seen as stale.
+        (root / "a.txt").write_text("changed elsewhere\n")
+        stale = call(named["apply_patch"], patch=patch("*** Delete File: a.txt\n"))
+        assert stale.error_code == ErrorCode.STALE_FILE, stale.error
+    finally:
+        box.close()

@@ -1,0 +1,171 @@
+"""Properties of the patch engine, with difflib as the patch writer.
+
+- A patch made from (a, b) turns a's bytes into b's bytes exactly, and so does its diff in
+  the details applied by ``git apply``, in every encoding the
+  tools keep (UTF-8, UTF-8 with BOM, latin-1, UTF-16 LE/BE with BOM), with LF or CRLF, with
+  or without a final newline, tabs and repeated lines included. The writer widens context
+  until its chunks are unique (as a model is told to); a whole-file chunk always is.
+- A multi-file patch that fails, in planning or in the middle of writing, leaves every
+  file's bytes as they were.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tests.file_support import DIFF_CODECS, call, tools
+from workspace_tools import ErrorCode
+from workspace_tools.tools import apply_patch
+
+ENCODINGS = {
+    "utf-8": lambda t: t.encode("utf-8"),
+    "utf-8-bom": lambda t: b"\xef\xbb\xbf" + t.encode("utf-8"),
+    "latin-1": lambda t: t.encode("latin-1"),
+    "utf-16-le": lambda t: b"\xff\xfe" + t.encode("utf-16-le"),
+    "utf-16-be": lambda t: b"\xfe\xff" + t.encode("utf-16-be"),
+}
+# Few distinct lines, so that chunks often match in more than one place.
+LINE = st.one_of(
+    st.sampled_from(["a", "b", "  c", "\td", "café", "x y", "", "a ", "    return 0"]),
+    st.text(alphabet="abc \té-", max_size=6),
+)
+LINES = st.lists(LINE, max_size=12)
+
+
+def v4a_update(path: str, old: list[str], new: list[str], context: int) -> str:
+    """An Update File operation turning lines ``old`` into ``new`` with ``context`` lines
+    of context around each change."""
+    out = [f"*** Update File: {path}"]
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for group in matcher.get_grouped_opcodes(context):
+        out.append("@@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out.extend(" " + line for line in old[i1:i2])
+                continue
+            out.extend("-" + line for line in old[i1:i2])
+            out.extend("+" + line for line in new[j1:j2])
+        if group[-1][2] == len(old):
+            out.append("*** End of File")
+    return "\n".join(out) + "\n"
+
+
+def envelope(*operations: str) -> str:
+    return "*** Begin Patch\n" + "".join(operations) + "*** End Patch\n"
+
+
+def as_text(lines: list[str], newline: str, final: bool) -> str:
+    if not lines:
+        return ""
+    return newline.join(lines) + (newline if final else "")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    old=LINES,
+    new=LINES,
+    encoding=st.sampled_from(sorted(ENCODINGS)),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    final=st.booleans(),
+)
+def test_a_difflib_patch_turns_a_into_b_byte_exactly(
+    old: list[str], new: list[str], encoding: str, newline: str, final: bool
+) -> None:
+    if encoding == "latin-1":
+        # A byte that is no UTF-8 makes the file latin-1 (ASCII-only text would be UTF-8).
+        old, new = ["# caf\xe9", *old], ["# caf\xe9", *new]
+    # Without a final newline a last empty line is no line at all: the lines would not be
+    # the file's.
+    assume(final or (not (old and old[-1] == "") and not (new and new[-1] == "")))
+    assume(old != new)
+    before_text = as_text(old, newline, final)
+    before = ENCODINGS[encoding](before_text)
+    if "\n" not in before_text:
+        newline = "\n"  # a file without a line break has no style: new lines get LF
+    # The final newline state is kept; lines added to an empty file each end in a newline.
+    after = ENCODINGS[encoding](as_text(new, newline, final if old else True))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        target = root / "f.txt"
+        context = 3
+        while True:
+            target.write_bytes(before)
+            tool = tools(root)["apply_patch"]
+            result = call(tool, patch=envelope(v4a_update("f.txt", old, new, context)))
+            if result.error_code != ErrorCode.AMBIGUOUS_MATCH or context > len(old):
+                break
+            assert target.read_bytes() == before
+            context *= 2
+        assert result.error is None, (result.error, context)
+        assert target.read_bytes() == after, (before, after, result.details)
+        [entry] = result.details.files
+        if entry.encoding in DIFF_CODECS:  # git reads UTF-16 files as binary
+            scratch = root / "git"
+            scratch.mkdir()
+            (scratch / "f.txt").write_bytes(before)
+            subprocess.run(
+                ["git", "apply", "--whitespace=nowarn", "-"],
+                input=entry.diff.encode(DIFF_CODECS[entry.encoding]),
+                cwd=scratch,
+                check=True,
+                capture_output=True,
+            )
+            assert (scratch / "f.txt").read_bytes() == after, entry.diff
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contents=st.lists(LINES.filter(any), min_size=2, max_size=4),
+    fail_at=st.integers(min_value=0, max_value=4),
+    in_plan=st.booleans(),
+)
+def test_a_failed_multi_file_patch_leaves_every_file_unchanged(
+    contents: list[list[str]], fail_at: int, in_plan: bool
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        before = {}
+        operations = []
+        for index, lines in enumerate(contents):
+            path = f"d{index}/f{index}.txt"
+            (root / path).parent.mkdir()
+            (root / path).write_bytes(as_text(lines, "\n", True).encode("utf-8"))
+            before[path] = (root / path).read_bytes()
+            changed = [*lines[: len(lines) // 2], "NEW LINE", *lines[len(lines) // 2 :]]
+            operations.append(v4a_update(path, lines, changed, len(lines)))
+        operations.append("*** Add File: added/new.txt\n+created\n")
+        operations.append("*** Delete File: d0/f0.txt\n")
+        if in_plan:
+            bad = "*** Update File: absent.txt\n@@\n-x\n+y\n"
+            operations.insert(min(fail_at, len(operations)), bad)
+        # Otherwise the write after ``failing`` writes fails (one write a changed file but
+        # d0, which is deleted); rollback writes are let through.
+        failing = fail_at % len(contents)
+        tool = tools(root)["apply_patch"]
+        writes = 0
+        real_write = apply_patch._write
+
+        def flaky(*args: object) -> None:
+            nonlocal writes
+            writes += 1
+            if writes == failing + 1 and not in_plan:
+                raise apply_patch.ToolError("disk on fire", ErrorCode.DISK_FULL)
+            real_write(*args)  # type: ignore[arg-type]
+
+        apply_patch._write = flaky  # type: ignore[assignment]
+        try:
+            result = call(tool, patch=envelope(*operations))
+        finally:
+            apply_patch._write = real_write  # type: ignore[assignment]
+        assert result.is_error, result.content
+        assert result.error.endswith(
+            "No file was changed: correct this part and send the whole patch again."
+        )
+        now = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        assert now == before

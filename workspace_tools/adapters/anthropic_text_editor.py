@@ -1,0 +1,464 @@
+"""Anthropic's text editor tool (``text_editor_20250728``, name ``str_replace_based_edit_tool``)
+executed on this package's engine.
+
+Claude is trained on this tool's schema: it is declared by type and name only
+(:func:`anthropic_text_editor_definition`), never with an input schema. Its calls are run by
+:func:`text_editor_tool`, a normal tool of this package under the same name, so a call goes
+through the one pipeline (policy, confirmation, steps, sandbox, MCP) and its result becomes
+a ``tool_result`` block with :func:`~workspace_tools.adapters.anthropic.anthropic_tool_result`.
+
+Commands, their documented result texts and what this executor does beyond them:
+
+- ``view``: a file as ``cat -n`` prints it (line numbers right-aligned in 6 columns, a tab,
+  the line), optionally ``view_range [start, end]`` (1-based, ``end`` -1 for the last line);
+  a directory as its entries two levels deep, hidden ones left out, directories ending in
+  ``/``. ``max_characters`` (version 20250728) cuts a long view with a note.
+- ``create``: writes ``file_text`` to a new file; an existing file is refused (no silent
+  overwrite), parent directories are made.
+- ``str_replace``: ``old_str`` must match exactly one place; the edit_file engine matches
+  (exact, then unique whitespace-, line-ending- and quote-tolerant fallbacks, named in the
+  result), keeps tabs, encoding, BOM and line endings, and writes atomically.
+- ``insert``: the text (``new_str``, or ``insert_text`` as some clients send it) goes after
+  line ``insert_line`` (0: at the top), in the file's line-ending style.
+- ``undo_edit`` (versions 20250124 and 20241022 only): puts back the file as it was before
+  this tool's last change to it (kept in memory by the tool, so not across processes: a
+  tool run in a sandbox child keeps no history).
+
+Paths are relative to the workspace root, or absolute inside it; outside is refused.
+Failures are :class:`~workspace_tools.ToolError` whose message is the documented text
+(``Error: File not found``, ``Error: No match found for replacement. Please check your text
+and try again.``, ``Error: Found N matches for replacement text. Please provide more context
+to make a unique match.``, ``Error: Permission denied. Cannot write to file.``), followed on
+the next lines by what this package knows more (the nearest lines, the matching lines).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.text._decode import convert_newlines, decode_text, encode_text
+from workspace_tools.text._diff import split_lines
+from workspace_tools.text._match import replace_text
+from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
+from workspace_tools.workspace._files import open_dir, os_error, read_bytes
+from workspace_tools.workspace._textfile import load_text, save_text, text_diff
+
+VERSIONS: dict[str, str] = {
+    "20250728": "str_replace_based_edit_tool",
+    "20250429": "str_replace_based_edit_tool",
+    "20250124": "str_replace_editor",
+    "20241022": "str_replace_editor",
+}
+"""Each text editor version and the tool name it is declared with."""
+
+_UNDO_VERSIONS = ("20250124", "20241022")
+_SNIPPET_CLIPPED = (
+    "<response clipped><NOTE>Only part of this file is shown, to save context. View a "
+    "range of it with view_range, after finding the lines with a search.</NOTE>"
+)
+
+Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
+
+
+class TextEditorArgs(BaseModel):
+    """The text editor's input, as Claude sends it (one model for every command)."""
+
+    command: Command = Field(description="view, create, str_replace, insert or undo_edit")
+    path: str = Field(description="File or directory path (relative, or absolute inside)")
+    view_range: list[int] | None = Field(None, description="[start, end] lines for view")
+    file_text: str | None = Field(None, description="Content for create")
+    old_str: str | None = Field(None, description="Text to replace for str_replace")
+    new_str: str | None = Field(None, description="Replacement, or text to insert")
+    insert_line: int | None = Field(None, description="Insert after this line (0: top)")
+    insert_text: str | None = Field(None, description="Text to insert (as new_str)")
+
+
+class TextEditorDetails(BaseModel):
+    """For the application: the path and, for a change, its unified diff and counts;
+    ``match`` is how ``old_str`` matched (``exact`` or the fallback used)."""
+
+    command: str
+    path: str
+    diff: str = ""
+    additions: int = 0
+    deletions: int = 0
+    match: str | None = None
+    encoding: str | None = None
+
+
+def anthropic_text_editor_definition(
+    version: str = "20250728", *, max_characters: int | None = None
+) -> dict[str, Any]:
+    """The tool entry of a Messages request: ``{"type": "text_editor_<version>", "name":
+    ...}`` (the SDK's ``ToolTextEditor<version>Param``), with ``max_characters`` for the
+    version that has it.
+
+    Raises:
+        ValueError: an unknown version, or ``max_characters`` for one without it.
+    """
+    if version not in VERSIONS:
+        raise ValueError(f"unknown text editor version {version!r}; known: {', '.join(VERSIONS)}")
+    definition: dict[str, Any] = {"type": f"text_editor_{version}", "name": VERSIONS[version]}
+    if max_characters is not None:
+        if version != "20250728":
+            raise ValueError("max_characters exists only in text_editor_20250728")
+        definition["max_characters"] = max_characters
+    return definition
+
+
+_LABELS = {
+    "view": ("View", "file-text"),
+    "create": ("Create file", "file-plus"),
+    "str_replace": ("Edit file", "file-pen"),
+    "insert": ("Insert text", "file-pen"),
+    "undo_edit": ("Undo edit", "undo"),
+}
+
+
+def text_editor_tool(
+    root_or_workspace: Workspace | str | os.PathLike[str],
+    *,
+    version: str = "20250728",
+    max_characters: int | None = None,
+) -> Tool[TextEditorArgs]:
+    """The executor of the text editor ``version``, named as that version is declared.
+
+    Args:
+        root_or_workspace: the workspace (or its root) the paths are confined to.
+        version: ``20250728`` (default), ``20250429``, ``20250124`` or ``20241022``.
+        max_characters: cut ``view`` results to this many characters (as declared).
+
+    Raises:
+        ValueError: an unknown version.
+    """
+    name = anthropic_text_editor_definition(version)["name"]
+    workspace = as_workspace(root_or_workspace)
+    history: dict[str, list[bytes | None]] = {}
+    history_lock = threading.Lock()
+
+    def execute(args: TextEditorArgs, context: ToolContext) -> object:
+        if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
+            raise ToolError(
+                f"Error: the undo_edit command does not exist in text_editor_{version}; "
+                "make the reverse edit with str_replace instead",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        resolved = workspace.resolve(args.path)
+        if args.command == "view":
+            return _view(workspace, resolved, args, max_characters)
+        with workspace.file_states.lock(resolved.real):
+            before = read_bytes(workspace.root, resolved.real, resolved.rel)
+            if args.command == "undo_edit":
+                return _undo(workspace, resolved, args.path, history, history_lock, context)
+            if args.command == "create":
+                output = _create(workspace, resolved, args, context)
+            elif args.command == "str_replace":
+                output = _str_replace(workspace, resolved, args, context)
+            else:
+                output = _insert(workspace, resolved, args, context)
+            with history_lock:
+                history.setdefault(str(resolved.real), []).append(before)
+            return output
+
+    def present(args: TextEditorArgs) -> ToolPresentation:
+        label, icon = _LABELS.get(args.command, ("Text editor", "file-pen"))
+        return ToolPresentation(label=label, icon=icon, detail=args.path)
+
+    return tool(
+        name=name,
+        description=f"Anthropic's text editor (text_editor_{version}) over the workspace.",
+        parameters=TextEditorArgs,
+        execute=execute,
+        presentation=present,
+        state=file_tool_state(workspace, locks_file=True),
+    )
+
+
+def _written(write: Any) -> None:
+    """Run ``write``; a refused write gets the documented permission text first."""
+    try:
+        write()
+    except ToolError as exc:
+        if exc.code is ErrorCode.PERMISSION_DENIED:
+            raise ToolError(
+                f"Error: Permission denied. Cannot write to file.\n{exc.message}", exc.code
+            ) from exc
+        raise
+
+
+def _view(
+    workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, limit: int | None
+) -> object:
+    try:
+        mode = os.stat(resolved.real).st_mode
+    except FileNotFoundError:
+        raise ToolError(
+            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
+        ) from None
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from exc
+    if stat.S_ISDIR(mode):
+        if args.view_range is not None:
+            raise ToolError(
+                "Error: view_range is not allowed when path points to a directory.",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        listing = _listing(workspace, resolved)
+        text = (
+            f"Here's the files and directories up to 2 levels deep in {args.path}, "
+            f"excluding hidden items:\n" + "".join(f"{line}\n" for line in listing)
+        )
+        return tool_output(_clip(text, limit), TextEditorDetails(command="view", path=resolved.rel))
+    current = load_text(workspace, resolved)
+    if current.text is None:
+        raise ToolError(
+            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
+        )
+    workspace.file_states.record(resolved.real, encode_text(current.text, current.format))
+    lines = [line.removesuffix("\n").removesuffix("\r") for line in split_lines(current.text)]
+    first, last = 1, len(lines)
+    if args.view_range is not None:
+        first, last = _view_range(args.view_range, len(lines))
+    numbered = "".join(f"{n:6}\t{lines[n - 1]}\n" for n in range(first, last + 1))
+    text = f"Here's the result of running `cat -n` on {args.path}:\n{numbered}"
+    details = TextEditorDetails(command="view", path=resolved.rel, encoding=current.format.label)
+    return tool_output(_clip(text, limit), details)
+
+
+def _view_range(view_range: list[int], count: int) -> tuple[int, int]:
+    if len(view_range) != 2:
+        raise ToolError(
+            "Error: Invalid `view_range`. It should be a list of two integers.",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    start, end = view_range
+    if not 1 <= start <= max(count, 1):
+        raise ToolError(
+            f"Error: Invalid `view_range`: {view_range}. Its first element `{start}` should be "
+            f"within the range of lines of the file: [1, {count}]",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    if end == -1:
+        return start, count
+    if end < start or end > count:
+        raise ToolError(
+            f"Error: Invalid `view_range`: {view_range}. Its second element `{end}` should be "
+            f"-1 or within [{start}, {count}]",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return start, end
+
+
+def _clip(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + _SNIPPET_CLIPPED
+
+
+def _listing(workspace: Workspace, resolved: ResolvedPath) -> list[str]:
+    """Entries two levels deep under the directory, hidden ones left out, read by fd
+    without following any symlink; paths as the directory's relative path shows them."""
+    rel = "" if resolved.rel == "." else resolved.rel
+    out: list[str] = []
+    try:
+        fd = open_dir(str(workspace.root), rel)
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from exc
+    try:
+        _list_level(fd, rel, 2, out)
+    finally:
+        os.close(fd)
+    return sorted(out)
+
+
+def _list_level(fd: int, rel: str, depth: int, out: list[str]) -> None:
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            is_dir = entry.is_dir(follow_symlinks=False)
+            out.append(path + ("/" if is_dir else ""))
+            if is_dir and depth > 1:
+                try:
+                    child = os.open(
+                        entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
+                    )
+                except OSError:
+                    continue  # unreadable or swapped meanwhile: listed, not entered
+                try:
+                    _list_level(child, path, depth - 1, out)
+                finally:
+                    os.close(child)
+
+
+def _change(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    command: str,
+    old: str | None,
+    new: str,
+    fmt: Any,
+    context: ToolContext,
+    match: str | None = None,
+) -> TextEditorDetails:
+    _written(lambda: save_text(workspace, resolved, new, fmt, guard=context.committing))
+    diff = text_diff(old, new, fmt, resolved.rel)
+    return TextEditorDetails(
+        command=command,
+        path=resolved.rel,
+        diff=diff.diff,
+        additions=diff.additions,
+        deletions=diff.deletions,
+        match=match,
+        encoding=fmt.label,
+    )
+
+
+def _create(
+    workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, context: ToolContext
+) -> object:
+    if args.file_text is None:
+        raise ToolError(
+            "Error: Parameter `file_text` is required for command: create",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    current = load_text(workspace, resolved)
+    if current.text is not None:
+        raise ToolError(
+            f"Error: File already exists at: {args.path}. Cannot overwrite files using command "
+            "`create`.",
+            ErrorCode.ALREADY_EXISTS,
+        )
+    text = convert_newlines(args.file_text, current.newline)
+    details = _change(workspace, resolved, "create", None, text, current.format, context)
+    return tool_output(f"File created successfully at: {args.path}", details)
+
+
+def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
+    current = load_text(workspace, resolved)
+    if current.text is None:
+        raise ToolError(
+            f"Error: File not found\nThe path {path} does not exist.", ErrorCode.NOT_FOUND
+        )
+    return current
+
+
+def _str_replace(
+    workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, context: ToolContext
+) -> object:
+    if not args.old_str:
+        raise ToolError(
+            "Error: Parameter `old_str` is required for command: str_replace, and may not be empty",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    current = _existing(workspace, resolved, args.path)
+    try:
+        edit = replace_text(
+            current.text,
+            args.old_str,
+            args.new_str or "",
+            replace_all=False,
+            newline=current.newline,
+            path=args.path,
+        )
+    except ToolError as exc:
+        if exc.code is ErrorCode.AMBIGUOUS_MATCH:
+            count = len((exc.details or {}).get("lines", [])) or 2
+            raise ToolError(
+                f"Error: Found {count} matches for replacement text. Please provide more "
+                f"context to make a unique match.\n{exc.message}",
+                exc.code,
+                details=exc.details,
+            ) from exc
+        if exc.code is ErrorCode.NO_MATCH:
+            raise ToolError(
+                "Error: No match found for replacement. Please check your text and try "
+                f"again.\n{exc.message}",
+                exc.code,
+                details=exc.details,
+            ) from exc
+        raise
+    details = _change(
+        workspace,
+        resolved,
+        "str_replace",
+        current.text,
+        edit.text,
+        current.format,
+        context,
+        match=edit.match,
+    )
+    text = "Successfully replaced text at exactly one location."
+    if edit.match != "exact":
+        text += f"\n(old_str matched with {edit.match.replace('_', ' ')} differences ignored)"
+    return tool_output(text, details)
+
+
+def _insert(
+    workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, context: ToolContext
+) -> object:
+    added = args.new_str if args.new_str is not None else args.insert_text
+    if added is None or args.insert_line is None:
+        raise ToolError(
+            "Error: Parameters `insert_line` and `new_str` (or `insert_text`) are required for "
+            "command: insert",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    current = _existing(workspace, resolved, args.path)
+    lines = split_lines(current.text)
+    if not 0 <= args.insert_line <= len(lines):
+        raise ToolError(
+            f"Error: Invalid `insert_line` parameter: {args.insert_line}. It should be within "
+            f"the range of lines of the file: [0, {len(lines)}]",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    block = convert_newlines(added, current.newline)
+    head, tail = lines[: args.insert_line], lines[args.insert_line :]
+    if head and not head[-1].endswith("\n"):
+        # After a last line without a break: the break moves to the end of the file's new
+        # text, which then ends without one as before.
+        head[-1] += current.newline
+        block = block.removesuffix(current.newline)
+    elif not block.endswith("\n"):
+        block += current.newline
+    text = "".join(head) + block + "".join(tail)
+    details = _change(workspace, resolved, "insert", current.text, text, current.format, context)
+    return tool_output(f"Text inserted after line {args.insert_line} of {args.path}.", details)
+
+
+def _undo(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    path: str,
+    history: dict[str, list[bytes | None]],
+    lock: threading.Lock,
+    context: ToolContext,
+) -> object:
+    with lock:
+        stack = history.get(str(resolved.real)) or []
+        if not stack:
+            raise ToolError(f"Error: No edit history found for {path}.", ErrorCode.NOT_FOUND)
+        previous = stack[-1]
+    if previous is None:
+        raise ToolError(
+            f"Error: The last edit of {path} created it; undo_edit does not delete files.",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    current = load_text(workspace, resolved)
+    decoded = decode_text(previous)
+    details = _change(
+        workspace, resolved, "undo_edit", current.text, decoded.text, decoded.format, context
+    )
+    with lock:
+        stack.pop()
+    return tool_output(f"Last edit to {path} undone successfully.", details)

@@ -1,0 +1,192 @@
+"""OpenAI's ``apply_patch`` formats executed by this package's ``apply_patch`` tool.
+
+Two ways a model sends a patch:
+
+- **The Responses API's built-in tool** ``{"type": "apply_patch"}``
+  (:func:`openai_apply_patch_tool`). The model emits ``apply_patch_call`` items, each with one
+  ``operation``: ``create_file`` (``path``, ``diff`` of ``+`` lines), ``update_file``
+  (``path``, V4A ``diff``: ``@@`` anchors and `` ``/``-``/``+`` lines) or ``delete_file``
+  (``path``). :func:`apply_patch_call_arguments` turns one into the arguments of our tool
+  (an envelope of one operation); the result goes back as an ``apply_patch_call_output``
+  item (:func:`apply_patch_call_output`: ``status`` ``completed`` or ``failed``, ``output``
+  the text the model reads).
+- **A custom (freeform) tool** taking the whole ``*** Begin Patch`` envelope, constrained by
+  a Lark grammar, as Codex declares it (:func:`openai_apply_patch_custom_tool`). Its
+  ``custom_tool_call`` items carry the patch in ``input``
+  (:func:`custom_tool_call_arguments`); the result goes back as a
+  ``custom_tool_call_output`` item (:func:`custom_tool_call_output`).
+
+Both run as calls of the ``apply_patch`` tool (:mod:`workspace_tools.tools.apply_patch`):
+the same pipeline, matching, atomicity and results as any other call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._tool import Tool
+from workspace_tools.adapters._common import CallFunction, Finished, invoke_call, model_text
+from workspace_tools.text._patch_parse import (
+    ADD,
+    BEGIN,
+    DELETE,
+    END,
+    UPDATE,
+    PatchSyntaxError,
+    parse_v4a_create,
+)
+
+APPLY_PATCH_GRAMMAR = r"""
+start: begin operation+ end
+begin: "*** Begin Patch" LF
+end: "*** End Patch" LF?
+operation: add | delete | update
+add: "*** Add File: " path LF added*
+delete: "*** Delete File: " path LF
+update: "*** Update File: " path LF move? chunk*
+move: "*** Move to: " path LF
+chunk: anchor* line+ end_of_file?
+anchor: "@@" LF | "@@ " TEXT LF
+added: "+" TEXT? LF
+line: /[ +-]/ TEXT? LF
+end_of_file: "*** End of File" LF
+path: TEXT
+TEXT: /[^\n]+/
+LF: "\n"
+"""
+"""The Lark grammar of the patch envelope, for a custom tool's ``format``."""
+
+CUSTOM_TOOL_DESCRIPTION = """\
+Use the `apply_patch` tool to edit files. Send the patch as plain text (not JSON):
+
+*** Begin Patch
+*** Update File: path/to/file.py
+@@ def example():
+-    old line
++    new line
+*** End Patch
+
+Operations: `*** Add File: <path>` (every line of the file prefixed with +),
+`*** Delete File: <path>`, `*** Update File: <path>` (optionally followed by
+`*** Move to: <new path>`), with chunks of context (' '), removed ('-') and added ('+')
+lines, about 3 lines of context around each change, and `@@ <line>` naming a line the chunk
+comes after when the context is not unique. Paths are relative. The whole patch applies or
+nothing does."""
+
+
+def openai_apply_patch_tool() -> dict[str, Any]:
+    """The Responses API entry of the built-in ``apply_patch`` tool (``ApplyPatchToolParam``)."""
+    return {"type": "apply_patch"}
+
+
+def openai_apply_patch_custom_tool(name: str = "apply_patch") -> dict[str, Any]:
+    """A Responses API custom tool (``CustomToolParam``) taking the patch envelope as
+    freeform text constrained by :data:`APPLY_PATCH_GRAMMAR`."""
+    return {
+        "type": "custom",
+        "name": name,
+        "description": CUSTOM_TOOL_DESCRIPTION,
+        "format": {"type": "grammar", "syntax": "lark", "definition": APPLY_PATCH_GRAMMAR},
+    }
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    dump = getattr(item, "model_dump", None)
+    if dump is None:
+        raise TypeError(f"expected a dict or an SDK model, got {type(item).__name__}")
+    return dump(mode="json")  # type: ignore[no-any-return]
+
+
+def _lines(text: str) -> str:
+    return text if text.endswith("\n") or not text else text + "\n"
+
+
+def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
+    """The arguments of our ``apply_patch`` tool for an ``apply_patch_call`` item (a dict or
+    the SDK's ``ResponseApplyPatchToolCall``): an envelope holding its one operation.
+
+    A ``create_file`` diff's lines are ``+`` and the text; an ``update_file`` diff is V4A
+    chunks. Neither may overwrite: creating an existing file is refused by the tool.
+
+    Raises:
+        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path, or
+            a ``create_file`` diff with a line that is not ``+``.
+    """
+    operation = _as_dict(item).get("operation") or {}
+    kind, path = operation.get("type"), operation.get("path")
+    if not isinstance(path, str) or not path:
+        raise ToolError("The apply_patch_call names no path", ErrorCode.INVALID_ARGUMENTS)
+    diff = operation.get("diff") or ""
+    if kind == "create_file":
+        try:
+            parse_v4a_create(diff, path)  # every line '+': said here, not as a bad header
+        except PatchSyntaxError as exc:
+            raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
+        body = f"{ADD}{path}\n{_lines(diff)}"
+    elif kind == "update_file":
+        body = f"{UPDATE}{path}\n{_lines(diff)}"
+    elif kind == "delete_file":
+        body = f"{DELETE}{path}\n"
+    else:
+        raise ToolError(
+            f"Unknown apply_patch operation {kind!r}; expected create_file, update_file or "
+            "delete_file",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return {"patch": f"{BEGIN}\n{body}{END}\n"}
+
+
+def apply_patch_call_output(result: Finished) -> dict[str, Any]:
+    """The ``apply_patch_call_output`` input item answering ``result`` (a :class:`ToolResult`
+    or a :class:`ToolHistoryEntry`): ``status`` ``failed`` with the error text for a failed
+    call, else ``completed`` with the summary of what changed."""
+    return {
+        "type": "apply_patch_call_output",
+        "call_id": result.call_id,
+        "status": "failed" if result.is_error else "completed",
+        "output": model_text(result),
+    }
+
+
+async def invoke_apply_patch_call(
+    tool: Tool[Any], item: Any, call: CallFunction | None = None
+) -> dict[str, Any]:
+    """Run one ``apply_patch_call`` item with ``tool`` (our ``apply_patch``) and return its
+    ``apply_patch_call_output`` item. ``call`` runs the call (default :func:`invoke_call`;
+    a session's call function adds its policy, confirmation and steps).
+
+    A malformed item becomes a ``failed`` output, as any failed call."""
+    data = _as_dict(item)
+    call_id = str(data.get("call_id") or data.get("id") or "")
+    try:
+        arguments = apply_patch_call_arguments(data)
+    except ToolError as exc:
+        return {
+            "type": "apply_patch_call_output",
+            "call_id": call_id,
+            "status": "failed",
+            "output": exc.message,
+        }
+    result = await (call or invoke_call())(tool, arguments, call_id, None)
+    return apply_patch_call_output(result)
+
+
+def custom_tool_call_arguments(item: Any) -> dict[str, Any]:
+    """The arguments of our ``apply_patch`` tool for a ``custom_tool_call`` item (a dict or the
+    SDK's ``ResponseCustomToolCall``): its ``input`` is the patch."""
+    return {"patch": str(_as_dict(item).get("input") or "")}
+
+
+def custom_tool_call_output(result: Finished) -> dict[str, Any]:
+    """The ``custom_tool_call_output`` input item answering ``result``; a failed call's text
+    starts with ``Error:``, as OpenAI tool results carry no error flag."""
+    text = model_text(result)
+    return {
+        "type": "custom_tool_call_output",
+        "call_id": result.call_id,
+        "output": f"Error: {text}" if result.is_error else text,
+    }

@@ -1,0 +1,360 @@
+"""Applying a file's patch chunks to its text: where each chunk goes, and the new text.
+
+Where a chunk goes. Chunks are placed in order, each after the previous one's lines (a
+patch lists its changes from the top of the file down). A chunk's ``@@`` anchors are found
+first, in order, each the first line after the one before that equals it; the chunk's
+expected lines (context and removed) must then occur after the last anchor, searched in its
+*scope*: from that anchor to where the same anchor line occurs again (so ``@@ def
+__init__`` names the first such method that holds the lines, not every later one). A chunk
+marked ``*** End of File`` must end at the file's end.
+
+Lines are compared by these levels in turn, the first level with a match deciding:
+``exact``, ``trailing_whitespace`` (ignored), ``surrounding_whitespace`` (leading and
+trailing ignored), ``unicode_punctuation`` (also typographic dashes, quotes and spaces read
+as their ASCII forms). At every level the match must be unique: two places matching at the
+level that first matches is ``AMBIGUOUS_MATCH`` naming both, never the first one taken.
+Line endings never take part (a line is compared without its LF or CRLF).
+
+The new text. A context line is the file's own line, byte for byte, whatever level matched.
+An added line takes the line ending of the removed line it stands in for (in order, within
+a run of removed then added lines), else the file's newline style. The file's final
+newline state is kept: a file that ended without a line break still does, one that ended
+with one still does.
+
+Failures say the file, the chunk (its number and patch line), the first line of the chunk
+that differs from the nearest place in the file, and those nearest lines; a chunk whose
+result is already in the file is reported as already applied.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._diff import split_lines
+from workspace_tools.text._match_hint import escape
+from workspace_tools.text._patch_parse import Chunk
+
+_FOLD = str.maketrans(
+    {
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+        **dict.fromkeys("\u2018\u2019\u201a\u201b", "'"),
+        **dict.fromkeys("\u201c\u201d\u201e\u201f", '"'),
+        **dict.fromkeys(
+            "\u00a0\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000",
+            " ",
+        ),
+    }
+)
+
+LEVELS: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("exact", lambda line: line),
+    ("trailing_whitespace", str.rstrip),
+    ("surrounding_whitespace", str.strip),
+    ("unicode_punctuation", lambda line: line.strip().translate(_FOLD)),
+)
+"""The match levels in order: name and the normal form lines are compared in."""
+
+LEVEL_NAMES = tuple(name for name, _ in LEVELS)
+
+_SHOWN_LINES = 6
+_SHOWN_PLACES = 10
+
+
+@dataclass(frozen=True)
+class PatchedText:
+    """A file's text after its chunks.
+
+    Attributes:
+        text: the new text, line endings as described in the module docstring.
+        match: the loosest level any chunk needed (``exact`` when every one matched as is).
+        spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
+            ranges it covered in the old text and in the new; every line outside them is
+            the same in both.
+        old_lines, new_lines: both texts split after each LF (as ``split_lines``).
+    """
+
+    text: str
+    match: str
+    spans: tuple[tuple[int, int, int, int], ...] = ()
+    old_lines: list[str] = field(default_factory=list)
+    new_lines: list[str] = field(default_factory=list)
+
+
+class _Lines:
+    """A file's lines: with endings, without, and each level's normal forms (made on need)."""
+
+    def __init__(self, text: str) -> None:
+        self.full = split_lines(text)
+        if "\r" in text:
+            self.bare = [_bare(line) for line in self.full]
+        else:
+            self.bare = text.split("\n")
+            if self.bare[-1] == "":
+                self.bare.pop()
+        self._normal: dict[int, list[str]] = {0: self.bare}
+
+    def normal(self, level: int) -> list[str]:
+        if level not in self._normal:
+            normalise = LEVELS[level][1]
+            self._normal[level] = [normalise(line) for line in self.bare]
+        return self._normal[level]
+
+
+def _bare(line: str) -> str:
+    # A CR is part of the line ending only before an LF; a lone CR is content.
+    return line[:-2] if line.endswith("\r\n") else line.removesuffix("\n")
+
+
+def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: str) -> PatchedText:
+    """``text`` with ``chunks`` applied by the rules in this module's docstring.
+
+    Args:
+        text: the file's text with its own line endings.
+        chunks: the file's chunks, in order.
+        newline: the file's newline style (``"\\n"`` or ``"\\r\\n"``) for added lines that
+            replace none.
+        path: the file's path for messages.
+
+    Raises:
+        ToolError: ``NO_MATCH`` when a chunk's anchor or lines are not in the file (or its
+            result already is), ``AMBIGUOUS_MATCH`` when they match more than one place,
+            ``INVALID_ARGUMENTS`` for a chunk that only adds lines and says nowhere where.
+    """
+    lines = _Lines(text)
+    out: list[str] = []
+    cursor = 0
+    loosest = 0
+    spans: list[tuple[int, int, int, int]] = []
+    for number, chunk in enumerate(chunks, 1):
+        start, level = _locate(lines, chunk, cursor, number, path)
+        loosest = max(loosest, level)
+        out.extend(lines.full[cursor:start])
+        begun = len(out)
+        removed: list[str] = []
+        at = start
+        for kind, body in chunk.lines:
+            if kind == " ":
+                out.append(lines.full[at])
+                removed.clear()
+                at += 1
+            elif kind == "-":
+                removed.append(lines.full[at][len(lines.bare[at]) :])
+                at += 1
+            else:
+                ending = removed.pop(0) if removed else newline
+                out.append(body + (ending or newline))
+        spans.append((start, at, begun, len(out)))
+        cursor = at
+    count = len(lines.full)
+    if spans and text and not text.endswith("\n") and spans[-1][0] == count:
+        # Lines added after a last line without a break give that line one: it changes too.
+        _, at, begun, end = spans[-1]
+        spans[-1] = (count - 1, at, begun - 1, end)
+    out.extend(lines.full[cursor:])
+    new = _keep_final_newline(text, out, newline)  # fixes ``out`` in place too
+    return PatchedText(new, LEVELS[loosest][0], tuple(spans), lines.full, out)
+
+
+def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
+    """Join ``out`` with every line but the last ending in a break, and the last ending as
+    the file's last line did (with a break or without)."""
+    if not out:
+        return ""
+    if text and not text.endswith("\n"):
+        # Added lines all end in a break; the file's last line is the one line that may
+        # not, and only lines added after it can follow it, so it is found from the end.
+        i = len(out) - 1
+        while i >= 0 and out[i].endswith("\n"):
+            i -= 1
+        if 0 <= i < len(out) - 1:
+            out[i] += newline
+        if out[-1].endswith("\n"):
+            out[-1] = _bare(out[-1])
+    elif not out[-1].endswith("\n"):
+        out[-1] += newline
+    return "".join(out)
+
+
+def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:
+    """``(first file line, level)`` of ``chunk``'s expected lines (0-based)."""
+    where = f"{path}: chunk {number} (patch line {chunk.line})"
+    scopes = [(cursor, len(lines.bare))]
+    if chunk.anchors:
+        scopes = _anchor_scopes(lines, chunk.anchors, cursor, where)
+    old = chunk.old
+    if not old:
+        if chunk.anchors:
+            return scopes[0][0], 0
+        if chunk.end_of_file or not lines.bare:
+            return len(lines.bare), 0
+        raise ToolError(
+            f"{where} only adds lines and does not say where: give the lines before them as "
+            "context (' ' lines) or an @@ line naming the place",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    for level, (name, normalise) in enumerate(LEVELS):
+        wanted = [normalise(line) for line in old]
+        found = lines.normal(level)
+        for low, high in scopes:
+            places = _places(found, wanted, low, high, end_of_file=chunk.end_of_file)
+            if len(places) > 1:
+                raise _ambiguous(where, places, name)
+            if places:
+                return places[0], level
+    raise _not_found(lines, chunk, cursor, where)
+
+
+def _places(
+    found: list[str], wanted: list[str], low: int, high: int, *, end_of_file: bool
+) -> list[int]:
+    """Starts in ``[low, high)`` where ``wanted`` matches ``found`` (at the end only, when
+    ``end_of_file``)."""
+    span = len(wanted)
+    if end_of_file:
+        start = len(found) - span
+        hit = low <= start < max(high, low + 1) and found[start:] == wanted
+        return [start] if hit else []
+    head = wanted[0]
+    places = []
+    stop = min(high, len(found) - span + 1)
+    i = low
+    while i < stop:
+        try:
+            i = found.index(head, i, stop)  # the first line, found in C
+        except ValueError:
+            break
+        if found[i : i + span] == wanted:
+            places.append(i)
+        i += 1
+    return places
+
+
+def _anchor_scopes(
+    lines: _Lines, anchors: tuple[str, ...], cursor: int, where: str
+) -> list[tuple[int, int]]:
+    """The scopes after the last anchor: one per occurrence of it, each up to the next."""
+    low = cursor
+    for k, anchor in enumerate(anchors):
+        last = k == len(anchors) - 1
+        for level, (_, normalise) in enumerate(LEVELS):
+            wanted = normalise(anchor)
+            found = lines.normal(level)
+            hits = [i for i in range(low, len(found)) if found[i] == wanted]
+            if hits:
+                break
+        else:
+            raise ToolError(
+                f"{where}: its @@ line '{escape(anchor)}' is not in the file"
+                + (" after the previous chunk" if cursor else "")
+                + _closest_single(lines, anchor, cursor),
+                ErrorCode.NO_MATCH,
+            )
+        if last:
+            ends = [*hits[1:], len(found)]
+            return [(hit + 1, end) for hit, end in zip(hits, ends, strict=True)]
+        low = hits[0] + 1
+    return [(cursor, len(lines.bare))]  # no anchors: the caller does not ask
+
+
+def _ambiguous(where: str, places: list[int], level: str) -> ToolError:
+    shown = ", ".join(str(p + 1) for p in places[:_SHOWN_PLACES])
+    more = ", ..." if len(places) > _SHOWN_PLACES else ""
+    how = "" if level == "exact" else f" when {level.replace('_', ' ')} is ignored"
+    return ToolError(
+        f"{where} matches {len(places)} places{how}, starting at lines {shown}{more}; add "
+        "context lines or an @@ line (the enclosing function or class) so that it matches "
+        "one place",
+        ErrorCode.AMBIGUOUS_MATCH,
+        details={"lines": [p + 1 for p in places]},
+    )
+
+
+def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolError:
+    new = chunk.new
+    for level in (0, 1):
+        normalise = LEVELS[level][1]
+        wanted = [normalise(line) for line in new]
+        places = _places(lines.normal(level), wanted, 0, len(lines.bare), end_of_file=False)
+        if places and new != chunk.old:
+            first = places[0] + 1
+            return ToolError(
+                f"{where} is already applied: its resulting lines are in the file at line "
+                f"{first}; do not send this change again",
+                ErrorCode.NO_MATCH,
+                details={"already_applied": True, "line": first},
+            )
+    old = chunk.old
+    message = f"{where}: its expected lines (the ' ' and '-' lines) are not in the file"
+    if chunk.end_of_file:
+        message += " at its end (the chunk is marked '*** End of File')"
+    elif cursor:
+        message += f" after line {cursor}, where the previous chunk ended"
+    start = _nearest(lines, old, cursor)
+    if start is None:
+        hint = _closest_single(lines, old[0], cursor) or (
+            ". None of its lines is in the file: read the file again and copy its lines exactly"
+        )
+        return ToolError(message + hint, ErrorCode.NO_MATCH)
+    loose = LEVELS[-1][1]
+    if lines.normal(3)[start : start + len(old)] == [loose(x) for x in old]:
+        if start < cursor:
+            why = "above the previous chunk: give the chunks of a file in the order of its lines"
+        elif chunk.end_of_file:
+            why = "not at its end: leave out '*** End of File'"
+        else:
+            why = "not after its @@ line: correct the @@ line or leave it out"
+        return ToolError(
+            f"{message}; they are at line {start + 1}, {why}",
+            ErrorCode.NO_MATCH,
+            details={"nearest_line": start + 1},
+        )
+    differs = next(
+        (
+            k
+            for k, line in enumerate(old)
+            if start + k >= len(lines.bare) or lines.normal(3)[start + k] != LEVELS[3][1](line)
+        ),
+        None,
+    )
+    if differs is not None:
+        has = lines.bare[start + differs] if start + differs < len(lines.bare) else None
+        message += (
+            f". Its line {differs + 1}, '{escape(old[differs])}', differs from the file's line "
+            + (f"{start + differs + 1}, '{escape(has)}'" if has is not None else "(end of file)")
+        )
+    last = min(start + max(len(old), 1), len(lines.bare), start + _SHOWN_LINES)
+    block = "\n".join(f"{i + 1:6}\t{escape(lines.bare[i])}" for i in range(start, last))
+    message += f". The nearest lines in the file are {start + 1}-{last}:\n{block}"
+    return ToolError(message, ErrorCode.NO_MATCH, details={"nearest_line": start + 1})
+
+
+def _nearest(lines: _Lines, old: list[str], cursor: int) -> int | None:
+    """The start whose lines agree with most of ``old`` (loosest level), at or after
+    ``cursor`` when any does; ``None`` when no line agrees."""
+    found = lines.normal(3)
+    wanted = [LEVELS[3][1](line) for line in old]
+    where: dict[str, list[int]] = {}
+    for i, line in enumerate(found):
+        if line:
+            where.setdefault(line, []).append(i)
+    votes: Counter[int] = Counter()
+    for k, line in enumerate(wanted):
+        for i in where.get(line, ()):
+            if i - k >= 0:
+                votes[i - k] += 1
+    if not votes:
+        return None
+    after = {s: n for s, n in votes.items() if s >= cursor} or dict(votes)
+    return max(after, key=lambda s: (after[s], -s))
+
+
+def _closest_single(lines: _Lines, line: str, cursor: int) -> str:
+    near = difflib.get_close_matches(line.strip(), [b.strip() for b in lines.bare], n=1, cutoff=0.6)
+    if not near:
+        return ""
+    index = next(i for i, b in enumerate(lines.bare) if b.strip() == near[0])
+    return f". The most similar line is {index + 1}: '{escape(lines.bare[index])}'"

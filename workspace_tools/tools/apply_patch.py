@@ -1,0 +1,430 @@
+"""apply_patch: add, delete, update and move files with one patch, all or nothing."""
+
+from __future__ import annotations
+
+import os
+import stat
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.text._decode import TextFormat, convert_newlines, encode_text
+from workspace_tools.text._diff import TextDiff, unified_diff
+from workspace_tools.text._patch_apply import LEVEL_NAMES, PatchedText, apply_chunks
+from workspace_tools.text._patch_diff import spans_diff
+from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_patch
+from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.workspace import ResolvedPath, Workspace
+from workspace_tools.workspace._files import atomic_write, open_parent, os_error
+from workspace_tools.workspace._textfile import load_text, text_diff
+
+DESCRIPTION = """\
+Change files with one patch in this format (paths relative to the workspace root):
+
+*** Begin Patch
+*** Add File: docs/notes.md
++first line of the new file
++second line
+*** Update File: src/app.py
+*** Move to: src/main.py          (optional: rename the file too)
+@@ def greet(name):
+     first = 1
+-    return "hi " + name
++    return f"hello {name}"
+     print(first)
+*** Delete File: old/unused.py
+*** End Patch
+
+- In an update, lines starting with ' ' are context, '-' removed, '+' added. Give about 3
+  lines of context above and below each change, copied exactly from the file. An `@@ text`
+  line names a line the change comes after (a function or class); stack several `@@` lines
+  to narrow it. `*** End of File` after a chunk anchors it at the end of the file.
+- Each chunk must match exactly one place (after the previous chunk). A match that needs
+  whitespace or typographic punctuation ignored is used only when unique, and the result
+  says so. Line endings, encoding and the final newline of each file are kept.
+- All or nothing: if any part fails, no file is changed; fix the part the error names and
+  send the whole patch again. Adding or moving onto an existing file is refused unless
+  `allow_overwrite` is set."""
+
+Action = Literal["add", "update", "delete", "move"]
+
+
+class ApplyPatchArgs(BaseModel):
+    """Apply a patch in the '*** Begin Patch' format."""
+
+    patch: str = Field(
+        min_length=1,
+        description="The patch text, from '*** Begin Patch' to '*** End Patch'",
+    )
+    allow_overwrite: bool = Field(
+        False, description="Let Add File and Move to replace a file that already exists"
+    )
+
+
+class FilePatch(BaseModel):
+    """One file's change: its action, path (``move_to`` for a move), unified diff (each
+    accepted by ``git apply`` from the root), counts, the loosest match level its chunks
+    needed, and the encoding to encode ``diff`` in."""
+
+    path: str
+    action: Action
+    move_to: str | None = None
+    diff: str
+    additions: int
+    deletions: int
+    match: str
+    encoding: str
+
+
+class ApplyPatchDetails(BaseModel):
+    """For the application: one entry per changed file, and the total counts."""
+
+    files: list[FilePatch]
+    additions: int
+    deletions: int
+
+
+@dataclass
+class _State:
+    """A path as the plan sees it: what is on disk, and what the patch leaves there."""
+
+    resolved: ResolvedPath
+    original: str | None
+    fmt: TextFormat
+    newline: str
+    text: str | None
+    mode: int
+    # The one update of this path, whose line ranges make its diff fast; None when there
+    # was none or anything else happened to the path too.
+    patched: PatchedText | None = None
+    touched: bool = False
+
+
+@dataclass
+class _Change:
+    """One operation's effect, for the result: its action and paths."""
+
+    action: Action
+    rel: str
+    move_to: str | None = None
+    match: str = "exact"
+
+
+def _present(args: ApplyPatchArgs) -> ToolPresentation:
+    # Also called with placeholder arguments (``patch`` None) for the static presentation.
+    try:
+        ops = parse_patch(args.patch) if isinstance(args.patch, str) else []
+    except PatchSyntaxError:
+        ops = []
+    if not ops:
+        return ToolPresentation(label="Apply patch", icon="file-diff")
+    paths = dict.fromkeys(p for op in ops for p in (op.path, op.move_to) if p is not None)
+    return ToolPresentation(label="Apply patch", icon="file-diff", detail=", ".join(paths))
+
+
+def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
+    """The ``apply_patch`` tool over ``workspace``."""
+
+    def execute(args: ApplyPatchArgs, context: ToolContext) -> object:
+        try:
+            ops = parse_patch(args.patch)
+        except PatchSyntaxError as exc:
+            raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
+        return apply_operations(workspace, ops, context, allow_overwrite=args.allow_overwrite)
+
+    return tool(
+        name="apply_patch",
+        description=DESCRIPTION,
+        parameters=ApplyPatchArgs,
+        execute=execute,
+        presentation=_present,
+        state=file_tool_state(workspace, locks_file=False),
+    )
+
+
+def apply_operations(
+    workspace: Workspace, ops: list[FileOp], context: ToolContext, *, allow_overwrite: bool
+) -> object:
+    """Plan ``ops`` in memory, then write every changed file, restoring all on a failure.
+
+    Returns the tool's output: a summary text for the model and :class:`ApplyPatchDetails`.
+
+    Raises:
+        ToolError: the first failure of the plan (``NOT_FOUND``, ``ALREADY_EXISTS``,
+            ``NO_MATCH``, ``AMBIGUOUS_MATCH``, ``STALE_FILE``, ``BINARY_FILE``, ...) or of
+            the writes; either way no file is left changed, and the message says so.
+    """
+    resolved = {}
+    for op in ops:
+        for path in (op.path, op.move_to):
+            if path is not None and path not in resolved:
+                resolved[path] = workspace.resolve(path)
+    reals = sorted({str(r.real): r for r in resolved.values()}.items())
+    with ExitStack() as locks:
+        for _, path in reals:
+            locks.enter_context(workspace.file_states.lock(path.real))
+        try:
+            states, changes = _plan(workspace, ops, resolved, allow_overwrite)
+        except ToolError as exc:
+            raise _unchanged(exc) from exc
+        context.check_cancelled()
+        _commit(workspace, states, context)
+    return _output(states, changes)
+
+
+def _unchanged(exc: ToolError) -> ToolError:
+    return ToolError(
+        f"{exc.message}\nNo file was changed: correct this part and send the whole patch again.",
+        exc.code,
+        details=exc.details,
+    )
+
+
+def _load(workspace: Workspace, states: dict[str, _State], path: ResolvedPath) -> _State:
+    key = str(path.real)
+    if key not in states:
+        current = load_text(workspace, path)
+        mode = 0o100644
+        if current.text is not None:
+            try:
+                mode = os.stat(path.real, follow_symlinks=False).st_mode
+            except OSError as exc:
+                raise os_error(exc, path.rel) from exc
+        states[key] = _State(
+            path, current.text, current.format, current.newline, current.text, mode
+        )
+    return states[key]
+
+
+def _plan(
+    workspace: Workspace,
+    ops: list[FileOp],
+    resolved: dict[str, ResolvedPath],
+    allow_overwrite: bool,
+) -> tuple[dict[str, _State], list[_Change]]:
+    states: dict[str, _State] = {}
+    changes: list[_Change] = []
+    for op in ops:
+        state = _load(workspace, states, resolved[op.path])
+        rel = state.resolved.rel
+        if op.kind == "add":
+            if state.text is not None and not allow_overwrite:
+                raise ToolError(
+                    f"Add File {rel}: the file already exists; change it with '*** Update "
+                    "File:', or set allow_overwrite to replace it",
+                    ErrorCode.ALREADY_EXISTS,
+                )
+            state.text = convert_newlines(op.content, state.newline)
+            state.patched, state.touched = None, True
+            changes.append(_Change("add", rel))
+            continue
+        if state.text is None:
+            verb = "Delete File" if op.kind == "delete" else "Update File"
+            raise ToolError(
+                f"{verb} {rel}: the file does not exist"
+                + ("; create it with '*** Add File:'" if op.kind == "update" else ""),
+                ErrorCode.NOT_FOUND,
+            )
+        if op.kind == "delete":
+            state.text, state.patched, state.touched = None, None, True
+            changes.append(_Change("delete", rel))
+            continue
+        patched = apply_chunks(state.text, op.chunks, newline=state.newline, path=rel)
+        if op.move_to is None:
+            state.patched = None if state.touched else patched
+            state.touched = True
+            state.text = patched.text
+            changes.append(_Change("update", rel, match=patched.match))
+            continue
+        target = _load(workspace, states, resolved[op.move_to])
+        if target is not state:
+            if target.text is not None and not allow_overwrite:
+                raise ToolError(
+                    f"Move to {target.resolved.rel}: a file already exists there; choose "
+                    "another path, or set allow_overwrite to replace it",
+                    ErrorCode.ALREADY_EXISTS,
+                )
+            target.fmt, target.mode = state.fmt, state.mode
+            state.text, state.patched, state.touched = None, None, True
+        target.text, target.patched, target.touched = patched.text, None, True
+        changes.append(_Change("move", rel, target.resolved.rel, patched.match))
+    return states, changes
+
+
+def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContext) -> None:
+    """Write or delete every path whose content the plan changed; on any failure, put back
+    what was already done and raise."""
+    pending = [(key, s) for key, s in states.items() if s.text != s.original]
+    encoded = {}
+    limit = workspace.options.max_file_bytes
+    for key, state in pending:
+        if state.text is None:
+            continue
+        try:
+            data = encode_text(state.text, state.fmt)
+        except ToolError as exc:
+            raise _unchanged(ToolError(f"{state.resolved.rel}: {exc.message}", exc.code)) from exc
+        if len(data) > limit:
+            raise _unchanged(
+                ToolError(
+                    f"The new content of {state.resolved.rel} is {len(data):,} bytes, over "
+                    f"the {limit:,}-byte limit",
+                    ErrorCode.FILE_TOO_LARGE,
+                )
+            )
+        encoded[key] = data
+    done: list[tuple[str, _State]] = []
+    with context.committing():
+        try:
+            for key, state in pending:
+                if state.text is None:
+                    _delete(workspace, state.resolved)
+                else:
+                    _write(workspace, state.resolved, encoded[key])
+                done.append((key, state))
+        except ToolError as exc:
+            _roll_back(workspace, done)
+            raise _unchanged(exc) from exc
+    for key, state in pending:
+        if state.text is None:
+            workspace.file_states.forget(state.resolved.real)
+        else:
+            workspace.file_states.record(state.resolved.real, encoded[key])
+
+
+def _write(workspace: Workspace, path: ResolvedPath, data: bytes) -> None:
+    atomic_write(
+        workspace.root,
+        path.real,
+        path.rel,
+        data,
+        write_read_only=workspace.options.write_read_only_files,
+    )
+
+
+def _delete(workspace: Workspace, path: ResolvedPath) -> None:
+    try:
+        with open_parent(workspace.root, path.real) as (dir_fd, name):
+            os.unlink(name, dir_fd=dir_fd)
+    except OSError as exc:
+        raise os_error(exc, path.rel) from exc
+
+
+def _roll_back(workspace: Workspace, done: list[tuple[str, _State]]) -> None:
+    """Put back the paths in ``done`` as they were; best effort, last first."""
+    for _, state in reversed(done):
+        try:
+            if state.original is None:
+                _delete(workspace, state.resolved)
+            else:
+                _write(workspace, state.resolved, encode_text(state.original, state.fmt))
+                if state.text is None:  # re-created: give it its permission bits again
+                    os.chmod(state.resolved.real, stat.S_IMODE(state.mode))
+        except (ToolError, OSError):
+            continue  # the other files are still put back
+
+
+def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
+    """The diff of one path: creation, update or deletion (``new`` ``None``)."""
+    rel = state.resolved.rel
+    mode = 0o100755 if state.mode & 0o111 else 0o100644
+    if new is not None:
+        if old is None:
+            bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
+            return unified_diff(None, bom + new, rel, mode=mode)
+        if state.patched is not None:
+            bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
+            patched = state.patched
+            return spans_diff(patched.old_lines, patched.new_lines, patched.spans, rel, bom=bom)
+        return text_diff(old, new, state.fmt, rel)
+    bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
+    gone = unified_diff(bom + (old or ""), "", rel)
+    first, _, rest = gone.diff.partition("\n")
+    header = f"{first or _git_header(rel)}\ndeleted file mode {mode:06o}\n"
+    rest = rest.replace(f"+++ b/{rel}\n", "+++ /dev/null\n", 1) if rest else ""
+    return TextDiff(header + rest, gone.additions, gone.deletions)
+
+
+def _git_header(rel: str) -> str:
+    return unified_diff(None, "", rel).diff.partition("\n")[0]
+
+
+def _output(states: dict[str, _State], changes: list[_Change]) -> object:
+    by_rel = {s.resolved.rel: s for s in states.values()}
+    loosest: dict[str, int] = {}
+    moves: dict[str, str] = {}  # target -> source
+    for change in changes:
+        final = change.move_to or change.rel
+        level = LEVEL_NAMES.index(change.match)
+        loosest[final] = max(loosest.get(final, 0), level)
+        if change.move_to is not None and change.move_to != change.rel:
+            moves[change.move_to] = change.rel
+    order = dict.fromkeys(r for c in changes for r in (c.rel, c.move_to) if r is not None)
+    shown_sources = {s for t, s in moves.items() if by_rel[s].text is None and by_rel[t].text}
+    files: list[FilePatch] = []
+    for rel in order:
+        state = by_rel[rel]
+        if state.text == state.original or rel in shown_sources:
+            continue
+        match = LEVEL_NAMES[loosest.get(rel, 0)]
+        source = moves.get(rel)
+        if source in shown_sources and source is not None:
+            moved = by_rel[source]
+            gone = _file_diff(moved, moved.original, None)
+            made = _file_diff(state, state.original, state.text)
+            files.append(
+                FilePatch(
+                    path=source,
+                    action="move",
+                    move_to=rel,
+                    diff=gone.diff + made.diff,
+                    additions=gone.additions + made.additions,
+                    deletions=gone.deletions + made.deletions,
+                    match=match,
+                    encoding=state.fmt.label,
+                )
+            )
+            continue
+        diff = _file_diff(state, state.original, state.text)
+        action: Action = "update"
+        if state.original is None:
+            action = "add"
+        elif state.text is None:
+            action = "delete"
+        files.append(
+            FilePatch(
+                path=rel,
+                action=action,
+                diff=diff.diff,
+                additions=diff.additions,
+                deletions=diff.deletions,
+                match=match,
+                encoding=state.fmt.label,
+            )
+        )
+    details = ApplyPatchDetails(
+        files=files,
+        additions=sum(f.additions for f in files),
+        deletions=sum(f.deletions for f in files),
+    )
+    return tool_output(_summary(files), details)
+
+
+_LETTERS = {"add": "A", "update": "M", "delete": "D", "move": "R"}
+
+
+def _summary(files: list[FilePatch]) -> str:
+    lines = ["Success. Updated the following files:"]
+    for entry in files:
+        line = f"{_LETTERS[entry.action]} {entry.path}"
+        if entry.move_to is not None:
+            line += f" -> {entry.move_to}"
+        if entry.match != "exact":
+            line += f" (matched with {entry.match.replace('_', ' ')} ignored)"
+        lines.append(line)
+    return "\n".join(lines)
