@@ -197,8 +197,7 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
             "  on the host, .git/hooks/pre-commit is absent",
         ], hook
         assert shell.startswith("  its output ends: /") and shell.endswith("bash"), hook
-    title = "11. inside a sandbox capped at 16 processes, a fork loop asks for 40"
-    cap = lines[lines.index(title) + 1]
+    cap = lines[step("inside a sandbox capped at 16 processes, a fork loop asks for 40") + 1]
     if not cap.startswith("  (this host cannot cap processes: "):
         mechanism, _, forked = cap.partition("; the loop forked ")
         assert mechanism.removeprefix("  process cap: ") in MECHANISMS, cap
