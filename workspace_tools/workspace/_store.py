@@ -1,0 +1,134 @@
+"""A content-addressed store of file contents, outside the workspace, for checkpoints.
+
+Layout (git's loose objects, without compression): ``objects/<2 hex>/<62 hex>`` holds the
+bytes whose SHA-256 is the 64 hex digits. A blob is written to a temp file in the store,
+``fsync``-ed and renamed to its name, so a name only ever holds a whole blob: a crash
+leaves at most an unnamed temp file. A blob read back is checked against its name
+(:meth:`BlobStore.get`), so a store damaged by something else is reported, never restored.
+
+The store never lives in the workspace nor in a ``.git`` directory: a checkpoint must not
+show up in the tree it describes, nor touch the user's repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+_HEX_LENGTH = 64
+
+
+class StoreError(Exception):
+    """The store cannot give back a blob (missing, or its bytes no longer match its name)."""
+
+
+class BlobStore:
+    """Blobs by SHA-256, in ``directory`` (made if missing).
+
+    Args:
+        directory: where the store lives; a new temporary directory when ``None``.
+        workspace_root: the root the store must stay out of.
+        keep: keep the directory when the store is closed (or collected); a temporary
+            directory made here is otherwise removed then, a given one never is.
+
+    Raises:
+        ValueError: ``directory`` is inside ``workspace_root`` or inside a ``.git``.
+
+    Thread-safe: writes of the same blob by two threads both land whole (rename replaces).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None,
+        workspace_root: str | os.PathLike[str],
+        *,
+        keep: bool = False,
+    ) -> None:
+        made = directory is None
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="workspace-tools-checkpoints-")
+        path = Path(os.path.realpath(os.fspath(directory)))
+        root = Path(os.path.realpath(os.fspath(workspace_root)))
+        if path == root or root in path.parents:
+            raise ValueError(f"the checkpoint store {path} must be outside the workspace {root}")
+        if ".git" in path.parts:
+            raise ValueError(f"the checkpoint store {path} must not be inside a .git directory")
+        self.directory = path
+        self._objects = path / "objects"
+        self._objects.mkdir(parents=True, exist_ok=True)
+        remove = made and not keep
+        self._finalizer = (
+            weakref.finalize(self, shutil.rmtree, str(path), ignore_errors=True) if remove else None
+        )
+
+    def _path(self, digest: str) -> Path:
+        return self._objects / digest[:2] / digest[2:]
+
+    def has(self, digest: str) -> bool:
+        """Whether the blob ``digest`` (64 hex digits) is stored."""
+        return self._path(digest).is_file()
+
+    def put(self, data: bytes) -> str:
+        """Store ``data`` unless a blob with its hash is there; return its hex SHA-256.
+
+        Raises:
+            OSError: the store cannot be written (``ENOSPC`` and the like); nothing
+                half-written is left under a blob's name.
+        """
+        digest = hashlib.sha256(data).hexdigest()
+        target = self._path(digest)
+        if target.is_file():
+            return digest
+        target.parent.mkdir(exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+            os.close(fd)
+            fd = -1
+            os.replace(temp, target)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """The bytes of the blob ``digest``.
+
+        Raises:
+            StoreError: no such blob, or its bytes do not hash to ``digest``.
+        """
+        if len(digest) != _HEX_LENGTH:
+            raise StoreError(f"not a blob name: {digest!r}")
+        try:
+            data = self._path(digest).read_bytes()
+        except OSError as exc:
+            raise StoreError(f"blob {digest} cannot be read: {exc.strerror or exc}") from exc
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"blob {digest} is damaged: its bytes no longer match its hash")
+        return data
+
+    def size(self) -> tuple[int, int]:
+        """``(blobs, bytes)`` stored."""
+        count = total = 0
+        for folder in self._objects.iterdir():
+            for blob in folder.iterdir():
+                if not blob.name.startswith("."):
+                    count += 1
+                    total += blob.stat().st_size
+        return count, total
+
+    def close(self) -> None:
+        """Remove the store's directory, unless it was given or kept."""
+        if self._finalizer is not None:
+            self._finalizer()
