@@ -304,7 +304,7 @@ def test_restore_refuses_bad_arguments(session: ToolSession) -> None:
 def test_store_inside_the_workspace_or_a_git_directory_is_refused(project: Path) -> None:
     with pytest.raises(ValueError, match="must be outside the workspace"):
         BlobStore(project / "store", project)
-    with pytest.raises(ValueError, match="inside a .git directory"):
+    with pytest.raises(ValueError, match=r"inside a \.git directory"):
         BlobStore(project.parent / "repo" / ".git" / "store", project)
 
 
