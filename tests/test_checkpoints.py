@@ -353,3 +353,32 @@ def test_store_made_by_the_session_is_removed_unless_kept(project: Path, tmp_pat
     assert kept.store.directory.is_dir()
     assert not gone.store.directory.exists()
     shutil.rmtree(kept.store.directory)
+
+
+def test_directories_holding_what_restore_leaves_are_kept_and_listed(
+    session: ToolSession, project: Path
+) -> None:
+    (project / ".gitignore").write_text("__pycache__/\n")
+    session.call_sync(
+        "run_command",
+        {
+            "command": "mkdir -p pkg/__pycache__ out && printf m > pkg/mod.py "
+            "&& printf c > pkg/__pycache__/mod.pyc && printf o > out/o.txt"
+        },
+    )
+    assert session.steps[0].changed_files == [
+        ChangedFile(path="out", change="created", type="directory"),
+        ChangedFile(path="out/o.txt", change="created", type="file"),
+        ChangedFile(path="pkg", change="created", type="directory"),
+        ChangedFile(path="pkg/__pycache__", change="created", type="directory", restorable=False),
+        ChangedFile(path="pkg/mod.py", change="created", type="file"),
+    ]
+    (project / "out" / "mine.txt").write_bytes(b"the user's")
+    result = session.undo()
+    assert (result.applied, result.conflicts) == (True, [])
+    assert result.not_restorable == ["out", "pkg", "pkg/__pycache__"]
+    assert [f.path for f in result.files] == ["out/o.txt", "pkg/mod.py"]
+    assert (project / "out" / "mine.txt").read_bytes() == b"the user's"
+    assert (project / "pkg" / "__pycache__" / "mod.pyc").read_bytes() == b"c"
+    assert not (project / "pkg" / "mod.py").exists()
+    assert not (project / "out" / "o.txt").exists()

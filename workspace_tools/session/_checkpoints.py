@@ -113,7 +113,8 @@ class ChangedFile(BaseModel):
         type: ``file``, ``directory`` or ``symlink`` (what it is now; for a deleted path,
             what it was).
         restorable: its state before the change can be brought back (false for what
-            ignore rules skip and files over the size cap).
+            ignore rules skip and files over the size cap: their content is not stored,
+            and a restore leaves them as they are).
     """
 
     path: str
@@ -129,7 +130,7 @@ def changed_files(changes: dict[str, Change]) -> list[ChangedFile]:
         kind: ChangeKind = "created" if old is None else "deleted" if new is None else "changed"
         shown = new if new is not None else old
         assert shown is not None
-        restorable = old is None or old.tracked
+        restorable = all(e is None or e.tracked for e in (old, new))
         rows.append(ChangedFile(path=path, change=kind, type=shown.type, restorable=restorable))
     return rows
 
@@ -154,8 +155,9 @@ class RestoreResult(BaseModel):
         files: what the restore changes (or would), each as the change restore makes.
         conflicts: paths changed since the session's steps left them; a restore with any
             is refused, unless ``overwrite``.
-        not_restorable: paths whose earlier state was not stored (ignored by rules, over
-            the size cap); left as they are.
+        not_restorable: paths left as they are: their content was never stored (ignored
+            by rules, over the size cap), or a directory to remove still holds such
+            entries or entries no step made.
         diff: for a dry run, the unified diff the restore would apply (``git apply`` form
             for text files and modes; a binary file is named, as ``git diff`` names it;
             directories are in ``files`` only).
@@ -436,12 +438,18 @@ class Checkpoints:
                 now = current.get(path)
                 if same(now, target):
                     continue
-                if target is not None and not target.tracked:
+                if any(e is not None and not e.tracked for e in (now, target)):
                     result.not_restorable.append(path)
-                    continue
-                if not same(now, self._seen.get(path)) or _holds_others(path, current, targets):
+                elif not same(now, self._seen.get(path)):
                     result.conflicts.append(path)
-                plan[path] = target
+                    plan[path] = target
+                else:
+                    plan[path] = target
+            for path in _held_directories(plan, current):
+                del plan[path]
+                result.not_restorable.append(path)
+            result.not_restorable.sort()
+            result.conflicts = [p for p in result.conflicts if p in plan]
             result.files = changed_files({p: (current.get(p), t) for p, t in plan.items()})
             if dry_run:
                 result.diff = self._diff(plan, current)
@@ -450,8 +458,10 @@ class Checkpoints:
                 result.files = []
                 return result
             self._apply(plan, current)
+            kept = set(result.not_restorable)
             for index, path in owners:
-                self._steps[index].undone.add(path)
+                if path not in kept:
+                    self._steps[index].undone.add(path)
             for path, target in plan.items():
                 self._seen[path] = target
             result.applied = True
@@ -649,13 +659,26 @@ def _selected(path: str, prefixes: list[str] | None) -> bool:
     return any(p == "" or path == p or path.startswith(p + "/") for p in prefixes)
 
 
-def _holds_others(path: str, current: Manifest, targets: dict[str, Entry | None]) -> bool:
-    """A directory to be removed that holds entries no step made (someone else's)."""
-    now = current.get(path)
-    if now is None or now.type != "directory" or targets.get(path) is not None:
-        return False
-    lead = path + "/"
-    return any(p.startswith(lead) and p not in targets for p in current)
+def _held_directories(plan: dict[str, Entry | None], current: Manifest) -> list[str]:
+    """Directories ``plan`` would remove (or replace) that still hold entries the restore
+    leaves: what someone else put there, or what ignore rules skip. They stay."""
+    removed = {
+        path
+        for path, target in plan.items()
+        if target is None or (path in current and current[path].type != target.type)
+    }
+    held: set[str] = set()
+    for path in current:
+        if path in removed:
+            continue
+        head = path.rpartition("/")[0]
+        while head and head not in held:
+            held.add(head)
+            head = head.rpartition("/")[0]
+    return sorted(p for p in removed if p in held and current.get(p, _FILE).type == "directory")
+
+
+_FILE = Entry("file", 0, 0, 0, None, False)
 
 
 def _depth(path: str) -> tuple[int, str]:
