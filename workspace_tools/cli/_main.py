@@ -29,6 +29,7 @@ from workspace_tools.session._pipeline import invoke_tool_sync, validate_argumen
 from workspace_tools.session._policy import as_typed
 from workspace_tools.session._session import ToolSession
 from workspace_tools.tools import workspace_tools
+from workspace_tools.workspace import Workspace
 
 USAGE_ERROR = 2
 SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
@@ -217,7 +218,10 @@ def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> N
 
 
 def _workspace_tools(
-    root: str, read_only: bool = False, *, sandbox: dict[str, list[str]] | None = None
+    root: str | Workspace,
+    read_only: bool = False,
+    *,
+    sandbox: dict[str, list[str]] | None = None,
 ) -> list[Tool[Any]]:
     """The tools over ``root``; with ``sandbox`` (:class:`Sandbox` arguments), every call
     runs in a sandbox whose writes are confined to the root."""
@@ -237,18 +241,28 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
 
-    tools = _workspace_tools(args.root, args.read_only, sandbox=_sandbox_options(args))
-    root = os.path.realpath(args.root)
-    instructions = f"Tools confined to the workspace {root}; paths are relative to it."
+    checkpoints = not args.no_checkpoints and not args.read_only
+    if args.undo_tool and not checkpoints:
+        raise UsageError("--undo-tool needs checkpoints (no --no-checkpoints, no --read-only)")
+    try:
+        workspace = Workspace(args.root)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from exc
+    # One workspace for the tools and the session: a restore's files count as seen by edits.
+    tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
+    instructions = f"Tools confined to the workspace {workspace.root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
-    if policy.rules:
-        # A policy runs the calls through a session: denials, asks answered by elicitation,
-        # and reads served from its cache while nothing changed.
+    if policy.rules or checkpoints:
+        # A session runs the calls: policy denials, asks answered by elicitation, reads
+        # served from its cache while nothing changed, checkpoints around writing calls.
         try:
-            session = ToolSession(tools, workspace=root, policy=policy)
+            session = ToolSession(
+                tools, workspace=workspace, policy=policy, checkpoints=checkpoints
+            )
         except ValueError as exc:  # a rule that names no served tool or argument
             raise UsageError(str(exc)) from exc
-        server = create_server(session.tools, call=session.call, instructions=instructions)
+        served = [*session.tools, session.undo_tool()] if args.undo_tool else session.tools
+        server = create_server(served, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
     else:
         server = create_server(tools, instructions=instructions)
@@ -302,6 +316,18 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
     _add_sandbox_arguments(mcp, "run every call in the sandbox")
     mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    mcp.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoint around writing calls (by default each one records the files "
+        "it changed, so they can be undone)",
+    )
+    mcp.add_argument(
+        "--undo-tool",
+        action="store_true",
+        help="also serve an 'undo' tool: the model can undo the last call that changed files "
+        "(through the policy like any call)",
+    )
     add_policy_arguments(mcp)
     mcp.set_defaults(handler=run_mcp)
 

@@ -17,14 +17,7 @@ from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from workspace_tools._tool import CacheKey, Tool
 from workspace_tools.session._cache import CachedResult, ResultCache
-from workspace_tools.session._checkpoints import (
-    ChangedFile,
-    Checkpoints,
-    RestoreResult,
-    UndoArgs,
-    undo_tool,
-    with_changed_files,
-)
+from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
 from workspace_tools.session._confirm import ConfirmationRequest, ConfirmCallback, ask
 from workspace_tools.session._pipeline import (
     Call,
@@ -48,9 +41,15 @@ from workspace_tools.session._steps import (
     ToolRunEvent,
     TraceEvent,
 )
+from workspace_tools.session._undo import (
+    UndoArgs,
+    checkpoint_after,
+    checkpoint_before,
+    undo_tool,
+    with_changed_files,
+)
 from workspace_tools.tools import workspace_tools
 from workspace_tools.workspace import Workspace, as_workspace
-from workspace_tools.workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
 
@@ -331,8 +330,7 @@ class ToolSession:
             ms = (time.perf_counter() - started) * 1000
             self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
             if checkpoint:
-                with anyio.CancelScope(shield=True):
-                    await self._checkpoint_after(index)
+                await self._checkpoint_after(index)
             raise
         self._event(
             ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
@@ -349,24 +347,19 @@ class ToolSession:
         """Take the checkpoint before a writing call; the failed step when it cannot be
         taken (the call does not run: its changes could not be undone)."""
         assert self.checkpoints is not None
-        try:
-            await anyio.to_thread.run_sync(self.checkpoints.before)
-        except OSError as exc:
-            error = os_error(exc, "the checkpoint store")
-            text = f"Not run: the checkpoint before this call failed: {error.message}"
-            result = self._error(call.call_id, call.tool.name, _shown(call), text, error.code)
-            return self._finish(index, call.tool.name, _shown(call), result, failed=True)
-        return None
+        error = await checkpoint_before(self.checkpoints)
+        if error is None:
+            return None
+        name, shown = call.tool.name, _shown(call)
+        result = self._error(call.call_id, name, shown, error.message, error.code)
+        return self._finish(index, name, shown, result, failed=True)
 
     async def _checkpoint_after(self, index: int) -> None:
         """Record what the step changed (nothing when the workspace cannot be walked)."""
         assert self.checkpoints is not None
-        try:
-            rows = await anyio.to_thread.run_sync(self.checkpoints.after, index)
-        except OSError:
-            logger.warning("checkpoint after step %d failed", index, exc_info=True)
-            return
-        self._changes = (index, rows)
+        rows = await checkpoint_after(self.checkpoints, index)
+        if rows is not None:
+            self._changes = (index, rows)
 
     def restore(
         self,
