@@ -25,9 +25,11 @@ from workspace_tools._tool import Tool
 from workspace_tools.cli._demo import run_demo as play_demo
 from workspace_tools.cli._policy import add_policy_arguments, policy_from_arguments
 from workspace_tools.cli._terminal import for_terminal, format_presentation
+from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.session._pipeline import invoke_tool_sync, validate_arguments
 from workspace_tools.session._policy import as_typed
 from workspace_tools.session._session import ToolSession
+from workspace_tools.session._undo import CheckpointedCalls
 from workspace_tools.tools import workspace_tools
 from workspace_tools.workspace import Workspace
 
@@ -252,9 +254,9 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
     instructions = f"Tools confined to the workspace {workspace.root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
-    if policy.rules or checkpoints:
-        # A session runs the calls: policy denials, asks answered by elicitation, reads
-        # served from its cache while nothing changed, checkpoints around writing calls.
+    if policy.rules:
+        # A policy runs the calls through a session: denials, asks answered by elicitation,
+        # reads served from its cache while nothing changed, checkpoints around writes.
         try:
             session = ToolSession(
                 tools, workspace=workspace, policy=policy, checkpoints=checkpoints
@@ -264,6 +266,12 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         served = [*session.tools, session.undo_tool()] if args.undo_tool else session.tools
         server = create_server(served, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
+    elif checkpoints:
+        # Without a policy, calls run side by side as before; only writing ones wait for
+        # each other, each with its checkpoint.
+        calls = CheckpointedCalls(Checkpoints(workspace))
+        served = [*tools, calls.undo_tool] if args.undo_tool else tools
+        server = create_server(served, call=calls, instructions=instructions)
     else:
         server = create_server(tools, instructions=instructions)
     try:
