@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import stat
@@ -10,9 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from workspace_tools import ErrorCode, Policy, PolicyRule, ToolError, ToolSession
+from workspace_tools.cli._demo import _Printer, _undo_command
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._store import BlobStore, StoreError
@@ -382,3 +385,26 @@ def test_directories_holding_what_restore_leaves_are_kept_and_listed(
     assert (project / "pkg" / "__pycache__" / "mod.pyc").read_bytes() == b"c"
     assert not (project / "pkg" / "mod.py").exists()
     assert not (project / "out" / "o.txt").exists()
+
+
+def test_demo_step_lists_what_a_command_changed_and_undoes_it(tmp_path: Path) -> None:
+    (tmp_path / "NOTES.md").write_bytes(b"notes\n")
+    before = tree(tmp_path)
+    out = io.StringIO()
+    failed = anyio.run(_undo_command, tmp_path, "NOTES.md", _Printer(out), 12)
+    assert (failed, out.getvalue().splitlines()) == (
+        0,
+        [
+            "",
+            "12. a command changes files; undo brings them back",
+            "● Run command [terminal] printf 'scratch\\n' > scratch.txt && chmod +x scratch.txt"
+            " && rm NOTES.md",
+            "  deleted NOTES.md",
+            "  created scratch.txt",
+            "  undo:",
+            "    created NOTES.md",
+            "    deleted scratch.txt",
+            "  the workspace is as before",
+        ],
+    )
+    assert tree(tmp_path) == before

@@ -10,6 +10,7 @@ instead and edits only a file it wrote itself.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import anyio.to_thread
 from pydantic_core import to_jsonable_python
 
 from sandbox import Sandbox, SandboxUnavailable
@@ -25,6 +27,7 @@ from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.session._pipeline import invoke_tool
+from workspace_tools.session._session import ToolSession
 from workspace_tools.tools import workspace_tools
 
 TEST_COMMAND = "python3 -m unittest -v"
@@ -214,6 +217,7 @@ async def _drive(
         failed += result.is_error
         if step.tool == "run_command":
             last_command, last_result = (chosen, step), result
+    sandbox = None
     if last_command is not None:
         printer.line(f"\n{len(steps) + 1}. the last command again, inside the sandbox")
         sandbox = _make_sandbox(printer, root)
@@ -229,6 +233,9 @@ async def _drive(
             failed += await _plant_hook(root, by_name["run_command"], sandbox, printer, index + 2)
     if last_result is not None and _exit_code(last_result) not in (None, 0):
         failed += 1
+    written = next((s.arguments["path"] for s in steps if s.tool == "write_file"), None)
+    shown = len(steps) + (0 if last_command is None else 1 if sandbox is None else 2)
+    failed += await _undo_command(root, written, printer, shown + 1)
     return failed
 
 
@@ -253,6 +260,42 @@ async def _plant_hook(
     landed = (root / ".git" / "hooks" / "pre-commit").exists()
     printer.line(f"  on the host, .git/hooks/pre-commit {'exists' if landed else 'is absent'}")
     return int(landed)
+
+
+async def _undo_command(root: Path, written: str | None, printer: _Printer, number: int) -> int:
+    """A command in a session with checkpoints changes files (creates one, makes it
+    executable, deletes the file the demo wrote); the files it changed are listed, and undo
+    brings them back. Returns 1 when the tree is not as before, else 0."""
+    printer.line(f"\n{number}. a command changes files; undo brings them back")
+    removed = f" && rm {shlex.quote(written)}" if written else ""
+    command = f"printf 'scratch\\n' > scratch.txt && chmod +x scratch.txt{removed}"
+    session = ToolSession(root, checkpoints=True)
+    assert session.checkpoints is not None
+    try:
+        before = _tree_state(root)
+        tool = next(t for t in session.tools if t.name == "run_command")
+        printer.line(_header(tool, {"command": command}))
+        result = await session.call("run_command", {"command": command})
+        for row in session.steps[-1].changed_files or []:
+            printer.line(f"  {row.change} {row.path}")
+        undone = await anyio.to_thread.run_sync(session.undo)
+        printer.line("  undo:")
+        for row in undone.files:
+            printer.line(f"    {row.change} {row.path}")
+        back = _tree_state(root) == before
+        printer.line(f"  the workspace is {'as before' if back else 'NOT as before'}")
+        return int(result.is_error or not back)
+    finally:
+        session.checkpoints.close()
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Mode and bytes of every file below ``root`` outside ``.git``."""
+    return {
+        str(path.relative_to(root)): (path.lstat().st_mode, path.read_bytes())
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and ".git" not in path.parts
+    }
 
 
 def _last_output_line(result: ToolResult) -> str:
