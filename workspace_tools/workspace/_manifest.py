@@ -109,10 +109,14 @@ class Manifests:
         out: Manifest = {}
         with DirFds(self._root) as dirs:
             for rels, tracked in ((walk.entries, True), (walk.skipped, False)):
+                last_head, dir_fd = None, -1
                 for rel, _kind in rels:
                     head, _, name = rel.rpartition("/")
                     try:
-                        dir_fd = dirs.get(head)
+                        if head != last_head:
+                            # Entries come sorted: siblings in a row share their fd.
+                            last_head, dir_fd = None, dirs.get(head)
+                            last_head = head
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     except OSError:
                         continue  # gone since it was listed
@@ -140,16 +144,15 @@ class Manifests:
             kind = "file"
         else:
             return None  # sockets, FIFOs, devices: never listed by the walker either
-        untracked = Entry(kind, mode, st.st_size, st.st_mtime_ns, None, False)
         if not tracked or st.st_size > self.max_file_bytes:
-            return untracked
+            return Entry(kind, mode, st.st_size, st.st_mtime_ns, None, False)
         key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = self._hashes.get(rel)
         digest = cached[1] if cached is not None and cached[0] == key else None
         if digest is None or (store and digest not in self._stored):
             data = read_entry(dir_fd, name, kind, st)
             if data is None:
-                return untracked
+                return Entry(kind, mode, st.st_size, st.st_mtime_ns, None, False)
             digest = hashlib.sha256(data).hexdigest()
             if store and digest not in self._stored:
                 self.store.put(data)

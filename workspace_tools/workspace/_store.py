@@ -1,10 +1,12 @@
 """A content-addressed store of file contents, outside the workspace, for checkpoints.
 
 Layout (git's loose objects, without compression): ``objects/<2 hex>/<62 hex>`` holds the
-bytes whose SHA-256 is the 64 hex digits. A blob is written to a temp file in the store,
-``fsync``-ed and renamed to its name, so a name only ever holds a whole blob: a crash
-leaves at most an unnamed temp file. A blob read back is checked against its name
-(:meth:`BlobStore.get`), so a store damaged by something else is reported, never restored.
+bytes whose SHA-256 is the 64 hex digits. A blob is written to a temp file in the store and
+renamed to its name, so a name only ever holds a whole blob: a crashed process leaves at
+most an unnamed temp file. A blob read back is checked against its name
+(:meth:`BlobStore.get`), so a blob cut short by a power loss or damaged by something else is
+reported, never restored. (No ``fsync``: it would cost a disk flush per blob — most of a
+checkpoint's time — for a store that lives as long as its session.)
 
 The store never lives in the workspace nor in a ``.git`` directory: a checkpoint must not
 show up in the tree it describes, nor touch the user's repository.
@@ -90,7 +92,6 @@ class BlobStore:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
             os.close(fd)
             fd = -1
             os.replace(temp, target)
