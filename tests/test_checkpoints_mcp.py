@@ -108,3 +108,55 @@ def test_undo_tool_needs_checkpoints(root: Path) -> None:
             "workspace-tools: error: --undo-tool needs checkpoints "
             "(no --no-checkpoints, no --read-only)\n",
         )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workspace_tools", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_kept_checkpoints_are_listed_and_restored_after_the_server_exits(
+    root: Path, tmp_path: Path
+) -> None:
+    kept = tmp_path / "kept"
+    before = tree(root)
+    async with connect(*workspace_server(root, "--checkpoint-dir", str(kept))) as session:
+        await session.call_tool("run_command", {"command": COMMAND})
+        await session.call_tool("write_file", {"path": "made.txt", "content": "y\n"})
+    listed = cli("checkpoints", str(kept))
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert listed.stdout == (
+        f"workspace {root}\n"
+        "step 0\n  deleted gone.txt\n  changed kept.txt\n  created made.txt\n"
+        "step 1\n  changed made.txt\n"
+    )
+    (root / "kept.txt").write_bytes(b"someone else\n")
+    refused = cli("restore", str(kept), "0")
+    assert (refused.returncode, refused.stdout) == (
+        1,
+        "Not restored: 1 file(s) changed since the session's steps left them (by someone "
+        "else); nothing was changed. Restore them anyway with overwrite, or leave them out "
+        "with paths:\n  kept.txt\n",
+    )
+    preview = cli("restore", str(kept), "0", "made.txt", "--dry-run")
+    assert preview.returncode == 0
+    assert preview.stdout.startswith(
+        "Would restore 1 path(s) as before step 0:\n  deleted made.txt\n"
+    )
+    done = cli("restore", str(kept), "0", "--overwrite")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert tree(root) == before
+    assert "(undone)" in cli("checkpoints", str(kept)).stdout
+
+
+def test_restore_of_a_directory_without_a_record_is_a_usage_error(tmp_path: Path) -> None:
+    done = cli("restore", str(tmp_path), "0")
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"workspace-tools: error: no checkpoints recorded in {tmp_path}\n",
+    )

@@ -1,4 +1,5 @@
-"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema`` and ``demo``."""
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema``, ``demo``, and
+``checkpoints`` and ``restore`` for the checkpoints an MCP server kept."""
 
 from __future__ import annotations
 
@@ -243,12 +244,18 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
 
-    checkpoints = not args.no_checkpoints and not args.read_only
-    if args.undo_tool and not checkpoints:
-        raise UsageError("--undo-tool needs checkpoints (no --no-checkpoints, no --read-only)")
+    enabled = not args.no_checkpoints and not args.read_only
+    for flag, given in (("--undo-tool", args.undo_tool), ("--checkpoint-dir", args.checkpoint_dir)):
+        if given and not enabled:
+            raise UsageError(f"{flag} needs checkpoints (no --no-checkpoints, no --read-only)")
     try:
         workspace = Workspace(args.root)
-    except NotADirectoryError as exc:
+        checkpoints = (
+            Checkpoints(workspace, directory=args.checkpoint_dir, keep=True)
+            if enabled and args.checkpoint_dir
+            else enabled
+        )
+    except (NotADirectoryError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     # One workspace for the tools and the session: a restore's files count as seen by edits.
     tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
@@ -269,7 +276,9 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     elif checkpoints:
         # Without a policy, calls run side by side as before; only writing ones wait for
         # each other, each with its checkpoint.
-        calls = CheckpointedCalls(Checkpoints(workspace))
+        calls = CheckpointedCalls(
+            checkpoints if isinstance(checkpoints, Checkpoints) else Checkpoints(workspace)
+        )
         served = [*tools, calls.undo_tool] if args.undo_tool else tools
         server = create_server(served, call=calls, instructions=instructions)
     else:
@@ -279,6 +288,45 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _load_checkpoints(directory: str) -> Checkpoints:
+    try:
+        return Checkpoints.load(directory)
+    except (ValueError, NotADirectoryError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``checkpoints`` subcommand: the steps recorded in a checkpoint directory and
+    the files each changed (``(undone)`` once restored)."""
+    checkpoints = _load_checkpoints(args.directory)
+    show = for_terminal(out)
+    out.write(show(f"workspace {checkpoints.workspace.root}") + "\n")
+    for step in checkpoints.steps:
+        out.write(f"step {step.step}\n")
+        for path, (old, new) in step.changes.items():
+            change = "created" if old is None else "deleted" if new is None else "changed"
+            undone = " (undone)" if path in step.undone else ""
+            out.write(show(f"  {change} {path}{undone}") + "\n")
+    return 0
+
+
+def run_restore(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``restore`` subcommand: restore a recorded step (exit 0), or list the conflicts
+    that refuse it (exit 1)."""
+    checkpoints = _load_checkpoints(args.directory)
+    try:
+        result = checkpoints.restore(
+            args.step, args.paths or None, dry_run=args.dry_run, overwrite=args.overwrite
+        )
+    except ToolError as exc:
+        if exc.code is ErrorCode.INVALID_ARGUMENTS or exc.code is ErrorCode.OUTSIDE_WORKSPACE:
+            raise UsageError(exc.message) from exc
+        out.write(for_terminal(out)(f"error [{exc.code}]: {exc.message}") + "\n")
+        return 1
+    out.write(for_terminal(out)(result.model_text()) + "\n")
+    return 1 if result.conflicts and not (result.applied or result.dry_run) else 0
 
 
 def run_schema(args: argparse.Namespace, out: TextIO) -> int:
@@ -337,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(through the policy like any call)",
     )
     add_policy_arguments(mcp)
+    mcp.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="keep the checkpoints in DIR (outside the root) after the server exits, for "
+        "'workspace-tools checkpoints DIR' and 'workspace-tools restore DIR STEP'",
+    )
     mcp.set_defaults(handler=run_mcp)
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON")
@@ -348,6 +402,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="drive every tool over a copy of a sample project")
     demo.add_argument("--root", help="copy this directory instead of the sample project")
     demo.set_defaults(handler=run_demo)
+
+    listing = sub.add_parser("checkpoints", help="list the steps kept in a checkpoint directory")
+    listing.add_argument("directory", help="the --checkpoint-dir of an MCP server")
+    listing.set_defaults(handler=run_checkpoints)
+
+    restore = sub.add_parser(
+        "restore",
+        help="bring back the files as they were before a step kept in a checkpoint directory",
+    )
+    restore.add_argument("directory", help="the --checkpoint-dir of an MCP server")
+    restore.add_argument("step", type=int, help="the step (see 'workspace-tools checkpoints')")
+    restore.add_argument("paths", nargs="*", metavar="PATH", help="only these paths")
+    restore.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
+    restore.add_argument(
+        "--overwrite", action="store_true", help="also restore files changed since by others"
+    )
+    restore.set_defaults(handler=run_restore)
     return parser
 
 

@@ -17,10 +17,12 @@ conflict, refused unless ``overwrite``.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -41,6 +43,10 @@ from workspace_tools.workspace._restore import TreeRestorer
 from workspace_tools.workspace._store import BlobStore
 
 ChangeKind = Literal["created", "changed", "deleted"]
+
+RECORD = "checkpoints.json"
+"""The record of a session's steps, beside the blobs in its store."""
+RECORD_VERSION = 1
 
 
 class ChangedFile(BaseModel):
@@ -189,6 +195,53 @@ class Checkpoints:
         """Remove the content store (unless kept or given)."""
         self.store.close()
 
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Checkpoints:
+        """The checkpoints a session recorded in ``directory`` (its store, kept), for a
+        restore after the session ended (``workspace-tools restore``).
+
+        Raises:
+            ValueError: no record in ``directory``, or one this version cannot read.
+            NotADirectoryError: the recorded workspace root is gone.
+        """
+        path = Path(directory)
+        try:
+            record = json.loads((path / RECORD).read_bytes())
+        except FileNotFoundError:
+            raise ValueError(f"no checkpoints recorded in {path}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the checkpoint record in {path} is damaged: {exc}") from None
+        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+            raise ValueError(f"the checkpoint record in {path} is not of version {RECORD_VERSION}")
+        checkpoints = cls(Workspace(record["root"]), directory=path, keep=True)
+        checkpoints._steps = [
+            StepCheckpoint(
+                item["step"],
+                {p: (_entry(b), _entry(a)) for p, (b, a) in item["changes"].items()},
+                set(item["undone"]),
+            )
+            for item in record["steps"]
+        ]
+        checkpoints._seen = {p: _entry(e) for p, e in record["seen"].items()}
+        return checkpoints
+
+    def _save(self) -> None:
+        """Write the record of the steps next to the store (see :meth:`load`)."""
+        record = {
+            "version": RECORD_VERSION,
+            "root": str(self.workspace.root),
+            "steps": [
+                {
+                    "step": c.step,
+                    "changes": {p: [b, a] for p, (b, a) in c.changes.items()},
+                    "undone": sorted(c.undone),
+                }
+                for c in self._steps
+            ],
+            "seen": self._seen,
+        }
+        self.store.write_record(RECORD, json.dumps(record).encode())
+
     def before(self) -> None:
         """Take the manifest before a writing step, storing what is not yet stored.
 
@@ -214,6 +267,7 @@ class Checkpoints:
             self._steps.append(StepCheckpoint(step, changes))
             for path, (_, new) in changes.items():
                 self._seen[path] = new
+            self._save()
             return changed_files(changes)
 
     @property
@@ -298,6 +352,7 @@ class Checkpoints:
                     self._steps[index].undone.add(path)
             for path, target in plan.items():
                 self._seen[path] = target
+            self._save()
             result.applied = True
             return result
 
@@ -327,6 +382,10 @@ class Checkpoints:
         for path, target in plan.items():
             parts.append(self._path_diff(path, current.get(path), target))
         return "".join(parts)
+
+
+def _entry(value: list[object] | None) -> Entry | None:
+    return None if value is None else Entry(*value)  # type: ignore[arg-type]
 
 
 def _selected(path: str, prefixes: list[str] | None) -> bool:

@@ -119,6 +119,30 @@ class BlobStore:
             raise StoreError(f"blob {digest} is damaged: its bytes no longer match its hash")
         return data
 
+    def write_record(self, name: str, data: bytes) -> None:
+        """Replace the file ``name`` at the top of the store with ``data`` (temp file and
+        rename: a reader sees the old record or the new one, never a mix).
+
+        Raises:
+            OSError: the store cannot be written.
+        """
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temp, self.directory / name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def read_record(self, name: str) -> bytes | None:
+        """The file ``name`` at the top of the store, or ``None`` when there is none."""
+        try:
+            return (self.directory / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
     def size(self) -> tuple[int, int]:
         """``(blobs, bytes)`` stored."""
         count = total = 0
