@@ -332,18 +332,22 @@ def test_store_is_never_read_half_written(tmp_path: Path, monkeypatch: pytest.Mo
         store.get(digest)
 
 
-def test_a_damaged_store_makes_restore_fail_with_a_clear_error(
+def test_a_damaged_store_makes_restore_fail_with_a_clear_error_and_change_nothing(
     session: ToolSession, project: Path, tmp_path: Path
 ) -> None:
-    session.call_sync("write_file", {"path": "notes.txt", "content": "agent\n"})
-    for blob in (tmp_path / "store" / "objects").rglob("*"):
-        if blob.is_file():
-            blob.write_bytes(b"garbage")
+    session.call_sync("run_command", {"command": "printf agent > notes.txt && rm run.sh"})
+    digest = hashlib.sha256(b"#!/bin/sh\necho run\n").hexdigest()
+    (tmp_path / "store" / "objects" / digest[:2] / digest[2:]).write_bytes(b"garbage")
     with pytest.raises(ToolError) as caught:
         session.undo()
     assert caught.value.code is ErrorCode.TOOL_ERROR
-    assert "is damaged" in caught.value.message
-    assert (project / "notes.txt").read_bytes() == b"agent\n"
+    assert caught.value.message == (
+        f"Cannot restore: blob {digest} is damaged: its bytes no longer match its hash"
+    )
+    # notes.txt's content is whole and comes first, yet nothing was restored: the store is
+    # checked before any change.
+    assert (project / "notes.txt").read_bytes() == b"agent"
+    assert not (project / "run.sh").exists()
 
 
 def test_store_made_by_the_session_is_removed_unless_kept(project: Path, tmp_path: Path) -> None:

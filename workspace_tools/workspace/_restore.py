@@ -106,6 +106,12 @@ class TreeRestorer:
                 (checked before it is written), and the mapped ``OSError`` of a change that
                 failed; the message lists what was restored before it.
         """
+        # Every content is read and checked first: a damaged store changes nothing.
+        contents = {
+            path: self._blob(target)
+            for path, target in plan.items()
+            if target is not None and target.type != "directory"
+        }
         done: list[str] = []
         try:
             # A directory the steps made read-only must let its entries be changed first.
@@ -127,7 +133,7 @@ class TreeRestorer:
                     if now is None or replaced:
                         self._mkdir(path, target.mode | 0o700)
                 else:
-                    self._write(path, target)
+                    self._write(path, target, contents[path])
                 done.append(path)
             for path in sorted(plan, key=_depth, reverse=True):
                 target = plan[path]
@@ -163,10 +169,9 @@ class TreeRestorer:
             finally:
                 os.close(fd)
 
-    def _write(self, path: str, target: Entry) -> None:
-        """Put ``target``'s content at ``path`` by a temp file renamed over it (a symlink
-        by a temp link), with its mode; crash-safe as any atomic write."""
-        data = self._blob(target)
+    def _write(self, path: str, target: Entry, data: bytes) -> None:
+        """Put ``data``, ``target``'s content, at ``path`` by a temp file renamed over it
+        (a symlink by a temp link), with its mode; crash-safe as any atomic write."""
         head, _, name = path.rpartition("/")
         with _at(self._root, head, path) as dir_fd:
             if target.type == "symlink":
