@@ -412,3 +412,10 @@ def test_demo_step_lists_what_a_command_changed_and_undoes_it(tmp_path: Path) ->
         ],
     )
     assert tree(tmp_path) == before
+
+
+def test_checkpoints_need_the_sessions_workspace(project: Path) -> None:
+    from workspace_tools import workspace_tools
+
+    with pytest.raises(ValueError, match=r"checkpoints need the session's workspace"):
+        ToolSession(workspace_tools(project), checkpoints=True)

@@ -80,6 +80,8 @@ class ToolSession:
             :meth:`undo` can bring files back and each such step lists its
             ``changed_files``; or a :class:`~workspace_tools.session._checkpoints.Checkpoints`
             to choose where the content store lives, whether it is kept and the size cap.
+            With a sequence of tools, give them and the session the same :class:`Workspace`,
+            so that files a restore brings back count as read by ``edit_file``.
             Off by default (the CLI's MCP server turns it on). The store is removed with
             the session (``session.checkpoints.close()`` removes it at once).
 

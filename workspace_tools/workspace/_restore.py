@@ -17,7 +17,7 @@ from workspace_tools.text._diff import unified_diff
 from workspace_tools.workspace._files import open_dir, os_error
 from workspace_tools.workspace._manifest import Entry, Manifest, read_entry
 from workspace_tools.workspace._store import BlobStore, StoreError
-from workspace_tools.workspace._tempfiles import create_temp
+from workspace_tools.workspace._tempfiles import TEMP_SUFFIX, create_temp
 from workspace_tools.workspace._workspace import Workspace
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -175,7 +175,9 @@ class TreeRestorer:
         head, _, name = path.rpartition("/")
         with _at(self._root, head, path) as dir_fd:
             if target.type == "symlink":
-                temp = f".{name[:200]}.{os.urandom(8).hex()}.wt-tmp"
+                # A temp name of the package's pattern (the walk skips it), as create_temp's.
+                kept = os.fsdecode(os.fsencode(name)[:200])
+                temp = f".{kept}.{os.urandom(8).hex()}{TEMP_SUFFIX}"
                 os.symlink(os.fsdecode(data), temp, dir_fd=dir_fd)
             else:
                 temp, fd = create_temp(dir_fd, name, 0o600)
