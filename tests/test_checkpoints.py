@@ -14,7 +14,14 @@ from typing import Any
 import anyio
 import pytest
 
-from workspace_tools import ErrorCode, Policy, PolicyRule, ToolError, ToolSession
+from workspace_tools import (
+    ErrorCode,
+    Policy,
+    PolicyRule,
+    ToolError,
+    ToolSession,
+    workspace_tools,
+)
 from workspace_tools.cli._demo import _Printer, _undo_command
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints
 from workspace_tools.workspace import Workspace
@@ -415,7 +422,5 @@ def test_demo_step_lists_what_a_command_changed_and_undoes_it(tmp_path: Path) ->
 
 
 def test_checkpoints_need_the_sessions_workspace(project: Path) -> None:
-    from workspace_tools import workspace_tools
-
     with pytest.raises(ValueError, match=r"checkpoints need the session's workspace"):
         ToolSession(workspace_tools(project), checkpoints=True)

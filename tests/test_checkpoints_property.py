@@ -13,16 +13,20 @@ from hypothesis import strategies as st
 from tests.test_checkpoints import tree
 from workspace_tools import ToolSession
 
-PATHS = ["a.txt", "b", "d/c.txt", "d/e/f", "d"]
+# Names a shell quotes, one that is not UTF-8 (its byte as a surrogate), and a directory.
+PATHS = ["a.txt", "b", "d/c.txt", "d/e/f", "d", "d/sp ace", "nl\nx", "d/\udcff.bin"]
 CONTENTS = st.binary(max_size=40) | st.sampled_from([b"", b"x\r\ny\n", b"\xff\xfe\x00"])
 
 write_file = st.tuples(st.just("write_file"), st.sampled_from(PATHS), st.text(max_size=20))
 shell_write = st.tuples(st.just("shell_write"), st.sampled_from(PATHS), CONTENTS)
 remove = st.tuples(st.just("remove"), st.sampled_from(PATHS), st.none())
-chmod = st.tuples(st.just("chmod"), st.sampled_from(PATHS), st.sampled_from([0o600, 0o755, 0o444]))
+chmod = st.tuples(
+    st.just("chmod"), st.sampled_from(PATHS), st.sampled_from([0o600, 0o755, 0o444, 0o555])
+)
 mkdir = st.tuples(st.just("mkdir"), st.sampled_from(PATHS), st.none())
 link = st.tuples(st.just("link"), st.sampled_from(PATHS), st.sampled_from(["a.txt", "../out"]))
-OPERATION = write_file | shell_write | remove | chmod | mkdir | link
+replace_by_dir = st.tuples(st.just("replace_by_dir"), st.sampled_from(PATHS), st.none())
+OPERATION = write_file | shell_write | remove | chmod | mkdir | link | replace_by_dir
 
 
 def command(kind: str, path: str, value: object) -> str:
@@ -37,6 +41,8 @@ def command(kind: str, path: str, value: object) -> str:
         return f"chmod {value:o} {quoted}"
     if kind == "mkdir":
         return f"mkdir -p {quoted}"
+    if kind == "replace_by_dir":
+        return f"rm -rf {quoted} && mkdir -p {quoted}/inner && printf i > {quoted}/inner/i"
     return f"mkdir -p {parent} && ln -sfn {shlex.quote(str(value))} {quoted}"
 
 
