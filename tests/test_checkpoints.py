@@ -282,10 +282,13 @@ def test_undo_tool_runs_through_policy_and_records_its_changes(
     denying = ToolSession(
         project,
         checkpoints=True,
-        policy=Policy(rules=[PolicyRule(name="no-writes", decision="deny", read_only=False)]),
+        policy=Policy(rules=[PolicyRule(name="no undo", decision="deny", tools=["undo"])]),
     )
     refused = denying.call_sync(denying.undo_tool(), {})
-    assert refused.error_code is ErrorCode.PERMISSION_DENIED
+    assert (refused.error_code, refused.error) == (
+        ErrorCode.PERMISSION_DENIED,
+        "Not run: policy rule 'no undo' denies this undo call.",
+    )
 
 
 def test_undo_tool_reports_a_conflict_as_stale_file(session: ToolSession, project: Path) -> None:

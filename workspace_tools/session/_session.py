@@ -124,7 +124,10 @@ class ToolSession:
             raise ValueError(f"tool names must be unique; given more than once: {twice}")
         self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
         self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
-        check_policy(policy, tool_list)
+        self.checkpoints = self._checkpoints(checkpoints)
+        # Made here so that a policy rule may name it, whether or not it is served.
+        self._undo_tool = undo_tool(self._undo_call) if self.checkpoints is not None else None
+        check_policy(policy, [*tool_list, *([self._undo_tool] if self._undo_tool else [])])
         self.policy = policy
         self.confirm = confirm
         self._cache = ResultCache(fingerprints or {}, enabled=cache)
@@ -137,8 +140,6 @@ class ToolSession:
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
-        self.checkpoints = self._checkpoints(checkpoints)
-        self._undo_tool: Tool[UndoArgs] | None = None
         # The changed files of the step being recorded: (step index, rows).
         self._changes: tuple[int, list[ChangedFile]] | None = None
 
@@ -422,8 +423,7 @@ class ToolSession:
         """
         if self.checkpoints is None:
             raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
-        if self._undo_tool is None:
-            self._undo_tool = undo_tool(self._undo_call)
+        assert self._undo_tool is not None
         return self._undo_tool
 
     def _undo_call(self, args: UndoArgs) -> RestoreResult:
