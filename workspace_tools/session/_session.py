@@ -87,10 +87,10 @@ class ToolSession:
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
-        ValueError: two tools share a name, or the policy names a tool or an argument
-            these tools do not have (see :func:`check_policy`).
+        ValueError: two tools share a name, the policy names a tool or an argument these
+            tools do not have (see :func:`check_policy`), or checkpoints are asked for
+            without a workspace.
         NotADirectoryError: the workspace root does not exist.
-        ValueError: checkpoints without a workspace.
 
     Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
     Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
