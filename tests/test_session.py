@@ -81,6 +81,7 @@ def step(index: int, tool_name: str, input: Any, result: str, **flags: Any) -> d
         "denied_by": None,
         "cached": False,
         "failed": False,
+        "changed_files": None,
     }
     return {**base, **flags}
 
