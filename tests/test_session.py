@@ -568,6 +568,7 @@ def test_record_has_a_json_schema(tmp_path: Path) -> None:
         "denied_by",
         "cached",
         "failed",
+        "changed_files",
     }
 
 
