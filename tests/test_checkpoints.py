@@ -282,12 +282,12 @@ def test_undo_tool_runs_through_policy_and_records_its_changes(
     denying = ToolSession(
         project,
         checkpoints=True,
-        policy=Policy(rules=[PolicyRule(name="no undo", decision="deny", tools=["undo"])]),
+        policy=Policy(rules=[PolicyRule(name="no writes", decision="deny", read_only=False)]),
     )
     refused = denying.call_sync(denying.undo_tool(), {})
     assert (refused.error_code, refused.error) == (
         ErrorCode.PERMISSION_DENIED,
-        "Not run: policy rule 'no undo' denies this undo call.",
+        "Not run: policy rule 'no writes' denies this undo call.",
     )
 
 

@@ -124,10 +124,10 @@ class ToolSession:
             raise ValueError(f"tool names must be unique; given more than once: {twice}")
         self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
         self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
+        check_policy(policy, tool_list)
         self.checkpoints = self._checkpoints(checkpoints)
-        # Made here so that a policy rule may name it, whether or not it is served.
+        # Not among the session's tools: a rule covers it as a tool that is not read-only.
         self._undo_tool = undo_tool(self._undo_call) if self.checkpoints is not None else None
-        check_policy(policy, [*tool_list, *([self._undo_tool] if self._undo_tool else [])])
         self.policy = policy
         self.confirm = confirm
         self._cache = ResultCache(fingerprints or {}, enabled=cache)
@@ -417,6 +417,8 @@ class ToolSession:
         """The ``undo`` tool for a model: :meth:`undo` as a call, through the session's
         policy and record (its step lists what it restored). Serve it beside the session's
         tools: ``create_server([*session.tools, session.undo_tool()], call=session.call)``.
+        It is not among :attr:`tools`, so policy rules cover it by ``read_only=False`` or
+        by applying to every tool, not by its name.
 
         Raises:
             RuntimeError: the session takes no checkpoints.
