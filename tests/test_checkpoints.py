@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -427,3 +428,20 @@ def test_demo_step_lists_what_a_command_changed_and_undoes_it(tmp_path: Path) ->
 def test_checkpoints_need_the_sessions_workspace(project: Path) -> None:
     with pytest.raises(ValueError, match=r"checkpoints need the session's workspace"):
         ToolSession(workspace_tools(project), checkpoints=True)
+
+
+def test_store_goes_outside_a_workspace_that_holds_the_temp_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ws"
+    (root / "tmp").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(root / "tmp"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    store = BlobStore(None, root)
+    assert store.directory.parent == tmp_path / "cache"
+    assert list((root / "tmp").iterdir()) == []
+    store.close()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "cache"))
+    with pytest.raises(ValueError, match=r"no place outside the workspace"):
+        BlobStore(None, root)
+    assert list((root / "tmp").iterdir()) == []

@@ -160,3 +160,14 @@ def test_restore_of_a_directory_without_a_record_is_a_usage_error(tmp_path: Path
         2,
         f"workspace-tools: error: no checkpoints recorded in {tmp_path}\n",
     )
+
+
+def test_checkpoint_dir_inside_the_root_is_a_usage_error(root: Path) -> None:
+    done = cli("mcp", "--root", str(root), "--checkpoint-dir", str(root / "kept"))
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"workspace-tools: error: the checkpoint store {root / 'kept'} must be outside the "
+        f"workspace {root} (--checkpoint-dir DIR puts it elsewhere, --no-checkpoints turns "
+        "them off)\n",
+    )
+    assert not (root / "kept").exists()

@@ -250,13 +250,18 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"{flag} needs checkpoints (no --no-checkpoints, no --read-only)")
     try:
         workspace = Workspace(args.root)
-        checkpoints = (
-            Checkpoints(workspace, directory=args.checkpoint_dir, keep=True)
-            if enabled and args.checkpoint_dir
-            else enabled
-        )
-    except (NotADirectoryError, ValueError) as exc:
+    except NotADirectoryError as exc:
         raise UsageError(str(exc)) from exc
+    try:
+        checkpoints = (
+            Checkpoints(workspace, directory=args.checkpoint_dir, keep=bool(args.checkpoint_dir))
+            if enabled
+            else None
+        )
+    except ValueError as exc:  # no place for the store outside the root
+        raise UsageError(
+            f"{exc} (--checkpoint-dir DIR puts it elsewhere, --no-checkpoints turns them off)"
+        ) from exc
     # One workspace for the tools and the session: a restore's files count as seen by edits.
     tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
     instructions = f"Tools confined to the workspace {workspace.root}; paths are relative to it."
@@ -266,19 +271,17 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         # reads served from its cache while nothing changed, checkpoints around writes.
         try:
             session = ToolSession(
-                tools, workspace=workspace, policy=policy, checkpoints=checkpoints
+                tools, workspace=workspace, policy=policy, checkpoints=checkpoints or False
             )
         except ValueError as exc:  # a rule that names no served tool or argument
             raise UsageError(str(exc)) from exc
         served = [*session.tools, session.undo_tool()] if args.undo_tool else session.tools
         server = create_server(served, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
-    elif checkpoints:
+    elif checkpoints is not None:
         # Without a policy, calls run side by side as before; only writing ones wait for
         # each other, each with its checkpoint.
-        calls = CheckpointedCalls(
-            checkpoints if isinstance(checkpoints, Checkpoints) else Checkpoints(workspace)
-        )
+        calls = CheckpointedCalls(checkpoints)
         served = [*tools, calls.undo_tool] if args.undo_tool else tools
         server = create_server(served, call=calls, instructions=instructions)
     else:

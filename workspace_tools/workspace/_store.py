@@ -39,7 +39,8 @@ class BlobStore:
             directory made here is otherwise removed then, a given one never is.
 
     Raises:
-        ValueError: ``directory`` is inside ``workspace_root`` or inside a ``.git``.
+        ValueError: ``directory`` is inside ``workspace_root`` or inside a ``.git``; or,
+            without one, neither the temp directory nor ``~/.cache`` is outside the root.
 
     Thread-safe: writes of the same blob by two threads both land whole (rename replaces).
     """
@@ -52,11 +53,11 @@ class BlobStore:
         keep: bool = False,
     ) -> None:
         made = directory is None
-        if directory is None:
-            directory = tempfile.mkdtemp(prefix="workspace-tools-checkpoints-")
-        path = Path(os.path.realpath(os.fspath(directory)))
         root = Path(os.path.realpath(os.fspath(workspace_root)))
-        if path == root or root in path.parents:
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="workspace-tools-checkpoints-", dir=_parent(root))
+        path = Path(os.path.realpath(os.fspath(directory)))
+        if _inside(path, root):
             raise ValueError(f"the checkpoint store {path} must be outside the workspace {root}")
         if ".git" in path.parts:
             raise ValueError(f"the checkpoint store {path} must not be inside a .git directory")
@@ -157,3 +158,25 @@ class BlobStore:
         """Remove the store's directory, unless it was given or kept."""
         if self._finalizer is not None:
             self._finalizer()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _parent(root: Path) -> str:
+    """Where a new store goes: the temp directory, else ``$XDG_CACHE_HOME`` or
+    ``~/.cache``, whichever is outside ``root`` first.
+
+    Raises:
+        ValueError: each is inside ``root`` (a workspace at ``/``, say).
+    """
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for candidate in (tempfile.gettempdir(), cache):
+        if not _inside(Path(os.path.realpath(candidate)), root):
+            os.makedirs(candidate, exist_ok=True)
+            return candidate
+    raise ValueError(
+        f"no place outside the workspace {root} for the checkpoint store (the temp directory "
+        "and ~/.cache are inside it); give one, or turn checkpoints off"
+    )
