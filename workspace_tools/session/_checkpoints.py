@@ -156,8 +156,9 @@ class Checkpoints:
 
     Args:
         workspace: the workspace the steps change.
-        directory: where the content store lives (outside the workspace); a temporary
-            directory when ``None``.
+        directory: where the content store lives (outside the workspace), with the record
+            of the steps (``checkpoints.json``, rewritten after each step and restore) that
+            :meth:`load` reads back; a new directory in the temp directory when ``None``.
         keep: keep the store when :meth:`close` is called or the object is collected.
         max_file_bytes: files over this many bytes are listed by stat only, never stored.
 
