@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tests._waiting import wait_until_async
 from workspace_tools import (
     ErrorCode,
     Policy,
@@ -445,3 +446,20 @@ def test_store_goes_outside_a_workspace_that_holds_the_temp_directory(
     with pytest.raises(ValueError, match=r"no place outside the workspace"):
         BlobStore(None, root)
     assert list((root / "tmp").iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_command_still_lists_what_it_changed(
+    session: ToolSession, project: Path
+) -> None:
+    command = "printf x > started.txt && sleep 60"
+    async with anyio.create_task_group() as group:
+        group.start_soon(session.call, "run_command", {"command": command})
+        await wait_until_async(
+            lambda: (project / "started.txt").exists(), bool, "the command to write its file"
+        )
+        group.cancel_scope.cancel()
+    [step] = session.steps
+    assert (step.failed, step.changed_files) == (True, rows(("started.txt", "created", "file")))
+    assert session.undo().applied
+    assert not (project / "started.txt").exists()
