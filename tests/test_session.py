@@ -81,6 +81,7 @@ def step(index: int, tool_name: str, input: Any, result: str, **flags: Any) -> d
         "denied_by": None,
         "cached": False,
         "failed": False,
+        "changed_files": None,
     }
     return {**base, **flags}
 
@@ -567,6 +568,7 @@ def test_record_has_a_json_schema(tmp_path: Path) -> None:
         "denied_by",
         "cached",
         "failed",
+        "changed_files",
     }
 
 

@@ -5,13 +5,15 @@ The sample project (``fixtures/sample_project``, shipped in the wheel as
 explores it, runs the tests, fixes the bug with one edit, writes a changelog, runs the tests
 again, repeats the run inside the sandbox, shows the sandbox refusing to plant a git
 hook that the host would run later and a fork loop stopping at the process cap, and starts,
-reads and stops a background process.
+reads and stops a background process; a command in a session with checkpoints changes
+files and undo brings them back.
 With ``--root PATH`` it explores a copy of any directory instead and edits only a file it
 wrote itself.
 """
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import anyio.to_thread
 from pydantic_core import to_jsonable_python
 
 from sandbox import Sandbox, SandboxUnavailable
@@ -28,6 +31,7 @@ from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.session._pipeline import invoke_tool
+from workspace_tools.session._session import ToolSession
 from workspace_tools.tools import ShellSession, shell_tools, workspace_tools
 
 TEST_COMMAND = "python3 -m unittest -v"
@@ -281,7 +285,9 @@ async def _drive(
             number += 2
     if last_result is not None and _exit_code(last_result) not in (None, 0):
         failed += 1
-    failed += await _background_process(root, printer, number + 1)
+    written = next((s.arguments["path"] for s in steps if s.tool == "write_file"), None)
+    failed += await _undo_command(root, written, printer, number + 1)
+    failed += await _background_process(root, printer, number + 2)
     return failed
 
 
@@ -369,6 +375,42 @@ async def _background_process(root: Path, printer: _Printer, number: int) -> int
             printer.line(f"  {line}")
         stopped = await step("stop_process", {"id": started["id"]})
     return int(seen != "tick 1\ntick 2\ntick 3\n" or stopped.get("state") != "stopped")
+
+
+async def _undo_command(root: Path, written: str | None, printer: _Printer, number: int) -> int:
+    """A command in a session with checkpoints changes files (creates one, makes it
+    executable, deletes the file the demo wrote); the files it changed are listed, and undo
+    brings them back. Returns 1 when the tree is not as before, else 0."""
+    printer.line(f"\n{number}. a command changes files; undo brings them back")
+    removed = f" && rm {shlex.quote(written)}" if written else ""
+    command = f"printf 'scratch\\n' > scratch.txt && chmod +x scratch.txt{removed}"
+    session = ToolSession(root, checkpoints=True)
+    assert session.checkpoints is not None
+    try:
+        before = _tree_state(root)
+        tool = next(t for t in session.tools if t.name == "run_command")
+        printer.line(_header(tool, {"command": command}))
+        result = await session.call("run_command", {"command": command})
+        for row in session.steps[-1].changed_files or []:
+            printer.line(f"  {row.change} {row.path}")
+        undone = await anyio.to_thread.run_sync(session.undo)
+        printer.line("  undo:")
+        for row in undone.files:
+            printer.line(f"    {row.change} {row.path}")
+        back = _tree_state(root) == before
+        printer.line(f"  the workspace is {'as before' if back else 'NOT as before'}")
+        return int(result.is_error or not back)
+    finally:
+        session.checkpoints.close()
+
+
+def _tree_state(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Mode and bytes of every file below ``root`` outside ``.git``."""
+    return {
+        str(path.relative_to(root)): (path.lstat().st_mode, path.read_bytes())
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and ".git" not in path.parts
+    }
 
 
 def _last_output_line(result: ToolResult) -> str:

@@ -1,4 +1,5 @@
-"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema`` and ``demo``."""
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema``, ``demo``, and
+``checkpoints`` and ``restore`` for the checkpoints an MCP server kept."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ from workspace_tools._tool import Tool
 from workspace_tools.cli._demo import run_demo as play_demo
 from workspace_tools.cli._policy import add_policy_arguments, policy_from_arguments
 from workspace_tools.cli._terminal import for_terminal, format_presentation
+from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.session._pipeline import invoke_tool_sync, validate_arguments
 from workspace_tools.session._policy import as_typed
 from workspace_tools.session._session import ToolSession
+from workspace_tools.session._undo import CheckpointedCalls
 from workspace_tools.tools import workspace_tools
+from workspace_tools.workspace import Workspace
 
 USAGE_ERROR = 2
 SCHEMA_FORMATS = ("mcp", "openai", "openai-responses", "anthropic")
@@ -217,7 +221,10 @@ def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> N
 
 
 def _workspace_tools(
-    root: str, read_only: bool = False, *, sandbox: dict[str, list[str]] | None = None
+    root: str | Workspace,
+    read_only: bool = False,
+    *,
+    sandbox: dict[str, list[str]] | None = None,
 ) -> list[Tool[Any]]:
     """The tools over ``root``; with ``sandbox`` (:class:`Sandbox` arguments), every call
     runs in a sandbox whose writes are confined to the root."""
@@ -237,19 +244,46 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
 
-    tools = _workspace_tools(args.root, args.read_only, sandbox=_sandbox_options(args))
-    root = os.path.realpath(args.root)
-    instructions = f"Tools confined to the workspace {root}; paths are relative to it."
+    enabled = not args.no_checkpoints and not args.read_only
+    for flag, given in (("--undo-tool", args.undo_tool), ("--checkpoint-dir", args.checkpoint_dir)):
+        if given and not enabled:
+            raise UsageError(f"{flag} needs checkpoints (no --no-checkpoints, no --read-only)")
+    try:
+        workspace = Workspace(args.root)
+    except NotADirectoryError as exc:
+        raise UsageError(str(exc)) from exc
+    try:
+        checkpoints = (
+            Checkpoints(workspace, directory=args.checkpoint_dir, keep=bool(args.checkpoint_dir))
+            if enabled
+            else None
+        )
+    except ValueError as exc:  # no place for the store outside the root
+        raise UsageError(
+            f"{exc} (--checkpoint-dir DIR puts it elsewhere, --no-checkpoints turns them off)"
+        ) from exc
+    # One workspace for the tools and the session: a restore's files count as seen by edits.
+    tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
+    instructions = f"Tools confined to the workspace {workspace.root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
     if policy.rules:
         # A policy runs the calls through a session: denials, asks answered by elicitation,
-        # and reads served from its cache while nothing changed.
+        # reads served from its cache while nothing changed, checkpoints around writes.
         try:
-            session = ToolSession(tools, workspace=root, policy=policy)
+            session = ToolSession(
+                tools, workspace=workspace, policy=policy, checkpoints=checkpoints or False
+            )
         except ValueError as exc:  # a rule that names no served tool or argument
             raise UsageError(str(exc)) from exc
-        server = create_server(session.tools, call=session.call, instructions=instructions)
+        served = [*session.tools, session.undo_tool()] if args.undo_tool else session.tools
+        server = create_server(served, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
+    elif checkpoints is not None:
+        # Without a policy, calls run side by side as before; only writing ones wait for
+        # each other, each with its checkpoint.
+        calls = CheckpointedCalls(checkpoints)
+        served = [*tools, calls.undo_tool] if args.undo_tool else tools
+        server = create_server(served, call=calls, instructions=instructions)
     else:
         server = create_server(tools, instructions=instructions)
     try:
@@ -257,6 +291,45 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _load_checkpoints(directory: str) -> Checkpoints:
+    try:
+        return Checkpoints.load(directory)
+    except (ValueError, NotADirectoryError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run_checkpoints(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``checkpoints`` subcommand: the steps recorded in a checkpoint directory and
+    the files each changed (``(undone)`` once restored)."""
+    checkpoints = _load_checkpoints(args.directory)
+    show = for_terminal(out)
+    out.write(show(f"workspace {checkpoints.workspace.root}") + "\n")
+    for step in checkpoints.steps:
+        out.write(f"step {step.step}\n")
+        for path, (old, new) in step.changes.items():
+            change = "created" if old is None else "deleted" if new is None else "changed"
+            undone = " (undone)" if path in step.undone else ""
+            out.write(show(f"  {change} {path}{undone}") + "\n")
+    return 0
+
+
+def run_restore(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``restore`` subcommand: restore a recorded step (exit 0), or list the conflicts
+    that refuse it (exit 1)."""
+    checkpoints = _load_checkpoints(args.directory)
+    try:
+        result = checkpoints.restore(
+            args.step, args.paths or None, dry_run=args.dry_run, overwrite=args.overwrite
+        )
+    except ToolError as exc:
+        if exc.code is ErrorCode.INVALID_ARGUMENTS or exc.code is ErrorCode.OUTSIDE_WORKSPACE:
+            raise UsageError(exc.message) from exc
+        out.write(for_terminal(out)(f"error [{exc.code}]: {exc.message}") + "\n")
+        return 1
+    out.write(for_terminal(out)(result.model_text()) + "\n")
+    return 1 if result.conflicts and not (result.applied or result.dry_run) else 0
 
 
 def run_schema(args: argparse.Namespace, out: TextIO) -> int:
@@ -302,7 +375,25 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
     _add_sandbox_arguments(mcp, "run every call in the sandbox")
     mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    mcp.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoint around writing calls (by default each one records the files "
+        "it changed, so they can be undone)",
+    )
+    mcp.add_argument(
+        "--undo-tool",
+        action="store_true",
+        help="also serve an 'undo' tool: the model can undo the last call that changed files "
+        "(through the policy like any call)",
+    )
     add_policy_arguments(mcp)
+    mcp.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="keep the checkpoints in DIR (outside the root) after the server exits, for "
+        "'workspace-tools checkpoints DIR' and 'workspace-tools restore DIR STEP'",
+    )
     mcp.set_defaults(handler=run_mcp)
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON")
@@ -314,6 +405,23 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="drive every tool over a copy of a sample project")
     demo.add_argument("--root", help="copy this directory instead of the sample project")
     demo.set_defaults(handler=run_demo)
+
+    listing = sub.add_parser("checkpoints", help="list the steps kept in a checkpoint directory")
+    listing.add_argument("directory", help="the --checkpoint-dir of an MCP server")
+    listing.set_defaults(handler=run_checkpoints)
+
+    restore = sub.add_parser(
+        "restore",
+        help="bring back the files as they were before a step kept in a checkpoint directory",
+    )
+    restore.add_argument("directory", help="the --checkpoint-dir of an MCP server")
+    restore.add_argument("step", type=int, help="the step (see 'workspace-tools checkpoints')")
+    restore.add_argument("paths", nargs="*", metavar="PATH", help="only these paths")
+    restore.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
+    restore.add_argument(
+        "--overwrite", action="store_true", help="also restore files changed since by others"
+    )
+    restore.set_defaults(handler=run_restore)
     return parser
 
 

@@ -18,6 +18,7 @@ from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from workspace_tools._tool import CacheKey, Tool
 from workspace_tools.session._cache import CachedResult, ResultCache
+from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
 from workspace_tools.session._confirm import ConfirmationRequest, ConfirmCallback, ask
 from workspace_tools.session._pipeline import (
     Call,
@@ -40,6 +41,13 @@ from workspace_tools.session._steps import (
     StepSummary,
     ToolRunEvent,
     TraceEvent,
+)
+from workspace_tools.session._undo import (
+    UndoArgs,
+    checkpoint_after,
+    checkpoint_before,
+    undo_tool,
+    with_changed_files,
 )
 from workspace_tools.tools import SHELL_TOOL_NAMES, ShellSession, shell_tools, workspace_tools
 from workspace_tools.workspace import Workspace, as_workspace
@@ -75,11 +83,21 @@ class ToolSession:
             to use. Either way the session owns it: :meth:`close` ends every process it
             started. Shell tool calls run in this process (what they start runs in the
             sandbox), never in a sandbox child.
+        checkpoints: ``True`` takes a checkpoint around every call of a tool that can write
+            (not ``read_only``; ``run_command`` included), so that :meth:`restore` and
+            :meth:`undo` can bring files back and each such step lists its
+            ``changed_files``; or a :class:`~workspace_tools.session._checkpoints.Checkpoints`
+            to choose where the content store lives, whether it is kept and the size cap.
+            With a sequence of tools, give them and the session the same :class:`Workspace`,
+            so that files a restore brings back count as read by ``edit_file``.
+            Off by default (the CLI's MCP server turns it on). The store is removed with
+            the session (``session.checkpoints.close()`` removes it at once).
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
-        ValueError: two tools share a name, or the policy names a tool or an argument
-            these tools do not have (see :func:`check_policy`).
+        ValueError: two tools share a name, the policy names a tool or an argument these
+            tools do not have (see :func:`check_policy`), or checkpoints are asked for
+            without a workspace.
         NotADirectoryError: the workspace root does not exist.
 
     Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
@@ -99,6 +117,7 @@ class ToolSession:
         max_result_length: int | None = None,
         sandbox: Any = None,
         shell: bool | ShellSession = False,
+        checkpoints: bool | Checkpoints = False,
     ) -> None:
         if isinstance(tools, (Workspace, str, os.PathLike)):
             if workspace is not None:
@@ -124,6 +143,9 @@ class ToolSession:
         self.tools: tuple[Tool[Any], ...] = tuple(tool_list)
         self._by_name: dict[str, Tool[Any]] = {t.name: t for t in tool_list}
         check_policy(policy, tool_list)
+        self.checkpoints = self._checkpoints(checkpoints)
+        # Not among the session's tools: a rule covers it as a tool that is not read-only.
+        self._undo_tool = undo_tool(self._undo_call) if self.checkpoints is not None else None
         self.policy = policy
         self.confirm = confirm
         self._cache = ResultCache(fingerprints or {}, enabled=cache)
@@ -141,6 +163,15 @@ class ToolSession:
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
+        # The changed files of the step being recorded: (step index, rows).
+        self._changes: tuple[int, list[ChangedFile]] | None = None
+
+    def _checkpoints(self, given: bool | Checkpoints) -> Checkpoints | None:
+        if given is False:
+            return None
+        if self.workspace is None:
+            raise ValueError("checkpoints need the session's workspace (workspace=...)")
+        return given if isinstance(given, Checkpoints) else Checkpoints(self.workspace)
 
     def close(self) -> None:
         """End what the session owns: its :class:`ShellSession` (the shell and every
@@ -328,20 +359,121 @@ class ToolSession:
         if tool.invalidates:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
+        own = tool is self._undo_tool
+        checkpoint = self.checkpoints is not None and not tool.read_only and not own
+        if checkpoint:
+            refusal = await self._checkpoint_before(index, call)
+            if refusal is not None:
+                return refusal
         started = time.perf_counter()
-        execute = self._in_process if name in self._owned else self._execute
+        # The session's own undo and the shell tools keep their state in this process.
+        execute = self._in_process if own or name in self._owned else self._execute
         try:
             result = await execute(call, on_update=on_update)
         except anyio.get_cancelled_exc_class():
             ms = (time.perf_counter() - started) * 1000
             self._event(ToolRunEvent, index, call_id, ms=ms, error_code=ErrorCode.ABORTED)
+            if checkpoint:
+                await self._checkpoint_after(index)
             raise
         self._event(
             ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
         )
+        if checkpoint:
+            await self._checkpoint_after(index)
+        if self._changes is not None and self._changes[0] == index:
+            result.details = with_changed_files(result.details, self._changes[1])
         if fingerprint is not None and not result.is_error:
             self._cache.store(tool, args, CachedResult(index, fingerprint, result))
         return self._finish(index, name, dumped, result, failed=result.is_error)
+
+    async def _checkpoint_before(self, index: int, call: Call) -> ToolResult | None:
+        """Take the checkpoint before a writing call; the failed step when it cannot be
+        taken (the call does not run: its changes could not be undone)."""
+        assert self.checkpoints is not None
+        error = await checkpoint_before(self.checkpoints)
+        if error is None:
+            return None
+        name, shown = call.tool.name, _shown(call)
+        result = self._error(call.call_id, name, shown, error.message, error.code)
+        return self._finish(index, name, shown, result, failed=True)
+
+    async def _checkpoint_after(self, index: int) -> None:
+        """Record what the step changed (nothing when the workspace cannot be walked)."""
+        assert self.checkpoints is not None
+        rows = await checkpoint_after(self.checkpoints, index)
+        if rows is not None:
+            self._changes = (index, rows)
+
+    def restore(
+        self,
+        step: int,
+        paths: Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        overwrite: bool = False,
+    ) -> RestoreResult:
+        """Bring the files the steps from ``step`` on changed back to how they were before
+        (content and mode; created files are removed, deleted ones come back).
+
+        Args:
+            step: a step index (:attr:`Step.index`); every later writing step is undone too.
+            paths: only these paths, relative to the root (a directory: all below it).
+            dry_run: change nothing; the result's ``diff`` is what a restore would apply.
+            overwrite: also restore files changed since by someone else (conflicts).
+
+        Returns the :class:`RestoreResult`: a restore with conflicts and without
+        ``overwrite`` changes nothing and lists them in ``conflicts``.
+
+        Raises:
+            RuntimeError: the session takes no checkpoints.
+            ToolError: as :meth:`Checkpoints.restore` (a step still running, a path outside
+                the workspace, a damaged store, a write that failed).
+        """
+        if self.checkpoints is None:
+            raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
+        result = self.checkpoints.restore(step, paths, dry_run=dry_run, overwrite=overwrite)
+        if result.applied:
+            self._cache.clear()
+        return result
+
+    def undo(
+        self, paths: Sequence[str] | None = None, *, dry_run: bool = False, overwrite: bool = False
+    ) -> RestoreResult:
+        """Undo the last step that changed files and is not undone yet (:meth:`restore` of
+        it); called again, the one before. ``step`` is ``None`` in the result when there is
+        nothing left to undo.
+
+        Raises:
+            RuntimeError, ToolError: as :meth:`restore`.
+        """
+        if self.checkpoints is None:
+            raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
+        last = self.checkpoints.last_step()
+        if last is None:
+            return RestoreResult(step=None, dry_run=dry_run)
+        return self.restore(last, paths, dry_run=dry_run, overwrite=overwrite)
+
+    def undo_tool(self) -> Tool[UndoArgs]:
+        """The ``undo`` tool for a model: :meth:`undo` as a call, through the session's
+        policy and record (its step lists what it restored). Serve it beside the session's
+        tools: ``create_server([*session.tools, session.undo_tool()], call=session.call)``.
+        It is not among :attr:`tools`, so policy rules cover it by ``read_only=False`` or
+        by applying to every tool, not by its name.
+
+        Raises:
+            RuntimeError: the session takes no checkpoints.
+        """
+        if self.checkpoints is None:
+            raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
+        assert self._undo_tool is not None
+        return self._undo_tool
+
+    def _undo_call(self, args: UndoArgs) -> RestoreResult:
+        result = self.undo(args.paths, dry_run=args.dry_run, overwrite=args.overwrite)
+        if result.applied:
+            self._changes = (len(self._record.steps), result.files)
+        return result
 
     async def _ask(
         self,
@@ -437,6 +569,7 @@ class ToolSession:
         skip: SkipReason | None = None,
         denied_by: str | None = None,
     ) -> ToolResult:
+        changes, self._changes = self._changes, None
         self._record.steps.append(
             Step(
                 index=index,
@@ -448,6 +581,7 @@ class ToolSession:
                 denied_by=denied_by,
                 cached=cached,
                 failed=failed,
+                changed_files=changes[1] if changes is not None and changes[0] == index else None,
             )
         )
         return result

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from workspace_tools._errors import ErrorCode
 from workspace_tools._output import ToolPresentation
+from workspace_tools.session._checkpoints import ChangedFile
 from workspace_tools.session._policy import Decision
 
 SkipReason = Literal["policy", "confirmation", "missing"]
@@ -29,6 +30,9 @@ class Step(BaseModel):
         cached: served from an earlier identical call; nothing ran.
         failed: the call ended in an error (the tool raised, invalid arguments, a timeout, an
             unknown tool); ``result`` carries the message. Effects of earlier steps stay.
+        changed_files: in a session with checkpoints, what a step whose tool can write
+            created, changed and deleted (a command's changes too), in path order; ``None``
+            for a step without a checkpoint.
     """
 
     index: int
@@ -40,6 +44,7 @@ class Step(BaseModel):
     denied_by: str | None = None
     cached: bool = False
     failed: bool = False
+    changed_files: list[ChangedFile] | None = None
 
 
 class _TraceEvent(BaseModel):

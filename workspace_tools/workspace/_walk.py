@@ -81,12 +81,21 @@ class Walk:
         ignored: how many entries ignore rules skipped (an ignored directory counts once).
         unreadable: directories below the start that this process may not read (their
             entries are missing from ``entries``), sorted.
+        skipped: the entries ignore rules skipped (an ignored directory once, not what is
+            in it), sorted: what a checkpoint lists by its stat without storing it.
     """
 
-    def __init__(self, entries: list[Entry], ignored: int, unreadable: list[str]) -> None:
+    def __init__(
+        self,
+        entries: list[Entry],
+        ignored: int,
+        unreadable: list[str],
+        skipped: list[Entry] | None = None,
+    ) -> None:
         self.entries = entries
         self.ignored = ignored
         self.unreadable = unreadable
+        self.skipped = skipped or []
 
     @cached_property
     def files(self) -> list[str]:
@@ -130,6 +139,7 @@ class _Scan:
         self.stamps: list[FileStamp] = []
         self.entries: list[Entry] = []
         self.ignored = 0
+        self.skipped: list[Entry] = []
         self.unreadable: list[str] = []
 
     def base_rules(self, start_abs: str) -> IgnoreRules:
@@ -209,6 +219,7 @@ class _Scan:
                             full = prefix + rel
                             if full not in (tracked.dirs if is_dir else tracked.files):
                                 self.ignored += 1
+                                self.skipped.append(Entry(rel, kind))
                                 continue
                         elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
                             # git lists a tracked file whatever the rules say, and the
@@ -217,6 +228,7 @@ class _Scan:
                             if full not in tracked.files:
                                 if not (is_dir and full in tracked.dirs):
                                     self.ignored += 1
+                                    self.skipped.append(Entry(rel, kind))
                                     continue
                                 child_tracked_only = True
                         self.entries.append(Entry(rel, kind))
@@ -358,7 +370,8 @@ class Walker:
         scan.stamps.extend(scan_stamps)
         scan.run(start_abs, start_rel, recursive, include_ignored)
         scan.entries.sort()
-        result = Walk(scan.entries, scan.ignored, sorted(scan.unreadable))
+        scan.skipped.sort()
+        result = Walk(scan.entries, scan.ignored, sorted(scan.unreadable), scan.skipped)
         with self._lock:
             if scan.cacheable(started):
                 self._cache[key] = _Cached(result, scan.stamps)

@@ -1,0 +1,417 @@
+"""Checkpoints around a session's writing steps: what each step changed, restore and undo.
+
+Before every step whose tool can write (``run_command`` included), :meth:`Checkpoints.before`
+takes a manifest of the workspace (:mod:`workspace_tools.workspace._manifest`: every entry
+the one walker lists, with mode and content hash) and puts the content of files not yet
+stored into a content-addressed store outside the workspace
+(:mod:`workspace_tools.workspace._store`). After the step, :meth:`Checkpoints.after` takes
+the manifest again (hashes only); the difference is exactly what the step created, changed
+and deleted.
+
+Restore (:meth:`Checkpoints.restore`) brings the files the session's steps changed, from a
+given step on, back to how they were just before the first of those steps changed them:
+content and mode; what the steps created is removed, what they deleted comes back. A file
+that differs from how the session's last step left it was changed by someone else: a
+conflict, refused unless ``overwrite``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._manifest import (
+    DEFAULT_MAX_FILE_BYTES,
+    Change,
+    Entry,
+    EntryType,
+    Manifest,
+    Manifests,
+    diff_manifests,
+    same,
+)
+from workspace_tools.workspace._restore import TreeRestorer
+from workspace_tools.workspace._store import BlobStore
+
+ChangeKind = Literal["created", "changed", "deleted"]
+
+RECORD = "checkpoints.json"
+"""The record of a session's steps, beside the blobs in its store."""
+RECORD_VERSION = 1
+
+
+class ChangedFile(BaseModel):
+    """One path a step (or a restore) created, changed or deleted.
+
+    Attributes:
+        path: relative to the workspace root, ``/``-separated.
+        change: ``created``, ``changed`` (content or mode) or ``deleted``.
+        type: ``file``, ``directory`` or ``symlink`` (what it is now; for a deleted path,
+            what it was).
+        restorable: its state before the change can be brought back (false for what
+            ignore rules skip and files over the size cap: their content is not stored,
+            and a restore leaves them as they are).
+    """
+
+    path: str
+    change: ChangeKind
+    type: EntryType
+    restorable: bool = True
+
+
+def changed_files(changes: dict[str, Change]) -> list[ChangedFile]:
+    """The :class:`ChangedFile` rows of a manifest diff, in path order."""
+    rows = []
+    for path, (old, new) in changes.items():
+        kind: ChangeKind = "created" if old is None else "deleted" if new is None else "changed"
+        shown = new if new is not None else old
+        assert shown is not None
+        restorable = all(e is None or e.tracked for e in (old, new))
+        rows.append(ChangedFile(path=path, change=kind, type=shown.type, restorable=restorable))
+    return rows
+
+
+class RestoreResult(BaseModel):
+    """What :meth:`Checkpoints.restore` did, or would do.
+
+    Attributes:
+        step: the step restored to (the state just before it); ``None`` for an undo with
+            nothing left to undo.
+        applied: the files were changed (false for a dry run and for a refused restore).
+        dry_run: nothing was to be changed.
+        files: what the restore changes (or would), each as the change restore makes.
+        conflicts: paths changed since the session's steps left them; a restore with any
+            is refused, unless ``overwrite``.
+        not_restorable: paths left as they are: their content was never stored (ignored
+            by rules, over the size cap), or a directory to remove still holds such
+            entries or entries no step made.
+        diff: for a dry run, the unified diff the restore would apply (``git apply`` form
+            for text files and modes; a binary file is named, as ``git diff`` names it;
+            directories are in ``files`` only).
+    """
+
+    step: int | None
+    applied: bool = False
+    dry_run: bool = False
+    files: list[ChangedFile] = Field(default_factory=list)
+    conflicts: list[str] = Field(default_factory=list)
+    not_restorable: list[str] = Field(default_factory=list)
+    diff: str = ""
+
+    def model_text(self) -> str:
+        """What a model reads about the restore."""
+        lines = []
+        if self.conflicts and not self.applied and not self.dry_run:
+            lines.append(
+                f"Not restored: {len(self.conflicts)} file(s) changed since the session's steps "
+                "left them (by someone else); nothing was changed. Restore them anyway with "
+                "overwrite, or leave them out with paths:"
+            )
+            lines.extend(f"  {path}" for path in self.conflicts)
+            return "\n".join(lines)
+        if self.step is None:
+            return "Nothing to undo: no step of this session changed a file."
+        if not self.files:
+            lines.append(f"Nothing to restore: no file changed from step {self.step} on.")
+        else:
+            verb = "Would restore" if self.dry_run else "Restored"
+            lines.append(f"{verb} {len(self.files)} path(s) as before step {self.step}:")
+            lines.extend(f"  {f.change} {f.path}" for f in self.files)
+        if self.conflicts:
+            lines.append(
+                "Changed since by someone else (overwritten):"
+                if self.applied
+                else "Changed since by someone else (a restore would refuse them):"
+            )
+            lines.extend(f"  {path}" for path in self.conflicts)
+        if self.not_restorable:
+            lines.append("Not restorable (never stored; left as they are):")
+            lines.extend(f"  {path}" for path in self.not_restorable)
+        if self.dry_run and self.diff:
+            lines.append(self.diff.rstrip("\n"))
+        return "\n".join(lines)
+
+
+@dataclass
+class StepCheckpoint:
+    """What one writing step changed: ``path -> (before, after)``, and the paths a restore
+    has brought back since (they are not restored twice)."""
+
+    step: int
+    changes: dict[str, Change]
+    undone: set[str] = field(default_factory=set)
+
+
+class Checkpoints:
+    """Checkpoints of one workspace across a session's writing steps.
+
+    Args:
+        workspace: the workspace the steps change.
+        directory: where the content store lives (outside the workspace), with the record
+            of the steps (``checkpoints.json``, rewritten after each step and restore) that
+            :meth:`load` reads back; a new directory in the temp directory when ``None``.
+        keep: keep the store when :meth:`close` is called or the object is collected.
+        max_file_bytes: files over this many bytes are listed by stat only, never stored.
+
+    Raises:
+        ValueError: ``directory`` is inside the workspace or a ``.git`` directory.
+
+    Thread-safe: one lock covers a step's :meth:`before` and :meth:`after` pair and each
+    :meth:`restore`; a restore while a step runs is refused.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        directory: str | os.PathLike[str] | None = None,
+        keep: bool = False,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        self.workspace = workspace
+        self.store = BlobStore(directory, workspace.root, keep=keep)
+        self._manifests = Manifests(workspace, self.store, max_file_bytes)
+        self._restorer = TreeRestorer(workspace, self.store)
+        self._lock = threading.Lock()
+        self._before: Manifest | None = None
+        self._steps: list[StepCheckpoint] = []
+        # rel -> how the session's last step (or restore) left it: a conflict is a difference.
+        self._seen: dict[str, Entry | None] = {}
+
+    @property
+    def steps(self) -> list[StepCheckpoint]:
+        """The checkpoints so far, one per writing step, in order."""
+        return list(self._steps)
+
+    def close(self) -> None:
+        """Remove the content store (unless kept or given)."""
+        self.store.close()
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> Checkpoints:
+        """The checkpoints a session recorded in ``directory`` (its store, kept), for a
+        restore after the session ended (``workspace-tools restore``).
+
+        Raises:
+            ValueError: no record in ``directory``, or one this version cannot read.
+            NotADirectoryError: the recorded workspace root is gone.
+        """
+        path = Path(directory)
+        try:
+            record = json.loads((path / RECORD).read_bytes())
+        except FileNotFoundError:
+            raise ValueError(f"no checkpoints recorded in {path}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the checkpoint record in {path} is damaged: {exc}") from None
+        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+            raise ValueError(f"the checkpoint record in {path} is not of version {RECORD_VERSION}")
+        checkpoints = cls(Workspace(record["root"]), directory=path, keep=True)
+        checkpoints._steps = [
+            StepCheckpoint(
+                item["step"],
+                {p: (_entry(b), _entry(a)) for p, (b, a) in item["changes"].items()},
+                set(item["undone"]),
+            )
+            for item in record["steps"]
+        ]
+        checkpoints._seen = {p: _entry(e) for p, e in record["seen"].items()}
+        return checkpoints
+
+    def _save(self) -> None:
+        """Write the record of the steps next to the store (see :meth:`load`)."""
+        record = {
+            "version": RECORD_VERSION,
+            "root": str(self.workspace.root),
+            "steps": [
+                {
+                    "step": c.step,
+                    "changes": {p: [b, a] for p, (b, a) in c.changes.items()},
+                    "undone": sorted(c.undone),
+                }
+                for c in self._steps
+            ],
+            "seen": self._seen,
+        }
+        self.store.write_record(RECORD, json.dumps(record).encode())
+
+    def before(self) -> None:
+        """Take the manifest before a writing step, storing what is not yet stored.
+
+        Raises:
+            OSError: as :meth:`manifest` (the step should then not run).
+        """
+        with self._lock:
+            self._before = self._manifests.take(store=True)
+
+    def after(self, step: int) -> list[ChangedFile]:
+        """Take the manifest after step ``step`` and record what it changed.
+
+        Raises:
+            RuntimeError: no :meth:`before` is pending.
+            OSError: the workspace cannot be walked (then nothing is recorded).
+        """
+        with self._lock:
+            before, self._before = self._before, None
+            if before is None:
+                raise RuntimeError("Checkpoints.after without Checkpoints.before")
+            after = self._manifests.take(store=False)
+            changes = diff_manifests(before, after)
+            self._steps.append(StepCheckpoint(step, changes))
+            for path, (_, new) in changes.items():
+                self._seen[path] = new
+            self._save()
+            return changed_files(changes)
+
+    @property
+    def running(self) -> bool:
+        """A step is between :meth:`before` and :meth:`after`."""
+        return self._before is not None
+
+    def last_step(self) -> int | None:
+        """The last step with a change not yet restored, or ``None``."""
+        for checkpoint in reversed(self._steps):
+            if set(checkpoint.changes) - checkpoint.undone:
+                return checkpoint.step
+        return None
+
+    def restore(
+        self,
+        step: int,
+        paths: Sequence[str] | None = None,
+        *,
+        dry_run: bool = False,
+        overwrite: bool = False,
+    ) -> RestoreResult:
+        """Bring back the files the steps from ``step`` on changed, as they were just
+        before the first of those steps changed each.
+
+        Args:
+            step: a step index of the session.
+            paths: only these paths (a directory stands for everything below it),
+                relative to the root; all when ``None``.
+            dry_run: change nothing; the result carries the unified diff a restore applies.
+            overwrite: restore also files changed since by someone else (conflicts).
+
+        Returns the :class:`RestoreResult`; a restore with conflicts and without
+        ``overwrite`` changes nothing and lists them.
+
+        Raises:
+            ToolError: ``INVALID_ARGUMENTS`` for a negative step or a step still running,
+                the errors of path resolution for ``paths``, ``TOOL_ERROR`` when a stored
+                content is missing or damaged, and the mapped ``OSError`` of a write (the
+                files restored until then stay restored and are listed in the message).
+        """
+        if step < 0:
+            raise ToolError(f"step must be 0 or more, not {step}", ErrorCode.INVALID_ARGUMENTS)
+        if self.running:
+            raise ToolError(
+                "Cannot restore while a step runs; wait for it to end",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+        prefixes = None if paths is None else [self._rel(p) for p in paths]
+        with self._lock:
+            targets, owners = self._targets(step, prefixes)
+            current = self._manifests.take(store=False) if targets else {}
+            result = RestoreResult(step=step, dry_run=dry_run)
+            plan: dict[str, Entry | None] = {}
+            for path, target in targets.items():
+                now = current.get(path)
+                if same(now, target):
+                    continue
+                if any(e is not None and not e.tracked for e in (now, target)):
+                    result.not_restorable.append(path)
+                elif not same(now, self._seen.get(path)):
+                    result.conflicts.append(path)
+                    plan[path] = target
+                else:
+                    plan[path] = target
+            for path in _held_directories(plan, current):
+                del plan[path]
+                result.not_restorable.append(path)
+            result.not_restorable.sort()
+            result.conflicts = [p for p in result.conflicts if p in plan]
+            result.files = changed_files({p: (current.get(p), t) for p, t in plan.items()})
+            if dry_run:
+                result.diff = self._restorer.diff(plan, current)
+                return result
+            if result.conflicts and not overwrite:
+                result.files = []
+                return result
+            self._restorer.apply(plan, current)
+            kept = set(result.not_restorable)
+            for index, path in owners:
+                if path not in kept:
+                    self._steps[index].undone.add(path)
+            for path, target in plan.items():
+                self._seen[path] = target
+            self._save()
+            result.applied = True
+            return result
+
+    def _rel(self, path: str) -> str:
+        rel = self.workspace.resolve(path).rel
+        return "" if rel == "." else rel
+
+    def _targets(
+        self, step: int, prefixes: list[str] | None
+    ) -> tuple[dict[str, Entry | None], list[tuple[int, str]]]:
+        """``path -> state before the first step from ``step`` on that changed it``, and
+        which ``(checkpoint index, path)`` pairs a restore undoes."""
+        targets: dict[str, Entry | None] = {}
+        owners: list[tuple[int, str]] = []
+        for index, checkpoint in enumerate(self._steps):
+            if checkpoint.step < step:
+                continue
+            for path, (old, _new) in checkpoint.changes.items():
+                if path in checkpoint.undone or not _selected(path, prefixes):
+                    continue
+                targets.setdefault(path, old)
+                owners.append((index, path))
+        return targets, owners
+
+    def _diff(self, plan: dict[str, Entry | None], current: Manifest) -> str:
+        parts = []
+        for path, target in plan.items():
+            parts.append(self._path_diff(path, current.get(path), target))
+        return "".join(parts)
+
+
+def _entry(value: list[object] | None) -> Entry | None:
+    return None if value is None else Entry(*value)  # type: ignore[arg-type]
+
+
+def _selected(path: str, prefixes: list[str] | None) -> bool:
+    if prefixes is None:
+        return True
+    return any(p == "" or path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def _held_directories(plan: dict[str, Entry | None], current: Manifest) -> list[str]:
+    """Directories ``plan`` would remove (or replace) that still hold entries the restore
+    leaves: what someone else put there, or what ignore rules skip. They stay."""
+    removed = {
+        path
+        for path, target in plan.items()
+        if target is None or (path in current and current[path].type != target.type)
+    }
+    held: set[str] = set()
+    for path in current:
+        if path in removed:
+            continue
+        head = path.rpartition("/")[0]
+        while head and head not in held:
+            held.add(head)
+            head = head.rpartition("/")[0]
+    return sorted(p for p in removed if p in held and current.get(p, _FILE).type == "directory")
+
+
+_FILE = Entry("file", 0, 0, 0, None, False)

@@ -1,0 +1,178 @@
+"""Undo for a model, and checkpoints around calls made without a session.
+
+:func:`undo_tool` is the ``undo`` tool a session or :class:`CheckpointedCalls` offers a
+model; :class:`CheckpointedCalls` is the call function an MCP server without a policy runs
+calls through, taking a checkpoint around each writing call as a session does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, Field
+from pydantic_core import to_jsonable_python
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
+from workspace_tools._result import ToolResult
+from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
+from workspace_tools.session._pipeline import OnUpdate, invoke_tool
+from workspace_tools.workspace._files import os_error
+
+logger = logging.getLogger("workspace_tools")
+
+
+def with_changed_files(details: Any, rows: list[ChangedFile]) -> dict[str, Any]:
+    """A result's ``details`` as JSON with ``changed_files`` added (a tool's details that
+    are not an object are kept under ``details``)."""
+    base = {} if details is None else to_jsonable_python(details)
+    if not isinstance(base, dict):
+        base = {"details": base}
+    return {**base, "changed_files": [row.model_dump() for row in rows]}
+
+
+class UndoArgs(BaseModel):
+    """Arguments of the ``undo`` tool."""
+
+    paths: list[str] | None = Field(
+        None,
+        description="Undo only these paths (a directory stands for everything below it); "
+        "default: every file the last step changed",
+    )
+    dry_run: bool = Field(
+        False, description="Show the unified diff the undo would apply; change nothing"
+    )
+    overwrite: bool = Field(
+        False,
+        description="Also put back files someone else changed since the step (without it, "
+        "such files make the undo refuse and are listed)",
+    )
+
+
+UNDO_DESCRIPTION = (
+    "Undo the last step of this session that changed files, whichever tool made it "
+    "(run_command included): files it changed or deleted come back as they were before it, "
+    "with their permissions; files it created are removed. Call it again to undo the step "
+    "before. Files changed since by someone else are not overwritten unless asked."
+)
+
+
+def undo_tool(undo: Callable[[UndoArgs], RestoreResult]) -> Tool[UndoArgs]:
+    """The ``undo`` tool a session offers a model (:meth:`ToolSession.undo_tool`).
+
+    ``undo`` runs the undo for the validated arguments. The result's content is
+    :meth:`RestoreResult.model_text`, its details the :class:`RestoreResult` as JSON with
+    ``changed_files``. A refused undo (conflicts) is a ``STALE_FILE`` error listing them.
+    """
+
+    def execute(args: UndoArgs, context: ToolContext) -> ToolOutput:
+        result = undo(args)
+        if result.conflicts and not result.applied and not result.dry_run:
+            raise ToolError(result.model_text(), ErrorCode.STALE_FILE)
+        details = with_changed_files(result, result.files if result.applied else [])
+        return tool_output(result.model_text(), details=details)
+
+    return tool(
+        name="undo",
+        description=UNDO_DESCRIPTION,
+        parameters=UndoArgs,
+        execute=execute,
+        presentation=ToolPresentation(label="Undo", icon="undo"),
+    )
+
+
+async def checkpoint_before(checkpoints: Checkpoints) -> ToolError | None:
+    """Take the checkpoint before a writing call in a worker thread; the error to report
+    instead of running the call when it cannot be taken (its changes could not be undone)."""
+    try:
+        await anyio.to_thread.run_sync(checkpoints.before)
+    except OSError as exc:
+        error = os_error(exc, "the checkpoint store")
+        return ToolError(
+            f"Not run: the checkpoint before this call failed: {error.message}", error.code
+        )
+    return None
+
+
+async def checkpoint_after(checkpoints: Checkpoints, step: int) -> list[ChangedFile] | None:
+    """Record what step ``step`` changed, in a worker thread and shielded from
+    cancellation (a cancelled command may have changed files too); ``None`` when the
+    workspace cannot be walked (logged)."""
+    with anyio.CancelScope(shield=True):
+        try:
+            return await anyio.to_thread.run_sync(checkpoints.after, step)
+        except OSError:
+            logger.warning("the checkpoint after step %d failed", step, exc_info=True)
+            return None
+
+
+class CheckpointedCalls:
+    """A call function (``async (tool, arguments, call_id, on_update) -> ToolResult``, an
+    adapter's ``CallFunction``) that takes a checkpoint around every call of a tool that
+    can write, without a session: what an MCP server without a policy serves.
+
+    Args:
+        checkpoints: where the checkpoints go.
+        sandbox: as for :func:`invoke_tool`, for every call.
+
+    Calls of writing tools (and of :attr:`undo_tool`) run one at a time, numbered from 0 as
+    the checkpoints' steps; read-only calls run beside them unchecked, as they change
+    nothing. A writing call's result gets ``changed_files`` in its details.
+    """
+
+    def __init__(self, checkpoints: Checkpoints, *, sandbox: Any = None) -> None:
+        self.checkpoints = checkpoints
+        self._sandbox = sandbox
+        self._lock: anyio.Lock | None = None
+        self._count = 0
+        self.undo_tool = undo_tool(self._undo)
+
+    def _undo(self, args: UndoArgs) -> RestoreResult:
+        last = self.checkpoints.last_step()
+        if last is None:
+            return RestoreResult(step=None, dry_run=args.dry_run)
+        return self.checkpoints.restore(
+            last, args.paths, dry_run=args.dry_run, overwrite=args.overwrite
+        )
+
+    async def __call__(
+        self,
+        tool: Tool[Any],
+        arguments: Any,
+        call_id: str,
+        on_update: OnUpdate | None,
+    ) -> ToolResult:
+        if tool.read_only:
+            return await invoke_tool(
+                tool, arguments, call_id=call_id, on_update=on_update, sandbox=self._sandbox
+            )
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if tool is self.undo_tool:
+                # Changes the checkpoints' own state: in process, never in a sandbox child.
+                return await invoke_tool(tool, arguments, call_id=call_id, on_update=on_update)
+            refusal = await checkpoint_before(self.checkpoints)
+            if refusal is not None:
+                return ToolResult(
+                    call_id=call_id,
+                    name=tool.name,
+                    arguments=arguments,
+                    error=refusal.message,
+                    error_code=refusal.code,
+                )
+            step, self._count = self._count, self._count + 1
+            try:
+                result = await invoke_tool(
+                    tool, arguments, call_id=call_id, on_update=on_update, sandbox=self._sandbox
+                )
+            finally:
+                rows = await checkpoint_after(self.checkpoints, step)
+            if rows is not None:
+                result.details = with_changed_files(result.details, rows)
+            return result

@@ -1,0 +1,241 @@
+"""Changing a tree back to manifest entries: files from the content store by temp file and
+rename (as every write of this package), links, directories and modes; and the unified diff
+of such a change for a dry run.
+
+Every path is reached from the root one component at a time without following a symlink
+(:func:`~._files.open_dir`), so a restore never writes outside the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._diff import unified_diff
+from workspace_tools.workspace._files import open_dir, os_error
+from workspace_tools.workspace._manifest import Entry, Manifest, read_entry
+from workspace_tools.workspace._store import BlobStore, StoreError
+from workspace_tools.workspace._tempfiles import TEMP_SUFFIX, create_temp
+from workspace_tools.workspace._workspace import Workspace
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class TreeRestorer:
+    """Applies restore plans (``path -> entry``, ``None``: absent) to one workspace.
+
+    Args:
+        workspace: the tree to change; restored files are recorded as seen in its
+            ``file_states`` (an edit against them is not stale), removed ones forgotten.
+        store: where the entries' contents are.
+    """
+
+    def __init__(self, workspace: Workspace, store: BlobStore) -> None:
+        self.workspace = workspace
+        self.store = store
+        self._root = str(workspace.root)
+
+    def diff(self, plan: dict[str, Entry | None], current: Manifest) -> str:
+        """The ``git apply`` diff of applying ``plan`` to the tree ``current`` describes."""
+        parts = []
+        for path, target in plan.items():
+            parts.append(self._path_diff(path, current.get(path), target))
+        return "".join(parts)
+
+    def _path_diff(self, path: str, now: Entry | None, target: Entry | None) -> str:
+        """The ``git apply`` diff turning ``path`` from ``now`` into ``target``."""
+        if any(e is not None and e.type == "directory" for e in (now, target)):
+            return ""  # git diffs no directories; the result's files list them
+        old = None if now is None else self._text(path, now)
+        new = None if target is None else self._blob_text(target)
+        if (now is not None and old is None) or (target is not None and new is None):
+            # As git prints a binary change without --binary: named, not shown.
+            return f"diff --git a/{path} b/{path}\nBinary files a/{path} and b/{path} differ\n"
+        if target is None:
+            assert old is not None and now is not None
+            shown = unified_diff(old, "", path).diff
+            header = f"diff --git a/{path} b/{path}\ndeleted file mode {_git_mode(now)}\n"
+            body = shown.split("\n", 1)[1].replace(f"+++ b/{path}\n", "+++ /dev/null\n", 1)
+            return header + body if old else header
+        assert new is not None
+        if now is None:
+            return unified_diff(None, new, path, mode=_git_mode_bits(target)).diff
+        text = unified_diff(old, new, path).diff
+        if now.mode != target.mode and now.type == "file":
+            lines = f"old mode {_git_mode(now)}\nnew mode {_git_mode(target)}\n"
+            head = f"diff --git a/{path} b/{path}\n"
+            text = head + lines + (text.split("\n", 1)[1] if text else "")
+        return text
+
+    def _text(self, path: str, entry: Entry) -> str | None:
+        """The current content of ``path`` as text (``None``: not UTF-8 or unreadable)."""
+        head, _, name = path.rpartition("/")
+        try:
+            fd = open_dir(self._root, head)
+        except OSError:
+            return None
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            data = read_entry(fd, name, entry.type, st)
+        except OSError:
+            data = None
+        finally:
+            os.close(fd)
+        return _decoded(data)
+
+    def _blob_text(self, entry: Entry) -> str | None:
+        assert entry.digest is not None
+        return _decoded(self._blob(entry))
+
+    def _blob(self, entry: Entry) -> bytes:
+        """The stored content of ``entry``, checked against its hash."""
+        assert entry.digest is not None
+        try:
+            return self.store.get(entry.digest)
+        except StoreError as exc:
+            raise ToolError(f"Cannot restore: {exc}", ErrorCode.TOOL_ERROR) from exc
+
+    def apply(self, plan: dict[str, Entry | None], current: Manifest) -> None:
+        """Change the tree ``current`` describes as ``plan`` says: removals deepest first,
+        then creations and contents shallowest first, then directory modes deepest first.
+
+        Raises:
+            ToolError: ``TOOL_ERROR`` when a content is missing from the store or damaged
+                (checked before it is written), and the mapped ``OSError`` of a change that
+                failed; the message lists what was restored before it.
+        """
+        # Every content is read and checked first: a damaged store changes nothing.
+        contents = {
+            path: self._blob(target)
+            for path, target in plan.items()
+            if target is not None and target.type != "directory"
+        }
+        done: list[str] = []
+        try:
+            # A directory the steps made read-only must let its entries be changed first.
+            for path, target in plan.items():
+                now = current.get(path)
+                if now is not None and now.type == "directory" and target is not None:
+                    self._chmod_dir(path, now.mode | 0o700)
+            for path in sorted(plan, key=_depth, reverse=True):
+                now, target = current.get(path), plan[path]
+                if now is not None and (target is None or target.type != now.type):
+                    self._remove(path, now)
+                    done.append(path)
+            for path in sorted(plan, key=_depth):
+                now, target = current.get(path), plan[path]
+                if target is None:
+                    continue
+                replaced = now is not None and now.type != target.type
+                if target.type == "directory":
+                    if now is None or replaced:
+                        self._mkdir(path, target.mode | 0o700)
+                else:
+                    self._write(path, target, contents[path])
+                done.append(path)
+            for path in sorted(plan, key=_depth, reverse=True):
+                target = plan[path]
+                if target is not None and target.type == "directory":
+                    self._chmod_dir(path, target.mode)
+        except OSError as exc:
+            error = os_error(exc, getattr(exc, "rel", "?"))
+            restored = ", ".join(dict.fromkeys(done)) or "none"
+            raise ToolError(
+                f"Restore stopped: {error.message}; restored before that: {restored}", error.code
+            ) from exc
+
+    def _remove(self, path: str, now: Entry) -> None:
+        head, _, name = path.rpartition("/")
+        with _at(self._root, head, path) as dir_fd:
+            if now.type == "directory":
+                os.rmdir(name, dir_fd=dir_fd)
+            else:
+                os.unlink(name, dir_fd=dir_fd)
+        self.workspace.file_states.forget(self.workspace.root / path)
+
+    def _mkdir(self, path: str, mode: int) -> None:
+        head, _, name = path.rpartition("/")
+        with _at(self._root, head, path) as dir_fd:
+            os.mkdir(name, mode, dir_fd=dir_fd)
+
+    def _chmod_dir(self, path: str, mode: int) -> None:
+        head, _, name = path.rpartition("/")
+        with _at(self._root, head, path) as dir_fd:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+
+    def _write(self, path: str, target: Entry, data: bytes) -> None:
+        """Put ``data``, ``target``'s content, at ``path`` by a temp file renamed over it
+        (a symlink by a temp link), with its mode; crash-safe as any atomic write."""
+        head, _, name = path.rpartition("/")
+        with _at(self._root, head, path) as dir_fd:
+            if target.type == "symlink":
+                # A temp name of the package's pattern (the walk skips it), as create_temp's.
+                kept = os.fsdecode(os.fsencode(name)[:200])
+                temp = f".{kept}.{os.urandom(8).hex()}{TEMP_SUFFIX}"
+                os.symlink(os.fsdecode(data), temp, dir_fd=dir_fd)
+            else:
+                temp, fd = create_temp(dir_fd, name, 0o600)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    os.fchmod(fd, target.mode)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            try:
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+            os.fsync(dir_fd)
+        real = self.workspace.root / path
+        if target.type == "file":
+            self.workspace.file_states.record(real, data)
+
+
+@contextlib.contextmanager
+def _at(root: str, head: str, rel: str) -> Iterator[int]:
+    """The fd of ``head`` below ``root`` (no symlink followed); an ``OSError`` names ``rel``."""
+    try:
+        fd = open_dir(root, head)
+    except OSError as exc:
+        exc.rel = rel  # type: ignore[attr-defined]
+        raise
+    try:
+        yield fd
+    except OSError as exc:
+        exc.rel = rel  # type: ignore[attr-defined]
+        raise
+    finally:
+        os.close(fd)
+
+
+def _depth(path: str) -> tuple[int, str]:
+    return path.count("/"), path
+
+
+def _decoded(data: bytes | None) -> str | None:
+    if data is None or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _git_mode_bits(entry: Entry) -> int:
+    if entry.type == "symlink":
+        return 0o120000
+    return 0o100755 if entry.mode & 0o111 else 0o100644
+
+
+def _git_mode(entry: Entry) -> str:
+    return f"{_git_mode_bits(entry):06o}"
