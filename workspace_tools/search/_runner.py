@@ -193,10 +193,12 @@ class GrepRun:
         if len(self.files) < self.limit:
             self.files.append((rel, found.count))
         for line in found.lines:
-            first, *rest = line.text.split("\n")
-            shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
-            line.text = "\n".join(shown)
-            self.matches.append((rel, line))
+            # Each line of a text this short is short too: nothing to cut.
+            if len(line.text) > MAX_LINE:
+                first, *rest = line.text.split("\n")
+                shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
+                line.text = "\n".join(shown)
+        self.matches.extend([(rel, line) for line in found.lines])
         if found.context:
             self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
 

@@ -6,6 +6,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -74,7 +75,11 @@ class GrepArgs(BaseModel):
     limit: int = Field(100, ge=1, description="Maximum number of results to show")
 
 
-class GrepMatch(BaseModel):
+# Plain dataclasses, not models: a search may return thousands of matches, and each model
+# instance costs a validation (its fields are ours, already of the right types). They
+# serialize as the same JSON objects inside GrepDetails.
+@dataclass(slots=True)
+class GrepMatch:
     """A matching line: 1-based ``line`` and ``column`` (characters) of its first match."""
 
     path: str
@@ -83,7 +88,8 @@ class GrepMatch(BaseModel):
     text: str
 
 
-class GrepFile(BaseModel):
+@dataclass(slots=True)
+class GrepFile:
     """A file with matches and how many lines matched (matches, in multiline mode)."""
 
     path: str
@@ -224,12 +230,12 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         run.ignored = ignored
         run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
         content = format_grep(run, args.output_mode)
-        details = GrepDetails(
+        # Built from values of the right types: no validation, which would cost as much
+        # as the search for a result of thousands of matches.
+        details = GrepDetails.model_construct(
             pattern=args.pattern,
-            matches=[
-                GrepMatch(path=p, line=m.line, column=m.column, text=m.text) for p, m in run.matches
-            ],
-            files=[GrepFile(path=p, count=c) for p, c in run.files],
+            matches=[GrepMatch(p, m.line, m.column, m.text) for p, m in run.matches],
+            files=[GrepFile(p, c) for p, c in run.files],
             match_count=run.match_count,
             files_matched=run.files_matched,
             files_searched=run.files_searched,
