@@ -19,6 +19,7 @@ from workspace_tools.search._discovery import (
     resolve_start,
     with_limit_default,
 )
+from workspace_tools.search._index import SearchIndex
 from workspace_tools.search._matcher import Matcher, NeedsWorker
 from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
@@ -173,10 +174,13 @@ def _search_in_worker(
     )
 
 
-def build(workspace: Workspace) -> Tool[GrepArgs]:
-    """The ``grep`` tool over ``workspace``."""
+def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[GrepArgs]:
+    """The ``grep`` tool over ``workspace``; ``index`` is the warm index its searches use
+    and keep (a new one by default, see ``search/_index.py``)."""
     walker = workspace.walker
     pool = MatcherPool()
+    if index is None:
+        index = SearchIndex(str(workspace.root))
 
     def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
         matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
@@ -190,6 +194,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         start = resolve_start(workspace, args.path, need_dir=False)
         limit = args.limit
         files: list[str] = []
+        walked = 0
         ignored = 0
         unreadable_dirs: list[str] = []
         if start.is_dir:
@@ -197,6 +202,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                 start.real, start.rel, recursive=True, include_ignored=args.include_ignored
             )
             files = walk.files
+            walked = len(files)
             if file_filter is not None:
                 by_name = "/" not in args.glob.strip("/") if args.glob else True
                 cut = len(start.lead)
@@ -208,9 +214,16 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             ignored = walk.ignored
             unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
 
+        # Files the warm index knows cannot hold the pattern's required literal are
+        # counted, not read.
+        selection = None
+        if start.is_dir and matcher.required is not None:
+            selection = index.select(files, matcher.required)
+        searched = files if selection is None else selection.files
+
         def search(run: GrepRun) -> None:
             if start.is_dir:
-                search_files(run, str(workspace.root), files)
+                search_files(run, str(workspace.root), searched)
             else:
                 run.search_named_file(str(workspace.root), start.real, start.rel)
 
@@ -227,6 +240,11 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             # call's deadline or when the call is over.
             run = GrepRun(matcher, limit=limit, context=args.context)
             _search_in_worker(run, search, context)
+        if selection is not None:
+            run.files_searched += selection.skipped_text
+            run.binary_skipped += selection.skipped_binary
+        if start.is_dir:
+            index.after_search(walker, walked)
         run.ignored = ignored
         run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
         content = format_grep(run, args.output_mode)
