@@ -13,7 +13,6 @@ files are decoded whole, exactly as an edit would decode them.
 from __future__ import annotations
 
 import codecs
-import hashlib
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -149,7 +148,7 @@ class LineSlice:
         total_lines: lines in the whole file.
         newline: the dominant line ending (``"\\n"``, ``"\\r\\n"``) or ``None`` without LF.
         format: the file's encoding.
-        digest: SHA-256 of the whole file when it was read whole, else ``None``.
+        content: the whole file's bytes when it was read whole, else ``None``.
     """
 
     lines: list[str]
@@ -157,7 +156,7 @@ class LineSlice:
     total_lines: int
     newline: str | None
     format: TextFormat
-    digest: bytes | None
+    content: bytes | None
     line_index: LineIndex | None = None
 
 
@@ -197,7 +196,7 @@ def read_lines(
 
     Args:
         whole: decode the whole file at once (as an edit would), deciding UTF-8 versus
-            latin-1 on all of it and hashing it; otherwise stream it, deciding on the lines
+            latin-1 on all of it and keeping its bytes; otherwise stream it, deciding on the lines
             shown. A streamed UTF-8 or latin-1 file's slice carries its
             :class:`LineIndex`.
         known: the :class:`LineIndex` of this very file content (the caller vouches that
@@ -217,7 +216,7 @@ def read_lines(
         window.feed(decoded.text)
         window.close()
         lines, cut = _cut(window.lines, window.capped, max_chars)
-        return _slice(window, lines, cut, decoded.format, hashlib.sha256(data).digest())
+        return _slice(window, lines, cut, decoded.format, data)
     head = handle.read(CHUNK_BYTES)
     fmt = sniff_format(head)
     if fmt is None:
@@ -328,10 +327,10 @@ def _slice(
     lines: list[str],
     cut: list[bool],
     fmt: TextFormat,
-    digest: bytes | None,
+    content: bytes | None,
 ) -> LineSlice:
     newline = None
     if window.sample_lf:
         crlf = window.sample_crlf
         newline = "\r\n" if crlf > window.sample_lf - crlf else "\n"
-    return LineSlice(lines, cut, window.total_lines, newline, fmt, digest)
+    return LineSlice(lines, cut, window.total_lines, newline, fmt, content)

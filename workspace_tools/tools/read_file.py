@@ -185,8 +185,8 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
             )
             if lines.line_index is not None:
                 line_indexes.put(info, lines.line_index)
-        if lines.digest is not None:
-            workspace.file_states.record_digest(resolved.real, lines.digest)
+        if lines.content is not None:
+            workspace.file_states.record(resolved.real, lines.content)
         else:
             workspace.file_states.forget(resolved.real)
         if args.offset > max(lines.total_lines, 1):
