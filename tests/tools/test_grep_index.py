@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workspace_tools import invoke_tool_sync
+from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.tools import grep as grep_tool
 from workspace_tools.workspace import Workspace
@@ -223,3 +224,17 @@ def test_a_directory_swapped_for_another_is_read_again(indexed_tree) -> None:  #
     assert result.model_text() == (
         "a.py:2:    return NEEDLE\nd/e.py:1:NEEDLE in the new d, rewritten"
     )
+
+
+def test_a_tree_with_too_many_words_gets_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_index, "MAX_POSTINGS", 3)
+    make_tree(tmp_path, {"a.py": b"one two three four\n", "b.py": b"NEEDLE\n"})
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    tool = grep_tool.build(workspace, index=index)
+    invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert index.wait(30) is False
+    result = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert result.model_text() == "b.py:1:NEEDLE"

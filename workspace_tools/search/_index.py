@@ -20,8 +20,9 @@ in an event is a candidate from then on, a directory created, moved or removed m
 files below it candidates, and a lost event (queue overflow) drops the index. Files with
 more than one link are never indexed (a write through a link in an unwatched directory
 reports nothing here). What inotify cannot see, it cannot report: a file changed only
-through a shared memory map, or by another host on a network file system; the walk (the
-file set) is validated by stat as before.
+through a shared memory map, by another host on a network file system, or through a hard
+link made after the build from a directory outside the tree; the walk (the file set) is
+validated by stat as before.
 
 The index is built after a search of a big tree (:data:`MIN_FILES`), by a forked child
 that reads the files while the calls go on; until it is ready searches read every file as
@@ -60,6 +61,8 @@ except (ImportError, OSError):  # pragma: no cover - not Linux
 MIN_FILES = 5000
 # More directories than this would take too many of the user's inotify watches.
 MAX_WATCHES = 50_000
+# A tree whose files hold more (file, word) pairs than this gets no index (4 bytes each).
+MAX_POSTINGS = 50_000_000
 # A word shorter than this matches too many words to narrow anything.
 MIN_WORD = 3
 # The index gives up on a literal whose main word is in more word sets than this fraction
@@ -297,6 +300,7 @@ def _read_tree(root: str, files: list[str], watched: set[str]) -> tuple[Any, ...
     vocabulary: dict[bytes, int] = {}
     holders: list[array[int]] = []
     findall = _WORDS.findall
+    pairs = 0
     directory, dir_fd = None, -1
     with DirFds(root) as dirs:
         for position, rel in enumerate(files):
@@ -334,7 +338,11 @@ def _read_tree(root: str, files: list[str], watched: set[str]) -> tuple[Any, ...
             binary.append(is_binary)
             if is_binary:
                 continue
-            for word in set(findall(data)):
+            found = set(findall(data))
+            pairs += len(found)
+            if pairs > MAX_POSTINGS:
+                raise MemoryError("too many words to index")
+            for word in found:
                 k = vocabulary.get(word)
                 if k is None:
                     k = vocabulary[word] = len(holders)
