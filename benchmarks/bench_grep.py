@@ -9,8 +9,9 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     Without it the installed standard library is used. Cases: a literal and a regex at the
     default limit, and ``TypeVar`` returning every match (``limit`` above the count), each
     as the median of warm in-process calls (one event loop, as an agent's) beside ``rg -n
-    --hidden`` doing the same, with their ratio. ``--profile`` prints where the time of the
-    all-matches call goes (cProfile of the tool's ``execute``).
+    --hidden`` doing the same, with their ratio; then the same with the warm index (a
+    project of 1,000 files or more gets one after its first search). ``--profile`` prints
+    where the time of the all-matches call goes (cProfile of the tool's ``execute``).
 (b) ``--files N``: a generated tree of N small files (``bench_search.make_generated_tree``).
     The first call of a fresh tool with the index and of one without (both after ``rg`` has
     warmed the page cache); the time until the index is ready and its memory; then the
@@ -75,9 +76,13 @@ def row(name: str, ours: float, theirs: float, extra: str = "") -> None:
 
 def bench_project(root: Path, portal: Any, profile: bool) -> None:
     workspace = Workspace(root)
-    tool = grep_tool.build(workspace)
+    unindexed = SearchIndex(str(workspace.root))
+    unindexed.close()  # every file read, as without an index
+    tool = grep_tool.build(workspace, index=unindexed)
+    index = SearchIndex(str(workspace.root))
+    indexed = grep_tool.build(Workspace(root), index=index)
 
-    def call(**arguments: Any) -> Callable[[], Any]:
+    def call(tool: Any = tool, **arguments: Any) -> Callable[[], Any]:
         def run() -> Any:
             result = portal.call(invoke_tool, tool, arguments)
             assert result.error is None, result.error
@@ -97,6 +102,14 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
     for name, ours, args in cases:
         ours_s, theirs_s = medians(ours, rg(root, *args))
         row(name, ours_s, theirs_s)
+    call(indexed, pattern="NotImplementedError")()
+    if index.wait():
+        print(f"  with the warm index ({index.memory / 2**20:.1f} MiB), later calls:")
+        for name, _, args in cases:
+            pattern, limit = args[0], 1_000_000 if "all" in name else 100
+            ours_s, theirs_s = medians(call(indexed, pattern=pattern, limit=limit), rg(root, *args))
+            row(name, ours_s, theirs_s)
+    index.close()
     if profile:
         arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
         context = ToolContext("profile", "grep")

@@ -57,8 +57,10 @@ try:  # Linux only
 except (ImportError, OSError):  # pragma: no cover - not Linux
     INotify = None  # type: ignore[assignment,misc]
 
-# Below this many files a search reads them about as fast as the index is consulted.
-MIN_FILES = 5000
+# Below this many files reading them all takes a few milliseconds: the index would save
+# little for its watches and its build. (mypy's 1,873 files: a selective literal 4.9 ms
+# with the index, 14 ms without, rg 16.6 ms; the index 4 MiB, built in 1 s.)
+MIN_FILES = 1000
 # More directories than this would take too many of the user's inotify watches.
 MAX_WATCHES = 50_000
 # A tree whose files hold more (file, word) pairs than this gets no index (4 bytes each).
