@@ -502,6 +502,7 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     line: the literal holds no newline, so its first occurrence on a line is that line's
     match and lies within it. ``buf`` is ASCII bytes or str (one item per character)."""
     find, rfind, count_nl = buf.find, buf.rfind, buf.count
+    decode = to_str is _ascii  # else str already
     n = len(buf)
     size = len(needle)
     result = FileMatches()
@@ -522,8 +523,9 @@ def _scan_literal(  # type: ignore[no-untyped-def]
         line_no += count_nl(nl, counted_to, line_start)
         counted_to = line_start
         result.count += 1
+        text = buf[line_start:line_end]
         lines.append(
-            LineMatch(line_no, start - line_start + 1, to_str(buf[line_start:line_end]), size)
+            LineMatch(line_no, start - line_start + 1, text.decode() if decode else text, size)
         )
         pos = line_end + 1
     return result if result.count else None

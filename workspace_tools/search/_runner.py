@@ -271,6 +271,9 @@ def _content_lines(run: GrepRun) -> list[str]:
     if not run.context:
         out = []
         for path, m in run.matches:
+            if "\n" not in m.text:  # one line: all but multiline matches
+                out.append(f"{path}:{m.line}:{m.text}")
+                continue
             for offset, text in enumerate(m.text.split("\n")):
                 out.append(f"{path}:{m.line + offset}:{text}")
         return out
