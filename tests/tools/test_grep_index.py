@@ -102,10 +102,9 @@ def make_tree(root: Path, initial: dict[str, bytes]) -> None:
         (root / name).write_bytes(data)
 
 
-def results(tool, pattern: str, ignore_case: bool, mode: str) -> tuple[str, dict]:  # type: ignore[no-untyped-def]
-    result = invoke_tool_sync(
-        tool, {"pattern": pattern, "ignore_case": ignore_case, "output_mode": mode, "limit": 3}
-    )
+def results(tool, pattern: str, ignore_case: bool, scope: dict) -> tuple[str, dict]:  # type: ignore[no-untyped-def]
+    arguments = {"pattern": pattern, "ignore_case": ignore_case, "limit": 3, **scope}
+    result = invoke_tool_sync(tool, arguments)
     details = result.details.model_dump() if result.details is not None else None
     return result.model_text(), details
 
@@ -118,14 +117,22 @@ def results(tool, pattern: str, ignore_case: bool, mode: str) -> tuple[str, dict
 @given(
     initial=st.dictionaries(st.sampled_from(NAMES), contents, min_size=1),
     changes=operations,
-    mode=st.sampled_from(["content", "count", "files_with_matches"]),
+    scope=st.fixed_dictionaries(
+        {},
+        optional={
+            "output_mode": st.sampled_from(["content", "count", "files_with_matches"]),
+            "path": st.sampled_from([".", "sub"]),
+            "glob": st.sampled_from(["*.py", "sub/**"]),
+            "include_ignored": st.booleans(),
+        },
+    ),
 )
 def test_indexed_search_matches_reading_every_file(
-    initial: dict[str, bytes], changes: list[tuple[str, str, bytes]], mode: str
+    initial: dict[str, bytes], changes: list[tuple[str, str, bytes]], scope: dict
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_tree(root, initial)
+        make_tree(root, {**initial, ".gitignore": b"other/\n"})
         workspace = Workspace(root)
         index = SearchIndex(str(workspace.root), min_files=1)
         indexed = grep_tool.build(workspace, index=index)
@@ -139,8 +146,8 @@ def test_indexed_search_matches_reading_every_file(
                 if operation is not None:
                     apply(root, operation)
                 for pattern, ignore_case in PATTERNS:
-                    seen = results(indexed, pattern, ignore_case, mode)
-                    expected = results(plain, pattern, ignore_case, mode)
+                    seen = results(indexed, pattern, ignore_case, scope)
+                    expected = results(plain, pattern, ignore_case, scope)
                     assert seen == expected, (pattern, operation)
         finally:
             index.close()
