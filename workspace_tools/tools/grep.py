@@ -252,7 +252,7 @@ def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[Gre
         # as the search for a result of thousands of matches.
         details = GrepDetails.model_construct(
             pattern=args.pattern,
-            matches=[GrepMatch(p, m.line, m.column, m.text) for p, m in run.matches],
+            matches=[GrepMatch(p, line, column, text) for p, line, column, text, _ in run.matches],
             files=[GrepFile(p, c) for p, c in run.files],
             match_count=run.match_count,
             files_matched=run.files_matched,
