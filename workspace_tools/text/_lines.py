@@ -254,8 +254,9 @@ def _stream_bytes(
 def _window_from_index(
     handle: BinaryIO, known: LineIndex, offset: int, limit: int, max_chars: int
 ) -> LineSlice:
-    # The last chunk starting before line `offset` does (its LFs before are fewer than
-    # offset - 1): the window skips the LFs left to that line, then reads its lines.
+    # Start at the last chunk with fewer than offset - 1 LFs before it (the first chunk for
+    # line 1): line `offset` starts inside it or after, never before; the window skips the
+    # LFs up to that line, then keeps its lines.
     chunk = max(bisect_left(known.lf_before, offset - 1) - 1, 0)
     window: LineWindow[bytes] = LineWindow(offset, limit, max_chars, b"\n", b"\r")
     window.start_after(known.lf_before[chunk])
