@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from workspace_tools.cli._demo import (
     TICKS_COMMAND,
     _background_process,
     _Printer,
+    _warm_index,
     repository_steps,
     sample_project,
     sample_steps,
@@ -151,3 +153,24 @@ def test_background_process_step_reads_each_tick_and_stops_the_process(tmp_path:
         "  p1: stopped",
     ]
     assert list(tmp_path.iterdir()) == []  # the output area went with the session
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the index needs inotify")
+def test_warm_index_step_reads_fewer_files_for_the_same_results(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(sample_project(), root)
+    out = io.StringIO()
+    assert anyio.run(_warm_index, root, _Printer(out), 12) == 0
+    blank, title, line = out.getvalue().splitlines()
+    assert blank == ""
+    assert title == "12. grep again with the warm index a big tree gets"
+    found = re.fullmatch(
+        r"  (\d+) matches, read (\d+) of (\d+) files; index \d+ KiB; "
+        r"same results as reading every file",
+        line,
+    )
+    assert found is not None, line
+    matches, read, files = map(int, found.groups())
+    holding = [p for p in root.rglob("*") if p.is_file() and b"total_value" in p.read_bytes()]
+    assert (matches, read) == (6, len(holding)), line
+    assert files > read, line

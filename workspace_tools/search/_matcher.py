@@ -431,6 +431,13 @@ def _scan(  # type: ignore[no-untyped-def]
         # Only counting: the counter's pass is also the test for a match.
         count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
         return FileMatches(count) if count else None
+    if isinstance(rx, LiteralSearch) and not multiline and counter is not None:
+        result = _scan_literal(buf, rx.needle, counter, nl, keep, to_str, lo, hi, first_line)
+        if context and result is not None and result.lines:
+            _add_context(buf, nl, result, context, to_str, first_line)
+        return result
+    # ASCII bytes and str: a character is one item, so columns need no decoding.
+    one_per_char = to_str is _ascii or to_str is _same
     m = search(buf, lo)
     if m is None:
         return None
@@ -471,8 +478,12 @@ def _scan(  # type: ignore[no-untyped-def]
         result.count += 1
         if len(result.lines) < keep:
             text = buf[line_start:line_end]
-            column = len(to_str(buf[line_start:start])) + 1
-            length = len(to_str(buf[start : min(m.end(), line_end)]))
+            if one_per_char:
+                column = start - line_start + 1
+                length = min(m.end(), line_end) - start
+            else:
+                column = len(to_str(buf[line_start:start])) + 1
+                length = len(to_str(buf[start : min(m.end(), line_end)]))
             if multiline and m.end() > line_end:
                 text = buf[line_start : _line_end(buf, nl, m.end())]
             result.lines.append(LineMatch(line_no, column, to_str(text), length))
@@ -481,6 +492,42 @@ def _scan(  # type: ignore[no-untyped-def]
         )
     if context and result.lines:
         _add_context(buf, nl, result, context, to_str, first_line)
+    return result if result.count else None
+
+
+def _scan_literal(  # type: ignore[no-untyped-def]
+    buf, needle, counter, nl, keep: int, to_str, lo: int, hi: int, first_line: int
+) -> FileMatches | None:
+    """``_scan`` for a plain literal (see ``plain_literal``), one search call per matching
+    line: the literal holds no newline, so its first occurrence on a line is that line's
+    match and lies within it. ``buf`` is ASCII bytes or str (one item per character)."""
+    find, rfind, count_nl = buf.find, buf.rfind, buf.count
+    decode = to_str is _ascii  # else str already
+    n = len(buf)
+    size = len(needle)
+    result = FileMatches()
+    lines = result.lines
+    pos, line_no, counted_to = lo, first_line, 0
+    while pos < hi:
+        if len(lines) >= keep:
+            result.count += _count_by_line(counter, buf, nl, pos, hi)
+            break
+        start = find(needle, pos, n)
+        if start < 0 or start >= hi:
+            break
+        # pos is a line start: the line holding the match starts there or after a newline.
+        line_start = rfind(nl, pos, start) + 1 or pos
+        line_end = find(nl, start + size)
+        if line_end < 0:
+            line_end = n
+        line_no += count_nl(nl, counted_to, line_start)
+        counted_to = line_start
+        result.count += 1
+        text = buf[line_start:line_end]
+        lines.append(
+            LineMatch(line_no, start - line_start + 1, text.decode() if decode else text, size)
+        )
+        pos = line_end + 1
     return result if result.count else None
 
 

@@ -8,17 +8,21 @@ from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._discovery import note, unreadable_note
-from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
+from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, Matcher
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
 
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
 
-# matches (path, line, column, text, length), files (path, count), context lines by path,
-# and the totals (match_count, files_matched, files_searched, binary_skipped).
+# A kept matching line: path, then LineMatch's line, column, text and length. Plain tuples:
+# a search may keep thousands, and they cross from forked workers as they are.
+MatchRow = tuple[str, int, int, str, int]
+
+# matches, files (path, count), context lines by path, and the totals (match_count,
+# files_matched, files_searched, binary_skipped).
 RunState = tuple[
-    list[tuple[str, int, int, str, int]],
+    list[MatchRow],
     list[tuple[str, int]],
     dict[str, dict[int, str]],
     tuple[int, int, int, int],
@@ -34,7 +38,7 @@ class GrepRun:
         self.matcher = matcher
         self.limit = limit
         self.context = context
-        self.matches: list[tuple[str, LineMatch]] = []
+        self.matches: list[MatchRow] = []
         self.files: list[tuple[str, int]] = []
         self.context_lines: dict[str, dict[int, str]] = {}
         self.match_count = 0
@@ -121,7 +125,7 @@ class GrepRun:
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""
         return (
-            [(rel, m.line, m.column, m.text, m.length) for rel, m in self.matches],
+            self.matches,
             self.files,
             self.context_lines,
             (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
@@ -133,12 +137,12 @@ class GrepRun:
         matches, files, context_lines, counts, unreadable = state
         self.unreadable.extend(unreadable)
         room = self.limit - len(self.matches)
-        kept = [(rel, LineMatch(*match)) for rel, *match in matches[:room]]
+        kept = matches[:room]
         self.matches.extend(kept)
         self.files.extend(files[: self.limit - len(self.files)])
         kept_lines: dict[str, list[int]] = {}
-        for rel, m in kept:
-            kept_lines.setdefault(rel, []).append(m.line)
+        for rel, line, *_ in kept:
+            kept_lines.setdefault(rel, []).append(line)
         for rel, numbers in kept_lines.items():
             # As if the file had been searched keeping only these matches: the context of
             # the cut ones goes, and a cut match next to a kept one is a context line.
@@ -193,10 +197,12 @@ class GrepRun:
         if len(self.files) < self.limit:
             self.files.append((rel, found.count))
         for line in found.lines:
-            first, *rest = line.text.split("\n")
-            shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
-            line.text = "\n".join(shown)
-            self.matches.append((rel, line))
+            # Each line of a text this short is short too: nothing to cut.
+            if len(line.text) > MAX_LINE:
+                first, *rest = line.text.split("\n")
+                shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
+                line.text = "\n".join(shown)
+        self.matches.extend([(rel, m.line, m.column, m.text, m.length) for m in found.lines])
         if found.context:
             self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
 
@@ -268,9 +274,12 @@ def _format_found(run: GrepRun, output_mode: str) -> str:
 def _content_lines(run: GrepRun) -> list[str]:
     if not run.context:
         out = []
-        for path, m in run.matches:
-            for offset, text in enumerate(m.text.split("\n")):
-                out.append(f"{path}:{m.line + offset}:{text}")
+        for path, line, _, text, _ in run.matches:
+            if "\n" not in text:  # one line: all but multiline matches
+                out.append(f"{path}:{line}:{text}")
+                continue
+            for offset, part in enumerate(text.split("\n")):
+                out.append(f"{path}:{line + offset}:{part}")
         return out
     return _with_context(run)
 
@@ -280,10 +289,10 @@ def _with_context(run: GrepRun) -> list[str]:
     # group, groups are separated by "--" as grep and ripgrep print them.
     out: list[str] = []
     by_file: dict[str, dict[int, tuple[str, str]]] = {}
-    for path, m in run.matches:
+    for path, line, _, text, _ in run.matches:
         numbered = by_file.setdefault(path, {})
-        for offset, text in enumerate(m.text.split("\n")):
-            numbered[m.line + offset] = (":", text)
+        for offset, part in enumerate(text.split("\n")):
+            numbered[line + offset] = (":", part)
     for path, numbered in by_file.items():
         for number, text in run.context_lines.get(path, {}).items():
             numbered.setdefault(number, ("-", text))

@@ -149,6 +149,8 @@ def encode_text(text: str, fmt: TextFormat) -> bytes:
 def dominant_newline(text: str) -> str | None:
     """The line ending most lines of ``text`` use, ``"\\n"`` or ``"\\r\\n"`` (LF on a tie);
     ``None`` when ``text`` has no LF at all."""
+    if "\r" not in text:  # one scan instead of two counts, for most files
+        return "\n" if "\n" in text else None
     lf_total = text.count("\n")
     if lf_total == 0:
         return None

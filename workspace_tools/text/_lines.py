@@ -13,7 +13,8 @@ files are decoded whole, exactly as an edit would decode them.
 from __future__ import annotations
 
 import codecs
-import hashlib
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import AnyStr, BinaryIO, Generic
 
@@ -58,6 +59,16 @@ class LineWindow(Generic[AnyStr]):
         self._length = 0
         self._open = False
         self._last: AnyStr = lf[:0]
+
+    def start_after(self, newlines: int) -> None:
+        """The next chunk comes after ``newlines`` LFs of the file (maybe mid-line)."""
+        self.newlines = newlines
+        self._line = newlines + 1
+
+    @property
+    def done(self) -> bool:
+        """Whether every wanted line is complete (the rest only counts lines)."""
+        return self._line >= self.stop
 
     @property
     def total_lines(self) -> int:
@@ -137,7 +148,7 @@ class LineSlice:
         total_lines: lines in the whole file.
         newline: the dominant line ending (``"\\n"``, ``"\\r\\n"``) or ``None`` without LF.
         format: the file's encoding.
-        digest: SHA-256 of the whole file when it was read whole, else ``None``.
+        content: the whole file's bytes when it was read whole, else ``None``.
     """
 
     lines: list[str]
@@ -145,22 +156,59 @@ class LineSlice:
     total_lines: int
     newline: str | None
     format: TextFormat
-    digest: bytes | None
+    content: bytes | None
+    line_index: LineIndex | None = None
+
+
+@dataclass(frozen=True)
+class LineIndex:
+    """What one full pass over a streamed UTF-8 or latin-1 file learnt, so that a later
+    window of the same unchanged file reads only from the chunk holding its first line.
+
+    Attributes:
+        format: the format sniffed from the first chunk (the lines shown still decide
+            UTF-8 versus latin-1).
+        chunk_starts: file offset of each chunk of :data:`CHUNK_BYTES` read (the first
+            after the BOM).
+        lf_before: how many LFs come before each of those offsets.
+        total_lines: lines in the whole file.
+        sample_lf, sample_crlf: LFs and CRLFs in the first chunk (the newline style).
+    """
+
+    format: TextFormat
+    chunk_starts: array[int]
+    lf_before: array[int]
+    total_lines: int
+    sample_lf: int
+    sample_crlf: int
 
 
 def read_lines(
-    handle: BinaryIO, offset: int, limit: int, max_chars: int, *, whole: bool
+    handle: BinaryIO,
+    offset: int,
+    limit: int,
+    max_chars: int,
+    *,
+    whole: bool,
+    known: LineIndex | None = None,
 ) -> LineSlice:
     """Read lines ``offset`` .. ``offset + limit - 1`` of the open file ``handle``.
 
     Args:
         whole: decode the whole file at once (as an edit would), deciding UTF-8 versus
-            latin-1 on all of it and hashing it; otherwise stream it, deciding on the lines
-            shown.
+            latin-1 on all of it and keeping its bytes; otherwise stream it, deciding on the lines
+            shown. A streamed UTF-8 or latin-1 file's slice carries its
+            :class:`LineIndex`.
+        known: the :class:`LineIndex` of this very file content (the caller vouches that
+            the file is unchanged since it was made): a streamed read then starts at the
+            chunk holding line ``offset`` and stops after the window, instead of reading
+            the whole file.
 
     Raises:
         ToolError: ``BINARY_FILE`` for a binary file.
     """
+    if known is not None and known.chunk_starts and not whole:
+        return _window_from_index(handle, known, offset, limit, max_chars)
     if whole:
         data = handle.read()
         decoded = decode_text(data)
@@ -168,7 +216,7 @@ def read_lines(
         window.feed(decoded.text)
         window.close()
         lines, cut = _cut(window.lines, window.capped, max_chars)
-        return _slice(window, lines, cut, decoded.format, hashlib.sha256(data).digest())
+        return _slice(window, lines, cut, decoded.format, data)
     head = handle.read(CHUNK_BYTES)
     fmt = sniff_format(head)
     if fmt is None:
@@ -187,11 +235,46 @@ def _stream_bytes(
     window: LineWindow[bytes] = LineWindow(
         offset, limit, max_chars, b"\n", b"\r", newline_sample=CHUNK_BYTES
     )
+    chunk_starts, lf_before = array("Q"), array("Q")
+    position = len(fmt.bom)
     chunk = first
     while chunk:
+        chunk_starts.append(position)
+        lf_before.append(window.newlines)
         window.feed(chunk)
+        position += len(chunk)
         chunk = handle.read(CHUNK_BYTES)
     window.close()
+    index = LineIndex(
+        fmt, chunk_starts, lf_before, window.total_lines, window.sample_lf, window.sample_crlf
+    )
+    return _decoded_slice(window, fmt, max_chars, index)
+
+
+def _window_from_index(
+    handle: BinaryIO, known: LineIndex, offset: int, limit: int, max_chars: int
+) -> LineSlice:
+    # Start at the last chunk with fewer than offset - 1 LFs before it (the first chunk for
+    # line 1): line `offset` starts inside it or after, never before; the window skips the
+    # LFs up to that line, then keeps its lines.
+    chunk = max(bisect_left(known.lf_before, offset - 1) - 1, 0)
+    window: LineWindow[bytes] = LineWindow(offset, limit, max_chars, b"\n", b"\r")
+    window.start_after(known.lf_before[chunk])
+    handle.seek(known.chunk_starts[chunk])
+    while not window.done and (data := handle.read(CHUNK_BYTES)):
+        window.feed(data)
+    if not window.done:
+        window.close()  # the end of the file: its last line may have no LF
+    window.sample_lf, window.sample_crlf = known.sample_lf, known.sample_crlf
+    sliced = _decoded_slice(window, known.format, max_chars, known)
+    return LineSlice(
+        sliced.lines, sliced.cut, known.total_lines, sliced.newline, sliced.format, None, known
+    )
+
+
+def _decoded_slice(
+    window: LineWindow[bytes], fmt: TextFormat, max_chars: int, index: LineIndex
+) -> LineSlice:
     if fmt is UTF8:
         try:
             pairs = zip(window.lines, window.capped, strict=True)
@@ -201,7 +284,8 @@ def _stream_bytes(
     if fmt is not UTF8:
         texts = [line.decode(fmt.codec) for line in window.lines]
     lines, cut = _cut(texts, window.capped, max_chars)
-    return _slice(window, lines, cut, fmt, None)
+    sliced = _slice(window, lines, cut, fmt, None)
+    return LineSlice(sliced.lines, sliced.cut, sliced.total_lines, sliced.newline, fmt, None, index)
 
 
 def _decode(data: bytes, codec: str, capped: bool) -> str:
@@ -244,10 +328,10 @@ def _slice(
     lines: list[str],
     cut: list[bool],
     fmt: TextFormat,
-    digest: bytes | None,
+    content: bytes | None,
 ) -> LineSlice:
     newline = None
     if window.sample_lf:
         crlf = window.sample_crlf
         newline = "\r\n" if crlf > window.sample_lf - crlf else "\n"
-    return LineSlice(lines, cut, window.total_lines, newline, fmt, digest)
+    return LineSlice(lines, cut, window.total_lines, newline, fmt, content)

@@ -107,12 +107,18 @@ def replace_text(
             raise _ambiguous(path, [_line_of(text, s) for s in starts], fallback=None)
         literal = convert_newlines(new, newline)
         pieces = [(s, s + len(candidate), literal) for s in starts]
-        exact = _splice(text, pieces)
+        exact = True
         nonblank = [bool(line.strip()) for line in old.split("\n")]
         if nonblank[0] and not any(nonblank[1:]):
-            pieces = _whole_lines(text, pieces, old, new, newline, path)
-        shifted = _splice(text, pieces)
-        return EditResult(shifted, len(starts), "exact" if shifted == exact else "indentation")
+            widened = _whole_lines(text, pieces, old, new, newline, path)
+            # Widening only moves a piece's start back: the texts are the same exactly when
+            # every widened piece writes what the exact one and the text it skips did.
+            exact = all(
+                text[wide:begin] + literal == replacement
+                for (begin, _, _), (wide, _, replacement) in zip(pieces, widened, strict=True)
+            )
+            pieces = widened
+        return EditResult(_splice(text, pieces), len(starts), "exact" if exact else "indentation")
     return _fallback(text, old, new, newline, path)
 
 

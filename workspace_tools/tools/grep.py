@@ -6,6 +6,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,7 @@ from workspace_tools.search._discovery import (
     resolve_start,
     with_limit_default,
 )
+from workspace_tools.search._index import SearchIndex
 from workspace_tools.search._matcher import Matcher, NeedsWorker
 from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
@@ -74,7 +76,11 @@ class GrepArgs(BaseModel):
     limit: int = Field(100, ge=1, description="Maximum number of results to show")
 
 
-class GrepMatch(BaseModel):
+# Plain dataclasses, not models: a search may return thousands of matches, and each model
+# instance costs a validation (its fields are ours, already of the right types). They
+# serialize as the same JSON objects inside GrepDetails.
+@dataclass(slots=True)
+class GrepMatch:
     """A matching line: 1-based ``line`` and ``column`` (characters) of its first match."""
 
     path: str
@@ -83,7 +89,8 @@ class GrepMatch(BaseModel):
     text: str
 
 
-class GrepFile(BaseModel):
+@dataclass(slots=True)
+class GrepFile:
     """A file with matches and how many lines matched (matches, in multiline mode)."""
 
     path: str
@@ -167,10 +174,13 @@ def _search_in_worker(
     )
 
 
-def build(workspace: Workspace) -> Tool[GrepArgs]:
-    """The ``grep`` tool over ``workspace``."""
+def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[GrepArgs]:
+    """The ``grep`` tool over ``workspace``; ``index`` is the warm index its searches use
+    and keep (a new one by default, see ``search/_index.py``)."""
     walker = workspace.walker
     pool = MatcherPool()
+    if index is None:
+        index = SearchIndex(str(workspace.root))
 
     def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
         matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
@@ -184,6 +194,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
         start = resolve_start(workspace, args.path, need_dir=False)
         limit = args.limit
         files: list[str] = []
+        walked = 0
         ignored = 0
         unreadable_dirs: list[str] = []
         if start.is_dir:
@@ -191,6 +202,7 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
                 start.real, start.rel, recursive=True, include_ignored=args.include_ignored
             )
             files = walk.files
+            walked = len(files)
             if file_filter is not None:
                 by_name = "/" not in args.glob.strip("/") if args.glob else True
                 cut = len(start.lead)
@@ -202,9 +214,16 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             ignored = walk.ignored
             unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
 
+        # Files the warm index knows cannot hold the pattern's required literal are
+        # counted, not read.
+        selection = None
+        if start.is_dir and matcher.required is not None:
+            selection = index.select(files, matcher.required)
+        searched = files if selection is None else selection.files
+
         def search(run: GrepRun) -> None:
             if start.is_dir:
-                search_files(run, str(workspace.root), files)
+                search_files(run, str(workspace.root), searched)
             else:
                 run.search_named_file(str(workspace.root), start.real, start.rel)
 
@@ -221,15 +240,20 @@ def build(workspace: Workspace) -> Tool[GrepArgs]:
             # call's deadline or when the call is over.
             run = GrepRun(matcher, limit=limit, context=args.context)
             _search_in_worker(run, search, context)
+        if selection is not None:
+            run.files_searched += selection.skipped_text
+            run.binary_skipped += selection.skipped_binary
+        if start.is_dir:
+            index.after_search(walker, walked)
         run.ignored = ignored
         run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
         content = format_grep(run, args.output_mode)
-        details = GrepDetails(
+        # Built from values of the right types: no validation, which would cost as much
+        # as the search for a result of thousands of matches.
+        details = GrepDetails.model_construct(
             pattern=args.pattern,
-            matches=[
-                GrepMatch(path=p, line=m.line, column=m.column, text=m.text) for p, m in run.matches
-            ],
-            files=[GrepFile(path=p, count=c) for p, c in run.files],
+            matches=[GrepMatch(p, line, column, text) for p, line, column, text, _ in run.matches],
+            files=[GrepFile(p, c) for p, c in run.files],
             match_count=run.match_count,
             files_matched=run.files_matched,
             files_searched=run.files_searched,

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from collections import OrderedDict
+
 from pydantic import BaseModel, Field, create_model
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, image_part, tool_content, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.text._decode import image_media_type, newline_name
-from workspace_tools.text._lines import LineSlice, read_lines
+from workspace_tools.text._lines import LineIndex, LineSlice, read_lines
 from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_read
 from workspace_tools.workspace._fingerprint import file_fingerprint
 
 DEFAULT_LIMIT = 2000
+
+#: A file whose timestamps are this close to now may still change without changing them
+#: (coarse file-system clocks); its line index is not kept.
+RACY_NS = 2_000_000_000
 
 #: Most characters of numbered lines one call returns: the lines after are left to the next
 #: call (the closing note says from which offset), so that the note survives the default
@@ -95,9 +104,51 @@ def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
     return "\n".join(out), shown
 
 
+class LineIndexCache:
+    """Line indexes of the last few big files read, each kept for its file's stat identity
+    (device, inode, size, mtime and ctime in nanoseconds): a later window of the same
+    unchanged file seeks to its lines instead of reading the whole file.
+
+    An identity whose timestamps are within :data:`RACY_NS` of now is not kept: the file
+    system's clock may not have ticked for a change made just after, which would then
+    leave the identity as it was.
+
+    Args:
+        size: how many files' indexes are kept (the least recently read goes first).
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, ...], LineIndex] = OrderedDict()
+
+    @staticmethod
+    def key(info: os.stat_result) -> tuple[int, ...]:
+        """The stat identity of a file's content."""
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+    def get(self, info: os.stat_result) -> LineIndex | None:
+        """The index kept for this identity, if any."""
+        with self._lock:
+            return self._entries.get(self.key(info))
+
+    def put(self, info: os.stat_result, index: LineIndex) -> None:
+        """Keep ``index`` for the file whose ``fstat`` (taken before reading) is ``info``."""
+        settled = time.time_ns() - RACY_NS
+        if info.st_mtime_ns >= settled or info.st_ctime_ns >= settled:
+            return
+        key = self.key(info)
+        with self._lock:
+            self._entries[key] = index
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
 def build(workspace: Workspace) -> Tool[ReadFileArgs]:
     """The ``read_file`` tool over ``workspace``."""
     options = workspace.options
+    line_indexes = LineIndexCache()
 
     def execute(args: ReadFileArgs, context: ToolContext) -> object:
         resolved = workspace.resolve(args.path)
@@ -123,15 +174,19 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
                 )
                 return tool_output(content, details)
             handle.seek(0)
+            whole = info.st_size <= options.max_file_bytes
             lines = read_lines(
                 handle,
                 args.offset,
                 args.limit,
                 options.max_line_length,
-                whole=info.st_size <= options.max_file_bytes,
+                whole=whole,
+                known=None if whole else line_indexes.get(info),
             )
-        if lines.digest is not None:
-            workspace.file_states.record_digest(resolved.real, lines.digest)
+            if lines.line_index is not None:
+                line_indexes.put(info, lines.line_index)
+        if lines.content is not None:
+            workspace.file_states.record(resolved.real, lines.content)
         else:
             workspace.file_states.forget(resolved.real)
         if args.offset > max(lines.total_lines, 1):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -14,6 +15,13 @@ def content_hash(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+# The content of a file recorded whole is kept, within these bounds, so that the staleness
+# check of the next change compares bytes instead of hashing the file: an edit of a 2 MB
+# file hashed it twice (check, then record), which took longer than its durable write.
+KEPT_FILE_BYTES = 8 << 20
+KEPT_TOTAL_BYTES = 64 << 20
+
+
 class FileStates:
     """Content hashes of files as last read or written through a workspace, and a lock per
     file so that concurrent calls on one file run one after another.
@@ -22,12 +30,19 @@ class FileStates:
     (a sandbox child gets the hashes and fresh locks). A call run in a sandbox child is
     given the hashes (:meth:`snapshot`, :meth:`restore`) and hands back what it changed
     (:meth:`changes`, :meth:`apply`).
+
+    The last contents recorded whole (:data:`KEPT_FILE_BYTES` each, :data:`KEPT_TOTAL_BYTES`
+    in all, the least recently recorded dropped first) are kept instead of their hashes,
+    which are taken only when needed (a snapshot, or the content dropped).
     """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         # Keyed by the path's text: it pickles an order of magnitude faster than a Path.
-        self._hashes: dict[str, bytes] = {}
+        # None: the hash of the content in _kept, not taken yet.
+        self._hashes: dict[str, bytes | None] = {}
+        self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._kept_bytes = 0
         self._locks: dict[str, threading.Lock] = {}
 
     def __getstate__(self) -> dict[str, object]:
@@ -44,17 +59,34 @@ class FileStates:
 
     def record(self, real: Path, data: bytes) -> None:
         """Remember ``data`` as the content a caller last saw at ``real``."""
-        self.record_digest(real, content_hash(data))
+        if len(data) > KEPT_FILE_BYTES:
+            self.record_digest(real, content_hash(data))
+            return
+        key = str(real)
+        with self._guard:
+            self._drop_kept(key)
+            self._hashes[key] = None
+            self._kept[key] = data
+            self._kept_bytes += len(data)
+            while self._kept_bytes > KEPT_TOTAL_BYTES:
+                old_key, old_data = self._kept.popitem(last=False)
+                self._kept_bytes -= len(old_data)
+                if self._hashes.get(old_key, b"") is None:
+                    self._hashes[old_key] = content_hash(old_data)
 
     def record_digest(self, real: Path, digest: bytes) -> None:
         """Remember a :func:`content_hash` of the content a caller last saw at ``real``."""
+        key = str(real)
         with self._guard:
-            self._hashes[str(real)] = digest
+            self._drop_kept(key)
+            self._hashes[key] = digest
 
     def forget(self, real: Path) -> None:
         """Drop what is known about ``real`` (seen, but too large to hash)."""
+        key = str(real)
         with self._guard:
-            self._hashes.pop(str(real), None)
+            self._drop_kept(key)
+            self._hashes.pop(key, None)
 
     def check_fresh(self, real: Path, current: bytes | None, rel: str) -> None:
         """Refuse a change to ``real`` whose content differs from what was last seen.
@@ -64,9 +96,17 @@ class FileStates:
         Raises:
             ToolError: ``STALE_FILE`` asking for a fresh read.
         """
+        key = str(real)
         with self._guard:
-            seen = self._hashes.get(str(real))
-        if seen is None or current is None or content_hash(current) == seen:
+            known = key in self._hashes
+            seen = self._hashes.get(key)
+            kept = self._kept.get(key)
+        if not known or current is None:
+            return
+        if kept is not None:
+            if kept == current:
+                return
+        elif content_hash(current) == seen:
             return
         raise ToolError(
             f"{rel} changed on disk since it was last read or written; read it again with "
@@ -77,7 +117,7 @@ class FileStates:
     def snapshot(self) -> dict[str, bytes]:
         """The hashes as they are now: real path -> :func:`content_hash`."""
         with self._guard:
-            return dict(self._hashes)
+            return self._digests()
 
     def restore(self, hashes: dict[str, bytes]) -> None:
         """In a sandbox child, before its call: take the hashes of a :meth:`snapshot`, and
@@ -86,18 +126,36 @@ class FileStates:
         self._guard = threading.Lock()
         self._locks = {}
         self._hashes = dict(hashes)
+        self._kept = OrderedDict()
+        self._kept_bytes = 0
 
     def changes(self, since: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         """What changed after the snapshot ``since``: ``(recorded, forgotten)``."""
         with self._guard:
-            recorded = {k: v for k, v in self._hashes.items() if since.get(k) != v}
-            forgotten = [k for k in since if k not in self._hashes]
+            hashes = self._digests()
+            recorded = {k: v for k, v in hashes.items() if since.get(k) != v}
+            forgotten = [k for k in since if k not in hashes]
         return recorded, forgotten
 
     def apply(self, changes: tuple[dict[str, bytes], list[str]]) -> None:
         """Take over :meth:`changes` made elsewhere (by a call in a sandbox child)."""
         recorded, forgotten = changes
         with self._guard:
-            self._hashes.update(recorded)
+            for key, digest in recorded.items():
+                self._drop_kept(key)
+                self._hashes[key] = digest
             for key in forgotten:
+                self._drop_kept(key)
                 self._hashes.pop(key, None)
+
+    def _digests(self) -> dict[str, bytes]:
+        # Called with the guard held: the hashes not taken yet are taken now (once).
+        for key, digest in self._hashes.items():
+            if digest is None:
+                self._hashes[key] = content_hash(self._kept[key])
+        return dict(self._hashes)  # type: ignore[arg-type]
+
+    def _drop_kept(self, key: str) -> None:
+        data = self._kept.pop(key, None)
+        if data is not None:
+            self._kept_bytes -= len(data)

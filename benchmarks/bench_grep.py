@@ -1,0 +1,210 @@
+"""grep against ripgrep on a real project, and grep's warm index on a big generated tree.
+
+Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
+
+    python benchmarks/bench_grep.py --project DIR [--files 200000] [--profile]
+
+(a) ``--project``: a source tree, e.g. mypy's sources (``pip download mypy --no-deps
+    --no-binary :all:`` and unpack the sdist; 1,890 files, 8,103 lines with ``TypeVar``).
+    Without it the installed standard library is used. Cases: a literal and a regex at the
+    default limit, and ``TypeVar`` returning every match (``limit`` above the count), each
+    as the median of warm in-process calls (one event loop, as an agent's) beside ``rg -n
+    --hidden`` doing the same, with their ratio; then the same with the warm index (a
+    project of 1,000 files or more gets one after its first search). ``--profile`` prints
+    where the time of the all-matches call goes (cProfile of the tool's ``execute``).
+(b) ``--files N``: a generated tree of N small files (``bench_search.make_generated_tree``).
+    The first call of a fresh tool with the index and of one without (both after ``rg`` has
+    warmed the page cache); the time until the index is ready and its memory; then the
+    median of later calls of a selective literal and a selective regex beside ``rg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio.from_thread
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_search import SETTLE_SECONDS, make_generated_tree
+
+from workspace_tools import invoke_tool
+from workspace_tools._tool import ToolContext
+from workspace_tools.search._index import SearchIndex
+from workspace_tools.tools import grep as grep_tool
+from workspace_tools.workspace import Workspace
+
+RUNS = 11
+
+
+def rg(root: Path, *args: str) -> Callable[[], Any]:
+    return lambda: subprocess.run(
+        ["rg", "--hidden", "-n", *args], cwd=root, capture_output=True, check=False
+    )
+
+
+def medians(*fns: Callable[[], Any], runs: int = RUNS) -> list[float]:
+    """Median seconds of each; the functions take turns so that load weighs on all."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, bucket in zip(fns, times, strict=True):
+            started = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - started)
+    return [statistics.median(bucket) for bucket in times]
+
+
+def row(name: str, ours: float, theirs: float, extra: str = "") -> None:
+    print(f"  {name:<34} {ours * 1000:9.1f} {theirs * 1000:9.1f} {ours / theirs:7.2f}x  {extra}")
+
+
+def bench_project(root: Path, portal: Any, profile: bool) -> None:
+    workspace = Workspace(root)
+    unindexed = SearchIndex(str(workspace.root))
+    unindexed.close()  # every file read, as without an index
+    tool = grep_tool.build(workspace, index=unindexed)
+    index = SearchIndex(str(workspace.root))
+    indexed = grep_tool.build(Workspace(root), index=index)
+
+    def call(tool: Any = tool, **arguments: Any) -> Callable[[], Any]:
+        def run() -> Any:
+            result = portal.call(invoke_tool, tool, arguments)
+            assert result.error is None, result.error
+            return result
+
+        return run
+
+    count = call(pattern="TypeVar", limit=1_000_000)().details.match_count
+    cases = [
+        ("literal, default limit", call(pattern="NotImplementedError"), ["NotImplementedError"]),
+        ("regex, default limit", call(pattern=r"def \w+_\w+\(self"), [r"def \w+_\w+\(self"]),
+        (f"TypeVar, all {count:,} matches", call(pattern="TypeVar", limit=1_000_000), ["TypeVar"]),
+    ]
+    walk = workspace.walker.walk(str(workspace.root), "", recursive=True, include_ignored=False)
+    print(f"\n(a) {root} ({len(walk.files):,} files grep searches)")
+    print(f"  {'case':<34} {'grep ms':>9} {'rg ms':>9} {'ratio':>8}")
+    for name, ours, args in cases:
+        ours_s, theirs_s = medians(ours, rg(root, *args))
+        row(name, ours_s, theirs_s)
+    call(indexed, pattern="NotImplementedError")()
+    if index.wait():
+        print(f"  with the warm index ({index.memory / 2**20:.1f} MiB), later calls:")
+        for name, _, args in cases:
+            pattern, limit = args[0], 1_000_000 if "all" in name else 100
+            ours_s, theirs_s = medians(call(indexed, pattern=pattern, limit=limit), rg(root, *args))
+            row(name, ours_s, theirs_s)
+    index.close()
+    if profile:
+        arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
+        context = ToolContext("profile", "grep")
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(5):
+            tool.execute(arguments, context)
+        profiler.disable()
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
+        print("\n  profile of 5 all-matches calls (tool.execute, by own time):")
+        print("\n".join("    " + line for line in out.getvalue().splitlines()[4:]))
+
+
+def bench_index(base: Path, files: int, portal: Any) -> None:
+    root = base / "generated"
+    if not root.is_dir():
+        print(f"\n(b) generating {files:,} files ...", flush=True)
+        make_generated_tree(base, files)
+        time.sleep(SETTLE_SECONDS)
+    literal, regex = "NotImplementedError", r"raise \w+\('needle'\)"
+    rg(root, literal)()  # the page cache is warm for both first calls
+
+    def first_call(index: SearchIndex) -> tuple[float, Any]:
+        tool = grep_tool.build(Workspace(root), index=index)
+        started = time.perf_counter()
+        result = portal.call(invoke_tool, tool, {"pattern": literal})
+        assert result.error is None, result.error
+        return time.perf_counter() - started, tool
+
+    unindexed = SearchIndex(str(root))
+    unindexed.close()
+    plain_first, plain_tool = first_call(unindexed)
+    index = SearchIndex(str(root))
+    started = time.perf_counter()
+    first, tool = first_call(index)
+    index.wait()
+    ready = time.perf_counter() - started
+    rg_first = medians(rg(root, literal), runs=1)[0]
+    print(f"\n(b) generated tree: {root} ({files:,} files)")
+    print(f"  {'case':<34} {'grep ms':>9} {'rg ms':>9} {'ratio':>8}")
+    row("first call, with the index", first, rg_first)
+    row("first call, without an index", plain_first, rg_first)
+    print(
+        f"  index ready {ready:.1f} s after the first call started; "
+        f"memory {index.memory / 2**20:.1f} MiB"
+    )
+    for name, pattern in (
+        ("selective literal, later calls", literal),
+        ("selective regex, later calls", regex),
+    ):
+
+        def ours(pattern: str = pattern) -> Any:
+            return portal.call(invoke_tool, tool, {"pattern": pattern})
+
+        def plain(pattern: str = pattern) -> Any:
+            return portal.call(invoke_tool, plain_tool, {"pattern": pattern})
+
+        ours_s, theirs_s, plain_s = medians(ours, rg(root, pattern), plain)
+        row(name, ours_s, theirs_s, f"(rg is {theirs_s / ours_s:.1f}x slower)")
+        row("  the same without an index", plain_s, theirs_s)
+    index.close()
+
+
+def main() -> None:
+    """Print the figures (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--project", type=Path, help="a source tree (default: the stdlib)")
+    parser.add_argument("--files", type=int, default=200_000, help="files of the generated tree")
+    parser.add_argument("--dir", type=Path, help="where to keep the generated tree")
+    parser.add_argument("--profile", action="store_true", help="profile the all-matches call")
+    parser.add_argument("--skip-index", action="store_true", help="only the project figures")
+    args = parser.parse_args()
+    if shutil.which("rg") is None:
+        sys.exit("ripgrep (rg) is needed: apt-get install ripgrep")
+    print(f"Python {sys.version.split()[0]}, median of {RUNS} warm calls; rg {_rg_version()}")
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        project = args.project
+        if project is None:
+            project = Path(tmp) / "stdlib"
+            shutil.copytree(sysconfig.get_paths()["stdlib"], project, symlinks=True)
+        bench_project(project, portal, args.profile)
+        if not args.skip_index:
+            base = args.dir or Path(tmp)
+            base.mkdir(parents=True, exist_ok=True)
+            bench_index(base, args.files, portal)
+
+
+def _rg_version() -> str:
+    out = subprocess.run(["rg", "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.split("\n", 1)[0].removeprefix("ripgrep ")
+
+
+if __name__ == "__main__":
+    main()

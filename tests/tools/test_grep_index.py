@@ -1,0 +1,247 @@
+"""grep's warm index: the same results as reading every file, whatever changed since it was
+built; it narrows a search to the files that may hold the pattern's literal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workspace_tools import invoke_tool_sync
+from workspace_tools.search import _index
+from workspace_tools.search._index import SearchIndex
+from workspace_tools.tools import grep as grep_tool
+from workspace_tools.workspace import Workspace
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the index hears of changes from inotify"
+)
+
+WORDS = ["foo", "foobar", "bar_baz", "x", "NEEDLE", "needle", "café", "Foo", "(", ")", "."]
+PATTERNS = [
+    ("foo", False),
+    ("oba", False),
+    ("bar_b", False),
+    ("foo(", False),
+    ("NEEDLE", False),
+    ("EDL", False),
+    (r"foo\w+", False),
+    (r"ba[rz]_baz", False),
+    ("(foo|bar)", False),
+    ("needle", True),
+    (r"caf\w", False),
+    ("x foo", False),
+]
+NAMES = ["a.py", "b.txt", "sub/c.py", "sub/deep/d.md", "other/e.py"]
+
+lines = st.lists(st.sampled_from(WORDS), max_size=6).map(" ".join)
+texts = st.lists(lines, max_size=5).map("\n".join)
+contents = st.one_of(
+    texts.map(lambda t: t.encode()),
+    texts.map(lambda t: t.replace("\n", "\r\n").encode()),
+    texts.map(lambda t: b"\0binary " + t.encode()),
+    texts.map(lambda t: t.encode("utf-16")),
+    texts.map(lambda t: t.encode("latin-1", "replace")),
+)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(NAMES), contents),
+        st.tuples(st.just("replace"), st.sampled_from(NAMES), contents),
+        st.tuples(st.just("append"), st.sampled_from(NAMES), contents),
+        st.tuples(st.just("delete"), st.sampled_from(NAMES), st.just(b"")),
+        st.tuples(st.just("move_dir"), st.sampled_from(["sub", "other"]), st.just(b"")),
+        st.tuples(st.just("new_dir"), st.sampled_from(["new", "sub/new"]), contents),
+    ),
+    max_size=6,
+)
+
+
+def apply(root: Path, operation: tuple[str, str, bytes]) -> None:
+    kind, name, data = operation
+    path = root / name
+    if kind == "move_dir":
+        if path.is_dir():
+            target = root / f"{name}-moved"
+            if target.exists():
+                shutil.rmtree(target)
+            path.rename(target)
+            # The old name comes back with other files (a checkout of another branch).
+            (path / "deep").mkdir(parents=True)
+            (path / "c.py").write_bytes(b"foo NEEDLE\n")
+        return
+    if kind == "new_dir":
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "f.py").write_bytes(data)
+        return
+    if kind == "delete":
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "replace":
+        temp = path.with_name(path.name + ".new")
+        temp.write_bytes(data)
+        temp.rename(path)
+    elif kind == "append":
+        with open(path, "ab") as handle:
+            handle.write(data)
+    else:  # in place: the directory's stat does not change
+        with open(path, "r+b" if path.exists() else "wb") as handle:
+            handle.truncate(0)
+            handle.write(data)
+
+
+def make_tree(root: Path, initial: dict[str, bytes]) -> None:
+    for name, data in initial.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+
+
+def results(tool, pattern: str, ignore_case: bool, scope: dict) -> tuple[str, dict]:  # type: ignore[no-untyped-def]
+    arguments = {"pattern": pattern, "ignore_case": ignore_case, "limit": 3, **scope}
+    result = invoke_tool_sync(tool, arguments)
+    details = result.details.model_dump() if result.details is not None else None
+    return result.model_text(), details
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    initial=st.dictionaries(st.sampled_from(NAMES), contents, min_size=1),
+    changes=operations,
+    scope=st.fixed_dictionaries(
+        {},
+        optional={
+            "output_mode": st.sampled_from(["content", "count", "files_with_matches"]),
+            "path": st.sampled_from([".", "sub"]),
+            "glob": st.sampled_from(["*.py", "sub/**"]),
+            "include_ignored": st.booleans(),
+        },
+    ),
+)
+def test_indexed_search_matches_reading_every_file(
+    initial: dict[str, bytes], changes: list[tuple[str, str, bytes]], scope: dict
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_tree(root, {**initial, ".gitignore": b"other/\n"})
+        workspace = Workspace(root)
+        index = SearchIndex(str(workspace.root), min_files=1)
+        indexed = grep_tool.build(workspace, index=index)
+        plain_index = SearchIndex(str(workspace.root), min_files=1)
+        plain_index.close()  # never builds
+        plain = grep_tool.build(Workspace(root), index=plain_index)
+        try:
+            invoke_tool_sync(indexed, {"pattern": "foo"})
+            assert index.wait(30), "the index was not built"
+            for operation in [None, *changes]:
+                if operation is not None:
+                    apply(root, operation)
+                for pattern, ignore_case in PATTERNS:
+                    seen = results(indexed, pattern, ignore_case, scope)
+                    expected = results(plain, pattern, ignore_case, scope)
+                    assert seen == expected, (pattern, operation)
+        finally:
+            index.close()
+
+
+@pytest.fixture
+def indexed_tree(tmp_path: Path):  # type: ignore[no-untyped-def]
+    make_tree(
+        tmp_path,
+        {
+            "a.py": b"def foo():\n    return NEEDLE\n",
+            "b.py": b"def bar():\n    pass\n",
+            "c.bin": b"\0\0NEEDLE",
+            "d/e.py": b"x = rarely_used_name\n",
+        },
+    )
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    tool = grep_tool.build(workspace, index=index)
+    invoke_tool_sync(tool, {"pattern": "foo"})
+    assert index.wait(30)
+    yield tmp_path, index, tool
+    index.close()
+
+
+def test_the_index_selects_only_files_holding_the_literal(indexed_tree) -> None:  # type: ignore[no-untyped-def]
+    root, index, _ = indexed_tree
+    files = ["a.py", "b.py", "c.bin", "d/e.py"]
+    chosen = index.select(files, b"rarely_used")
+    assert chosen is not None
+    assert (chosen.files, chosen.skipped_text, chosen.skipped_binary) == (["d/e.py"], 2, 1)
+    # A file written in place since the build is read again, whatever the index holds.
+    (root / "b.py").write_bytes(b"y = rarely_used\n")
+    chosen = index.select(files, b"rarely_used")
+    assert chosen is not None
+    assert (chosen.files, chosen.skipped_text) == (["b.py", "d/e.py"], 1)
+    assert index.memory > 0
+
+
+def test_an_unknown_word_or_no_word_leaves_the_search_whole(indexed_tree) -> None:  # type: ignore[no-untyped-def]
+    _, index, _ = indexed_tree
+    files = ["a.py", "b.py", "c.bin", "d/e.py"]
+    nothing = index.select(files, b"absent_everywhere")
+    assert nothing is not None
+    assert (nothing.files, nothing.skipped_text, nothing.skipped_binary) == ([], 3, 1)
+    assert index.select(files, b"->") is None  # no word of three characters
+
+
+def test_a_forked_copy_does_not_use_the_index(indexed_tree) -> None:  # type: ignore[no-untyped-def]
+    # Its reads of the shared inotify queue would take events from the parent.
+    _, index, _ = indexed_tree
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write_end, b"none" if index.select(["a.py"], b"NEEDLE") is None else b"used")
+        os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 4)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert answer == b"none"
+
+
+def test_grep_results_after_changes_equal_a_fresh_search(indexed_tree) -> None:  # type: ignore[no-untyped-def]
+    root, _, tool = indexed_tree
+    (root / "d" / "new.py").write_text("NEEDLE again\n")
+    (root / "a.py").write_text("nothing here\n")
+    result = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert result.model_text() == "d/new.py:1:NEEDLE again"
+    assert (result.details.files_searched, result.details.binary_skipped) == (4, 1)
+
+
+def test_a_directory_swapped_for_another_is_read_again(indexed_tree) -> None:  # type: ignore[no-untyped-def]
+    # The new d/ is not watched: its e.py, known to the index by name, must be read.
+    root, _, tool = indexed_tree
+    (root / "d").rename(root / "d-old")
+    (root / "d").mkdir()
+    (root / "d" / "e.py").write_text("NEEDLE in the new d\n")
+    (root / "d" / "e.py").write_text("NEEDLE in the new d, rewritten\n")
+    result = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert result.model_text() == (
+        "a.py:2:    return NEEDLE\nd/e.py:1:NEEDLE in the new d, rewritten"
+    )
+
+
+def test_a_tree_with_too_many_words_gets_no_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_index, "MAX_POSTINGS", 3)
+    make_tree(tmp_path, {"a.py": b"one two three four\n", "b.py": b"NEEDLE\n"})
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    tool = grep_tool.build(workspace, index=index)
+    invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert index.wait(30) is False
+    result = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert result.model_text() == "b.py:1:NEEDLE"

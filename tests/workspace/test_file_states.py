@@ -1,0 +1,89 @@
+"""FileStates keeps recent contents instead of their hashes: staleness is judged exactly as
+with hashes, whatever is recorded, dropped or handed to a sandbox child."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.workspace import _state
+from workspace_tools.workspace._state import FileStates, content_hash
+
+PATHS = [Path("/w/a"), Path("/w/b"), Path("/w/c")]
+contents = st.sampled_from([b"", b"one", b"two", b"x" * 40, b"y" * 70])
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("record"), st.sampled_from(PATHS), contents),
+        st.tuples(st.just("record_digest"), st.sampled_from(PATHS), contents),
+        st.tuples(st.just("forget"), st.sampled_from(PATHS), st.just(b"")),
+        st.tuples(st.just("check"), st.sampled_from(PATHS), contents),
+        st.tuples(st.just("round_trip"), st.sampled_from(PATHS), st.just(b"")),
+        st.tuples(st.just("snapshot"), st.sampled_from(PATHS), st.just(b"")),
+    ),
+    max_size=30,
+)
+
+
+def fresh(states: FileStates, path: Path, data: bytes) -> bool:
+    try:
+        states.check_fresh(path, data, "f")
+    except ToolError as exc:
+        assert exc.code is ErrorCode.STALE_FILE
+        return False
+    return True
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # the bounds never change
+)
+@given(steps=steps)
+def test_staleness_matches_a_table_of_hashes(steps, monkeypatch_bounds) -> None:  # type: ignore[no-untyped-def]
+    states = FileStates()
+    model: dict[str, bytes] = {}  # what a plain table of hashes would hold
+    for kind, path, data in steps:
+        if kind == "record":
+            states.record(path, data)
+            model[str(path)] = content_hash(data)
+        elif kind == "record_digest":
+            states.record_digest(path, content_hash(data))
+            model[str(path)] = content_hash(data)
+        elif kind == "forget":
+            states.forget(path)
+            model.pop(str(path), None)
+        elif kind == "round_trip":
+            # A sandbox child: given a snapshot, hands back its changes.
+            child = pickle.loads(pickle.dumps(states))
+            before = child.snapshot()
+            child.record(path, b"from the child")
+            model[str(path)] = content_hash(b"from the child")
+            states.apply(child.changes(before))
+        elif kind == "snapshot":  # takes the hashes not taken yet
+            assert states.snapshot() == model
+        else:
+            expected = str(path) not in model or model[str(path)] == content_hash(data)
+            assert fresh(states, path, data) is expected
+    assert states.snapshot() == model
+
+
+@pytest.fixture
+def monkeypatch_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small bounds: contents are dropped for their hashes within a few steps.
+    monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 50)
+    monkeypatch.setattr(_state, "KEPT_TOTAL_BYTES", 45)
+
+
+def test_a_kept_content_is_compared_not_hashed(monkeypatch: pytest.MonkeyPatch) -> None:
+    states = FileStates()
+    states.record(PATHS[0], b"content")
+    hashed: list[bytes] = []
+    monkeypatch.setattr(_state, "content_hash", lambda data: hashed.append(data) or b"")
+    assert fresh(states, PATHS[0], b"content")
+    assert not fresh(states, PATHS[0], b"changed")
+    assert hashed == []
