@@ -1,4 +1,4 @@
-"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema`` and ``demo``."""
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``serve``, ``schema`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -232,30 +232,80 @@ def _workspace_tools(
     return [t for t in tools if t.read_only] if read_only else tools
 
 
-def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
-    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
-    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
-    from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
+def _mcp_server(args: argparse.Namespace) -> Any:
+    """The MCP server of ``mcp`` and ``serve``: the tools over ``--root`` (sandboxed,
+    read-only) and, with policy flags, a session whose asks go to the client by elicitation.
+
+    Raises:
+        UsageError: a root, sandbox or policy rule that cannot be used.
+    """
+    from workspace_tools.adapters.mcp import create_server, elicitation_confirm
 
     tools = _workspace_tools(args.root, args.read_only, sandbox=_sandbox_options(args))
     root = os.path.realpath(args.root)
     instructions = f"Tools confined to the workspace {root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
-    if policy.rules:
-        # A policy runs the calls through a session: denials, asks answered by elicitation,
-        # and reads served from its cache while nothing changed.
-        try:
-            session = ToolSession(tools, workspace=root, policy=policy)
-        except ValueError as exc:  # a rule that names no served tool or argument
-            raise UsageError(str(exc)) from exc
-        server = create_server(session.tools, call=session.call, instructions=instructions)
-        session.confirm = elicitation_confirm(server)
-    else:
-        server = create_server(tools, instructions=instructions)
+    if not policy.rules:
+        return create_server(tools, instructions=instructions)
+    # A policy runs the calls through a session: denials, asks answered by elicitation,
+    # and reads served from its cache while nothing changed.
+    try:
+        session = ToolSession(tools, workspace=root, policy=policy)
+    except ValueError as exc:  # a rule that names no served tool or argument
+        raise UsageError(str(exc)) from exc
+    server = create_server(session.tools, call=session.call, instructions=instructions)
+    session.confirm = elicitation_confirm(server)
+    return server
+
+
+def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
+    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
+    from workspace_tools.adapters.mcp import serve_stdio
+
+    server = _mcp_server(args)
     try:
         anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
         return 130
+    return 0
+
+
+def run_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``serve`` subcommand: the ``mcp`` server over streamable HTTP on ``--http``,
+    behind a bearer token (``$WORKSPACE_TOOLS_TOKEN``, else a new one printed). The first
+    line of ``out`` is ``serving URL``, then ``token TOKEN`` when it was generated; the
+    server runs until SIGINT or SIGTERM (exit code 0).
+
+    Raises:
+        UsageError: a bad ``--http`` address, or one that cannot be bound.
+    """
+    from workspace_tools.adapters.mcp_http import (
+        TOKEN_ENV,
+        bind,
+        mcp_url,
+        new_token,
+        parse_address,
+        serve_http,
+    )
+
+    try:
+        host, port = parse_address(args.http)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    server = _mcp_server(args)
+    token = os.environ.get(TOKEN_ENV) or None
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise UsageError(f"--http {args.http}: cannot listen there: {exc.strerror or exc}") from exc
+    with sock:
+        out.write(f"serving {mcp_url(sock)}\n")
+        if token is None:
+            token = new_token()
+            out.write(f"token {token}\n")
+        out.flush()
+        anyio.run(serve_http, server, token, sock)
     return 0
 
 
@@ -304,6 +354,23 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
     add_policy_arguments(mcp)
     mcp.set_defaults(handler=run_mcp)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve the tools to MCP clients over streamable HTTP, behind a bearer token",
+    )
+    serve.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    serve.add_argument(
+        "--http",
+        default="127.0.0.1:8765",
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:8765, this machine only; port 0 picks one). "
+        "The token comes from $WORKSPACE_TOOLS_TOKEN, else a new one is printed",
+    )
+    _add_sandbox_arguments(serve, "run every call in the sandbox")
+    serve.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    add_policy_arguments(serve)
+    serve.set_defaults(handler=run_serve)
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON")
     schema.add_argument("--format", choices=SCHEMA_FORMATS, default="mcp", help="whose format")
