@@ -33,7 +33,7 @@ from workspace_tools.tools import workspace_tools
 try:
     import httpx
     from mcp import ClientSession, types
-    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.client.streamable_http import streamable_http_client
 
     from workspace_tools.adapters.mcp import META_PREFIX
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -234,15 +234,6 @@ class RemoteWorkspace:
         sent: list[bool] = []
         ended = anyio.Event()
 
-        def http_client(
-            headers: dict[str, str] | None = None,
-            timeout: httpx.Timeout | None = None,
-            auth: httpx.Auth | None = None,
-        ) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                headers=headers, timeout=timeout, auth=auth, transport=_CallStreamWatch(ended)
-            )
-
         async def unanswered(scope: anyio.CancelScope) -> None:
             await ended.wait()
             await anyio.sleep(ANSWER_GRACE)
@@ -251,13 +242,12 @@ class RemoteWorkspace:
         try:
             with anyio.fail_after(self.call_timeout + self.connect_timeout):
                 async with (
-                    streamablehttp_client(
-                        self.url,
+                    httpx.AsyncClient(
                         headers=headers,
-                        timeout=self.connect_timeout,
-                        sse_read_timeout=self.call_timeout,
-                        httpx_client_factory=http_client,
-                    ) as (read, write, _),
+                        timeout=httpx.Timeout(self.connect_timeout, read=self.call_timeout),
+                        transport=_CallStreamWatch(ended),
+                    ) as client,
+                    streamable_http_client(self.url, http_client=client) as (read, write, _),
                     ClientSession(
                         read,
                         write,
