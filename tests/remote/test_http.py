@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests._waiting import wait_until
+from tests.remote._calls import CODES, PNG, SEVEN, comparable, populate, run_all
 from tests.remote._served import Served, processes_with_argument, serve, wait_gone
 from workspace_tools import (
     ErrorCode,
@@ -33,16 +33,9 @@ from workspace_tools import (
     workspace_tools,
 )
 from workspace_tools._output import ImagePart
-from workspace_tools.adapters._common import jsonable
 from workspace_tools.adapters.mcp import META_PREFIX
 from workspace_tools.adapters.openai import openai_responses_output, openai_responses_tool
 from workspace_tools.adapters.remote import RemoteWorkspace
-
-# A 1x1 PNG (red), for read_file's image content.
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
-SEVEN = ["read_file", "write_file", "edit_file", "list_files", "glob", "grep", "run_command"]
 
 
 @pytest.fixture(scope="module")
@@ -53,71 +46,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
 
 
-def _populate(root: Path) -> None:
-    """The same tree in the served root and the local one (bytes exact)."""
-    (root / "eq" / "src").mkdir(parents=True)
-    (root / "eq" / "notes.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
-    (root / "eq" / "src" / "app.py").write_bytes(b"def main():\n    return 1\n")
-    (root / "eq" / "pixel.png").write_bytes(PNG)
-    many = root / "eq" / "many"
-    many.mkdir()
-    for i in range(1200):  # a listing longer than the 50,000-character result limit
-        (many / f"a_rather_long_file_name_to_fill_the_listing_{i:05}.txt").write_bytes(b"")
-
-
-def _calls(root: Path) -> list[tuple[str, Any]]:
-    """The calls both roots get, in order; two edit the tree from outside in between."""
-    return [
-        ("read_file", {"path": "eq/notes.txt"}),
-        ("read_file", {"path": "eq/missing.txt"}),
-        ("read_file", {"path": "../outside.txt"}),
-        ("read_file", {"path": 3, "bogus": 1}),
-        ("read_file", '{"path": "eq/src/app.py", "offset": 2}'),
-        ("read_file", {"path": "eq/pixel.png"}),
-        ("write_file", {"path": "eq/new/hello.py", "content": "print('hi')\n"}),
-        ("edit_file", {"path": "eq/new/hello.py", "old_text": "hi", "new_text": "hello"}),
-        ("edit_file", {"path": "eq/new/hello.py", "old_text": "absent", "new_text": "x"}),
-        ("read_file", {"path": "eq/src/app.py"}),
-        ("outside", lambda: (root / "eq" / "src" / "app.py").write_bytes(b"changed\n")),
-        ("edit_file", {"path": "eq/src/app.py", "old_text": "changed", "new_text": "x"}),
-        ("list_files", {"path": "eq", "recursive": True}),
-        ("list_files", {"path": "eq/many", "limit": 1200}),
-        ("glob", {"pattern": "**/*.py", "path": "eq"}),
-        ("grep", {"pattern": "t[wh]", "path": "eq", "glob": "*.txt"}),
-        ("grep", {"pattern": "(unclosed"}),
-        ("run_command", {"command": "cat notes.txt; echo err >&2; exit 3", "cwd": "eq"}),
-        ("read_file", {"path": "eq/new/hello.py"}),
-    ]
-
-
-def _comparable(result: ToolResult) -> dict[str, Any]:
-    """A result as data, without wall times (which differ run to run)."""
-    data = result.model_dump(mode="json", exclude={"duration_ms", "details", "arguments"})
-    data["content"] = jsonable(result.content)
-    data["arguments"] = jsonable(result.arguments)
-    details = jsonable(result.details)
-    if isinstance(details, dict):
-        details.pop("duration_ms", None)
-    data["details"] = details
-    return data
-
-
-def _run_all(tools: list[Any], root: Path) -> list[ToolResult]:
-    by_name = {t.name: t for t in tools}
-    results = []
-    for index, (name, arguments) in enumerate(_calls(root)):
-        if name == "outside":
-            arguments()
-            continue
-        results.append(invoke_tool_sync(by_name[name], arguments, call_id=f"call-{index}"))
-    return results
-
-
 def test_remote_workspace_gives_the_local_results(served: Served, tmp_path: Path) -> None:
     local_root = tmp_path / "local"
     local_root.mkdir()
-    _populate(local_root)
-    _populate(served.root)
+    populate(local_root)
+    populate(served.root)
     try:
         remote = RemoteWorkspace(served.url, served.token)
         assert [t.name for t in remote.tools] == SEVEN
@@ -125,31 +58,12 @@ def test_remote_workspace_gives_the_local_results(served: Served, tmp_path: Path
         for mine, theirs in zip(remote.tools, local_tools, strict=True):
             assert mine.parameters is theirs.parameters
             assert (mine.description, mine.read_only) == (theirs.description, theirs.read_only)
-        got = _run_all(remote.tools, served.root)
-        want = _run_all(local_tools, local_root)
+        got = run_all(remote.tools, served.root)
+        want = run_all(local_tools, local_root)
         for remote_result, local_result in zip(got, want, strict=True):
-            assert _comparable(remote_result) == _comparable(local_result)
+            assert comparable(remote_result) == comparable(local_result)
         codes = [r.error_code for r in got]
-        assert codes == [
-            None,
-            ErrorCode.NOT_FOUND,
-            ErrorCode.OUTSIDE_WORKSPACE,
-            ErrorCode.INVALID_ARGUMENTS,
-            None,
-            None,
-            None,
-            None,
-            ErrorCode.NO_MATCH,
-            None,
-            ErrorCode.STALE_FILE,
-            None,
-            None,
-            None,
-            None,
-            ErrorCode.INVALID_ARGUMENTS,
-            None,
-            None,
-        ], codes
+        assert codes == CODES, codes
         assert isinstance(got[5].content, ToolContent)
         images = [p for p in got[5].content.parts if isinstance(p, ImagePart)]
         assert [p.to_bytes() for p in images] == [PNG]

@@ -15,8 +15,6 @@ times): repeating a write whose first attempt may have landed is not safe.
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -28,7 +26,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ImagePart, TextPart, ToolContent, ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext
 from workspace_tools.adapters._common import missing_extra
-from workspace_tools.tools import workspace_tools
+from workspace_tools.adapters._proxy import proxy_tools
 
 try:
     import httpx
@@ -143,11 +141,7 @@ class RemoteWorkspace:
         self.retries = retries
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
-        # The local definitions give the argument models and presentations; the directory
-        # only exists while they are built (their execute is replaced, never run).
-        with tempfile.TemporaryDirectory() as template:
-            local = workspace_tools(template, **options)
-        self.tools: list[Tool[Any]] = [self._remote(t) for t in local]
+        self.tools: list[Tool[Any]] = proxy_tools(self._execute, **options)
 
     def __repr__(self) -> str:
         return f"RemoteWorkspace({self.url!r})"
@@ -163,7 +157,7 @@ class RemoteWorkspace:
         response.raise_for_status()
         return dict(response.json())
 
-    def _remote(self, local: Tool[Any]) -> Tool[Any]:
+    def _execute(self, local: Tool[Any]) -> Any:
         name, read_only = local.name, local.read_only
 
         async def execute(args: BaseModel, context: ToolContext) -> ToolOutput:
@@ -192,15 +186,7 @@ class RemoteWorkspace:
                 return _output(result)
             raise AssertionError("unreachable")  # pragma: no cover
 
-        return dataclasses.replace(
-            local,
-            execute=execute,
-            timeout=None,  # the server's timeouts apply; call_timeout is the backstop
-            state=None,
-            cache_key=None,
-            invalidates_cache=local.invalidates,
-            sandbox=None,
-        )
+        return execute
 
     async def _call(
         self, name: str, arguments: dict[str, Any], context: ToolContext
