@@ -93,7 +93,7 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         (
             ["frobnicate"],
             "workspace-tools: error: argument command: invalid choice: 'frobnicate' "
-            "(choose from 'call', 'mcp', 'schema', 'demo')",
+            "(choose from 'call', 'mcp', 'serve', 'schema', 'demo')",
         ),
         (["--bogus"], "workspace-tools: error: unrecognized arguments: --bogus"),
         (
@@ -241,7 +241,7 @@ def test_bare_command_prints_the_usage_with_exit_code_2(
     assert (code, captured.out) == (2, "")
     assert captured.err == build_parser().format_help()
     assert captured.err.startswith(
-        "usage: workspace-tools [-h] [--version] {call,mcp,schema,demo} ...\n"
+        "usage: workspace-tools [-h] [--version] {call,mcp,serve,schema,demo} ...\n"
     )
 
 

@@ -3,17 +3,21 @@
 The sample project (``fixtures/sample_project``, shipped in the wheel as
 ``workspace_tools/_sample_project``) is a small package with one failing test: the demo
 explores it, runs the tests, fixes the bug with one edit, writes a changelog, runs the tests
-again, repeats the run inside the sandbox, and shows the sandbox refusing to plant a git
-hook that the host would run later. With ``--root PATH`` it explores a copy of any directory
+again, repeats the run inside the sandbox, shows the sandbox refusing to plant a git
+hook that the host would run later, and serves the copy over HTTP on 127.0.0.1 to list it
+through ``RemoteWorkspace``. With ``--root PATH`` it explores a copy of any directory
 instead and edits only a file it wrote itself.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -227,6 +231,7 @@ async def _drive(
             printer.line(f"  progress updates reported from the sandbox: {updates}")
             printer.line(f"  its output ends: {_last_output_line(result)}")
             failed += await _plant_hook(root, by_name["run_command"], sandbox, printer, index + 2)
+    failed += await _served_step(root, by_name["list_files"], printer, len(steps) + 3)
     if last_result is not None and _exit_code(last_result) not in (None, 0):
         failed += 1
     return failed
@@ -253,6 +258,50 @@ async def _plant_hook(
     landed = (root / ".git" / "hooks" / "pre-commit").exists()
     printer.line(f"  on the host, .git/hooks/pre-commit {'exists' if landed else 'is absent'}")
     return int(landed)
+
+
+async def _served_step(root: Path, list_files: Tool[Any], printer: _Printer, number: int) -> int:
+    """Serve the workspace over HTTP on 127.0.0.1 (``workspace-tools serve``, read-only,
+    with the token it makes) and list it through :class:`RemoteWorkspace`; returns 1 when
+    the answer differs from the one in process."""
+    printer.line(f"\n{number}. serve the workspace over HTTP on 127.0.0.1 and call it remotely")
+    try:
+        from workspace_tools.adapters.remote import RemoteWorkspace
+    except ImportError:
+        printer.line("  (the mcp extra is not installed: skipped)")
+        return 0
+    command = [sys.executable, "-m", "workspace_tools", "serve", "--read-only"]
+    command += ["--root", str(root), "--http", "127.0.0.1:0"]
+    env = {k: v for k, v in os.environ.items() if k != "WORKSPACE_TOOLS_TOKEN"}
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert server.stdout is not None
+        url = (await anyio.to_thread.run_sync(server.stdout.readline)).removeprefix("serving ")
+        token = (await anyio.to_thread.run_sync(server.stdout.readline)).removeprefix("token ")
+        if not url.startswith("http://127.0.0.1:") or not token.strip():
+            printer.line("  ✗ the server did not start")
+            return 1
+        printer.line("  workspace-tools serve --http 127.0.0.1:0 --read-only (a bearer token)")
+        remote = {t.name: t for t in RemoteWorkspace(url.strip(), token.strip()).tools}
+        step = DemoStep("list_files", {"path": "."}, "")
+        result, _ = await _run_step(remote["list_files"], step, "demo-served", printer)
+        local = await invoke_tool(list_files, step.arguments, call_id="demo-served")
+        same = result.model_text() == local.model_text() and to_jsonable_python(
+            result.details
+        ) == to_jsonable_python(local.details)
+        printer.line(f"  the same answer as in process: {'yes' if same else 'no'}")
+        return 0 if same else 1
+    finally:
+        server.terminate()
+        try:
+            await anyio.to_thread.run_sync(partial(server.wait, 30))
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
 
 
 def _last_output_line(result: ToolResult) -> str:
