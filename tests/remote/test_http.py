@@ -237,12 +237,20 @@ def test_a_server_gone_mid_call_is_an_error_result_not_a_hang(tmp_path: Path) ->
 def test_token_from_the_environment_and_flags_as_over_stdio(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"x\n")
     env = {"WORKSPACE_TOOLS_TOKEN": "s3cret-token"}
-    with serve(tmp_path, "--read-only", "--deny", "grep", env=env, token_line=False) as server:
+    flags = ("--read-only", "--deny", "grep", "--ask", "glob")
+    with serve(tmp_path, *flags, env=env, token_line=False) as server:
         remote = RemoteWorkspace(server.url, "s3cret-token")
         by_name = {t.name: t for t in remote.tools}
         assert invoke_tool_sync(by_name["read_file"], {"path": "a.txt"}).content == "     1\tx"
         denied = invoke_tool_sync(by_name["grep"], {"pattern": "x"})
         assert denied.error_code is ErrorCode.PERMISSION_DENIED, denied
+        # An ask goes to the client by elicitation; this client cannot ask anyone.
+        asked = invoke_tool_sync(by_name["glob"], {"pattern": "*"})
+        assert (asked.error_code, asked.error) == (
+            ErrorCode.PERMISSION_DENIED,
+            "Not run: the user declined this glob call: the MCP client cannot ask the user "
+            "(no elicitation)",
+        )
         unserved = invoke_tool_sync(by_name["write_file"], {"path": "b.txt", "content": "y"})
         assert unserved.error_code is ErrorCode.TOOL_ERROR
         assert unserved.error.startswith("Unknown tool 'write_file'; available: read_file, ")

@@ -164,27 +164,19 @@ class RemoteWorkspace:
             # Only what the caller gave: the server fills in its own defaults.
             arguments = args.model_dump(mode="json", exclude_unset=True)
             attempts = 1 + (max(0, self.retries) if read_only else 0)
-            for attempt in range(attempts):
+            attempt = 0
+            while True:
                 try:
-                    result = await self._call(name, arguments, context)
+                    return _output(await self._call(name, arguments, context))
                 except _Unavailable as exc:
-                    if attempt + 1 < attempts:
-                        await anyio.sleep(0.2 * 2**attempt)
+                    attempt += 1
+                    if attempt < attempts:
+                        await anyio.sleep(0.2 * 2 ** (attempt - 1))
                         continue
-                    tried = f" (tried {attempts} times)" if attempts > 1 else ""
-                    if not exc.sent:
-                        may_have_run = "; the call did not run"
-                    elif read_only:
-                        may_have_run = ""
-                    else:
-                        may_have_run = "; the call may or may not have run: check first"
                     raise ToolError(
-                        f"The workspace server at {self.url} is unavailable{tried}: "
-                        f"{exc}{may_have_run}",
+                        _unavailable_text(self.url, exc, attempts, read_only),
                         ErrorCode.WORKSPACE_UNAVAILABLE,
                     ) from None
-                return _output(result)
-            raise AssertionError("unreachable")  # pragma: no cover
 
         return execute
 
@@ -253,7 +245,7 @@ class RemoteWorkspace:
                                 types.ClientRequest(request),
                                 types.CallToolResult,
                                 request_read_timeout_seconds=timedelta(seconds=self.call_timeout),
-                                progress_callback=no_progress,
+                                progress_callback=no_progress if context.reports_progress else None,
                             )
                         )
                         tg.cancel_scope.cancel()
@@ -271,6 +263,19 @@ class RemoteWorkspace:
             if not answer:
                 raise _failure(exc, bool(sent)) from None
         return answer[0]
+
+
+def _unavailable_text(url: str, exc: _Unavailable, attempts: int, read_only: bool) -> str:
+    """What the model reads when the server could not answer: why, how often it was tried,
+    and whether the call may have run (a write that may have landed must be checked)."""
+    tried = f" (tried {attempts} times)" if attempts > 1 else ""
+    if not exc.sent:
+        outcome = "; the call did not run"
+    elif read_only:
+        outcome = ""
+    else:
+        outcome = "; the call may or may not have run: check first"
+    return f"The workspace server at {url} is unavailable{tried}: {exc}{outcome}"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
