@@ -291,3 +291,15 @@ def test_the_result_meta_is_json(served: Served) -> None:
     # Everything _meta carries went through JSON: what a non-Python client reads.
     result = invoke_tool_sync(RemoteWorkspace(served.url, served.token).tools[0], {"path": "a.txt"})
     assert json.loads(json.dumps(result.details)) == result.details
+
+
+@pytest.mark.anyio
+async def test_remote_calls_run_on_either_event_loop(served: Served) -> None:
+    remote = RemoteWorkspace(served.url, served.token)
+    read = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+    assert read.content == "     1\talpha\n     2\tbeta"
+    stopped = await invoke_tool(remote.tools[-1], {"command": "sleep 30"}, timeout=1.0)
+    assert (stopped.error_code, stopped.error) == (
+        ErrorCode.TOOL_TIMEOUT,
+        "run_command timed out after 1 s",
+    )
