@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import tarfile
@@ -18,8 +19,16 @@ import pytest
 from tests._waiting import wait_until
 from tests.remote._calls import CODES, SEVEN, comparable, populate, run_all
 from tests.remote._served import processes_with_argument, wait_gone
-from workspace_tools import ErrorCode, ToolResult, ToolSession, invoke_tool, invoke_tool_sync
+from workspace_tools import (
+    ErrorCode,
+    ToolResult,
+    ToolSession,
+    invoke_tool,
+    invoke_tool_sync,
+    tool,
+)
 from workspace_tools import workspace_tools as local_workspace_tools
+from workspace_tools.tools.read_file import ReadFileArgs
 
 ray = pytest.importorskip("ray", reason="ray is not installed (the [ray] extra)")
 from workspace_tools.adapters.ray import RayWorkspace, run_episodes  # noqa: E402
@@ -189,3 +198,27 @@ def test_run_episodes_gives_each_its_own_workspace(project: Path, tmp_path: Path
     ]
     assert len(set(roots)) == len(sources), roots
     assert [Path(root).exists() for root in roots] == [False] * len(sources)
+
+
+def test_an_error_raised_in_the_actor_is_a_tool_error_and_the_actor_lives_on(
+    project: Path,
+) -> None:
+    workspace = RayWorkspace(project, actor_options=SMALL)
+    try:
+        # A tool the actor does not hold: its method raises KeyError, the actor stays up.
+        unknown = tool(
+            name="unknown_tool",
+            description="not served",
+            parameters=ReadFileArgs,
+            execute=lambda args, context: None,
+        )
+        routed = dataclasses.replace(unknown, execute=workspace._execute(unknown))
+        failed = invoke_tool_sync(routed, {"path": "README.md"})
+        assert (failed.error_code, failed.error) == (
+            ErrorCode.TOOL_ERROR,
+            f"The workspace {workspace.label} failed the call: KeyError: 'unknown_tool'",
+        )
+        after = invoke_tool_sync(workspace.tools[0], {"path": "README.md", "limit": 1})
+        assert after.error is None, after.error
+    finally:
+        workspace.close()

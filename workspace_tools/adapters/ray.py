@@ -12,10 +12,10 @@ Placement is Ray's: pass ``num_cpus``, ``resources``, ``scheduling_strategy`` (`
 or a placement group strategy) in ``actor_options``. :func:`run_episodes` runs N episodes,
 each with its own workspace, spread over the cluster.
 
-An actor that died (killed, its node lost, out of memory) makes the call an error result,
-``WORKSPACE_UNAVAILABLE`` naming the actor; :meth:`RayWorkspace.recreate` starts a new one
-from the same source. Ray schedules; it does not isolate: ``sandbox=True`` confines each
-call inside the actor (see :mod:`sandbox`).
+An actor that died (killed, its node lost) or could not answer (out of memory, a crashed
+worker) makes the call an error result, ``WORKSPACE_UNAVAILABLE`` naming the actor;
+:meth:`RayWorkspace.recreate` starts a new one from the same source. Ray schedules; it
+does not isolate: ``sandbox=True`` confines each call inside the actor (see :mod:`sandbox`).
 """
 
 from __future__ import annotations
@@ -280,6 +280,16 @@ class RayWorkspace:
                 ) from None
             except ray.exceptions.RayActorError as exc:
                 raise ToolError(_death(self.label, exc), ErrorCode.WORKSPACE_UNAVAILABLE) from None
+            except ray.exceptions.RayTaskError as exc:  # the actor's method raised; it lives on
+                raise ToolError(
+                    f"The workspace {self.label} failed the call: {_last_line(exc)}",
+                    ErrorCode.TOOL_ERROR,
+                ) from None
+            except ray.exceptions.RayError as exc:  # out of memory, a crashed worker, a lost node
+                raise ToolError(
+                    f"The workspace {self.label} could not answer: {_last_line(exc)}",
+                    ErrorCode.WORKSPACE_UNAVAILABLE,
+                ) from None
             if result.error is not None:
                 code = result.error_code or ErrorCode.TOOL_ERROR
                 raise ToolError(result.error, code, details=result.details)
@@ -303,12 +313,18 @@ def _items(stream: Any, timeout: float) -> Iterator[Any]:
         yield ray.get(ref, timeout=timeout)
 
 
+def _last_line(exc: BaseException) -> str:
+    """The last line of Ray's error text: the exception that ended a remote traceback."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
 def _death(label: str, exc: BaseException) -> str:
     """What the model reads when the actor is gone: that it could not start and why (the
     exception its creation raised), or that it died, Ray's reason, and what to do."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     if lines and "error raised in its creation task" in lines[0]:
-        return f"The workspace {label} could not start: {lines[-1]}"
+        return f"The workspace {label} could not start: {_last_line(exc)}"
     reason = [line for line in lines if line.startswith("The actor is dead because")]
     said = " ".join(line.rstrip(".") + "." for line in [*lines[:1], *reason[:1]])
     said = said.rstrip(".") or type(exc).__name__
