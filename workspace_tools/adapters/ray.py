@@ -56,6 +56,10 @@ CALL_TIMEOUT = 900.0
 """Seconds a call may take before it is given up, an actor still pending for resources
 included (the workspace's own timeouts normally end a call first)."""
 
+CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`RayWorkspace.close` waits for the actor to remove its root (an actor
+still pending for resources has none) before it kills the actor anyway."""
+
 Source = str | os.PathLike[str] | bytes | None
 """Where a workspace's files come from: a directory (copied), an archive file
 (a tar archive, compressed or not, or a zip: extracted), the bytes of a tar archive (sent with the
@@ -249,7 +253,7 @@ class RayWorkspace:
         """Remove the root it made and stop the actor (an actor already dead is fine)."""
         # A dead actor has nothing left to clean; one not answering cannot clean.
         with contextlib.suppress(ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-            ray.get(self.handle.close.remote(), timeout=self.call_timeout)
+            ray.get(self.handle.close.remote(), timeout=CLOSE_TIMEOUT)
         ray.kill(self.handle, no_restart=True)
 
     def _execute(self, local: Tool[Any]) -> Any:
