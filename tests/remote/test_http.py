@@ -34,8 +34,10 @@ from workspace_tools import (
 )
 from workspace_tools._output import ImagePart
 from workspace_tools.adapters.mcp import META_PREFIX
+from workspace_tools.adapters.mcp_http import parse_address
 from workspace_tools.adapters.openai import openai_responses_output, openai_responses_tool
 from workspace_tools.adapters.remote import RemoteWorkspace
+from workspace_tools.cli._main import build_parser
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +305,20 @@ async def test_remote_calls_run_on_either_event_loop(served: Served) -> None:
         ErrorCode.TOOL_TIMEOUT,
         "run_command timed out after 1 s",
     )
+
+
+def test_serve_listens_on_this_machine_only_unless_told() -> None:
+    assert build_parser().parse_args(["serve"]).http == "127.0.0.1:8765"
+
+
+@pytest.mark.parametrize(
+    ("address", "parsed"),
+    [
+        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
+        ("0.0.0.0:0", ("0.0.0.0", 0)),
+        ("[::1]:9000", ("::1", 9000)),
+        ("localhost:65535", ("localhost", 65535)),
+    ],
+)
+def test_http_addresses(address: str, parsed: tuple[str, int]) -> None:
+    assert parse_address(address) == parsed
