@@ -93,7 +93,7 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         (
             ["frobnicate"],
             "workspace-tools: error: argument command: invalid choice: 'frobnicate' "
-            "(choose from 'call', 'mcp', 'schema', 'demo', 'checkpoints', 'restore')",
+            "(choose from 'call', 'mcp', 'serve', 'schema', 'demo', 'checkpoints', 'restore')",
         ),
         (["--bogus"], "workspace-tools: error: unrecognized arguments: --bogus"),
         (
@@ -258,7 +258,7 @@ def test_bare_command_prints_the_usage_with_exit_code_2(
     assert captured.err == build_parser().format_help()
     assert captured.err.startswith(
         "usage: workspace-tools [-h] [--version]\n"
-        "                       {call,mcp,schema,demo,checkpoints,restore} ...\n"
+        "                       {call,mcp,serve,schema,demo,checkpoints,restore} ...\n"
     )
 
 

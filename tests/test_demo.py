@@ -174,3 +174,25 @@ def test_warm_index_step_reads_fewer_files_for_the_same_results(tmp_path: Path) 
     holding = [p for p in root.rglob("*") if p.is_file() and b"total_value" in p.read_bytes()]
     assert (matches, read) == (6, len(holding)), line
     assert files > read, line
+
+
+def test_served_step_lists_the_workspace_over_http_as_in_process(tmp_path: Path) -> None:
+    import io
+
+    import anyio
+
+    from workspace_tools.cli._demo import _Printer, _served_step
+    from workspace_tools.tools import workspace_tools
+
+    (tmp_path / "a.txt").write_text("x\n")
+    out = io.StringIO()
+    list_files = workspace_tools(tmp_path)[3]
+    failed = anyio.run(_served_step, tmp_path, list_files, _Printer(out), 11)
+    assert (failed, out.getvalue()) == (
+        0,
+        "\n11. serve the workspace over HTTP on 127.0.0.1 and call it remotely\n"
+        "  workspace-tools serve --http 127.0.0.1:0 --read-only (a bearer token)\n"
+        "● List files [folder] .\n"
+        "  a.txt\n"
+        "  the same answer as in process: yes\n",
+    )

@@ -12,6 +12,9 @@ class ErrorCode(str, Enum):
     A caller branches on the code; the model reads only the message. ``DISK_FULL``: a
     write found no space left on the device or a disk quota exceeded (the file is left as
     it was); ``FILE_TOO_LARGE`` is for a size over a limit of the tool or the process.
+    ``WORKSPACE_UNAVAILABLE``: a remote workspace (an HTTP server, a Ray actor) could not be
+    reached, or the connection or the actor was lost during the call, which may or may not
+    have run.
     """
 
     INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
@@ -33,6 +36,7 @@ class ErrorCode(str, Enum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
     SANDBOX_ERROR = "SANDBOX_ERROR"
+    WORKSPACE_UNAVAILABLE = "WORKSPACE_UNAVAILABLE"
 
     def __str__(self) -> str:
         return self.value

@@ -13,6 +13,12 @@ where in a ``tools/call`` result:
 
 Progress (``notifications/progress``) is sent for each ``context.update`` when the client
 sent a ``progressToken``: ``progress`` counts the updates, ``message`` is the update's text.
+
+Content the blocks cannot carry whole (text cut at the result limit, JSON that is not an
+object, ``None``, media content with files) also goes under ``_meta`` (``content``), and
+media content the blocks do carry is marked (``contentType``: ``tool-content``), so a
+client such as :class:`workspace_tools.adapters.remote.RemoteWorkspace` rebuilds the exact
+result.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel, Field
 
 from workspace_tools import __version__
-from workspace_tools._output import ImagePart, ToolContent
+from workspace_tools._output import ImagePart, TextPart, ToolContent
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
@@ -52,6 +58,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 META_PREFIX = "dev.agent-workspace-tools/"
 """Namespace of this package's ``_meta`` keys (MCP reserves prefixes naming MCP itself)."""
+
+DISCONNECTED = "workspace_tools.disconnected"
+"""The ASGI scope key of an :class:`anyio.Event` an HTTP transport sets when the client of a
+request went away (see :mod:`workspace_tools.adapters.mcp_http`): its call is cancelled."""
 
 
 def mcp_tool(tool: Tool[Any]) -> types.Tool:
@@ -98,12 +108,62 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
     ]
     media = isinstance(result.content, ToolContent)
     structured = None if result.is_error or media else jsonable(result.content)
+    if not result.is_error and not _blocks_carry_content(result, structured):
+        meta[META_PREFIX + "content"] = jsonable(result.content)
+    elif media:
+        meta[META_PREFIX + "contentType"] = "tool-content"
     return types.CallToolResult(
         content=blocks,
         structuredContent=structured if isinstance(structured, dict) else None,
         isError=result.is_error,
         _meta=meta or None,
     )
+
+
+def _blocks_carry_content(result: ToolResult, structured: Any) -> bool:
+    """Whether a client rebuilds ``result.content`` exactly from the blocks: a whole string
+    (its one text block) or an object (``structuredContent``). Media content is rebuilt
+    from its blocks when they are its parts whole (text not cut, no file parts); it is
+    marked so under ``_meta`` (``contentType``), lest one text part read as a string."""
+    content = result.content
+    if isinstance(structured, dict):
+        return True
+    if isinstance(content, str):
+        return len(content) <= result.max_result_length
+    if isinstance(content, ToolContent):
+        return all(
+            isinstance(part, ImagePart)
+            or (isinstance(part, TextPart) and len(part.text) <= result.max_result_length)
+            for part in content.parts
+        )
+    return False
+
+
+def _disconnected(request: Any) -> anyio.Event | None:
+    """The :data:`DISCONNECTED` event of the HTTP request a call came in (the request
+    context's Starlette request); ``None`` over stdio."""
+    scope = getattr(request, "scope", None)
+    event = scope.get(DISCONNECTED) if isinstance(scope, dict) else None
+    return event if isinstance(event, anyio.Event) else None
+
+
+async def _unless_disconnected(
+    gone: anyio.Event | None, call: Callable[[], Awaitable[ToolResult]]
+) -> ToolResult | None:
+    """``call()``, cancelled (``None``) when ``gone`` is set first: nobody awaits it."""
+    if gone is None:
+        return await call()
+    outcome: list[ToolResult] = []
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        await gone.wait()
+        scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch, tg.cancel_scope)
+        outcome.append(await call())
+        tg.cancel_scope.cancel()
+    return outcome[0] if outcome else None
 
 
 class _UpdateRelay:
@@ -212,15 +272,25 @@ def create_server(
         ctx = server.request_context
         call_id = f"mcp-{ctx.request_id}"
         token = ctx.meta.progressToken if ctx.meta is not None else None
-        if token is None:
-            return mcp_result(await run(chosen, arguments, call_id, None))
-        wake, wakeups = anyio.create_memory_object_stream[None](math.inf)
-        async with anyio.create_task_group() as tg, wake, BlockingPortal() as portal:
-            relay = _UpdateRelay(wake, portal)
-            tg.start_soon(_send_progress, wakeups, relay, ctx.session, token, ctx.request_id)
-            result = await run(chosen, arguments, call_id, relay)
-            # Leaving the block stops the portal (its scheduled wake-ups run), then closes the
-            # stream, so the progress task sends what is left before the result goes out.
+
+        async def run_call() -> ToolResult:
+            if token is None:
+                return await run(chosen, arguments, call_id, None)
+            wake, wakeups = anyio.create_memory_object_stream[None](math.inf)
+            async with anyio.create_task_group() as tg, wake, BlockingPortal() as portal:
+                relay = _UpdateRelay(wake, portal)
+                tg.start_soon(_send_progress, wakeups, relay, ctx.session, token, ctx.request_id)
+                result = await run(chosen, arguments, call_id, relay)
+                # Leaving the block stops the portal (its scheduled wake-ups run), then closes
+                # the stream, so the progress task sends what is left before the result.
+            return result
+
+        result = await _unless_disconnected(_disconnected(ctx.request), run_call)
+        if result is None:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text="The client disconnected")],
+                isError=True,
+            )
         return mcp_result(result)
 
     return server

@@ -6,19 +6,22 @@ explores it, runs the tests, fixes the bug with one edit, writes a changelog, ru
 again, repeats the run inside the sandbox, shows the sandbox refusing to plant a git
 hook that the host would run later and a fork loop stopping at the process cap, and starts,
 reads and stops a background process; a command in a session with checkpoints changes
-files and undo brings them back; a grep again reads only the files a warm index names.
+files and undo brings them back; a grep again reads only the files a warm index names;
+and it serves the copy over HTTP on 127.0.0.1 to list it through ``RemoteWorkspace``.
 With ``--root PATH`` it explores a copy of any directory instead and edits only a file it
 wrote itself.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -292,6 +295,7 @@ async def _drive(
     failed += await _undo_command(root, written, printer, number + 1)
     failed += await _background_process(root, printer, number + 2)
     failed += await _warm_index(root, printer, number + 3)
+    failed += await _served_step(root, by_name["list_files"], printer, number + 4)
     return failed
 
 
@@ -446,6 +450,50 @@ def _tree_state(root: Path) -> dict[str, tuple[int, bytes]]:
         for path in root.rglob("*")
         if path.is_file() and not path.is_symlink() and ".git" not in path.parts
     }
+
+
+async def _served_step(root: Path, list_files: Tool[Any], printer: _Printer, number: int) -> int:
+    """Serve the workspace over HTTP on 127.0.0.1 (``workspace-tools serve``, read-only,
+    with the token it makes) and list it through :class:`RemoteWorkspace`; returns 1 when
+    the answer differs from the one in process."""
+    printer.line(f"\n{number}. serve the workspace over HTTP on 127.0.0.1 and call it remotely")
+    try:
+        from workspace_tools.adapters.remote import RemoteWorkspace
+    except ImportError:
+        printer.line("  (the mcp extra is not installed: skipped)")
+        return 0
+    command = [sys.executable, "-m", "workspace_tools", "serve", "--read-only"]
+    command += ["--root", str(root), "--http", "127.0.0.1:0"]
+    env = {k: v for k, v in os.environ.items() if k != "WORKSPACE_TOOLS_TOKEN"}
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert server.stdout is not None
+        url = (await anyio.to_thread.run_sync(server.stdout.readline)).removeprefix("serving ")
+        token = (await anyio.to_thread.run_sync(server.stdout.readline)).removeprefix("token ")
+        if not url.startswith("http://127.0.0.1:") or not token.strip():
+            printer.line("  ✗ the server did not start")
+            return 1
+        printer.line("  workspace-tools serve --http 127.0.0.1:0 --read-only (a bearer token)")
+        remote = {t.name: t for t in RemoteWorkspace(url.strip(), token.strip()).tools}
+        step = DemoStep("list_files", {"path": "."}, "")
+        result, _ = await _run_step(remote["list_files"], step, "demo-served", printer)
+        local = await invoke_tool(list_files, step.arguments, call_id="demo-served")
+        same = result.model_text() == local.model_text() and to_jsonable_python(
+            result.details
+        ) == to_jsonable_python(local.details)
+        printer.line(f"  the same answer as in process: {'yes' if same else 'no'}")
+        return 0 if same else 1
+    finally:
+        server.terminate()
+        try:
+            await anyio.to_thread.run_sync(partial(server.wait, 30))
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
 
 
 def _last_output_line(result: ToolResult) -> str:

@@ -1,5 +1,5 @@
-"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``schema``, ``demo``, and
-``checkpoints`` and ``restore`` for the checkpoints an MCP server kept."""
+"""The ``workspace-tools`` command line: ``call``, ``mcp``, ``serve``, ``schema``, ``demo``,
+and ``checkpoints`` and ``restore`` for the checkpoints an MCP server kept."""
 
 from __future__ import annotations
 
@@ -239,10 +239,40 @@ def _workspace_tools(
     return [t for t in tools if t.read_only] if read_only else tools
 
 
-def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
-    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
-    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
-    from workspace_tools.adapters.mcp import create_server, elicitation_confirm, serve_stdio
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags ``mcp`` and ``serve`` share: root, sandbox, read-only, checkpoints, policy."""
+    parser.add_argument("--root", default=".", help="workspace root (default: current directory)")
+    _add_sandbox_arguments(parser, "run every call in the sandbox")
+    parser.add_argument("--read-only", action="store_true", help="serve only read-only tools")
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoint around writing calls (by default each one records the files "
+        "it changed, so they can be undone)",
+    )
+    parser.add_argument(
+        "--undo-tool",
+        action="store_true",
+        help="also serve an 'undo' tool: the model can undo the last call that changed files "
+        "(through the policy like any call)",
+    )
+    add_policy_arguments(parser)
+    parser.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="keep the checkpoints in DIR (outside the root) after the server exits, for "
+        "'workspace-tools checkpoints DIR' and 'workspace-tools restore DIR STEP'",
+    )
+
+
+def _mcp_server(args: argparse.Namespace) -> Any:
+    """The MCP server of ``mcp`` and ``serve``: the tools over ``--root`` (sandboxed,
+    read-only) and, with policy flags, a session whose asks go to the client by elicitation.
+
+    Raises:
+        UsageError: a root, sandbox or policy rule that cannot be used.
+    """
+    from workspace_tools.adapters.mcp import create_server, elicitation_confirm
 
     enabled = not args.no_checkpoints and not args.read_only
     for flag, given in (("--undo-tool", args.undo_tool), ("--checkpoint-dir", args.checkpoint_dir)):
@@ -286,6 +316,15 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
         server = create_server(served, call=calls, instructions=instructions)
     else:
         server = create_server(tools, instructions=instructions)
+    return server
+
+
+def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``mcp`` subcommand: serve the tools over stdio until the client disconnects
+    (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
+    from workspace_tools.adapters.mcp import serve_stdio
+
+    server = _mcp_server(args)
     try:
         anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
@@ -332,6 +371,44 @@ def run_restore(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if result.conflicts and not (result.applied or result.dry_run) else 0
 
 
+def run_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """The ``serve`` subcommand: the ``mcp`` server over streamable HTTP on ``--http``,
+    behind a bearer token (``$WORKSPACE_TOOLS_TOKEN``, else a new one printed). The first
+    line of ``out`` is ``serving URL``, then ``token TOKEN`` when it was generated; the
+    server runs until SIGINT or SIGTERM (exit code 0).
+
+    Raises:
+        UsageError: a bad ``--http`` address, or one that cannot be bound.
+    """
+    from workspace_tools.adapters.mcp_http import (
+        TOKEN_ENV,
+        bind,
+        mcp_url,
+        new_token,
+        parse_address,
+        serve_http,
+    )
+
+    try:
+        host, port = parse_address(args.http)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    server = _mcp_server(args)
+    token = os.environ.get(TOKEN_ENV) or None
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise UsageError(f"--http {args.http}: cannot listen there: {exc.strerror or exc}") from exc
+    with sock:
+        out.write(f"serving {mcp_url(sock)}\n")
+        if token is None:
+            token = new_token()
+            out.write(f"token {token}\n")
+        out.flush()
+        anyio.run(serve_http, server, token, sock)
+    return 0
+
+
 def run_schema(args: argparse.Namespace, out: TextIO) -> int:
     """The ``schema`` subcommand: print the tool definitions for a provider as JSON."""
     from workspace_tools.adapters.export import tool_definitions
@@ -372,29 +449,22 @@ def build_parser() -> argparse.ArgumentParser:
     call.set_defaults(handler=run_call)
 
     mcp = sub.add_parser("mcp", help="serve the tools to an MCP client over stdio")
-    mcp.add_argument("--root", default=".", help="workspace root (default: current directory)")
-    _add_sandbox_arguments(mcp, "run every call in the sandbox")
-    mcp.add_argument("--read-only", action="store_true", help="serve only read-only tools")
-    mcp.add_argument(
-        "--no-checkpoints",
-        action="store_true",
-        help="take no checkpoint around writing calls (by default each one records the files "
-        "it changed, so they can be undone)",
-    )
-    mcp.add_argument(
-        "--undo-tool",
-        action="store_true",
-        help="also serve an 'undo' tool: the model can undo the last call that changed files "
-        "(through the policy like any call)",
-    )
-    add_policy_arguments(mcp)
-    mcp.add_argument(
-        "--checkpoint-dir",
-        metavar="DIR",
-        help="keep the checkpoints in DIR (outside the root) after the server exits, for "
-        "'workspace-tools checkpoints DIR' and 'workspace-tools restore DIR STEP'",
-    )
+    _add_server_arguments(mcp)
     mcp.set_defaults(handler=run_mcp)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve the tools to MCP clients over streamable HTTP, behind a bearer token",
+    )
+    serve.add_argument(
+        "--http",
+        default="127.0.0.1:8765",
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:8765, this machine only; port 0 picks one). "
+        "The token comes from $WORKSPACE_TOOLS_TOKEN, else a new one is printed",
+    )
+    _add_server_arguments(serve)
+    serve.set_defaults(handler=run_serve)
 
     schema = sub.add_parser("schema", help="print the tool definitions as JSON")
     schema.add_argument("--format", choices=SCHEMA_FORMATS, default="mcp", help="whose format")

@@ -1,0 +1,214 @@
+"""Serve an MCP server over the official SDK's streamable HTTP transport, behind a bearer token.
+
+Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of ``mcp``):
+
+- ``/mcp``: the MCP endpoint (streamable HTTP, stateful sessions, so a policy's ``ask`` can
+  reach the person behind the client by elicitation). Every request must carry
+  ``Authorization: Bearer <token>``; without it, or with another token, the answer is 401
+  (the SDK's ``BearerAuthBackend`` and ``RequireAuthMiddleware``).
+- ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
+  liveness probes; it says nothing about the workspace.
+
+A ``tools/call`` whose HTTP connection goes away before its answer is cancelled on the
+server (``run_command`` then stops its process tree): a client that died must not leave
+work running for nobody.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import secrets
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from workspace_tools import __version__
+from workspace_tools.adapters._common import missing_extra
+from workspace_tools.adapters.mcp import DISCONNECTED
+
+try:
+    import uvicorn
+    from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.types import Message, Receive, Scope, Send
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise missing_extra("mcp", "mcp") from exc
+
+TOKEN_ENV = "WORKSPACE_TOOLS_TOKEN"
+"""The environment variable ``workspace-tools serve`` takes its bearer token from."""
+
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/health"
+
+
+def new_token() -> str:
+    """A fresh bearer token: 32 random bytes, URL-safe base64 (43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+class StaticTokenVerifier:
+    """The SDK's ``TokenVerifier`` for one shared secret, compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        if not token:
+            raise ValueError("the bearer token must not be empty")
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """An ``AccessToken`` for the right token, ``None`` (so 401) for any other."""
+        if not hmac.compare_digest(token.encode(), self._token):
+            return None
+        return AccessToken(token=token, client_id="workspace-tools", scopes=[])
+
+
+class _DisconnectWatch:
+    """Sets the scope's :data:`DISCONNECTED` event when the server reads ``http.disconnect``
+    (the SSE response listens for it), so a call handler can stop work nobody awaits."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        event = anyio.Event()
+        scope[DISCONNECTED] = event
+
+        async def watched() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                event.set()
+            return message
+
+        try:
+            await self.app(scope, watched, send)
+        finally:
+            # The response is over; whatever still waits on the request is not awaited.
+            event.set()
+
+
+def create_http_app(
+    server: Server[Any, Any], token: str, *, session_idle_timeout: float = 30 * 60
+) -> Starlette:
+    """The ASGI application serving ``server`` at :data:`MCP_PATH` behind ``token``, with
+    :data:`HEALTH_PATH` open.
+
+    Args:
+        server: a low-level MCP server (:func:`workspace_tools.adapters.mcp.create_server`).
+        token: the bearer token every MCP request must carry.
+        session_idle_timeout: seconds after which an MCP session nobody used is closed.
+
+    Raises:
+        ValueError: an empty token.
+    """
+    verifier = StaticTokenVerifier(token)
+    manager = StreamableHTTPSessionManager(server, session_idle_timeout=session_idle_timeout)
+
+    async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        await manager.handle_request(scope, receive, send)
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "server": "workspace-tools", "version": __version__})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(
+        routes=[
+            Route(HEALTH_PATH, health, methods=["GET"]),
+            # A Route, not a Mount: a Mount answers POST /mcp with a redirect to /mcp/.
+            Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(mcp_endpoint, []))),
+        ],
+        middleware=[Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier))],
+        lifespan=lifespan,
+    )
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``"127.0.0.1:8765"`` -> ``("127.0.0.1", 8765)``; ``"[::1]:0"`` for IPv6; port 0
+    picks a free port.
+
+    Raises:
+        ValueError: no port, or a port that is not 0-65535.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"--http {address}: give HOST:PORT, e.g. 127.0.0.1:8765")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--http {address}: the port must be a number from 0 to 65535")
+    return host, int(port)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (so port 0's choice is known before the
+    server starts).
+
+    Raises:
+        OSError: the address is in use or not on this machine.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def mcp_url(sock: socket.socket) -> str:
+    """The MCP endpoint's URL for a socket from :func:`bind`."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{MCP_PATH}"
+
+
+class _QuietClosedStream(logging.Filter):
+    """Drops the SDK's traceback for a session's GET stream closed by its own DELETE (the
+    normal end of every client session, not an error)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        closed = record.exc_info is not None and isinstance(
+            record.exc_info[1], anyio.ClosedResourceError
+        )
+        return not (closed and record.getMessage() == "Error in standalone SSE writer")
+
+
+async def serve_http(server: Server[Any, Any], token: str, sock: socket.socket) -> None:
+    """Run ``server`` over streamable HTTP on ``sock`` until SIGINT/SIGTERM; calls in
+    flight are cancelled at shutdown (their processes stopped)."""
+    logger = logging.getLogger("mcp.server.streamable_http")
+    quiet = _QuietClosedStream()
+    logger.addFilter(quiet)
+    try:
+        await _serve(server, token, sock)
+    finally:
+        logger.removeFilter(quiet)
+
+
+async def _serve(server: Server[Any, Any], token: str, sock: socket.socket) -> None:
+    config = uvicorn.Config(
+        create_http_app(server, token),
+        log_level="warning",
+        # Streams of calls in flight would hold a graceful shutdown open indefinitely.
+        timeout_graceful_shutdown=2,
+    )
+    await uvicorn.Server(config).serve(sockets=[sock])
