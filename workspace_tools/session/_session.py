@@ -90,8 +90,9 @@ class ToolSession:
             to choose where the content store lives, whether it is kept and the size cap.
             With a sequence of tools, give them and the session the same :class:`Workspace`,
             so that files a restore brings back count as read by ``edit_file``.
-            Off by default (the CLI's MCP server turns it on). The store is removed with
-            the session (``session.checkpoints.close()`` removes it at once).
+            Off by default (the CLI's MCP server turns it on). The store is removed by
+            :meth:`close` (and so on leaving a ``with`` block), unless kept; otherwise when
+            the session is collected.
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
@@ -175,10 +176,16 @@ class ToolSession:
 
     def close(self) -> None:
         """End what the session owns: its :class:`ShellSession` (the shell and every
-        background process, each whole tree, and the output area). Idempotent; the calls
-        recorded stay readable."""
-        if self.shell is not None:
-            self.shell.close()
+        background process, each whole tree, and the output area) and its checkpoint store
+        (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given). Idempotent;
+        the calls recorded stay readable; a writing call or a restore after it fails (its
+        checkpoint cannot be taken or read)."""
+        try:
+            if self.shell is not None:
+                self.shell.close()
+        finally:
+            if self.checkpoints is not None:
+                self.checkpoints.close()
 
     def __enter__(self) -> ToolSession:
         return self
