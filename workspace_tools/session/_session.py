@@ -46,6 +46,8 @@ from workspace_tools.session._undo import (
     UndoArgs,
     checkpoint_after,
     checkpoint_before,
+    last_change,
+    undo_call,
     undo_tool,
     with_changed_files,
 )
@@ -367,6 +369,9 @@ class ToolSession:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
         own = tool is self._undo_tool
+        undoing = None if self.checkpoints is None else undo_call(call, self._restore_path)
+        if undoing is not None:  # an UndoingTool's undo call: a restore, as the undo tool
+            call, own = undoing, True
         checkpoint = self.checkpoints is not None and not tool.read_only and not own
         if checkpoint:
             refusal = await self._checkpoint_before(index, call)
@@ -475,6 +480,17 @@ class ToolSession:
             raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
         assert self._undo_tool is not None
         return self._undo_tool
+
+    def _restore_path(self, rel: str, dry_run: bool) -> RestoreResult:
+        """The :data:`RestorePath` an :class:`UndoingTool`'s undo call runs with."""
+        assert self.checkpoints is not None
+        step = last_change(self.checkpoints, rel)
+        if step is None:
+            return RestoreResult(step=None, dry_run=dry_run)
+        result = self.restore(step, [rel], dry_run=dry_run)
+        if result.applied:
+            self._changes = (len(self._record.steps), result.files)
+        return result
 
     def _undo_call(self, args: UndoArgs) -> RestoreResult:
         result = self.undo(args.paths, dry_run=args.dry_run, overwrite=args.overwrite)
