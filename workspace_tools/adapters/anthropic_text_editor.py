@@ -21,18 +21,19 @@ Commands, their documented result texts and what this executor does beyond them:
 - ``insert``: the text (``new_str``, or ``insert_text`` as some clients send it) goes after
   line ``insert_line`` (0: at the top), in the file's line-ending style.
 - ``undo_edit`` (versions 20250124 and 20241022 only). In a
-  :class:`~workspace_tools.ToolSession` with ``checkpoints`` (or an MCP server taking
-  checkpoints), it puts the file back as it was before the last step that changed it,
-  whichever tool made that step (``run_command`` included), through the session's
-  checkpoints (``session.restore(step, paths=[path])``): content and mode, a file that step
-  created is removed, one it deleted comes back, and called again it goes one change
-  further back. It runs in this process even in a sandboxed session (the checkpoints live
-  here), and its step lists what it restored in ``changed_files``. A file changed since by
-  something other than the session's steps is not overwritten: ``Error: <path> was changed
-  since this session's last step that changed it; undo_edit left it as it is. ...``
-  (``STALE_FILE``). Without checkpoints, it puts back the file as it was before this tool's
-  last change to it, from a history the tool keeps in memory: lost with the process, none
-  at all for a tool run in a sandbox child, and a file the tool created is not deleted.
+  :class:`~workspace_tools.ToolSession` with ``checkpoints`` (or calls run through
+  :class:`~workspace_tools.session._undo.CheckpointedCalls`), it puts the file back as it
+  was before the last step that changed it, whichever tool made that step (``run_command``
+  included), through the session's checkpoints (``session.restore(step, paths=[path])``):
+  content and mode, a file that step created is removed, one it deleted comes back, and
+  called again it goes one change further back. It runs in this process even in a
+  sandboxed session (the checkpoints live here), and its step lists what it restored in
+  ``changed_files``. A file changed since by something other than the session's steps is
+  not overwritten: ``Error: <path> was changed since this session's last step that
+  changed it (by someone else); undo_edit left it as it is. ...`` (``STALE_FILE``).
+  Without checkpoints, it puts back the file as it was before this tool's last change to
+  it, from a history the tool keeps in memory: lost with the process, none at all for a
+  tool run in a sandbox child, and a file the tool created is not deleted.
 
 Paths are relative to the workspace root, or absolute inside it; outside is refused.
 Failures are :class:`~workspace_tools.ToolError` whose message is the documented text
@@ -192,7 +193,7 @@ def text_editor_tool(
     def undo(args: TextEditorArgs, context: ToolContext, restore: RestorePath) -> object:
         resolved = workspace.resolve(args.path)
         with workspace.file_states.lock(resolved.real):
-            return _undo_checkpointed(workspace, resolved, args.path, restore)
+            return _undo_checkpointed(workspace, resolved, args.path, restore, context)
 
     editor = tool(
         name=name,
@@ -489,7 +490,11 @@ def _undo(
 
 
 def _undo_checkpointed(
-    workspace: Workspace, resolved: ResolvedPath, path: str, restore: RestorePath
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    path: str,
+    restore: RestorePath,
+    context: ToolContext,
 ) -> object:
     """``undo_edit`` through a session's checkpoints: ``path`` as before the last step that
     changed it; refused, changing nothing, when it was changed since by someone else."""
@@ -504,7 +509,8 @@ def _undo_checkpointed(
         raise ToolError(f"Error: No edit history found for {path}.", ErrorCode.NOT_FOUND)
     _check_restorable(preview, path)
     before = _bytes_and_mode(workspace, resolved)
-    _check_restorable(restore(rel, False), path)
+    with context.committing():  # a timed-out undo changes nothing afterwards
+        _check_restorable(restore(rel, False), path)
     after = _bytes_and_mode(workspace, resolved)
     diff, encoding = _undo_diff(resolved.rel, before, after)
     if diff is None:  # binary, or created or deleted: the restore's own diff names it
