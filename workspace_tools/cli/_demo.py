@@ -29,6 +29,7 @@ from pydantic_core import to_jsonable_python
 from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
+from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.session._pipeline import invoke_tool
@@ -292,6 +293,7 @@ async def _drive(
     failed += await _undo_command(root, written, printer, number + 1)
     failed += await _background_process(root, printer, number + 2)
     failed += await _warm_index(root, printer, number + 3)
+    failed += await _text_editor_undo(root, printer, number + 4)
     return failed
 
 
@@ -324,6 +326,35 @@ async def _warm_index(root: Path, printer: _Printer, number: int) -> int:
         return int(result.model_text() != expected.model_text())
     finally:
         index.close()
+
+
+async def _text_editor_undo(root: Path, printer: _Printer, number: int) -> int:
+    """The older Anthropic text editor's ``undo_edit`` in a session with checkpoints: a
+    file the editor created and edited goes back one change at a time, to not existing.
+    Returns 1 when the tree is not as before, else 0."""
+    printer.line(f"\n{number}. the text editor's undo_edit, served from the checkpoints")
+    workspace = Workspace(root)
+    editor = text_editor_tool(workspace, version="20250124")
+    path = "undo-demo.txt"
+    calls = [
+        {"command": "create", "path": path, "file_text": "draft\n"},
+        {"command": "str_replace", "path": path, "old_str": "draft", "new_str": "final"},
+        {"command": "undo_edit", "path": path},
+        {"command": "undo_edit", "path": path},
+    ]
+    with ToolSession([editor], workspace=workspace, checkpoints=True) as session:
+        before = _tree_state(root)
+        failed = 0
+        for arguments in calls:
+            printer.line(_header(editor, arguments))
+            result = await session.call(editor.name, arguments)
+            failed += result.is_error
+            printer.line(f"  {result.model_text().splitlines()[0]}")
+            target = root / path
+            printer.line(f"  {path}: " + (repr(target.read_text()) if target.exists() else "gone"))
+        back = _tree_state(root) == before
+        printer.line(f"  the workspace is {'as before' if back else 'NOT as before'}")
+        return int(failed > 0 or not back)
 
 
 async def _plant_hook(
