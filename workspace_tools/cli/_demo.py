@@ -29,7 +29,6 @@ from pydantic_core import to_jsonable_python
 from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
-from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.session._pipeline import invoke_tool
@@ -333,6 +332,9 @@ async def _text_editor_undo(root: Path, printer: _Printer, number: int) -> int:
     file the editor created and edited goes back one change at a time, to not existing.
     Returns 1 when the tree is not as before, else 0."""
     printer.line(f"\n{number}. the text editor's undo_edit, served from the checkpoints")
+    # Imported here: the command line's start-up loads no adapter (test_imports).
+    from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
+
     workspace = Workspace(root)
     editor = text_editor_tool(workspace, version="20250124")
     path = "undo-demo.txt"
