@@ -17,6 +17,7 @@ from workspace_tools.cli._demo import (
     TICKS_COMMAND,
     _background_process,
     _Printer,
+    _text_editor_undo,
     _warm_index,
     repository_steps,
     sample_project,
@@ -196,3 +197,28 @@ def test_served_step_lists_the_workspace_over_http_as_in_process(tmp_path: Path)
         "  a.txt\n"
         "  the same answer as in process: yes\n",
     )
+
+
+def test_text_editor_undo_step_goes_back_to_no_file(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    shutil.copytree(sample_project(), root)
+    out = io.StringIO()
+    assert anyio.run(_text_editor_undo, root, _Printer(out), 13) == 0
+    assert out.getvalue().splitlines() == [
+        "",
+        "13. the text editor's undo_edit, served from the checkpoints",
+        "● Create file [file-plus] undo-demo.txt",
+        "  File created successfully at: undo-demo.txt",
+        "  undo-demo.txt: 'draft\\n'",
+        "● Edit file [file-pen] undo-demo.txt",
+        "  Successfully replaced text at exactly one location.",
+        "  undo-demo.txt: 'final\\n'",
+        "● Undo edit [undo] undo-demo.txt",
+        "  Last edit to undo-demo.txt undone successfully.",
+        "  undo-demo.txt: 'draft\\n'",
+        "● Undo edit [undo] undo-demo.txt",
+        "  Last edit to undo-demo.txt undone successfully.",
+        "  undo-demo.txt: gone",
+        "  the workspace is as before",
+    ]
+    assert not (root / "undo-demo.txt").exists()

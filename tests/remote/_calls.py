@@ -8,12 +8,20 @@ from typing import Any
 
 from workspace_tools import ErrorCode, ToolResult, invoke_tool_sync
 from workspace_tools.adapters._common import jsonable
+from workspace_tools.tools import TOOL_NAMES
 
 # A 1x1 PNG (red), for read_file's image content.
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
-SEVEN = ["read_file", "write_file", "edit_file", "list_files", "glob", "grep", "run_command"]
+#: The workspace tools a remote root serves, in the order ``workspace_tools`` gives them.
+TOOLS = list(TOOL_NAMES)
+
+
+def named(tools: list[Any], name: str = "run_command") -> Any:
+    """The tool called ``name`` among ``tools``."""
+    return next(t for t in tools if t.name == name)
+
 
 #: The error codes of :func:`calls`' results, in order.
 CODES = [
@@ -33,6 +41,7 @@ CODES = [
     None,
     None,
     ErrorCode.INVALID_ARGUMENTS,
+    None,
     None,
     None,
 ]
@@ -72,6 +81,13 @@ def calls(root: Path) -> list[tuple[str, Any]]:
         ("grep", {"pattern": "(unclosed"}),
         ("run_command", {"command": "cat notes.txt; echo err >&2; exit 3", "cwd": "eq"}),
         ("read_file", {"path": "eq/new/hello.py"}),
+        (
+            "apply_patch",
+            {
+                "patch": "*** Begin Patch\n*** Update File: eq/new/hello.py\n@@\n"
+                "-print('hello')\n+print('patched')\n*** End Patch\n"
+            },
+        ),
     ]
 
 

@@ -19,9 +19,10 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from pydantic_core import to_jsonable_python
 
 from tests._waiting import wait_until
-from tests.remote._calls import CODES, PNG, SEVEN, comparable, populate, run_all
+from tests.remote._calls import CODES, PNG, TOOLS, comparable, named, populate, run_all
 from tests.remote._served import Served, processes_with_argument, serve, wait_gone
 from workspace_tools import (
     ErrorCode,
@@ -44,8 +45,29 @@ from workspace_tools.cli._main import build_parser
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("served")
     (root / "a.txt").write_bytes(b"alpha\nbeta\n")
-    with serve(root) as server:
+    # Without checkpoints a served write's details are exactly the local tool's; with them
+    # (the default) they also list the changed files: see the test of that below.
+    with serve(root, "--no-checkpoints") as server:
         yield server
+
+
+def test_a_served_write_lists_the_files_it_changed_by_default(tmp_path: Path) -> None:
+    local_root = tmp_path / "local"
+    served_root = tmp_path / "served"
+    local_root.mkdir()
+    served_root.mkdir()
+    arguments = {"path": "notes.txt", "content": "one\n"}
+    local = invoke_tool_sync(named(workspace_tools(local_root), "write_file"), arguments)
+    with serve(served_root) as server:
+        remote = RemoteWorkspace(server.url, server.token)
+        written = invoke_tool_sync(named(remote.tools, "write_file"), arguments)
+    assert written.error is None, written.error
+    assert written.details == {
+        **to_jsonable_python(local.details),
+        "changed_files": [
+            {"path": "notes.txt", "change": "created", "type": "file", "restorable": True}
+        ],
+    }
 
 
 def test_remote_workspace_gives_the_local_results(served: Served, tmp_path: Path) -> None:
@@ -55,7 +77,7 @@ def test_remote_workspace_gives_the_local_results(served: Served, tmp_path: Path
     populate(served.root)
     try:
         remote = RemoteWorkspace(served.url, served.token)
-        assert [t.name for t in remote.tools] == SEVEN
+        assert [t.name for t in remote.tools] == TOOLS
         local_tools = workspace_tools(local_root)
         for mine, theirs in zip(remote.tools, local_tools, strict=True):
             assert mine.parameters is theirs.parameters
@@ -76,7 +98,7 @@ def test_remote_workspace_gives_the_local_results(served: Served, tmp_path: Path
             "stdout": "one\r\ntwo\r\nthree\r\n",
             "stderr": "err\n",
         }
-        assert (served.root / "eq/new/hello.py").read_bytes() == b"print('hello')\n"
+        assert (served.root / "eq/new/hello.py").read_bytes() == b"print('patched')\n"
     finally:
         shutil.rmtree(served.root / "eq")
 
@@ -95,7 +117,7 @@ def test_the_official_client_calls_with_the_token(served: Served) -> None:
             return [t.name for t in listed.tools], answer
 
     names, answer = anyio.run(main)
-    assert names == SEVEN
+    assert names == TOOLS
     assert [block.text for block in answer.content] == ["     1\talpha\n     2\tbeta"]
     assert answer.meta[META_PREFIX + "details"]["total_lines"] == 2
     assert answer.meta[META_PREFIX + "presentation"] == {
@@ -132,7 +154,7 @@ def test_health_needs_no_token(served: Served) -> None:
 
 
 def test_progress_reaches_the_remote_caller(served: Served) -> None:
-    run_command = RemoteWorkspace(served.url, served.token).tools[-1]
+    run_command = named(RemoteWorkspace(served.url, served.token).tools)
     updates = []
     command = "for i in 1 2 3; do echo line$i; sleep 0.2; done"
     result = invoke_tool_sync(run_command, {"command": command}, on_update=updates.append)
@@ -144,7 +166,7 @@ def test_progress_reaches_the_remote_caller(served: Served) -> None:
 
 def test_concurrent_clients_each_get_their_answer(served: Served) -> None:
     remote = RemoteWorkspace(served.url, served.token)
-    run_command = remote.tools[-1]
+    run_command = named(remote.tools)
     results: dict[int, ToolResult] = {}
 
     async def one(i: int) -> None:
@@ -177,7 +199,7 @@ def test_session_and_adapters_work_unchanged(served: Served) -> None:
 
 def test_a_cancelled_call_stops_its_command_on_the_server(served: Served) -> None:
     marker = f"{30 + uuid.uuid4().int % 1000 / 1000:.3f}"  # sleep's argument marks it
-    run_command = RemoteWorkspace(served.url, served.token).tools[-1]
+    run_command = named(RemoteWorkspace(served.url, served.token).tools)
     result = invoke_tool_sync(run_command, {"command": f"sleep {marker}"}, timeout=2.0)
     assert result.error_code is ErrorCode.TOOL_TIMEOUT
     wait_gone(marker)
@@ -188,7 +210,8 @@ def test_a_client_killed_mid_call_leaves_no_process(served: Served) -> None:
     script = (
         "import sys; from workspace_tools import invoke_tool_sync; "
         "from workspace_tools.adapters.remote import RemoteWorkspace; "
-        "tool = RemoteWorkspace(sys.argv[1], sys.argv[2]).tools[-1]; "
+        "tools = RemoteWorkspace(sys.argv[1], sys.argv[2]).tools; "
+        "tool = next(t for t in tools if t.name == 'run_command'); "
         f"invoke_tool_sync(tool, {{'command': 'sleep {marker}'}})"
     )
     client = subprocess.Popen([sys.executable, "-c", script, served.url, served.token])
@@ -207,7 +230,7 @@ def test_a_server_gone_mid_call_is_an_error_result_not_a_hang(tmp_path: Path) ->
         outcome: list[ToolResult] = []
         caller = threading.Thread(
             target=lambda: outcome.append(
-                invoke_tool_sync(remote.tools[-1], {"command": f"sleep {marker}"})
+                invoke_tool_sync(named(remote.tools), {"command": f"sleep {marker}"})
             )
         )
         caller.start()
@@ -300,7 +323,7 @@ async def test_remote_calls_run_on_either_event_loop(served: Served) -> None:
     remote = RemoteWorkspace(served.url, served.token)
     read = await invoke_tool(remote.tools[0], {"path": "a.txt"})
     assert read.content == "     1\talpha\n     2\tbeta"
-    stopped = await invoke_tool(remote.tools[-1], {"command": "sleep 30"}, timeout=1.0)
+    stopped = await invoke_tool(named(remote.tools), {"command": "sleep 30"}, timeout=1.0)
     assert (stopped.error_code, stopped.error) == (
         ErrorCode.TOOL_TIMEOUT,
         "run_command timed out after 1 s",

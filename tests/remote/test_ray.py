@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from tests._waiting import wait_until
-from tests.remote._calls import CODES, SEVEN, comparable, populate, run_all
+from tests.remote._calls import CODES, TOOLS, comparable, named, populate, run_all
 from tests.remote._served import processes_with_argument, wait_gone
 from workspace_tools import (
     ErrorCode,
@@ -63,7 +63,7 @@ def test_every_tool_through_an_actor_gives_the_local_results(tmp_path: Path) -> 
     shutil.copytree(source, local_root, symlinks=True)
     workspace = RayWorkspace(source, actor_options=SMALL)
     try:
-        assert [t.name for t in workspace.tools] == SEVEN
+        assert [t.name for t in workspace.tools] == TOOLS
         actor_root = Path(workspace.root())
         assert actor_root != source
         got = run_all(workspace.tools, actor_root)
@@ -73,7 +73,7 @@ def test_every_tool_through_an_actor_gives_the_local_results(tmp_path: Path) -> 
             # The details models themselves cross, not their JSON.
             assert type(remote_result.details) is type(local_result.details)
         assert [r.error_code for r in got] == CODES
-        assert (actor_root / "eq/new/hello.py").read_bytes() == b"print('hello')\n"
+        assert (actor_root / "eq/new/hello.py").read_bytes() == b"print('patched')\n"
         assert not (source / "eq/new").exists()
     finally:
         workspace.close()
@@ -86,7 +86,7 @@ def test_progress_streams_back_from_the_actor(project: Path) -> None:
         updates: list[Any] = []
         command = "for i in 1 2 3; do echo line$i; sleep 0.2; done"
         result = invoke_tool_sync(
-            workspace.tools[-1], {"command": command}, on_update=updates.append
+            named(workspace.tools), {"command": command}, on_update=updates.append
         )
         assert result.content == {"exit_code": 0, "stdout": "line1\nline2\nline3\n", "stderr": ""}
         assert "".join(u.content for u in updates) == "line1\nline2\nline3\n", updates
@@ -107,7 +107,7 @@ def test_a_sandboxed_write_outside_the_root_is_refused_inside_the_actor(
     workspace = RayWorkspace(project, sandbox=True, actor_options=SMALL)
     try:
         command = f"touch {outside}; echo inside > inside.txt; cat inside.txt"
-        result = invoke_tool_sync(workspace.tools[-1], {"command": command})
+        result = invoke_tool_sync(named(workspace.tools), {"command": command})
         assert result.content == {
             "exit_code": 0,
             "stdout": "inside\n",

@@ -36,15 +36,18 @@ def test_the_suite_covers_every_case_it_promises() -> None:
         assert (folder / "expected").is_dir() != (folder / "error.txt").is_file(), name
 
 
+def _copy_input(folder: Path, work: Path) -> None:
+    if (folder / "input").is_dir():
+        shutil.copytree(folder / "input", work)
+    else:  # an empty input tree: git keeps no empty directory
+        work.mkdir()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_scenario(name: str, tmp_path: Path) -> None:
     folder = SCENARIOS / name
     work = tmp_path / "w"
-    # git keeps no empty directory: a scenario without input/ starts from an empty tree.
-    if (folder / "input").is_dir():
-        shutil.copytree(folder / "input", work)
-    else:
-        work.mkdir()
+    _copy_input(folder, work)
     patch = (folder / "patch.txt").read_bytes().decode("utf-8")
     result = call(tools(work)["apply_patch"], patch=patch)
     if (folder / "error.txt").is_file():
@@ -55,7 +58,7 @@ def test_scenario(name: str, tmp_path: Path) -> None:
     assert result.error is None, result.error
     assert tree(work) == tree(folder / "expected")
     scratch = tmp_path / "git"
-    shutil.copytree(folder / "input", scratch)
+    _copy_input(folder, scratch)
     subprocess.run(["git", "init", "-q"], cwd=scratch, check=True)
     expected = tree(folder / "expected")
     for entry in result.details.files:

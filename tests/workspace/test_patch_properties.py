@@ -169,3 +169,6 @@ def test_a_failed_multi_file_patch_leaves_every_file_unchanged(
         )
         now = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
         assert now == before
+        # The directory the Add made is gone again; the others stay.
+        folders = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+        assert folders == [f"d{index}" for index in range(len(contents))]

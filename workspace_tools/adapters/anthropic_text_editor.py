@@ -20,9 +20,20 @@ Commands, their documented result texts and what this executor does beyond them:
   result), keeps tabs, encoding, BOM and line endings, and writes atomically.
 - ``insert``: the text (``new_str``, or ``insert_text`` as some clients send it) goes after
   line ``insert_line`` (0: at the top), in the file's line-ending style.
-- ``undo_edit`` (versions 20250124 and 20241022 only): puts back the file as it was before
-  this tool's last change to it (kept in memory by the tool, so not across processes: a
-  tool run in a sandbox child keeps no history).
+- ``undo_edit`` (versions 20250124 and 20241022 only). In a
+  :class:`~workspace_tools.ToolSession` with ``checkpoints`` (or calls run through
+  :class:`~workspace_tools.session._undo.CheckpointedCalls`), it puts the file back as it
+  was before the last step that changed it, whichever tool made that step (``run_command``
+  included), through the session's checkpoints (``session.restore(step, paths=[path])``):
+  content and mode, a file that step created is removed, one it deleted comes back, and
+  called again it goes one change further back. It runs in this process even in a
+  sandboxed session (the checkpoints live here), and its step lists what it restored in
+  ``changed_files``. A file changed since by something other than the session's steps is
+  not overwritten: ``Error: <path> was changed since this session's last step that
+  changed it (by someone else); undo_edit left it as it is. ...`` (``STALE_FILE``).
+  Without checkpoints, it puts back the file as it was before this tool's last change to
+  it, from a history the tool keeps in memory: lost with the process, none at all for a
+  tool run in a sandbox child, and a file the tool created is not deleted.
 
 Paths are relative to the workspace root, or absolute inside it; outside is refused.
 Failures are :class:`~workspace_tools.ToolError` whose message is the documented text
@@ -44,8 +55,10 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools.session._checkpoints import RestoreResult
+from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import convert_newlines, decode_text, encode_text
-from workspace_tools.text._diff import split_lines
+from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
@@ -137,6 +150,10 @@ def text_editor_tool(
         version: ``20250728`` (default), ``20250429``, ``20250124`` or ``20241022``.
         max_characters: cut ``view`` results to this many characters (as declared).
 
+    The versions with ``undo_edit`` give an :class:`~workspace_tools.session._undo.UndoingTool`:
+    in a session with checkpoints its ``undo_edit`` restores from them (see the module's
+    text); elsewhere from the tool's own history in memory.
+
     Raises:
         ValueError: an unknown version.
     """
@@ -173,7 +190,12 @@ def text_editor_tool(
         label, icon = _LABELS.get(args.command, ("Text editor", "file-pen"))
         return ToolPresentation(label=label, icon=icon, detail=args.path)
 
-    return tool(
+    def undo(args: TextEditorArgs, context: ToolContext, restore: RestorePath) -> object:
+        resolved = workspace.resolve(args.path)
+        with workspace.file_states.lock(resolved.real):
+            return _undo_checkpointed(workspace, resolved, args.path, restore, context)
+
+    editor = tool(
         name=name,
         description=f"Anthropic's text editor (text_editor_{version}) over the workspace.",
         parameters=TextEditorArgs,
@@ -181,6 +203,9 @@ def text_editor_tool(
         presentation=present,
         state=file_tool_state(workspace, locks_file=True),
     )
+    if version not in _UNDO_VERSIONS:
+        return editor
+    return undoing_tool(editor, undoes=lambda args: args.command == "undo_edit", undo=undo)
 
 
 def _written(write: Any) -> None:
@@ -462,3 +487,90 @@ def _undo(
     with lock:
         stack.pop()
     return tool_output(f"Last edit to {path} undone successfully.", details)
+
+
+def _undo_checkpointed(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    path: str,
+    restore: RestorePath,
+    context: ToolContext,
+) -> object:
+    """``undo_edit`` through a session's checkpoints: ``path`` as before the last step that
+    changed it; refused, changing nothing, when it was changed since by someone else."""
+    if os.path.isdir(resolved.real) and not os.path.islink(resolved.real):
+        raise ToolError(
+            f"Error: {path} is a directory; undo_edit undoes the last change to a file.",
+            ErrorCode.IS_A_DIRECTORY,
+        )
+    rel = "" if resolved.rel == "." else resolved.rel
+    preview = restore(rel, True)
+    if preview.step is None:
+        raise ToolError(f"Error: No edit history found for {path}.", ErrorCode.NOT_FOUND)
+    _check_restorable(preview, path)
+    before = _bytes_and_mode(workspace, resolved)
+    with context.committing():  # a timed-out undo changes nothing afterwards
+        _check_restorable(restore(rel, False), path)
+    after = _bytes_and_mode(workspace, resolved)
+    diff, encoding = _undo_diff(resolved.rel, before, after)
+    if diff is None:  # binary, or created or deleted: the restore's own diff names it
+        counts = [line[:1] for line in preview.diff.splitlines() if line[:3] not in ("+++", "---")]
+        diff = TextDiff(preview.diff, counts.count("+"), counts.count("-"))
+    details = TextEditorDetails(
+        command="undo_edit",
+        path=resolved.rel,
+        diff=diff.diff,
+        additions=diff.additions,
+        deletions=diff.deletions,
+        encoding=encoding,
+    )
+    return tool_output(f"Last edit to {path} undone successfully.", details)
+
+
+def _bytes_and_mode(workspace: Workspace, resolved: ResolvedPath) -> tuple[bytes, int] | None:
+    data = read_bytes(workspace.root, resolved.real, resolved.rel)
+    if data is None:
+        return None
+    try:
+        return data, os.lstat(resolved.real).st_mode
+    except OSError as exc:
+        raise os_error(exc, resolved.rel) from exc
+
+
+def _undo_diff(
+    rel: str, before: tuple[bytes, int] | None, after: tuple[bytes, int] | None
+) -> tuple[TextDiff | None, str | None]:
+    """The diff of a text file's content, decoded as the editor decodes it (latin-1 and
+    UTF-16 too), with git's mode lines when the mode changed, and the encoding it is in;
+    ``(None, None)`` when the file was created, deleted or is binary."""
+    if before is None or after is None:
+        return None, None
+    try:
+        old, new = decode_text(before[0]), decode_text(after[0])
+    except ToolError:
+        return None, None
+    diff = text_diff(old.text, new.text, new.format, rel)
+    old_mode, new_mode = (0o100755 if m & 0o111 else 0o100644 for m in (before[1], after[1]))
+    if old_mode == new_mode:
+        return diff, new.format.label
+    first, _, rest = diff.diff.partition("\n")
+    first = first or unified_diff(None, "", rel).diff.partition("\n")[0]
+    text = f"{first}\nold mode {old_mode:06o}\nnew mode {new_mode:06o}\n{rest}"
+    return TextDiff(text, diff.additions, diff.deletions), new.format.label
+
+
+def _check_restorable(result: RestoreResult, path: str) -> None:
+    if result.conflicts and not result.applied:
+        raise ToolError(
+            f"Error: {path} was changed since this session's last step that changed it (by "
+            "someone else); undo_edit left it as it is. View it and make the change you want "
+            "with str_replace.",
+            ErrorCode.STALE_FILE,
+        )
+    if result.not_restorable:
+        raise ToolError(
+            f"Error: Cannot undo the last change to {path}: its content before it was never "
+            "stored (ignored by the ignore rules, or over the size limit); undo_edit left it "
+            "as it is.",
+            ErrorCode.TOOL_ERROR,
+        )

@@ -295,7 +295,8 @@ async def _drive(
     failed += await _undo_command(root, written, printer, number + 1)
     failed += await _background_process(root, printer, number + 2)
     failed += await _warm_index(root, printer, number + 3)
-    failed += await _served_step(root, by_name["list_files"], printer, number + 4)
+    failed += await _text_editor_undo(root, printer, number + 4)
+    failed += await _served_step(root, by_name["list_files"], printer, number + 5)
     return failed
 
 
@@ -328,6 +329,38 @@ async def _warm_index(root: Path, printer: _Printer, number: int) -> int:
         return int(result.model_text() != expected.model_text())
     finally:
         index.close()
+
+
+async def _text_editor_undo(root: Path, printer: _Printer, number: int) -> int:
+    """The older Anthropic text editor's ``undo_edit`` in a session with checkpoints: a
+    file the editor created and edited goes back one change at a time, to not existing.
+    Returns 1 when the tree is not as before, else 0."""
+    printer.line(f"\n{number}. the text editor's undo_edit, served from the checkpoints")
+    # Imported here: the command line's start-up loads no adapter (test_imports).
+    from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
+
+    workspace = Workspace(root)
+    editor = text_editor_tool(workspace, version="20250124")
+    path = "undo-demo.txt"
+    calls = [
+        {"command": "create", "path": path, "file_text": "draft\n"},
+        {"command": "str_replace", "path": path, "old_str": "draft", "new_str": "final"},
+        {"command": "undo_edit", "path": path},
+        {"command": "undo_edit", "path": path},
+    ]
+    with ToolSession([editor], workspace=workspace, checkpoints=True) as session:
+        before = _tree_state(root)
+        failed = 0
+        for arguments in calls:
+            printer.line(_header(editor, arguments))
+            result = await session.call(editor.name, arguments)
+            failed += result.is_error
+            printer.line(f"  {result.model_text().splitlines()[0]}")
+            target = root / path
+            printer.line(f"  {path}: " + (repr(target.read_text()) if target.exists() else "gone"))
+        back = _tree_state(root) == before
+        printer.line(f"  the workspace is {'as before' if back else 'NOT as before'}")
+        return int(failed > 0 or not back)
 
 
 async def _plant_hook(

@@ -46,6 +46,8 @@ from workspace_tools.session._undo import (
     UndoArgs,
     checkpoint_after,
     checkpoint_before,
+    last_change,
+    undo_call,
     undo_tool,
     with_changed_files,
 )
@@ -90,8 +92,9 @@ class ToolSession:
             to choose where the content store lives, whether it is kept and the size cap.
             With a sequence of tools, give them and the session the same :class:`Workspace`,
             so that files a restore brings back count as read by ``edit_file``.
-            Off by default (the CLI's MCP server turns it on). The store is removed with
-            the session (``session.checkpoints.close()`` removes it at once).
+            Off by default (the CLI's MCP server turns it on). The store is removed by
+            :meth:`close` (and so on leaving a ``with`` block), unless kept; otherwise when
+            the session is collected.
 
     Raises:
         TypeError: ``workspace`` given together with a workspace as ``tools``.
@@ -175,10 +178,16 @@ class ToolSession:
 
     def close(self) -> None:
         """End what the session owns: its :class:`ShellSession` (the shell and every
-        background process, each whole tree, and the output area). Idempotent; the calls
-        recorded stay readable."""
-        if self.shell is not None:
-            self.shell.close()
+        background process, each whole tree, and the output area) and its checkpoint store
+        (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given). Idempotent;
+        the calls recorded stay readable; a writing call or a restore after it fails (its
+        checkpoint cannot be taken or read)."""
+        try:
+            if self.shell is not None:
+                self.shell.close()
+        finally:
+            if self.checkpoints is not None:
+                self.checkpoints.close()
 
     def __enter__(self) -> ToolSession:
         return self
@@ -360,6 +369,9 @@ class ToolSession:
             # Even a failed or cancelled write or command may have changed the workspace.
             self._cache.clear()
         own = tool is self._undo_tool
+        undoing = None if self.checkpoints is None else undo_call(call, self._restore_path)
+        if undoing is not None:  # an UndoingTool's undo call: a restore, as the undo tool
+            call, own = undoing, True
         checkpoint = self.checkpoints is not None and not tool.read_only and not own
         if checkpoint:
             refusal = await self._checkpoint_before(index, call)
@@ -468,6 +480,17 @@ class ToolSession:
             raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
         assert self._undo_tool is not None
         return self._undo_tool
+
+    def _restore_path(self, rel: str, dry_run: bool) -> RestoreResult:
+        """The :data:`RestorePath` an :class:`UndoingTool`'s undo call runs with."""
+        assert self.checkpoints is not None
+        step = last_change(self.checkpoints, rel)
+        if step is None:
+            return RestoreResult(step=None, dry_run=dry_run)
+        result = self.restore(step, [rel], dry_run=dry_run)
+        if result.applied:
+            self._changes = (len(self._record.steps), result.files)
+        return result
 
     def _undo_call(self, args: UndoArgs) -> RestoreResult:
         result = self.undo(args.paths, dry_run=args.dry_run, overwrite=args.overwrite)

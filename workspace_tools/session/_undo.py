@@ -3,13 +3,17 @@
 :func:`undo_tool` is the ``undo`` tool a session or :class:`CheckpointedCalls` offers a
 model; :class:`CheckpointedCalls` is the call function an MCP server without a policy runs
 calls through, taking a checkpoint around each writing call as a session does.
+:class:`UndoingTool` is a tool some of whose calls are undos of one path (the older
+Anthropic text editor's ``undo_edit``): both run those through the checkpoints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, Generic
 
 import anyio
 import anyio.to_thread
@@ -19,9 +23,9 @@ from pydantic_core import to_jsonable_python
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._result import ToolResult
-from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools._tool import ArgsT, Tool, ToolContext, tool
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
-from workspace_tools.session._pipeline import OnUpdate, invoke_tool
+from workspace_tools.session._pipeline import Call, OnUpdate, invoke_tool, prepare, run_call
 from workspace_tools.workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
@@ -86,6 +90,82 @@ def undo_tool(undo: Callable[[UndoArgs], RestoreResult]) -> Tool[UndoArgs]:
     )
 
 
+RestorePath = Callable[[str, bool], RestoreResult]
+"""``restore(rel, dry_run)``: bring the path ``rel`` (relative to the root, ``/``-separated)
+back to how it was before the last step that changed it and is not undone yet (a
+:meth:`Checkpoints.restore` of that step limited to the path; ``dry_run`` changes nothing
+and carries the diff). ``step`` is ``None`` in the result when no such step exists."""
+
+
+def _never(args: Any) -> bool:
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class UndoingTool(Tool[ArgsT], Generic[ArgsT]):
+    """A tool some of whose calls undo the last change to one path, such as the older
+    Anthropic text editor's ``undo_edit``. Build one with :func:`undoing_tool`.
+
+    Attributes:
+        undoes: whether a call (its validated arguments) is such an undo.
+        undo: ``undo(args, context, restore)`` runs that call with a :data:`RestorePath`
+            over the caller's checkpoints; it returns content or a ``ToolOutput`` and
+            raises :class:`ToolError`, as ``execute`` does.
+
+    Where checkpoints are taken (a :class:`ToolSession` with ``checkpoints``,
+    :class:`CheckpointedCalls`), an undo call runs ``undo`` in this process (never in a
+    sandbox child: the checkpoints live here) and takes no checkpoint of its own, as the
+    ``undo`` tool; its step lists what it restored in ``changed_files``. Anywhere else
+    every call runs ``execute``.
+    """
+
+    undoes: Callable[[Any], bool] = _never
+    undo: Callable[[Any, ToolContext, RestorePath], object] | None = None
+
+
+def undoing_tool(
+    base: Tool[ArgsT],
+    *,
+    undoes: Callable[[ArgsT], bool],
+    undo: Callable[[ArgsT, ToolContext, RestorePath], object],
+) -> UndoingTool[ArgsT]:
+    """``base`` as an :class:`UndoingTool` whose calls with ``undoes(args)`` run ``undo``
+    where checkpoints are taken."""
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    return UndoingTool(**fields, undoes=undoes, undo=undo)
+
+
+def undo_call(call: Call, restore: RestorePath) -> Call | None:
+    """For a valid call of an :class:`UndoingTool` that is an undo, the same call bound to
+    run its ``undo`` with ``restore``, in process; ``None`` for any other call."""
+    tool = call.tool
+    if not isinstance(tool, UndoingTool) or tool.undo is None or call.args is None:
+        return None
+    if not tool.undoes(call.args):
+        return None
+    run = partial(_run_undo, tool.undo, restore)
+    bound = dataclasses.replace(tool, execute=run, sandbox=None, state=None)
+    return dataclasses.replace(call, tool=bound)
+
+
+def _run_undo(
+    undo: Callable[[Any, ToolContext, RestorePath], object],
+    restore: RestorePath,
+    args: Any,
+    context: ToolContext,
+) -> object:
+    return undo(args, context, restore)
+
+
+def last_change(checkpoints: Checkpoints, rel: str) -> int | None:
+    """The last step that changed ``rel`` (relative, ``/``-separated) and whose change to
+    it is not undone yet, or ``None``."""
+    for checkpoint in reversed(checkpoints.steps):
+        if rel in checkpoint.changes and rel not in checkpoint.undone:
+            return checkpoint.step
+    return None
+
+
 async def checkpoint_before(checkpoints: Checkpoints) -> ToolError | None:
     """Take the checkpoint before a writing call in a worker thread; the error to report
     instead of running the call when it cannot be taken (its changes could not be undone)."""
@@ -131,6 +211,17 @@ class CheckpointedCalls:
         self._lock: anyio.Lock | None = None
         self._count = 0
         self.undo_tool = undo_tool(self._undo)
+        # What the running undo call of an UndoingTool restored (set by _restore_path).
+        self._restored: list[ChangedFile] = []
+
+    def _restore_path(self, rel: str, dry_run: bool) -> RestoreResult:
+        step = last_change(self.checkpoints, rel)
+        if step is None:
+            return RestoreResult(step=None, dry_run=dry_run)
+        result = self.checkpoints.restore(step, [rel], dry_run=dry_run)
+        if result.applied:
+            self._restored = result.files
+        return result
 
     def _undo(self, args: UndoArgs) -> RestoreResult:
         last = self.checkpoints.last_step()
@@ -157,6 +248,14 @@ class CheckpointedCalls:
             if tool is self.undo_tool:
                 # Changes the checkpoints' own state: in process, never in a sandbox child.
                 return await invoke_tool(tool, arguments, call_id=call_id, on_update=on_update)
+            if isinstance(tool, UndoingTool):
+                undoing = undo_call(prepare(tool, arguments, call_id), self._restore_path)
+                if undoing is not None:
+                    self._restored = []
+                    result = await run_call(undoing, on_update=on_update)
+                    if self._restored:
+                        result.details = with_changed_files(result.details, self._restored)
+                    return result
             refusal = await checkpoint_before(self.checkpoints)
             if refusal is not None:
                 return ToolResult(

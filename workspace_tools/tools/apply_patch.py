@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -13,14 +15,14 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
-from workspace_tools.text._decode import TextFormat, convert_newlines, encode_text
+from workspace_tools.text._decode import UTF8, TextFormat, convert_newlines, encode_text
 from workspace_tools.text._diff import TextDiff, unified_diff
 from workspace_tools.text._patch_apply import LEVEL_NAMES, PatchedText, apply_chunks
 from workspace_tools.text._patch_diff import spans_diff
 from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_patch
 from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import ResolvedPath, Workspace
-from workspace_tools.workspace._files import atomic_write, open_parent, os_error
+from workspace_tools.workspace._files import atomic_write, open_parent, os_error, read_bytes
 from workspace_tools.workspace._textfile import load_text, text_diff
 
 DESCRIPTION = """\
@@ -91,7 +93,12 @@ class ApplyPatchDetails(BaseModel):
 
 @dataclass
 class _State:
-    """A path as the plan sees it: what is on disk, and what the patch leaves there."""
+    """A path as the plan sees it: what is on disk, and what the patch leaves there.
+
+    ``owner`` is an existing file's ``(uid, gid)``, which a rollback gives back. A binary
+    file can only be deleted: ``data`` holds its bytes (to put back), its ``original`` and
+    ``text`` are ``""`` until deleted, and ``binary`` is the error any other operation on
+    it raises."""
 
     resolved: ResolvedPath
     original: str | None
@@ -99,6 +106,9 @@ class _State:
     newline: str
     text: str | None
     mode: int
+    data: bytes | None = None
+    owner: tuple[int, int] | None = None
+    binary: ToolError | None = None
     # The one update of this path, whose line ranges make its diff fast; None when there
     # was none or anything else happened to the path too.
     patched: PatchedText | None = None
@@ -188,17 +198,47 @@ def _unchanged(exc: ToolError) -> ToolError:
 def _load(workspace: Workspace, states: dict[str, _State], path: ResolvedPath) -> _State:
     key = str(path.real)
     if key not in states:
-        current = load_text(workspace, path)
-        mode = 0o100644
-        if current.text is not None:
-            try:
-                mode = os.stat(path.real, follow_symlinks=False).st_mode
-            except OSError as exc:
-                raise os_error(exc, path.rel) from exc
-        states[key] = _State(
-            path, current.text, current.format, current.newline, current.text, mode
-        )
+        states[key] = _read(workspace, path)
     return states[key]
+
+
+def _read(workspace: Workspace, path: ResolvedPath) -> _State:
+    try:
+        current = load_text(workspace, path)
+    except ToolError as exc:
+        if exc.code is not ErrorCode.BINARY_FILE:
+            raise
+        return _read_binary(workspace, path, exc)
+    state = _State(path, current.text, current.format, current.newline, current.text, 0o100644)
+    if current.text is not None:
+        _stat_into(state)
+    return state
+
+
+def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -> _State:
+    """A binary file (within the size limit, as load_text checked first) as bytes: deleting
+    it needs no decoding; any other operation raises its ``binary`` error."""
+    data = read_bytes(workspace.root, path.real, path.rel)
+    if data is None:  # deleted since load_text read it
+        raise ToolError(f"{path.rel}: the file was deleted meanwhile", ErrorCode.STALE_FILE)
+    workspace.file_states.check_fresh(path.real, data, path.rel)
+    binary = ToolError(
+        f"{path.rel}: {refusal.message}; apply_patch can delete a binary file, but not add "
+        "over, update or move it",
+        refusal.code,
+    )
+    state = _State(path, "", UTF8, "\n", "", 0o100644, data=data, binary=binary)
+    _stat_into(state)
+    return state
+
+
+def _stat_into(state: _State) -> None:
+    """Record the existing file's mode and owner, which a rollback gives back."""
+    try:
+        st = os.stat(state.resolved.real, follow_symlinks=False)
+    except OSError as exc:
+        raise os_error(exc, state.resolved.rel) from exc
+    state.mode, state.owner = st.st_mode, (st.st_uid, st.st_gid)
 
 
 def _plan(
@@ -212,6 +252,8 @@ def _plan(
     for op in ops:
         state = _load(workspace, states, resolved[op.path])
         rel = state.resolved.rel
+        if state.binary is not None and (op.kind != "delete" or state.text is None):
+            raise state.binary
         if op.kind == "add":
             if state.text is not None and not allow_overwrite:
                 raise ToolError(
@@ -242,6 +284,8 @@ def _plan(
             changes.append(_Change("update", rel, match=patched.match))
             continue
         target = _load(workspace, states, resolved[op.move_to])
+        if target.binary is not None:
+            raise target.binary
         if target is not state:
             if target.text is not None and not allow_overwrite:
                 raise ToolError(
@@ -278,6 +322,9 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
                 )
             )
         encoded[key] = data
+    made = _missing_directories(
+        workspace, [s.resolved for _, s in pending if s.original is None and s.text is not None]
+    )
     done: list[tuple[str, _State]] = []
     with context.committing():
         try:
@@ -288,7 +335,7 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
                     _write(workspace, state.resolved, encoded[key])
                 done.append((key, state))
         except ToolError as exc:
-            _roll_back(workspace, done)
+            _roll_back(workspace, done, made)
             raise _unchanged(exc) from exc
     for key, state in pending:
         if state.text is None:
@@ -315,18 +362,57 @@ def _delete(workspace: Workspace, path: ResolvedPath) -> None:
         raise os_error(exc, path.rel) from exc
 
 
-def _roll_back(workspace: Workspace, done: list[tuple[str, _State]]) -> None:
-    """Put back the paths in ``done`` as they were; best effort, last first."""
+def _missing_directories(workspace: Workspace, paths: list[ResolvedPath]) -> list[Path]:
+    """The directories writing ``paths`` will make (absent now, below the root), deepest
+    first: a rollback removes them again."""
+    missing: set[Path] = set()
+    for path in paths:
+        parent = path.real.parent
+        while parent != workspace.root and parent not in missing:
+            try:
+                os.lstat(parent)
+                break
+            except FileNotFoundError:
+                missing.add(parent)
+                parent = parent.parent
+            except OSError:
+                break  # not ours to judge: the write reports it
+    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
+
+
+def _roll_back(workspace: Workspace, done: list[tuple[str, _State]], made: list[Path]) -> None:
+    """Put back the paths in ``done`` as they were (a deleted file with its bytes, mode
+    and, where this process may set it, owner and group), then remove the directories
+    the writes made (``made``, deepest first) unless something else is in them now; best
+    effort, last first."""
     for _, state in reversed(done):
         try:
             if state.original is None:
                 _delete(workspace, state.resolved)
-            else:
-                _write(workspace, state.resolved, encode_text(state.original, state.fmt))
-                if state.text is None:  # re-created: give it its permission bits again
-                    os.chmod(state.resolved.real, stat.S_IMODE(state.mode))
+                continue
+            data = state.data if state.data is not None else encode_text(state.original, state.fmt)
+            _write(workspace, state.resolved, data)
+            if state.text is None:
+                _reown(workspace, state)
         except (ToolError, OSError):
             continue  # the other files are still put back
+    for directory in made:
+        try:
+            with open_parent(workspace.root, directory) as (dir_fd, name):
+                os.rmdir(name, dir_fd=dir_fd)
+        except OSError:
+            continue  # not empty (someone else wrote there) or gone: left as it is
+
+
+def _reown(workspace: Workspace, state: _State) -> None:
+    """Give a re-created file its owner, group and permission bits again (owner first:
+    ``chown`` clears set-id bits). An owner this process may not set (not root) stays
+    the process's own."""
+    with open_parent(workspace.root, state.resolved.real) as (dir_fd, name):
+        if state.owner is not None:
+            with suppress(PermissionError):
+                os.chown(name, *state.owner, dir_fd=dir_fd, follow_symlinks=False)
+        os.chmod(name, stat.S_IMODE(state.mode), dir_fd=dir_fd)
 
 
 def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
@@ -342,12 +428,25 @@ def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
             patched = state.patched
             return spans_diff(patched.old_lines, patched.new_lines, patched.spans, rel, bom=bom)
         return text_diff(old, new, state.fmt, rel)
+    if state.binary is not None:
+        return TextDiff(_binary_deletion(rel, mode, state.data or b""), 0, 0)
     bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
     gone = unified_diff(bom + (old or ""), "", rel)
     first, _, rest = gone.diff.partition("\n")
     header = f"{first or _git_header(rel)}\ndeleted file mode {mode:06o}\n"
     rest = rest.replace(f"+++ b/{rel}\n", "+++ /dev/null\n", 1) if rest else ""
     return TextDiff(header + rest, gone.additions, gone.deletions)
+
+
+def _binary_deletion(rel: str, mode: int, data: bytes) -> str:
+    """A binary file's deletion as git prints it, with the full index line (the blob's
+    SHA-1) that ``git apply`` needs to check and delete a binary file."""
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    header = _git_header(rel)
+    return (
+        f"{header}\ndeleted file mode {mode:06o}\nindex {blob}..{'0' * 40}\n"
+        f"Binary files a/{rel} and /dev/null differ\n"
+    )
 
 
 def _git_header(rel: str) -> str:
