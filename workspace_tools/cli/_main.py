@@ -4,6 +4,7 @@ and ``checkpoints`` and ``restore`` for the checkpoints an MCP server kept."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ from workspace_tools.session._pipeline import invoke_tool_sync, validate_argumen
 from workspace_tools.session._policy import as_typed
 from workspace_tools.session._session import ToolSession
 from workspace_tools.session._undo import CheckpointedCalls
-from workspace_tools.tools import workspace_tools
+from workspace_tools.tools import ShellSession, shell_tools, workspace_tools
 from workspace_tools.workspace import Workspace
 
 USAGE_ERROR = 2
@@ -132,7 +133,7 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--json is not valid JSON: {exc}") from exc
     else:
         arguments = parse_key_values(args.pairs)
-    chosen = _find_tool(_workspace_tools(args.root, sandbox=_sandbox_options(args)), args.tool)
+    chosen = _find_tool(_workspace_tools(args.root, sandbox=_sandbox(args)), args.tool)
     call_id = "cli-call"
     if args.events:
         out.write(ToolCallStartEvent(tool_call_id=call_id, tool_name=chosen.name).to_json() + "\n")
@@ -220,20 +221,26 @@ def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> N
     )
 
 
-def _workspace_tools(
-    root: str | Workspace,
-    read_only: bool = False,
-    *,
-    sandbox: dict[str, list[str]] | None = None,
-) -> list[Tool[Any]]:
-    """The tools over ``root``; with ``sandbox`` (:class:`Sandbox` arguments), every call
-    runs in a sandbox whose writes are confined to the root."""
+def _sandbox(args: argparse.Namespace) -> Sandbox | None:
+    """The sandbox of ``--sandbox`` (with ``--deny-read``/``--allow-read``); None without.
+
+    Raises:
+        UsageError: the flags, or a protection this host cannot give.
+    """
+    options = _sandbox_options(args)
     try:
-        box = Sandbox(**sandbox) if sandbox is not None else None
+        return Sandbox(**options) if options is not None else None
     except (SandboxUnavailable, ValueError) as exc:
         raise UsageError(f"--sandbox: {exc}") from exc
+
+
+def _workspace_tools(
+    root: str | Workspace, read_only: bool = False, sandbox: Sandbox | None = None
+) -> list[Tool[Any]]:
+    """The tools over ``root``; with ``sandbox``, every call runs in it (its writes are
+    confined to the root)."""
     try:
-        tools = workspace_tools(root, sandbox=box)
+        tools = workspace_tools(root, sandbox=sandbox)
     except NotADirectoryError as exc:
         raise UsageError(str(exc)) from exc
     return [t for t in tools if t.read_only] if read_only else tools
@@ -256,6 +263,13 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve an 'undo' tool: the model can undo the last call that changed files "
         "(through the policy like any call)",
     )
+    parser.add_argument(
+        "--shell",
+        action="store_true",
+        help="also serve the shell tools: a persistent shell (cd and exports persist) and "
+        "background processes (start_process, read_process_output, write_process_stdin, "
+        "stop_process, list_processes); all of them end when the server does",
+    )
     add_policy_arguments(parser)
     parser.add_argument(
         "--checkpoint-dir",
@@ -265,7 +279,7 @@ def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _mcp_server(args: argparse.Namespace) -> Any:
+def _mcp_server(args: argparse.Namespace, owned: contextlib.ExitStack) -> Any:
     """The MCP server of ``mcp`` and ``serve``: the tools over ``--root`` (sandboxed,
     read-only) and, with policy flags, a session whose asks go to the client by elicitation.
 
@@ -274,6 +288,8 @@ def _mcp_server(args: argparse.Namespace) -> Any:
     """
     from workspace_tools.adapters.mcp import create_server, elicitation_confirm
 
+    if args.shell and args.read_only:
+        raise UsageError("--shell runs commands: it cannot be served with --read-only")
     enabled = not args.no_checkpoints and not args.read_only
     for flag, given in (("--undo-tool", args.undo_tool), ("--checkpoint-dir", args.checkpoint_dir)):
         if given and not enabled:
@@ -293,7 +309,12 @@ def _mcp_server(args: argparse.Namespace) -> Any:
             f"{exc} (--checkpoint-dir DIR puts it elsewhere, --no-checkpoints turns them off)"
         ) from exc
     # One workspace for the tools and the session: a restore's files count as seen by edits.
-    tools = _workspace_tools(workspace, args.read_only, sandbox=_sandbox_options(args))
+    box = _sandbox(args)
+    tools = _workspace_tools(workspace, args.read_only, box)
+    shells = None
+    if args.shell:
+        # Its shell and processes live as long as the server, in the same sandbox.
+        shells = owned.enter_context(ShellSession(workspace, sandbox=box))
     instructions = f"Tools confined to the workspace {workspace.root}; paths are relative to it."
     policy = policy_from_arguments(args)  # the flags were checked as they were parsed
     if policy.rules:
@@ -301,14 +322,21 @@ def _mcp_server(args: argparse.Namespace) -> Any:
         # reads served from its cache while nothing changed, checkpoints around writes.
         try:
             session = ToolSession(
-                tools, workspace=workspace, policy=policy, checkpoints=checkpoints or False
+                tools,
+                workspace=workspace,
+                policy=policy,
+                checkpoints=checkpoints or False,
+                shell=shells or False,
             )
         except ValueError as exc:  # a rule that names no served tool or argument
             raise UsageError(str(exc)) from exc
         served = [*session.tools, session.undo_tool()] if args.undo_tool else session.tools
         server = create_server(served, call=session.call, instructions=instructions)
         session.confirm = elicitation_confirm(server)
-    elif checkpoints is not None:
+        return server
+    if shells is not None:
+        tools = [*tools, *shell_tools(shells)]
+    if checkpoints is not None:
         # Without a policy, calls run side by side as before; only writing ones wait for
         # each other, each with its checkpoint.
         calls = CheckpointedCalls(checkpoints)
@@ -324,11 +352,12 @@ def run_mcp(args: argparse.Namespace, out: TextIO) -> int:
     (exit code 0) or the user interrupts it (130, as shells report SIGINT)."""
     from workspace_tools.adapters.mcp import serve_stdio
 
-    server = _mcp_server(args)
-    try:
-        anyio.run(serve_stdio, server)
-    except KeyboardInterrupt:
-        return 130
+    with contextlib.ExitStack() as owned:
+        server = _mcp_server(args, owned)
+        try:
+            anyio.run(serve_stdio, server)
+        except KeyboardInterrupt:
+            return 130
     return 0
 
 
@@ -393,13 +422,14 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         host, port = parse_address(args.http)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    server = _mcp_server(args)
     token = os.environ.get(TOKEN_ENV) or None
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise UsageError(f"--http {args.http}: cannot listen there: {exc.strerror or exc}") from exc
-    with sock:
+    with contextlib.ExitStack() as owned:
+        server = _mcp_server(args, owned)
+        try:
+            sock = owned.enter_context(bind(host, port))
+        except OSError as exc:
+            message = f"--http {args.http}: cannot listen there: {exc.strerror or exc}"
+            raise UsageError(message) from exc
         out.write(f"serving {mcp_url(sock)}\n")
         if token is None:
             token = new_token()
