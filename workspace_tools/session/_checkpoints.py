@@ -378,12 +378,6 @@ class Checkpoints:
                 owners.append((index, path))
         return targets, owners
 
-    def _diff(self, plan: dict[str, Entry | None], current: Manifest) -> str:
-        parts = []
-        for path, target in plan.items():
-            parts.append(self._path_diff(path, current.get(path), target))
-        return "".join(parts)
-
 
 def _entry(value: list[object] | None) -> Entry | None:
     return None if value is None else Entry(*value)  # type: ignore[arg-type]
