@@ -40,9 +40,9 @@ from sandbox.layers._plan import (
     LayerPlan,
     apply_child_layers,
     child_layers,
-    command_spec,
     enforced,
     layer_confinement,
+    layered_command,
     plan_layers,
     seccomp_filter,
     signal_scoping,
@@ -51,6 +51,7 @@ from sandbox.layers._plan import (
 )
 from sandbox.spawn._client import Launcher
 from sandbox.spawn._fork import ForkedCaller
+from sandbox.spawn._jobs import CommandJob
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
 from sandbox.spawn._tree import become_subreaper, preload
 
@@ -228,19 +229,23 @@ class Sandbox:
         confinement = self._confinement_with_tmp(child_env)
         mechanisms = enforced(self._plan.commands, confinement)
         absent = self._absent_protected(mechanisms)  # before the layers bind what exists
-        spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env)
-        spec.setdefault("env", child_env)
-        spec.update(
-            cwd=cwd,
-            rlimits=self.limits.rlimits(),
-            memory_bytes=self.limits.memory_bytes,
-        )
+        command = layered_command(confinement, mechanisms, list(argv), cwd, child_env)
         group = self._cgroup() if PROCESS_CAP in mechanisms else None
-        spec["cgroup"] = group
+        job = CommandJob(
+            argv=command.argv,
+            cwd=cwd,
+            env=command.env,
+            rlimits=tuple(self.limits.rlimits()),
+            memory_bytes=self.limits.memory_bytes,
+            layers=command.layers,
+            confinement=command.confinement,
+            cgroup=group,
+            seccomp_fd=command.seccomp_fd,
+        )
         try:
             return await run_process(
                 self._launcher,
-                spec,
+                job,
                 on_output=on_output,
                 timeout=timeout if timeout is not None else self.limits.timeout_seconds,
                 grace=self.limits.grace_seconds,
@@ -316,7 +321,7 @@ class Sandbox:
         layers = child_layers(mechanisms)
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
-        fields = dataclasses.asdict(layer_confinement(confinement, mechanisms))
+        layered = layer_confinement(confinement, mechanisms)
         limits = self.limits
         allowlist = self.env_allowlist
 
@@ -328,7 +333,7 @@ class Sandbox:
                 pairs.append(("RLIMIT_AS", address_space_bytes() + limits.memory_bytes))
             apply_rlimits(pairs)
             if layers or group:
-                apply_child_layers(layers, fields, group)
+                apply_child_layers(layers, layered, group)
 
         return setup
 
