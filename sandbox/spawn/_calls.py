@@ -6,17 +6,20 @@ so its process is a fork of the caller: nothing needs to be picklable but the re
 **The warm worker.** :class:`CallWorkers` forks one worker from the caller (from a thread
 of its own, so that the caller's event loop does not wait for it) that applies the
 sandbox's setup once (session, environment, limits, mount namespace, Landlock, seccomp:
-about 2 ms) and then serves calls one after another. For each call the worker forks a
-fresh child that runs it and writes its pickled outcome to a pipe the caller handed over;
-the worker reports the child's pid and, once it reaped it, its wait status. The worker is
-single-threaded, so its forks are safe and cost only the fork.
+about 2 ms) and then serves calls one after another. It keeps one child forked ahead,
+set up (session, subreaper, nested domain) and waiting on the worker's socket; that child
+takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
+the call and writes its pickled outcome to the pipe, while the worker forks the next one.
+The worker reports each child's wait status once it reaped it. It is single-threaded, so
+its forks are safe and cost only the fork.
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
 (``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
 Under Landlock the call's child also enters a Landlock domain nested in the worker's
 (``landlock.nest``): it can neither signal nor ptrace the worker, so it cannot tamper with
-what later calls are forked from. A worker that dies, a call that times out or is
-cancelled, or a child that crashes: the worker is replaced (SIGKILL, reaped).
+what later calls are forked from (at the portable level, as everywhere there, this is no
+security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
+call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
 **What a worker knows.** A worker holds the callables the caller had used when it was
 forked; a call naming them travels as a pickle whose references to those callables are
@@ -41,6 +44,7 @@ import inspect
 import io
 import os
 import pickle
+import select
 import selectors
 import signal
 import socket
@@ -90,8 +94,10 @@ class _Worker:
     busy: bool = False
     #: Report bytes read but not yet consumed.
     reports: bytearray = field(default_factory=bytearray)
-    #: Reports still to come for calls that ended before their reports were read.
-    owed: int = 0
+    #: ``S`` reports still to come for calls that ended before theirs was read.
+    owed_starts: int = 0
+    #: Pids of earlier calls' children whose ``E`` is still to come.
+    earlier: set[int] = field(default_factory=set)
 
 
 class CallWorkers:
@@ -153,7 +159,7 @@ class CallWorkers:
         assert request is not None
         try:
             data, status = await _run_on_worker(worker, request, grace)
-            healthy = data is not None or status is not None
+            healthy = data is not None  # else orphans of the call may be left with it
         except _WorkerGone:
             # Killed from outside (or, at the portable level, by an earlier call) before it
             # started this one: the call runs on its own.
@@ -322,8 +328,10 @@ def _worker_main(
     registry: dict[int, Any],
     sock: socket.socket,
 ) -> None:
-    """The warm worker: set up once, then keep one child forked ahead that takes the next
-    call from the socket; report each child's end, until the caller hangs up."""
+    """The warm worker: set up once, then keep one child forked ahead that waits for the
+    next call on the socket; fork the next as soon as it took one; report each child's
+    end (``E``) until the caller hangs up. Its own only: adopted orphans of a call that
+    did not deliver are reaped silently (the caller lets this worker go after such a call)."""
     try:
         # A crash here is reported by the parent (SandboxError naming the signal); a fault
         # handler inherited from the caller would only print a second, alarming dump.
@@ -334,19 +342,64 @@ def _worker_main(
             failed: BaseException | None = None
         except BaseException as exc:
             failed = exc
+        took_r, took_w = os.pipe()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        mine: set[int] = set()
+        waiting: int | None = None
         while True:
-            pid = os.fork()  # this process runs no other thread
-            if pid == 0:
-                _call_child(sock, nest, registry, failed)
-            _, status = os.waitpid(pid, 0)
-            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
-                return
-            _kill_leftovers()  # what the call's tree left, reparented to this subreaper
-            sock.sendall(_REPORT.pack(b"E", pid, status))
+            if waiting is None:
+                waiting = os.fork()  # this process runs no other thread
+                if waiting == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (took_r, wake_r, wake_w):
+                        os.close(fd)
+                    _call_child(sock, nest, registry, failed, took_w)
+                mine.add(waiting)
+            ready = select.select([took_r, wake_r], [], [])[0]
+            if took_r in ready:
+                os.read(took_r, 1)  # one child waits at a time: one byte
+                waiting = None
+            if wake_r in ready:
+                _drain(wake_r)
+                for pid, status in _reaped():
+                    if pid not in mine:
+                        continue
+                    mine.discard(pid)
+                    if pid == waiting:
+                        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
+                            return
+                        waiting = None  # killed from outside while waiting
+                    sock.sendall(_REPORT.pack(b"E", pid, status))
     except OSError:
         return
     finally:
+        with contextlib.suppress(BaseException):
+            _kill_leftovers()
         os._exit(0)
+
+
+def _reaped() -> list[tuple[int, int]]:
+    """``(pid, wait status)`` of every child that ended, reaped."""
+    ended = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended
+        if pid == 0:
+            return ended
+        ended.append((pid, status))
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
 
 
 #: The exit code of a worker's child that met end of file instead of a call.
@@ -358,10 +411,12 @@ def _call_child(
     nest: Callable[[], None] | None,
     registry: dict[int, Any],
     failed: BaseException | None,
+    took_w: int,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
-    call comes; then take one call from ``sock``, report its pid, let the socket go (the
-    call must not read the next request), run it, deliver."""
+    call comes; then take one call from ``sock``, tell the worker (``took_w``) and the
+    caller (``S``, its pid), let both go (the call must read no later request), run it,
+    deliver."""
     code = 0
     try:
         os.setsid()
@@ -378,6 +433,8 @@ def _call_child(
         if data is None:
             code = _NO_MORE_CALLS
             return
+        os.write(took_w, b"t")
+        os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
         if failed is not None:
@@ -473,27 +530,27 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
         if not finished:
             with anyio.CancelScope(shield=True):
                 await call.stop(grace)
+        call.finish()
         os.close(result_r)
         sock.setblocking(True)
 
 
 class _Reports:
-    """The worker's reports about one call: its child's pid, then its wait status."""
+    """The worker's reports about one call: its child's pid (``S``, sent by the child),
+    then its wait status (``E``, sent by the worker). Reports of earlier calls that
+    ended before theirs were read come in between; they are told apart by pid."""
 
     def __init__(self, worker: _Worker) -> None:
         self._worker = worker
-        # Reports still to come for earlier calls come first; this call's two are owed
-        # until read (a call whose result is complete returns before they are).
-        self._skip = worker.owed
-        worker.owed += 2
+        self._skip_starts, worker.owed_starts = worker.owed_starts, 0
         self.pid: int | None = None
         self.status: int | None = None
-        #: The worker's socket reached end of file: no more reports.
+        #: No more reports will come (end of file), or the child that was to take this
+        #: call died before it took it (its request may be left for the next one).
         self.gone = False
 
     def read(self) -> bool:
-        """Read the reports there are (skipping those owed for earlier calls); False at
-        end of file."""
+        """Read the reports there are; False once ``gone``."""
         worker = self._worker
         try:
             while chunk := worker.sock.recv(_READ_SIZE):
@@ -506,18 +563,28 @@ class _Reports:
         while len(worker.reports) >= _REPORT.size:
             kind, pid, status = _REPORT.unpack_from(worker.reports)
             del worker.reports[: _REPORT.size]
-            worker.owed -= 1
-            if self._skip:
-                self._skip -= 1
+            if kind == b"S" and self._skip_starts:
+                self._skip_starts -= 1
+                worker.earlier.add(pid)
             elif kind == b"S":
                 self.pid = pid
-            elif self.pid is None:
-                # The child waiting for this call died before it took it (killed from
-                # outside): the request may still be in the socket for the next one.
-                self.gone = True
-            else:
+            elif pid == self.pid:
                 self.status = status
+            elif pid in worker.earlier:
+                worker.earlier.discard(pid)
+            else:
+                self.gone = True
         return not self.gone
+
+    def finish(self) -> None:
+        """The call is over: reports still to come for it belong to an earlier call now."""
+        worker = self._worker
+        if self.pid is None:
+            worker.owed_starts = self._skip_starts + 1
+        else:
+            worker.owed_starts = self._skip_starts
+            if self.status is None:
+                worker.earlier.add(self.pid)
 
     async def stop(self, grace: float) -> None:
         """SIGTERM the call's tree, wait up to ``grace`` seconds for its end, SIGKILL what
