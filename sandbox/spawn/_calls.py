@@ -610,8 +610,8 @@ def _close_inherited_pipes(keep: set[int]) -> None:
 
     Other threads of the caller may be starting a subprocess or a sandboxed call at the
     instant of the fork: they wait for end of file on a pipe (``subprocess``'s exec-status
-    pipe, a child's output) whose write end this copy would hold until the child exits,
-    which for a child forked ahead is until its call comes. Descriptors of other kinds
+    pipe, a child's output) whose write end this copy would hold until it exits, which for
+    a warm worker is when it is let go. Descriptors of other kinds
     (files, sockets) stay, so a callable over an open connection still works.
     """
     try:
