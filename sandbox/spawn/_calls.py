@@ -31,9 +31,10 @@ callables is then forked in the background. A call served by the worker sees the
 memory as it was when the worker was forked.
 
 Forking a process that runs other threads copies their locks in whatever state they are:
-a lock held at that instant stays held in the child. The worker and the cold child do only
-their own work and exit; one that deadlocks on such a lock is stopped by the timeout like
-any other.
+a lock held at that instant stays held in the copy, and a worker lives on. The worker's
+own code takes no lock of the caller's; a call that deadlocks on such a lock is stopped by
+the timeout like any other, and its worker replaced. The file tools' per-file locks are
+fresh in every call's child (``FileStates.restore``).
 """
 
 from __future__ import annotations
