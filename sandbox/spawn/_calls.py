@@ -64,7 +64,7 @@ import anyio.to_thread
 from sandbox._errors import SandboxError
 from sandbox.spawn._forking import fork_in_threaded_process
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import become_subreaper, descendants
+from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
 
 #: A callable with its positional and keyword arguments.
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -351,10 +351,13 @@ def _worker_main(
         signal.signal(signal.SIGCHLD, lambda *_: None)
         mine: set[int] = set()
         waiting: int | None = None
+        worker = os.getpid()
         while True:
             if waiting is None:
                 waiting = os.fork()  # this process runs no other thread
                 if waiting == 0:
+                    # A worker killed from outside must not leave a child that takes a call.
+                    die_with_parent(worker)
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (took_r, wake_r, wake_w):
@@ -695,17 +698,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    """``size`` bytes from ``fd``; exits the child at end of file (let go unused)."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = os.read(fd, min(_READ_SIZE, size - len(data)))
-        if not chunk:
-            os._exit(0)
-        data += chunk
-    return bytes(data)
 
 
 def _kill_leftovers() -> None:
