@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import inspect
 import io
 import os
@@ -343,8 +344,12 @@ def _worker_main(
             failed: BaseException | None = None
         except BaseException as exc:
             failed = exc
+        # The heap the children share with this worker stays shared: the collector, run
+        # in a child, would otherwise touch (and so copy) every page of it.
+        gc.freeze()
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
+        os.set_blocking(took_r, False)
         os.set_blocking(wake_r, False)
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -364,21 +369,23 @@ def _worker_main(
                         os.close(fd)
                     _call_child(sock, nest, registry, failed, took_w)
                 mine.add(waiting)
-            ready = select.select([took_r, wake_r], [], [])[0]
-            if took_r in ready:
-                os.read(took_r, 1)  # one child waits at a time: one byte
-                waiting = None
-            if wake_r in ready:
-                _drain(wake_r)
-                for pid, status in _reaped():
-                    if pid not in mine:
-                        continue
-                    mine.discard(pid)
-                    if pid == waiting:
-                        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
-                            return
-                        waiting = None  # killed from outside while waiting
-                    sock.sendall(_REPORT.pack(b"E", pid, status))
+            select.select([took_r, wake_r], [], [])
+            _drain(wake_r)
+            # Reaped first, then the took byte read: a child that took its call and ended
+            # meanwhile wrote the byte before it ended, so it is never taken for one that
+            # died waiting (and replaced twice, leaving two children reading requests).
+            ended = _reaped()
+            if _drain(took_r):
+                waiting = None  # one child waits at a time: the byte is its
+            for pid, status in ended:
+                if pid not in mine:
+                    continue
+                mine.discard(pid)
+                if pid == waiting:
+                    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
+                        return
+                    waiting = None  # killed from outside while waiting
+                sock.sendall(_REPORT.pack(b"E", pid, status))
     except OSError:
         return
     finally:
@@ -400,10 +407,13 @@ def _reaped() -> list[tuple[int, int]]:
         ended.append((pid, status))
 
 
-def _drain(fd: int) -> None:
+def _drain(fd: int) -> bool:
+    """Read what the non-blocking ``fd`` holds; whether there was anything."""
+    got = False
     with contextlib.suppress(BlockingIOError):
         while os.read(fd, 4096):
-            pass
+            got = True
+    return got
 
 
 #: The exit code of a worker's child that met end of file instead of a call.

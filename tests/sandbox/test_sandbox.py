@@ -686,6 +686,24 @@ async def test_a_warm_worker_learns_callables_used_since_its_fork() -> None:
         box.close()
 
 
+def _echo(value: int) -> tuple[int, int]:
+    return value, os.getppid()
+
+
+async def test_calls_back_to_back_on_the_warm_worker_each_get_their_own_result() -> None:
+    # The worker forks the next child while a call runs and reaps the last one meanwhile:
+    # every request must reach exactly one child, whatever order those events come in.
+    box = Sandbox(layers=False)
+    try:
+        await box.call(_echo, -1)
+        worker = await _warm_worker(box, _echo)
+        with anyio.fail_after(60):
+            results = [await box.call(_echo, i) for i in range(500)]
+    finally:
+        box.close()
+    assert results == [(i, worker.pid) for i in range(500)]
+
+
 async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
     new_box: NewBox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
