@@ -740,21 +740,29 @@ async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
             os.waitpid(worker.pid, os.WNOHANG)  # that worker was let go, and reaped
 
 
-async def test_a_call_cannot_signal_its_warm_worker(new_box: NewBox) -> None:
+async def test_a_call_can_neither_signal_nor_tamper_with_its_warm_worker(
+    new_box: NewBox,
+) -> None:
     box = new_box()
     if "signal_scoping" not in box.call_capabilities:
         pytest.skip(f"calls cannot be kept from signalling here: {box.call_capabilities}")
 
-    def signal_parent() -> str:
+    def reach_parent() -> tuple[str, str]:
         try:
             os.kill(os.getppid(), signal.SIGKILL)
+            signalled = "sent"
         except PermissionError:
-            return "EPERM"
-        return "sent"
+            signalled = "EPERM"
+        try:
+            with open(f"/proc/{os.getppid()}/mem", "r+b"):
+                memory = "opened"
+        except OSError as exc:
+            memory = errno.errorcode[exc.errno or 0]
+        return signalled, memory
 
-    await box.call(signal_parent)
-    worker = await _warm_worker(box, signal_parent)
-    assert await box.call(signal_parent) == "EPERM"
+    await box.call(reach_parent)
+    worker = await _warm_worker(box, reach_parent)
+    assert await box.call(reach_parent) == ("EPERM", "EACCES")
     assert await box.call(_parent_pid) == worker.pid
 
 
