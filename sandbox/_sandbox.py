@@ -30,6 +30,7 @@ from sandbox.layers import (
     CGROUP_V1,
     CGROUP_V2,
     HOST_EXEC_PROTECTION,
+    LANDLOCK,
     NETWORK_OFF,
     PROCESS_CAP,
     PROTECTIONS,
@@ -38,23 +39,25 @@ from sandbox.layers import (
     WRITE_CONFINEMENT,
     bwrap,
     cgroup,
+    landlock,
 )
 from sandbox.layers._confinement import Confinement
 from sandbox.layers._plan import (
     LayerPlan,
     apply_child_layers,
     child_layers,
-    command_spec,
     enforced,
     layer_confinement,
+    layered_command,
     plan_layers,
     seccomp_filter,
     signal_scoping,
     wanted,
     why_missing,
 )
+from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
-from sandbox.spawn._fork import ForkedCaller
+from sandbox.spawn._jobs import CommandJob
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
 from sandbox.spawn._tree import become_subreaper, preload
 
@@ -154,7 +157,7 @@ class Sandbox:
         preload()  # forked calls become subreapers without loading libc each time
         self._launcher = Launcher()
         self._private_tmp: str | None = None
-        self._caller: ForkedCaller | None = None
+        self._caller: CallWorkers | None = None
         self._caller_absent: list[str] = []
         self._check_enforceable()
 
@@ -196,7 +199,7 @@ class Sandbox:
                 *read_only_paths(added, self.host_exec_paths),
             ),
         )
-        clone._caller = None  # its children are set up for other confinement
+        clone._caller = None  # its worker is set up for other confinement
         clone._check_enforceable()
         return clone
 
@@ -254,21 +257,25 @@ class Sandbox:
                 # chdir through the link to the open descriptor enters the very directory
                 # opened, whatever its path has become (the supervisor is another process).
                 cwd = f"/proc/{os.getpid()}/fd/{cwd_fd}"
-        spec = command_spec(confinement, mechanisms, list(argv), cwd, child_env, identity)
-        spec.setdefault("env", child_env)
-        spec.update(
+        command = layered_command(confinement, mechanisms, list(argv), cwd, child_env, identity)
+        group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
+        job = CommandJob(
+            argv=command.argv,
             # Under the check, the shell inside the sandbox enters cwd; the supervisor's
             # own directory does not matter, and entering cwd there could fail first.
             cwd=cwd if identity is None else "/",
-            rlimits=self.limits.rlimits(),
+            env=command.env,
+            rlimits=tuple(self.limits.rlimits()),
             memory_bytes=self.limits.memory_bytes,
+            layers=command.layers,
+            confinement=command.confinement,
+            cgroup=group,
+            seccomp_fd=command.seccomp_fd,
         )
-        group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
-        spec["cgroup"] = group
         try:
             result = await run_process(
                 self._launcher,
-                spec,
+                job,
                 on_output=on_output,
                 timeout=timeout if timeout is not None else self.limits.timeout_seconds,
                 grace=self.limits.grace_seconds,
@@ -288,13 +295,16 @@ class Sandbox:
         return result
 
     async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn(*args, **kwargs)`` in a forked child under this sandbox's limits and
+        """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
-        A child is forked ahead of need, so a call usually costs no fork; it sees this
-        process's memory as it was after the previous call (see ``sandbox.spawn._fork``).
-        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
-        cancelled, taking the child's whole tree down.
+        ``fn`` may be any callable, a closure or a lambda included: the child is a fork of
+        this process. A warm worker that applied this sandbox's layers once forks a fresh
+        child for each call, so nothing a call leaves behind reaches the next one; a call
+        the worker serves sees this process's memory as it was when the worker was forked
+        (at the first call, and again after a call with a callable new to it). See
+        ``sandbox.spawn._calls``. Stops after ``limits.timeout_seconds`` (raising
+        ``TimeoutError``) or when cancelled, taking the child's whole tree down.
 
         Raises:
             SandboxUnavailable: a protection asked for that no layer can give to a Python
@@ -309,9 +319,9 @@ class Sandbox:
         mechanisms = self.call_capabilities
         absent = self._absent_protected(mechanisms)
         if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
-            # A cgroup per call: the child must join its own, so none is forked ahead.
+            # A cgroup per call: the child must join its own, so no warm worker serves it.
             group = self._cgroup()
-            caller = ForkedCaller(self._child_setup(group), warm=False)
+            caller = CallWorkers(self._child_setup(group)[0], warm=False)
         else:
             group = None
             caller = self._forked_caller(absent)
@@ -323,14 +333,15 @@ class Sandbox:
             if group is not None:
                 cgroup.remove(group)
 
-    def _forked_caller(self, absent: list[str]) -> ForkedCaller:
-        """The caller whose children are forked ahead; a new one when a protected path
-        appeared or went since its children were set up (they bound what existed)."""
+    def _forked_caller(self, absent: list[str]) -> CallWorkers:
+        """The calls' warm worker; a new one when a protected path appeared or went since
+        it was set up (its layers bound what existed)."""
         caller = self._caller
         if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
             if caller is not None and caller.owner == os.getpid():
                 caller.close()
-            caller = self._caller = ForkedCaller(self._child_setup(None))
+            setup, nest = self._child_setup(None)
+            caller = self._caller = CallWorkers(setup, nest=nest)
             self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
@@ -343,15 +354,19 @@ class Sandbox:
             return []
         return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
-    def _child_setup(self, group: str | None) -> Callable[[], None]:
-        """What a forked child does before its call: the portable level, limits, layers."""
+    def _child_setup(
+        self, group: str | None
+    ) -> tuple[Callable[[], None], Callable[[], None] | None]:
+        """What the process calls run in does first (the portable level, limits, layers),
+        and what each call's child forked from a warm worker does (a nested Landlock
+        domain, when Landlock is applied)."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
         mechanisms = enforced(self._plan.calls, confinement)
         layers = child_layers(mechanisms)
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
-        fields = dataclasses.asdict(layer_confinement(confinement, mechanisms))
+        layered = layer_confinement(confinement, mechanisms)
         limits = self.limits
         allowlist = self.env_allowlist
 
@@ -363,12 +378,12 @@ class Sandbox:
                 pairs.append(("RLIMIT_AS", address_space_bytes() + limits.memory_bytes))
             apply_rlimits(pairs)
             if layers or group:
-                apply_child_layers(layers, fields, group)
+                apply_child_layers(layers, layered, group)
 
-        return setup
+        return setup, (landlock.nest if LANDLOCK in layers else None)
 
     def close(self) -> None:
-        """Stop the spawn server and the child forked ahead. Also done when the sandbox
+        """Stop the spawn server and the calls' warm worker. Also done when the sandbox
         is collected or the process exits."""
         self._launcher.close()
         if self._caller is not None:

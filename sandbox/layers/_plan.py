@@ -11,8 +11,6 @@ import contextlib
 import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from dataclasses import fields as fields_of
-from typing import Any
 
 from sandbox.layers import (
     BUBBLEWRAP,
@@ -144,40 +142,56 @@ def layer_confinement(confinement: Confinement, mechanisms: dict[str, str]) -> C
     )
 
 
-def command_spec(
+@dataclass(frozen=True)
+class LayeredCommand:
+    """A command as the layers run it.
+
+    Attributes:
+        argv: the command, or under bubblewrap bwrap's argv with the command at its end.
+        env: the environment to start ``argv`` with: under bubblewrap none (the command's
+            travels in bwrap's ``--setenv`` options, so bwrap's processes do not pass for
+            the command's), else the command's.
+        layers: layers the child applies to itself before exec (:func:`child_layers`).
+        confinement: what the layers enforce (:func:`layer_confinement`).
+        seccomp_fd: where bubblewrap reads the network filter (:data:`SECCOMP_FD`), or
+            ``None``.
+    """
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    layers: tuple[str, ...]
+    confinement: Confinement
+    seccomp_fd: int | None = None
+
+
+def layered_command(
     confinement: Confinement,
     mechanisms: dict[str, str],
     argv: list[str],
     cwd: str,
     env: dict[str, str],
     cwd_identity: tuple[int, int] | None = None,
-) -> dict[str, Any]:
-    """The layer part of a supervisor job spec (``argv``, ``child_layers``,
-    ``confinement``, ``seccomp_fd``, and under bubblewrap an empty ``env`` for bwrap
-    itself) for a command under ``mechanisms``. Under bubblewrap, ``cwd_identity``
-    (``(st_dev, st_ino)``) is checked against the directory the command starts in (see
-    ``bwrap.wrap_argv``)."""
+) -> LayeredCommand:
+    """How to run ``argv`` (in ``cwd`` with ``env``) under ``mechanisms``. Under bubblewrap,
+    ``cwd_identity`` (``(st_dev, st_ino)``) is checked against the directory the command
+    starts in (see ``bwrap.wrap_argv``)."""
     layered = layer_confinement(confinement, mechanisms)
-    # Shallow: the fields are primitives and tuples (dataclasses.asdict copies recursively).
-    fields = {f.name: getattr(layered, f.name) for f in fields_of(layered)}
-    spec: dict[str, Any] = {"argv": argv, "child_layers": [], "confinement": fields}
-    if BUBBLEWRAP in mechanisms.values():
-        network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
-        spec["argv"] = bwrap.wrap_argv(
-            dataclasses.replace(layered, network=not network_off),
-            argv,
-            cwd,
-            env,
-            seccomp_fd=SECCOMP_FD if network_off else None,
-            cwd_identity=cwd_identity,
-        )
-        # The command's environment travels in bwrap's --setenv options; bwrap itself
-        # needs none, and so its processes do not pass for the command's.
-        spec["env"] = {}
-        if network_off:
-            spec["seccomp_fd"] = SECCOMP_FD
-    spec["child_layers"] = child_layers(mechanisms)
-    return spec
+    layers = tuple(child_layers(mechanisms))
+    if BUBBLEWRAP not in mechanisms.values():
+        return LayeredCommand(tuple(argv), env, layers, layered)
+    network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
+    seccomp_fd = SECCOMP_FD if network_off else None
+    wrapped = bwrap.wrap_argv(
+        dataclasses.replace(layered, network=not network_off),
+        argv,
+        cwd,
+        env,
+        seccomp_fd=seccomp_fd,
+        cwd_identity=cwd_identity,
+    )
+    # The command's environment travels in bwrap's --setenv options; bwrap itself needs
+    # none, and so its processes do not pass for the command's.
+    return LayeredCommand(tuple(wrapped), {}, layers, layered, seccomp_fd)
 
 
 def child_layers(mechanisms: dict[str, str]) -> list[str]:
@@ -195,27 +209,25 @@ def child_layers(mechanisms: dict[str, str]) -> list[str]:
 
 
 def apply_child_layers(
-    names: Collection[str], confinement: dict[str, Any], cgroup_dir: str | None = None
+    names: Collection[str], confinement: Confinement, cgroup_dir: str | None = None
 ) -> None:
     """In a single-threaded child: join ``cgroup_dir``, enter a user namespace capping its
-    processes at ``max_processes``, and apply a mount namespace (read-only but for the
-    writable directories, unless ``/`` is one of them; the ``read_only`` paths bound
-    read-only), Landlock and seccomp as ``names`` says. ``confinement`` holds the
-    :class:`Confinement` fields (lists are fine).
+    processes at ``confinement.max_processes``, and apply a mount namespace (read-only but
+    for the writable directories, unless ``/`` is one of them; the ``read_only`` paths bound
+    read-only), Landlock and seccomp as ``names`` says, enforcing ``confinement``.
 
     Raises:
         OSError: a layer refused; the child must not go on to run untrusted work.
     """
     if cgroup_dir:
         cgroup.add_process(cgroup_dir)
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in confinement.items()}
     if USER_NAMESPACE_NPROC in names:
-        userns.cap_processes(fields["max_processes"])
+        userns.cap_processes(confinement.max_processes)
     if MOUNT_NAMESPACE in names:
-        writable = fields["writable"]
-        mountns.confine(None if "/" in writable else writable, fields["read_only"])
+        writable = confinement.writable
+        mountns.confine(None if "/" in writable else writable, confinement.read_only)
     if LANDLOCK in names:
-        landlock.apply(Confinement(**fields))
+        landlock.apply(confinement)
     if SECCOMP in names:
         seccomp.deny_network()
 

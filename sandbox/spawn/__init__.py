@@ -1,2 +1,3 @@
-"""The spawn side of the sandbox: the client's pool of supervisors, the spawn server, the
-wire between them, and starting, capturing and stopping a child's whole process tree."""
+"""The spawn side of the sandbox: the typed messages of the wire, the client's pool of
+supervisors, the spawn server, starting, capturing and stopping a command's whole process
+tree, and the warm worker that Python calls run under."""

@@ -9,7 +9,9 @@ import socket
 import sys
 import threading
 import weakref
+from collections.abc import Hashable, Mapping
 
+from sandbox.spawn._jobs import SupervisorReady, WantSupervisor
 from sandbox.spawn._wire import Channel
 
 # The directory that holds the ``sandbox`` package (this file is sandbox/spawn/_client.py).
@@ -35,7 +37,7 @@ class Supervisor(Channel):
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock)
-        self.env: dict[str, str] | None = None
+        self.env: Mapping[str, str] | None = None
 
 
 class Launcher:
@@ -51,12 +53,12 @@ class Launcher:
         self._lock = threading.Lock()
         self._owner = -1
         self._server: Channel | None = None
-        self._idle: dict[str, list[Supervisor]] = {}
+        self._idle: dict[Hashable, list[Supervisor]] = {}
         self._finalizer: weakref.finalize | None = None
 
-    def acquire(self, limits_key: str) -> Supervisor:
-        """A connected supervisor that has run only jobs with ``limits_key`` (a supervisor
-        applies limits to itself once, for good).
+    def acquire(self, limits: Hashable) -> Supervisor:
+        """A connected supervisor that has run only jobs with these ``limits`` (a
+        supervisor applies limits to itself once, for good: ``CommandJob.limits``).
 
         Raises:
             OSError: the server could not be started or reached.
@@ -65,7 +67,7 @@ class Launcher:
             # A fork copies the lock in whatever state another thread left it.
             self._lock = threading.Lock()
         with self._lock:
-            idle = self._connect_pool().setdefault(limits_key, [])
+            idle = self._connect_pool().setdefault(limits, [])
             if idle:
                 return idle.pop()
             try:
@@ -75,10 +77,10 @@ class Launcher:
                 self._close()
                 return self._new_supervisor()
 
-    def release(self, limits_key: str, supervisor: Supervisor) -> None:
+    def release(self, limits: Hashable, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""
         with self._lock:
-            idle = self._idle.setdefault(limits_key, [])
+            idle = self._idle.setdefault(limits, [])
             if self._owner == os.getpid() and len(idle) < POOL_SIZE:
                 idle.append(supervisor)
                 return
@@ -89,7 +91,7 @@ class Launcher:
         with self._lock:
             self._close()
 
-    def _connect_pool(self) -> dict[str, list[Supervisor]]:
+    def _connect_pool(self) -> dict[Hashable, list[Supervisor]]:
         if self._server is not None and self._owner == os.getpid():
             return self._idle
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -114,10 +116,10 @@ class Launcher:
     def _new_supervisor(self) -> Supervisor:
         server = self._server
         assert server is not None
-        server.send({"want": 1})
+        server.send(WantSupervisor())
         reply = server.receive()
         fds = server.take_fds(1)
-        if reply is None or not fds:
+        if not isinstance(reply, SupervisorReady) or not fds:
             raise ConnectionError("the sandbox spawn server exited")
         return Supervisor(socket.socket(fileno=fds[0]))
 
@@ -127,7 +129,9 @@ class Launcher:
         self._server, self._finalizer, self._owner, self._idle = None, None, -1, {}
 
 
-def _shutdown(server: Channel, idle: dict[str, list[Supervisor]], pid: int, owner: int) -> None:
+def _shutdown(
+    server: Channel, idle: dict[Hashable, list[Supervisor]], pid: int, owner: int
+) -> None:
     for supervisors in idle.values():
         for supervisor in supervisors:
             supervisor.close()

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import selectors
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 
 from sandbox._errors import SandboxError
 from sandbox.spawn._capture import CapturedOutput, OutputBuffer
 from sandbox.spawn._client import Launcher
+from sandbox.spawn._jobs import CommandExited, CommandJob, Message, StartFailed, StopTree, TreeDone
 from sandbox.spawn._wire import Channel
 
 #: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
@@ -83,7 +84,7 @@ class _Job:
         """The channel's descriptor."""
         return self._channel.fileno()
 
-    def poll(self) -> dict[str, Any] | None:
+    def poll(self) -> Message | None:
         """The next message if one is waiting, else None."""
         message = self._channel.poll()
         if message is None:
@@ -98,21 +99,21 @@ class _Job:
             message = self._channel.poll()
             if message is None:
                 return None
-        if "error" in message:
-            self.error, self.exited, self.done = message["error"], True, True
-        if "exit" in message:
-            self.exit_status, self.exited = message["exit"], True
-        if "done" in message:
+        if isinstance(message, StartFailed):
+            self.error, self.exited, self.done = message.error, True, True
+        elif isinstance(message, CommandExited):
+            self.exit_status, self.exited = message.status, True
+        elif isinstance(message, TreeDone):
             self.done = True
-            if not self.exited and message["done"] is not None:
-                self.exit_status, self.exited = message["done"], True
+            if not self.exited and message.status is not None:
+                self.exit_status, self.exited = message.status, True
         return message
 
-    def _closed(self) -> dict[str, Any]:
+    def _closed(self) -> Message:
         self.clean = False
         if self.exited:
             self.done = True
-            return {"done": self.exit_status}
+            return TreeDone(self.exit_status)
         raise SandboxError("the sandbox supervisor exited unexpectedly")
 
     def request_stop(self, grace: float) -> None:
@@ -122,12 +123,12 @@ class _Job:
             pass  # "done" may already be waiting: then no stop request is needed
         if not self.done:
             with contextlib.suppress(OSError):
-                self._channel.send({"stop": grace})
+                self._channel.send(StopTree(grace))
 
 
 async def run_process(
     launcher: Launcher,
-    spec: dict[str, Any],
+    job: CommandJob,
     *,
     on_output: OnOutput | None = None,
     timeout: float | None = None,
@@ -135,11 +136,11 @@ async def run_process(
     drain: float = 0.2,
     output_bytes: int = 1024 * 1024,
 ) -> ProcessResult:
-    """Run the command ``spec`` describes and wait until no process of its tree is left.
+    """Run the command ``job`` describes and wait until no process of its tree is left.
 
     Args:
         launcher: the spawn server connection to start it through.
-        spec: the job (primitives; see ``sandbox.spawn._server._start``).
+        job: the command, its environment, limits and layers.
         on_output: receives each chunk of output as it is read.
         timeout: seconds before the tree is stopped; the result says ``timed_out``.
         grace: seconds between SIGTERM and SIGKILL when the tree is stopped.
@@ -153,13 +154,12 @@ async def run_process(
         SandboxError: the command could not be started.
     """
     started = time.perf_counter()
-    limits_key = repr((spec.get("rlimits", []), spec.get("memory_bytes")))
-    supervisor = launcher.acquire(limits_key)
+    supervisor = launcher.acquire(job.limits)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    # An environment the supervisor already has is not sent again (see sandbox.spawn._server).
-    env = spec["env"]
-    message = spec if env != supervisor.env else {k: v for k, v in spec.items() if k != "env"}
+    # An environment the supervisor already has is not sent again (CommandJob.env).
+    env = job.env
+    message = job if env != supervisor.env else dataclasses.replace(job, env=None)
     try:
         try:
             supervisor.send(message, [out_w, err_w])
@@ -171,8 +171,8 @@ async def run_process(
         for fd in (out_r, err_r):
             os.set_blocking(fd, False)
         buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
-        job = _Job(supervisor)
-        streams = _Streams(job, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
+        watch = _Job(supervisor)
+        streams = _Streams(watch, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
     except BaseException:
         for fd in (out_r, err_r):
             os.close(fd)
@@ -182,22 +182,22 @@ async def run_process(
     timed_out = False
     try:
         with anyio.move_on_after(timeout) as scope:
-            await streams.serve_until(lambda: job.exited)
+            await streams.serve_until(lambda: watch.exited)
         timed_out = scope.cancelled_caught
         if not timed_out and not streams.drained:
             with anyio.move_on_after(drain):
                 await streams.serve_until(lambda: streams.drained)
-        job.request_stop(grace)
-        await streams.serve_until(lambda: job.done)
+        watch.request_stop(grace)
+        await streams.serve_until(lambda: watch.done)
         if not streams.drained:
             # The tree is gone; only a process outside it could still hold a pipe.
             with anyio.move_on_after(drain):
                 await streams.serve_until(lambda: streams.drained)
-        if job.error is not None:
-            raise SandboxError(job.error)
+        if watch.error is not None:
+            raise SandboxError(watch.error)
     finally:
         try:
-            if not job.done:
+            if not watch.done:
                 # A supervisor that is gone has nothing left to stop: its error is already
                 # on its way out.
                 with (
@@ -205,18 +205,18 @@ async def run_process(
                     anyio.move_on_after(grace + 5),
                     contextlib.suppress(SandboxError),
                 ):
-                    job.request_stop(grace)
-                    await streams.serve_until(lambda: job.done)
+                    watch.request_stop(grace)
+                    await streams.serve_until(lambda: watch.done)
         finally:
             streams.close()
             for fd in (out_r, err_r):
                 os.close(fd)
-            if job.done and job.clean:
+            if watch.done and watch.clean:
                 supervisor.sock.setblocking(True)
-                launcher.release(limits_key, supervisor)
+                launcher.release(job.limits, supervisor)
             else:
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
-    exit_code, killed_by = decode_status(job.exit_status)
+    exit_code, killed_by = decode_status(watch.exit_status)
     return ProcessResult(
         exit_code=None if timed_out else exit_code,
         signal=killed_by,

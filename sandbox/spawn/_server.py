@@ -8,26 +8,19 @@ supervisors keeps forks off a job's path. Each supervisor is a child subreaper (
 starts the command in a new session, reports its exit, and on request (or when the caller
 goes away) stops every process the command left behind.
 
-Wire protocol (:class:`~sandbox.spawn._wire.Channel` messages):
-
-- caller to server: ``{"want": 1}`` asks for an idle supervisor; the reply carries the
-  caller's end of a socket to it.
-- caller to idle supervisor: the job spec (see :func:`_start`) with two file descriptors
-  attached: the stdout and stderr write ends. A spec without ``env`` reuses the previous
-  job's environment (a caller sends an unchanged one once per supervisor). The supervisor
-  keeps its copies of the write ends until it reports the command's exit ("exit" or
-  "done"), so the pipes end only after that message.
-- supervisor to caller: ``{"error": text}`` when the command could not start (and nothing
-  else for that job); ``{"exit": wait_status}`` when the command exits while other
-  processes of its tree live on; ``{"done": wait_status | null}`` when no process of the
-  tree is left (its status is the command's, reported here if no "exit" came first).
-- caller to supervisor: ``{"stop": grace_seconds}``. End of file stops the tree at once and
-  ends the supervisor.
+The messages (:mod:`sandbox.spawn._jobs`): the caller asks the server for a supervisor
+(``WantSupervisor``) and gets the caller's end of a socket to it (``SupervisorReady``);
+it sends ``CommandJob``s straight to that supervisor, with the stdout and stderr write
+ends attached. The supervisor keeps its copies of the write ends until it reports the
+command's exit (``CommandExited`` or ``TreeDone``), so the pipes end only after that
+message. ``StopTree`` asks it to stop the tree; end of file stops the tree at once and ends
+the supervisor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import select
@@ -35,9 +28,19 @@ import shutil
 import signal
 import socket
 import sys
-from typing import Any
+from collections.abc import Mapping
 
 from sandbox._limits import apply_rlimits
+from sandbox.spawn._jobs import (
+    CommandExited,
+    CommandJob,
+    Message,
+    Rlimits,
+    StartFailed,
+    StopTree,
+    SupervisorReady,
+    TreeDone,
+)
 from sandbox.spawn._tree import become_subreaper, preload, reap, stop_tree
 from sandbox.spawn._wire import Channel
 
@@ -73,7 +76,7 @@ def serve(fd: int) -> None:
                 os._exit(code)
         theirs.close()
         try:
-            server.send({"idle": 1}, [ours.fileno()])
+            server.send(SupervisorReady(), [ours.fileno()])
         except OSError:
             return
         finally:
@@ -92,52 +95,53 @@ def _idle(channel: Channel) -> int:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    applied: list[Any] | None = None
-    env: dict[str, str] = {}
+    applied: tuple[Rlimits, int | None] | None = None
+    env: Mapping[str, str] = {}
     while True:
         try:
-            spec = channel.receive()
-        except OSError:
+            job = channel.receive()
+        except (OSError, ValueError):
             return 0
-        if spec is None:
+        if job is None:
             return 0
-        if "argv" not in spec:
+        if not isinstance(job, CommandJob):
             continue  # a stop request that crossed the last job's "done": that job is over
-        env = spec.setdefault("env", env)
+        if job.env is None:
+            job = dataclasses.replace(job, env=env)
+        env = job.env or {}
         fds = channel.take_fds(2)
         for fd in fds:
             os.set_inheritable(fd, False)
-        limits = [spec.get("rlimits", []), spec.get("memory_bytes")]
         if applied is None:
-            applied = limits
-            _apply_limits(spec)
-        if len(fds) != 2 or limits != applied:
+            applied = job.limits
+            _apply_limits(job)
+        if len(fds) != 2 or job.limits != applied:
             for fd in fds:
                 os.close(fd)
-            _send(channel, {"error": "this supervisor runs other limits, or got no pipes"})
+            _send(channel, StartFailed("this supervisor runs other limits, or got no pipes"))
             continue
-        if not _supervise(channel, spec, fds[0], fds[1], wake_r):
+        if not _supervise(channel, job, fds[0], fds[1], wake_r):
             return 0
 
 
-def _apply_limits(spec: dict[str, Any]) -> None:
-    limits = list(spec.get("rlimits", []))
-    if spec.get("memory_bytes"):
-        limits.append(["RLIMIT_AS", spec["memory_bytes"]])
+def _apply_limits(job: CommandJob) -> None:
+    limits: list[tuple[str, int]] = list(job.rlimits)
+    if job.memory_bytes:
+        limits.append(("RLIMIT_AS", job.memory_bytes))
     apply_rlimits(limits)
 
 
-def _supervise(job: Channel, spec: dict[str, Any], out_fd: int, err_fd: int, wake_r: int) -> bool:
+def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake_r: int) -> bool:
     """Run one job to its end. Returns False when the caller hung up."""
     pipes = [out_fd, err_fd]
     try:
         try:
-            pid = _start(spec, out_fd, err_fd)
+            pid = _start(job, out_fd, err_fd)
         except Exception as exc:
-            _send(job, {"error": f"cannot start {spec['argv'][0]!r}: {exc}"})
+            _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
-        main_status, caller_gone = _wait(job, pid, wake_r, pipes)
-        _send(job, {"done": main_status})
+        main_status, caller_gone = _wait(channel, pid, wake_r, pipes)
+        _send(channel, TreeDone(main_status))
     finally:
         _close_all(pipes)
     return not caller_gone
@@ -150,36 +154,29 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
-def _start(spec: dict[str, Any], out_fd: int, err_fd: int) -> int:
+def _start(job: CommandJob, out_fd: int, err_fd: int) -> int:
     """Start the command in a new session with /dev/null stdin, limits and confinement.
-
-    ``spec`` keys: ``argv``, ``cwd`` (or null), ``env``, ``rlimits`` (``[[RLIMIT_*
-    name, value], ...]``), ``memory_bytes`` (or null), and for the isolation layers
-    ``confinement`` (the :class:`~sandbox.layers._confinement.Confinement` fields),
-    ``child_layers`` (layers the child applies to itself before exec), ``cgroup`` (a
-    cgroup directory the child joins before exec) and ``seccomp_fd`` (where bubblewrap
-    reads the network filter).
 
     Limits (see :func:`_idle`) and the working directory are set on this supervisor and
     inherited: it runs nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
     """
-    os.chdir(spec.get("cwd") or "/")
+    os.chdir(job.cwd or "/")
     remap = [(1, out_fd), (2, err_fd)]
     filter_fd = None
-    if spec.get("seccomp_fd"):
+    if job.seccomp_fd is not None:
         filter_fd = _filter_pipe()
-        remap.append((spec["seccomp_fd"], filter_fd))
+        remap.append((job.seccomp_fd, filter_fd))
     try:
-        return _spawn(spec, remap)
+        return _spawn(job, remap)
     finally:
         if filter_fd is not None:
             os.close(filter_fd)  # the child has its copy; this supervisor runs more jobs
 
 
-def _spawn(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
-    argv, env = spec["argv"], spec["env"]
-    if spec.get("child_layers") or spec.get("cgroup"):
-        return _fork_exec(spec, remap)
+def _spawn(job: CommandJob, remap: list[tuple[int, int]]) -> int:
+    argv, env = job.argv, job.env or {}
+    if job.forks:
+        return _fork_exec(job, remap)
     path = argv[0]
     if not os.path.isabs(path):
         path = shutil.which(path, path=env.get("PATH", os.defpath)) or path
@@ -209,7 +206,7 @@ def _filter_pipe() -> int:
     return read_end
 
 
-def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
+def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
     """Fork, let the child confine itself (Landlock, seccomp and cgroups act on the calling
     process), then exec. A failure in the child is reported through a close-on-exec pipe."""
     from sandbox.layers._plan import apply_child_layers
@@ -225,10 +222,8 @@ def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             for target, fd in remap:
                 os.dup2(fd, target)
-            apply_child_layers(
-                spec.get("child_layers", []), spec.get("confinement") or {}, spec.get("cgroup")
-            )
-            os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+            apply_child_layers(job.layers, job.confinement, job.cgroup)
+            os.execvpe(job.argv[0], job.argv, dict(job.env or {}))
         except BaseException as exc:
             os.write(report_w, str(exc).encode(errors="replace"))
         finally:
@@ -241,7 +236,7 @@ def _fork_exec(spec: dict[str, Any], remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(job: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | None, bool]:
+def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | None, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
     no process behind. Returns the command's wait status and whether the caller hung up.
 
@@ -250,8 +245,11 @@ def _wait(job: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | 
     left behind wakes the caller once ("done"), not twice (end of file, then "done")."""
     main_status: int | None = None
     while True:
-        request = job.poll()
-        readable = [job] if request is not None else select.select([job, wake_r], [], [])[0]
+        request = channel.poll()
+        if request is not None:
+            readable: list[Channel | int] = [channel]
+        else:
+            readable = select.select([channel, wake_r], [], [])[0]
         if wake_r in readable:
             _drain(wake_r)
             status, empty = reap(pid)
@@ -260,28 +258,28 @@ def _wait(job: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | 
                 return main_status if status is None else status, False
             if status is not None and main_status is None:
                 main_status = status
-                _send(job, {"exit": status})
+                _send(channel, CommandExited(status))
                 _close_all(pipes)
-        if job in readable:
+        if channel in readable:
             caller_gone = False
             while request is None and not caller_gone:
                 try:
-                    caller_gone = not job.fill()
+                    caller_gone = not channel.fill()
                 except OSError:
                     caller_gone = True
-                request = job.poll()
-            grace = 0.0 if caller_gone else float(request["stop"])  # type: ignore[index]
+                request = channel.poll()
+            grace = request.grace if isinstance(request, StopTree) else 0.0
             status = stop_tree(pid, grace, wake_r)
             if main_status is None and status is not None:
                 main_status = status
-                _send(job, {"exit": status})
+                _send(channel, CommandExited(status))
             return main_status, caller_gone
 
 
-def _send(job: Channel, message: dict[str, Any]) -> None:
+def _send(channel: Channel, message: Message) -> None:
     # The caller may have gone away; the tree is stopped all the same.
     with contextlib.suppress(OSError):
-        job.send(message)
+        channel.send(message)
 
 
 def _read_all(fd: int) -> bytes:

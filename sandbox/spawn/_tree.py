@@ -18,6 +18,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def become_subreaper() -> bool:
@@ -28,6 +29,17 @@ def become_subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     return bool(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when ``parent``, its parent now, exits (Linux; elsewhere
+    nothing); exit at once if it already did (then this process has another parent).
+    Not for a process that runs a command: the kernel sends it when the parent's thread
+    that forked exits."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,6 @@
-"""Messages between the caller, the spawn server and supervisors: length-prefixed JSON over
-a Unix stream socket, with file descriptors attached (``SCM_RIGHTS``, unix(7)).
+"""Messages between the caller, the spawn server and supervisors (typed in
+:mod:`sandbox.spawn._jobs`): length-prefixed JSON over a Unix stream socket, with file
+descriptors attached (``SCM_RIGHTS``, unix(7)).
 
 A stream socket rather than ``SOCK_SEQPACKET``, which macOS lacks for Unix sockets; the
 length prefix keeps the message boundaries.
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
+
+from sandbox.spawn._jobs import Message, decode, encode
 
 _PREFIX = 4
 _READ_SIZE = 64 * 1024
@@ -20,9 +22,9 @@ _MAX_FDS = 4
 class Channel:
     """One end of a message stream.
 
-    Messages are JSON objects. A message sent with descriptors delivers them to the
-    receiver, who takes them with :meth:`take_fds` after reading that message (each kind
-    of message in the protocol carries a known number).
+    Messages are :data:`~sandbox.spawn._jobs.Message` dataclasses. A message sent with
+    descriptors delivers them to the receiver, who takes them with :meth:`take_fds` after
+    reading that message (each kind of message in the protocol carries a known number).
     """
 
     def __init__(self, sock: socket.socket) -> None:
@@ -34,19 +36,19 @@ class Channel:
         """The socket's descriptor (for select and event loops)."""
         return self.sock.fileno()
 
-    def send(self, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()) -> None:
+    def send(self, message: Message, fds: list[int] | tuple[int, ...] = ()) -> None:
         """Send ``message`` with ``fds`` (duplicated into the receiver).
 
         Raises:
             OSError: the other end is gone (or, non-blocking, the socket is full).
         """
-        data = json.dumps(message).encode()
+        data = json.dumps(encode(message)).encode()
         frame = len(data).to_bytes(_PREFIX, "big") + data
         sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else self.sock.send(frame)
         if sent < len(frame):
             self.sock.sendall(frame[sent:])
 
-    def receive(self) -> dict[str, Any] | None:
+    def receive(self) -> Message | None:
         """The next message, blocking until it is complete; ``None`` at end of file."""
         while True:
             message = self.poll()
@@ -55,8 +57,12 @@ class Channel:
             if not self.fill():
                 return None
 
-    def poll(self) -> dict[str, Any] | None:
-        """The next message if it is complete in the buffer, else ``None``."""
+    def poll(self) -> Message | None:
+        """The next message if it is complete in the buffer, else ``None``.
+
+        Raises:
+            ValueError: the message is not one of :data:`~sandbox.spawn._jobs.Message`.
+        """
         if len(self._buffer) < _PREFIX:
             return None
         size = int.from_bytes(self._buffer[:_PREFIX], "big")
@@ -64,8 +70,7 @@ class Channel:
             return None
         data = bytes(self._buffer[_PREFIX : _PREFIX + size])
         del self._buffer[: _PREFIX + size]
-        message: dict[str, Any] = json.loads(data)
-        return message
+        return decode(json.loads(data))
 
     def fill(self) -> bool:
         """Read what the socket has into the buffer; False at end of file.

@@ -591,7 +591,7 @@ async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
     assert not target.exists()
 
 
-# --- calls: a fresh process each, forked ahead or on demand ---------------------------
+# --- calls: a fresh process each, from the warm worker or forked on demand -------------
 
 
 async def test_each_call_runs_in_a_fresh_child_and_changes_stay_there() -> None:
@@ -642,48 +642,132 @@ async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
         box.close()
 
 
-async def _child_forked_ahead(caller: Any) -> Any:
-    """The child ``caller`` forks ahead after a call, once it is there."""
+async def _warm_worker(box: Sandbox, knowing: object) -> Any:
+    """The sandbox's warm worker, once there is one that holds ``knowing``."""
     return await wait_until_async(
-        lambda: caller._ahead, lambda ahead: ahead is not None, "the child forked ahead"
+        lambda: box._caller._worker if box._caller is not None else None,
+        lambda worker: worker is not None and id(knowing) in worker.known,
+        "a warm worker holding the callable",
     )
 
 
-async def test_a_child_forked_ahead_that_died_is_replaced() -> None:
-    def pid() -> int:
-        return os.getpid()
+def _parent_pid() -> int:
+    return os.getppid()
 
+
+async def test_a_warm_worker_that_died_is_replaced() -> None:
     box = Sandbox(layers=False)
     try:
-        await box.call(pid)
-        caller = box._caller
-        assert caller is not None
-        ahead = await _child_forked_ahead(caller)
-        os.kill(ahead.pid, signal.SIGKILL)
-        os.waitpid(ahead.pid, 0)
-        assert await box.call(pid) not in (ahead.pid, os.getpid())
+        await box.call(_parent_pid)  # forked on demand: the caller is its parent
+        worker = await _warm_worker(box, _parent_pid)
+        assert await box.call(_parent_pid) == worker.pid
+        os.kill(worker.pid, signal.SIGKILL)
+        os.waitpid(worker.pid, 0)  # its child waiting for a call dies with it
+        assert await box.call(_parent_pid) == os.getpid()  # on demand again, meanwhile
+        replaced = await _warm_worker(box, _parent_pid)
+        assert replaced.pid != worker.pid
+        assert await box.call(_parent_pid) == replaced.pid
     finally:
         box.close()
 
 
-async def test_a_child_forked_ahead_learns_callables_used_since_its_fork() -> None:
+async def test_a_warm_worker_learns_callables_used_since_its_fork() -> None:
     def first() -> int:
-        return os.getpid()
+        return os.getppid()
 
     def second() -> int:
-        return os.getpid()
+        return os.getppid()
 
     box = Sandbox(layers=False)
     try:
         await box.call(first)
-        caller = box._caller
-        assert caller is not None
-        for _ in range(3):  # the child forked after `first` cannot serve `second`
-            await box.call(second)
-        ahead = await _child_forked_ahead(caller)
-        assert await box.call(second) == ahead.pid
+        worker = await _warm_worker(box, first)
+        assert await box.call(second) == os.getpid()  # unknown to that worker
+        learned = await _warm_worker(box, second)
+        assert learned.pid != worker.pid
+        assert [await box.call(second), await box.call(first)] == [learned.pid] * 2
     finally:
         box.close()
+
+
+def _echo(value: int) -> tuple[int, int]:
+    return value, os.getppid()
+
+
+async def test_calls_back_to_back_on_the_warm_worker_each_get_their_own_result() -> None:
+    # The worker forks the next child while a call runs and reaps the last one meanwhile:
+    # every request must reach exactly one child, whatever order those events come in.
+    box = Sandbox(layers=False)
+    try:
+        await box.call(_echo, -1)
+        worker = await _warm_worker(box, _echo)
+        with anyio.fail_after(60):
+            results = [await box.call(_echo, i) for i in range(500)]
+    finally:
+        box.close()
+    assert results == [(i, worker.pid) for i in range(500)]
+
+
+async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
+    new_box: NewBox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", marker)
+    box = new_box(
+        layers=False,
+        env_allowlist={"PATH", "WT_TEST_MARKER"},
+        limits=SandboxLimits(timeout_seconds=1, grace_seconds=0.2),
+    )
+
+    def work(how: str) -> int:
+        if how == "hang":
+            os.system("setsid sleep 300 & sleep 300")
+        if how == "crash":
+            ctypes.string_at(0)
+        return os.getppid()
+
+    await box.call(work, "answer")
+    for how in ("crash", "hang"):
+        worker = await _warm_worker(box, work)
+        assert await box.call(work, "answer") == worker.pid
+        with pytest.raises((SandboxError, TimeoutError)) as raised:
+            await box.call(work, how)
+        assert (
+            str(raised.value)
+            == {
+                "crash": "the sandboxed call was killed by SIGSEGV",
+                "hang": "",
+            }[how]
+        )
+        assert survivors(f"WT_TEST_MARKER={marker}") == []
+        with pytest.raises(ChildProcessError):
+            os.waitpid(worker.pid, os.WNOHANG)  # that worker was let go, and reaped
+
+
+async def test_a_call_can_neither_signal_nor_tamper_with_its_warm_worker(
+    new_box: NewBox,
+) -> None:
+    box = new_box()
+    if "signal_scoping" not in box.call_capabilities:
+        pytest.skip(f"calls cannot be kept from signalling here: {box.call_capabilities}")
+
+    def reach_parent() -> tuple[str, str]:
+        try:
+            os.kill(os.getppid(), signal.SIGKILL)
+            signalled = "sent"
+        except PermissionError:
+            signalled = "EPERM"
+        try:
+            with open(f"/proc/{os.getppid()}/mem", "r+b"):
+                memory = "opened"
+        except OSError as exc:
+            memory = errno.errorcode[exc.errno or 0]
+        return signalled, memory
+
+    await box.call(reach_parent)
+    worker = await _warm_worker(box, reach_parent)
+    assert await box.call(reach_parent) == ("EPERM", "EACCES")
+    assert await box.call(_parent_pid) == worker.pid
 
 
 async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
@@ -762,20 +846,14 @@ async def test_supervisor_open_descriptors_stay_flat_across_commands() -> None:
     assert counts == [counts[0]] * 4
 
 
-async def test_a_child_forked_ahead_holds_no_pipe_of_the_caller() -> None:
+async def test_a_warm_worker_holds_no_pipe_of_the_caller() -> None:
     """A subprocess the host starts in another thread waits for end of file on its pipes; a
-    child forked ahead at that instant must not keep their write ends open."""
-
-    def pid() -> int:
-        return os.getpid()
-
+    worker forked at that instant must not keep their write ends open."""
     read_end, write_end = os.pipe()  # stands for a pipe another thread has open
     box = Sandbox(layers=False)
     try:
-        await box.call(pid)
-        caller = box._caller
-        assert caller is not None
-        await _child_forked_ahead(caller)
+        await box.call(_parent_pid)
+        await _warm_worker(box, _parent_pid)
         os.close(write_end)
         write_end = -1
         ready = await anyio.to_thread.run_sync(

@@ -1,0 +1,882 @@
+"""Running Python callables in sandboxed children: a warm worker per sandbox configuration.
+
+A call must carry the callable as it is (a closure over a workspace, an open connection),
+so its process is a fork of the caller: nothing needs to be picklable but the result.
+
+**The warm worker.** :class:`CallWorkers` forks one worker from the caller (from a thread
+of its own, so that the caller's event loop does not wait for it) that applies the
+sandbox's setup once (session, environment, limits, mount namespace, Landlock, seccomp:
+about 2 ms) and then serves calls one after another. It keeps one child forked ahead,
+set up (session, subreaper, nested domain) and waiting on the worker's socket; that child
+takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
+the call and writes its pickled outcome to the pipe, while the worker forks the next one.
+The worker reports each child's wait status once it reaped it. It is single-threaded, so
+its forks are safe and cost only the fork.
+
+**Isolation between calls.** Each call runs in its own fork of the worker and ends with it
+(``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
+Under Landlock the call's child also enters a Landlock domain nested in the worker's
+(``landlock.nest``): it can neither signal nor ptrace the worker, so it cannot tamper with
+what later calls are forked from (at the portable level, as everywhere there, this is no
+security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
+call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
+
+**What a worker knows.** A worker holds the callables the caller had used when it was
+forked; a call naming them travels as a pickle whose references to those callables are
+resolved in the worker. A call it cannot serve that way (a callable new since the fork, an
+argument that does not pickle), a call while the worker is busy with another, and every
+call that must join a cgroup of its own, runs in a child forked from the caller for it
+alone (the cold path, as the worker itself is forked); a new worker that knows the new
+callables is then forked in the background. A call served by the worker sees the caller's
+memory as it was when the worker was forked.
+
+Forking a process that runs other threads copies their locks in whatever state they are:
+a lock held at that instant stays held in the copy, and a worker lives on. The worker's
+own code takes no lock of the caller's; a call that deadlocks on such a lock is stopped by
+the timeout like any other, and its worker replaced. The file tools' per-file locks are
+fresh in every call's child (``FileStates.restore``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import gc
+import inspect
+import io
+import os
+import pickle
+import select
+import selectors
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from sandbox._errors import SandboxError
+from sandbox.spawn._forking import fork_in_threaded_process
+from sandbox.spawn._process import signal_name
+from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
+
+#: A callable with its positional and keyword arguments.
+Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+_READ_SIZE = 256 * 1024
+#: Callables remembered for workers; the oldest are forgotten first.
+_REGISTRY_SIZE = 256
+#: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
+#: ``E``: reaped it.
+_REPORT = struct.Struct("!cii")
+
+
+@dataclass
+class _Child:
+    """A child forked from the caller for one call (the cold path)."""
+
+    pid: int
+    result_fd: int
+
+
+@dataclass
+class _Worker:
+    """The caller's side of a warm worker."""
+
+    pid: int
+    sock: socket.socket
+    known: frozenset[int] = field(default_factory=frozenset)
+    busy: bool = False
+    #: Report bytes read but not yet consumed.
+    reports: bytearray = field(default_factory=bytearray)
+    #: ``S`` reports still to come for calls that ended before theirs was read.
+    owed_starts: int = 0
+    #: Pids of earlier calls' children whose ``E`` is still to come.
+    earlier: set[int] = field(default_factory=set)
+
+
+class CallWorkers:
+    """Runs callables in sandboxed children: through a warm worker (see the module
+    docstring) or, when it cannot serve a call, in a child forked for that call.
+
+    Args:
+        setup: prepares the process calls run in (session, limits, confinement); an
+            exception it raises is each call's exception. Called once per worker, and in
+            each cold child.
+        warm: keep a warm worker; False: every call forks its own child (a call that must
+            join a cgroup of its own).
+        nest: a call's child enters a nested domain of the worker's (``landlock.nest``),
+            or ``None``.
+    """
+
+    def __init__(
+        self,
+        setup: Callable[[], None],
+        *,
+        warm: bool = True,
+        nest: Callable[[], None] | None = None,
+    ) -> None:
+        self._setup = setup
+        self._warm = warm
+        self._nest = nest
+        self._lock = threading.Lock()
+        self._registry: dict[int, Any] = {}
+        self._worker: _Worker | None = None
+        self._forker: threading.Thread | None = None
+        self._wanted = threading.Event()
+        self._closed = False
+        #: Children that delivered their result and are exiting; reaped later.
+        self._exiting: list[int] = []
+        self.owner = os.getpid()
+
+    async def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], grace: float
+    ) -> Any:
+        """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) in a child;
+        return its result or raise its exception.
+
+        Cancelling the call stops the child and everything it started (SIGTERM, ``grace``
+        seconds, SIGKILL).
+
+        Raises:
+            SandboxError: the child died by a signal (the message and ``.signal`` name
+                it, e.g. SIGSEGV) or exited without a result.
+            Exception: whatever ``fn`` raised (re-created from its pickle).
+        """
+        self._reap()
+        worker, request = self._take_worker(fn, args, kwargs)
+        self._remember(fn, *args, *kwargs.values())
+        if worker is None:
+            try:
+                return await self._call_cold((fn, args, kwargs), grace)
+            finally:
+                self._refresh()
+        assert request is not None
+        try:
+            data, status = await _run_on_worker(worker, request, grace)
+            healthy = data is not None  # else orphans of the call may be left with it
+        except _WorkerGone:
+            # Killed from outside (or, at the portable level, by an earlier call) before it
+            # started this one: the call runs on its own.
+            self._give_back(worker, healthy=False)
+            return await self._call_cold((fn, args, kwargs), grace)
+        except BaseException:
+            self._give_back(worker, healthy=False)
+            raise
+        self._give_back(worker, healthy)
+        return _outcome(data, status)
+
+    async def _call_cold(self, call: Call, grace: float) -> Any:
+        child = await anyio.to_thread.run_sync(self._fork_cold, call)
+        data, status = await _collect(child, grace)
+        if status is None:
+            with self._lock:
+                self._exiting.append(child.pid)
+        return _outcome(data, status)
+
+    def close(self) -> None:
+        """Stop the warm worker (SIGKILL, with the call it may be running), after a
+        worker being forked is there."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+            self._closed = True
+            forker = self._forker
+        self._wanted.set()
+        if forker is not None and forker is not threading.current_thread():
+            # A fork in flight would hold copies of descriptors opened meanwhile (a
+            # subprocess's exec-status pipe) until it closed them: let it finish first.
+            forker.join()
+        if worker is not None:
+            _discard(worker)
+        self._reap(block=True)
+
+    def _take_worker(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[_Worker | None, bytes | None]:
+        """The idle warm worker, marked busy, with the pickled call it can serve; ``(None,
+        None)`` when there is none or it cannot serve this call."""
+        with self._lock:
+            worker = self._worker
+            if worker is None or worker.busy or os.getpid() != self.owner:
+                return None, None
+            worker.busy = True
+            registry = dict(self._registry)
+        request = _dump_request((fn, args, kwargs), registry, worker.known)
+        if request is None:
+            with self._lock:
+                worker.busy = False
+            return None, None
+        return worker, request
+
+    def _give_back(self, worker: _Worker, healthy: bool) -> None:
+        """After a call on ``worker``: keep it if ``healthy``, else let it go for a new one."""
+        with self._lock:
+            worker.busy = False
+            if healthy and self._worker is worker:
+                return
+            if self._worker is worker:
+                self._worker = None
+        if not healthy or self._worker is not worker:
+            _discard(worker)
+        self._refresh()
+
+    def _reap(self, block: bool = False) -> None:
+        with self._lock:
+            pids, self._exiting = self._exiting, []
+        for pid in pids:
+            try:
+                done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if not done:
+                with self._lock:
+                    self._exiting.append(pid)
+
+    def _remember(self, *objects: Any) -> None:
+        with self._lock:
+            for obj in objects:
+                if callable(obj) and not isinstance(obj, type):
+                    self._registry.pop(id(obj), None)
+                    self._registry[id(obj)] = obj
+            while len(self._registry) > _REGISTRY_SIZE:
+                del self._registry[next(iter(self._registry))]
+
+    def _refresh(self) -> None:
+        """Fork a new worker in the background when there is none, or when the one there
+        misses callables used since its fork."""
+        if not self._warm or os.getpid() != self.owner:
+            return
+        with self._lock:
+            worker = self._worker
+            if self._closed or not self._registry:
+                return
+            if worker is not None and worker.known.issuperset(self._registry):
+                return
+            if self._forker is None:
+                # A thread of its own: the fork must not wait for, nor hold up, the
+                # caller's event loop (it takes the GIL while the caller waits on I/O).
+                self._forker = threading.Thread(target=self._fork_worker_loop, daemon=True)
+                self._forker.start()
+        self._wanted.set()
+
+    def _fork_worker_loop(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            with self._lock:
+                if self._closed:
+                    return
+                registry = dict(self._registry)
+            worker = self._fork_worker(registry)
+            with self._lock:
+                old: _Worker | None = worker
+                if not self._closed:
+                    old, self._worker = self._worker, worker
+                if old is not None and old.busy:
+                    old = None  # it finishes its call, then is let go (see _give_back)
+            if old is not None:
+                _discard(old)
+
+    def _fork_worker(self, registry: dict[int, Any]) -> _Worker:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = fork_in_threaded_process()  # the module docstring says why the child is safe
+        if pid == 0:
+            ours.close()
+            _worker_main(self._setup, self._nest, registry, theirs)
+        theirs.close()
+        return _Worker(pid, ours, frozenset(registry))
+
+    def _fork_cold(self, call: Call) -> _Child:
+        """Fork a child for ``call`` alone: it sets itself up, runs it and exits."""
+        result_r, result_w = os.pipe()
+        pid = fork_in_threaded_process()  # the module docstring says why the child is safe
+        if pid == 0:
+            try:
+                faulthandler.disable()
+                os.close(result_r)
+                _close_inherited_pipes(keep={result_w})
+                try:
+                    self._setup()
+                    outcome = _run(*call)
+                except BaseException as exc:
+                    outcome = ("error", exc)
+                _deliver(outcome, result_w)
+            finally:
+                os._exit(0)
+        os.close(result_w)
+        return _Child(pid, result_r)
+
+
+def _discard(worker: _Worker) -> None:
+    """Let a worker go: SIGKILL it and the call it may be running, reap it."""
+    with contextlib.suppress(OSError):
+        tree = descendants(worker.pid)
+        _signal(set(tree), worker.pid, signal.SIGKILL)
+    worker.sock.close()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(worker.pid, 0)
+
+
+def _worker_main(
+    setup: Callable[[], None],
+    nest: Callable[[], None] | None,
+    registry: dict[int, Any],
+    sock: socket.socket,
+) -> None:
+    """The warm worker: set up once, then keep one child forked ahead that waits for the
+    next call on the socket; fork the next as soon as it took one; report each child's
+    end (``E``) until the caller hangs up. Its own only: adopted orphans of a call that
+    did not deliver are reaped silently (the caller lets this worker go after such a call)."""
+    try:
+        # A crash here is reported by the parent (SandboxError naming the signal); a fault
+        # handler inherited from the caller would only print a second, alarming dump.
+        faulthandler.disable()
+        _close_inherited_pipes(keep={sock.fileno()})
+        try:
+            setup()
+            failed: BaseException | None = None
+        except BaseException as exc:
+            failed = exc
+        # The heap the children share with this worker stays shared: the collector, run
+        # in a child, would otherwise touch (and so copy) every page of it.
+        gc.freeze()
+        took_r, took_w = os.pipe()
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(took_r, False)
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        mine: set[int] = set()
+        waiting: int | None = None
+        worker = os.getpid()
+        while True:
+            if waiting is None:
+                waiting = os.fork()  # this process runs no other thread
+                if waiting == 0:
+                    # A worker killed from outside must not leave a child that takes a call.
+                    die_with_parent(worker)
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (took_r, wake_r, wake_w):
+                        os.close(fd)
+                    _call_child(sock, nest, registry, failed, took_w)
+                mine.add(waiting)
+            select.select([took_r, wake_r], [], [])
+            _drain(wake_r)
+            # Reaped first, then the took byte read: a child that took its call and ended
+            # meanwhile wrote the byte before it ended, so it is never taken for one that
+            # died waiting (and replaced twice, leaving two children reading requests).
+            ended = _reaped()
+            if _drain(took_r):
+                waiting = None  # one child waits at a time: the byte is its
+            for pid, status in ended:
+                if pid not in mine:
+                    continue
+                mine.discard(pid)
+                if pid == waiting:
+                    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
+                        return
+                    waiting = None  # killed from outside while waiting
+                sock.sendall(_REPORT.pack(b"E", pid, status))
+    except OSError:
+        return
+    finally:
+        with contextlib.suppress(BaseException):
+            _kill_leftovers()
+        os._exit(0)
+
+
+def _reaped() -> list[tuple[int, int]]:
+    """``(pid, wait status)`` of every child that ended, reaped."""
+    ended = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return ended
+        if pid == 0:
+            return ended
+        ended.append((pid, status))
+
+
+def _drain(fd: int) -> bool:
+    """Read what the non-blocking ``fd`` holds; whether there was anything."""
+    got = False
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            got = True
+    return got
+
+
+#: The exit code of a worker's child that met end of file instead of a call.
+_NO_MORE_CALLS = 3
+
+
+def _call_child(
+    sock: socket.socket,
+    nest: Callable[[], None] | None,
+    registry: dict[int, Any],
+    failed: BaseException | None,
+    took_w: int,
+) -> None:
+    """A worker's child: its own session, subreaper and nested domain, set up before its
+    call comes; then take one call from ``sock``, tell the worker (``took_w``) and the
+    caller (``S``, its pid), let both go (the call must read no later request), run it,
+    deliver."""
+    code = 0
+    try:
+        os.setsid()
+        become_subreaper()
+        if failed is None and nest is not None:
+            try:
+                nest()
+            except BaseException as exc:
+                failed = exc
+        header, fds, _, _ = socket.recv_fds(sock, 8, 1)
+        rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
+        size = int.from_bytes(header + (rest or b""), "big")
+        data = _receive_exactly(sock, size) if len(fds) == 1 and rest is not None else None
+        if data is None:
+            code = _NO_MORE_CALLS
+            return
+        os.write(took_w, b"t")
+        os.close(took_w)
+        sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
+        sock.close()
+        if failed is not None:
+            outcome: tuple[str, Any] = ("error", failed)
+        else:
+            try:
+                call = _load_request(data, registry)
+            except BaseException as exc:
+                outcome = ("error", exc)
+            else:
+                outcome = _run(*call)
+        _deliver(outcome, fds[0])
+    finally:
+        os._exit(code)
+
+
+def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Before the result: once the caller has it, nothing of the call may be left.
+    _kill_leftovers()
+    result = _dumps(outcome)
+    with contextlib.suppress(OSError):
+        _write_all(result_w, len(result).to_bytes(8, "big") + result)
+
+
+def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(_READ_SIZE, size - len(data)))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+class _WorkerGone(Exception):
+    """The worker died before it started the call: the call may run elsewhere."""
+
+
+async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple[Any, Any]:
+    """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
+    None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
+    it stops the call's tree first (the caller then lets the worker go).
+
+    Raises:
+        _WorkerGone: the worker died before it started the call.
+    """
+    result_r, result_w = os.pipe()
+    sock = worker.sock
+    try:
+        frame = len(request).to_bytes(8, "big") + request
+        sent = socket.send_fds(sock, [frame[:8]], [result_w])
+        sock.sendall(frame[sent:])
+    except OSError:
+        os.close(result_r)
+        raise _WorkerGone() from None
+    finally:
+        os.close(result_w)
+    os.set_blocking(result_r, False)
+    sock.setblocking(False)
+    received = bytearray()
+    call = _Reports(worker)
+    finished = False
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(result_r, selectors.EVENT_READ)
+        selector.register(sock, selectors.EVENT_READ)
+        result_open = True
+        while True:
+            ready = {key.fd for key, _ in selector.select(0)}
+            if result_r in ready and _read_available(result_r, received):
+                selector.unregister(result_r)
+                result_open = False
+            if _complete(received):
+                finished = True
+                return bytes(received[8:]), None
+            if sock.fileno() in ready and not call.read():
+                selector.unregister(sock)
+            if call.status is not None:
+                _read_available(result_r, received)  # all it wrote is in the pipe now
+                finished = True
+                return (bytes(received[8:]), None) if _complete(received) else (None, call.status)
+            if call.gone and not result_open:
+                if call.pid is None:
+                    raise _WorkerGone()
+                finished = True
+                return None, None
+            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+    finally:
+        selector.close()
+        if not finished:
+            with anyio.CancelScope(shield=True):
+                await call.stop(grace)
+        call.finish()
+        os.close(result_r)
+        sock.setblocking(True)
+
+
+class _Reports:
+    """The worker's reports about one call: its child's pid (``S``, sent by the child),
+    then its wait status (``E``, sent by the worker). Reports of earlier calls that
+    ended before theirs were read come in between; they are told apart by pid."""
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        self._skip_starts, worker.owed_starts = worker.owed_starts, 0
+        self.pid: int | None = None
+        self.status: int | None = None
+        #: No more reports will come (end of file), or the child that was to take this
+        #: call died before it took it (its request may be left for the next one).
+        self.gone = False
+
+    def read(self) -> bool:
+        """Read the reports there are; False once ``gone``."""
+        worker = self._worker
+        try:
+            while chunk := worker.sock.recv(_READ_SIZE):
+                worker.reports += chunk
+            self.gone = True
+        except BlockingIOError:
+            pass
+        except OSError:
+            self.gone = True
+        while len(worker.reports) >= _REPORT.size:
+            kind, pid, status = _REPORT.unpack_from(worker.reports)
+            del worker.reports[: _REPORT.size]
+            if kind == b"S" and self._skip_starts:
+                self._skip_starts -= 1
+                worker.earlier.add(pid)
+            elif kind == b"S":
+                self.pid = pid
+            elif pid == self.pid:
+                self.status = status
+            elif pid in worker.earlier:
+                worker.earlier.discard(pid)
+            else:
+                self.gone = True
+        return not self.gone
+
+    def finish(self) -> None:
+        """The call is over: reports still to come for it belong to an earlier call now."""
+        worker = self._worker
+        if self.pid is None:
+            worker.owed_starts = self._skip_starts + 1
+        else:
+            worker.owed_starts = self._skip_starts
+            if self.status is None:
+                worker.earlier.add(self.pid)
+
+    async def stop(self, grace: float) -> None:
+        """SIGTERM the call's tree, wait up to ``grace`` seconds for its end, SIGKILL what
+        is left (the tree is listed before the child can die: the worker, a subreaper,
+        would adopt its orphans, and be let go with them)."""
+        pid = self.pid
+        if pid is None:
+            return  # not started, or the worker is gone with it: letting it go stops it
+        tree = set(descendants(pid))
+        _signal(tree, pid, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            while self.status is None and not self.gone:
+                await anyio.wait_readable(self._worker.sock)
+                self.read()
+        tree.update(descendants(pid))
+        # Stopped first, so that nothing forks between listing the tree and killing it.
+        _signal(tree, pid, signal.SIGSTOP)
+        _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
+
+
+def _close_inherited_pipes(keep: set[int]) -> None:
+    """Close the pipes the fork copied from the caller, but ``keep``.
+
+    Other threads of the caller may be starting a subprocess or a sandboxed call at the
+    instant of the fork: they wait for end of file on a pipe (``subprocess``'s exec-status
+    pipe, a child's output) whose write end this copy would hold until it exits, which for
+    a warm worker is when it is let go. Descriptors of other kinds
+    (files, sockets) stay, so a callable over an open connection still works.
+    """
+    try:
+        fds = [int(name) for name in os.listdir("/dev/fd")]
+    except OSError:
+        return
+    for fd in fds:
+        if fd in keep or fd <= 2:
+            continue
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.close(fd)
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = anyio.run(_await, value)
+        return ("ok", value)
+    except BaseException as exc:
+        return ("error", exc)
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+class _RefPickler(pickle.Pickler):
+    """Pickles the callables a child already holds as references to them."""
+
+    def __init__(self, file: io.BytesIO, registry: dict[int, Any], known: frozenset[int]):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._registry = registry
+        self._known = known
+
+    def persistent_id(self, obj: Any) -> int | None:
+        key = id(obj)
+        if key in self._known and self._registry.get(key) is obj:
+            return key
+        return None
+
+
+class _RefUnpickler(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, registry: dict[int, Any]):
+        super().__init__(file)
+        self._registry = registry
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._registry[pid]
+
+
+def _dump_request(call: Any, registry: dict[int, Any], known: frozenset[int]) -> bytes | None:
+    buffer = io.BytesIO()
+    try:
+        _RefPickler(buffer, registry, known).dump(call)
+    except Exception:
+        return None  # something the child does not hold and cannot be pickled
+    return buffer.getvalue()
+
+
+def _load_request(data: bytes, registry: dict[int, Any]) -> Any:
+    return _RefUnpickler(io.BytesIO(data), registry).load()
+
+
+def _dumps(outcome: tuple[str, Any]) -> bytes:
+    try:
+        return pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        kind, value = outcome
+        if kind == "error":
+            described = f"{type(value).__name__}: {value}"
+            return pickle.dumps(("error", RuntimeError(described)))
+        return pickle.dumps(
+            ("error", RuntimeError(f"the sandboxed call's result cannot be sent back: {exc}"))
+        )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _kill_leftovers() -> None:
+    """Processes the call started and left running belong to the call: they end with it.
+
+    The child is a subreaper (see ``setup``), so with no child left there is no
+    descendant left either, and the common case costs one ``waitpid``.
+    """
+    me = os.getpid()
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                pass
+        except ChildProcessError:
+            return
+        for pid in descendants(me):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)
+
+
+async def _collect(child: _Child, grace: float) -> Any:
+    """Read the child's result; stop it when cancelled. Returns ``(result bytes or None,
+    wait status or None)``: the result once complete (the child then only exits, and is
+    reaped later), else the status the child exited with."""
+    os.set_blocking(child.result_fd, False)
+    received = bytearray()
+    status: int | None = None
+    complete = False
+    try:
+        try:
+            pidfd = os.pidfd_open(child.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        if pidfd is None:
+            status, complete = await _collect_with_tasks(child, received)
+        else:
+            try:
+                status, complete = await _collect_with_pidfd(child, pidfd, received)
+            finally:
+                os.close(pidfd)
+    finally:
+        if status is None and not complete:
+            with anyio.CancelScope(shield=True):
+                await _stop(child.pid, grace)
+        os.close(child.result_fd)
+    return (bytes(received[8:]) if complete else None), status
+
+
+async def _collect_with_pidfd(
+    child: _Child, pidfd: int, received: bytearray
+) -> tuple[int | None, bool]:
+    """Linux: the result pipe and the child's pidfd behind one epoll, served by this task
+    alone (a task group with a task for each costs more than a short call)."""
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(child.result_fd, selectors.EVENT_READ)
+        selector.register(pidfd, selectors.EVENT_READ)
+        while True:
+            ready = {key.fd for key, _ in selector.select(0)}
+            # The result first: a child that wrote it whole and exited has succeeded.
+            if child.result_fd in ready and _read_available(child.result_fd, received):
+                selector.unregister(child.result_fd)
+            if _complete(received):
+                return None, True
+            if pidfd in ready:
+                _, status = os.waitpid(child.pid, 0)
+                _read_available(child.result_fd, received)  # all it wrote is in the pipe now
+                return status, _complete(received)
+            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+    finally:
+        selector.close()
+
+
+async def _collect_with_tasks(child: _Child, received: bytearray) -> tuple[int | None, bool]:
+    """Elsewhere: a task reads the result while this one waits for the exit."""
+    status: int | None = None
+    complete = False
+    async with anyio.create_task_group() as tg:
+
+        async def read_result() -> None:
+            nonlocal complete
+            await _read_into(child.result_fd, received)
+            complete = _complete(received)
+            if complete:
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(read_result)
+        status = await _wait_exit(child.pid)
+        _read_available(child.result_fd, received)
+        complete = _complete(received)
+        tg.cancel_scope.cancel()
+    return status, complete
+
+
+def _complete(received: bytearray) -> bool:
+    return len(received) >= 8 and len(received) - 8 >= int.from_bytes(received[:8], "big")
+
+
+async def _read_into(fd: int, received: bytearray) -> None:
+    """Read until the length-prefixed result is complete, or end of file."""
+    while not _complete(received):
+        try:
+            chunk = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            await anyio.wait_readable(fd)
+            continue
+        if not chunk:
+            return
+        received += chunk
+
+
+def _read_available(fd: int, received: bytearray) -> bool:
+    """Read what ``fd`` has; True at end of file."""
+    try:
+        while chunk := os.read(fd, _READ_SIZE):
+            received += chunk
+    except BlockingIOError:
+        return False
+    return True
+
+
+async def _wait_exit(pid: int) -> int:
+    """The child's wait status, once it exited (pidfd on Linux, a waiting thread elsewhere)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        _, status = await anyio.to_thread.run_sync(os.waitpid, pid, 0, abandon_on_cancel=True)
+        return status
+    try:
+        await anyio.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+async def _stop(pid: int, grace: float) -> None:
+    """SIGTERM the child's tree, wait up to ``grace`` seconds, SIGKILL what is left, reap.
+
+    The tree is listed before the child can die: its orphans would be reparented out of
+    reach (the caller is not a subreaper).
+    """
+    tree = set(descendants(pid))
+    _signal(tree, pid, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        await _wait_exit(pid)
+    tree.update(descendants(pid))
+    # Stopped first, so that nothing forks between listing the tree and killing it.
+    _signal(tree, pid, signal.SIGSTOP)
+    _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _signal(tree: set[int], pid: int, sig: int) -> None:
+    for target in (*tree, -pid, pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, sig)
+
+
+def _outcome(data: bytes | None, status: int | None) -> Any:
+    if data is None:
+        if status is not None and os.WIFSIGNALED(status):
+            name = signal_name(os.WTERMSIG(status))
+            raise SandboxError(f"the sandboxed call was killed by {name}", signal=name)
+        code = os.waitstatus_to_exitcode(status) if status is not None else None
+        raise SandboxError(f"the sandboxed call exited (status {code}) without a result")
+    kind, value = pickle.loads(data)
+    if kind == "error":
+        raise value
+    return value
