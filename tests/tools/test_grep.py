@@ -261,7 +261,7 @@ def test_matches_are_the_lines_a_line_by_line_search_finds(
     )
     matcher = Matcher(pattern, ignore_case=ignore_case)
     found = matcher.find(text.encode(), 10_000, 0)
-    got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
+    got = [] if found is None else [(line, column, text) for line, column, text, _ in found.lines]
     rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     expected = [
         (number, m.start() + 1, line)
@@ -405,5 +405,5 @@ def test_literal_patterns_match_the_lines_a_line_by_line_search_finds(
         if literal in line
     ]
     assert (0 if found is None else found.count) == len(expected)
-    got = [] if found is None else [(m.line, m.column, m.text) for m in found.lines]
+    got = [] if found is None else [(line, column, text) for line, column, text, _ in found.lines]
     assert got == expected[:keep]

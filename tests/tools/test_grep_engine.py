@@ -105,7 +105,11 @@ def python_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def results(found: Any) -> tuple[int, list[tuple[int, int, str, int]], dict[int, str]]:
     if found is None:
         return 0, [], {}
-    return found.count, [(m.line, m.column, m.text, m.length) for m in found.lines], found.context
+    return (
+        found.count,
+        [(line, column, text, length) for line, column, text, length in found.lines],
+        found.context,
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -371,7 +375,7 @@ def read_file_lines(data: bytes) -> list[str]:
 def test_shown_lines_are_read_files_lines(data: bytes, pattern: str) -> None:
     lines = read_file_lines(data)
     found = Matcher(pattern).find(data, 10_000, 0)
-    got = [] if found is None else [(m.line, m.text) for m in found.lines]
+    got = [] if found is None else [(line, text) for line, _, text, _ in found.lines]
     rx = re.compile(pattern)
     assert got == [(n, line) for n, line in enumerate(lines, 1) if rx.search(line)]
 

@@ -69,24 +69,18 @@ _BOMS = (
 WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
-@dataclass
-class LineMatch:
-    """A matching line: 1-based ``line``, 1-based ``column`` (in characters) of the first
-    match on it, the line's ``text`` (without its line ending; the lines a multiline match
-    spans, joined by LF) and the ``length`` in characters of the match within its first
-    line."""
-
-    line: int
-    column: int
-    text: str
-    length: int = 0
+# A matching line: 1-based line number, 1-based column (in characters) of the first match
+# on it, the line's text (without its line ending; the lines a multiline match spans,
+# joined by LF) and the length in characters of the match within its first line. A plain
+# tuple: a search may find thousands, and each object or attribute costs.
+LineMatch = tuple[int, int, str, int]
 
 
 @dataclass
 class FileMatches:
     """Matches in one file: ``count`` counts every matching line (every match in multiline
-    mode); ``lines`` holds at most the number asked for, ``context`` maps line numbers to the
-    text of context lines around them."""
+    mode); ``lines`` holds at most the number asked for (as :data:`LineMatch` tuples),
+    ``context`` maps line numbers to the text of context lines around them."""
 
     count: int = 0
     lines: list[LineMatch] = field(default_factory=list)
@@ -273,7 +267,7 @@ class Matcher:
             offset += end
         if total.context:
             # A window's context line may be a match of the next window.
-            matched = {m.line for m in total.lines}
+            matched = {m[0] for m in total.lines}
             total.context = {n: t for n, t in total.context.items() if n not in matched}
         return total if total.count else None
 
@@ -486,7 +480,7 @@ def _scan(  # type: ignore[no-untyped-def]
                 length = len(to_str(buf[start : min(m.end(), line_end)]))
             if multiline and m.end() > line_end:
                 text = buf[line_start : _line_end(buf, nl, m.end())]
-            result.lines.append(LineMatch(line_no, column, to_str(text), length))
+            result.lines.append((line_no, column, to_str(text), length))
         pos = (
             (m.end() if m.end() > start else _next_char(buf, start)) if multiline else line_end + 1
         )
@@ -500,21 +494,21 @@ def _scan_literal(  # type: ignore[no-untyped-def]
 ) -> FileMatches | None:
     """``_scan`` for a plain literal (see ``plain_literal``), one search call per matching
     line: the literal holds no newline, so its first occurrence on a line is that line's
-    match and lies within it. ``buf`` is ASCII bytes or str (one item per character)."""
+    match and lies within it, and one starting before ``hi`` (a line start) ends before it.
+    ``buf`` is ASCII bytes or str (one item per character). At most ``keep`` lines are
+    kept (a bounded loop, not a test per match); the rest are counted by ``counter``."""
     find, rfind, count_nl = buf.find, buf.rfind, buf.count
+    start = find(needle, lo, hi)
+    if start < 0:
+        return None
     decode = to_str is _ascii  # else str already
     n = len(buf)
     size = len(needle)
-    result = FileMatches()
-    lines = result.lines
-    pos, line_no, counted_to = lo, first_line, 0
-    while pos < hi:
-        if len(lines) >= keep:
-            result.count += _count_by_line(counter, buf, nl, pos, hi)
-            break
-        start = find(needle, pos, n)
-        if start < 0 or start >= hi:
-            break
+    lines: list[LineMatch] = []
+    append = lines.append
+    line_no, counted_to = first_line, 0
+    pos = lo
+    for _ in range(keep):
         # pos is a line start: the line holding the match starts there or after a newline.
         line_start = rfind(nl, pos, start) + 1 or pos
         line_end = find(nl, start + size)
@@ -522,13 +516,13 @@ def _scan_literal(  # type: ignore[no-untyped-def]
             line_end = n
         line_no += count_nl(nl, counted_to, line_start)
         counted_to = line_start
-        result.count += 1
         text = buf[line_start:line_end]
-        lines.append(
-            LineMatch(line_no, start - line_start + 1, text.decode() if decode else text, size)
-        )
+        append((line_no, start - line_start + 1, text.decode() if decode else text, size))
         pos = line_end + 1
-    return result if result.count else None
+        start = find(needle, pos, hi) if pos < hi else -1
+        if start < 0:
+            return FileMatches(len(lines), lines)
+    return FileMatches(len(lines) + _count_by_line(counter, buf, nl, pos, hi), lines)
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
@@ -592,7 +586,7 @@ def _add_context(  # type: ignore[no-untyped-def]
     if lines and not lines[-1]:
         lines.pop()
     last_line = first_line + len(lines) - 1
-    spans = [(m.line, m.line + m.text.count("\n")) for m in result.lines]
+    spans = [(line, line + text.count("\n")) for line, _, text, _ in result.lines]
     matched = {number for first, last in spans for number in range(first, last + 1)}
     for first, last in spans:
         for number in range(first - context, last + context + 1):

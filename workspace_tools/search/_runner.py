@@ -4,25 +4,28 @@ and format the model text. Searching and formatting are separate steps."""
 from __future__ import annotations
 
 import os
+from operator import itemgetter
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._discovery import note, unreadable_note
-from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, Matcher
+from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
 
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
 
-# A kept matching line: path, then LineMatch's line, column, text and length. Plain tuples:
-# a search may keep thousands, and they cross from forked workers as they are.
-MatchRow = tuple[str, int, int, str, int]
+# The kept matching lines of one file: its path and its LineMatch tuples (line, column,
+# text, length), as the matcher made them. Grouped by file, plain tuples: a search may keep
+# thousands of lines, each copied or wrapped would cost, and they cross from forked workers
+# as they are.
+FileRows = tuple[str, list[LineMatch]]
 
-# matches, files (path, count), context lines by path, and the totals (match_count,
-# files_matched, files_searched, binary_skipped).
+# kept lines by file, files (path, count), context lines by path, and the totals
+# (match_count, files_matched, files_searched, binary_skipped).
 RunState = tuple[
-    list[MatchRow],
+    list[FileRows],
     list[tuple[str, int]],
     dict[str, dict[int, str]],
     tuple[int, int, int, int],
@@ -38,7 +41,9 @@ class GrepRun:
         self.matcher = matcher
         self.limit = limit
         self.context = context
-        self.matches: list[MatchRow] = []
+        # Kept matching lines by file, in order, and how many in all.
+        self.found: list[FileRows] = []
+        self.kept = 0
         self.files: list[tuple[str, int]] = []
         self.context_lines: dict[str, dict[int, str]] = {}
         self.match_count = 0
@@ -52,7 +57,7 @@ class GrepRun:
     @property
     def truncated(self) -> bool:
         """Whether any list was cut at the limit."""
-        return len(self.matches) < self.match_count or len(self.files) < self.files_matched
+        return self.kept < self.match_count or len(self.files) < self.files_matched
 
     def search_files(self, root: str, files: list[str], buffer: bytearray | None = None) -> None:
         """Search the walked regular files ``files`` (relative to ``root``), in order;
@@ -125,7 +130,7 @@ class GrepRun:
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""
         return (
-            self.matches,
+            self.found,
             self.files,
             self.context_lines,
             (self.match_count, self.files_matched, self.files_searched, self.binary_skipped),
@@ -134,21 +139,25 @@ class GrepRun:
 
     def merge(self, state: RunState) -> None:
         """Add what a run over the files after this run's found (see :meth:`state`)."""
-        matches, files, context_lines, counts, unreadable = state
+        found, files, context_lines, counts, unreadable = state
         self.unreadable.extend(unreadable)
-        room = self.limit - len(self.matches)
-        kept = matches[:room]
-        self.matches.extend(kept)
+        room = self.limit - self.kept
         self.files.extend(files[: self.limit - len(self.files)])
-        kept_lines: dict[str, list[int]] = {}
-        for rel, line, *_ in kept:
-            kept_lines.setdefault(rel, []).append(line)
-        for rel, numbers in kept_lines.items():
+        for rel, rows in found:
+            if room <= 0:
+                break
+            kept = rows[:room]
+            room -= len(kept)
+            self.found.append((rel, kept))
+            self.kept += len(kept)
+            near_lines = context_lines.get(rel)
+            if not near_lines and len(kept) == len(rows):
+                continue
             # As if the file had been searched keeping only these matches: the context of
             # the cut ones goes, and a cut match next to a kept one is a context line.
-            near = {n + d for n in numbers for d in range(-self.context, self.context + 1)}
-            lines = {n: t for n, t in context_lines.get(rel, {}).items() if n in near}
-            cut = {line: text for r, line, _, text, _ in matches[room:] if r == rel}
+            near = {row[0] + d for row in kept for d in range(-self.context, self.context + 1)}
+            lines = {n: t for n, t in (near_lines or {}).items() if n in near}
+            cut = {line: text for line, _, text, _ in rows[len(kept) :]}
             lines.update((n, t) for n, t in cut.items() if n in near)
             if lines:
                 self.context_lines[rel] = lines
@@ -185,7 +194,7 @@ class GrepRun:
             self.binary_skipped += 1
             return
         self.files_searched += 1
-        keep = self.limit - len(self.matches)
+        keep = self.limit - self.kept
         if fd is None:
             found = self.matcher.find(data, keep, self.context)
         else:
@@ -196,15 +205,24 @@ class GrepRun:
         self.files_matched += 1
         if len(self.files) < self.limit:
             self.files.append((rel, found.count))
-        for line in found.lines:
-            # Each line of a text this short is short too: nothing to cut.
-            if len(line.text) > MAX_LINE:
-                first, *rest = line.text.split("\n")
-                shown = [clip_around(first, line.column - 1, line.length), *map(clip_head, rest)]
-                line.text = "\n".join(shown)
-        self.matches.extend([(rel, m.line, m.column, m.text, m.length) for m in found.lines])
+        rows = found.lines
+        if rows:
+            # A text of at most MAX_LINE bytes has no line longer than MAX_LINE characters.
+            if len(data) > MAX_LINE and max(map(len, map(itemgetter(2), rows))) > MAX_LINE:
+                rows = [_clipped(row) for row in rows]
+            self.found.append((rel, rows))
+            self.kept += len(rows)
         if found.context:
             self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
+
+
+def _clipped(row: LineMatch) -> LineMatch:
+    line, column, text, length = row
+    if len(text) <= MAX_LINE:
+        return row
+    first, *rest = text.split("\n")
+    shown = [clip_around(first, column - 1, length), *map(clip_head, rest)]
+    return line, column, "\n".join(shown), length
 
 
 def clip_head(text: str) -> str:
@@ -247,10 +265,10 @@ def _format_found(run: GrepRun, output_mode: str) -> str:
         return "No matches"
     if output_mode == "content":
         lines = _content_lines(run)
-        if len(run.matches) < run.match_count:
+        if run.kept < run.match_count:
             lines.append(
                 note(
-                    f"Showing {len(run.matches):,} of {run.match_count:,} matching lines in "
+                    f"Showing {run.kept:,} of {run.match_count:,} matching lines in "
                     f"{run.files_matched:,} files; narrow the pattern, path or glob, or raise "
                     "limit, to see the rest"
                 )
@@ -272,16 +290,20 @@ def _format_found(run: GrepRun, output_mode: str) -> str:
 
 
 def _content_lines(run: GrepRun) -> list[str]:
-    if not run.context:
-        out = []
-        for path, line, _, text, _ in run.matches:
-            if "\n" not in text:  # one line: all but multiline matches
-                out.append(f"{path}:{line}:{text}")
-                continue
+    if run.context:
+        return _with_context(run)
+    out: list[str] = []
+    if not run.matcher.multiline:
+        # One line a match: one string each, built with the path's part once a file.
+        for path, rows in run.found:
+            prefix = path + ":"
+            out += [f"{prefix}{line}:{text}" for line, _, text, _ in rows]
+        return out
+    for path, rows in run.found:
+        for line, _, text, _ in rows:
             for offset, part in enumerate(text.split("\n")):
                 out.append(f"{path}:{line + offset}:{part}")
-        return out
-    return _with_context(run)
+    return out
 
 
 def _with_context(run: GrepRun) -> list[str]:
@@ -289,10 +311,11 @@ def _with_context(run: GrepRun) -> list[str]:
     # group, groups are separated by "--" as grep and ripgrep print them.
     out: list[str] = []
     by_file: dict[str, dict[int, tuple[str, str]]] = {}
-    for path, line, _, text, _ in run.matches:
+    for path, rows in run.found:
         numbered = by_file.setdefault(path, {})
-        for offset, part in enumerate(text.split("\n")):
-            numbered[line + offset] = (":", part)
+        for line, _, text, _ in rows:
+            for offset, part in enumerate(text.split("\n")):
+                numbered[line + offset] = (":", part)
     for path, numbered in by_file.items():
         for number, text in run.context_lines.get(path, {}).items():
             numbered.setdefault(number, ("-", text))

@@ -2,10 +2,12 @@
 
 Searching is dominated by system calls (open, read, close per file), which Python threads
 cannot overlap well: each call gives up and takes back the GIL. Forked children can. The
-file list (already in memory, sorted) is cut into blocks dealt out to the processes; each
-child sends back what it found per block as plain values through a pipe, and the parent
-merges all blocks in order, so results are exactly those of one process. A child that
-cannot be forked or fails leaves its blocks to the parent.
+file list (already in memory, sorted) is cut into blocks that the processes take one at a
+time from a shared queue (a pipe) until none is left, so that they finish together however
+the files' costs fall; each child sends back what it found per block as plain values
+through a pipe, and the parent merges all blocks in order, so results are exactly those of
+one process. The blocks a child that cannot be forked or fails took are searched by the
+parent.
 
 Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
 only system calls, ``re``, RE2 and ``pickle`` and leaves with ``os._exit``.
@@ -68,33 +70,76 @@ def search_files(
     if workers <= 1:
         run.search_files(root, files)
         return
-    # Blocks dealt out in turn balance the work (big files cluster in places); results are
-    # merged back block by block, in path order.
+    # The blocks wait in a queue that every process takes from until it is empty (a
+    # pipe: each read of one index is atomic), so a process that drew cheap blocks takes
+    # more: the costs of files vary too much for any fixed deal. Results are merged back
+    # block by block, in path order.
     run.matcher.prepare()
     count = workers * BLOCKS_PER_WORKER
     size = -(-len(files) // count)
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
-    children = [_fork(run, root, blocks[k::workers]) for k in range(1, workers)]
-    states: list[RunState | None] = [None] * len(blocks)
+    queue = _block_queue(len(blocks))
+    if queue is None:
+        run.search_files(root, files)
+        return
+    states: dict[int, RunState] = {}
+    children: list[tuple[int, int] | None] = []
     try:
-        states[0::workers] = _search_blocks(run, root, blocks[0::workers])
-        for k, child in enumerate(children, start=1):
-            children[k - 1] = None
+        children = [_fork(run, root, blocks, queue) for _ in range(1, workers)]
+        states.update(_search_taken(run, root, blocks, queue))
+        for k, child in enumerate(children):
+            children[k] = None
             found = _collect(child) if child is not None else None
-            if found is None:
-                found = _search_blocks(run, root, blocks[k::workers])
-            states[k::workers] = found
+            states.update(found or ())
+        # A child that failed took blocks it did not send: they are searched here.
+        missing = [i for i in range(len(blocks)) if i not in states]
+        found_here = _search_blocks(run, root, [blocks[i] for i in missing])
+        states.update(zip(missing, found_here, strict=True))
     finally:
         # The search failed here (e.g. NeedsWorker): the children still searching go too.
+        os.close(queue)
         for child in children:
             if child is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child[0], signal.SIGKILL)
                 os.close(child[1])
                 _reap(child[0])
-    for state in states:
-        assert state is not None
-        run.merge(state)
+    for index in range(len(blocks)):
+        run.merge(states[index])
+
+
+def _block_queue(count: int) -> int | None:
+    """The read end of a pipe holding the block indices ``0 .. count - 1`` (two bytes
+    each, far below a pipe's buffer), its write end closed: a read past the last index is
+    the end of file. ``None`` when no pipe can be made."""
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None
+    try:
+        os.write(write_end, b"".join(i.to_bytes(2, "big") for i in range(count)))
+    except OSError:
+        os.close(read_end)
+        return None
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def _search_taken(
+    run: GrepRun, root: str, blocks: list[list[str]], queue: int
+) -> list[tuple[int, RunState]]:
+    """Search the blocks this process takes from ``queue`` until it is empty, each with
+    its index."""
+    taken = []
+    buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
+    # Readers of a pipe take turns, and a read of the two bytes of an index gets both.
+    while len(item := os.read(queue, 2)) == 2:
+        index = int.from_bytes(item, "big")
+        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
+        sub.search_files(root, blocks[index], buffer)
+        taken.append((index, sub.state()))
+    return taken
 
 
 def _search_blocks(run: GrepRun, root: str, blocks: list[list[str]]) -> list[RunState]:
@@ -119,7 +164,9 @@ def _worker_count() -> int:
     return min(cpus, MAX_PROCESSES)
 
 
-def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] | None:
+def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> tuple[int, int] | None:
+    """A child searching the blocks it takes from ``queue``: its pid and the read end of
+    the pipe it sends them on (indices and states), or ``None`` when it cannot start."""
     try:
         read_end, write_end = os.pipe()
     except OSError:
@@ -137,8 +184,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
             os.close(read_end)
             # Killing a worker running Python's engine (search_in_worker) kills this too.
             _die_with_parent(parent)
-            states = _search_blocks(run, root, blocks)
-            _send(write_end, states)
+            _send(write_end, _search_taken(run, root, blocks, queue))
             # The parent's read ends here, not once this process is torn down.
             os.close(write_end)
             status = 0
@@ -148,7 +194,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]]) -> tuple[int, int] |
     return pid, read_end
 
 
-def _collect(child: tuple[int, int]) -> list[RunState] | None:
+def _collect(child: tuple[int, int]) -> list[tuple[int, RunState]] | None:
     """What the child sent: ``None`` unless it sent a whole pickle, which it does only when
     its search succeeded."""
     pid, read_end = child
@@ -160,10 +206,10 @@ def _collect(child: tuple[int, int]) -> list[RunState] | None:
         os.close(read_end)
         _reap(pid)
     try:
-        states: list[RunState] = pickle.loads(b"".join(chunks))
+        taken: list[tuple[int, RunState]] = pickle.loads(b"".join(chunks))
     except Exception:
         return None
-    return states
+    return taken
 
 
 def _reap(pid: int) -> None:

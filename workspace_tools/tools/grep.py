@@ -252,7 +252,11 @@ def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[Gre
         # as the search for a result of thousands of matches.
         details = GrepDetails.model_construct(
             pattern=args.pattern,
-            matches=[GrepMatch(p, line, column, text) for p, line, column, text, _ in run.matches],
+            matches=[
+                GrepMatch(path, line, column, text)
+                for path, rows in run.found
+                for line, column, text, _ in rows
+            ],
             files=[GrepFile(p, c) for p, c in run.files],
             match_count=run.match_count,
             files_matched=run.files_matched,
