@@ -306,6 +306,20 @@ def test_undo_tool_reports_a_conflict_as_stale_file(session: ToolSession, projec
 
 
 def test_restore_refuses_bad_arguments(session: ToolSession) -> None:
+    with pytest.raises(ToolError) as none_yet:
+        session.restore(0)
+    assert (none_yet.value.code, none_yet.value.message) == (
+        ErrorCode.INVALID_ARGUMENTS,
+        "step 0 is not a step of this session: it has taken no step yet",
+    )
+    written = session.call_sync("write_file", {"path": "typo.txt", "content": "x\n"})
+    assert written.error is None, written.error
+    with pytest.raises(ToolError) as beyond:
+        session.restore(3)
+    assert (beyond.value.code, beyond.value.message) == (
+        ErrorCode.INVALID_ARGUMENTS,
+        "step 3 is not a step of this session: its steps are 0 to 0",
+    )
     with pytest.raises(ToolError) as negative:
         session.restore(-1)
     assert negative.value.code is ErrorCode.INVALID_ARGUMENTS

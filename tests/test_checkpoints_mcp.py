@@ -140,9 +140,12 @@ async def test_kept_checkpoints_are_listed_and_restored_after_the_server_exits(
     assert (refused.returncode, refused.stdout) == (
         1,
         "Not restored: 1 file(s) changed since the session's steps left them (by someone "
-        "else); nothing was changed. Restore them anyway with overwrite, or leave them out "
-        "with paths:\n  kept.txt\n",
+        "else); nothing was changed. Restore them anyway with --overwrite, or name the "
+        "others:\n  kept.txt\n",
     )
+    typo = cli("restore", str(kept), "9")
+    assert (typo.returncode, typo.stdout) == (2, "")
+    assert typo.stderr.endswith("error: no step 9 or later was kept (kept steps: 0, 1)\n")
     preview = cli("restore", str(kept), "0", "made.txt", "--dry-run")
     assert preview.returncode == 0
     assert preview.stdout.startswith(

@@ -3,7 +3,7 @@
 The public API is what ``__all__`` lists; everything in underscore modules is private. It
 covers defining a tool (``tool``, ``ToolContext``, ``tool_output``, ``tool_content`` and
 its parts, ``ToolPresentation``, ``ToolError``, ``ErrorCode``, ``ToolState``), invoking one
-(``invoke_tool``, ``invoke_tool_sync``, ``ToolResult``, ``ToolUpdate``), the seven tools
+(``invoke_tool``, ``invoke_tool_sync``, ``ToolResult``, ``ToolUpdate``), the eight tools
 (``workspace_tools``, ``Workspace``, ``WorkspaceOptions``), the persistent shell and
 background processes (``ShellSession``, ``shell_tools``), sessions of calls
 (``ToolSession``, ``Policy``, ``PolicyRule``, ``ArgumentCondition``, ``ConfirmationRequest``,

@@ -127,13 +127,20 @@ def test_str_replace_failures_carry_the_documented_texts(tmp_path: Path) -> None
     assert twice.error_code == ErrorCode.AMBIGUOUS_MATCH
     assert twice.error.startswith(
         "Error: Found 2 matches for replacement text. Please provide more context to make a "
-        "unique match.\nold_text matches 2 times in d.py (lines 1, 2)"
+        "unique match.\nold_str matches 2 times in d.py (lines 1, 2); include more "
+        "surrounding lines to make it unique"
     )
     none = run(tmp_path, command="str_replace", path="d.py", old_str="y = 1", new_str="y")
     assert none.error_code == ErrorCode.NO_MATCH
     assert none.error.startswith(
         "Error: No match found for replacement. Please check your text and try again.\n"
+        "old_str was not found in d.py. View the file again and copy the text exactly"
     )
+    # The model of this format has old_str, new_str and view, not edit_file's words.
+    for words in (twice.error, none.error):
+        assert not {"old_text", "new_text", "read_file", "replace_all"} & set(
+            words.replace(",", " ").replace(";", " ").split()
+        ), words
     missing = run(tmp_path, command="str_replace", path="nope.py", old_str="a", new_str="b")
     assert block(missing) == {
         "type": "tool_result",

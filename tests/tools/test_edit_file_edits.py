@@ -54,12 +54,12 @@ def test_a_failing_edit_leaves_the_file_unchanged_and_is_named(root: Path) -> No
     ]
     result = call(tools(root)["edit_file"], path="f.py", edits=edits)
     assert result.error_code == ErrorCode.NO_MATCH
-    assert result.error.startswith("edits[2] (edit 3 of 3): old_text was not found in f.py."), (
-        result.error
-    )
-    assert result.error.endswith(
-        "Edits are applied in order to the text the edits before leave; none was made"
-    )
+    assert result.error.startswith(
+        "edits[2] (edit 3 of 3, against the text the edits before it leave): old_text was "
+        "not found in f.py."
+    ), result.error
+    assert result.error.endswith("Edits are applied in order; none was made, the file is unchanged")
+    assert ".." not in result.error, result.error
     assert (root / "f.py").read_bytes() == before
 
 
@@ -71,7 +71,10 @@ def test_uniqueness_is_checked_against_the_text_so_far(root: Path) -> None:
     ]
     result = call(tools(root)["edit_file"], path="f.py", edits=edits)
     assert result.error_code == ErrorCode.AMBIGUOUS_MATCH
-    assert result.error.startswith("edits[1] (edit 2 of 2): old_text matches 2 times in f.py")
+    assert result.error.startswith(
+        "edits[1] (edit 2 of 2, against the text the edits before it leave): old_text matches "
+        "2 times in f.py"
+    )
     assert (root / "f.py").read_bytes() == b"x = 1\n"
 
 

@@ -11,7 +11,7 @@ from workspace_tools.tools import workspace_tools
 
 
 def proxy_tools(make_execute: Any, **options: Any) -> list[Tool[Any]]:
-    """The seven tools with the local names, argument models, descriptions, presentations
+    """The eight tools with the local names, argument models, descriptions, presentations
     and read-only flags, each running ``make_execute(local_tool)`` instead.
 
     ``options``: the :class:`WorkspaceOptions` that shape the argument models (as the

@@ -378,6 +378,23 @@ def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
     return current
 
 
+#: Our engine's hints name edit_file's arguments and tools; the text editor's model knows
+#: ``old_str``, ``new_str`` and ``view`` and has no ``replace_all``.
+_EDITOR_TERMS = (
+    (", or set replace_all to replace every one", ""),
+    ("Read the file again with read_file", "View the file again"),
+    ("read_file", "view"),
+    ("old_text", "old_str"),
+    ("new_text", "new_str"),
+)
+
+
+def _in_editor_terms(message: str) -> str:
+    for ours, theirs in _EDITOR_TERMS:
+        message = message.replace(ours, theirs)
+    return message
+
+
 def _str_replace(
     workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, context: ToolContext
 ) -> object:
@@ -401,14 +418,14 @@ def _str_replace(
             count = len((exc.details or {}).get("lines", [])) or 2
             raise ToolError(
                 f"Error: Found {count} matches for replacement text. Please provide more "
-                f"context to make a unique match.\n{exc.message}",
+                f"context to make a unique match.\n{_in_editor_terms(exc.message)}",
                 exc.code,
                 details=exc.details,
             ) from exc
         if exc.code is ErrorCode.NO_MATCH:
             raise ToolError(
                 "Error: No match found for replacement. Please check your text and try "
-                f"again.\n{exc.message}",
+                f"again.\n{_in_editor_terms(exc.message)}",
                 exc.code,
                 details=exc.details,
             ) from exc

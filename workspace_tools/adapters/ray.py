@@ -2,7 +2,7 @@
 
 A :class:`RayWorkspace` starts an actor that owns a root on the node Ray places it on: a
 fresh copy of a repository directory or an extracted archive (or a directory already
-there), with the seven tools over it, sandboxed inside the actor when asked. Its ``tools``
+there), with the eight tools over it, sandboxed inside the actor when asked. Its ``tools``
 look like :func:`workspace_tools`'s (names, argument models, presentations) and route each
 call to the actor, so :func:`invoke_tool`, :class:`ToolSession` and the adapters run them
 unchanged; results come back whole (the details models too), and progress is streamed
@@ -68,7 +68,7 @@ actor, for nodes that do not share a file system), or ``None`` (an empty root)."
 
 class WorkspaceActor:
     """The actor's class (wrapped with ``ray.remote`` by :class:`RayWorkspace`): one root on
-    the actor's node and the seven tools over it.
+    the actor's node and the eight tools over it.
 
     Args:
         source: see :data:`Source`; the root is a new directory on the node filled from it.
@@ -191,7 +191,7 @@ class RayWorkspace:
     Requires ``ray.init()`` first (the actor starts at once, and is placed by Ray).
 
     Attributes:
-        tools: the seven tools, routed to the actor (the current one after
+        tools: the eight tools, routed to the actor (the current one after
             :meth:`recreate`).
         handle: the actor handle.
     """

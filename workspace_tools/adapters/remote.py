@@ -105,7 +105,7 @@ class _Unavailable(Exception):
 
 
 class RemoteWorkspace:
-    """The seven tools of a workspace served by ``workspace-tools serve``.
+    """The eight tools of a workspace served by ``workspace-tools serve``.
 
     Args:
         url: the server's MCP endpoint, ``http://HOST:PORT/mcp`` as ``serve`` prints it.

@@ -387,6 +387,11 @@ def run_restore(args: argparse.Namespace, out: TextIO) -> int:
     """The ``restore`` subcommand: restore a recorded step (exit 0), or list the conflicts
     that refuse it (exit 1)."""
     checkpoints = _load_checkpoints(args.directory)
+    kept = [c.step for c in checkpoints.steps]
+    if not any(step >= args.step for step in kept):
+        # A typo must not pass for "nothing to restore".
+        listed = ", ".join(map(str, kept)) if kept else "none"
+        raise UsageError(f"no step {args.step} or later was kept (kept steps: {listed})")
     try:
         result = checkpoints.restore(
             args.step, args.paths or None, dry_run=args.dry_run, overwrite=args.overwrite
@@ -396,7 +401,11 @@ def run_restore(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(exc.message) from exc
         out.write(for_terminal(out)(f"error [{exc.code}]: {exc.message}") + "\n")
         return 1
-    out.write(for_terminal(out)(result.model_text()) + "\n")
+    # The model's words are the restore's arguments; here they are the command's.
+    text = result.model_text().replace(
+        "with overwrite, or leave them out with paths:", "with --overwrite, or name the others:"
+    )
+    out.write(for_terminal(out)(text) + "\n")
     return 1 if result.conflicts and not (result.applied or result.dry_run) else 0
 
 
@@ -449,7 +458,7 @@ def run_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
-    """The ``demo`` subcommand: drive the seven tools over a copy of a project."""
+    """The ``demo`` subcommand: drive every tool over a copy of a project."""
     if args.root is not None and not os.path.isdir(args.root):
         raise UsageError(f"--root is not a directory: {args.root}")
     return play_demo(args.root, out)

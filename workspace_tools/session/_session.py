@@ -61,7 +61,7 @@ class ToolSession:
     """Runs one conversation's tool calls one after another and keeps their record.
 
     Args:
-        tools: a :class:`Workspace` or root directory (the session then runs the seven
+        tools: a :class:`Workspace` or root directory (the session then runs the eight
             workspace tools), or a sequence of tools.
         workspace: the workspace the tools work in, when ``tools`` is a sequence; policy
             path globs and cache fingerprints use it.
@@ -439,11 +439,19 @@ class ToolSession:
 
         Raises:
             RuntimeError: the session takes no checkpoints.
-            ToolError: as :meth:`Checkpoints.restore` (a step still running, a path outside
-                the workspace, a damaged store, a write that failed).
+            ToolError: ``INVALID_ARGUMENTS`` for a step this session has not taken, and as
+                :meth:`Checkpoints.restore` (a step still running, a path outside the
+                workspace, a damaged store, a write that failed).
         """
         if self.checkpoints is None:
             raise RuntimeError("this session takes no checkpoints (ToolSession(checkpoints=True))")
+        taken = len(self._record.steps)
+        if step >= taken:
+            # A typo must not pass for "nothing to restore".
+            have = f"its steps are 0 to {taken - 1}" if taken else "it has taken no step yet"
+            raise ToolError(
+                f"step {step} is not a step of this session: {have}", ErrorCode.INVALID_ARGUMENTS
+            )
         result = self.checkpoints.restore(step, paths, dry_run=dry_run, overwrite=overwrite)
         if result.applied:
             self._cache.clear()

@@ -202,8 +202,12 @@ def _in_list(exc: ToolError, number: int, edits: list[Edit]) -> ToolError:
     no edit was made."""
     if len(edits) == 1:
         return exc
+    # Past the first edit, "the file" in the engine's words is the text the edits before
+    # it left, not the bytes on disk.
+    against = "" if number == 1 else ", against the text the edits before it leave"
     message = (
-        f"edits[{number - 1}] (edit {number} of {len(edits)}): {exc.message}. Edits are "
-        "applied in order to the text the edits before leave; none was made"
+        f"edits[{number - 1}] (edit {number} of {len(edits)}{against}): "
+        f"{exc.message.rstrip('.')}. Edits are applied in order; none was made, the file "
+        "is unchanged"
     )
     return ToolError(message, exc.code, details=exc.details)

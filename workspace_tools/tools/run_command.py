@@ -217,7 +217,9 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         description=(
             "Run a shell command (bash -c) in the workspace and return its exit code, "
             "stdout and stderr. stdin is empty; long output keeps its head and tail. "
-            "The command and everything it started are killed at the timeout."
+            "The command and everything it started are killed at the timeout, and whatever "
+            "it started in the background (&, nohup, setsid) is stopped when it ends: a "
+            "server or watcher needs start_process where that tool is offered."
         ),
         parameters=RunCommandArgs,
         execute=execute,

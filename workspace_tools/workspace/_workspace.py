@@ -13,7 +13,7 @@ from workspace_tools.workspace._walk import Walker
 
 
 class WorkspaceOptions(BaseModel):
-    """Defaults of the seven tools; pass any of them to :class:`Workspace` as keywords."""
+    """Defaults of the eight tools; pass any of them to :class:`Workspace` as keywords."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
