@@ -4,7 +4,8 @@ Run from the repository root: ``python benchmarks/bench_run.py [--runs N]``.
 
 Prints medians in milliseconds and ratios:
 - ``run_command("true")`` through ``invoke_tool`` against ``subprocess.run(["bash", "-c",
-  "true"])`` (target: at most 1.1x);
+  "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of the same argv (the spawn path
+  through a supervisor without the tool's pipeline) against the same peer;
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median).
 
@@ -18,6 +19,7 @@ subprocess.run's alternate, so that both see the same load on the machine.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -121,6 +123,24 @@ async def main(runs: int) -> None:
             runs,
             interleave=True,
         )
+
+        plain = Sandbox(layers=False, network=True, env_allowlist=())
+        env = dict(os.environ)
+
+        async def sandbox_run_true() -> None:
+            result = await plain.run(["bash", "-c", "true"], cwd=root, env=env)
+            assert result.exit_code == 0, result.stderr.complete
+
+        await compare(
+            'Sandbox.run(["bash", "-c", "true"]), no layers',
+            sandbox_run_true,
+            "subprocess.run(bash -c true)",
+            subprocess_true,
+            "the spawn path alone",
+            runs,
+            interleave=True,
+        )
+        plain.close()
 
         async def head(sandbox: Sandbox | None) -> None:
             result = await invoke_tool(HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import select
 import selectors
 import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
@@ -243,9 +245,9 @@ class _Streams:
         self._pipes = pipes
         self._names = dict(zip(pipes, ("stdout", "stderr"), strict=True))
         self._on_output = on_output
-        self._selector = selectors.DefaultSelector()
+        self._ready = _readiness()
         for fd in (*pipes, self._job_fd):
-            self._selector.register(fd, selectors.EVENT_READ)
+            self._ready.register(fd)
 
     @property
     def drained(self) -> bool:
@@ -258,22 +260,22 @@ class _Streams:
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
-        selector = self._selector
+        ready = self._ready
         while not finished():
-            for key, _ in selector.select(0):
-                if key.fd == self._job_fd:
+            for fd in ready.ready():
+                if fd == self._job_fd:
                     self._serve_job()
                 else:
-                    self._read(key.fd)
+                    self._read(fd)
             if finished():
                 return
-            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+            await anyio.wait_readable(ready.fileno())  # type: ignore[attr-defined]
 
     def _serve_job(self) -> None:
         while not self._job.done and self._job.poll() is not None:
             pass
         if self._job.done:
-            self._selector.unregister(self._job_fd)
+            self._ready.unregister(self._job_fd)
 
     def _read(self, fd: int) -> None:
         try:
@@ -281,7 +283,7 @@ class _Streams:
         except BlockingIOError:
             return
         if not chunk:
-            self._selector.unregister(fd)
+            self._ready.unregister(fd)
             del self._pipes[fd]
             return
         self._pipes[fd].feed(chunk)
@@ -290,4 +292,67 @@ class _Streams:
 
     def close(self) -> None:
         """Release the selector (the descriptors it watches stay open)."""
+        self._ready.close()
+
+
+class _Readiness(Protocol):
+    """Descriptors watched for reading behind one descriptor of its own."""
+
+    def register(self, fd: int) -> None: ...
+    def unregister(self, fd: int) -> None: ...
+    def ready(self) -> list[int]: ...
+    def fileno(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class _Epoll:
+    """:class:`_Readiness` on a bare epoll (Linux): ``selectors``' bookkeeping (a key
+    object per descriptor, a mapping, a tuple per event) costs more than the system calls
+    on a short command's path."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+
+    def register(self, fd: int) -> None:
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def unregister(self, fd: int) -> None:
+        self._epoll.unregister(fd)
+
+    def ready(self) -> list[int]:
+        """Descriptors readable now (or at end of file, or in error), without waiting."""
+        return [fd for fd, _ in self._epoll.poll(0)]
+
+    def fileno(self) -> int:
+        return self._epoll.fileno()
+
+    def close(self) -> None:
+        self._epoll.close()
+
+
+class _Selector:
+    """:class:`_Readiness` on the platform's ``selectors.DefaultSelector`` (kqueue on
+    macOS)."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+
+    def register(self, fd: int) -> None:
+        self._selector.register(fd, selectors.EVENT_READ)
+
+    def unregister(self, fd: int) -> None:
+        self._selector.unregister(fd)
+
+    def ready(self) -> list[int]:
+        """Descriptors readable now, without waiting."""
+        return [key.fd for key, _ in self._selector.select(0)]
+
+    def fileno(self) -> int:
+        return self._selector.fileno()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
         self._selector.close()
+
+
+def _readiness() -> _Readiness:
+    return _Epoll() if hasattr(select, "epoll") else _Selector()

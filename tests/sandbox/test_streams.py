@@ -1,0 +1,75 @@
+"""The caller's wait for a command: output of both streams, the exit, and the tree stop,
+with each way of watching the pipes and the channel (a bare epoll on Linux, the
+platform's selector elsewhere)."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Callable
+
+import anyio
+import pytest
+
+from sandbox import Sandbox
+from sandbox.spawn import _process
+from tests._processes import survivors
+from tests.sandbox._boxes import NewBox
+
+pytestmark = pytest.mark.anyio
+
+READINESS: dict[str, Callable[[], object]] = {"selector": _process._Selector}
+if hasattr(_process.select, "epoll"):
+    READINESS["epoll"] = _process._Epoll
+
+# Both streams well past a pipe's buffer (64 KiB on Linux), written in turns, so that the
+# caller must read each many times while the command runs.
+WRITER = (
+    "import os\n"
+    "for i in range(40):\n"
+    "    os.write(1, bytes([97 + i % 26]) * 5000)\n"
+    "    os.write(2, bytes([65 + i % 26]) * 3000)\n"
+    "raise SystemExit(3)\n"
+)
+STDOUT = b"".join(bytes([97 + i % 26]) * 5000 for i in range(40))
+STDERR = b"".join(bytes([65 + i % 26]) * 3000 for i in range(40))
+
+
+@pytest.fixture(params=sorted(READINESS))
+def box(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, new_box: NewBox
+) -> Sandbox:
+    monkeypatch.setattr(_process, "_readiness", READINESS[request.param])
+    return new_box(layers=False, network=True)
+
+
+async def test_both_streams_arrive_whole_and_in_order(box: Sandbox) -> None:
+    seen: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+    with anyio.fail_after(60):
+        result = await box.run(
+            [sys.executable, "-c", WRITER],
+            on_output=lambda stream, chunk: seen[stream].append(chunk),
+        )
+    assert (result.exit_code, result.signal, result.timed_out) == (3, None, False)
+    assert result.stdout.complete == STDOUT, result.stdout.total_bytes
+    assert result.stderr.complete == STDERR, result.stderr.total_bytes
+    assert (result.stdout.total_bytes, result.stderr.total_bytes) == (200_000, 120_000)
+    assert b"".join(seen["stdout"]) == STDOUT
+    assert b"".join(seen["stderr"]) == STDERR
+
+
+async def test_timeout_stops_a_detached_process_that_holds_the_pipes(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", value)
+    marker = f"WT_TEST_MARKER={value}"
+    with anyio.fail_after(60):
+        result = await box.run(
+            ["bash", "-c", "setsid sleep 1000 & echo started; sleep 1000"],
+            env={"PATH": "/usr/bin:/bin", "WT_TEST_MARKER": value},
+            timeout=1,
+        )
+    assert (result.exit_code, result.timed_out) == (None, True)
+    assert result.stdout.complete == b"started\n"
+    assert survivors(marker) == []
