@@ -426,7 +426,7 @@ def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
         if state.patched is not None:
             bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
             patched = state.patched
-            return spans_diff(patched.old_lines, patched.new_lines, patched.spans, rel, bom=bom)
+            return spans_diff(patched, rel, bom=bom)
         return text_diff(old, new, state.fmt, rel)
     if state.binary is not None:
         return TextDiff(_binary_deletion(rel, mode, state.data or b""), 0, 0)
