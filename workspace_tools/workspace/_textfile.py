@@ -170,6 +170,7 @@ class BatchWrite:
         self._staged: dict[Path, _Staged] = {}
         self._direct: dict[Path, tuple[str, bytes]] = {}
         self._dirs: list[int] = []  # fds of directories to sync, closed by close()
+        self._cleaned: set[tuple[int, int]] = set()  # directories rid of stale temps
 
     def __enter__(self) -> BatchWrite:
         return self
@@ -192,7 +193,11 @@ class BatchWrite:
                 old = _existing(dir_fd, name)
                 if old is not None:
                     _check_writable(dir_fd, name, old, rel, self._write_read_only)
-                remove_stale_temps(dir_fd)
+                info = os.fstat(dir_fd)
+                if (info.st_dev, info.st_ino) not in self._cleaned:
+                    # Once a directory a batch: its own temp files are not stale.
+                    remove_stale_temps(dir_fd)
+                    self._cleaned.add((info.st_dev, info.st_ino))
                 own_fd = os.dup(dir_fd)
             self._dirs.append(own_fd)
             self._stage_in(own_fd, real, rel, name, data, old)
