@@ -2,11 +2,13 @@
 
 A generated tree of 20 Python-like files (``--lines`` lines each); the change edits three
 places in each file. Ours: one ``apply_patch`` call (plan all 20 in memory, match every
-chunk with its uniqueness check, write each file atomically with fsync, diffs for the
-details). Peer: ``git apply`` of the same change as one unified diff (a process start, no
-fsync). The floor of our durability is measured too: the 20 files written with a temp file,
-fsync and rename and nothing else. Each run applies the change, the next one reverts it,
-so every run does the same work. Times are medians of ``--repeat`` runs.
+chunk with its uniqueness check, write every file's temp file and flush them, rename them
+all, flush the renames: ``syncfs`` where many files share a file system; diffs for the
+details from the chunks' ranges). Peer: ``git apply`` of the same change as one unified
+diff (a process start, no fsync). A floor of durability is measured too: the 20 files
+written one by one with a temp file, fsync and rename and nothing else. Each run applies
+the change, the next one reverts it, so every run does the same work. Times are medians
+of ``--repeat`` runs.
 
 Run: ``python benchmarks/bench_patch.py [--lines N] [--repeat N] [--dir DIR]``; with
 ``--dir /dev/shm`` (tmpfs: fsync costs nothing) the figures are the work itself.

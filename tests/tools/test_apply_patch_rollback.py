@@ -57,19 +57,19 @@ def host(root: Path) -> dict[str, tuple[Any, ...]]:
 
 @pytest.fixture
 def failing_write(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
-    """Make the write of ``x.txt`` fail with a full disk (after ``before`` runs); the
-    rollback's writes go through."""
-    real = apply_patch._write
+    """Make the landing of ``x.txt``'s new content (its rename, once every file is staged)
+    fail with a full disk (after ``before`` runs); the rollback's writes go through."""
+    real = apply_patch._put
     hooks: list[Callable[[], None]] = []
 
-    def write(workspace: Any, path: Any, data: bytes) -> None:
-        if path.rel == "x.txt" and data == b"one\nTWO\n":
+    def put(batch: Any, path: Any) -> None:
+        if path.rel == "x.txt":
             for hook in hooks:
                 hook()
             raise apply_patch.ToolError("No space left on device", ErrorCode.DISK_FULL)
-        real(workspace, path, data)
+        real(batch, path)
 
-    monkeypatch.setattr(apply_patch, "_write", write)
+    monkeypatch.setattr(apply_patch, "_put", put)
 
     def before(hook: Callable[[], None]) -> None:
         hooks.append(hook)

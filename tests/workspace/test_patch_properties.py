@@ -149,20 +149,20 @@ def test_a_failed_multi_file_patch_leaves_every_file_unchanged(
         failing = fail_at % len(contents)
         tool = tools(root)["apply_patch"]
         writes = 0
-        real_write = apply_patch._write
+        real_put = apply_patch._put
 
         def flaky(*args: object) -> None:
             nonlocal writes
             writes += 1
             if writes == failing + 1 and not in_plan:
                 raise apply_patch.ToolError("disk on fire", ErrorCode.DISK_FULL)
-            real_write(*args)  # type: ignore[arg-type]
+            real_put(*args)  # type: ignore[arg-type]
 
-        apply_patch._write = flaky  # type: ignore[assignment]
+        apply_patch._put = flaky  # type: ignore[assignment]
         try:
             result = call(tool, patch=envelope(*operations))
         finally:
-            apply_patch._write = real_write  # type: ignore[assignment]
+            apply_patch._put = real_put  # type: ignore[assignment]
         assert result.is_error, result.content
         assert result.error.endswith(
             "No file was changed: correct this part and send the whole patch again."

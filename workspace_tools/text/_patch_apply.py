@@ -28,13 +28,13 @@ result is already in the file is reported as already applied.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.text._diff import split_lines
 from workspace_tools.text._match_hint import escape
 from workspace_tools.text._patch_parse import Chunk
 
@@ -72,30 +72,72 @@ class PatchedText:
         text: the new text, line endings as described in the module docstring.
         match: the loosest level any chunk needed (``exact`` when every one matched as is).
         spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
-            ranges it covered in the old text and in the new; every line outside them is
-            the same in both.
-        old_lines, new_lines: both texts split after each LF (as ``split_lines``).
+            ranges it covered in the old text and in the new, in order and disjoint; every
+            line outside them is the same in both.
+        old_count, new_count: the number of lines of each text (split after each LF, as
+            ``split_lines`` does).
     """
 
     text: str
     match: str
     spans: tuple[tuple[int, int, int, int], ...] = ()
-    old_lines: list[str] = field(default_factory=list)
-    new_lines: list[str] = field(default_factory=list)
+    old_count: int = 0
+    new_count: int = 0
+    # The old text's lines and the new text's pieces, out of which ``old_slice`` and
+    # ``new_slice`` cut line ranges without splitting either text again.
+    _old: _Lines | None = field(default=None, repr=False)
+    _pieces: tuple[str, ...] = field(default=(), repr=False)
+    _piece_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)
+
+    def old_slice(self, start: int, end: int) -> str:
+        """The old text's lines ``[start, end)`` (0-based), joined with their endings."""
+        return "" if self._old is None else self._old.slice(start, end)
+
+    def new_slice(self, start: int, end: int) -> str:
+        """The new text's lines ``[start, end)`` (0-based), joined with their endings;
+        each span lies wholly inside the range or wholly outside it."""
+        parts: list[str] = []
+        at, shift = start, 0  # shift: new line number less old line number, before ``at``
+        for (_, a1, b0, b1), (p0, p1) in zip(self.spans, self._piece_spans, strict=True):
+            if b1 <= at:
+                shift = b1 - a1
+                continue
+            if b0 >= end:
+                break
+            if at < b0:
+                parts.append(self.old_slice(at - shift, b0 - shift))
+            parts.append("".join(self._pieces[p0:p1]))
+            at, shift = b1, b1 - a1
+        if at < end:
+            parts.append(self.old_slice(at - shift, end - shift))
+        return "".join(parts)
 
 
 class _Lines:
-    """A file's lines: with endings, without, and each level's normal forms (made on need)."""
+    """A file's lines: with endings, without, and each level's normal forms (made on need).
+
+    The text is split once, at LF; a line's ending and its offset in the text are derived
+    from that split when asked, so a large file with a few chunks costs one split."""
 
     def __init__(self, text: str) -> None:
-        self.full = split_lines(text)
+        self.text = text
+        self.raw = text.split("\n")
+        self.final_break = self.raw[-1] == ""
+        if self.final_break:
+            self.raw.pop()
+        self.count = len(self.raw)
         if "\r" in text:
-            self.bare = [_bare(line) for line in self.full]
+            # A CR is part of the line ending only before an LF; a lone CR is content.
+            last = self.count - 1 if not self.final_break else self.count
+            self.bare = [line.removesuffix("\r") for line in self.raw[:last]]
+            self.bare.extend(self.raw[last:])
         else:
-            self.bare = text.split("\n")
-            if self.bare[-1] == "":
-                self.bare.pop()
+            self.bare = self.raw
         self._normal: dict[int, list[str]] = {0: self.bare}
+        # Line numbers whose offsets are known, in order, and those offsets: a new one is
+        # counted on from the nearest known line before it.
+        self._known = [0]
+        self._offsets = [0]
 
     def normal(self, level: int) -> list[str]:
         if level not in self._normal:
@@ -103,10 +145,30 @@ class _Lines:
             self._normal[level] = [normalise(line) for line in self.bare]
         return self._normal[level]
 
+    def full(self, i: int) -> str:
+        """Line ``i`` with its ending."""
+        return self.raw[i] + ("\n" if i < self.count - 1 or self.final_break else "")
 
-def _bare(line: str) -> str:
-    # A CR is part of the line ending only before an LF; a lone CR is content.
-    return line[:-2] if line.endswith("\r\n") else line.removesuffix("\n")
+    def ending(self, i: int) -> str:
+        """Line ``i``'s ending: ``"\\r\\n"``, ``"\\n"`` or ``""`` (a last line without one)."""
+        return self.full(i)[len(self.bare[i]) :]
+
+    def offset(self, i: int) -> int:
+        """Where line ``i`` starts in the text (``i`` may be the line count)."""
+        k = bisect.bisect_right(self._known, i) - 1
+        known, at = self._known[k], self._offsets[k]
+        if known != i:
+            at += sum(map(len, self.raw[known:i])) + (i - known)
+            self._known.insert(k + 1, i)
+            self._offsets.insert(k + 1, at)
+        return min(at, len(self.text))
+
+    def slice(self, start: int, end: int) -> str:
+        """Lines ``[start, end)`` with their endings."""
+        if start >= end:
+            return ""
+        low = self.offset(start)
+        return self.text[low : self.offset(end)]
 
 
 def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: str) -> PatchedText:
@@ -125,43 +187,67 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
             ``INVALID_ARGUMENTS`` for a chunk that only adds lines and says nowhere where.
     """
     lines = _Lines(text)
+    count = lines.count
+    # ``out`` holds pieces: unchanged runs of lines as one slice of ``text`` each, and each
+    # line a chunk wrote; ``made`` counts the new text's lines so far.
     out: list[str] = []
+    made = 0
     cursor = 0
     loosest = 0
     spans: list[tuple[int, int, int, int]] = []
+    pieces: list[tuple[int, int]] = []
     for number, chunk in enumerate(chunks, 1):
         start, level = _locate(lines, chunk, cursor, number, path)
         loosest = max(loosest, level)
-        out.extend(lines.full[cursor:start])
-        begun = len(out)
+        # Lines added after a last line without a break give that line one: it changes
+        # too, so it is a piece of its own, in the chunk's span.
+        widen = start == count and count > 0 and not lines.final_break
+        if start > cursor + widen:
+            out.append(lines.slice(cursor, start - widen))
+            made += start - widen - cursor
+        if widen and start > cursor:
+            out.append(lines.full(count - 1))
+            made += 1
+        begun, first = made, len(out)
+        if widen and start > cursor:
+            begun, first = made - 1, first - 1
         removed: list[str] = []
         at = start
         for kind, body in chunk.lines:
             if kind == " ":
-                out.append(lines.full[at])
+                out.append(lines.full(at))
+                made += 1
                 removed.clear()
                 at += 1
             elif kind == "-":
-                removed.append(lines.full[at][len(lines.bare[at]) :])
+                removed.append(lines.ending(at))
                 at += 1
             else:
                 ending = removed.pop(0) if removed else newline
                 out.append(body + (ending or newline))
-        spans.append((start, at, begun, len(out)))
+                made += 1
+        a0 = start - 1 if widen and start > cursor else start
+        if widen and start == cursor and spans:
+            # The last line is the previous chunk's: both chunks are one span.
+            a0, begun = spans[-1][0], spans[-1][2]
+            first = pieces[-1][0]
+            spans.pop()
+            pieces.pop()
+        spans.append((a0, at, begun, made))
+        pieces.append((first, len(out)))
         cursor = at
-    count = len(lines.full)
-    if spans and text and not text.endswith("\n") and spans[-1][0] == count:
-        # Lines added after a last line without a break give that line one: it changes too.
-        _, at, begun, end = spans[-1]
-        spans[-1] = (count - 1, at, begun - 1, end)
-    out.extend(lines.full[cursor:])
+    if cursor < count:
+        out.append(lines.slice(cursor, count))
+        made += count - cursor
     new = _keep_final_newline(text, out, newline)  # fixes ``out`` in place too
-    return PatchedText(new, LEVELS[loosest][0], tuple(spans), lines.full, out)
+    return PatchedText(
+        new, LEVELS[loosest][0], tuple(spans), count, made, lines, tuple(out), tuple(pieces)
+    )
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
-    """Join ``out`` with every line but the last ending in a break, and the last ending as
-    the file's last line did (with a break or without)."""
+    """Join ``out`` (pieces of whole lines) with every line but the last ending in a break,
+    and the last ending as the file's last line did (with a break or without)."""
     if not out:
         return ""
     if text and not text.endswith("\n"):
@@ -177,6 +263,11 @@ def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
     elif not out[-1].endswith("\n"):
         out[-1] += newline
     return "".join(out)
+
+
+def _bare(line: str) -> str:
+    # A CR is part of the line ending only before an LF; a lone CR is content.
+    return line[:-2] if line.endswith("\r\n") else line.removesuffix("\n")
 
 
 def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:

@@ -12,28 +12,23 @@ from __future__ import annotations
 import re
 
 from workspace_tools.text._diff import CONTEXT_LINES, TextDiff, unified_diff
+from workspace_tools.text._patch_apply import PatchedText
 
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
 
 
-def spans_diff(
-    old_lines: list[str],
-    new_lines: list[str],
-    spans: tuple[tuple[int, int, int, int], ...],
-    path: str,
-    *,
-    bom: str = "",
-) -> TextDiff:
-    """The diff turning the lines ``old_lines`` into ``new_lines`` (each split after its LF,
-    as :func:`~._diff.split_lines` does) for the file at ``path``, where ``spans`` are
-    ``(old start, old end, new start, new end)`` 0-based line ranges, in order, outside of
-    which the two have the same lines. ``bom`` (U+FEFF or ``""``) is put before the first
-    line of both, as the file's bytes have it.
+def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
+    """The diff turning the text ``patched`` was made from into ``patched.text`` for the
+    file at ``path``, from its ``spans`` (``(old start, old end, new start, new end)``
+    0-based line ranges, in order, outside of which the two have the same lines): only
+    the lines of each span and its context are cut out of the texts, neither is split
+    again. ``bom`` (U+FEFF or ``""``) is put before the first line of both, as the file's
+    bytes have it.
     """
     regions: list[list[int]] = []
-    for a0, a1, b0, b1 in spans:
+    for a0, a1, b0, b1 in patched.spans:
         lead = min(CONTEXT_LINES, a0, b0)
-        trail = min(CONTEXT_LINES, len(old_lines) - a1, len(new_lines) - b1)
+        trail = min(CONTEXT_LINES, patched.old_count - a1, patched.new_count - b1)
         region = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
         if regions and region[0] <= regions[-1][1]:
             regions[-1][1], regions[-1][3] = region[1], region[3]
@@ -45,7 +40,7 @@ def spans_diff(
     for a0, a1, b0, b1 in regions:
         first = bom if a0 == 0 else ""
         part = unified_diff(
-            first + "".join(old_lines[a0:a1]), first + "".join(new_lines[b0:b1]), path
+            first + patched.old_slice(a0, a1), first + patched.new_slice(b0, b1), path
         )
         if not part.diff:
             continue

@@ -23,7 +23,7 @@ from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_pa
 from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import ResolvedPath, Workspace
 from workspace_tools.workspace._files import atomic_write, open_parent, os_error, read_bytes
-from workspace_tools.workspace._textfile import load_text, text_diff
+from workspace_tools.workspace._textfile import BatchWrite, load_text, text_diff
 
 DESCRIPTION = """\
 Change files with one patch in this format (paths relative to the workspace root):
@@ -326,22 +326,41 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
         workspace, [s.resolved for _, s in pending if s.original is None and s.text is not None]
     )
     done: list[tuple[str, _State]] = []
-    with context.committing():
+    with (
+        BatchWrite(
+            workspace.root, write_read_only=workspace.options.write_read_only_files
+        ) as batch,
+        context.committing(),
+    ):
         try:
+            # Every new content in its temp file and durable before any file changes;
+            # then the renames (a failure there puts back those done); then one flush.
+            for key, state in pending:
+                if state.text is not None:
+                    batch.stage(state.resolved.real, state.resolved.rel, encoded[key])
+            batch.flush()
             for key, state in pending:
                 if state.text is None:
                     _delete(workspace, state.resolved)
+                    batch.removed(state.resolved.real)
                 else:
-                    _write(workspace, state.resolved, encoded[key])
+                    _put(batch, state.resolved)
                 done.append((key, state))
         except ToolError as exc:
+            batch.close()  # the temp files not renamed go first: their directories may go
             _roll_back(workspace, done, made)
             raise _unchanged(exc) from exc
+        batch.sync()
     for key, state in pending:
         if state.text is None:
             workspace.file_states.forget(state.resolved.real)
         else:
             workspace.file_states.record(state.resolved.real, encoded[key])
+
+
+def _put(batch: BatchWrite, path: ResolvedPath) -> None:
+    """Land the staged new content of ``path``: the one step of the commit that changes it."""
+    batch.replace(path.real)
 
 
 def _write(workspace: Workspace, path: ResolvedPath, data: bytes) -> None:
@@ -426,7 +445,7 @@ def _file_diff(state: _State, old: str | None, new: str | None) -> TextDiff:
         if state.patched is not None:
             bom = "\ufeff" if state.fmt.bom and state.fmt.codec == "utf-8" else ""
             patched = state.patched
-            return spans_diff(patched.old_lines, patched.new_lines, patched.spans, rel, bom=bom)
+            return spans_diff(patched, rel, bom=bom)
         return text_diff(old, new, state.fmt, rel)
     if state.binary is not None:
         return TextDiff(_binary_deletion(rel, mode, state.data or b""), 0, 0)
