@@ -3,7 +3,7 @@
 A generated tree of 20 Python-like files (``--lines`` lines each); the change edits three
 places in each file. Ours: one ``apply_patch`` call (plan all 20 in memory, match every
 chunk with its uniqueness check, write every file's temp file and flush them, rename them
-all, flush the renames: ``syncfs`` where many files share a file system; diffs for the
+all, flush the renames with one fsync a directory; diffs for the
 details from the chunks' ranges). Peer: ``git apply`` of the same change as one unified
 diff (a process start, no fsync). A floor of durability is measured too: the 20 files
 written one by one with a temp file, fsync and rename and nothing else. Each run applies

@@ -7,7 +7,6 @@ concurrent calls on one file run one after another and none loses another's upda
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import stat
 from contextlib import nullcontext
@@ -127,11 +126,6 @@ def text_diff(old: str | None, new: str, fmt: TextFormat, path: str) -> TextDiff
     return unified_diff(None if old is None else bom + old, bom + new, path)
 
 
-SYNCFS_FILES = 4
-"""From this many files of a batch on one file system, one ``syncfs(2)`` flushes them
-(measured: one syncfs costs about four fsyncs of small files on ext4)."""
-
-
 @dataclass
 class _Staged:
     """A file's new content in its temp file, written, not yet renamed over the target."""
@@ -142,7 +136,6 @@ class _Staged:
     name: str
     temp: str
     fd: int
-    device: int
     created: bool
     renamed: bool = False
 
@@ -154,10 +147,11 @@ class BatchWrite:
     owner, group and mode kept, a read-only file refused, stale temps of dead writes
     removed), but in three phases so that the durability costs one flush per batch rather
     than two per file: :meth:`stage` writes every file's temp file, :meth:`flush` makes
-    their data durable (``fsync`` of each, or one ``syncfs(2)`` per file system holding at
-    least :data:`SYNCFS_FILES` of them), :meth:`replace` renames each over its target, and
+    their data durable (``fsync`` of each), :meth:`replace` renames each over its target, and
     :meth:`sync` makes the renames (and removals noted with :meth:`removed`) durable
-    (``fsync`` of each directory once, or ``syncfs``). A crash before a rename leaves that
+    (``fsync`` of each directory once). Never ``syncfs(2)``, though it is cheaper for many
+    small files: it also waits for every other process's dirty data on the file system, so
+    a call's time would depend on what others write. A crash before a rename leaves that
     file's old content, after it the new, never a half-written file; :meth:`close` (or
     leaving the ``with`` block) removes every temp file not renamed. A file whose temp
     file cannot take its owner or whose directory is not writable is written by
@@ -217,7 +211,7 @@ class BatchWrite:
             # file, and rewrites an existing writable one in place.
             self._direct[real] = (rel, data)
             return
-        staged = _Staged(real, rel, dir_fd, name, temp, fd, os.fstat(dir_fd).st_dev, old is None)
+        staged = _Staged(real, rel, dir_fd, name, temp, fd, old is None)
         self._staged[real] = staged
         if old is not None and not _take_owner(fd, old):
             self._discard(staged)
@@ -234,15 +228,11 @@ class BatchWrite:
         Raises:
             ToolError: the flush failed (``DISK_FULL``, ...); no target is changed.
         """
-        staged = list(self._staged.values())
-        for files in _by_device(staged).values():
+        for item in self._staged.values():
             try:
-                if len(files) >= SYNCFS_FILES and _syncfs(files[0].dir_fd):
-                    continue
-                for item in files:
-                    os.fsync(item.fd)
+                os.fsync(item.fd)
             except OSError as exc:
-                error = os_error(exc, files[0].rel)
+                error = os_error(exc, item.rel)
                 raise ToolError(f"{error.message}; no file was changed", error.code) from exc
 
     def replace(self, real: Path, *, guard: CommitGuard = nullcontext) -> None:
@@ -282,16 +272,9 @@ class BatchWrite:
         for fd in self._dirs:
             info = os.fstat(fd)
             seen.setdefault((info.st_dev, info.st_ino), fd)
-        devices: dict[int, list[int]] = {}
-        for (device, _), fd in seen.items():
-            devices.setdefault(device, []).append(fd)
-        files = _by_device(list(self._staged.values()))
         try:
-            for device, fds in devices.items():
-                if len(files.get(device, ())) >= SYNCFS_FILES and _syncfs(fds[0]):
-                    continue
-                for fd in fds:
-                    os.fsync(fd)
+            for fd in seen.values():
+                os.fsync(fd)
         except OSError as exc:
             raise ToolError(
                 f"Cannot make the changes durable: {exc.strerror or exc}", ErrorCode.TOOL_ERROR
@@ -316,25 +299,3 @@ class BatchWrite:
         with contextlib.suppress(OSError):
             os.unlink(item.temp, dir_fd=item.dir_fd)
         os.close(item.fd)
-
-
-def _by_device(items: list[_Staged]) -> dict[int, list[_Staged]]:
-    out: dict[int, list[_Staged]] = {}
-    for item in items:
-        out.setdefault(item.device, []).append(item)
-    return out
-
-
-def _syncfs(fd: int) -> bool:
-    """``syncfs(2)`` on the file system of ``fd``: False where the C library has none.
-
-    Raises:
-        OSError: the flush failed (Linux reports write-back errors since 5.8).
-    """
-    function = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-    if function is None:
-        return False
-    if function(fd) != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, os.strerror(number))
-    return True
