@@ -112,11 +112,19 @@ class CommandExited:
 @dataclass(frozen=True)
 class TreeDone:
     """Supervisor to caller: no process of the tree is left. ``status`` is the command's
-    wait status when no :class:`CommandExited` came first, else ``None``."""
+    wait status when no :class:`CommandExited` came first, else ``None``.
+
+    ``stopped`` counts the processes of the tree that were still running after the
+    command itself had exited and that the supervisor stopped (0 when the tree ended by
+    itself, and after a stop while the command still ran: a timeout or a cancel);
+    ``stopped_names`` are the distinct program names (``argv[0]``'s last component) of a
+    few of them."""
 
     kind: ClassVar[str] = "done"
 
     status: int | None
+    stopped: int = 0
+    stopped_names: tuple[str, ...] = ()
 
 
 #: Any message of the conversation.

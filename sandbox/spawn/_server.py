@@ -41,7 +41,17 @@ from sandbox.spawn._jobs import (
     SupervisorReady,
     TreeDone,
 )
-from sandbox.spawn._tree import become_subreaper, preload, reap, stop_tree
+from sandbox.spawn._tree import (
+    become_subreaper,
+    descendants,
+    preload,
+    program_names,
+    reap,
+    stop_tree,
+)
+
+#: Program names a "done" carries at most, of the processes stopped after the command.
+NAMES_REPORTED = 3
 from sandbox.spawn._wire import Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
@@ -140,8 +150,8 @@ def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake
         except Exception as exc:
             _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
-        main_status, caller_gone = _wait(channel, pid, wake_r, pipes)
-        _send(channel, TreeDone(main_status))
+        done, caller_gone = _wait(channel, pid, wake_r, pipes)
+        _send(channel, done)
     finally:
         _close_all(pipes)
     return not caller_gone
@@ -236,9 +246,11 @@ def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | None, bool]:
+def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[TreeDone, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
-    no process behind. Returns the command's wait status and whether the caller hung up.
+    no process behind. Returns the "done" to send (the command's wait status unless an
+    "exit" carried it, and what was stopped after the command exited) and whether the
+    caller hung up.
 
     This supervisor's copies of the output ``pipes`` are closed once an "exit" went out:
     until then the caller meets no end of file, so that a command that ends with nothing
@@ -255,7 +267,7 @@ def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[in
             status, empty = reap(pid)
             if empty:
                 # The "done" that follows carries the exit: one message, one wake-up.
-                return main_status if status is None else status, False
+                return TreeDone(main_status if status is None else status), False
             if status is not None and main_status is None:
                 main_status = status
                 _send(channel, CommandExited(status))
@@ -269,11 +281,15 @@ def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[in
                     caller_gone = True
                 request = channel.poll()
             grace = request.grace if isinstance(request, StopTree) else 0.0
+            # What the command left running is counted before it is stopped, so that the
+            # caller can tell the model its background processes did not survive.
+            left = descendants(os.getpid()) if main_status is not None else []
+            names = program_names(left, NAMES_REPORTED)
             status = stop_tree(pid, grace, wake_r)
             if main_status is None and status is not None:
                 main_status = status
                 _send(channel, CommandExited(status))
-            return main_status, caller_gone
+            return TreeDone(main_status, len(left), names), caller_gone
 
 
 def _send(channel: Channel, message: Message) -> None:

@@ -84,6 +84,25 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def program_names(pids: list[int], most: int) -> tuple[str, ...]:
+    """The distinct program names (the last component of ``argv[0]``, from
+    ``/proc/<pid>/cmdline``) of ``pids``, in their order, at most ``most`` of them; a
+    process that is gone or shows no command line is left out."""
+    names: list[str] = []
+    for pid in pids:
+        if len(names) >= most:
+            break
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                first = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        name = os.path.basename(first.decode(errors="replace"))
+        if name and name not in names:
+            names.append(name)
+    return tuple(names)
+
+
 def reap(main_pid: int) -> tuple[int | None, bool]:
     """Reap every finished child without blocking.
 
