@@ -49,10 +49,10 @@ from sandbox.spawn._tree import (
     reap,
     stop_tree,
 )
+from sandbox.spawn._wire import Channel
 
 #: Program names a "done" carries at most, of the processes stopped after the command.
 NAMES_REPORTED = 3
-from sandbox.spawn._wire import Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
 

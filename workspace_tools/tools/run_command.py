@@ -363,4 +363,3 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
         note = stopped_note(result.stopped_processes, result.stopped_names)
         content = RunCommandNotedContent(**dict(content), note=note)
     return tool_output(content, details=details)
-
