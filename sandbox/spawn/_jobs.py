@@ -55,6 +55,9 @@ class CommandJob:
         confinement: what those layers enforce.
         cgroup: a cgroup directory the child joins before exec, or ``None``.
         seccomp_fd: the descriptor bubblewrap reads the network filter from, or ``None``.
+        report_fd: the descriptor on which the command's tree reports what the command
+            left running (``spawn._tree.reporting_argv``, under bubblewrap, whose PID
+            namespace ends those processes itself), or ``None``.
     """
 
     kind: ClassVar[str] = "job"
@@ -68,6 +71,7 @@ class CommandJob:
     confinement: Confinement = field(default_factory=Confinement)
     cgroup: str | None = None
     seccomp_fd: int | None = None
+    report_fd: int | None = None
 
     @property
     def limits(self) -> tuple[Rlimits, int | None]:

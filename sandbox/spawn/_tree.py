@@ -20,6 +20,62 @@ import time
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+#: Program names reported at most, of the processes a command left running.
+NAMES_REPORTED = 3
+
+#: The descriptor a command's PID namespace reports what the command left running on.
+REPORT_FD = 4
+
+# In a PID namespace of its own (bubblewrap's), the processes a command left running die
+# with it, killed by the kernel as the namespace's first process exits: no supervisor
+# outside sees them. This shell runs the command as its child instead, and once it exited
+# lists the namespace's other live processes (all but its init, pid 1, and this shell)
+# from /proc, then writes their count and the distinct names (/proc/PID/comm) of a few to
+# REPORT_FD and exits with the command's status. Its own stderr is /dev/null (a shell
+# reports a child killed by a signal there), the command's is the original one (fd 5
+# meanwhile); the command inherits neither fd 4 nor fd 5.
+_REPORTER = """exec 5>&2 2>/dev/null
+(exec 2>&5 {fd}>&- 5>&- && exec "$@")
+s=$?
+n=0
+k=0
+names=
+for d in /proc/[1-9]*; do
+  case ${{d#/proc/}} in 1|$$|*[!0-9]*) continue ;; esac
+  {{ read -r st <"$d/stat" && read -r c <"$d/comm"; }} || continue
+  case ${{st##*) }} in Z*) continue ;; esac
+  n=$((n + 1))
+  case "
+$names" in *"
+$c
+"*) continue ;; esac
+  [ "$k" = {most} ] || {{ k=$((k + 1)); names="$names$c
+"; }}
+done
+[ "$n" = 0 ] || printf '%s\\n%s' "$n" "$names" >&{fd}
+exit $s
+"""
+
+
+def reporting_argv() -> list[str]:
+    """The argv prefix that runs a command (the argv after it) in a PID namespace of its
+    own and reports on :data:`REPORT_FD` what it left running (see :func:`read_report`).
+
+    The command's exit code comes back unchanged; a command killed by signal N gives
+    128 + N, as bubblewrap reports it anyway; a command not found gives 127."""
+    script = _REPORTER.format(fd=REPORT_FD, most=NAMES_REPORTED)
+    return ["/bin/sh", "-c", script, "sh"]
+
+
+def read_report(data: bytes) -> tuple[int, tuple[str, ...]]:
+    """``(count, names)`` from what :func:`reporting_argv`'s shell wrote: the number of
+    processes the command left running and a few of their names; ``(0, ())`` for nothing
+    or anything malformed."""
+    count, _, names = data.decode(errors="replace").partition("\n")
+    if not count.isdigit():
+        return 0, ()
+    return int(count), tuple(name for name in names.split("\n") if name)[:NAMES_REPORTED]
+
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux >= 3.4).
