@@ -157,6 +157,7 @@ def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake
             # The tree is gone, so the report is complete: every writer has exited.
             stopped, names = read_report(_read_available(report[0]))
             done = dataclasses.replace(done, stopped=stopped, stopped_names=names)
+            _close_all(report)  # before "done": the caller may count descriptors then
         _send(channel, done)
     finally:
         _close_all(pipes)

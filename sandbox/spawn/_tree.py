@@ -26,15 +26,19 @@ NAMES_REPORTED = 3
 #: The descriptor a command's PID namespace reports what the command left running on.
 REPORT_FD = 4
 
+#: The line before a report (what the shell itself says on REPORT_FD comes before it).
+_MARKER = "--stopped--"
+
 # In a PID namespace of its own (bubblewrap's), the processes a command left running die
 # with it, killed by the kernel as the namespace's first process exits: no supervisor
 # outside sees them. This shell runs the command as its child instead, and once it exited
 # lists the namespace's other live processes (all but its init, pid 1, and this shell)
 # from /proc, then writes their count and the distinct names (/proc/PID/comm) of a few to
-# REPORT_FD and exits with the command's status. Its own stderr is /dev/null (a shell
-# reports a child killed by a signal there), the command's is the original one (fd 5
-# meanwhile); the command inherits neither fd 4 nor fd 5.
-_REPORTER = """exec 5>&2 2>/dev/null
+# REPORT_FD after a marker line and exits with the command's status. Its own stderr is
+# REPORT_FD too (a shell reports a child killed by a signal there; /dev/null may be closed
+# to writing), the command's is the original one (fd 5 meanwhile); the command inherits
+# neither REPORT_FD nor fd 5.
+_REPORTER = """exec 5>&2 2>&{fd}
 (exec 2>&5 {fd}>&- 5>&- && exec "$@")
 s=$?
 n=0
@@ -52,7 +56,7 @@ $c
   [ "$k" = {most} ] || {{ k=$((k + 1)); names="$names$c
 "; }}
 done
-[ "$n" = 0 ] || printf '%s\\n%s' "$n" "$names" >&{fd}
+[ "$n" = 0 ] || printf '\\n{marker}\\n%s\\n%s' "$n" "$names" >&{fd}
 exit $s
 """
 
@@ -63,7 +67,7 @@ def reporting_argv() -> list[str]:
 
     The command's exit code comes back unchanged; a command killed by signal N gives
     128 + N, as bubblewrap reports it anyway; a command not found gives 127."""
-    script = _REPORTER.format(fd=REPORT_FD, most=NAMES_REPORTED)
+    script = _REPORTER.format(fd=REPORT_FD, most=NAMES_REPORTED, marker=_MARKER)
     return ["/bin/sh", "-c", script, "sh"]
 
 
@@ -71,8 +75,9 @@ def read_report(data: bytes) -> tuple[int, tuple[str, ...]]:
     """``(count, names)`` from what :func:`reporting_argv`'s shell wrote: the number of
     processes the command left running and a few of their names; ``(0, ())`` for nothing
     or anything malformed."""
-    count, _, names = data.decode(errors="replace").partition("\n")
-    if not count.isdigit():
+    _, marked, report = data.decode(errors="replace").rpartition(f"\n{_MARKER}\n")
+    count, _, names = report.partition("\n")
+    if not marked or not count.isdigit():
         return 0, ()
     return int(count), tuple(name for name in names.split("\n") if name)[:NAMES_REPORTED]
 
