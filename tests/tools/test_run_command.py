@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from sandbox import Sandbox
+from sandbox.layers import BUBBLEWRAP
 from tests._processes import survivors
 from workspace_tools import ErrorCode, ToolUpdate, invoke_tool
 from workspace_tools.tools import workspace_tools
@@ -341,11 +342,22 @@ UNTIL_SLEEPING = 'until [ "$(cat /proc/$!/comm 2>/dev/null)" = sleep ]; do :; do
         ),
     ],
 )
+@pytest.mark.parametrize("via", ["in-process", "workspace-bubblewrap"])
 async def test_background_processes_left_running_are_stopped_and_reported(
-    root: Path, marker: str, command: str, note: str, names: list[str]
+    root: Path, marker: str, command: str, note: str, names: list[str], via: str
 ) -> None:
-    with anyio.fail_after(60):
-        result = await invoke_tool(run_command(root), {"command": command})
+    # The marker is exported by the command, so a sandbox's environment allowlist cannot
+    # hide the processes it leaves.
+    command = f"export {marker}; {command}"
+    box = Sandbox(layers=True, writable=[str(root)]) if via == "workspace-bubblewrap" else None
+    try:
+        if box is not None and BUBBLEWRAP not in box.capabilities.values():
+            pytest.skip(f"commands do not run under bubblewrap here: {box.capabilities}")
+        with anyio.fail_after(60):
+            result = await invoke_tool(run_command(root, sandbox=box), {"command": command})
+    finally:
+        if box is not None:
+            box.close()
     assert result.error is None, result.error
     assert result.content == {"exit_code": 0, "stdout": "started\n", "stderr": "", "note": note}
     count = 2 if "2 background" in note else 1
