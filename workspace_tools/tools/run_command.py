@@ -61,7 +61,8 @@ class RunCommandArgs(BaseModel):
 
 
 class RunCommandContent(BaseModel):
-    """What the model reads: the exit code and each stream (head and tail when long)."""
+    """What the model reads: the exit code and each stream (head and tail when long); a
+    :class:`RunCommandNotedContent` when processes it left running were stopped."""
 
     exit_code: int
     stdout: str
@@ -231,8 +232,9 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
             "Run a shell command (bash -c) in the workspace and return its exit code, "
             "stdout and stderr. stdin is empty; long output keeps its head and tail. "
             "The command and everything it started are killed at the timeout, and whatever "
-            "it started in the background (&, nohup, setsid) is stopped when it ends: a "
-            "server or watcher needs start_process where that tool is offered."
+            "it started in the background (&, nohup, setsid) is stopped when it ends (the "
+            "result's note says so): a server or watcher needs start_process where that "
+            "tool is offered."
         ),
         parameters=RunCommandArgs,
         execute=execute,
