@@ -540,8 +540,12 @@ async def _stopped_background(
     """A command leaves a background process running: it is stopped when the command ends,
     and the model reads a note saying so. Returns 1 when the note is missing, else 0."""
     printer.line(f"\n{number}. a command's background process is stopped, and the model told")
-    step = DemoStep("run_command", {"command": LEFT_RUNNING_COMMAND}, "")
-    result, _ = await _run_step(run_command, step, f"demo-{number}", printer)
+    arguments = {"command": LEFT_RUNNING_COMMAND}
+    printer.line(_header(run_command, arguments))
+    # No progress lines: the note is what this step shows.
+    result = await invoke_tool(run_command, arguments, call_id=f"demo-{number}")
+    for text in summary_lines(result):
+        printer.line(f"  {text}")
     note = to_jsonable_python(result.content).get("note") if not result.is_error else None
     printer.line(f"  note: {note}")
     return int(note is None)
