@@ -233,8 +233,11 @@ class Sandbox:
             timeout: seconds (else ``limits.timeout_seconds``) before the tree is stopped.
 
         Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
-        name, whether it timed out, and the head and tail of each stream with its byte
-        count. A non-zero exit is a result, not an error. A protected path (see
+        name, whether it timed out, the head and tail of each stream with its byte
+        count, and how many processes the command left running were stopped once it
+        exited (``stopped_processes``, ``stopped_names``; under bubblewrap a shell in its
+        PID namespace runs the command to report them, one process more of
+        ``max_processes``). A non-zero exit is a result, not an error. A protected path (see
         ``host_exec_paths``) the command created is renamed to ``PATH.sandbox-blocked``
         once it is done.
 
