@@ -59,7 +59,7 @@ from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
 from sandbox.spawn._jobs import CommandJob
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
-from sandbox.spawn._tree import become_subreaper, preload
+from sandbox.spawn._tree import REPORT_FD, become_subreaper, preload, reporting_argv
 
 
 class Sandbox:
@@ -233,8 +233,11 @@ class Sandbox:
             timeout: seconds (else ``limits.timeout_seconds``) before the tree is stopped.
 
         Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
-        name, whether it timed out, and the head and tail of each stream with its byte
-        count. A non-zero exit is a result, not an error. A protected path (see
+        name, whether it timed out, the head and tail of each stream with its byte
+        count, and how many processes the command left running were stopped once it
+        exited (``stopped_processes``, ``stopped_names``; under bubblewrap a shell in its
+        PID namespace runs the command to report them, one process more of
+        ``max_processes``). A non-zero exit is a result, not an error. A protected path (see
         ``host_exec_paths``) the command created is renamed to ``PATH.sandbox-blocked``
         once it is done.
 
@@ -257,7 +260,11 @@ class Sandbox:
                 # chdir through the link to the open descriptor enters the very directory
                 # opened, whatever its path has become (the supervisor is another process).
                 cwd = f"/proc/{os.getpid()}/fd/{cwd_fd}"
-        command = layered_command(confinement, mechanisms, list(argv), cwd, child_env, identity)
+        # bubblewrap's PID namespace ends what the command left running as it exits: a
+        # shell inside reports those processes (spawn._tree.reporting_argv).
+        namespaced = BUBBLEWRAP in mechanisms.values()
+        inner = [*reporting_argv(), *argv] if namespaced else list(argv)
+        command = layered_command(confinement, mechanisms, inner, cwd, child_env, identity)
         group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
         job = CommandJob(
             argv=command.argv,
@@ -271,6 +278,7 @@ class Sandbox:
             confinement=command.confinement,
             cgroup=group,
             seccomp_fd=command.seccomp_fd,
+            report_fd=REPORT_FD if namespaced else None,
         )
         try:
             result = await run_process(

@@ -17,6 +17,7 @@ from workspace_tools.cli._demo import (
     TICKS_COMMAND,
     _background_process,
     _Printer,
+    _stopped_background,
     _text_editor_undo,
     _warm_index,
     repository_steps,
@@ -222,3 +223,25 @@ def test_text_editor_undo_step_goes_back_to_no_file(tmp_path: Path) -> None:
         "  the workspace is as before",
     ]
     assert not (root / "undo-demo.txt").exists()
+
+
+def test_stopped_background_step_shows_the_note(tmp_path: Path) -> None:
+    out = io.StringIO()
+    run_command = {t.name: t for t in workspace_tools(tmp_path)}["run_command"]
+    assert anyio.run(_stopped_background, tmp_path, run_command, _Printer(out), 14) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[:4] == [
+        "",
+        "14. a command's background process is stopped, and the model told",
+        "● Run command [terminal] sleep 1000 & echo started",
+        "  exit code 0",
+    ]
+    # The job is stopped as "sleep" once bash's fork of itself has run it, which the
+    # demo's command does not wait for.
+    [note] = lines[4:]
+    assert re.fullmatch(
+        r"  note: 1 background process \((sleep|bash)\) was still running when the command "
+        "ended and was stopped; start long-running servers or watchers with start_process "
+        "where it is offered",
+        note,
+    ), note

@@ -55,6 +55,9 @@ class CommandJob:
         confinement: what those layers enforce.
         cgroup: a cgroup directory the child joins before exec, or ``None``.
         seccomp_fd: the descriptor bubblewrap reads the network filter from, or ``None``.
+        report_fd: the descriptor on which the command's tree reports what the command
+            left running (``spawn._tree.reporting_argv``, under bubblewrap, whose PID
+            namespace ends those processes itself), or ``None``.
     """
 
     kind: ClassVar[str] = "job"
@@ -68,6 +71,7 @@ class CommandJob:
     confinement: Confinement = field(default_factory=Confinement)
     cgroup: str | None = None
     seccomp_fd: int | None = None
+    report_fd: int | None = None
 
     @property
     def limits(self) -> tuple[Rlimits, int | None]:
@@ -112,11 +116,19 @@ class CommandExited:
 @dataclass(frozen=True)
 class TreeDone:
     """Supervisor to caller: no process of the tree is left. ``status`` is the command's
-    wait status when no :class:`CommandExited` came first, else ``None``."""
+    wait status when no :class:`CommandExited` came first, else ``None``.
+
+    ``stopped`` counts the processes of the tree that were still running after the
+    command itself had exited and that the supervisor stopped (0 when the tree ended by
+    itself, and after a stop while the command still ran: a timeout or a cancel);
+    ``stopped_names`` are the distinct program names (``argv[0]``'s last component) of a
+    few of them."""
 
     kind: ClassVar[str] = "done"
 
     status: int | None
+    stopped: int = 0
+    stopped_names: tuple[str, ...] = ()
 
 
 #: Any message of the conversation.

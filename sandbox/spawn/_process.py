@@ -40,6 +40,11 @@ class ProcessResult:
         stdout: what was kept of standard output, with its byte count.
         stderr: the same for standard error.
         duration_ms: wall time from start to the end of the whole tree, in milliseconds.
+        stopped_processes: how many processes the command left running (background jobs,
+            daemons) were stopped once it had exited; 0 after a timeout, whose stop
+            covers the command itself.
+        stopped_names: the distinct program names (``argv[0]``'s last component) of at
+            most three of them, e.g. ``("python3", "sleep")``.
     """
 
     exit_code: int | None
@@ -48,6 +53,8 @@ class ProcessResult:
     stdout: CapturedOutput
     stderr: CapturedOutput
     duration_ms: float
+    stopped_processes: int = 0
+    stopped_names: tuple[str, ...] = ()
 
 
 def decode_status(status: int | None) -> tuple[int | None, str | None]:
@@ -81,6 +88,8 @@ class _Job:
         self.clean = True
         #: Why the command could not start, if it could not.
         self.error: str | None = None
+        #: What the supervisor stopped after the command had exited (``TreeDone``).
+        self.stopped = TreeDone(None)
 
     def fileno(self) -> int:
         """The channel's descriptor."""
@@ -106,7 +115,7 @@ class _Job:
         elif isinstance(message, CommandExited):
             self.exit_status, self.exited = message.status, True
         elif isinstance(message, TreeDone):
-            self.done = True
+            self.done, self.stopped = True, message
             if not self.exited and message.status is not None:
                 self.exit_status, self.exited = message.status, True
         return message
@@ -226,6 +235,8 @@ async def run_process(
         stdout=buffers["stdout"].snapshot(),
         stderr=buffers["stderr"].snapshot(),
         duration_ms=(time.perf_counter() - started) * 1000,
+        stopped_processes=0 if timed_out else watch.stopped.stopped,
+        stopped_names=() if timed_out else watch.stopped.stopped_names,
     )
 
 

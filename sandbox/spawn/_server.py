@@ -41,7 +41,16 @@ from sandbox.spawn._jobs import (
     SupervisorReady,
     TreeDone,
 )
-from sandbox.spawn._tree import become_subreaper, preload, reap, stop_tree
+from sandbox.spawn._tree import (
+    NAMES_REPORTED,
+    become_subreaper,
+    descendants,
+    preload,
+    program_names,
+    read_report,
+    reap,
+    stop_tree,
+)
 from sandbox.spawn._wire import Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
@@ -134,16 +143,25 @@ def _apply_limits(job: CommandJob) -> None:
 def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake_r: int) -> bool:
     """Run one job to its end. Returns False when the caller hung up."""
     pipes = [out_fd, err_fd]
+    report: list[int] = []
     try:
         try:
-            pid = _start(job, out_fd, err_fd)
+            pid = _start(job, out_fd, err_fd, report)
         except Exception as exc:
             _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
-        main_status, caller_gone = _wait(channel, pid, wake_r, pipes)
-        _send(channel, TreeDone(main_status))
+        # With a report, what is left after the command's exit is the namespace's own
+        # process and what its end is killing: the report tells what the command left.
+        done, caller_gone = _wait(channel, pid, wake_r, pipes, count_left=not report)
+        if report:
+            # The tree is gone, so the report is complete: every writer has exited.
+            stopped, names = read_report(_read_available(report[0]))
+            done = dataclasses.replace(done, stopped=stopped, stopped_names=names)
+            _close_all(report)  # before "done": the caller may count descriptors then
+        _send(channel, done)
     finally:
         _close_all(pipes)
+        _close_all(report)
     return not caller_gone
 
 
@@ -154,23 +172,30 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
-def _start(job: CommandJob, out_fd: int, err_fd: int) -> int:
+def _start(job: CommandJob, out_fd: int, err_fd: int, report: list[int]) -> int:
     """Start the command in a new session with /dev/null stdin, limits and confinement.
+    With ``job.report_fd``, the read end of a pipe the command's tree reports on is
+    appended to ``report`` (the caller closes it).
 
     Limits (see :func:`_idle`) and the working directory are set on this supervisor and
     inherited: it runs nothing else, and ``posix_spawn`` (vfork-fast) can set neither.
     """
     os.chdir(job.cwd or "/")
     remap = [(1, out_fd), (2, err_fd)]
-    filter_fd = None
-    if job.seccomp_fd is not None:
-        filter_fd = _filter_pipe()
-        remap.append((job.seccomp_fd, filter_fd))
+    ours: list[int] = []  # the child's copies, closed here once it started
     try:
+        if job.seccomp_fd is not None:
+            ours.append(_filter_pipe())
+            remap.append((job.seccomp_fd, ours[-1]))
+        if job.report_fd is not None:
+            report_r, report_w = os.pipe()
+            os.set_blocking(report_r, False)
+            report.append(report_r)
+            ours.append(report_w)
+            remap.append((job.report_fd, report_w))
         return _spawn(job, remap)
     finally:
-        if filter_fd is not None:
-            os.close(filter_fd)  # the child has its copy; this supervisor runs more jobs
+        _close_all(ours)  # this supervisor runs more jobs
 
 
 def _spawn(job: CommandJob, remap: list[tuple[int, int]]) -> int:
@@ -236,9 +261,13 @@ def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
     return pid
 
 
-def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[int | None, bool]:
+def _wait(
+    channel: Channel, pid: int, wake_r: int, pipes: list[int], *, count_left: bool
+) -> tuple[TreeDone, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
-    no process behind. Returns the command's wait status and whether the caller hung up.
+    no process behind. Returns the "done" to send (the command's wait status unless an
+    "exit" carried it, and, when ``count_left``, what was stopped after the command
+    exited) and whether the caller hung up.
 
     This supervisor's copies of the output ``pipes`` are closed once an "exit" went out:
     until then the caller meets no end of file, so that a command that ends with nothing
@@ -255,7 +284,7 @@ def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[in
             status, empty = reap(pid)
             if empty:
                 # The "done" that follows carries the exit: one message, one wake-up.
-                return main_status if status is None else status, False
+                return TreeDone(main_status if status is None else status), False
             if status is not None and main_status is None:
                 main_status = status
                 _send(channel, CommandExited(status))
@@ -269,11 +298,15 @@ def _wait(channel: Channel, pid: int, wake_r: int, pipes: list[int]) -> tuple[in
                     caller_gone = True
                 request = channel.poll()
             grace = request.grace if isinstance(request, StopTree) else 0.0
+            # What the command left running is counted before it is stopped, so that the
+            # caller can tell the model its background processes did not survive.
+            left = descendants(os.getpid()) if main_status is not None and count_left else []
+            names = program_names(left, NAMES_REPORTED)
             status = stop_tree(pid, grace, wake_r)
             if main_status is None and status is not None:
                 main_status = status
                 _send(channel, CommandExited(status))
-            return main_status, caller_gone
+            return TreeDone(main_status, len(left), names), caller_gone
 
 
 def _send(channel: Channel, message: Message) -> None:
@@ -287,6 +320,15 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 4096):
         chunks.append(chunk)
     os.close(fd)
+    return b"".join(chunks)
+
+
+def _read_available(fd: int) -> bytes:
+    """What can be read from the non-blocking ``fd`` now, up to end of file."""
+    chunks = []
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
     return b"".join(chunks)
 
 

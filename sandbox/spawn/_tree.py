@@ -20,6 +20,67 @@ import time
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+#: Program names reported at most, of the processes a command left running.
+NAMES_REPORTED = 3
+
+#: The descriptor a command's PID namespace reports what the command left running on.
+REPORT_FD = 4
+
+#: The line before a report (what the shell itself says on REPORT_FD comes before it).
+_MARKER = "--stopped--"
+
+# In a PID namespace of its own (bubblewrap's), the processes a command left running die
+# with it, killed by the kernel as the namespace's first process exits: no supervisor
+# outside sees them. This shell runs the command as its child instead, and once it exited
+# lists the namespace's other live processes (all but its init, pid 1, and this shell)
+# from /proc, then writes their count and the distinct names (/proc/PID/comm) of a few to
+# REPORT_FD after a marker line and exits with the command's status. Its own stderr is
+# REPORT_FD too (a shell reports a child killed by a signal there; /dev/null may be closed
+# to writing), the command's is the original one (fd 5 meanwhile); the command inherits
+# neither REPORT_FD nor fd 5.
+_REPORTER = """exec 5>&2 2>&{fd}
+(exec 2>&5 {fd}>&- 5>&- && exec "$@")
+s=$?
+n=0
+k=0
+names=
+for d in /proc/[1-9]*; do
+  case ${{d#/proc/}} in 1|$$|*[!0-9]*) continue ;; esac
+  {{ read -r st <"$d/stat" && read -r c <"$d/comm"; }} || continue
+  case ${{st##*) }} in Z*) continue ;; esac
+  n=$((n + 1))
+  case "
+$names" in *"
+$c
+"*) continue ;; esac
+  [ "$k" = {most} ] || {{ k=$((k + 1)); names="$names$c
+"; }}
+done
+[ "$n" = 0 ] || printf '\\n{marker}\\n%s\\n%s' "$n" "$names" >&{fd}
+exit $s
+"""
+
+
+def reporting_argv() -> list[str]:
+    """The argv prefix that runs a command (the argv after it) in a PID namespace of its
+    own and reports on :data:`REPORT_FD` what it left running (see :func:`read_report`).
+
+    The command's exit code comes back unchanged; a command killed by signal N gives
+    128 + N, as bubblewrap reports it anyway; a command not found gives 127."""
+    script = _REPORTER.format(fd=REPORT_FD, most=NAMES_REPORTED, marker=_MARKER)
+    return ["/bin/sh", "-c", script, "sh"]
+
+
+def read_report(data: bytes) -> tuple[int, tuple[str, ...]]:
+    """``(count, names)`` from what :func:`reporting_argv`'s shell wrote: the number of
+    processes the command left running and a few of their names; ``(0, ())`` for nothing
+    or anything malformed."""
+    _, marked, report = data.decode(errors="replace").rpartition(f"\n{_MARKER}\n")
+    count, _, names = report.partition("\n")
+    if not marked or not count.isdigit():
+        return 0, ()
+    return int(count), tuple(name for name in names.split("\n") if name)[:NAMES_REPORTED]
+
 
 def become_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants (Linux >= 3.4).
@@ -82,6 +143,25 @@ def descendants(root: int) -> list[int]:
             found.append(child)
             queue.append(child)
     return found
+
+
+def program_names(pids: list[int], most: int) -> tuple[str, ...]:
+    """The distinct program names (the last component of ``argv[0]``, from
+    ``/proc/<pid>/cmdline``) of ``pids``, in their order, at most ``most`` of them; a
+    process that is gone or shows no command line is left out."""
+    names: list[str] = []
+    for pid in pids:
+        if len(names) >= most:
+            break
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                first = f.read().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        name = os.path.basename(first.decode(errors="replace"))
+        if name and name not in names:
+            names.append(name)
+    return tuple(names)
 
 
 def reap(main_pid: int) -> tuple[int | None, bool]:

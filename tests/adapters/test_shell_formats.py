@@ -229,6 +229,32 @@ async def test_local_shell_runs_argv_with_env_and_working_directory(
     assert payload["metadata"]["exit_code"] == 0
 
 
+async def test_local_shell_output_ends_with_the_note_on_stopped_processes(
+    tmp_path: Path,
+) -> None:
+    run_command = next(t for t in workspace_tools(tmp_path) if t.name == "run_command")
+    # The command waits until its job runs sleep, so the name in the note is "sleep".
+    script = 'sleep 1000 & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; echo up'
+    item = LocalShellCall.model_validate(
+        {
+            "type": "local_shell_call",
+            "id": "lsh_2",
+            "call_id": "call_4",
+            "status": "completed",
+            "action": {"type": "exec", "command": ["sh", "-c", script], "env": {}},
+        }
+    )
+    with anyio.fail_after(60):
+        answer = await call_local_shell(item, run_command, tmp_path)
+    payload = json.loads(answer["output"])
+    assert payload["output"] == (
+        "up\n[workspace-tools] 1 background process (sleep) was still running when the "
+        "command ended and was stopped; start long-running servers or watchers with "
+        "start_process where it is offered\n"
+    )
+    assert payload["metadata"]["exit_code"] == 0
+
+
 async def test_local_shell_timeout_outside_directory_and_user(tmp_path: Path) -> None:
     run_command = next(t for t in workspace_tools(tmp_path) if t.name == "run_command")
 

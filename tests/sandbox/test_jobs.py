@@ -77,6 +77,7 @@ def test_a_job_travels_as_a_tagged_object_of_primitives() -> None:
         },
         "cgroup": None,
         "seccomp_fd": None,
+        "report_fd": None,
     }
 
 

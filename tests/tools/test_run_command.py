@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from sandbox import Sandbox
+from sandbox.layers import BUBBLEWRAP
 from tests._processes import survivors
 from workspace_tools import ErrorCode, ToolUpdate, invoke_tool
 from workspace_tools.tools import workspace_tools
@@ -296,6 +297,8 @@ async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
         "stdout_bytes": 12,
         "stderr_bytes": 8,
         "truncated": False,
+        "stopped_processes": 0,
+        "stopped_names": [],
         "stdout": "partial-out\n",
         "stderr": "err-out\n",
     }
@@ -311,4 +314,75 @@ async def test_the_commands_own_shorter_timeout_is_the_one_named(root: Path, mar
         "Command timed out after 1 s; it and every process it started were killed.\n"
         "stdout so far:\nearly\n\nstderr so far:\n",
     )
+    assert survivors(marker) == []
+
+
+#: Waits (in the command) until the background job ``$!`` runs ``sleep``, not the shell's
+#: fork of itself, so that the name the note shows does not depend on timing.
+UNTIL_SLEEPING = 'until [ "$(cat /proc/$!/comm 2>/dev/null)" = sleep ]; do :; done'
+
+
+@pytest.mark.parametrize(
+    ("command", "note", "names"),
+    [
+        (
+            f"sleep 1000 & {UNTIL_SLEEPING}; echo started",
+            "1 background process (sleep) was still running when the command ended and was "
+            "stopped; start long-running servers or watchers with start_process where it is "
+            "offered",
+            ["sleep"],
+        ),
+        (
+            f"sleep 1000 >/dev/null 2>&1 & {UNTIL_SLEEPING}; "
+            f"sleep 1000 & {UNTIL_SLEEPING}; echo started",
+            "2 background processes (sleep) were still running when the command ended and "
+            "were stopped; start long-running servers or watchers with start_process where "
+            "it is offered",
+            ["sleep"],
+        ),
+    ],
+)
+@pytest.mark.parametrize("via", ["in-process", "workspace-bubblewrap"])
+async def test_background_processes_left_running_are_stopped_and_reported(
+    root: Path, marker: str, command: str, note: str, names: list[str], via: str
+) -> None:
+    # The marker is exported by the command, so a sandbox's environment allowlist cannot
+    # hide the processes it leaves.
+    command = f"export {marker}; {command}"
+    box = Sandbox(layers=True, writable=[str(root)]) if via == "workspace-bubblewrap" else None
+    try:
+        if box is not None and BUBBLEWRAP not in box.capabilities.values():
+            pytest.skip(f"commands do not run under bubblewrap here: {box.capabilities}")
+        with anyio.fail_after(60):
+            result = await invoke_tool(run_command(root, sandbox=box), {"command": command})
+    finally:
+        if box is not None:
+            box.close()
+    assert result.error is None, result.error
+    assert result.content == {"exit_code": 0, "stdout": "started\n", "stderr": "", "note": note}
+    count = 2 if "2 background" in note else 1
+    assert (result.details.stopped_processes, result.details.stopped_names) == (count, names)
+    assert survivors(marker) == []
+
+
+async def test_a_command_that_leaves_nothing_running_gets_no_note(root: Path) -> None:
+    # The background job ends before the command does: nothing is stopped.
+    result = await invoke_tool(run_command(root), {"command": "sleep 0 & wait; echo done"})
+    assert result.content == {"exit_code": 0, "stdout": "done\n", "stderr": ""}
+    assert (result.details.stopped_processes, result.details.stopped_names) == (0, [])
+
+
+async def test_a_timeout_keeps_its_message_and_reports_nothing_stopped(
+    root: Path, marker: str
+) -> None:
+    with anyio.fail_after(60):
+        result = await invoke_tool(
+            run_command(root), {"command": "sleep 1000 & sleep 1000", "timeout": 1}
+        )
+    assert result.error_code == ErrorCode.TOOL_TIMEOUT
+    assert result.error.startswith(
+        "Command timed out after 1 s; it and every process it started were killed.\n"
+    ), result.error
+    assert "background process" not in result.error
+    assert result.details.stopped_processes == 0
     assert survivors(marker) == []

@@ -177,6 +177,8 @@ async def call_local_shell(
         return _local_output(item, model_text(result), NOT_RUN_EXIT_CODE, seconds)
     content = result.content
     text = _joined(content["stdout"], content["stderr"])
+    if content.get("note"):  # what the command left running was stopped
+        text = _joined(text, f"[workspace-tools] {content['note']}\n")
     return _local_output(item, text, content["exit_code"], seconds)
 
 

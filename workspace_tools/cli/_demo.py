@@ -297,6 +297,7 @@ async def _drive(
     failed += await _warm_index(root, printer, number + 3)
     failed += await _text_editor_undo(root, printer, number + 4)
     failed += await _served_step(root, by_name["list_files"], printer, number + 5)
+    failed += await _stopped_background(root, by_name["run_command"], printer, number + 6)
     return failed
 
 
@@ -527,6 +528,27 @@ async def _served_step(root: Path, list_files: Tool[Any], printer: _Printer, num
             server.wait()
         if server.stdout is not None:
             server.stdout.close()
+
+
+#: The demo's command that leaves a process running: it is stopped, and the model told.
+LEFT_RUNNING_COMMAND = "sleep 1000 & echo started"
+
+
+async def _stopped_background(
+    root: Path, run_command: Tool[Any], printer: _Printer, number: int
+) -> int:
+    """A command leaves a background process running: it is stopped when the command ends,
+    and the model reads a note saying so. Returns 1 when the note is missing, else 0."""
+    printer.line(f"\n{number}. a command's background process is stopped, and the model told")
+    arguments = {"command": LEFT_RUNNING_COMMAND}
+    printer.line(_header(run_command, arguments))
+    # No progress lines: the note is what this step shows.
+    result = await invoke_tool(run_command, arguments, call_id=f"demo-{number}")
+    for text in summary_lines(result):
+        printer.line(f"  {text}")
+    note = to_jsonable_python(result.content).get("note") if not result.is_error else None
+    printer.line(f"  note: {note}")
+    return int(note is None)
 
 
 def _last_output_line(result: ToolResult) -> str:

@@ -101,3 +101,18 @@ class ProgressBatcher:
             self._pending, self._pending_bytes, self._skipped = [], 0, 0
             totals = {f"{name}_bytes": count for name, count in self._totals.items()}
         self._emit(text, totals)
+
+
+def stopped_note(count: int, names: tuple[str, ...]) -> str:
+    """What the model reads when ``count`` (> 0) processes, with program ``names`` (a few
+    of them), were still running when the command ended and were stopped."""
+    which = f" ({', '.join(names)})" if names else ""
+    if count == 1:
+        what = f"1 background process{which} was"
+    else:
+        what = f"{count} background processes{which} were"
+    return (
+        f"{what} still running when the command ended and "
+        f"{'was' if count == 1 else 'were'} stopped; start long-running servers or "
+        "watchers with start_process where it is offered"
+    )

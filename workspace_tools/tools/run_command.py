@@ -21,6 +21,7 @@ from workspace_tools.tools._command_output import (
     TAIL_BYTES,
     ProgressBatcher,
     model_view,
+    stopped_note,
 )
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_dir, os_error
@@ -60,11 +61,20 @@ class RunCommandArgs(BaseModel):
 
 
 class RunCommandContent(BaseModel):
-    """What the model reads: the exit code and each stream (head and tail when long)."""
+    """What the model reads: the exit code and each stream (head and tail when long); a
+    :class:`RunCommandNotedContent` when processes it left running were stopped."""
 
     exit_code: int
     stdout: str
     stderr: str
+
+
+class RunCommandNotedContent(RunCommandContent):
+    """The content with a ``note`` on what happened beyond the command's own output: the
+    processes it left running that were stopped when it ended (see
+    :func:`stopped_note`)."""
+
+    note: str
 
 
 class RunCommandDetails(BaseModel):
@@ -72,7 +82,9 @@ class RunCommandDetails(BaseModel):
 
     ``exit_code`` is 128 + N when signal N killed the command, ``None`` on timeout;
     ``duration_ms`` is wall time in milliseconds; ``truncated`` says the model saw only
-    the head and tail of a stream.
+    the head and tail of a stream; ``stopped_processes`` counts the processes the command
+    left running (``&``, ``nohup``, daemons) that were stopped when it ended, and
+    ``stopped_names`` names a few of them (program names, at most three).
     """
 
     command: str
@@ -82,6 +94,8 @@ class RunCommandDetails(BaseModel):
     stdout_bytes: int
     stderr_bytes: int
     truncated: bool
+    stopped_processes: int = 0
+    stopped_names: list[str] = Field(default_factory=list)
 
 
 class RunCommandTimeoutDetails(RunCommandDetails):
@@ -218,8 +232,9 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
             "Run a shell command (bash -c) in the workspace and return its exit code, "
             "stdout and stderr. stdin is empty; long output keeps its head and tail. "
             "The command and everything it started are killed at the timeout, and whatever "
-            "it started in the background (&, nohup, setsid) is stopped when it ends: a "
-            "server or watcher needs start_process where that tool is offered."
+            "it started in the background (&, nohup, setsid) is stopped when it ends (the "
+            "result's note says so): a server or watcher needs start_process where that "
+            "tool is offered."
         ),
         parameters=RunCommandArgs,
         execute=execute,
@@ -335,6 +350,8 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
         stdout_bytes=result.stdout.total_bytes,
         stderr_bytes=result.stderr.total_bytes,
         truncated=stdout_cut or stderr_cut,
+        stopped_processes=result.stopped_processes,
+        stopped_names=list(result.stopped_names),
     )
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
@@ -344,4 +361,7 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
             details=partial,
         )
     content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr)
+    if result.stopped_processes:
+        note = stopped_note(result.stopped_processes, result.stopped_names)
+        content = RunCommandNotedContent(**dict(content), note=note)
     return tool_output(content, details=details)
