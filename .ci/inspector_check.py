@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-TOOL_NAMES = ["read_file", "write_file", "edit_file", "list_files", "glob", "grep", "run_command"]
+TOOL_NAMES = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "glob",
+    "grep",
+    "run_command",
+    "apply_patch",
+]
 READ_ONLY = ["read_file", "list_files", "glob", "grep"]
 LABELS = {
     "read_file": "Read file",
@@ -24,6 +33,7 @@ LABELS = {
     "glob": "Find files",
     "grep": "Search files",
     "run_command": "Run command",
+    "apply_patch": "Apply patch",
 }
 NS = "dev.agent-workspace-tools/"
 
@@ -65,14 +75,15 @@ def main() -> int:
         (root / "notes.txt").write_text("hello from the inspector\n")
 
         listed = inspect(inspector, root, "--method", "tools/list", "--strict")["tools"]
-        check([t["name"] for t in listed] == TOOL_NAMES, "tools/list names the seven tools")
+        check([t["name"] for t in listed] == TOOL_NAMES, "tools/list names the eight tools")
         check(
-            all(t.get("title") == LABELS[t["name"]] for t in listed),
+            all(t.get("title") == LABELS.get(t["name"]) for t in listed),
             "each tool's title is its presentation label",
         )
         check(
             all(
-                t.get("_meta", {}).get(NS + "presentation", {}).get("label") == LABELS[t["name"]]
+                t.get("_meta", {}).get(NS + "presentation", {}).get("label")
+                == LABELS.get(t["name"])
                 for t in listed
             ),
             "each tool's _meta carries its step label and icon",
