@@ -48,6 +48,7 @@ from typing import Any
 from sandbox.spawn._forking import fork_in_threaded_process
 from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
+from workspace_tools.search._worker import read_to_end, send_pickled
 from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._walk import DIRECTORY, Walker
 
@@ -458,19 +459,14 @@ def _in_child(work: Callable[[], Any]) -> Any:
         status = 1
         try:
             os.close(read_end)
-            data = pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_end, view) :]
+            send_pickled(write_end, work())
             os.close(write_end)
             status = 0
         finally:
             os._exit(status)
     os.close(write_end)
-    chunks = []
     try:
-        while chunk := os.read(read_end, 1 << 20):
-            chunks.append(chunk)
+        data = read_to_end(read_end)
     finally:
         os.close(read_end)
         status = 0
@@ -481,5 +477,5 @@ def _in_child(work: Callable[[], Any]) -> Any:
     if status != 0:
         return None
     with contextlib.suppress(Exception):
-        return pickle.loads(b"".join(chunks))
+        return pickle.loads(data)
     return None

@@ -184,7 +184,7 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> tuple
             os.close(read_end)
             # Killing a worker running Python's engine (search_in_worker) kills this too.
             _die_with_parent(parent)
-            _send(write_end, _search_taken(run, root, blocks, queue))
+            send_pickled(write_end, _search_taken(run, root, blocks, queue))
             # The parent's read ends here, not once this process is torn down.
             os.close(write_end)
             status = 0
@@ -198,15 +198,13 @@ def _collect(child: tuple[int, int]) -> list[tuple[int, RunState]] | None:
     """What the child sent: ``None`` unless it sent a whole pickle, which it does only when
     its search succeeded."""
     pid, read_end = child
-    chunks = []
     try:
-        while chunk := os.read(read_end, 1 << 20):
-            chunks.append(chunk)
+        data = read_to_end(read_end)
     finally:
         os.close(read_end)
         _reap(pid)
     try:
-        taken: list[tuple[int, RunState]] = pickle.loads(b"".join(chunks))
+        taken: list[tuple[int, RunState]] = pickle.loads(data)
     except Exception:
         return None
     return taken
@@ -311,7 +309,7 @@ def _work_in_child(
             answer: tuple[object, ...] = ("ok", sub.state())
         except ToolError as exc:
             answer = ("error", exc.message, exc.code.value)
-        _send(write_end, answer)
+        send_pickled(write_end, answer)
         os.close(write_end)
         status = 0
     finally:
@@ -365,8 +363,17 @@ def _read_until(
         _wait(pid)
 
 
-def _send(fd: int, value: object) -> None:
-    """Write ``value`` pickled to the pipe ``fd`` (the parent reads to end of file)."""
+def read_to_end(fd: int) -> bytes:
+    """What the pipe ``fd`` carries until its writer closes it (the caller closes ``fd``)."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def send_pickled(fd: int, value: object) -> None:
+    """Write ``value`` pickled to the pipe ``fd`` (the parent reads to end of file, see
+    :func:`read_to_end`)."""
     payload = memoryview(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     while payload:
         payload = payload[os.write(fd, payload) :]

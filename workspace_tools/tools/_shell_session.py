@@ -10,11 +10,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from sandbox import Sandbox, SandboxLimits
+from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.shell import PersistentShell, ProcessRegistry, make_area, remove_area
 from workspace_tools.tools._command_output import HEAD_BYTES, TAIL_BYTES
-from workspace_tools.tools.run_command import command_env
+from workspace_tools.tools.run_command import command_env, plain_runner
 from workspace_tools.workspace import Workspace, as_workspace
 
 #: Background processes running at once, by default.
@@ -68,17 +68,7 @@ class ShellSession:
         if sandbox is not None:
             self.sandbox = sandbox.confined_to(root)
         else:
-            self.sandbox = Sandbox(
-                layers=False,
-                network=True,
-                env_allowlist=(),
-                limits=SandboxLimits(
-                    cpu_seconds=None,
-                    file_size_bytes=None,
-                    open_files=None,
-                    output_bytes=HEAD_BYTES + TAIL_BYTES,
-                ),
-            )
+            self.sandbox = plain_runner()  # as run_command without a sandbox
         #: Whether calls report progress (not from a sandbox, as ``run_command``).
         self.reports_progress = sandbox is None
         self._given_sandbox = sandbox

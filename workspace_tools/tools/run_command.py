@@ -157,16 +157,11 @@ class _EnvCache:
         return entry[1]
 
 
-def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
-    """The ``run_command`` tool over ``workspace``.
-
-    Args:
-        workspace: where commands run (``cwd`` is confined to its root).
-        sandbox: run commands in this sandbox (no progress updates then); by default the
-            sandbox's portable process level only, with no resource limits but the
-            output cap: a new session, whole-tree stop on timeout.
-    """
-    runner = sandbox or Sandbox(
+def plain_runner() -> Sandbox:
+    """What runs commands when no sandbox is asked for: the sandbox's portable process level
+    only (a new session, whole-tree stop on timeout), the network on, no resource limits
+    but the output cap (head and tail)."""
+    return Sandbox(
         layers=False,
         network=True,
         env_allowlist=(),
@@ -177,6 +172,18 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
             output_bytes=HEAD_BYTES + TAIL_BYTES,
         ),
     )
+
+
+def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
+    """The ``run_command`` tool over ``workspace``.
+
+    Args:
+        workspace: where commands run (``cwd`` is confined to its root).
+        sandbox: run commands in this sandbox (no progress updates then); by default the
+            sandbox's portable process level only, with no resource limits but the
+            output cap: a new session, whole-tree stop on timeout.
+    """
+    runner = sandbox or plain_runner()
     reports_progress = sandbox is None
     by_path = BUBBLEWRAP in runner.capabilities.values() or not os.path.isdir("/proc/self/fd")
     shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
