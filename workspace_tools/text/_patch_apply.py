@@ -3,10 +3,12 @@
 Where a chunk goes. Chunks are placed in order, each after the previous one's lines (a
 patch lists its changes from the top of the file down). A chunk's ``@@`` anchors are found
 first, in order, each the first line after the one before that equals it; the chunk's
-expected lines (context and removed) must then occur after the last anchor, searched in its
-*scope*: from that anchor to where the same anchor line occurs again (so ``@@ def
-__init__`` names the first such method that holds the lines, not every later one). A chunk
-marked ``*** End of File`` must end at the file's end.
+expected lines (context and removed) must then occur after the last anchor. When the last
+anchor line occurs more than once, the places after each occurrence count together: lines
+found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
+it), never the first method's taken, and a chunk may start at a later occurrence of its
+anchor line. A chunk of only added lines goes right after its anchor, which must then occur
+once. A chunk marked ``*** End of File`` must end at the file's end.
 
 Lines are compared by these levels in turn, the first level with a match deciding:
 ``exact``, ``trailing_whitespace`` (ignored), ``surrounding_whitespace`` (leading and
@@ -273,13 +275,16 @@ def _bare(line: str) -> str:
 def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:
     """``(first file line, level)`` of ``chunk``'s expected lines (0-based)."""
     where = f"{path}: chunk {number} (patch line {chunk.line})"
-    scopes = [(cursor, len(lines.bare))]
-    if chunk.anchors:
-        scopes = _anchor_scopes(lines, chunk.anchors, cursor, where)
+    low = cursor
     old = chunk.old
+    if chunk.anchors:
+        hits = _anchor_hits(lines, chunk.anchors, cursor, where)
+        if not old and len(hits) > 1:
+            raise _ambiguous_anchor(where, chunk.anchors[-1], hits)
+        low = hits[0] + 1
     if not old:
         if chunk.anchors:
-            return scopes[0][0], 0
+            return low, 0
         if chunk.end_of_file or not lines.bare:
             return len(lines.bare), 0
         raise ToolError(
@@ -289,13 +294,13 @@ def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) ->
         )
     for level, (name, normalise) in enumerate(LEVELS):
         wanted = [normalise(line) for line in old]
-        found = lines.normal(level)
-        for low, high in scopes:
-            places = _places(found, wanted, low, high, end_of_file=chunk.end_of_file)
-            if len(places) > 1:
-                raise _ambiguous(where, places, name)
-            if places:
-                return places[0], level
+        places = _places(
+            lines.normal(level), wanted, low, len(lines.bare), end_of_file=chunk.end_of_file
+        )
+        if len(places) > 1:
+            raise _ambiguous(where, places, name)
+        if places:
+            return places[0], level
     raise _not_found(lines, chunk, cursor, where)
 
 
@@ -324,10 +329,8 @@ def _places(
     return places
 
 
-def _anchor_scopes(
-    lines: _Lines, anchors: tuple[str, ...], cursor: int, where: str
-) -> list[tuple[int, int]]:
-    """The scopes after the last anchor: one per occurrence of it, each up to the next."""
+def _anchor_hits(lines: _Lines, anchors: tuple[str, ...], cursor: int, where: str) -> list[int]:
+    """The lines (0-based) where the last anchor occurs after the ones before it."""
     low = cursor
     for k, anchor in enumerate(anchors):
         last = k == len(anchors) - 1
@@ -345,10 +348,22 @@ def _anchor_scopes(
                 ErrorCode.NO_MATCH,
             )
         if last:
-            ends = [*hits[1:], len(found)]
-            return [(hit + 1, end) for hit, end in zip(hits, ends, strict=True)]
+            return hits
         low = hits[0] + 1
-    return [(cursor, len(lines.bare))]  # no anchors: the caller does not ask
+    return []  # no anchors: the caller does not ask
+
+
+def _ambiguous_anchor(where: str, anchor: str, hits: list[int]) -> ToolError:
+    shown = ", ".join(str(h + 1) for h in hits[:_SHOWN_PLACES])
+    more = ", ..." if len(hits) > _SHOWN_PLACES else ""
+    return ToolError(
+        f"{where} only adds lines, right after its @@ line '{escape(anchor)}', which occurs "
+        f"{len(hits)} times, at lines {shown}{more}; give the lines before the new ones as "
+        "context (' ' lines) or stack an @@ line above it (the enclosing class) so that it "
+        "names one place",
+        ErrorCode.AMBIGUOUS_MATCH,
+        details={"lines": [h + 1 for h in hits]},
+    )
 
 
 def _ambiguous(where: str, places: list[int], level: str) -> ToolError:
