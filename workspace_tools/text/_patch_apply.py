@@ -7,7 +7,10 @@ expected lines (context and removed) must then occur after the last anchor. When
 anchor line occurs more than once, the places after each occurrence count together: lines
 found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
 it), never the first method's taken, and a chunk may start at a later occurrence of its
-anchor line. A chunk of only added lines goes right after its anchor, which must then occur
+anchor line. Among several places, the one place inside the block an anchor line opens
+(every non-blank line between them indented deeper than the anchor line: ``@@ def f``
+names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the chunk
+is ambiguous. A chunk of only added lines goes right after its anchor, which must then occur
 once. A chunk marked ``*** End of File`` must end at the file's end.
 
 Lines are compared by these levels in turn, the first level with a match deciding:
@@ -277,6 +280,7 @@ def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) ->
     where = f"{path}: chunk {number} (patch line {chunk.line})"
     low = cursor
     old = chunk.old
+    hits: list[int] = []
     if chunk.anchors:
         hits = _anchor_hits(lines, chunk.anchors, cursor, where)
         if not old and len(hits) > 1:
@@ -298,10 +302,32 @@ def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) ->
             lines.normal(level), wanted, low, len(lines.bare), end_of_file=chunk.end_of_file
         )
         if len(places) > 1:
-            raise _ambiguous(where, places, name)
+            inside = _enclosed(lines, hits, places)
+            if len(inside) != 1:
+                raise _ambiguous(where, places, name)
+            places = inside
         if places:
             return places[0], level
     raise _not_found(lines, chunk, cursor, where)
+
+
+def _enclosed(lines: _Lines, hits: list[int], places: list[int]) -> list[int]:
+    """The ``places`` inside the block an anchor occurrence opens: every non-blank line
+    between the anchor line and the place is indented deeper than it (the place itself may
+    be the line that closes the block, as ``}`` or the next ``def`` at its depth)."""
+    inside: list[int] = []
+    bare = lines.bare
+    for hit in hits:
+        depth = _depth(bare[hit])
+        end = hit + 1
+        while end < len(bare) and (not bare[end].strip() or _depth(bare[end]) > depth):
+            end += 1
+        inside.extend(p for p in places if hit < p <= end)
+    return sorted(set(inside))
+
+
+def _depth(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
 
 
 def _places(
