@@ -7,7 +7,9 @@ expected lines (context and removed) must then occur after the last anchor. When
 anchor line occurs more than once, the places after each occurrence count together: lines
 found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
 it), never the first method's taken, and a chunk may start at a later occurrence of its
-anchor line. Among several places, the one place inside the block an anchor line opens
+anchor line. An anchor line found only above the previous chunk (each chunk of a function
+naming it, as git's hunk headers do) still counts when the lines are found after that
+chunk. Among several places, the one place inside the block an anchor line opens
 (every non-blank line between them indented deeper than the anchor line: ``@@ def f``
 names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the chunk
 is ambiguous. A chunk of only added lines goes right after its anchor, which must then occur
@@ -278,14 +280,33 @@ def _bare(line: str) -> str:
 def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:
     """``(first file line, level)`` of ``chunk``'s expected lines (0-based)."""
     where = f"{path}: chunk {number} (patch line {chunk.line})"
+    try:
+        return _place(lines, chunk, cursor, cursor, where)
+    except ToolError as exc:
+        if not (chunk.anchors and chunk.old and cursor) or exc.code is not ErrorCode.NO_MATCH:
+            raise
+        # The @@ line may name the block the previous chunk was in too, as git's hunk
+        # headers do: found above the cursor, it still orders the lines after the cursor.
+        try:
+            return _place(lines, chunk, 0, cursor, where)
+        except ToolError as again:
+            # Found that way, but in several places: that is what the model must fix.
+            raise (again if again.code is ErrorCode.AMBIGUOUS_MATCH else exc) from None
+
+
+def _place(
+    lines: _Lines, chunk: Chunk, anchors_from: int, cursor: int, where: str
+) -> tuple[int, int]:
+    """``_locate`` with the anchors sought from line ``anchors_from`` and the chunk's lines
+    from ``cursor`` on (and after the anchors)."""
     low = cursor
     old = chunk.old
     hits: list[int] = []
     if chunk.anchors:
-        hits = _anchor_hits(lines, chunk.anchors, cursor, where)
+        hits = _anchor_hits(lines, chunk.anchors, anchors_from, where)
         if not old and len(hits) > 1:
             raise _ambiguous_anchor(where, chunk.anchors[-1], hits)
-        low = hits[0] + 1
+        low = max(cursor, hits[0] + 1)
     if not old:
         if chunk.anchors:
             return low, 0
