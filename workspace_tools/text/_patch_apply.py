@@ -288,10 +288,12 @@ def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) ->
         # The @@ line may name the block the previous chunk was in too, as git's hunk
         # headers do: found above the cursor, it still orders the lines after the cursor.
         try:
-            return _place(lines, chunk, 0, cursor, where)
-        except ToolError as again:
-            # Found that way, but in several places: that is what the model must fix.
-            raise (again if again.code is ErrorCode.AMBIGUOUS_MATCH else exc) from None
+            _anchor_hits(lines, chunk.anchors, 0, where)
+        except ToolError:
+            raise exc from None
+        # The anchors are in the file: what fails now (the lines, or their several
+        # places) is what the model must fix.
+        return _place(lines, chunk, 0, cursor, where)
 
 
 def _place(
