@@ -18,8 +18,9 @@ from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
 from workspace_tools.adapters.remote import RemoteWorkspace
 
 
-def link_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("RemoteWorkspace ")]
+def link_threads(url: str) -> list[str]:
+    """The names of live threads holding a session with the server at ``url``."""
+    return [t.name for t in threading.enumerate() if t.name == f"RemoteWorkspace {url}"]
 
 
 def test_calls_share_one_session(tmp_path: Path) -> None:
@@ -83,36 +84,36 @@ def test_a_server_restart_is_recovered_with_one_new_session(tmp_path: Path) -> N
 
 def test_close_leaves_no_thread_and_a_later_call_reconnects(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"alpha\n")
-    before = link_threads()
     with serve(tmp_path, "--no-checkpoints") as server:
-        remote = RemoteWorkspace(server.url, server.token)
-        assert link_threads() == before  # no thread before the first call
+        url = server.url
+        remote = RemoteWorkspace(url, server.token)
+        assert link_threads(url) == []  # no thread before the first call
         assert invoke_tool_sync(remote.tools[0], {"path": "a.txt"}).error is None
-        assert link_threads() == [*before, f"RemoteWorkspace {server.url}"]
+        assert link_threads(url) == [f"RemoteWorkspace {url}"]
         remote.close()
-        assert link_threads() == before
+        assert link_threads(url) == []
         remote.close()  # idempotent
         assert invoke_tool_sync(remote.tools[0], {"path": "a.txt"}).error is None
         with remote:
             pass
-        assert link_threads() == before
+        assert link_threads(url) == []
         # Collected without close(): the finalizer ends the session and the thread.
-        collected = RemoteWorkspace(server.url, server.token)
+        collected = RemoteWorkspace(url, server.token)
         assert invoke_tool_sync(collected.tools[0], {"path": "a.txt"}).error is None
+        assert link_threads(url) == [f"RemoteWorkspace {url}"]
         del collected
         gc.collect()
-        wait_until(link_threads, lambda names: names == before, "the link thread to end")
+        wait_until(lambda: link_threads(url), lambda names: names == [], "the link thread to end")
 
 
 @pytest.mark.anyio
 async def test_async_with_closes(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"alpha\n")
-    before = link_threads()
     with serve(tmp_path, "--no-checkpoints") as server:
         async with RemoteWorkspace(server.url, server.token) as remote:
             read = await invoke_tool(remote.tools[0], {"path": "a.txt"})
             assert read.content == "     1\talpha"
-        assert link_threads() == before
+        assert link_threads(server.url) == []
     # A closed workspace whose server is gone: a result, not a hang.
     failed = await invoke_tool(remote.tools[0], {"path": "a.txt"})
     assert failed.error_code is ErrorCode.WORKSPACE_UNAVAILABLE, failed
