@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests._waiting import wait_until
 from workspace_tools.search._matcher import Matcher
 from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files
@@ -76,3 +81,56 @@ def test_a_failing_child_leaves_its_blocks_to_the_parent(
     forked = GrepRun(matcher, limit=5, context=1)
     search_files(forked, str(tmp_path), files, min_files=0, processes=3)
     assert forked.state() == single.state()
+
+
+def live_children() -> set[int]:
+    """This process's live (not zombie) child processes, from the process table."""
+    found = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+            found.update(int(p) for p in f.read().split())
+    live = set()
+    for pid in found:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    live.add(pid)
+        except FileNotFoundError:
+            continue
+    return live
+
+
+def test_children_that_never_answer_leave_their_blocks_to_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A child the machine's load leaves without a CPU is, to the parent, one that never
+    # answers: the parent searches every block itself, stops the children and reaps them.
+    from workspace_tools.search import _worker as _grep_fork
+
+    files = make_tree(tmp_path)
+    matcher = Matcher("line [0-4] (hit|miss)")
+    single = GrepRun(matcher, limit=7, context=1)
+    single.search_files(str(tmp_path), files)
+    parent = os.getpid()
+    search_block = _grep_fork._search_block
+
+    def stalled(*args: Any) -> Any:
+        if os.getpid() != parent:
+            time.sleep(3600)  # a child: never answers
+        return search_block(*args)
+
+    monkeypatch.setattr(_grep_fork, "_search_block", stalled)
+    before = live_children()
+    forked = GrepRun(matcher, limit=7, context=1)
+    done: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: done.append(
+            search_files(forked, str(tmp_path), files, min_files=0, processes=3) is None
+        ),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(60)
+    assert done == [True]
+    assert forked.state() == single.state()
+    wait_until(live_children, lambda now: now <= before, "the stalled children to be gone")
