@@ -50,18 +50,25 @@ def test_forked_search_equals_one_process(
 
 
 @pytest.mark.anyio
-async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
+async def test_grep_tool_forks_inside_an_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from workspace_tools import invoke_tool, workspace_tools
     from workspace_tools.search import _worker as _grep_fork
 
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
         (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # forks whatever the load
+    forked: list[int] = []
+    fork = _grep_fork._fork
+    monkeypatch.setattr(_grep_fork, "_fork", lambda *args: forked.append(1) or fork(*args))
     tool = {t.name: t for t in workspace_tools(tmp_path)}["grep"]
     result = await invoke_tool(tool, {"pattern": "hit", "output_mode": "count", "limit": 5})
     assert result.error is None
     total = _grep_fork.MIN_FILES_TO_FORK + 50
     assert result.details.match_count == len([i for i in range(total) if i % 3])
     assert result.model_text().splitlines()[:2] == ["f00001.txt:1", "f00002.txt:1"]
+    assert forked, "the search did not fork"
 
 
 def test_a_failing_child_leaves_its_blocks_to_the_parent(
@@ -134,3 +141,13 @@ def test_children_that_never_answer_leave_their_blocks_to_the_parent(
     assert done == [True]
     assert forked.state() == single.state()
     wait_until(live_children, lambda now: now <= before, "the stalled children to be gone")
+
+
+def test_a_busy_machine_searches_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cpus), 0.0, 0.0))
+    assert _grep_fork._worker_count() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 0.0, 0.0))
+    assert _grep_fork._worker_count() == min(cpus, _grep_fork.MAX_PROCESSES)
