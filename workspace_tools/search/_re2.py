@@ -34,7 +34,7 @@ import array
 import functools
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -355,6 +355,35 @@ class Re2LineCounter:
             found += 1
             pos = end + 1  # past the line's end: the match took the rest of the line
         return found
+
+
+# Bytes that are frequent in source text. RE2 looks for a literal by its first and last
+# bytes together (a vectorized scan), fast unless both are frequent; Python's ``bytes.find``
+# keys on the last byte and skips little for a short literal. Measured over mypy's sources
+# (20 MB, CPU ms to test every file): RE2 first for TypeVar 2.7 against 4.6, ValueError 2.3
+# against 6.7, XXX 2.0 against 11.9, ``zip(`` 2.1 against 9.8; ``bytes.find`` first for
+# nonexistent_name 6.3 against 9.0, self.assert 7.9 against 9.2, isinstance 4.6 against 5.6.
+_FREQUENT_BYTES = frozenset(b" etaoinsrl_")
+
+# A literal's first offset in ``buf[pos:end]``, or -1.
+LiteralFinder = Callable[[Any, int, int], int]
+
+
+def literal_finder(needle: bytes) -> LiteralFinder:
+    """The fastest way to find the ASCII literal ``needle`` (not empty) in a bytes-like
+    buffer: RE2 unless the literal both starts and ends with a byte that is frequent in
+    source text (see :data:`_FREQUENT_BYTES`), or is a single byte (``memchr`` either way)."""
+    if len(needle) == 1 or (needle[0] in _FREQUENT_BYTES and needle[-1] in _FREQUENT_BYTES):
+        return lambda buf, pos, end: buf.find(needle, pos, end)  # type: ignore[no-any-return]
+    program = compile_re2(b"".join(b"\\x%02x" % c for c in needle))
+    if program is None:
+        return lambda buf, pos, end: buf.find(needle, pos, end)  # type: ignore[no-any-return]
+    match, anchor = program._match, program._anchor
+
+    def find(buf: Any, pos: int, end: int) -> int:
+        return match(anchor, buf, pos, end)[0][0]  # type: ignore[no-any-return]
+
+    return find
 
 
 def compile_re2(source: bytes) -> Re2Search | None:
