@@ -5,7 +5,8 @@ the line ending (a lone CR is text). So a CRLF is read as an LF before searching
 matches where the shown line ends and no match or shown text holds that CR.
 
 Patterns run on RE2, a linear-time engine, wherever it gives exactly the matches of
-Python's engine (see ``_re2``); a plain literal is searched with ``bytes.find``. Python's
+Python's engine (see ``_re2``); a plain literal is searched with ``bytes.find``, and a
+file is first tested for the pattern's required literal (``_re2.literal_finder``). Python's
 own engine serves the rest (lookarounds, backreferences, ``\\b`` on non-ASCII text): it may
 take exponential time, so such a matcher says so (:attr:`Matcher.needs_worker`) and its
 caller runs the search in a process it can kill.
