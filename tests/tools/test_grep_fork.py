@@ -143,11 +143,13 @@ def test_children_that_never_answer_leave_their_blocks_to_the_parent(
     wait_until(live_children, lambda now: now <= before, "the stalled children to be gone")
 
 
-def test_a_busy_machine_searches_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_busy_machine_forks_only_for_many_files(monkeypatch: pytest.MonkeyPatch) -> None:
     from workspace_tools.search import _worker as _grep_fork
 
     cpus = len(os.sched_getaffinity(0))
+    every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
+    busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
     monkeypatch.setattr(os, "getloadavg", lambda: (float(cpus), 0.0, 0.0))
-    assert _grep_fork._worker_count() == 1
+    assert [_grep_fork._worker_count(n) for n in (1000, busy - 1, busy)] == [1, 1, every_cpu]
     monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 0.0, 0.0))
-    assert _grep_fork._worker_count() == min(cpus, _grep_fork.MAX_PROCESSES)
+    assert _grep_fork._worker_count(1000) == every_cpu

@@ -52,6 +52,8 @@ _PR_SET_PDEATHSIG = 1
 # a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
 # faster either way).
 MIN_FILES_TO_FORK = 1000
+# The same on a busy machine (see _worker_count).
+MIN_FILES_TO_FORK_BUSY = 10_000
 MAX_PROCESSES = 4
 BLOCKS_PER_WORKER = 8
 # A block's results as children send them: its index and the size of its pickle.
@@ -70,7 +72,7 @@ def search_files(
     (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
-    workers = (processes or _worker_count()) if big_enough else 1
+    workers = (processes or _worker_count(len(files))) if big_enough else 1
     if workers <= 1:
         run.search_files(root, files)
         return
@@ -183,14 +185,21 @@ def _block_queue(count: int) -> int | None:
     return read_end
 
 
-def _worker_count() -> int:
-    """One process per CPU (at most :data:`MAX_PROCESSES`), as ripgrep runs one thread per
-    CPU, while the machine has a CPU to spare: its load average (over a minute) below its
-    CPU count; else one. Measured on 2 CPUs, mypy's 1,873 files: at load 1, two processes
-    are a quarter to a third faster; at load 1.5-3 about as fast (a literal 16 against
-    17 ms, a regex 30 against 37, 8,103 matches of TypeVar 39 against 38); at load 4 a
-    third to a half slower (a literal 28 against 20 ms, TypeVar 90 against 63), the
-    processes taking each other's CPU time."""
+def _worker_count(files: int) -> int:
+    """How many processes search ``files`` files: one per CPU (at most
+    :data:`MAX_PROCESSES`), as ripgrep runs one thread per CPU; but one while the machine
+    is busy (its load average over a minute at or above its CPU count) unless there are
+    :data:`MIN_FILES_TO_FORK_BUSY` files or more.
+
+    On a busy machine a fork's fixed costs (copying the page tables, the parent's pages
+    copied on write, a child waiting for a CPU) weigh more, and so does the larger share of
+    the CPUs that two processes win over one. Measured on 2 CPUs, median ms in one process
+    against two: mypy's 1,873 files at load 1, a quarter to a third faster; at load 1.5-3
+    about as fast (a literal 16 against 17, a regex 30 against 37, TypeVar's 8,103 matches
+    39 against 38); at load 4 a third to a half slower (a literal 20 against 28, TypeVar 63
+    against 90). Generated files at load 4.7: 2,000 a literal 7.9 against 10.5; 5,000 20.8
+    against 25.1 (a regex 53.5 against 40.7); 25,000 127 against 105 (a regex 480 against
+    433); 50,000 at load 6-7, a literal 580-760 against 343-483."""
     if not sys.platform.startswith("linux"):
         return 1
     try:
@@ -201,7 +210,9 @@ def _worker_count() -> int:
         load = os.getloadavg()[0]
     except OSError:
         load = 0.0
-    return min(cpus, MAX_PROCESSES) if load < cpus else 1
+    if load >= cpus and files < MIN_FILES_TO_FORK_BUSY:
+        return 1
+    return min(cpus, MAX_PROCESSES)
 
 
 def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> _Child | None:
