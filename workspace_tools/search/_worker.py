@@ -6,9 +6,10 @@ file list (already in memory, sorted) is cut into blocks that the processes take
 time from a shared queue (a pipe) until none is left, so that they finish together however
 the files' costs fall; each child sends what it found in a block, as plain values through
 a pipe, as soon as it has it, and the parent merges all blocks in order, so results are
-exactly those of one process. Once the queue is empty the parent searches the blocks still
-missing itself rather than wait: a child that failed, or that the machine's load left
-without a CPU, costs at most a block's time, never the whole search.
+exactly those of one process. Once the queue is empty the parent waits for the blocks
+still missing about as long as one of its own blocks took, then searches one itself: a child
+that failed, or that the machine's load left without a CPU, costs a block's time or two,
+never the whole search.
 
 Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
 only system calls, ``re``, RE2 and ``pickle`` and leaves with ``os._exit``.
@@ -79,8 +80,9 @@ def search_files(
     # The blocks wait in a queue that every process takes from until it is empty (a
     # pipe: each read of one index is atomic), so a process that drew cheap blocks takes
     # more: the costs of files vary too much for any fixed deal. Children send each block's
-    # results as soon as it is searched; once the queue is empty, this process searches
-    # the blocks still missing itself, last first, rather than wait for a child that the
+    # results as soon as it is searched; once the queue is empty, this process waits for
+    # them about as long as one of its own blocks took, and when nothing came, searches a
+    # missing block itself (the last first) rather than wait on for a child that the
     # machine's load may have left without a CPU: whichever result comes first is kept.
     # Results are merged back block by block, in path order.
     run.matcher.prepare()
@@ -96,16 +98,21 @@ def search_files(
     try:
         children = [c for c in (_fork(run, root, blocks, queue) for _ in range(1, workers)) if c]
         buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
+        started, searched = time.monotonic(), 0
         while len(item := os.read(queue, 2)) == 2:
             index = int.from_bytes(item, "big")
             states[index] = _search_block(run, root, blocks[index], buffer)
+            searched += 1
             _receive(children, states)
+        # A child searching its last block normally sends it within about a block's time.
+        patience = (time.monotonic() - started) / max(searched, 1)
         while True:
             _receive(children, states)
             missing = [i for i in range(len(blocks)) if i not in states]
             if not missing:
                 break
-            states[missing[-1]] = _search_block(run, root, blocks[missing[-1]], buffer)
+            if not _wait_for_any(children, patience):
+                states[missing[-1]] = _search_block(run, root, blocks[missing[-1]], buffer)
     finally:
         # Done, or the search failed here (e.g. NeedsWorker): children still searching go.
         os.close(queue)
@@ -159,6 +166,17 @@ class _Child:
 def _receive(children: list[_Child], states: dict[int, RunState]) -> None:
     for child in children:
         child.receive(states)
+
+
+def _wait_for_any(children: list[_Child], seconds: float) -> bool:
+    """Whether a child still sending had something to read within ``seconds``."""
+    sending = [child.read_end for child in children if child.open]
+    if not sending:
+        return False
+    poller = select.poll()
+    for read_end in sending:
+        poller.register(read_end, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(seconds * 1000))
 
 
 def _search_block(run: GrepRun, root: str, block: list[str], buffer: bytearray) -> RunState:
