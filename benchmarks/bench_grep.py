@@ -11,7 +11,9 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     as the median of warm in-process calls (one event loop, as an agent's) beside ``rg -n
     --hidden`` doing the same, with their ratio; then the same with the warm index (a
     project of 1,000 files or more gets one after its first search). ``--profile`` prints
-    where the time of the all-matches call goes (cProfile of the tool's ``execute``).
+    where the time of the all-matches call goes: a wall-clock split by stage (walk, read,
+    match, the model text, the result models, the whole call) and a cProfile of the
+    tool's ``execute``.
 (b) ``--files N``: a generated tree of N small files (``bench_search.make_generated_tree``).
     The first call of a fresh tool with the index and of one without (both after ``rg`` has
     warmed the page cache); the time until the index is ready and its memory; then the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import shutil
 import statistics
@@ -45,8 +48,13 @@ from bench_search import SETTLE_SECONDS, make_generated_tree
 from workspace_tools import invoke_tool
 from workspace_tools._tool import ToolContext
 from workspace_tools.search._index import SearchIndex
+from workspace_tools.search._matcher import Matcher
+from workspace_tools.search._reading import WHOLE_READ
+from workspace_tools.search._runner import GrepRun, format_grep
+from workspace_tools.search._worker import search_files
 from workspace_tools.tools import grep as grep_tool
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import DirFds
 
 RUNS = 11
 
@@ -111,6 +119,7 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
             row(name, ours_s, theirs_s)
     index.close()
     if profile:
+        print_split(workspace, tool, portal, walk.files)
         arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
         context = ToolContext("profile", "grep")
         profiler = cProfile.Profile()
@@ -122,6 +131,67 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
         pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(12)
         print("\n  profile of 5 all-matches calls (tool.execute, by own time):")
         print("\n".join("    " + line for line in out.getvalue().splitlines()[4:]))
+
+
+def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) -> None:
+    """Where the wall time of the all-matches call goes, stage by stage (medians, each
+    stage timed alone, in one process unless said)."""
+    root = str(workspace.root)
+    matcher = Matcher("TypeVar", in_process=True)
+    found = GrepRun(matcher, limit=1_000_000, context=0)
+    found.search_files(root, files)
+
+    def read_only() -> None:
+        buffer = bytearray(WHOLE_READ)
+        view = memoryview(buffer)
+        with DirFds(root) as dirs:
+            for rel in files:
+                slash = rel.rfind("/")
+                fd = os.open(rel[slash + 1 :], os.O_RDONLY, dir_fd=dirs.get(rel[: max(slash, 0)]))
+                try:
+                    os.readv(fd, [view])
+                finally:
+                    os.close(fd)
+
+    def search(limit: int, forked: bool = False) -> Callable[[], Any]:
+        def run() -> None:
+            into = GrepRun(matcher, limit=limit, context=0)
+            if forked:
+                search_files(into, root, files, min_files=0)
+            else:
+                into.search_files(root, files)
+
+        return run
+
+    def models() -> Any:
+        return [
+            grep_tool.GrepMatch(path, line, column, text)
+            for path, rows in found.found
+            for line, column, text, _ in rows
+        ]
+
+    arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
+    context = ToolContext("split", "grep")
+    stages = [
+        (
+            "walk (stat-validated cache)",
+            lambda: workspace.walker.walk(root, "", recursive=True, include_ignored=False),
+        ),
+        ("read: open, read, close", read_only),
+        ("read + match, counting only", search(1)),
+        ("read + match, keeping every line", search(1_000_000)),
+        ("the same over forked processes", search(1_000_000, forked=True)),
+        ("model text (format_grep)", lambda: format_grep(found, "content")),
+        ("result models (GrepMatch)", models),
+        ("tool.execute", lambda: tool.execute(arguments, context)),
+        (
+            "invoke_tool",
+            lambda: portal.call(invoke_tool, tool, {"pattern": "TypeVar", "limit": 1_000_000}),
+        ),
+    ]
+    print(f"\n  wall-clock split of the all-matches call ({found.match_count:,} matches):")
+    for name, fn in stages:
+        print(f"    {name:<34} {medians(fn)[0] * 1000:7.1f} ms")
 
 
 def bench_index(base: Path, files: int, portal: Any) -> None:

@@ -268,6 +268,13 @@ def same_group() -> set[int]:
     return found
 
 
+@pytest.fixture
+def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load average of 0, so that a search of enough files forks whatever the load."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+
+
+@pytest.mark.usefixtures("idle_machine")
 def test_killed_worker_takes_its_parallel_searchers_along(tmp_path: Path) -> None:
     # Enough files for the worker to spread the search over processes of its own.
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 200):
@@ -306,6 +313,7 @@ def test_worker_returns_what_pythons_engine_finds(tmp_path: Path) -> None:
     assert named_dir.error_code == ErrorCode.NOT_FOUND
 
 
+@pytest.mark.usefixtures("idle_machine")
 def test_non_ascii_file_in_a_parallel_search_moves_it_to_the_worker(tmp_path: Path) -> None:
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 100):
         (tmp_path / f"f{i:04d}.txt").write_text("a word\nswordfish\n")

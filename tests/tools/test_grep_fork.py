@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests._waiting import wait_until
 from workspace_tools.search._matcher import Matcher
 from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files
@@ -45,18 +50,25 @@ def test_forked_search_equals_one_process(
 
 
 @pytest.mark.anyio
-async def test_grep_tool_forks_inside_an_event_loop(tmp_path: Path) -> None:
+async def test_grep_tool_forks_inside_an_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from workspace_tools import invoke_tool, workspace_tools
     from workspace_tools.search import _worker as _grep_fork
 
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
         (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # forks whatever the load
+    forked: list[int] = []
+    fork = _grep_fork._fork
+    monkeypatch.setattr(_grep_fork, "_fork", lambda *args: forked.append(1) or fork(*args))
     tool = {t.name: t for t in workspace_tools(tmp_path)}["grep"]
     result = await invoke_tool(tool, {"pattern": "hit", "output_mode": "count", "limit": 5})
     assert result.error is None
     total = _grep_fork.MIN_FILES_TO_FORK + 50
     assert result.details.match_count == len([i for i in range(total) if i % 3])
     assert result.model_text().splitlines()[:2] == ["f00001.txt:1", "f00002.txt:1"]
+    assert forked, "the search did not fork"
 
 
 def test_a_failing_child_leaves_its_blocks_to_the_parent(
@@ -76,3 +88,68 @@ def test_a_failing_child_leaves_its_blocks_to_the_parent(
     forked = GrepRun(matcher, limit=5, context=1)
     search_files(forked, str(tmp_path), files, min_files=0, processes=3)
     assert forked.state() == single.state()
+
+
+def live_children() -> set[int]:
+    """This process's live (not zombie) child processes, from the process table."""
+    found = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+            found.update(int(p) for p in f.read().split())
+    live = set()
+    for pid in found:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    live.add(pid)
+        except FileNotFoundError:
+            continue
+    return live
+
+
+def test_children_that_never_answer_leave_their_blocks_to_the_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A child the machine's load leaves without a CPU is, to the parent, one that never
+    # answers: the parent searches every block itself, stops the children and reaps them.
+    from workspace_tools.search import _worker as _grep_fork
+
+    files = make_tree(tmp_path)
+    matcher = Matcher("line [0-4] (hit|miss)")
+    single = GrepRun(matcher, limit=7, context=1)
+    single.search_files(str(tmp_path), files)
+    parent = os.getpid()
+    search_block = _grep_fork._search_block
+
+    def stalled(*args: Any) -> Any:
+        if os.getpid() != parent:
+            time.sleep(3600)  # a child: never answers
+        return search_block(*args)
+
+    monkeypatch.setattr(_grep_fork, "_search_block", stalled)
+    before = live_children()
+    forked = GrepRun(matcher, limit=7, context=1)
+    done: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: done.append(
+            search_files(forked, str(tmp_path), files, min_files=0, processes=3) is None
+        ),
+        daemon=True,
+    )
+    thread.start()
+    thread.join(60)
+    assert done == [True]
+    assert forked.state() == single.state()
+    wait_until(live_children, lambda now: now <= before, "the stalled children to be gone")
+
+
+def test_a_busy_machine_forks_only_for_many_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    cpus = len(os.sched_getaffinity(0))
+    every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
+    busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cpus), 0.0, 0.0))
+    assert [_grep_fork._worker_count(n) for n in (1000, busy - 1, busy)] == [1, 1, every_cpu]
+    monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 0.0, 0.0))
+    assert _grep_fork._worker_count(1000) == every_cpu

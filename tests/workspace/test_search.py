@@ -11,13 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workspace_tools.search._pattern import line_counter, required_literal
+from workspace_tools.search._re2 import literal_finder
 from workspace_tools.search._reading import file_contains
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     data=st.binary(max_size=60),
-    needle=st.sampled_from([b"a", b"ab", b"abc", b"xyzw"]),
+    needle=st.sampled_from([b"a", b"ab", b"abc", b"xyzw", b"sea"]),
     buffer_size=st.integers(1, 9),
     at=st.integers(0, 60),
 )
@@ -33,9 +34,29 @@ def test_file_contains_finds_needles_across_buffer_refills(
     path.write_bytes(data)
     fd = os.open(path, os.O_RDONLY)
     try:
-        assert file_contains(fd, needle, bytearray(buffer_size)) == (needle in data)
+        found = file_contains(fd, literal_finder(needle), len(needle), bytearray(buffer_size))
+        assert found == (needle in data)
     finally:
         os.close(fd)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=80),
+    # RE2 (two bytes or more) and bytes.find (one byte).
+    needle=st.sampled_from([b"T", b"TypeVar", b"zip(", b"a\\x00b", b"(?:.*)", b"rest", b"e"])
+    | st.binary(min_size=1, max_size=4).filter(lambda b: b.isascii() and b"\n" not in b),
+    start=st.integers(0, 90),
+    end=st.integers(0, 90),
+    bytearray_buffer=st.booleans(),
+)
+def test_literal_finder_finds_what_bytes_find_finds(
+    data: bytes, needle: bytes, start: int, end: int, bytearray_buffer: bool
+) -> None:
+    data = data[: start + 3] + needle + data[start + 3 :]
+    start, end = sorted((min(start, len(data)), min(end, len(data))))
+    buffer = bytearray(data) if bytearray_buffer else data
+    assert literal_finder(needle)(buffer, start, end) == data.find(needle, start, end)
 
 
 @pytest.mark.parametrize(

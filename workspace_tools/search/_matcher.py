@@ -5,7 +5,8 @@ the line ending (a lone CR is text). So a CRLF is read as an LF before searching
 matches where the shown line ends and no match or shown text holds that CR.
 
 Patterns run on RE2, a linear-time engine, wherever it gives exactly the matches of
-Python's engine (see ``_re2``); a plain literal is searched with ``bytes.find``. Python's
+Python's engine (see ``_re2``); a plain literal is searched with ``bytes.find``, and a
+file is first tested for the pattern's required literal (``_re2.literal_finder``). Python's
 own engine serves the rest (lookarounds, backreferences, ``\\b`` on non-ASCII text): it may
 take exponential time, so such a matcher says so (:attr:`Matcher.needs_worker`) and its
 caller runs the search in a process it can kill.
@@ -43,6 +44,7 @@ from workspace_tools.search._re2 import (
     Re2Search,
     compile_counter,
     compile_re2,
+    literal_finder,
     translate,
 )
 from workspace_tools.search._reading import (
@@ -136,6 +138,8 @@ class Matcher:
         self.multiline = multiline
         self.in_process = in_process
         self.required = required_literal(pattern, flags)
+        # How to find it: a first offset, or -1 (see literal_finder).
+        self.find_required = None if self.required is None else literal_finder(self.required)
         self._probe = bytearray(PROBE_BUFFER)
         literal = None if multiline else plain_literal(pattern, flags)
         self._literal = literal is not None
@@ -244,7 +248,9 @@ class Matcher:
         """
         if self.multiline or head.startswith(WIDE_BOMS):
             return self.find(head + read_rest(fd, len(head)), keep, context)
-        if self.required is not None and not file_contains(fd, self.required, self._probe):
+        if self.find_required is not None and not file_contains(
+            fd, self.find_required, len(self.required or b""), self._probe
+        ):
             return None  # no line counting for a file that cannot match
         total = FileMatches()
         before = b""  # up to `context` whole lines preceding the window
@@ -282,7 +288,8 @@ class Matcher:
     ) -> FileMatches | None:
         # The required literal is ASCII without CR or LF, so its bytes mean the same in
         # UTF-8 and latin-1, with CRLFs or without.
-        if self.required is not None and data.find(self.required, lo, hi) < 0:
+        find = self.find_required
+        if find is not None and find(data, lo, len(data) if hi is None else hi) < 0:
             return None
         if data.find(b"\r", lo) >= 0:
             # A CRLF ends a line as an LF does; lo and hi are line starts, never inside one.

@@ -6,6 +6,7 @@ meanwhile would kill the process with SIGBUS.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 # Most source files fit in the first read, and it is enough to tell a binary file.
 FIRST_READ = 64 * 1024
@@ -69,17 +70,20 @@ def read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
         want *= 2
 
 
-def file_contains(fd: int, needle: bytes, buffer: bytearray) -> bool:
-    """Whether the file holds ``needle``, read into ``buffer`` piece by piece (pieces
-    overlap by ``len(needle) - 1`` bytes so that no occurrence is split). Reusing one small
-    buffer keeps the copy in cache and spares fresh memory its page faults."""
-    if len(buffer) < 2 * len(needle):
-        buffer.extend(bytes(2 * len(needle) - len(buffer)))
+def file_contains(
+    fd: int, find: Callable[[bytearray, int, int], int], length: int, buffer: bytearray
+) -> bool:
+    """Whether the file holds a literal of ``length`` bytes that ``find(buffer, start,
+    end)`` finds (its offset, or -1), read into ``buffer`` piece by piece (pieces overlap
+    by ``length - 1`` bytes so that no occurrence is split). Reusing one small buffer keeps
+    the copy in cache and spares fresh memory its page faults."""
+    if len(buffer) < 2 * length:
+        buffer.extend(bytes(2 * length - len(buffer)))
     view = memoryview(buffer)
-    size, offset, overlap = len(buffer), 0, len(needle) - 1
+    size, offset, overlap = len(buffer), 0, length - 1
     while True:
         count = _read_into(fd, view, offset)
-        if buffer.find(needle, 0, count) >= 0:
+        if find(buffer, 0, count) >= 0:
             return True
         if count < size:
             return False

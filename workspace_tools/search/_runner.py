@@ -76,7 +76,7 @@ class GrepRun:
         """
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
-        required = self.matcher.required
+        find_required = self.matcher.find_required
         if buffer is None:
             buffer = bytearray(WHOLE_READ)
         size = len(buffer)
@@ -115,8 +115,8 @@ class GrepRun:
                     if count == size:
                         self.add(rel, view[:first].tobytes(), fd)
                     elif (
-                        required is not None
-                        and buffer.find(required, 0, count) < 0
+                        find_required is not None
+                        and find_required(buffer, 0, count) < 0
                         and not buffer.startswith(wide, 0, count)
                     ):
                         self.files_searched += 1
