@@ -63,6 +63,7 @@ import anyio
 import anyio.to_thread
 
 from sandbox._errors import SandboxError
+from sandbox.spawn import _prefault
 from sandbox.spawn._forking import fork_in_threaded_process
 from sandbox.spawn._process import signal_name
 from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
@@ -349,34 +350,52 @@ def _worker_main(
         gc.freeze()
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
-        os.set_blocking(took_r, False)
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
+        # Hints of the pages a call writes (``_prefault``): from a call's child that
+        # learned them to the worker, and from the worker to the child waiting.
+        learned_r, learned_w = os.pipe()
+        given_r, given_w = os.pipe()
+        for fd in (took_r, wake_r, wake_w, learned_r, learned_w, given_r, given_w):
+            os.set_blocking(fd, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        prefault = failed is None and _prefault.supported()
+        hint: bytes | None = None
+        hinted: int | None = None  # the waiting child the hint was given to
+        since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
         worker = os.getpid()
         while True:
             if waiting is None:
+                learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
                 waiting = os.fork()  # this process runs no other thread
                 if waiting == 0:
                     # A worker killed from outside must not leave a child that takes a call.
                     die_with_parent(worker)
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (took_r, wake_r, wake_w):
+                    for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
-                    _call_child(sock, nest, registry, failed, took_w)
+                    hints = (given_r if prefault else None, learned_w if learn else None)
+                    _call_child(sock, nest, registry, failed, took_w, hints)
                 mine.add(waiting)
-            select.select([took_r, wake_r], [], [])
+            if hint is not None and hinted != waiting and mine == {waiting}:
+                # No call runs: the waiting child copies the pages now, with cores to spare.
+                with contextlib.suppress(OSError):
+                    os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
+                hinted = waiting
+            select.select([took_r, wake_r, learned_r], [], [])
             _drain(wake_r)
+            learned = _prefault.latest(_read_all(learned_r))
+            if learned is not None:
+                hint, since_learned = learned, 0
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
             ended = _reaped()
             if _drain(took_r):
                 waiting = None  # one child waits at a time: the byte is its
+                since_learned += 1
             for pid, status in ended:
                 if pid not in mine:
                     continue
@@ -407,6 +426,15 @@ def _reaped() -> list[tuple[int, int]]:
         ended.append((pid, status))
 
 
+def _read_all(fd: int) -> bytes:
+    """What the non-blocking ``fd`` holds."""
+    data = bytearray()
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    return bytes(data)
+
+
 def _drain(fd: int) -> bool:
     """Read what the non-blocking ``fd`` holds; whether there was anything."""
     got = False
@@ -418,6 +446,9 @@ def _drain(fd: int) -> bool:
 
 #: The exit code of a worker's child that met end of file instead of a call.
 _NO_MORE_CALLS = 3
+#: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
+#: for the first call of a worker and after this many more.
+_LEARN_EVERY = 16
 
 
 def _call_child(
@@ -426,12 +457,15 @@ def _call_child(
     registry: dict[int, Any],
     failed: BaseException | None,
     took_w: int,
+    hints: tuple[int | None, int | None],
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
-    call comes; then take one call from ``sock``, tell the worker (``took_w``) and the
+    call comes; while it waits, the pages the hint the worker gives it names are copied
+    (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
-    deliver."""
+    deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote."""
     code = 0
+    given_r, learned_w = hints
     try:
         os.setsid()
         become_subreaper()
@@ -440,6 +474,9 @@ def _call_child(
                 nest()
             except BaseException as exc:
                 failed = exc
+        if given_r is not None:
+            _prefault_while_waiting(sock, given_r)
+        inherited = _prefault.mappings() if learned_w is not None else []
         header, fds, _, _ = socket.recv_fds(sock, 8, 1)
         rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
         size = int.from_bytes(header + (rest or b""), "big")
@@ -451,6 +488,9 @@ def _call_child(
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
+        if given_r is not None:
+            _read_all(given_r)  # a hint given meanwhile is for an idle child, not the next
+            os.close(given_r)
         if failed is not None:
             outcome: tuple[str, Any] = ("error", failed)
         else:
@@ -461,8 +501,23 @@ def _call_child(
             else:
                 outcome = _run(*call)
         _deliver(outcome, fds[0])
+        if learned_w is not None:
+            with contextlib.suppress(OSError):
+                os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
     finally:
         os._exit(code)
+
+
+def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
+    """Until a call comes on ``sock``: copy the pages of each hint the worker gives."""
+    while True:
+        ready, _, _ = select.select([sock, given_r], [], [])
+        if sock in ready:
+            return
+        data = _read_all(given_r)
+        if not data:
+            return  # the worker is gone: the socket says so too
+        _prefault.populate(_prefault.parse(data), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
@@ -502,7 +557,8 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
     sock = worker.sock
     try:
         frame = len(request).to_bytes(8, "big") + request
-        sent = socket.send_fds(sock, [frame[:8]], [result_w])
+        # One message, so that the child wakes once, with the whole of a small request.
+        sent = socket.send_fds(sock, [frame], [result_w])
         sock.sendall(frame[sent:])
     except OSError:
         os.close(result_r)
