@@ -11,7 +11,15 @@ set up (session, subreaper, nested domain) and waiting on the worker's socket; t
 takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
 the call and writes its pickled outcome to the pipe, while the worker forks the next one.
 The worker reports each child's wait status once it reaped it. It is single-threaded, so
-its forks are safe and cost only the fork.
+its forks are safe and cost only the fork. It runs under ``SCHED_BATCH`` (its children
+under the caller's policy again), so that forking the next child does not preempt the
+call running on its core.
+
+**Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
+worker (reference counts, allocations), each copied on its first write. A call's child
+lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
+16); the worker gives that hint to the child waiting while no call runs, which copies
+those pages before its call comes and stops when one does (``_prefault``).
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
 (``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
@@ -365,6 +373,7 @@ def _worker_main(
         mine: set[int] = set()
         waiting: int | None = None
         worker = os.getpid()
+        policy = _yield_to_calls()
         while True:
             if waiting is None:
                 learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
@@ -377,7 +386,7 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, registry, failed, took_w, hints)
+                    _call_child(sock, nest, registry, failed, took_w, hints, policy)
                 mine.add(waiting)
             if hint is not None and hinted != waiting and mine == {waiting}:
                 # No call runs: the waiting child copies the pages now, with cores to spare.
@@ -411,6 +420,20 @@ def _worker_main(
         with contextlib.suppress(BaseException):
             _kill_leftovers()
         os._exit(0)
+
+
+def _yield_to_calls() -> int | None:
+    """Put this worker under ``SCHED_BATCH`` when it runs under ``SCHED_OTHER``: woken
+    (a child took its call, another ended), it then does not preempt the call running
+    on its core to fork the next child, which would hold that call up by the fork's
+    time. Returns the policy the children go back to, or ``None`` when it is unchanged."""
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            return None  # the caller's own choice: kept for the calls too
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        return None  # not Linux, or refused (a seccomp filter): the calls wait a little
+    return os.SCHED_OTHER
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -458,12 +481,15 @@ def _call_child(
     failed: BaseException | None,
     took_w: int,
     hints: tuple[int | None, int | None],
+    policy: int | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
     call comes; while it waits, the pages the hint the worker gives it names are copied
     (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
-    deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote."""
+    deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
+    under the caller's scheduling ``policy`` again, when the worker left it
+    (``_yield_to_calls``)."""
     code = 0
     given_r, learned_w = hints
     try:
@@ -474,6 +500,9 @@ def _call_child(
                 nest()
             except BaseException as exc:
                 failed = exc
+        if policy is not None:
+            with contextlib.suppress(OSError):  # the worker could: so can its child
+                os.sched_setscheduler(0, policy, os.sched_param(0))
         if given_r is not None:
             _prefault_while_waiting(sock, given_r)
         inherited = _prefault.mappings() if learned_w is not None else []

@@ -1,6 +1,7 @@
-"""A call's child finds the pages the previous call wrote already copied: a waiting child
-copies what a hint names, only its own private memory, and stops when a call comes; a
-hint that is garbage changes nothing."""
+"""What keeps a call on the warm worker fast keeps the calls as they were: a call's child
+finds the pages the previous call wrote already copied (a waiting child copies what a hint
+names, only its own private memory, and stops when a call comes; a hint that is garbage
+changes nothing), and the worker forks at a lower priority than the calls run at."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sandbox import Sandbox
 from sandbox.spawn import _prefault
 from tests._waiting import DEADLINE
 
-pytestmark = pytest.mark.skipif(
+needs_populate = pytest.mark.skipif(
     not _prefault.supported(), reason="no MADV_POPULATE_WRITE here (Linux 5.14 and later)"
 )
 
@@ -87,6 +88,7 @@ def _learned() -> bytes:
     return _in_child(work)
 
 
+@needs_populate
 def test_a_hint_learned_after_writing_names_those_pages() -> None:
     hint = _learned()
     covered = {(first + i) * PAGE for first, count in _prefault.parse(hint) for i in range(count)}
@@ -94,6 +96,7 @@ def test_a_hint_learned_after_writing_names_those_pages() -> None:
     assert len(hint) <= _prefault.HINT_BYTES
 
 
+@needs_populate
 def test_pages_a_hint_names_are_copied_before_they_are_written() -> None:
     hint = _learned()
     assert _faults_after(b"") >= PAGES  # each shared page is copied on its first write
@@ -101,10 +104,12 @@ def test_pages_a_hint_names_are_copied_before_they_are_written() -> None:
     assert faults < PAGES // 8, f"{faults} faults writing {PAGES} populated pages"
 
 
+@needs_populate
 def test_populating_stops_when_a_call_is_waiting() -> None:
     assert _faults_after(_learned(), call_waiting=True) >= PAGES
 
 
+@needs_populate
 @pytest.mark.parametrize(
     "garbage",
     [
@@ -123,6 +128,7 @@ def test_a_garbage_hint_changes_nothing(garbage: bytes) -> None:
     assert _faults_after(garbage) >= PAGES
 
 
+@needs_populate
 def test_the_last_whole_hint_counts() -> None:
     one = struct.pack("<HQ", 1, (5 << 16) | 2)
     two = struct.pack("<HQQ", 2, (7 << 16) | 1, (9 << 16) | 3)
@@ -135,6 +141,7 @@ def _write_shared_pages() -> int:
     return _write_all_pages()
 
 
+@needs_populate
 @pytest.mark.anyio
 async def test_calls_on_a_warm_worker_find_the_pages_copied() -> None:
     # The first call's child learns the pages it wrote; the worker gives the hint to the
@@ -151,3 +158,25 @@ async def test_calls_on_a_warm_worker_find_the_pages_copied() -> None:
         box.close()
     assert first >= PAGES
     assert seen and seen[-1] < PAGES // 8, f"faults writing {PAGES} pages, call by call: {seen}"
+
+
+def _policy() -> tuple[int, int]:
+    return os.sched_getscheduler(0), os.getppid()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no scheduling policies here")
+@pytest.mark.anyio
+async def test_the_worker_forks_under_batch_while_calls_run_as_the_caller() -> None:
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    box = Sandbox(layers=False)
+    try:
+        await box.call(_policy)  # forked on demand; the worker is forked meanwhile
+        seen = []
+        with anyio.move_on_after(DEADLINE):
+            while not seen or seen[-1][1] == os.getpid():
+                seen.append(await box.call(_policy))
+        worker = seen[-1][1]
+        assert seen[-1] == (os.SCHED_OTHER, worker), seen
+        assert os.sched_getscheduler(worker) == os.SCHED_BATCH
+    finally:
+        box.close()
