@@ -18,7 +18,8 @@ call running on its core.
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
 lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
-16); the worker gives that hint to the child waiting while no call runs, which copies
+16); the worker gives that hint to the child waiting once no call's child has been left
+for 2 ms (calls back to back leave no such gap: their children do without), which copies
 those pages before its call comes and stops when one does (``_prefault``).
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
@@ -82,6 +83,8 @@ Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _READ_SIZE = 256 * 1024
 #: Callables remembered for workers; the oldest are forgotten first.
 _REGISTRY_SIZE = 256
+#: Seconds between two looks at the worker's reports while a call's result is awaited.
+_REPORTS_EVERY = 0.05
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
 #: ``E``: reaped it.
 _REPORT = struct.Struct("!cii")
@@ -369,6 +372,7 @@ def _worker_main(
         prefault = failed is None and _prefault.supported()
         hint: bytes | None = None
         hinted: int | None = None  # the waiting child the hint was given to
+        idle_since: float | None = None  # since when no call's child is left
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
@@ -388,12 +392,17 @@ def _worker_main(
                     hints = (given_r if prefault else None, learned_w if learn else None)
                     _call_child(sock, nest, registry, failed, took_w, hints, policy)
                 mine.add(waiting)
-            if hint is not None and hinted != waiting and mine == {waiting}:
-                # No call runs: the waiting child copies the pages now, with cores to spare.
-                with contextlib.suppress(OSError):
-                    os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
-                hinted = waiting
-            select.select([took_r, wake_r, learned_r], [], [])
+            # No call runs (the last one's child is gone) for a while: the caller is done
+            # with its result, so the waiting child copies the pages with a core to spare.
+            idle_since = (idle_since or time.monotonic()) if mine == {waiting} else None
+            settling = None
+            if hint is not None and hinted != waiting and idle_since is not None:
+                settling = idle_since + _SETTLE - time.monotonic()
+                if settling <= 0:
+                    with contextlib.suppress(OSError):
+                        os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
+                    hinted, settling = waiting, None
+            select.select([took_r, wake_r, learned_r], [], [], settling)
             _drain(wake_r)
             learned = _prefault.latest(_read_all(learned_r))
             if learned is not None:
@@ -472,6 +481,9 @@ _NO_MORE_CALLS = 3
 #: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
 #: for the first call of a worker and after this many more.
 _LEARN_EVERY = 16
+#: Seconds without a call's child before the waiting child is given a hint: calls back to
+#: back leave no such gap, and their children do without.
+_SETTLE = 0.002
 
 
 def _call_child(
@@ -599,21 +611,16 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
     received = bytearray()
     call = _Reports(worker)
     finished = False
-    selector = selectors.DefaultSelector()
     try:
-        selector.register(result_r, selectors.EVENT_READ)
-        selector.register(sock, selectors.EVENT_READ)
         result_open = True
         while True:
-            ready = {key.fd for key, _ in selector.select(0)}
-            if result_r in ready and _read_available(result_r, received):
-                selector.unregister(result_r)
+            if result_open and _read_available(result_r, received):
                 result_open = False
             if _complete(received):
                 finished = True
                 return bytes(received[8:]), None
-            if sock.fileno() in ready and not call.read():
-                selector.unregister(sock)
+            if not call.gone:
+                call.read()
             if call.status is not None:
                 _read_available(result_r, received)  # all it wrote is in the pipe now
                 finished = True
@@ -623,9 +630,17 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
                     raise _WorkerGone()
                 finished = True
                 return None, None
-            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+            if result_open:
+                # The result's pipe alone: the child's report as it takes the call would
+                # wake this task in the middle of every call, to preempt the call on its
+                # core. The pipe's end of file says that the child ended; the reports are
+                # read then, and every _REPORTS_EVERY seconds, for a child that ended
+                # leaving a process that holds the pipe open.
+                with anyio.move_on_after(_REPORTS_EVERY):
+                    await anyio.wait_readable(result_r)
+            else:
+                await anyio.wait_readable(sock)
     finally:
-        selector.close()
         if not finished:
             with anyio.CancelScope(shield=True):
                 await call.stop(grace)
@@ -689,6 +704,8 @@ class _Reports:
         """SIGTERM the call's tree, wait up to ``grace`` seconds for its end, SIGKILL what
         is left (the tree is listed before the child can die: the worker, a subreaper,
         would adopt its orphans, and be let go with them)."""
+        if not self.gone:
+            self.read()  # the child's pid, when it took the call since the last look
         pid = self.pid
         if pid is None:
             return  # not started, or the worker is gone with it: letting it go stops it
