@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import secrets
 import socket
 import struct
 from collections.abc import Callable
@@ -15,9 +16,11 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from sandbox import Sandbox
+from sandbox import Sandbox, SandboxError
 from sandbox.spawn import _prefault
+from tests._processes import survivors
 from tests._waiting import DEADLINE
+from tests.sandbox._boxes import NewBox
 
 needs_populate = pytest.mark.skipif(
     not _prefault.supported(), reason="no MADV_POPULATE_WRITE here (Linux 5.14 and later)"
@@ -180,3 +183,31 @@ async def test_the_worker_forks_under_batch_while_calls_run_as_the_caller() -> N
         assert os.sched_getscheduler(worker) == os.SCHED_BATCH
     finally:
         box.close()
+
+
+def _crash_leaving(how: str) -> int:
+    """Start a process that holds every descriptor of this one (the result's pipe too),
+    then end as ``how`` says."""
+    os.system("sleep 300 &")
+    if how == "crash":
+        ctypes.string_at(0)
+    return os.getppid()
+
+
+@pytest.mark.anyio
+async def test_a_crash_is_reported_while_a_process_it_left_holds_the_result_pipe(
+    new_box: NewBox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller waits on the result's pipe alone; with the pipe held open by what the
+    # call left, the worker's report of the crash says it, read on the next look.
+    marker = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", marker)
+    box = new_box(layers=False, env_allowlist={"PATH", "WT_TEST_MARKER"})
+    await box.call(_crash_leaving, "answer")  # forked on demand; the worker meanwhile
+    with anyio.fail_after(DEADLINE):
+        while await box.call(_crash_leaving, "answer") == os.getpid():
+            pass  # until the warm worker serves it
+        with pytest.raises(SandboxError) as raised:
+            await box.call(_crash_leaving, "crash")
+    assert str(raised.value) == "the sandboxed call was killed by SIGSEGV"
+    assert survivors(f"WT_TEST_MARKER={marker}") == []
