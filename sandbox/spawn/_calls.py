@@ -18,9 +18,9 @@ call running on its core.
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
 lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
-16); the worker gives that hint to the child waiting once no call's child has been left
-for 2 ms (calls back to back leave no such gap: their children do without), which copies
-those pages before its call comes and stops when one does (``_prefault``).
+16); the worker gives that hint to each child it forks, which copies those pages while it
+waits (the call before its own runs on the other core, or the caller is between calls)
+and stops when its call comes (``_prefault``).
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
 (``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
@@ -372,7 +372,6 @@ def _worker_main(
         prefault = failed is None and _prefault.supported()
         hint: bytes | None = None
         hinted: int | None = None  # the waiting child the hint was given to
-        idle_since: float | None = None  # since when no call's child is left
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
@@ -392,17 +391,13 @@ def _worker_main(
                     hints = (given_r if prefault else None, learned_w if learn else None)
                     _call_child(sock, nest, registry, failed, took_w, hints, policy)
                 mine.add(waiting)
-            # No call runs (the last one's child is gone) for a while: the caller is done
-            # with its result, so the waiting child copies the pages with a core to spare.
-            idle_since = (idle_since or time.monotonic()) if mine == {waiting} else None
-            settling = None
-            if hint is not None and hinted != waiting and idle_since is not None:
-                settling = idle_since + _SETTLE - time.monotonic()
-                if settling <= 0:
-                    with contextlib.suppress(OSError):
-                        os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
-                    hinted, settling = waiting, None
-            select.select([took_r, wake_r, learned_r], [], [], settling)
+            if hint is not None and hinted != waiting:
+                # The child copies them while the call before its own runs (on the other
+                # core), or in the gap after it; it stops when its call comes.
+                with contextlib.suppress(OSError):
+                    os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
+                hinted = waiting
+            select.select([took_r, wake_r, learned_r], [], [])
             _drain(wake_r)
             learned = _prefault.latest(_read_all(learned_r))
             if learned is not None:
@@ -481,9 +476,6 @@ _NO_MORE_CALLS = 3
 #: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
 #: for the first call of a worker and after this many more.
 _LEARN_EVERY = 16
-#: Seconds without a call's child before the waiting child is given a hint: calls back to
-#: back leave no such gap, and their children do without.
-_SETTLE = 0.002
 
 
 def _call_child(
@@ -515,9 +507,9 @@ def _call_child(
         if policy is not None:
             with contextlib.suppress(OSError):  # the worker could: so can its child
                 os.sched_setscheduler(0, policy, os.sched_param(0))
+        inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
             _prefault_while_waiting(sock, given_r)
-        inherited = _prefault.mappings() if learned_w is not None else []
         header, fds, _, _ = socket.recv_fds(sock, 8, 1)
         rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
         size = int.from_bytes(header + (rest or b""), "big")

@@ -147,15 +147,15 @@ def _write_shared_pages() -> int:
 @needs_populate
 @pytest.mark.anyio
 async def test_calls_on_a_warm_worker_find_the_pages_copied() -> None:
-    # The first call's child learns the pages it wrote; the worker gives the hint to the
-    # child waiting while no call runs, which copies them before the next call comes.
+    # The first call on the worker learns the pages it wrote; the worker gives the hint to
+    # each child it forks, which copies them while it waits for its call.
     box = Sandbox(layers=False)
     try:
         first = await box.call(_write_shared_pages)
         seen = []
         with anyio.move_on_after(DEADLINE):
             while not seen or seen[-1] >= PAGES // 8:
-                await anyio.sleep(0.05)  # no call runs meanwhile: the waiting child copies
+                await anyio.sleep(0.05)  # a gap between calls, as a model's turn leaves
                 seen.append(await box.call(_write_shared_pages))
     finally:
         box.close()
