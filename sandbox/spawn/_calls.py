@@ -517,13 +517,14 @@ def _call_child(
         if data is None:
             code = _NO_MORE_CALLS
             return
+        if given_r is not None:
+            # Before the took byte, after which the worker gives the next child its hint.
+            _read_all(given_r)
+            os.close(given_r)
         os.write(took_w, b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
-        if given_r is not None:
-            _read_all(given_r)  # a hint given meanwhile is for an idle child, not the next
-            os.close(given_r)
         if failed is not None:
             outcome: tuple[str, Any] = ("error", failed)
         else:

@@ -14,8 +14,8 @@ from workspace_tools._tool import ToolState
 from workspace_tools.workspace import Workspace
 
 #: What crosses into the child: real path -> content hash, and the real paths those were
-#: looked up for (``None``: the whole table).
-Shipped = tuple[dict[str, bytes], list[Path] | None]
+#: looked up for, as text (it pickles faster than a Path; ``None``: the whole table).
+Shipped = tuple[dict[str, bytes], list[str] | None]
 
 
 def file_tool_state(
@@ -51,7 +51,7 @@ def file_tool_state(
 
     def snapshot_for(args: Any) -> Shipped:
         reals = [real for real in map(resolved, named(args)) if real is not None]
-        return states.snapshot(reals), reals
+        return states.snapshot(reals), [str(real) for real in reals]
 
     def restore(shipped: Shipped) -> None:
         states.restore(*shipped)

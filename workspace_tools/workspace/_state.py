@@ -142,7 +142,7 @@ class FileStates:
                     found[key] = self._digest(key)
             return found
 
-    def restore(self, hashes: dict[str, bytes], scope: Iterable[Path] | None = None) -> None:
+    def restore(self, hashes: dict[str, bytes], scope: Iterable[Path | str] | None = None) -> None:
         """In a sandbox child, before its call: take the hashes of a :meth:`snapshot`, and
         fresh locks. The locks a fork copied may be held by threads that do not exist in
         the child (the caller holds the file's lock around the call).
