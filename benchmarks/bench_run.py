@@ -7,7 +7,8 @@ Prints medians in milliseconds and ratios:
   "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of the same argv (the spawn path
   through a supervisor without the tool's pipeline) against the same peer;
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
-  the sandboxed call under 2 ms median).
+  the sandboxed call under 2 ms median); ``read_file`` again once the workspace has read
+  2,000 other files (a sandboxed call carries the hashes of the files it names, not all).
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox's warm worker forks the child for
@@ -51,6 +52,7 @@ HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs,
 
 
 GAPS = (0.0, 0.02)
+SEEN_FILES = 2000
 
 
 async def medians_ms(
@@ -169,6 +171,21 @@ async def main(runs: int) -> None:
 
             await compare(
                 "read_file in the sandbox",
+                lambda: read(box),
+                "read_file in process",
+                lambda: read(None),
+                "target < 2 ms",
+                runs,
+                interleave=False,
+            )
+            many = Path(root, "many")
+            many.mkdir()
+            for i in range(SEEN_FILES):
+                Path(many, f"f{i}.txt").write_text(f"file {i}\n")
+                seen = await invoke_tool(tools["read_file"], {"path": f"many/f{i}.txt"})
+                assert seen.error is None, seen.error
+            await compare(
+                f"read_file in the sandbox, {SEEN_FILES:,} files read before",
                 lambda: read(box),
                 "read_file in process",
                 lambda: read(None),

@@ -175,6 +175,10 @@ class ToolState:
         lock: ``(args) -> threading.Lock | None``: the lock a call with ``args`` takes in
             process (a file's), held in the caller around the sandboxed call so that calls
             on one file still run one after another; ``None`` when calls take none.
+        snapshot_for: ``(args) -> S``, used instead of ``snapshot`` when given: only the
+            part a call with these validated arguments needs (the file tools: the hashes
+            of the files it names), so that what a call carries does not grow with all
+            the state there is.
     """
 
     snapshot: Callable[[], Any]
@@ -182,6 +186,7 @@ class ToolState:
     changes: Callable[[Any], Any]
     apply: Callable[[Any], None]
     lock: Callable[[Any], threading.Lock | None] | None = None
+    snapshot_for: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)

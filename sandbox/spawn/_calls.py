@@ -11,7 +11,16 @@ set up (session, subreaper, nested domain) and waiting on the worker's socket; t
 takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
 the call and writes its pickled outcome to the pipe, while the worker forks the next one.
 The worker reports each child's wait status once it reaped it. It is single-threaded, so
-its forks are safe and cost only the fork.
+its forks are safe and cost only the fork. It runs under ``SCHED_BATCH`` (its children
+under the caller's policy again), so that forking the next child does not preempt the
+call running on its core.
+
+**Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
+worker (reference counts, allocations), each copied on its first write. A call's child
+lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
+16); the worker gives that hint to each child it forks, which copies those pages while it
+waits (the call before its own runs on the other core, or the caller is between calls)
+and stops when its call comes (``_prefault``).
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
 (``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
@@ -63,6 +72,7 @@ import anyio
 import anyio.to_thread
 
 from sandbox._errors import SandboxError
+from sandbox.spawn import _prefault
 from sandbox.spawn._forking import fork_in_threaded_process
 from sandbox.spawn._process import signal_name
 from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
@@ -73,6 +83,8 @@ Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 _READ_SIZE = 256 * 1024
 #: Callables remembered for workers; the oldest are forgotten first.
 _REGISTRY_SIZE = 256
+#: Seconds between two looks at the worker's reports while a call's result is awaited.
+_REPORTS_EVERY = 0.05
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
 #: ``E``: reaped it.
 _REPORT = struct.Struct("!cii")
@@ -349,34 +361,54 @@ def _worker_main(
         gc.freeze()
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
-        os.set_blocking(took_r, False)
-        os.set_blocking(wake_r, False)
-        os.set_blocking(wake_w, False)
+        # Hints of the pages a call writes (``_prefault``): from a call's child that
+        # learned them to the worker, and from the worker to the child waiting.
+        learned_r, learned_w = os.pipe()
+        given_r, given_w = os.pipe()
+        for fd in (took_r, wake_r, wake_w, learned_r, learned_w, given_r, given_w):
+            os.set_blocking(fd, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        prefault = failed is None and _prefault.supported()
+        hint: bytes | None = None
+        hinted: int | None = None  # the waiting child the hint was given to
+        since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
         worker = os.getpid()
+        policy = _yield_to_calls()
         while True:
             if waiting is None:
+                learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
                 waiting = os.fork()  # this process runs no other thread
                 if waiting == 0:
                     # A worker killed from outside must not leave a child that takes a call.
                     die_with_parent(worker)
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for fd in (took_r, wake_r, wake_w):
+                    for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
-                    _call_child(sock, nest, registry, failed, took_w)
+                    hints = (given_r if prefault else None, learned_w if learn else None)
+                    _call_child(sock, nest, registry, failed, took_w, hints, policy)
                 mine.add(waiting)
-            select.select([took_r, wake_r], [], [])
+            if hint is not None and hinted != waiting:
+                # The child copies them while the call before its own runs (on the other
+                # core), or in the gap after it; it stops when its call comes.
+                with contextlib.suppress(OSError):
+                    os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
+                hinted = waiting
+            select.select([took_r, wake_r, learned_r], [], [])
             _drain(wake_r)
+            learned = _prefault.latest(_read_all(learned_r))
+            if learned is not None:
+                hint, since_learned = learned, 0
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
             ended = _reaped()
             if _drain(took_r):
                 waiting = None  # one child waits at a time: the byte is its
+                since_learned += 1
             for pid, status in ended:
                 if pid not in mine:
                     continue
@@ -394,6 +426,20 @@ def _worker_main(
         os._exit(0)
 
 
+def _yield_to_calls() -> int | None:
+    """Put this worker under ``SCHED_BATCH`` when it runs under ``SCHED_OTHER``: woken
+    (a child took its call, another ended), it then does not preempt the call running
+    on its core to fork the next child, which would hold that call up by the fork's
+    time. Returns the policy the children go back to, or ``None`` when it is unchanged."""
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            return None  # the caller's own choice: kept for the calls too
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        return None  # not Linux, or refused (a seccomp filter): the calls wait a little
+    return os.SCHED_OTHER
+
+
 def _reaped() -> list[tuple[int, int]]:
     """``(pid, wait status)`` of every child that ended, reaped."""
     ended = []
@@ -407,6 +453,15 @@ def _reaped() -> list[tuple[int, int]]:
         ended.append((pid, status))
 
 
+def _read_all(fd: int) -> bytes:
+    """What the non-blocking ``fd`` holds."""
+    data = bytearray()
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    return bytes(data)
+
+
 def _drain(fd: int) -> bool:
     """Read what the non-blocking ``fd`` holds; whether there was anything."""
     got = False
@@ -418,6 +473,9 @@ def _drain(fd: int) -> bool:
 
 #: The exit code of a worker's child that met end of file instead of a call.
 _NO_MORE_CALLS = 3
+#: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
+#: for the first call of a worker and after this many more.
+_LEARN_EVERY = 16
 
 
 def _call_child(
@@ -426,12 +484,18 @@ def _call_child(
     registry: dict[int, Any],
     failed: BaseException | None,
     took_w: int,
+    hints: tuple[int | None, int | None],
+    policy: int | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
-    call comes; then take one call from ``sock``, tell the worker (``took_w``) and the
+    call comes; while it waits, the pages the hint the worker gives it names are copied
+    (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
-    deliver."""
+    deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
+    under the caller's scheduling ``policy`` again, when the worker left it
+    (``_yield_to_calls``)."""
     code = 0
+    given_r, learned_w = hints
     try:
         os.setsid()
         become_subreaper()
@@ -440,6 +504,12 @@ def _call_child(
                 nest()
             except BaseException as exc:
                 failed = exc
+        if policy is not None:
+            with contextlib.suppress(OSError):  # the worker could: so can its child
+                os.sched_setscheduler(0, policy, os.sched_param(0))
+        inherited = _prefault.mappings() if learned_w is not None else []
+        if given_r is not None:
+            _prefault_while_waiting(sock, given_r)
         header, fds, _, _ = socket.recv_fds(sock, 8, 1)
         rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
         size = int.from_bytes(header + (rest or b""), "big")
@@ -447,6 +517,10 @@ def _call_child(
         if data is None:
             code = _NO_MORE_CALLS
             return
+        if given_r is not None:
+            # Before the took byte, after which the worker gives the next child its hint.
+            _read_all(given_r)
+            os.close(given_r)
         os.write(took_w, b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
@@ -461,8 +535,23 @@ def _call_child(
             else:
                 outcome = _run(*call)
         _deliver(outcome, fds[0])
+        if learned_w is not None:
+            with contextlib.suppress(OSError):
+                os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
     finally:
         os._exit(code)
+
+
+def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
+    """Until a call comes on ``sock``: copy the pages of each hint the worker gives."""
+    while True:
+        ready, _, _ = select.select([sock, given_r], [], [])
+        if sock in ready:
+            return
+        data = _read_all(given_r)
+        if not data:
+            return  # the worker is gone: the socket says so too
+        _prefault.populate(_prefault.parse(data), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
@@ -502,7 +591,8 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
     sock = worker.sock
     try:
         frame = len(request).to_bytes(8, "big") + request
-        sent = socket.send_fds(sock, [frame[:8]], [result_w])
+        # One message, so that the child wakes once, with the whole of a small request.
+        sent = socket.send_fds(sock, [frame], [result_w])
         sock.sendall(frame[sent:])
     except OSError:
         os.close(result_r)
@@ -514,21 +604,16 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
     received = bytearray()
     call = _Reports(worker)
     finished = False
-    selector = selectors.DefaultSelector()
     try:
-        selector.register(result_r, selectors.EVENT_READ)
-        selector.register(sock, selectors.EVENT_READ)
         result_open = True
         while True:
-            ready = {key.fd for key, _ in selector.select(0)}
-            if result_r in ready and _read_available(result_r, received):
-                selector.unregister(result_r)
+            if result_open and _read_available(result_r, received):
                 result_open = False
             if _complete(received):
                 finished = True
                 return bytes(received[8:]), None
-            if sock.fileno() in ready and not call.read():
-                selector.unregister(sock)
+            if not call.gone:
+                call.read()
             if call.status is not None:
                 _read_available(result_r, received)  # all it wrote is in the pipe now
                 finished = True
@@ -538,9 +623,17 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
                     raise _WorkerGone()
                 finished = True
                 return None, None
-            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
+            if result_open:
+                # The result's pipe alone: the child's report as it takes the call would
+                # wake this task in the middle of every call, to preempt the call on its
+                # core. The pipe's end of file says that the child ended; the reports are
+                # read then, and every _REPORTS_EVERY seconds, for a child that ended
+                # leaving a process that holds the pipe open.
+                with anyio.move_on_after(_REPORTS_EVERY):
+                    await anyio.wait_readable(result_r)
+            else:
+                await anyio.wait_readable(sock)
     finally:
-        selector.close()
         if not finished:
             with anyio.CancelScope(shield=True):
                 await call.stop(grace)
@@ -604,6 +697,8 @@ class _Reports:
         """SIGTERM the call's tree, wait up to ``grace`` seconds for its end, SIGKILL what
         is left (the tree is listed before the child can die: the worker, a subreaper,
         would adopt its orphans, and be let go with them)."""
+        if not self.gone:
+            self.read()  # the child's pid, when it took the call since the last look
         pid = self.pid
         if pid is None:
             return  # not started, or the worker is gone with it: letting it go stops it

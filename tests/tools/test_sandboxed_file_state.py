@@ -132,3 +132,63 @@ async def test_a_custom_tool_state_comes_back_from_the_sandbox(box: Sandbox, is_
     ]
     assert seen == [1, 2, 1, 3]
     assert counter.counts == {"a": 3, "b": 1}
+
+
+def test_a_call_carries_the_hashes_of_the_files_it_names_only(tmp_path: Path):
+    # What crosses into the child does not grow with every file the workspace has seen.
+    for i in range(40):
+        (tmp_path / f"f{i}.txt").write_text(f"file {i}\n")
+    (tmp_path / "link.txt").symlink_to("f3.txt")
+    tools = {t.name: t for t in workspace_tools(tmp_path)}
+    for i in range(40):
+        assert anyio.run(invoke_tool, tools["read_file"], {"path": f"f{i}.txt"}).error is None
+    whole = tools["read_file"].state.snapshot()  # type: ignore[union-attr]
+    assert len(whole[0]) == 40
+
+    def shipped(name: str, **arguments: Any) -> dict[str, bytes]:
+        tool_ = tools[name]
+        args = tool_.parameters.model_validate(arguments)
+        hashes, _scope = tool_.state.snapshot_for(args)  # type: ignore[union-attr]
+        return hashes
+
+    def key(name: str) -> str:
+        return str((tmp_path / name).resolve())
+
+    assert shipped("edit_file", path="f1.txt", old_text="a", new_text="b") == {
+        key("f1.txt"): whole[0][key("f1.txt")]
+    }
+    assert shipped("write_file", path="link.txt", content="x") == {
+        key("f3.txt"): whole[0][key("f3.txt")]
+    }
+    assert shipped("read_file", path="new.txt") == {}
+    assert shipped("read_file", path="../outside.txt") == {}
+    patch = (
+        "*** Begin Patch\n*** Update File: f5.txt\n*** Move to: f6.txt\n@@\n-file 5\n+five\n"
+        "*** Delete File: f7.txt\n*** End Patch\n"
+    )
+    assert set(shipped("apply_patch", patch=patch)) == {key("f5.txt"), key("f6.txt"), key("f7.txt")}
+    assert shipped("apply_patch", patch="not a patch") == {}
+
+
+async def test_sandboxed_patch_over_files_read_before_sees_their_staleness(
+    tmp_path: Path, calls: Calls
+):
+    # The patch's files are the ones it names, a move's destination included.
+    (tmp_path / "a.txt").write_text("one\n")
+    (tmp_path / "b.txt").write_text("bee\n")
+    for name in ("a.txt", "b.txt"):
+        assert (await calls("read_file", path=name)).error is None
+    (tmp_path / "b.txt").write_text("changed\n")  # outside the tools
+    patch = (
+        "*** Begin Patch\n*** Update File: a.txt\n*** Move to: b.txt\n"
+        "@@\n-one\n+two\n*** End Patch\n"
+    )
+    result = await calls("apply_patch", patch=patch, allow_overwrite=True)
+    assert result.error_code is ErrorCode.STALE_FILE, result.error
+    assert (tmp_path / "a.txt").read_text() == "one\n"
+    assert (tmp_path / "b.txt").read_text() == "changed\n"
+    (tmp_path / "b.txt").write_text("bee\n")  # as it was read
+    result = await calls("apply_patch", patch=patch, allow_overwrite=True)
+    assert result.error is None, result.error
+    assert not (tmp_path / "a.txt").exists()
+    assert (tmp_path / "b.txt").read_text() == "two\n"

@@ -23,6 +23,7 @@ steps = st.lists(
         st.tuples(st.just("forget"), st.sampled_from(PATHS), st.just(b"")),
         st.tuples(st.just("check"), st.sampled_from(PATHS), contents),
         st.tuples(st.just("round_trip"), st.sampled_from(PATHS), st.just(b"")),
+        st.tuples(st.just("scoped_round_trip"), st.sampled_from(PATHS), contents),
         st.tuples(st.just("snapshot"), st.sampled_from(PATHS), st.just(b"")),
     ),
     max_size=30,
@@ -64,6 +65,25 @@ def test_staleness_matches_a_table_of_hashes(steps, monkeypatch_bounds) -> None:
             child.record(path, b"from the child")
             model[str(path)] = content_hash(b"from the child")
             states.apply(child.changes(before))
+        elif kind == "scoped_round_trip":
+            # A sandbox child given the hashes of the one file its call names: it judges
+            # that file as the whole table would, and hands back only what it changed.
+            child = pickle.loads(pickle.dumps(FileStates()))
+            shipped = states.snapshot([path])
+            assert shipped == {k: v for k, v in model.items() if k == str(path)}
+            child.restore(shipped, [path])
+            expected = str(path) not in model or model[str(path)] == content_hash(data)
+            assert fresh(child, path, data) is expected
+            child.record(path, data)
+            recorded, forgotten = child.changes(shipped)
+            assert forgotten == []
+            assert recorded == (
+                {}
+                if shipped.get(str(path)) == content_hash(data)
+                else {str(path): content_hash(data)}
+            )
+            states.apply((recorded, forgotten))
+            model[str(path)] = content_hash(data)
         elif kind == "snapshot":  # takes the hashes not taken yet
             assert states.snapshot() == model
         else:
@@ -87,3 +107,37 @@ def test_a_kept_content_is_compared_not_hashed(monkeypatch: pytest.MonkeyPatch) 
     assert fresh(states, PATHS[0], b"content")
     assert not fresh(states, PATHS[0], b"changed")
     assert hashed == []
+
+
+def test_a_scoped_child_refuses_to_judge_a_path_it_was_not_given() -> None:
+    # The call's path resolved to another file in the child than in the caller (a link
+    # swapped meanwhile): the caller's hash of that file was not shipped.
+    states = FileStates()
+    states.record(PATHS[1], b"seen")
+    child = FileStates()
+    child.restore(states.snapshot([PATHS[0]]), [PATHS[0]])
+    assert fresh(child, PATHS[0], b"anything")  # in scope, never seen: fresh
+    with pytest.raises(ToolError) as caught:
+        child.check_fresh(PATHS[1], b"seen", "b.txt")
+    assert caught.value.code is ErrorCode.STALE_FILE
+    assert caught.value.message == (
+        "b.txt changed on disk while the call was starting (it now leads to another file); "
+        "read it again with read_file, then repeat the change"
+    )
+    child.record(PATHS[1], b"read here")  # recorded in the child: judged as ever
+    assert fresh(child, PATHS[1], b"read here")
+    assert not fresh(child, PATHS[1], b"other")
+    assert fresh(child, PATHS[2], None)  # type: ignore[arg-type]  # deleted: fresh
+
+
+def test_a_scoped_snapshot_hashes_only_the_paths_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    states = FileStates()
+    for i, path in enumerate(PATHS):
+        states.record(path, b"content %d" % i)
+    hashed: list[bytes] = []
+    real_hash = _state.content_hash
+    monkeypatch.setattr(_state, "content_hash", lambda data: hashed.append(data) or real_hash(data))
+    assert states.snapshot([PATHS[1], Path("/w/never")]) == {
+        str(PATHS[1]): content_hash(b"content 1")
+    }
+    assert hashed == [b"content 1"]

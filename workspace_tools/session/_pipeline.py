@@ -343,8 +343,9 @@ async def call_in_sandbox(
     ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
     (``time.monotonic()`` is one clock for every process of the host).
 
-    A tool with :attr:`Tool.state` gives the child its state and takes back what the call
-    changed; the lock the call takes in process is held here around it.
+    A tool with :attr:`Tool.state` gives the child its state (what this call needs, when
+    the tool says: :attr:`ToolState.snapshot_for`) and takes back what the call changed;
+    the lock the call takes in process is held here around it.
 
     Raises:
         Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
@@ -358,7 +359,7 @@ async def call_in_sandbox(
     try:
         if lock is not None:
             await _acquire(lock, held)
-        before = state.snapshot()
+        before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
         value, changes = await sandbox.call(
             _execute_with_state,
             tool.execute,

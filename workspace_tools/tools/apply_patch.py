@@ -153,8 +153,18 @@ def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
         parameters=ApplyPatchArgs,
         execute=execute,
         presentation=_present,
-        state=file_tool_state(workspace, locks_file=False),
+        state=file_tool_state(workspace, locks_file=False, paths=_named_paths),
     )
+
+
+def _named_paths(args: ApplyPatchArgs) -> list[str]:
+    """The paths the patch names (moves' destinations included); none when it does not
+    parse (the call reports that)."""
+    try:
+        ops = parse_patch(args.patch)
+    except PatchSyntaxError:
+        return []
+    return [p for op in ops for p in (op.path, op.move_to) if p is not None]
 
 
 def apply_operations(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -28,8 +29,8 @@ class FileStates:
 
     Keys are real paths. Thread-safe: tools run in worker threads. Pickles without its locks
     (a sandbox child gets the hashes and fresh locks). A call run in a sandbox child is
-    given the hashes (:meth:`snapshot`, :meth:`restore`) and hands back what it changed
-    (:meth:`changes`, :meth:`apply`).
+    given the hashes of the files it names (:meth:`snapshot` of those paths,
+    :meth:`restore`) and hands back what it changed (:meth:`changes`, :meth:`apply`).
 
     The last contents recorded whole (:data:`KEPT_FILE_BYTES` each, :data:`KEPT_TOTAL_BYTES`
     in all, the least recently recorded dropped first) are kept instead of their hashes,
@@ -44,6 +45,9 @@ class FileStates:
         self._kept: OrderedDict[str, bytes] = OrderedDict()
         self._kept_bytes = 0
         self._locks: dict[str, threading.Lock] = {}
+        #: In a sandbox child given only some paths' hashes: those paths. A staleness
+        #: check of another path cannot be judged there (see :meth:`restore`).
+        self._scope: frozenset[str] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         return {"hashes": self.snapshot()}
@@ -94,14 +98,26 @@ class FileStates:
         A file never read or written through the workspace, or one deleted since, is fresh.
 
         Raises:
-            ToolError: ``STALE_FILE`` asking for a fresh read.
+            ToolError: ``STALE_FILE`` asking for a fresh read; also, in a sandbox child
+                given some paths' hashes (:meth:`restore`), for a path outside them.
         """
         key = str(real)
         with self._guard:
             known = key in self._hashes
             seen = self._hashes.get(key)
             kept = self._kept.get(key)
-        if not known or current is None:
+            unjudged = self._scope is not None and key not in self._scope
+        if current is None:
+            return
+        if unjudged and not known:
+            # The path resolved to another file here than where the call was prepared (a
+            # link or directory swapped meanwhile): whether it was seen is not known here.
+            raise ToolError(
+                f"{rel} changed on disk while the call was starting (it now leads to another "
+                "file); read it again with read_file, then repeat the change",
+                ErrorCode.STALE_FILE,
+            )
+        if not known:
             return
         if kept is not None:
             if kept == current:
@@ -114,20 +130,33 @@ class FileStates:
             ErrorCode.STALE_FILE,
         )
 
-    def snapshot(self) -> dict[str, bytes]:
-        """The hashes as they are now: real path -> :func:`content_hash`."""
+    def snapshot(self, reals: Iterable[Path] | None = None) -> dict[str, bytes]:
+        """The hashes as they are now: real path -> :func:`content_hash`; of the paths
+        ``reals`` only (those known) when given, so that only they are hashed and shipped."""
         with self._guard:
-            return self._digests()
+            if reals is None:
+                return self._digests()
+            found = {}
+            for key in map(str, reals):
+                if key in self._hashes:
+                    found[key] = self._digest(key)
+            return found
 
-    def restore(self, hashes: dict[str, bytes]) -> None:
+    def restore(self, hashes: dict[str, bytes], scope: Iterable[Path | str] | None = None) -> None:
         """In a sandbox child, before its call: take the hashes of a :meth:`snapshot`, and
         fresh locks. The locks a fork copied may be held by threads that do not exist in
-        the child (the caller holds the file's lock around the call)."""
+        the child (the caller holds the file's lock around the call).
+
+        ``scope``: the paths the snapshot was taken of, when not of all. A staleness check
+        of a path outside it and not recorded since (one that resolved to another file in
+        the child) raises ``STALE_FILE``: the caller's table was not shipped to judge it.
+        """
         self._guard = threading.Lock()
         self._locks = {}
         self._hashes = dict(hashes)
         self._kept = OrderedDict()
         self._kept_bytes = 0
+        self._scope = None if scope is None else frozenset(map(str, scope))
 
     def changes(self, since: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         """What changed after the snapshot ``since``: ``(recorded, forgotten)``."""
@@ -150,10 +179,14 @@ class FileStates:
 
     def _digests(self) -> dict[str, bytes]:
         # Called with the guard held: the hashes not taken yet are taken now (once).
-        for key, digest in self._hashes.items():
-            if digest is None:
-                self._hashes[key] = content_hash(self._kept[key])
-        return dict(self._hashes)  # type: ignore[arg-type]
+        return {key: self._digest(key) for key in self._hashes}
+
+    def _digest(self, key: str) -> bytes:
+        # Called with the guard held, for a known key.
+        digest = self._hashes[key]
+        if digest is None:
+            digest = self._hashes[key] = content_hash(self._kept[key])
+        return digest
 
     def _drop_kept(self, key: str) -> None:
         data = self._kept.pop(key, None)

@@ -1,0 +1,213 @@
+"""What keeps a call on the warm worker fast keeps the calls as they were: a call's child
+finds the pages the previous call wrote already copied (a waiting child copies what a hint
+names, only its own private memory, and stops when a call comes; a hint that is garbage
+changes nothing), and the worker forks at a lower priority than the calls run at."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import secrets
+import socket
+import struct
+from collections.abc import Callable
+
+import anyio
+import pytest
+
+from sandbox import Sandbox, SandboxError
+from sandbox.spawn import _prefault
+from tests._processes import survivors
+from tests._waiting import DEADLINE
+from tests.sandbox._boxes import NewBox
+
+needs_populate = pytest.mark.skipif(
+    not _prefault.supported(), reason="no MADV_POPULATE_WRITE here (Linux 5.14 and later)"
+)
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+PAGES = 256
+#: Memory of this process that a forked child shares until it writes to it.
+SHARED = bytearray(PAGE * (PAGES + 1))
+
+
+def _pages() -> list[int]:
+    """The addresses of the whole pages of SHARED."""
+    base = ctypes.addressof(ctypes.c_char.from_buffer(SHARED))
+    first = (base + PAGE - 1) // PAGE * PAGE
+    return [first + i * PAGE for i in range(PAGES)]
+
+
+def _write_all_pages() -> int:
+    """Write one byte in each page of SHARED; the minor faults that took."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for address in _pages():
+        ctypes.c_char.from_address(address).value = b"x"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def _in_child(work: Callable[[], bytes]) -> bytes:
+    """``work()`` in a fork of this process (single-threaded enough: it only touches
+    memory and pipes), its bytes returned."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write_end, work())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = b""
+    while chunk := os.read(read_end, 65536):
+        data += chunk
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return data
+
+
+def _faults_after(hint: bytes, call_waiting: bool = False) -> int:
+    """In a fork: populate what ``hint`` names (with a call already waiting on the socket
+    when ``call_waiting``), then the faults that writing SHARED's pages takes."""
+
+    def work() -> bytes:
+        ours, theirs = socket.socketpair()
+        if call_waiting:
+            theirs.send(b"call")
+        _prefault.populate(_prefault.parse(hint), ours.fileno())
+        return str(_write_all_pages()).encode()
+
+    return int(_in_child(work))
+
+
+def _learned() -> bytes:
+    """The hint of a fork of this process that wrote SHARED's pages."""
+
+    def work() -> bytes:
+        inherited = _prefault.mappings()
+        _write_all_pages()
+        return _prefault.learn(inherited)
+
+    return _in_child(work)
+
+
+@needs_populate
+def test_a_hint_learned_after_writing_names_those_pages() -> None:
+    hint = _learned()
+    covered = {(first + i) * PAGE for first, count in _prefault.parse(hint) for i in range(count)}
+    assert set(_pages()) <= covered
+    assert len(hint) <= _prefault.HINT_BYTES
+
+
+@needs_populate
+def test_pages_a_hint_names_are_copied_before_they_are_written() -> None:
+    hint = _learned()
+    assert _faults_after(b"") >= PAGES  # each shared page is copied on its first write
+    faults = _faults_after(hint)
+    assert faults < PAGES // 8, f"{faults} faults writing {PAGES} populated pages"
+
+
+@needs_populate
+def test_populating_stops_when_a_call_is_waiting() -> None:
+    assert _faults_after(_learned(), call_waiting=True) >= PAGES
+
+
+@needs_populate
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff\xff" + b"\x00" * 64,  # more runs than a hint holds
+        struct.pack("<H", 3) + b"\x01" * 8,  # cut short
+        b"\x01",
+        struct.pack("<HQ", 1, (0xFFFFFFFFF << 16) | 0xFFFF),  # beyond user space
+        struct.pack("<HQ", 1, (1 << 16) | 0xFFFF),  # page 1: never mapped
+        # This module's own code (read-only, not private writable memory).
+        struct.pack("<HQ", 1, (id(_prefault.populate.__code__) // PAGE << 16) | 1),
+    ],
+)
+def test_a_garbage_hint_changes_nothing(garbage: bytes) -> None:
+    # What a call's code may have written in place of a hint: parsed with bounds, then
+    # only this process's own private writable memory is populated.
+    assert _faults_after(garbage) >= PAGES
+
+
+@needs_populate
+def test_the_last_whole_hint_counts() -> None:
+    one = struct.pack("<HQ", 1, (5 << 16) | 2)
+    two = struct.pack("<HQQ", 2, (7 << 16) | 1, (9 << 16) | 3)
+    assert _prefault.parse(one + two) == [(7, 1), (9, 3)]
+    assert _prefault.parse(one + two[:-1]) == [(5, 2)]
+    assert _prefault.parse(b"") == []
+
+
+def _write_shared_pages() -> int:
+    return _write_all_pages()
+
+
+@needs_populate
+@pytest.mark.anyio
+async def test_calls_on_a_warm_worker_find_the_pages_copied() -> None:
+    # The first call on the worker learns the pages it wrote; the worker gives the hint to
+    # each child it forks, which copies them while it waits for its call.
+    box = Sandbox(layers=False)
+    try:
+        first = await box.call(_write_shared_pages)
+        seen = []
+        with anyio.move_on_after(DEADLINE):
+            while not seen or seen[-1] >= PAGES // 8:
+                await anyio.sleep(0.05)  # a gap between calls, as a model's turn leaves
+                seen.append(await box.call(_write_shared_pages))
+    finally:
+        box.close()
+    assert first >= PAGES
+    assert seen and seen[-1] < PAGES // 8, f"faults writing {PAGES} pages, call by call: {seen}"
+
+
+def _policy() -> tuple[int, int]:
+    return os.sched_getscheduler(0), os.getppid()
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no scheduling policies here")
+@pytest.mark.anyio
+async def test_the_worker_forks_under_batch_while_calls_run_as_the_caller() -> None:
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    box = Sandbox(layers=False)
+    try:
+        await box.call(_policy)  # forked on demand; the worker is forked meanwhile
+        seen = []
+        with anyio.move_on_after(DEADLINE):
+            while not seen or seen[-1][1] == os.getpid():
+                seen.append(await box.call(_policy))
+        worker = seen[-1][1]
+        assert seen[-1] == (os.SCHED_OTHER, worker), seen
+        assert os.sched_getscheduler(worker) == os.SCHED_BATCH
+    finally:
+        box.close()
+
+
+def _crash_leaving(how: str) -> int:
+    """Start a process that holds every descriptor of this one (the result's pipe too),
+    then end as ``how`` says."""
+    os.system("sleep 300 &")
+    if how == "crash":
+        ctypes.string_at(0)
+    return os.getppid()
+
+
+@pytest.mark.anyio
+async def test_a_crash_is_reported_while_a_process_it_left_holds_the_result_pipe(
+    new_box: NewBox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller waits on the result's pipe alone; with the pipe held open by what the
+    # call left, the worker's report of the crash says it, read on the next look.
+    marker = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", marker)
+    box = new_box(layers=False, env_allowlist={"PATH", "WT_TEST_MARKER"})
+    await box.call(_crash_leaving, "answer")  # forked on demand; the worker meanwhile
+    with anyio.fail_after(DEADLINE):
+        while await box.call(_crash_leaving, "answer") == os.getpid():
+            pass  # until the warm worker serves it
+        with pytest.raises(SandboxError) as raised:
+            await box.call(_crash_leaving, "crash")
+    assert str(raised.value) == "the sandboxed call was killed by SIGSEGV"
+    assert survivors(f"WT_TEST_MARKER={marker}") == []
