@@ -22,26 +22,41 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
     file at ``path``, from its ``spans`` (``(old start, old end, new start, new end)``
     0-based line ranges, in order, outside of which the two have the same lines): only
     the lines of each span and its context are cut out of the texts, neither is split
-    again. ``bom`` (U+FEFF or ``""``) is put before the first line of both, as the file's
-    bytes have it.
+    into lines. ``bom`` (U+FEFF or ``""``) is put before the first line of both, as the
+    file's bytes have it.
     """
-    regions: list[list[int]] = []
-    for a0, a1, b0, b1 in patched.spans:
+    old = patched.old
+    # Each region: old and new line ranges, where its old lines start and end in the old
+    # text, and the spans it holds.
+    regions: list[tuple[list[int], list[int], list[int]]] = []
+    for index, (a0, a1, b0, b1) in enumerate(patched.spans):
         lead = min(CONTEXT_LINES, a0, b0)
         trail = min(CONTEXT_LINES, patched.old_count - a1, patched.new_count - b1)
-        region = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
-        if regions and region[0] <= regions[-1][1]:
-            regions[-1][1], regions[-1][3] = region[1], region[3]
+        start, end = patched.span_offsets[index]
+        lines = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
+        if regions and lines[0] <= regions[-1][0][1]:
+            merged, at, held = regions[-1]
+            merged[1], merged[3] = lines[1], lines[3]
+            at[1] = _lines_after(old, end, trail)
+            held.append(index)
         else:
-            regions.append(region)
+            regions.append(
+                (lines, [_lines_before(old, start, lead), _lines_after(old, end, trail)], [index])
+            )
     header = ""
     hunks: list[str] = []
     additions = deletions = 0
-    for a0, a1, b0, b1 in regions:
+    for (a0, _, b0, _), (low, high), held in regions:
         first = bom if a0 == 0 else ""
-        part = unified_diff(
-            first + patched.old_slice(a0, a1), first + patched.new_slice(b0, b1), path
-        )
+        new = [first]
+        at = low
+        for index in held:
+            start, end = patched.span_offsets[index]
+            new.append(old[at:start])
+            new.append(patched.written(index))
+            at = end
+        new.append(old[at:high])
+        part = unified_diff(first + old[low:high], "".join(new), path)
         if not part.diff:
             continue
         lines = part.diff.splitlines(keepends=True)
@@ -54,6 +69,21 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
         additions += part.additions
         deletions += part.deletions
     return TextDiff(header + "".join(hunks), additions, deletions)
+
+
+def _lines_before(text: str, offset: int, count: int) -> int:
+    """The offset of the line ``count`` lines before the line starting at ``offset``."""
+    for _ in range(count):
+        offset = text.rfind("\n", 0, offset - 1) + 1
+    return offset
+
+
+def _lines_after(text: str, offset: int, count: int) -> int:
+    """The offset just past ``count`` lines from the line starting at ``offset``."""
+    for _ in range(count):
+        found = text.find("\n", offset)
+        offset = len(text) if found == -1 else found + 1
+    return offset
 
 
 def _shifted(line: str, old_offset: int, new_offset: int) -> str:
