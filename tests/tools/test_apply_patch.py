@@ -137,6 +137,36 @@ def test_a_failure_names_the_first_differing_line_and_the_nearest_lines(root: Pa
 
 
 @pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "@@\n-two\n-four\n",
+            "f.txt: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not "
+            "in the file. Its line 2, 'four', differs from the file's line 3, 'three'. The "
+            "nearest lines in the file are 2-3:\n     2\ttwo\n     3\tthree",
+        ),
+        (
+            "@@\n-zzz\n",
+            "f.txt: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not "
+            "in the file. None of its lines is in the file: read the file again and copy its "
+            "lines exactly",
+        ),
+    ],
+)
+def test_a_chunk_that_only_removes_lines_not_in_the_file_is_no_match(
+    root: Path, body: str, message: str
+) -> None:
+    # Such a chunk leaves no lines whose presence would mean "already applied".
+    (root / "f.txt").write_bytes(b"one\ntwo\nthree\n")
+    result = call(tools(root)["apply_patch"], patch=patch("*** Update File: f.txt\n" + body))
+    assert (result.error_code, result.error) == (
+        ErrorCode.NO_MATCH,
+        message + "\nNo file was changed: correct this part and send the whole patch again.",
+    )
+    assert (root / "f.txt").read_bytes() == b"one\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "invalid patch: the first line of the patch must be '*** Begin Patch'"),

@@ -474,7 +474,9 @@ def _ambiguous(where: str, places: list[int], level: str) -> ToolError:
 
 def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolError:
     new = chunk.new
-    for level in (0, 1):
+    # A chunk that only removes lines leaves none to look for: its result cannot be told
+    # from a file that never had them.
+    for level in (0, 1) if new else ():
         normalise = LEVELS[level][1]
         wanted = [normalise(line) for line in new]
         places = _places(lines.normal(level), wanted, 0, len(lines.bare), end_of_file=False)
