@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -125,10 +127,37 @@ class _Change:
     match: str = "exact"
 
 
-def _present(args: ApplyPatchArgs) -> ToolPresentation:
+class _Parses:
+    """The operations of a patch text, parsed once for a call's presentation and its
+    execution: the last text parsed (the same string object) is not parsed again."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, list[FileOp] | PatchSyntaxError] | None = None
+
+    def __call__(self, patch: str) -> list[FileOp]:
+        """The operations of ``patch``.
+
+        Raises:
+            PatchSyntaxError: as :func:`~workspace_tools.text._patch_parse.parse_patch`.
+        """
+        last = self._last
+        if last is None or last[0] is not patch:
+            try:
+                outcome: list[FileOp] | PatchSyntaxError = parse_patch(patch)
+            except PatchSyntaxError as exc:
+                outcome = exc
+            last = self._last = (patch, outcome)
+        if isinstance(last[1], PatchSyntaxError):
+            raise last[1]
+        return last[1]
+
+
+def _present(
+    args: ApplyPatchArgs, parse: Callable[[str], list[FileOp]] = parse_patch
+) -> ToolPresentation:
     # Also called with placeholder arguments (``patch`` None) for the static presentation.
     try:
-        ops = parse_patch(args.patch) if isinstance(args.patch, str) else []
+        ops = parse(args.patch) if isinstance(args.patch, str) else []
     except PatchSyntaxError:
         ops = []
     if not ops:
@@ -140,9 +169,11 @@ def _present(args: ApplyPatchArgs) -> ToolPresentation:
 def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
     """The ``apply_patch`` tool over ``workspace``."""
 
+    parse = _Parses()
+
     def execute(args: ApplyPatchArgs, context: ToolContext) -> object:
         try:
-            ops = parse_patch(args.patch)
+            ops = parse(args.patch)
         except PatchSyntaxError as exc:
             raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
         return apply_operations(workspace, ops, context, allow_overwrite=args.allow_overwrite)
@@ -152,7 +183,7 @@ def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
         description=DESCRIPTION,
         parameters=ApplyPatchArgs,
         execute=execute,
-        presentation=_present,
+        presentation=partial(_present, parse=parse),
         state=file_tool_state(workspace, locks_file=False),
     )
 
