@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import re
 
-from workspace_tools.text._diff import CONTEXT_LINES, TextDiff, unified_diff
+from workspace_tools.text._diff import (
+    CONTEXT_LINES,
+    TextDiff,
+    _changed_span,
+    _hunks,
+    _lines_after,
+    _lines_before,
+    _quote,
+    split_lines,
+)
 from workspace_tools.text._patch_apply import PatchedText
 
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
@@ -43,7 +52,6 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
             regions.append(
                 (lines, [_lines_before(old, start, lead), _lines_after(old, end, trail)], [index])
             )
-    header = ""
     hunks: list[str] = []
     additions = deletions = 0
     for (a0, _, b0, _), (low, high), held in regions:
@@ -56,34 +64,33 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
             new.append(patched.written(index))
             at = end
         new.append(old[at:high])
-        part = unified_diff(first + old[low:high], "".join(new), path)
-        if not part.diff:
-            continue
-        lines = part.diff.splitlines(keepends=True)
-        at = next(i for i, line in enumerate(lines) if line.startswith("@@ "))
-        header = header or "".join(lines[:at])
-        for line in lines[at:]:
-            if line.startswith("@@ "):
-                line = _shifted(line, a0, b0)
-            hunks.append(line)
-        additions += part.additions
-        deletions += part.deletions
+        part, added, removed = _region_hunks(first + old[low:high], "".join(new))
+        for line in part:
+            hunks.append(_shifted(line, a0, b0) if line.startswith("@@ ") else line)
+        additions += added
+        deletions += removed
+    if not hunks:
+        return TextDiff("", 0, 0)
+    quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
+    header = f"diff --git {quoted_a} {quoted_b}\n--- {quoted_a}\n+++ {quoted_b}\n"
     return TextDiff(header + "".join(hunks), additions, deletions)
 
 
-def _lines_before(text: str, offset: int, count: int) -> int:
-    """The offset of the line ``count`` lines before the line starting at ``offset``."""
-    for _ in range(count):
-        offset = text.rfind("\n", 0, offset - 1) + 1
-    return offset
-
-
-def _lines_after(text: str, offset: int, count: int) -> int:
-    """The offset just past ``count`` lines from the line starting at ``offset``."""
-    for _ in range(count):
-        found = text.find("\n", offset)
-        offset = len(text) if found == -1 else found + 1
-    return offset
+def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
+    """The hunks of :func:`~._diff.unified_diff` of ``old`` and ``new`` (numbered from
+    their first line), its additions and deletions: the same lines without the header."""
+    if old == new:
+        return [], 0, 0
+    start, old_stop, new_stop = _changed_span(old, new)
+    before = _lines_before(old, start, CONTEXT_LINES)
+    after = _lines_after(old, old_stop, CONTEXT_LINES)
+    return _hunks(
+        split_lines(old[before:start]),
+        split_lines(old[start:old_stop]),
+        split_lines(new[start:new_stop]),
+        split_lines(old[old_stop:after]),
+        old.count("\n", 0, before),
+    )
 
 
 def _shifted(line: str, old_offset: int, new_offset: int) -> str:

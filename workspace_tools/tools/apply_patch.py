@@ -214,8 +214,8 @@ def apply_operations(
         except ToolError as exc:
             raise _unchanged(exc) from exc
         context.check_cancelled()
-        _commit(workspace, states, context)
-    return _output(states, changes)
+        # The result is made while the new contents travel to the disk.
+        return _commit(workspace, states, context, partial(_output, states, changes))
 
 
 def _unchanged(exc: ToolError) -> ToolError:
@@ -331,9 +331,16 @@ def _plan(
     return states, changes
 
 
-def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContext) -> None:
-    """Write or delete every path whose content the plan changed; on any failure, put back
-    what was already done and raise."""
+def _commit(
+    workspace: Workspace,
+    states: dict[str, _State],
+    context: ToolContext,
+    meanwhile: Callable[[], object],
+) -> object:
+    """Write or delete every path whose content the plan changed, and return what
+    ``meanwhile`` returns, called once the new contents are written to their temp files
+    and before they are flushed (so that it runs while the disk writes them); on any
+    failure, put back what was already done and raise."""
     pending = [(key, s) for key, s in states.items() if s.text != s.original]
     encoded = {}
     limit = workspace.options.max_file_bytes
@@ -369,6 +376,7 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
             for key, state in pending:
                 if state.text is not None:
                     batch.stage(state.resolved.real, state.resolved.rel, encoded[key])
+            value = meanwhile()
             batch.flush()
             for key, state in pending:
                 if state.text is None:
@@ -377,16 +385,19 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
                 else:
                     _put(batch, state.resolved)
                 done.append((key, state))
-        except ToolError as exc:
+        except BaseException as exc:
             batch.close()  # the temp files not renamed go first: their directories may go
             _roll_back(workspace, done, made)
-            raise _unchanged(exc) from exc
+            if isinstance(exc, ToolError):
+                raise _unchanged(exc) from exc
+            raise
         batch.sync()
     for key, state in pending:
         if state.text is None:
             workspace.file_states.forget(state.resolved.real)
         else:
             workspace.file_states.record(state.resolved.real, encoded[key])
+    return value
 
 
 def _put(batch: BatchWrite, path: ResolvedPath) -> None:
