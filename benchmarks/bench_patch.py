@@ -23,9 +23,12 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from workspace_tools import invoke_tool_sync, workspace_tools
+from workspace_tools.workspace._textfile import start_writeback
 
 FILES = 20
 
@@ -54,6 +57,64 @@ def v4a(old: list[str], new: list[str], path: str) -> str:
     return "".join(out)
 
 
+def _threads(count: int) -> Callable[[list[int]], None]:
+    def flush(fds: list[int]) -> None:
+        # A pool a call: a long-lived one would be state shared by every call.
+        with ThreadPoolExecutor(count) as pool:
+            list(pool.map(os.fsync, fds))
+
+    return flush
+
+
+def _one_by_one(sync: Callable[[int], None]) -> Callable[[list[int]], None]:
+    def flush(fds: list[int]) -> None:
+        for fd in fds:
+            sync(fd)
+
+    return flush
+
+
+FLUSHES: dict[str, Callable[[list[int]], None]] = {
+    "fsync one by one": _one_by_one(os.fsync),
+    "fdatasync one by one": _one_by_one(os.fdatasync),
+    "fsync from 4 threads": _threads(4),
+    "fsync from 20 threads": _threads(FILES),
+    "writeback started, then fsync one by one (ours)": _one_by_one(os.fsync),
+}
+
+
+def durability(root: Path, contents: list[list[bytes]], repeat: int) -> None:
+    """The ways to make 20 new contents durable before renaming them, each followed by the
+    renames and one fsync of the directory, interleaved, medians (and minimums)."""
+    times: dict[str, list[float]] = {name: [] for name in FLUSHES}
+    step = 0
+    for _ in range(repeat * 2):
+        for name, flush in FLUSHES.items():
+            started = time.perf_counter()
+            fds, temps = [], []
+            for f, data in enumerate(contents[step % 2]):
+                temp = root / f"pkg/.mod_{f:02d}.py.tmp"
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, data)
+                if name.endswith("(ours)"):
+                    start_writeback(fd)
+                fds.append(fd)
+                temps.append(temp)
+            flush(fds)
+            for f, (fd, temp) in enumerate(zip(fds, temps, strict=True)):
+                os.replace(temp, root / f"pkg/mod_{f:02d}.py")
+                os.close(fd)
+            directory = os.open(root / "pkg", os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(directory)
+            os.close(directory)
+            times[name].append(time.perf_counter() - started)
+            step += 1
+    print("20 new contents made durable, then renamed, then one fsync of the directory:")
+    for name, values in times.items():
+        median, low = statistics.median(values) * 1000, min(values) * 1000
+        print(f"  {name:48}: {median:6.1f} ms ({low:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=2000)
@@ -64,6 +125,11 @@ def main() -> None:
         action="store_true",
         help="run the three in turn rather than each in a block: on a shared machine each "
         "then meets the same load, but git apply starts on the journal the fsyncs left",
+    )
+    parser.add_argument(
+        "--durability",
+        action="store_true",
+        help="also compare ways of flushing the 20 temp files (threads, fdatasync, ...)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -132,6 +198,8 @@ def main() -> None:
             "(one by one: temp file, fsync, rename)"
         )
         print(f"  ours less that floor   : {(mine - floor) * 1000:8.1f} ms")
+        if args.durability:
+            durability(root, contents, args.repeat)
 
 
 if __name__ == "__main__":
