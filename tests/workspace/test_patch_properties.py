@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from tests.file_support import DIFF_CODECS, call, tools
 from workspace_tools import ErrorCode
+from workspace_tools.text import _patch_apply, _patch_diff
+from workspace_tools.text._diff import unified_diff
 from workspace_tools.tools import apply_patch
 
 ENCODINGS = {
@@ -172,3 +174,56 @@ def test_a_failed_multi_file_patch_leaves_every_file_unchanged(
         # The directory the Add made is gone again; the others stay.
         folders = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
         assert folders == [f"d{index}" for index in range(len(contents))]
+
+
+# Lines for the search and diff shortcuts: few distinct ones, so that places repeat and
+# removed lines come back as added ones.
+SHORT_LINE = st.sampled_from(["a", "b", "", " a", "a b", "*** a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(SHORT_LINE, max_size=10),
+    final=st.booleans(),
+    wanted=st.lists(SHORT_LINE, min_size=1, max_size=3),
+    low=st.integers(min_value=0, max_value=10),
+    high=st.integers(min_value=0, max_value=12),
+    end_of_file=st.booleans(),
+)
+def test_the_text_search_finds_the_places_the_line_search_finds(
+    lines: list[str], final: bool, wanted: list[str], low: int, high: int, end_of_file: bool
+) -> None:
+    # The exact level searches the text itself; the looser levels (and texts with CRs)
+    # search its list of lines. Both must give the same places, line and offset.
+    assume(final or not (lines and lines[-1] == ""))
+    text = as_text(lines, "\n", final)
+    found = _patch_apply._Lines(text)
+    listed = _patch_apply._Lines(text)
+    low = min(low, listed.count)
+    expected = [
+        (line, listed.offset(line))
+        for line in _patch_apply._places(
+            listed.normal(0), wanted, low, high, end_of_file=end_of_file
+        )
+    ]
+    start = (low, listed.offset(low))
+    assert found.exact_places(wanted, start, high, end_of_file=end_of_file) == expected, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    old=st.lists(SHORT_LINE, max_size=10),
+    new=st.lists(SHORT_LINE, max_size=10),
+    final=st.booleans(),
+    bom=st.sampled_from(["", "\ufeff"]),
+)
+def test_a_regions_hunks_are_the_unified_diffs(
+    old: list[str], new: list[str], final: bool, bom: str
+) -> None:
+    # Where no line is both removed and added, the hunk is written without a sequence
+    # match; it must be the one unified_diff writes.
+    before, after = bom + as_text(old, "\n", final), bom + as_text(new, "\n", final)
+    hunks, additions, deletions = _patch_diff._region_hunks(before, after)
+    whole = unified_diff(before, after, "f")
+    body = whole.diff[whole.diff.find("@@ ") :] if whole.diff else ""
+    assert ("".join(hunks), additions, deletions) == (body, whole.additions, whole.deletions)

@@ -16,9 +16,11 @@ from workspace_tools.text._diff import (
     TextDiff,
     _changed_span,
     _hunks,
+    _line,
     _lines_after,
     _lines_before,
     _quote,
+    _range,
     split_lines,
 )
 from workspace_tools.text._patch_apply import PatchedText
@@ -84,13 +86,20 @@ def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
     start, old_stop, new_stop = _changed_span(old, new)
     before = _lines_before(old, start, CONTEXT_LINES)
     after = _lines_after(old, old_stop, CONTEXT_LINES)
-    return _hunks(
-        split_lines(old[before:start]),
-        split_lines(old[start:old_stop]),
-        split_lines(new[start:new_stop]),
-        split_lines(old[old_stop:after]),
-        old.count("\n", 0, before),
-    )
+    lead, trail = split_lines(old[before:start]), split_lines(old[old_stop:after])
+    removed, added = split_lines(old[start:old_stop]), split_lines(new[start:new_stop])
+    first = old.count("\n", 0, before)
+    if not set(removed).isdisjoint(added):
+        return _hunks(lead, removed, added, trail, first)
+    # No line is both removed and added: the sequence match would find nothing to keep,
+    # and the one hunk is the removed lines, then the added, inside their context.
+    shared = len(lead) + len(trail)
+    out = [f"@@ -{_range(first, shared + len(removed))} +{_range(first, shared + len(added))} @@\n"]
+    out.extend(_line(" ", line) for line in lead)
+    out.extend(_line("-", line) for line in removed)
+    out.extend(_line("+", line) for line in added)
+    out.extend(_line(" ", line) for line in trail)
+    return out, len(added), len(removed)
 
 
 def _shifted(line: str, old_offset: int, new_offset: int) -> str:
