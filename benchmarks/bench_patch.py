@@ -28,7 +28,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from workspace_tools import invoke_tool_sync, workspace_tools
-from workspace_tools.workspace._textfile import start_writeback
 
 FILES = 20
 
@@ -86,6 +85,9 @@ FLUSHES: dict[str, Callable[[list[int]], None]] = {
 def durability(root: Path, contents: list[list[bytes]], repeat: int) -> None:
     """The ways to make 20 new contents durable before renaming them, each followed by the
     renames and one fsync of the directory, interleaved, medians (and minimums)."""
+    # Imported here: the figures above are also taken of versions of the package without it.
+    from workspace_tools.workspace._textfile import start_writeback
+
     times: dict[str, list[float]] = {name: [] for name in FLUSHES}
     step = 0
     for _ in range(repeat * 2):

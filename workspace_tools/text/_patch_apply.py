@@ -75,16 +75,13 @@ class PatchedText:
         match: the loosest level any chunk needed (``exact`` when every one matched as is).
         spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
             ranges it covered in the old text and in the new, in order and disjoint; every
-            line outside them is the same in both.
-        old_count, new_count: the number of lines of each text (split after each LF, as
-            ``split_lines`` does).
+            line outside them is the same in both. Lines after the last one are not
+            counted: a file's lines are counted only as far as its last change.
     """
 
     text: str
     match: str
     spans: tuple[tuple[int, int, int, int], ...] = ()
-    old_count: int = 0
-    new_count: int = 0
     # The old text, where each span starts and ends in it (character offsets), and the
     # pieces of the new text each span wrote: a span's region of either text is cut out of
     # these, neither text being split into lines.
@@ -306,17 +303,13 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
         offsets.append((a0_at, at_offset))
         pieces.append((first, len(out)))
         cursor, cursor_at = at, at_offset
-    count = lines.count
-    if cursor < count:
+    if cursor_at < len(text):
         out.append(text[cursor_at:])
-        made += count - cursor
     new = _keep_final_newline(text, out, newline)  # fixes ``out`` in place too
     return PatchedText(
         new,
         LEVELS[loosest][0],
         tuple(spans),
-        count,
-        made,
         text,
         tuple(offsets),
         tuple(out),

@@ -42,7 +42,9 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
     regions: list[tuple[list[int], list[int], list[int]]] = []
     for index, (a0, a1, b0, b1) in enumerate(patched.spans):
         lead = min(CONTEXT_LINES, a0, b0)
-        trail = min(CONTEXT_LINES, patched.old_count - a1, patched.new_count - b1)
+        # The lines after a span are the same in both texts as far as the next span,
+        # and a next span that close merges the two regions: the old text's say.
+        trail = _lines_left(old, patched.span_offsets[index][1], CONTEXT_LINES)
         start, end = patched.span_offsets[index]
         lines = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
         if regions and lines[0] <= regions[-1][0][1]:
@@ -76,6 +78,15 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = f"diff --git {quoted_a} {quoted_b}\n--- {quoted_a}\n+++ {quoted_b}\n"
     return TextDiff(header + "".join(hunks), additions, deletions)
+
+
+def _lines_left(text: str, offset: int, most: int) -> int:
+    """How many lines start at or after ``offset`` (a line start), counted up to ``most``."""
+    count = 0
+    while count < most and offset < len(text):
+        offset = text.find("\n", offset) + 1 or len(text)
+        count += 1
+    return count
 
 
 def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
