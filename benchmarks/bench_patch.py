@@ -79,6 +79,8 @@ FLUSHES: dict[str, Callable[[list[int]], None]] = {
     "fsync from 4 threads": _threads(4),
     "fsync from 20 threads": _threads(FILES),
     "writeback started, then fsync one by one (ours)": _one_by_one(os.fsync),
+    "writeback started, then fsync from 20 threads": _threads(FILES),
+    "writeback started, then fsync from 4 threads": _threads(4),
 }
 
 
@@ -98,7 +100,7 @@ def durability(root: Path, contents: list[list[bytes]], repeat: int) -> None:
                 temp = root / f"pkg/.mod_{f:02d}.py.tmp"
                 fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.write(fd, data)
-                if name.endswith("(ours)"):
+                if name.startswith("writeback started"):
                     start_writeback(fd)
                 fds.append(fd)
                 temps.append(temp)
