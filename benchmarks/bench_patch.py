@@ -2,16 +2,22 @@
 
 A generated tree of 20 Python-like files (``--lines`` lines each); the change edits three
 places in each file. Ours: one ``apply_patch`` call (plan all 20 in memory, match every
-chunk with its uniqueness check, write every file's temp file and flush them, rename them
-all, flush the renames with one fsync a directory; diffs for the
-details from the chunks' ranges). Peer: ``git apply`` of the same change as one unified
-diff (a process start, no fsync). A floor of durability is measured too: the 20 files
-written one by one with a temp file, fsync and rename and nothing else. Each run applies
-the change, the next one reverts it, so every run does the same work. Times are medians
-of ``--repeat`` runs.
+chunk with its uniqueness check, write every file's temp file and start its writeback,
+make the result (diffs from the chunks' ranges) while the disk writes, flush each temp
+file, rename them all, flush the renames with one fsync a directory). Peer: ``git apply``
+of the same change as one unified diff (a process start, no fsync). A floor of durability
+is measured too: the 20 files written one by one with a temp file, fsync and rename and
+nothing else. Each run applies the change, the next one reverts it, so every run does the
+same work. Times are medians (and minimums) of ``--repeat`` runs each way; each of the
+three runs in a block, or with ``--interleave`` in turn.
 
-Run: ``python benchmarks/bench_patch.py [--lines N] [--repeat N] [--dir DIR]``; with
-``--dir /dev/shm`` (tmpfs: fsync costs nothing) the figures are the work itself.
+``--durability`` also compares ways of making 20 new contents durable before their
+renames: fsync or fdatasync one by one, fsync from a pool of threads, and with the
+writeback started as each is written.
+
+Run: ``python benchmarks/bench_patch.py [--lines N] [--repeat N] [--dir DIR]
+[--interleave] [--durability]``; with ``--dir /dev/shm`` (tmpfs: fsync costs nothing) the
+figures are the work itself.
 """
 
 from __future__ import annotations
