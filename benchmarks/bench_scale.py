@@ -2,8 +2,10 @@
 and many workspaces through Ray against one process.
 
 1. Per-call latency of ``read_file`` (a 100-line file): in process (``invoke_tool``), over
-   HTTP (``RemoteWorkspace`` to a ``workspace-tools serve`` subprocess on 127.0.0.1; every
-   call opens its own MCP session), and through a Ray actor (``RayWorkspace``).
+   HTTP (``RemoteWorkspace`` to a ``workspace-tools serve`` subprocess on 127.0.0.1; the
+   calls share the workspace's one MCP session; and, as before that was so, a new session
+   a call: a new ``RemoteWorkspace`` each time, closed after it), and through a Ray actor
+   (``RayWorkspace``).
 2. Throughput: W workspaces x C calls (``read_file``, then ``grep``, alternating), each
    workspace's calls one after another and the workspaces at once: through W Ray actors
    against the same calls over W local workspaces in this one process.
@@ -29,7 +31,7 @@ from typing import Any
 import anyio
 import ray
 
-from workspace_tools import invoke_tool, workspace_tools
+from workspace_tools import invoke_tool, invoke_tool_sync, workspace_tools
 from workspace_tools.adapters.ray import RayWorkspace
 from workspace_tools.adapters.remote import RemoteWorkspace
 
@@ -81,6 +83,19 @@ async def episodes(toolsets: list[list[Any]], per_workspace: int) -> float:
     return time.perf_counter() - started
 
 
+def new_session_each_call(url: str, token: str, calls: int) -> list[float]:
+    """Latencies of ``read_file`` through a new ``RemoteWorkspace`` each call (a session of
+    its own, ended after the call): what every call cost before calls shared a session."""
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        with RemoteWorkspace(url, token) as remote:
+            result = invoke_tool_sync(remote.tools[0], READ)
+        times.append(time.perf_counter() - started)
+        assert result.error is None, result.error
+    return times
+
+
 def peak_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -106,13 +121,17 @@ def main() -> None:
 
         server, url, token = served(root)
         try:
-            remote_tool = RemoteWorkspace(url, token).tools[0]
-            anyio.run(latencies, remote_tool, 5)
-            http = statistics.median(anyio.run(latencies, remote_tool, max(20, args.calls // 4)))
+            with RemoteWorkspace(url, token) as remote:
+                anyio.run(latencies, remote.tools[0], 5)
+                http = statistics.median(
+                    anyio.run(latencies, remote.tools[0], max(20, args.calls // 4))
+                )
+            fresh = statistics.median(new_session_each_call(url, token, max(20, args.calls // 4)))
         finally:
             server.terminate()
             server.wait()
         print(f"read_file over HTTP:        {http * ms:7.2f} ms  ({http / local:.1f}x)")
+        print(f"  a new session a call:     {fresh * ms:7.2f} ms  ({fresh / local:.1f}x)")
 
         ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
         small = {"num_cpus": 0.01}

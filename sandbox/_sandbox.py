@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import weakref
@@ -59,7 +61,13 @@ from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
 from sandbox.spawn._jobs import CommandJob
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
-from sandbox.spawn._tree import REPORT_FD, become_subreaper, preload, reporting_argv
+from sandbox.spawn._tree import (
+    REPORT_FD,
+    REPORTER_PROCESSES,
+    become_subreaper,
+    preload,
+    reporting_argv,
+)
 
 
 class Sandbox:
@@ -236,10 +244,11 @@ class Sandbox:
         name, whether it timed out, the head and tail of each stream with its byte
         count, and how many processes the command left running were stopped once it
         exited (``stopped_processes``, ``stopped_names``; under bubblewrap a shell in its
-        PID namespace runs the command to report them, one process more of
-        ``max_processes``). A non-zero exit is a result, not an error. A protected path (see
-        ``host_exec_paths``) the command created is renamed to ``PATH.sandbox-blocked``
-        once it is done.
+        PID namespace runs the command to report them; it and bubblewrap's own processes
+        are not counted in ``max_processes``). A command that cannot be started raises
+        the same error with or without bubblewrap. A non-zero exit is a result, not an
+        error. A protected path (see ``host_exec_paths``) the command created is renamed
+        to ``PATH.sandbox-blocked`` once it is done.
 
         Raises:
             SandboxError: the command could not be started; with ``cwd_fd``, also when
@@ -263,9 +272,19 @@ class Sandbox:
         # bubblewrap's PID namespace ends what the command left running as it exits: a
         # shell inside reports those processes (spawn._tree.reporting_argv).
         namespaced = BUBBLEWRAP in mechanisms.values()
+        if namespaced and argv:
+            _refuse_unknown_format(argv[0], cwd, child_env)
         inner = [*reporting_argv(), *argv] if namespaced else list(argv)
+        if namespaced and confinement.max_processes is not None:
+            # bubblewrap's processes and the reporting shell are in the capped tree too:
+            # the cap grows by them, so the command has max_processes, as without them.
+            confinement = dataclasses.replace(
+                confinement,
+                max_processes=confinement.max_processes + bwrap.OWN_PROCESSES + REPORTER_PROCESSES,
+            )
         command = layered_command(confinement, mechanisms, inner, cwd, child_env, identity)
-        group = self._cgroup() if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1) else None
+        capped = mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1)
+        group = self._cgroup(confinement.max_processes) if capped else None
         job = CommandJob(
             argv=command.argv,
             # Under the check, the shell inside the sandbox enters cwd; the supervisor's
@@ -328,7 +347,7 @@ class Sandbox:
         absent = self._absent_protected(mechanisms)
         if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
             # A cgroup per call: the child must join its own, so no warm worker serves it.
-            group = self._cgroup()
+            group = self._cgroup(self.confinement.max_processes)
             caller = CallWorkers(self._child_setup(group)[0], warm=False)
         else:
             group = None
@@ -449,10 +468,10 @@ class Sandbox:
             weakref.finalize(self, shutil.rmtree, self._private_tmp, True)
         return self._private_tmp
 
-    def _cgroup(self) -> str | None:
+    def _cgroup(self, max_processes: int | None) -> str | None:
         if self._plan.cgroup_parent is None:
             return None
-        return cgroup.create(self._plan.cgroup_parent, max_processes=self.confinement.max_processes)
+        return cgroup.create(self._plan.cgroup_parent, max_processes=max_processes)
 
 
 #: The argument that asks for each protection (write confinement: ``writable=``).
@@ -471,6 +490,36 @@ _DROPS = {
     PROCESS_CAP: "max_processes=None",
     HOST_EXEC_PROTECTION: "host_exec_paths=()",
 }
+
+
+def _refuse_unknown_format(program: str, cwd: str, env: Mapping[str, str]) -> None:
+    """Raise the error ``posix_spawn`` gives for an executable file it cannot run (no
+    ``#!`` line, not ELF: ENOEXEC), which bubblewrap and the shell in it would run as a
+    shell script instead; so a command starts, or fails to, as it does without them.
+
+    Raises:
+        SandboxError: ``cannot start PROGRAM: [Errno 8] Exec format error: PATH``.
+    """
+    path = program
+    if "/" not in program:
+        path = shutil.which(program, path=env.get("PATH", os.defpath)) or program
+    full = os.path.join(cwd, path)
+    try:
+        info = os.stat(full)
+        if not stat.S_ISREG(info.st_mode) or not os.access(full, os.X_OK):
+            return  # refused inside as posix_spawn refuses it (see reporting_argv)
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        head = os.read(fd, 4)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+    if not head.startswith((b"#!", b"\x7fELF")):
+        error = OSError(errno.ENOEXEC, os.strerror(errno.ENOEXEC), path)
+        raise SandboxError(f"cannot start {program!r}: {error}")
 
 
 def _refused_for_cwd(result: ProcessResult) -> bool:

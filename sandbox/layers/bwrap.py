@@ -36,6 +36,9 @@ _BASE = (
     "/tmp",
 )
 
+#: bubblewrap's own processes in a wrapped command's tree: the one started, and the init
+#: (pid 1) of the PID namespace it makes, whose child runs the command.
+OWN_PROCESSES = 2
 
 #: The exit status and the whole standard error of a command refused because its working
 #: directory was not the one the caller opened (see `wrap_argv`'s `cwd_identity`).
@@ -121,7 +124,7 @@ def wrap_argv(
             directory becomes an empty read-only tmpfs; over a denied file `/dev/null` is
             bound on a nodev mount, so opening it fails with EACCES. Paths that do not
             exist are skipped. `max_processes` is not bubblewrap's (see `cgroup` and
-            `userns`).
+            `userns`); a cap on the tree counts `OWN_PROCESSES` of bubblewrap's.
         argv: the command; bwrap (or the shell that checks `cwd_identity`) resolves
             argv[0] with `env`'s PATH inside the sandbox.
         cwd: absolute working directory inside the sandbox.

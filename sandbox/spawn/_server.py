@@ -48,6 +48,7 @@ from sandbox.spawn._tree import (
     preload,
     program_names,
     read_report,
+    read_start_failure,
     reap,
     stop_tree,
 )
@@ -155,7 +156,15 @@ def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake
         done, caller_gone = _wait(channel, pid, wake_r, pipes, count_left=not report)
         if report:
             # The tree is gone, so the report is complete: every writer has exited.
-            stopped, names = read_report(_read_available(report[0]))
+            data = _read_available(report[0])
+            not_started = read_start_failure(data)
+            if not_started is not None:
+                # As _start's failure says it where no shell stands between: nothing ran.
+                program, error = not_started
+                _close_all(report)
+                _send(channel, StartFailed(f"cannot start {program!r}: {error}"))
+                return not caller_gone
+            stopped, names = read_report(data)
             done = dataclasses.replace(done, stopped=stopped, stopped_names=names)
             _close_all(report)  # before "done": the caller may count descriptors then
         _send(channel, done)
@@ -248,7 +257,12 @@ def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
             for target, fd in remap:
                 os.dup2(fd, target)
             apply_child_layers(job.layers, job.confinement, job.cgroup)
-            os.execvpe(job.argv[0], job.argv, dict(job.env or {}))
+            # Found as _spawn finds it, so that a failure names the same path.
+            env = dict(job.env or {})
+            path = job.argv[0]
+            if "/" not in path:
+                path = shutil.which(path, path=env.get("PATH", os.defpath)) or path
+            os.execve(path, job.argv, env)
         except BaseException as exc:
             os.write(report_w, str(exc).encode(errors="replace"))
         finally:

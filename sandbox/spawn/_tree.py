@@ -29,6 +29,13 @@ REPORT_FD = 4
 #: The line before a report (what the shell itself says on REPORT_FD comes before it).
 _MARKER = "--stopped--"
 
+#: The line before the reporting shell's word that the command could not be started.
+_NOT_STARTED = "--not-started--"
+
+#: Processes the reporting shell adds to a command's tree (itself), to be added to a cap
+#: on processes so that the command has as many as it would without it.
+REPORTER_PROCESSES = 1
+
 # In a PID namespace of its own (bubblewrap's), the processes a command left running die
 # with it, killed by the kernel as the namespace's first process exits: no supervisor
 # outside sees them. This shell runs the command as its child instead, and once it exited
@@ -38,7 +45,37 @@ _MARKER = "--stopped--"
 # REPORT_FD too (a shell reports a child killed by a signal there; /dev/null may be closed
 # to writing), the command's is the original one (fd 5 meanwhile); the command inherits
 # neither REPORT_FD nor fd 5.
+# First it finds the program as the supervisor does without this shell (shutil.which with
+# the command's PATH, then posix_spawn): a program that is missing, a directory, not a
+# regular file or not executable is reported on REPORT_FD after another marker (errno,
+# then argv[0] and the path, each ending in NUL) and nothing runs, so that the caller
+# raises the error the supervisor raises elsewhere, not this shell's own message.
 _REPORTER = """exec 5>&2 2>&{fd}
+p=$1
+case $p in
+*/*) ;;
+*)
+  set -f
+  IFS=:
+  for d in ${{PATH-{defpath}}}; do
+    f=${{d:+$d/}}$1
+    if [ -e "$f" ] && [ -x "$f" ] && [ ! -d "$f" ]; then p=$f; break; fi
+  done
+  unset IFS
+  set +f
+  ;;
+esac
+e=
+if [ ! -e "$p" ]; then
+  e=2
+  case $p in */?*) [ -e "${{p%/*}}" ] && [ ! -d "${{p%/*}}" ] && e=20 ;; esac
+elif [ ! -f "$p" ] || [ ! -x "$p" ]; then
+  e=13
+fi
+if [ -n "$e" ]; then
+  printf '\\n{not_started}\\n%s\\n%s\\0%s\\0' "$e" "$1" "$p" >&{fd}
+  exit 127
+fi
 (exec 2>&5 {fd}>&- 5>&- && exec "$@")
 s=$?
 n=0
@@ -66,9 +103,30 @@ def reporting_argv() -> list[str]:
     own and reports on :data:`REPORT_FD` what it left running (see :func:`read_report`).
 
     The command's exit code comes back unchanged; a command killed by signal N gives
-    128 + N, as bubblewrap reports it anyway; a command not found gives 127."""
-    script = _REPORTER.format(fd=REPORT_FD, most=NAMES_REPORTED, marker=_MARKER)
+    128 + N, as bubblewrap reports it anyway; a program that cannot be started (missing,
+    not executable) is not run and reported instead (see :func:`read_start_failure`)."""
+    script = _REPORTER.format(
+        fd=REPORT_FD,
+        most=NAMES_REPORTED,
+        marker=_MARKER,
+        not_started=_NOT_STARTED,
+        defpath=os.defpath,
+    )
     return ["/bin/sh", "-c", script, "sh"]
+
+
+def read_start_failure(data: bytes) -> tuple[str, OSError] | None:
+    """``(argv[0], error)`` when :func:`reporting_argv`'s shell found that the command
+    cannot be started (``error``: the ``OSError`` ``posix_spawn`` gives, e.g. ENOENT with
+    the path), else ``None``."""
+    _, marked, report = data.rpartition(f"\n{_NOT_STARTED}\n".encode())
+    code, _, rest = report.partition(b"\n")
+    fields = rest.split(b"\0")
+    if not marked or not code.isdigit() or len(fields) < 3:
+        return None
+    number = int(code)
+    path = os.fsdecode(fields[1])
+    return os.fsdecode(fields[0]), OSError(number, os.strerror(number), path)
 
 
 def read_report(data: bytes) -> tuple[int, tuple[str, ...]]:

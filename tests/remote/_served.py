@@ -31,23 +31,36 @@ class Served:
         return self.url.rsplit("/", 1)[0]
 
 
+#: What the SDK's session manager logs (at INFO) for each MCP session it opens.
+SESSION_OPENED = "Created new transport with session ID"
+
+# Runs the command line with the SDK's session manager logging at INFO to the file argv[1].
+_LOGGING_MAIN = (
+    "import logging, sys\n"
+    "log = logging.getLogger('mcp.server.streamable_http_manager')\n"
+    "log.addHandler(logging.FileHandler(sys.argv.pop(1)))\n"
+    "log.setLevel(logging.INFO)\n"
+    "from workspace_tools.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
 @contextmanager
 def serve(
-    root: Path, *flags: str, env: dict[str, str] | None = None, token_line: bool = True
+    root: Path,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    token_line: bool = True,
+    address: str = "127.0.0.1:0",
+    session_log: Path | None = None,
 ) -> Iterator[Served]:
-    """Start ``workspace-tools serve --root ROOT --http 127.0.0.1:0 FLAGS`` and read the
-    URL (and the generated token) it prints; stop it (SIGTERM, then SIGKILL) at the end."""
-    command: Sequence[str] = [
-        sys.executable,
-        "-m",
-        "workspace_tools",
-        "serve",
-        "--root",
-        str(root),
-        "--http",
-        "127.0.0.1:0",
-        *flags,
-    ]
+    """Start ``workspace-tools serve --root ROOT --http ADDRESS FLAGS`` and read the URL
+    (and the generated token) it prints; stop it (SIGTERM, then SIGKILL) at the end. With
+    ``session_log``, the server writes a :data:`SESSION_OPENED` line there per MCP session."""
+    start = [sys.executable, "-m", "workspace_tools"]
+    if session_log is not None:
+        start = [sys.executable, "-c", _LOGGING_MAIN, str(session_log)]
+    command: Sequence[str] = [*start, "serve", "--root", str(root), "--http", address, *flags]
     environment = {**os.environ, **(env or {})}
     if env is None:
         environment.pop("WORKSPACE_TOOLS_TOKEN", None)
@@ -108,3 +121,8 @@ def processes_with_argument(argument: str) -> list[int]:
 def wait_gone(argument: str) -> None:
     """Wait until no process has ``argument`` in its argv."""
     wait_until(lambda: processes_with_argument(argument), lambda pids: pids == [], argument)
+
+
+def sessions_opened(log: Path) -> int:
+    """How many MCP sessions the server writing ``log`` opened."""
+    return log.read_text().count(SESSION_OPENED) if log.exists() else 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import shutil
+import subprocess
 import tarfile
 import threading
 import uuid
@@ -222,3 +224,47 @@ def test_an_error_raised_in_the_actor_is_a_tool_error_and_the_actor_lives_on(
         assert after.error is None, after.error
     finally:
         workspace.close()
+
+
+def test_a_killed_actors_root_is_removed(project: Path) -> None:
+    workspace = RayWorkspace(project, actor_options=SMALL)
+    root = Path(workspace.root())
+    owner = Path(f"{root}.owner")
+    assert (root / "README.md").read_bytes() == b"# demo\n\nhello\n"
+    assert owner.exists()
+    ray.kill(workspace.handle, no_restart=True)
+    # The actor's process ends some time after ray.kill; its watcher removes the root then.
+    wait_until(
+        lambda: (root.exists(), owner.exists()), lambda seen: seen == (False, False), str(root)
+    )
+    workspace.close()  # an actor already dead is fine
+
+
+def test_roots_whose_owner_is_gone_are_swept_by_the_next_actor(project: Path) -> None:
+    first = RayWorkspace(project, actor_options=SMALL)
+    directory = Path(first.root()).parent
+    first.close()
+    # A root left behind with its watcher gone (say, the node restarted): its owner file
+    # names a process that has ended (a finished child's pid; start time 0 is no process's).
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    left = directory / f"workspace-left-{uuid.uuid4().hex[:8]}"
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "file").write_bytes(b"x")
+    Path(f"{left}.owner").write_text(f"{ended.pid} 0\n")
+    # A root whose owner lives (this process, with its start time) is kept.
+    kept = directory / f"workspace-kept-{uuid.uuid4().hex[:8]}"
+    kept.mkdir()
+    start_time = int(Path("/proc/self/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+    Path(f"{kept}.owner").write_text(f"{os.getpid()} {start_time}\n")
+    try:
+        second = RayWorkspace(project, actor_options=SMALL)
+        try:
+            assert Path(second.root()).parent == directory
+            seen = (left.exists(), Path(f"{left}.owner").exists(), kept.exists())
+            assert seen == (False, False, True), seen
+        finally:
+            second.close()
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+        Path(f"{kept}.owner").unlink(missing_ok=True)

@@ -10,6 +10,7 @@ import pytest
 from sandbox import Sandbox
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolPresentation
+from workspace_tools.text import _patch_apply
 from workspace_tools.text._patch_parse import PatchSyntaxError, parse_patch
 
 
@@ -228,3 +229,30 @@ def test_a_patch_runs_in_a_sandbox_child_and_its_writes_count_as_seen(root: Path
         assert stale.error_code == ErrorCode.STALE_FILE, stale.error
     finally:
         box.close()
+
+
+def test_lines_decided_by_the_block_and_an_anchor_above_need_no_split_of_the_file() -> None:
+    # A file without CRs is searched as text: the block an @@ line opens and an @@ line
+    # found above the previous chunk are read from the text too, never from its lines.
+    text = "".join(
+        f"def {name}(self):\n    if x:\n        y = 1\n    return y\n\n" for name in "fgh"
+    )
+    patch = parse_patch(
+        "*** Begin Patch\n*** Update File: m.py\n@@ def g(self):\n     if x:\n-        y = 1\n"
+        "+        y = 2\n@@ def g(self):\n-    return y\n+    return -y\n*** End Patch\n"
+    )
+    seen: list[_patch_apply._Lines] = []
+
+    class Watched(_patch_apply._Lines):
+        def __init__(self, text: str) -> None:
+            super().__init__(text)
+            seen.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_patch_apply, "_Lines", Watched)
+        result = _patch_apply.apply_chunks(text, patch[0].chunks, newline="\n", path="m.py")
+    assert result.text == text.replace(
+        "def g(self):\n    if x:\n        y = 1\n    return y\n",
+        "def g(self):\n    if x:\n        y = 2\n    return -y\n",
+    )
+    assert [lines._raw for lines in seen] == [None]

@@ -226,6 +226,28 @@ def test_new_text_left_of_the_base_is_named() -> None:
     )
 
 
+def test_old_text_found_inside_the_indentation_is_not_called_absent() -> None:
+    """requests' tests/test_utils.py: old_text begins 7 spaces into a 12-space indentation;
+    it is in the file exactly, and the refusal says so rather than 'not found'."""
+    with pytest.raises(ToolError) as caught:
+        replace_text(
+            'def f():\n    x = [\n            ("rb", 0),\n    ]\n',
+            '       ("rb", 0),\n',
+            '("rb", 1),\n',
+            replace_all=False,
+            newline="\n",
+            path="f.py",
+        )
+    assert caught.value.code is ErrorCode.NO_MATCH
+    assert caught.value.message == (
+        "old_text is in f.py at line 3, but it starts inside the line's indentation, where "
+        "old_text's lines start with 7 spaces and the file's with 12 spaces; new_text's line "
+        "1 does not start with 7 spaces, so its depth in the file cannot be told. Copy "
+        "old_text with the file's indentation and indent new_text to match:\n"
+        "3: '            (\"rb\", 0),'"
+    )
+
+
 def test_the_model_reads_the_hint_and_can_act_on_it(tmp_path: Path) -> None:
     """Through edit_file: the refusal names the no-break space; old_text holding it then
     matches exactly."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -227,3 +228,83 @@ def test_a_regions_hunks_are_the_unified_diffs(
     whole = unified_diff(before, after, "f")
     body = whole.diff[whole.diff.find("@@ ") :] if whole.diff else ""
     assert ("".join(hunks), additions, deletions) == (body, whole.additions, whole.deletions)
+
+
+# Indented lines, blank ones (a lone CR or spaces before the ending included), so that
+# blocks open and close at several depths.
+BLOCK_LINE = st.sampled_from(["f", "  f", "    f", "\tf", "  g", "", "  ", "\r", "  \r", " x\ry"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(BLOCK_LINE, min_size=1, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    final=st.booleans(),
+    data=st.data(),
+)
+def test_the_block_an_anchor_opens_is_read_from_the_text_as_from_its_lines(
+    lines: list[str], endings: list[str], final: bool, data: st.DataObject
+) -> None:
+    # The enclosure rule, on the lines without endings: the places after an anchor line
+    # up to the first non-blank line no deeper than it (that line included). Read from the
+    # text (CRs before LFs kept), it must pick the same places.
+    assume(final or lines[-1] not in ("", "\r"))
+    text = "".join(line + ending for line, ending in zip(lines, endings, strict=False))
+    if not final:
+        text = text[: len(text) - len(endings[len(lines) - 1])]
+    found = _patch_apply._Lines(text)
+    bare = found.bare
+    numbers = st.integers(min_value=0, max_value=len(bare) - 1)
+    hits = sorted(data.draw(st.sets(numbers, max_size=3)))
+    places = sorted(data.draw(st.sets(numbers, max_size=4)))
+
+    def depth(line: str) -> int:
+        return len(line) - len(line.lstrip(" \t"))
+
+    expected: set[int] = set()
+    for hit in hits:
+        end = hit + 1
+        while end < len(bare) and (not bare[end].strip() or depth(bare[end]) > depth(bare[hit])):
+            end += 1
+        expected.update(p for p in places if hit < p <= end)
+    at = [(line, found.offset(line)) for line in range(len(bare))]
+    inside = _patch_apply._enclosed(
+        _patch_apply._Lines(text), [at[h] for h in hits], [at[p] for p in places]
+    )
+    assert inside == [at[p] for p in sorted(expected)], (text, hits, places)
+
+
+LOOSE_LINE = st.sampled_from(["a", " a", "a ", "a\t", "b", "", "  ", "a-b", "a\u2013b", "\u00a0a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LOOSE_LINE, max_size=10),
+    final=st.booleans(),
+    wanted=st.lists(LOOSE_LINE, min_size=1, max_size=3),
+    level=st.integers(min_value=1, max_value=len(_patch_apply.LEVELS) - 1),
+    low=st.integers(min_value=0, max_value=10),
+    end_of_file=st.booleans(),
+)
+def test_a_looser_level_finds_the_places_the_line_search_finds(
+    lines: list[str], final: bool, wanted: list[str], level: int, low: int, end_of_file: bool
+) -> None:
+    # A looser level may say "nowhere" from the text alone (its form not in it); it must
+    # then agree with the search of the file's lines.
+    assume(final or not (lines and lines[-1] == ""))
+    text = as_text(lines, "\n", final)
+    listed = _patch_apply._Lines(text)
+    low = min(low, listed.count)
+    normalise = _patch_apply.LEVELS[level][1]
+    forms = [normalise(line) for line in wanted]
+    expected = [
+        (line, listed.offset(line))
+        for line in _patch_apply._places(
+            listed.normal(level), forms, low, len(listed.bare), end_of_file=end_of_file
+        )
+    ]
+    start = (low, listed.offset(low))
+    found = _patch_apply._find(
+        _patch_apply._Lines(text), level, forms, start, sys.maxsize, end_of_file=end_of_file
+    )
+    assert found == expected, text

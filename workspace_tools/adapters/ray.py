@@ -2,9 +2,12 @@
 
 A :class:`RayWorkspace` starts an actor that owns a root on the node Ray places it on: a
 fresh copy of a repository directory or an extracted archive (or a directory already
-there), with the eight tools over it, sandboxed inside the actor when asked. Its ``tools``
-look like :func:`workspace_tools`'s (names, argument models, presentations) and route each
-call to the actor, so :func:`invoke_tool`, :class:`ToolSession` and the adapters run them
+there), with the eight tools over it, sandboxed inside the actor when asked. A root the
+actor made is removed when it closes, and when its process ends otherwise (``ray.kill``, a
+crash) by a small watcher process it started, detached; a root whose watcher could not run
+is removed by the next actor on the node (:func:`sweep_roots`). Its ``tools`` look like
+:func:`workspace_tools`'s (names, argument models, presentations) and route each call to
+the actor, so :func:`invoke_tool`, :class:`ToolSession` and the adapters run them
 unchanged; results come back whole (the details models too), and progress is streamed
 back (a Ray streaming generator).
 
@@ -25,6 +28,8 @@ import contextlib
 import io
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -66,6 +71,99 @@ Source = str | os.PathLike[str] | bytes | None
 actor, for nodes that do not share a file system), or ``None`` (an empty root)."""
 
 
+ROOTS_DIRECTORY = "workspace-tools-roots"
+"""The directory, in the node's temporary directory (one per user), that holds the roots
+actors made, each beside a ``ROOT.owner`` file naming the actor's process."""
+
+# Run detached from the actor: forks once more (so it is no child of the actor, whose
+# children Ray may stop with it), waits for the actor's process to end (a pidfd; polling
+# /proc where there is none), then removes the root and its owner file.
+_WATCH = """
+import os, select, shutil, sys, time
+root, owner, pid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if os.fork():
+    os._exit(0)
+try:
+    fd = os.pidfd_open(pid)
+except (AttributeError, OSError):
+    while os.path.exists(f"/proc/{pid}"):
+        time.sleep(0.5)
+else:
+    select.select([fd], [], [])
+shutil.rmtree(root, ignore_errors=True)
+try:
+    os.unlink(owner)
+except OSError:
+    pass
+"""
+
+
+def _roots_directory() -> str:
+    """This user's directory of actors' roots on this node (made if missing)."""
+    path = os.path.join(tempfile.gettempdir(), f"{ROOTS_DIRECTORY}-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _process_identity(pid: int) -> str | None:
+    """``"PID START"``, the process's start time (``/proc/PID/stat`` field 22, clock ticks
+    since boot) telling it from a later process with the same pid; ``None`` when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return f"{pid} {int(fields[19])}"
+
+
+def sweep_roots(directory: str) -> list[str]:
+    """Remove the roots in ``directory`` whose owner process is gone (an actor killed while
+    its watcher could not run, e.g. the node restarted), with their owner files; returns
+    the roots removed. A root whose owner file is missing or unreadable is left alone."""
+    removed = []
+    for entry in sorted(os.listdir(directory)):
+        if not entry.endswith(".owner"):
+            continue
+        owner = os.path.join(directory, entry)
+        try:
+            with open(owner) as f:
+                recorded = f.read().strip()
+        except OSError:
+            continue
+        pid = recorded.partition(" ")[0]
+        if not pid.isdigit() or _process_identity(int(pid)) == recorded:
+            continue
+        root = owner.removesuffix(".owner")
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(owner)
+        removed.append(root)
+    return removed
+
+
+def _owned_root() -> tuple[str, str]:
+    """A new root for this process and its owner file, with a watcher that removes both
+    when this process ends, however it ends (``ray.kill`` included); roots left by owners
+    that are gone are removed first."""
+    directory = _roots_directory()
+    sweep_roots(directory)
+    root = tempfile.mkdtemp(prefix="workspace-", dir=directory)
+    owner = root + ".owner"
+    identity = _process_identity(os.getpid()) or str(os.getpid())
+    with open(owner, "w") as f:
+        f.write(identity + "\n")
+    watcher = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _WATCH, root, owner, str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
+        start_new_session=True,
+    )
+    watcher.wait()  # the first fork's exit: the watcher itself lives on, detached
+    return root, owner
+
+
 class WorkspaceActor:
     """The actor's class (wrapped with ``ray.remote`` by :class:`RayWorkspace`): one root on
     the actor's node and the eight tools over it.
@@ -88,8 +186,10 @@ class WorkspaceActor:
     ) -> None:
         if root is not None and source is not None:
             raise ValueError("give a source to copy or a root to use, not both")
-        self._owned = root is None
-        self._root = root if root is not None else tempfile.mkdtemp(prefix="workspace-")
+        self._owner: str | None = None
+        if root is None:
+            root, self._owner = _owned_root()
+        self._root = root
         try:
             if source is not None:
                 _fill(self._root, source)
@@ -143,9 +243,12 @@ class WorkspaceActor:
             task.cancel()  # a cancelled call (ray.cancel) stops the tool, its processes too
 
     def close(self) -> None:
-        """Remove the root when the actor made it."""
-        if self._owned:
+        """Remove the root when the actor made it (a killed actor's root is removed by
+        its watcher when the actor's process ends)."""
+        if self._owner is not None:
             shutil.rmtree(self._root, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.unlink(self._owner)
 
 
 def _fill(root: str, source: Source) -> None:

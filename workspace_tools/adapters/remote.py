@@ -15,11 +15,24 @@ times): repeating a write whose first attempt may have landed is not safe.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import json
+import queue
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import anyio
+import anyio.to_thread
+import sniffio
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -30,7 +43,7 @@ from workspace_tools.adapters._proxy import proxy_tools
 
 try:
     import httpx
-    from mcp import ClientSession, types
+    from mcp import ClientSession, McpError, types
     from mcp.client.streamable_http import streamable_http_client
 
     from workspace_tools.adapters.mcp import META_PREFIX
@@ -46,6 +59,23 @@ CALL_TIMEOUT = 900.0
 ANSWER_GRACE = 5.0
 """Seconds the answer may still take to reach the session once the HTTP stream that
 carries it has ended; after that the connection was lost before the answer."""
+
+
+_CALL_KEY = META_PREFIX + "call"
+"""The ``_meta`` key naming a call, so that the transport can tell which call's stream ended
+and learn its JSON-RPC id (for ``notifications/cancelled``)."""
+
+_SESSION_TERMINATED = 32600
+"""The SDK's error code for a request the server answered 404: it knows no such session."""
+
+
+class _Watch:
+    """What the transport learns of one call: its JSON-RPC ``request_id`` once posted, and
+    ``ended`` once the HTTP stream that carries its answer closed or failed."""
+
+    def __init__(self) -> None:
+        self.ended = anyio.Event()
+        self.request_id: int | str | None = None
 
 
 class _EndSignal(httpx.AsyncByteStream):
@@ -68,31 +98,38 @@ class _EndSignal(httpx.AsyncByteStream):
 
 
 class _CallStreamWatch(httpx.AsyncBaseTransport):
-    """The HTTP transport, noting when the stream of the ``tools/call`` POST ends: the
-    SDK's client keeps waiting when a stream ends without the answer (a server that shut
-    down or died), so the caller must know."""
+    """The HTTP transport, noting for each ``tools/call`` POST its JSON-RPC id and when its
+    stream ends: the SDK's client keeps waiting when a stream ends without the answer (a
+    server that shut down or died), so the caller must know."""
 
-    def __init__(self, ended: anyio.Event) -> None:
+    def __init__(self, watches: dict[str, _Watch]) -> None:
         self._inner = httpx.AsyncHTTPTransport()
-        self._ended = ended
+        self._watches = watches
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        watch = self._watch(request)
         try:
             response = await self._inner.handle_async_request(request)
         except BaseException:
-            if _is_call(request):
-                self._ended.set()
+            if watch is not None:
+                watch.ended.set()
             raise
-        if _is_call(request) and isinstance(response.stream, httpx.AsyncByteStream):
-            response.stream = _EndSignal(response.stream, self._ended)
+        if watch is not None and isinstance(response.stream, httpx.AsyncByteStream):
+            response.stream = _EndSignal(response.stream, watch.ended)
         return response
+
+    def _watch(self, request: httpx.Request) -> _Watch | None:
+        if request.method != "POST" or b'"method":"tools/call"' not in request.content:
+            return None
+        message = json.loads(request.content)
+        meta = message.get("params", {}).get("_meta", {})
+        watch = self._watches.get(meta.get(_CALL_KEY, ""))
+        if watch is not None:
+            watch.request_id = message.get("id")
+        return watch
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-def _is_call(request: httpx.Request) -> bool:
-    return request.method == "POST" and b'"method":"tools/call"' in request.content
 
 
 class _Unavailable(Exception):
@@ -104,8 +141,297 @@ class _Unavailable(Exception):
         self.sent = sent
 
 
+class _SessionLost(Exception):
+    """The server knows the session no more (it restarted, or the session expired): the
+    call was refused unrun, and a new session may carry it."""
+
+
+Progress = Callable[[Any, Any, ToolPresentation | None], None]
+
+
+class _Connection:
+    """One MCP session over streamable HTTP, held open by :meth:`hold`, a task of the
+    link's event loop, until ``stop`` is set or its transport fails (then ``error``)."""
+
+    def __init__(self, url: str, token: str, connect_timeout: float, call_timeout: float) -> None:
+        self.url = url
+        self._token = token
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.session: ClientSession | None = None
+        self.error: Exception | None = None
+        self.stop = anyio.Event()
+        self.gone = anyio.Event()
+        self._watches: dict[str, _Watch] = {}
+        self._progress: dict[str, Progress] = {}
+
+    async def hold(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Open the session, report started (``session`` is ``None`` when opening failed,
+        ``error`` says why), keep it until ``stop``; never raises."""
+        started = False
+        headers = {"Authorization": f"Bearer {self._token}"}
+        try:
+            async with (
+                httpx.AsyncClient(
+                    headers=headers,
+                    timeout=httpx.Timeout(self.connect_timeout, read=self.call_timeout),
+                    transport=_CallStreamWatch(self._watches),
+                ) as client,
+                streamable_http_client(self.url, http_client=client) as (read, write, _),
+                ClientSession(
+                    read,
+                    write,
+                    read_timeout_seconds=timedelta(seconds=self.connect_timeout),
+                    message_handler=self._on_message,
+                ) as session,
+            ):
+                await session.initialize()
+                self.session = session
+                started = True
+                task_status.started()
+                await self.stop.wait()
+        except Exception as exc:  # the transport failed: every call in flight learns why
+            self.error = exc
+        finally:
+            self.gone.set()
+            if not started:
+                task_status.started()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ProgressNotification
+        ):
+            params = message.root.params
+            sink = self._progress.get(str(params.progressToken))
+            if sink is not None:
+                meta = params.meta.model_dump(by_alias=True) if params.meta else {}
+                sink(
+                    params.message,
+                    meta.get(META_PREFIX + "details"),
+                    _presentation(meta.get(META_PREFIX + "presentation")),
+                )
+
+    async def call(
+        self, name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> types.CallToolResult:
+        """One ``tools/call`` on this session; a cancelled call is cancelled on the server
+        (``notifications/cancelled``).
+
+        Raises:
+            _SessionLost: the server no longer knows the session (the call did not run).
+            _Unavailable: the connection failed, closed before the answer, or timed out.
+            ToolError: the server refused the token (``PERMISSION_DENIED``).
+        """
+        assert self.session is not None
+        marker = uuid.uuid4().hex
+        watch = self._watches[marker] = _Watch()
+        meta: dict[str, Any] = {_CALL_KEY: marker}
+        if progress is not None:
+            # Asks the server for progress; _on_message reads it whole (details, presentation).
+            meta["progressToken"] = marker
+            self._progress[marker] = progress
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=name, arguments=arguments, _meta=types.RequestParams.Meta(**meta)
+            )
+        )
+        answer: list[types.CallToolResult] = []
+        failed: list[Exception] = []
+
+        async def unanswered(scope: anyio.CancelScope) -> None:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_when, self.gone, scope)
+                await watch.ended.wait()
+                await anyio.sleep(ANSWER_GRACE)
+                scope.cancel()
+
+        try:
+            with anyio.fail_after(self.call_timeout + self.connect_timeout):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(unanswered, tg.cancel_scope)
+                    try:
+                        answer.append(
+                            await self.session.send_request(
+                                types.ClientRequest(request),
+                                types.CallToolResult,
+                                request_read_timeout_seconds=timedelta(seconds=self.call_timeout),
+                            )
+                        )
+                    except McpError as exc:
+                        failed.append(exc)
+                    tg.cancel_scope.cancel()
+        except TimeoutError:
+            await self._cancel(watch)
+            raise _Unavailable(
+                f"no answer within {self.call_timeout + self.connect_timeout:g} s",
+                watch.request_id is not None,
+            ) from None
+        except anyio.get_cancelled_exc_class():
+            await self._cancel(watch)
+            raise
+        finally:
+            del self._watches[marker]
+            self._progress.pop(marker, None)
+        if answer:
+            return answer[0]
+        if failed and failed[0].error.code == _SESSION_TERMINATED:
+            raise _SessionLost(failed[0].error.message)
+        if self.error is not None:
+            raise _failure(self.error, watch.request_id is not None)
+        if failed and not watch.ended.is_set():
+            raise failed[0]
+        raise _Unavailable("the connection closed before the answer came")
+
+    async def _cancel(self, watch: _Watch) -> None:
+        """Tell the server to stop a call it may be running (its command's processes)."""
+        if watch.request_id is None or self.session is None or self.gone.is_set():
+            return
+        notice = types.CancelledNotification(
+            params=types.CancelledNotificationParams(
+                requestId=watch.request_id, reason="cancelled by the caller"
+            )
+        )
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(self.connect_timeout),
+            contextlib.suppress(Exception),
+        ):
+            await self.session.send_notification(types.ClientNotification(notice))
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+class _Link:
+    """The one MCP session of a :class:`RemoteWorkspace`: an event loop in a thread of its
+    own (an anyio blocking portal) that holds the session open between calls, started at
+    the first call and stopped by :meth:`close`. It refers to no :class:`RemoteWorkspace`,
+    so that a workspace nobody holds is collected (and its link closed)."""
+
+    def __init__(self, url: str, token: str, connect_timeout: float, call_timeout: float) -> None:
+        self._settings = (url, token, connect_timeout, call_timeout)
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._portal: BlockingPortal | None = None
+        # Only touched in the link's loop:
+        self._tasks: TaskGroup | None = None
+        self._connecting: anyio.Lock | None = None
+        self._connection: _Connection | None = None
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The thread of the link's event loop, ``None`` while closed."""
+        return self._thread
+
+    def submit(
+        self, name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> concurrent.futures.Future[types.CallToolResult]:
+        """Start a call in the link's loop (starting the loop if needed)."""
+        with self._lock:
+            if self._portal is None:
+                self._start()
+            assert self._portal is not None
+            return self._portal.start_task_soon(self._call, name, arguments, progress)
+
+    def _start(self) -> None:
+        ready: queue.Queue[BlockingPortal] = queue.Queue()
+
+        async def run() -> None:
+            async with BlockingPortal() as portal, anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                self._connecting = anyio.Lock()
+                ready.put(portal)
+                await portal.sleep_until_stopped()
+                tasks.cancel_scope.cancel()
+
+        # A daemon: a workspace left open must not hold the interpreter at exit (its
+        # finalizer closes the session then).
+        self._thread = threading.Thread(
+            target=anyio.run, args=(run,), name=f"RemoteWorkspace {self._settings[0]}", daemon=True
+        )
+        self._thread.start()
+        self._portal = ready.get()
+
+    def close(self) -> None:
+        """End the session (the server forgets it) and the thread; idempotent."""
+        with self._lock:
+            portal, thread = self._portal, self._thread
+            self._portal = self._thread = None
+        if portal is None or thread is None:
+            return
+        if thread is threading.current_thread():
+            # Collected in the link's own thread: it cannot wait for itself.
+            threading.Thread(target=_stop, args=(self, portal, thread)).start()
+            return
+        _stop(self, portal, thread)
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.stop.set()
+            with anyio.move_on_after(connection.connect_timeout):
+                await connection.gone.wait()
+
+    async def _connected(self) -> _Connection:
+        """The open session, opened anew when there is none or it failed."""
+        assert self._connecting is not None and self._tasks is not None
+        async with self._connecting:
+            connection = self._connection
+            if connection is None or connection.gone.is_set():
+                connection = _Connection(*self._settings)
+                await self._tasks.start(connection.hold)
+                if connection.session is None:
+                    raise _failure(connection.error or RuntimeError("no session"), False)
+                self._connection = connection
+            return connection
+
+    async def _call(
+        self, name: str, arguments: dict[str, Any], progress: Progress | None
+    ) -> types.CallToolResult:
+        """The call on the open session; once more on a new one when the server no
+        longer knew the session (restarted, or the session expired)."""
+        for attempt in range(2):
+            connection = await self._connected()
+            try:
+                return await connection.call(name, arguments, progress)
+            except _SessionLost as exc:
+                connection.stop.set()
+                if self._connection is connection:
+                    self._connection = None
+                if attempt:
+                    message = f"the server dropped the new session too ({exc})"
+                    raise _Unavailable(message, False) from None
+        raise AssertionError("unreachable")
+
+
+def _stop(link: _Link, portal: BlockingPortal, thread: threading.Thread) -> None:
+    with contextlib.suppress(Exception):
+        portal.call(link._disconnect)
+    with contextlib.suppress(Exception):
+        portal.call(portal.stop, True)
+    thread.join()
+
+
+def _run_soon() -> Callable[[Callable[[], object]], object]:
+    """A thread-safe "run this soon in the caller's event loop" (asyncio or trio)."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    return asyncio.get_running_loop().call_soon_threadsafe
+
+
 class RemoteWorkspace:
     """The eight tools of a workspace served by ``workspace-tools serve``.
+
+    Calls share one MCP session, held open between them by an event loop in a thread this
+    object owns (started at the first call); the session is ended and the thread gone after
+    :meth:`close`, leaving a ``with`` block, or when the object is collected. A call that
+    finds the session unknown to the server (it restarted, or the session expired) opens a
+    new one and is sent once more (it did not run); a session whose connection failed is
+    replaced at the next call.
 
     Args:
         url: the server's MCP endpoint, ``http://HOST:PORT/mcp`` as ``serve`` prints it.
@@ -137,14 +463,32 @@ class RemoteWorkspace:
         **options: Any,
     ) -> None:
         self.url = url
-        self._token = token
         self.retries = retries
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        self._link = _Link(url, token, connect_timeout, call_timeout)
+        self._finalizer = weakref.finalize(self, self._link.close)
         self.tools: list[Tool[Any]] = proxy_tools(self._execute, **options)
 
     def __repr__(self) -> str:
         return f"RemoteWorkspace({self.url!r})"
+
+    def close(self) -> None:
+        """End the MCP session and stop the thread that holds it (waits up to
+        ``connect_timeout`` for the server's goodbye). A later call opens a new session."""
+        self._link.close()
+
+    def __enter__(self) -> RemoteWorkspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> RemoteWorkspace:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await anyio.to_thread.run_sync(self.close)
 
     def health(self) -> dict[str, Any]:
         """The server's ``/health`` answer (``{"status": "ok", ...}``).
@@ -183,86 +527,35 @@ class RemoteWorkspace:
     async def _call(
         self, name: str, arguments: dict[str, Any], context: ToolContext
     ) -> types.CallToolResult:
-        """One ``tools/call`` in a session of its own (so calls never share a broken
-        connection, and a call in any event loop works).
+        """One ``tools/call`` on the shared session, awaited in the caller's event loop
+        (asyncio or trio) while it runs in the link's; progress is handed to ``context``
+        in the caller's loop. A cancelled call is cancelled on the server.
 
         Raises:
             _Unavailable: the connection failed or timed out.
             ToolError: the server refused the token (``PERMISSION_DENIED``).
         """
+        run_soon = _run_soon()
+        done = anyio.Event()
 
-        async def on_message(message: Any) -> None:
-            if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ProgressNotification
-            ):
-                params = message.root.params
-                meta = params.meta.model_dump(by_alias=True) if params.meta else {}
-                context.update(
-                    params.message,
-                    meta.get(META_PREFIX + "details"),
-                    _presentation(meta.get(META_PREFIX + "presentation")),
-                )
+        def soon(function: Callable[[], object]) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop has ended
+                run_soon(function)
 
-        async def no_progress(progress: float, total: float | None, message: str | None) -> None:
-            # Asks the server for progress (a progressToken); on_message reads it whole.
-            return None
+        def progress(content: Any, details: Any, presentation: ToolPresentation | None) -> None:
+            soon(functools.partial(context.update, content, details, presentation))
 
-        headers = {"Authorization": f"Bearer {self._token}"}
-        answer: list[types.CallToolResult] = []
-        sent: list[bool] = []
-        ended = anyio.Event()
-
-        async def unanswered(scope: anyio.CancelScope) -> None:
-            await ended.wait()
-            await anyio.sleep(ANSWER_GRACE)
-            scope.cancel()
-
+        future = self._link.submit(name, arguments, progress if context.reports_progress else None)
+        future.add_done_callback(lambda _: soon(done.set))
         try:
-            with anyio.fail_after(self.call_timeout + self.connect_timeout):
-                async with (
-                    httpx.AsyncClient(
-                        headers=headers,
-                        timeout=httpx.Timeout(self.connect_timeout, read=self.call_timeout),
-                        transport=_CallStreamWatch(ended),
-                    ) as client,
-                    streamable_http_client(self.url, http_client=client) as (read, write, _),
-                    ClientSession(
-                        read,
-                        write,
-                        read_timeout_seconds=timedelta(seconds=self.connect_timeout),
-                        message_handler=on_message,
-                    ) as session,
-                ):
-                    await session.initialize()
-                    request = types.CallToolRequest(
-                        params=types.CallToolRequestParams(name=name, arguments=arguments)
-                    )
-                    sent.append(True)
-                    async with anyio.create_task_group() as tg:
-                        tg.start_soon(unanswered, tg.cancel_scope)
-                        answer.append(
-                            await session.send_request(
-                                types.ClientRequest(request),
-                                types.CallToolResult,
-                                request_read_timeout_seconds=timedelta(seconds=self.call_timeout),
-                                progress_callback=no_progress if context.reports_progress else None,
-                            )
-                        )
-                        tg.cancel_scope.cancel()
-                    if not answer:
-                        raise _Unavailable("the connection closed before the answer came")
-        except _Unavailable:
+            await done.wait()
+        except BaseException:
+            future.cancel()
             raise
-        except TimeoutError:
-            if not answer:
-                raise _Unavailable(
-                    f"no answer within {self.call_timeout + self.connect_timeout:g} s",
-                    bool(sent),
-                ) from None
-        except Exception as exc:
-            if not answer:
-                raise _failure(exc, bool(sent)) from None
-        return answer[0]
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise _Unavailable("the workspace was closed during the call") from None
 
 
 def _unavailable_text(url: str, exc: _Unavailable, attempts: int, read_only: bool) -> str:
@@ -303,7 +596,8 @@ def _failure(exc: Exception, sent: bool) -> Exception:
             return _Unavailable(f"HTTP {leaf.response.status_code}", sent)
         if isinstance(leaf, httpx.TransportError):
             said = f"{type(leaf).__name__}: {leaf}" if str(leaf) else repr(leaf)
-            return _Unavailable(said, sent)
+            # A request that could not connect was never sent.
+            return _Unavailable(said, sent and not isinstance(leaf, httpx.ConnectError))
     first = leaves[0]
     return _Unavailable(str(first) or type(first).__name__, sent)
 

@@ -510,9 +510,10 @@ async def _served_step(root: Path, list_files: Tool[Any], printer: _Printer, num
             printer.line("  ✗ the server did not start")
             return 1
         printer.line("  workspace-tools serve --http 127.0.0.1:0 --read-only (a bearer token)")
-        remote = {t.name: t for t in RemoteWorkspace(url.strip(), token.strip()).tools}
-        step = DemoStep("list_files", {"path": "."}, "")
-        result, _ = await _run_step(remote["list_files"], step, "demo-served", printer)
+        async with RemoteWorkspace(url.strip(), token.strip()) as workspace:
+            remote = {t.name: t for t in workspace.tools}
+            step = DemoStep("list_files", {"path": "."}, "")
+            result, _ = await _run_step(remote["list_files"], step, "demo-served", printer)
         local = await invoke_tool(list_files, step.arguments, call_id="demo-served")
         same = result.model_text() == local.model_text() and to_jsonable_python(
             result.details

@@ -94,9 +94,11 @@ class RestoreResult(BaseModel):
         not_restorable: paths left as they are: their content was never stored (ignored
             by rules, over the size cap), or a directory to remove still holds such
             entries or entries no step made.
-        diff: for a dry run, the unified diff the restore would apply (``git apply`` form
-            for text files and modes; a binary file is named, as ``git diff`` names it;
-            directories are in ``files`` only).
+        diff: for a dry run, the ``git diff`` of the change the restore would make
+            (without ``index`` lines): text by git's rule (no NUL in the first 8,000
+            bytes), each line shown in its file's encoding; a binary file named, a link
+            as git shows one (mode 120000, its target the content; a change between link
+            and file a deletion and a creation); directories are in ``files`` only.
     """
 
     step: int | None

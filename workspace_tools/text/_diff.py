@@ -14,8 +14,17 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from workspace_tools.text._decode import TextFormat, detect_format
+
 CONTEXT_LINES = 3
 NO_NEWLINE = "\\ No newline at end of file\n"
+
+GIT_BINARY_SNIFF_BYTES = 8000
+"""git calls a content binary when a NUL byte is in its first this many bytes (xdiff's
+``FIRST_FEW_BYTES``), whatever its encoding."""
+
+GIT_SYMLINK_MODE = 0o120000
+"""The git mode of a symbolic link, whose content is its target."""
 
 Opcode = tuple[str, int, int, int, int]
 
@@ -75,6 +84,87 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
         header.append(f"--- {'/dev/null' if created else quoted_a}\n")
         header.append(f"+++ {quoted_b}\n")
     return TextDiff("".join(header + hunks), additions, deletions)
+
+
+@dataclass(frozen=True)
+class Blob:
+    """One side of a path's change as git sees it.
+
+    Attributes:
+        mode: the git mode: ``0o100644``, ``0o100755`` or :data:`GIT_SYMLINK_MODE`.
+        data: the file's bytes or the link's target; ``None`` when it could not be read
+            (then the change is named as a binary one, its content not shown).
+    """
+
+    mode: int
+    data: bytes | None
+
+
+def git_binary(data: bytes) -> bool:
+    """Whether git diffs ``data`` as binary: a NUL byte in its first 8,000 bytes."""
+    return b"\0" in data[:GIT_BINARY_SNIFF_BYTES]
+
+
+def blob_diff(path: str, old: Blob | None, new: Blob | None) -> str:
+    """The ``git diff`` of ``path`` going from ``old`` to ``new`` (``None``: absent), without
+    ``index`` lines.
+
+    git's rules: a change between a link and a file is the old entry deleted and the new one
+    created; a mode change is an ``old mode``/``new mode`` pair; a content with a NUL in its
+    first 8,000 bytes on either side is binary and only named (``Binary files a/P and b/P
+    differ``). A text content is diffed line by line as git does, by bytes, and each line is
+    shown decoded as the read path decodes that side (:func:`~._decode.detect_format`: a
+    latin-1 file's ``é`` is ``é``, a BOM is U+FEFF); context lines as the old side.
+    """
+    if old is not None and new is not None:
+        if (old.mode == GIT_SYMLINK_MODE) != (new.mode == GIT_SYMLINK_MODE):
+            return blob_diff(path, old, None) + blob_diff(path, None, new)
+        if old == new:
+            return ""
+    quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
+    lines = [f"diff --git {quoted_a} {quoted_b}\n"]
+    if old is None and new is None:
+        return ""
+    if old is None:
+        assert new is not None
+        lines.append(f"new file mode {new.mode:06o}\n")
+        quoted_a, old_data, new_data = "/dev/null", b"", new.data
+    elif new is None:
+        lines.append(f"deleted file mode {old.mode:06o}\n")
+        quoted_b, old_data, new_data = "/dev/null", old.data, b""
+    else:
+        if old.mode != new.mode:
+            lines.append(f"old mode {old.mode:06o}\nnew mode {new.mode:06o}\n")
+        old_data, new_data = old.data, new.data
+    if old_data is None or new_data is None or git_binary(old_data) or git_binary(new_data):
+        lines.append(f"Binary files {quoted_a} and {quoted_b} differ\n")
+    elif hunks := _text_hunks(old_data, new_data):
+        lines.append(f"--- {quoted_a}\n+++ {quoted_b}\n")
+        lines.extend(hunks)
+    return "".join(lines)
+
+
+def _text_hunks(old: bytes, new: bytes) -> list[str]:
+    """The hunk lines turning the text ``old`` into ``new``, each shown in its side's format."""
+    old_format, new_format = detect_format(old), detect_format(new)
+    if not (old_format.byte_newlines and new_format.byte_newlines):
+        # UTF-16 or UTF-32 text without a NUL: its LF is not one byte; diff the characters.
+        diff = unified_diff(_shown(old, old_format), _shown(new, new_format), "-").diff
+        return split_lines(diff)[3:]
+    # latin-1 maps each byte to one character and back: the hunks are the bytes' hunks.
+    diff = unified_diff(old.decode("latin-1"), new.decode("latin-1"), "-").diff
+    out = []
+    for line in split_lines(diff)[3:]:
+        if line[0] in " -+":
+            codec = (new_format if line[0] == "+" else old_format).codec
+            line = line[0] + line[1:].encode("latin-1").decode(codec)
+        out.append(line)
+    return out
+
+
+def _shown(data: bytes, fmt: TextFormat) -> str:
+    """``data`` decoded in ``fmt``, its BOM kept as U+FEFF (git shows a BOM's bytes)."""
+    return ("\ufeff" if fmt.bom else "") + data[len(fmt.bom) :].decode(fmt.codec)
 
 
 def _changed_span(old: str, new: str) -> tuple[int, int, int]:

@@ -150,7 +150,14 @@ def _whole_lines(
                 first = _line_of(text, begin) - 1
                 shown = _shown_lines(text, newline)
                 raise unplaceable_line(
-                    path, old_lines, shown, first, body, old_base, shift.file_base
+                    path,
+                    old_lines,
+                    shown,
+                    first,
+                    body,
+                    old_base,
+                    shift.file_base,
+                    inside_indentation=True,
                 )
             begin, replacement = line_start, convert_newlines(body, newline)
         out.append((begin, end, replacement))

@@ -416,16 +416,25 @@ def unplaceable_line(
     number: int,
     old_part: str,
     file_part: str,
+    *,
+    inside_indentation: bool = False,
 ) -> ToolError:
     """``NO_MATCH`` for a range (file line index ``first``) that matches only with
-    indentation ignored, where ``new_text``'s line ``number`` (1-based) does not start with
+    indentation ignored (or, ``inside_indentation``, matches exactly but starts inside its
+    line's indentation), where ``new_text``'s line ``number`` (1-based) does not start with
     ``old_part``, the indentation old_text has where the file has ``file_part``, so its depth
     in the file cannot be told. Shows the file's real indentation."""
     last = first + len(old_lines) - 1
     block = _quote_block(bare, first, last)
+    found = (
+        f"old_text is in {path} at {_range(first, last)}, but it starts inside the line's "
+        "indentation"
+        if inside_indentation
+        else f"old_text was not found in {path} exactly. With indentation ignored it matches "
+        f"{_range(first, last)}"
+    )
     message = (
-        f"old_text was not found in {path} exactly. With indentation ignored it matches "
-        f"{_range(first, last)}, where old_text's lines start with {describe(old_part)} and "
+        f"{found}, where old_text's lines start with {describe(old_part)} and "
         f"the file's with {describe(file_part)}; new_text's line {number} does not start "
         f"with {describe(old_part)}, so its depth in the file cannot be told. Copy old_text "
         "with the file's indentation and indent new_text to match:"

@@ -3,10 +3,17 @@
 Where a chunk goes. Chunks are placed in order, each after the previous one's lines (a
 patch lists its changes from the top of the file down). A chunk's ``@@`` anchors are found
 first, in order, each the first line after the one before that equals it; the chunk's
-expected lines (context and removed) must then occur after the last anchor, searched in its
-*scope*: from that anchor to where the same anchor line occurs again (so ``@@ def
-__init__`` names the first such method that holds the lines, not every later one). A chunk
-marked ``*** End of File`` must end at the file's end.
+expected lines (context and removed) must then occur after the last anchor. When the last
+anchor line occurs more than once, the places after each occurrence count together: lines
+found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
+it), never the first method's taken, and a chunk may start at a later occurrence of its
+anchor line. An anchor line found only above the previous chunk (each chunk of a function
+naming it, as git's hunk headers do) still counts when the lines are found after that
+chunk. Among several places, the one place inside the block an anchor line opens
+(every non-blank line between them indented deeper than the anchor line: ``@@ def f``
+names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the chunk
+is ambiguous. A chunk of only added lines goes right after its anchor, which must then occur
+once. A chunk marked ``*** End of File`` must end at the file's end.
 
 Lines are compared by these levels in turn, the first level with a match deciding:
 ``exact``, ``trailing_whitespace`` (ignored), ``surrounding_whitespace`` (leading and
@@ -34,6 +41,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -115,6 +123,7 @@ class _Lines:
         self._normal: dict[int, list[str]] = {}
         self._offsets: list[int] | None = None
         self._count: int | None = None
+        self._foldable: bool | None = None
         # Offsets whose line number is known, in order, and those numbers: a new one is
         # counted from the nearest known offset before it, so that the matches of a file's
         # chunks, found in order, count its lines about once in all.
@@ -137,6 +146,13 @@ class _Lines:
             self._known_at.insert(k + 1, offset)
             self._known_line.insert(k + 1, line)
         return line
+
+    @property
+    def foldable(self) -> bool:
+        """Whether the text holds a character the ``unicode_punctuation`` level folds."""
+        if self._foldable is None:
+            self._foldable = any(chr(c) in self.text for c in _FOLD)
+        return self._foldable
 
     @property
     def raw(self) -> list[str]:
@@ -361,13 +377,49 @@ def _locate(
 ) -> tuple[int, int, int]:
     """``(first file line, its offset, level)`` of ``chunk``'s expected lines (0-based)."""
     where = f"{path}: chunk {number} (patch line {chunk.line})"
-    scopes = [(cursor, _END)]
-    if chunk.anchors:
-        scopes = _anchor_scopes(lines, chunk.anchors, cursor, where)
+    placed = _place(lines, chunk, cursor, cursor, where)
+    if not callable(placed):
+        return placed
+    if (
+        chunk.anchors
+        and chunk.old
+        and cursor[0]
+        and not callable(_anchor_hits(lines, chunk.anchors, (0, 0), where))
+    ):
+        # The @@ line may name the block the previous chunk was in too, as git's hunk
+        # headers do: found above the cursor, it still orders the lines after the cursor.
+        # The anchors are in the file: what fails now (the lines, or their several
+        # places) is what the model must fix.
+        placed = _place(lines, chunk, (0, 0), cursor, where)
+        if not callable(placed):
+            return placed
+    raise placed()
+
+
+_Failure = Callable[[], ToolError]
+"""A ``NO_MATCH`` not yet told: its message (which reads the file's lines) is made only
+when it is the one raised, not when a retry finds the chunk."""
+
+
+def _place(
+    lines: _Lines, chunk: Chunk, anchors_from: Position, cursor: Position, where: str
+) -> tuple[int, int, int] | _Failure:
+    """``_locate`` with the anchors sought from ``anchors_from`` and the chunk's lines from
+    ``cursor`` on (and after the anchors); a ``NO_MATCH`` is returned, other errors raised."""
+    low = cursor
     old = chunk.old
+    hits: list[Position] = []
+    if chunk.anchors:
+        anchored = _anchor_hits(lines, chunk.anchors, anchors_from, where)
+        if callable(anchored):
+            return anchored
+        hits = anchored
+        if not old and len(hits) > 1:
+            raise _ambiguous_anchor(where, chunk.anchors[-1], [line for line, _ in hits])
+        low = max(cursor, _next_line(lines, hits[0]))
     if not old:
         if chunk.anchors:
-            return (*scopes[0][0], 0)
+            return (*low, 0)
         if chunk.end_of_file or not lines.text:
             return lines.count, len(lines.text), 0
         raise ToolError(
@@ -377,13 +429,58 @@ def _locate(
         )
     for level, (name, normalise) in enumerate(LEVELS):
         wanted = [normalise(line) for line in old]
-        for low, high in scopes:
-            places = _find(lines, level, wanted, low, high, end_of_file=chunk.end_of_file)
-            if len(places) > 1:
+        places = _find(lines, level, wanted, low, _END, end_of_file=chunk.end_of_file)
+        if len(places) > 1:
+            inside = _enclosed(lines, hits, places)
+            if len(inside) != 1:
                 raise _ambiguous(where, [line for line, _ in places], name)
-            if places:
-                return (*places[0], level)
-    raise _not_found(lines, chunk, cursor[0], where)
+            places = inside
+        if places:
+            return (*places[0], level)
+    return partial(_not_found, lines, chunk, cursor[0], where)
+
+
+def _enclosed(lines: _Lines, hits: list[Position], places: list[Position]) -> list[Position]:
+    """The ``places`` inside the block an anchor occurrence opens: every non-blank line
+    between the anchor line and the place is indented deeper than it (the place itself may
+    be the line that closes the block, as ``}`` or the next ``def`` at its depth).
+
+    Read from the text, a line's CR before its LF kept: a CR neither counts in a line's
+    indentation nor makes a blank line non-blank, so the lines need no split."""
+    text = lines.text
+    size = len(text)
+    inside: set[Position] = set()
+    for _, hit_at in hits:
+        at = _line_end(text, hit_at)
+        depth = _depth(text[hit_at:at])
+        # ``end``: where the first line that closes the block starts (the text's end
+        # when none does).
+        end = at + 1
+        while end < size:
+            stop = _line_end(text, end)
+            line = text[end:stop]
+            if line.strip() and _depth(line) <= depth:
+                break
+            end = stop + 1
+        inside.update(p for p in places if hit_at < p[1] <= end)
+    return sorted(inside)
+
+
+def _line_end(text: str, at: int) -> int:
+    """Where the line starting at ``at`` ends: its LF, or the text's end."""
+    found = text.find("\n", at)
+    return len(text) if found == -1 else found
+
+
+def _depth(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _next_line(lines: _Lines, place: Position) -> Position:
+    """The line after the one at ``place`` (the text's end after its last line)."""
+    line, at = place
+    size = len(lines.text)
+    return line + 1, min(lines.text.find("\n", at) + 1 or size, size)
 
 
 def _find(
@@ -394,6 +491,13 @@ def _find(
     can be."""
     if level == 0 and lines.searchable:
         return lines.exact_places(wanted, low, high, end_of_file=end_of_file)
+    if lines.searchable and not lines.foldable:
+        # A line matching at a looser level holds its stripped form, which is the wanted
+        # line's stripped and folded form when the text has nothing to fold: a form not in
+        # the text after ``low`` matches nowhere, and the lines need no split to say so.
+        key = max((line.strip().translate(_FOLD) for line in wanted), key=len)
+        if key and lines.text.find(key, low[1]) == -1:
+            return []
     found = _places(lines.normal(level), wanted, low[0], high, end_of_file=end_of_file)
     return [(line, lines.offset(line)) for line in found]
 
@@ -423,12 +527,12 @@ def _places(
     return places
 
 
-def _anchor_scopes(
+def _anchor_hits(
     lines: _Lines, anchors: tuple[str, ...], cursor: Position, where: str
-) -> list[tuple[Position, int]]:
-    """The scopes after the last anchor: one per occurrence of it, each up to the next."""
+) -> list[Position] | _Failure:
+    """The lines where the last anchor occurs after the ones before it, or the
+    ``NO_MATCH`` of the first anchor not found."""
     low = cursor
-    size = len(lines.text)
     for k, anchor in enumerate(anchors):
         last = k == len(anchors) - 1
         for level, (_, normalise) in enumerate(LEVELS):
@@ -437,19 +541,33 @@ def _anchor_scopes(
             if hits:
                 break
         else:
-            raise ToolError(
-                f"{where}: its @@ line '{escape(anchor)}' is not in the file"
-                + (" after the previous chunk" if cursor[0] else "")
-                + _closest_single(lines, anchor, cursor[0]),
-                ErrorCode.NO_MATCH,
-            )
-        # The line after each hit, where its scope starts.
-        after = [(line + 1, min(lines.text.find("\n", at) + 1 or size, size)) for line, at in hits]
+            return partial(_anchor_missing, lines, anchor, cursor[0], where)
         if last:
-            ends = [line for line, _ in hits[1:]] + [_END]
-            return list(zip(after, ends, strict=True))
-        low = after[0]
-    return [(cursor, _END)]  # no anchors: the caller does not ask
+            return hits
+        low = _next_line(lines, hits[0])
+    return []  # no anchors: the caller does not ask
+
+
+def _anchor_missing(lines: _Lines, anchor: str, cursor: int, where: str) -> ToolError:
+    return ToolError(
+        f"{where}: its @@ line '{escape(anchor)}' is not in the file"
+        + (" after the previous chunk" if cursor else "")
+        + _closest_single(lines, anchor, cursor),
+        ErrorCode.NO_MATCH,
+    )
+
+
+def _ambiguous_anchor(where: str, anchor: str, hits: list[int]) -> ToolError:
+    shown = ", ".join(str(h + 1) for h in hits[:_SHOWN_PLACES])
+    more = ", ..." if len(hits) > _SHOWN_PLACES else ""
+    return ToolError(
+        f"{where} only adds lines, right after its @@ line '{escape(anchor)}', which occurs "
+        f"{len(hits)} times, at lines {shown}{more}; give the lines before the new ones as "
+        "context (' ' lines) or stack an @@ line above it (the enclosing class) so that it "
+        "names one place",
+        ErrorCode.AMBIGUOUS_MATCH,
+        details={"lines": [h + 1 for h in hits]},
+    )
 
 
 def _ambiguous(where: str, places: list[int], level: str) -> ToolError:

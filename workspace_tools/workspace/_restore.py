@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.text._diff import unified_diff
+from workspace_tools.text._diff import GIT_SYMLINK_MODE, Blob, blob_diff
 from workspace_tools.workspace._files import open_dir, os_error
 from workspace_tools.workspace._manifest import Entry, Manifest, read_entry
 from workspace_tools.workspace._store import BlobStore, StoreError
@@ -38,39 +38,25 @@ class TreeRestorer:
         self._root = str(workspace.root)
 
     def diff(self, plan: dict[str, Entry | None], current: Manifest) -> str:
-        """The ``git apply`` diff of applying ``plan`` to the tree ``current`` describes."""
+        """The ``git diff`` of applying ``plan`` to the tree ``current`` describes: text
+        files' hunks shown in their encodings, binary ones named (:func:`blob_diff`)."""
         parts = []
         for path, target in plan.items():
             parts.append(self._path_diff(path, current.get(path), target))
         return "".join(parts)
 
     def _path_diff(self, path: str, now: Entry | None, target: Entry | None) -> str:
-        """The ``git apply`` diff turning ``path`` from ``now`` into ``target``."""
-        if any(e is not None and e.type == "directory" for e in (now, target)):
-            return ""  # git diffs no directories; the result's files list them
-        old = None if now is None else self._text(path, now)
-        new = None if target is None else self._blob_text(target)
-        if (now is not None and old is None) or (target is not None and new is None):
-            # As git prints a binary change without --binary: named, not shown.
-            return f"diff --git a/{path} b/{path}\nBinary files a/{path} and b/{path} differ\n"
-        if target is None:
-            assert old is not None and now is not None
-            shown = unified_diff(old, "", path).diff
-            header = f"diff --git a/{path} b/{path}\ndeleted file mode {_git_mode(now)}\n"
-            body = shown.split("\n", 1)[1].replace(f"+++ b/{path}\n", "+++ /dev/null\n", 1)
-            return header + body if old else header
-        assert new is not None
-        if now is None:
-            return unified_diff(None, new, path, mode=_git_mode_bits(target)).diff
-        text = unified_diff(old, new, path).diff
-        if now.mode != target.mode and now.type == "file":
-            lines = f"old mode {_git_mode(now)}\nnew mode {_git_mode(target)}\n"
-            head = f"diff --git a/{path} b/{path}\n"
-            text = head + lines + (text.split("\n", 1)[1] if text else "")
-        return text
+        """The ``git diff`` turning ``path`` from ``now`` into ``target`` (:func:`blob_diff`);
+        git diffs no directories, so a directory on either side is an absence there."""
+        old = new = None
+        if now is not None and now.type != "directory":
+            old = Blob(_git_mode_bits(now), self._read(path, now))
+        if target is not None and target.type != "directory":
+            new = Blob(_git_mode_bits(target), self._blob(target))
+        return blob_diff(path, old, new)
 
-    def _text(self, path: str, entry: Entry) -> str | None:
-        """The current content of ``path`` as text (``None``: not UTF-8 or unreadable)."""
+    def _read(self, path: str, entry: Entry) -> bytes | None:
+        """The current bytes of ``path`` (a link: its target); ``None`` when unreadable."""
         head, _, name = path.rpartition("/")
         try:
             fd = open_dir(self._root, head)
@@ -78,16 +64,11 @@ class TreeRestorer:
             return None
         try:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            data = read_entry(fd, name, entry.type, st)
+            return read_entry(fd, name, entry.type, st)
         except OSError:
-            data = None
+            return None
         finally:
             os.close(fd)
-        return _decoded(data)
-
-    def _blob_text(self, entry: Entry) -> str | None:
-        assert entry.digest is not None
-        return _decoded(self._blob(entry))
 
     def _blob(self, entry: Entry) -> bytes:
         """The stored content of ``entry``, checked against its hash."""
@@ -222,20 +203,7 @@ def _depth(path: str) -> tuple[int, str]:
     return path.count("/"), path
 
 
-def _decoded(data: bytes | None) -> str | None:
-    if data is None or b"\0" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 def _git_mode_bits(entry: Entry) -> int:
     if entry.type == "symlink":
-        return 0o120000
+        return GIT_SYMLINK_MODE
     return 0o100755 if entry.mode & 0o111 else 0o100644
-
-
-def _git_mode(entry: Entry) -> str:
-    return f"{_git_mode_bits(entry):06o}"

@@ -1,0 +1,7 @@
+class C:
+    def a(self):
+        pass
+        return 1
+
+    def b(self):
+        return 2
