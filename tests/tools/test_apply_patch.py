@@ -10,6 +10,7 @@ import pytest
 from sandbox import Sandbox
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, ToolPresentation
+from workspace_tools.text import _patch_apply
 from workspace_tools.text._patch_parse import PatchSyntaxError, parse_patch
 
 
@@ -137,6 +138,36 @@ def test_a_failure_names_the_first_differing_line_and_the_nearest_lines(root: Pa
 
 
 @pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "@@\n-two\n-four\n",
+            "f.txt: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not "
+            "in the file. Its line 2, 'four', differs from the file's line 3, 'three'. The "
+            "nearest lines in the file are 2-3:\n     2\ttwo\n     3\tthree",
+        ),
+        (
+            "@@\n-zzz\n",
+            "f.txt: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not "
+            "in the file. None of its lines is in the file: read the file again and copy its "
+            "lines exactly",
+        ),
+    ],
+)
+def test_a_chunk_that_only_removes_lines_not_in_the_file_is_no_match(
+    root: Path, body: str, message: str
+) -> None:
+    # Such a chunk leaves no lines whose presence would mean "already applied".
+    (root / "f.txt").write_bytes(b"one\ntwo\nthree\n")
+    result = call(tools(root)["apply_patch"], patch=patch("*** Update File: f.txt\n" + body))
+    assert (result.error_code, result.error) == (
+        ErrorCode.NO_MATCH,
+        message + "\nNo file was changed: correct this part and send the whole patch again.",
+    )
+    assert (root / "f.txt").read_bytes() == b"one\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "invalid patch: the first line of the patch must be '*** Begin Patch'"),
@@ -198,3 +229,30 @@ def test_a_patch_runs_in_a_sandbox_child_and_its_writes_count_as_seen(root: Path
         assert stale.error_code == ErrorCode.STALE_FILE, stale.error
     finally:
         box.close()
+
+
+def test_lines_decided_by_the_block_and_an_anchor_above_need_no_split_of_the_file() -> None:
+    # A file without CRs is searched as text: the block an @@ line opens and an @@ line
+    # found above the previous chunk are read from the text too, never from its lines.
+    text = "".join(
+        f"def {name}(self):\n    if x:\n        y = 1\n    return y\n\n" for name in "fgh"
+    )
+    patch = parse_patch(
+        "*** Begin Patch\n*** Update File: m.py\n@@ def g(self):\n     if x:\n-        y = 1\n"
+        "+        y = 2\n@@ def g(self):\n-    return y\n+    return -y\n*** End Patch\n"
+    )
+    seen: list[_patch_apply._Lines] = []
+
+    class Watched(_patch_apply._Lines):
+        def __init__(self, text: str) -> None:
+            super().__init__(text)
+            seen.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_patch_apply, "_Lines", Watched)
+        result = _patch_apply.apply_chunks(text, patch[0].chunks, newline="\n", path="m.py")
+    assert result.text == text.replace(
+        "def g(self):\n    if x:\n        y = 1\n    return y\n",
+        "def g(self):\n    if x:\n        y = 2\n    return -y\n",
+    )
+    assert [lines._raw for lines in seen] == [None]

@@ -12,6 +12,7 @@ import pytest
 
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode
+from workspace_tools.tools import apply_patch
 from workspace_tools.workspace import _textfile
 
 UNCHANGED = "No file was changed: correct this part and send the whole patch again."
@@ -50,6 +51,20 @@ def test_data_is_flushed_before_the_first_rename_and_renames_after_the_last(
     tree(tmp_path, count)
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
+    real_write, real_writeback = _textfile._write_all, _textfile.start_writeback
+    real_output = apply_patch._output
+
+    def write_all(fd: int, data: bytes) -> None:
+        events.append("write")
+        real_write(fd, data)
+
+    def start_writeback(fd: int) -> None:
+        events.append("writeback")
+        real_writeback(fd)
+
+    def output(*args: Any) -> object:
+        events.append("result")
+        return real_output(*args)
 
     def fsync(fd: int) -> None:
         events.append("fsync")
@@ -59,13 +74,24 @@ def test_data_is_flushed_before_the_first_rename_and_renames_after_the_last(
         events.append("rename")
         real_replace(*args, **kwargs)
 
+    monkeypatch.setattr(_textfile, "_write_all", write_all)
+    monkeypatch.setattr(_textfile, "start_writeback", start_writeback)
+    monkeypatch.setattr(apply_patch, "_output", output)
     monkeypatch.setattr(_textfile.os, "fsync", fsync)
     monkeypatch.setattr(_textfile.os, "replace", replace)
     ops = [update(f"d{i % 2}/f{i}.txt", f"line {i}", f"LINE {i}") for i in range(count)]
     result = call(tools(tmp_path)["apply_patch"], patch=envelope(*ops))
     assert result.error is None, result.error
-    # One fsync a file's data, every rename after them, then one fsync a directory (d0, d1).
-    assert events == ["fsync"] * count + ["rename"] * count + ["fsync", "fsync"], events
+    # Each temp file written and its writeback started; the result made while the disk
+    # writes them; one fsync a file's data, every rename after them, then one fsync a
+    # directory (d0, d1).
+    assert events == (
+        ["write", "writeback"] * count
+        + ["result"]
+        + ["fsync"] * count
+        + ["rename"] * count
+        + ["fsync", "fsync"]
+    ), events
     assert files(tmp_path) == {
         f"d{i % 2}/f{i}.txt": f"head\nLINE {i}\ntail\n".encode() for i in range(count)
     }
@@ -124,3 +150,47 @@ def test_a_failure_while_writing_the_temp_files_changes_nothing(
         + UNCHANGED
     )
     assert files(tmp_path) == before
+
+
+def test_a_failed_flush_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = tree(tmp_path, 3)
+    flushes = 0
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        nonlocal flushes
+        flushes += 1
+        if flushes == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+
+    monkeypatch.setattr(_textfile.os, "fsync", fsync)
+    ops = [update(f"d{i % 2}/f{i}.txt", f"line {i}", f"LINE {i}") for i in range(3)]
+    ops.append("*** Add File: new/dir/added.txt\n+added\n")
+    result = call(tools(tmp_path)["apply_patch"], patch=envelope(*ops))
+    assert result.error_code is ErrorCode.DISK_FULL, result.error
+    assert result.error == (
+        "Cannot write d1/f1.txt: no space left on the device; no file was changed\n" + UNCHANGED
+    )
+    # Every file as it was, no temp file left, and the Add's directories gone again.
+    assert files(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d0", "d1"]
+
+
+def test_a_failure_while_the_result_is_made_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The result is made between writing the temp files and flushing them: whatever goes
+    # wrong there, no file changes, no temp file stays, and the Add's directories go.
+    before = tree(tmp_path, 3)
+
+    def output(*args: Any) -> object:
+        raise RuntimeError("result failed")
+
+    monkeypatch.setattr(apply_patch, "_output", output)
+    ops = [update(f"d{i % 2}/f{i}.txt", f"line {i}", f"LINE {i}") for i in range(3)]
+    ops.append("*** Add File: new/dir/added.txt\n+added\n")
+    result = call(tools(tmp_path)["apply_patch"], patch=envelope(*ops))
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, "result failed")
+    assert files(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d0", "d1"]

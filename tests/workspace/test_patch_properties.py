@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 
 from tests.file_support import DIFF_CODECS, call, tools
 from workspace_tools import ErrorCode
+from workspace_tools.text import _patch_apply, _patch_diff
+from workspace_tools.text._diff import unified_diff
 from workspace_tools.tools import apply_patch
 
 ENCODINGS = {
@@ -172,3 +175,136 @@ def test_a_failed_multi_file_patch_leaves_every_file_unchanged(
         # The directory the Add made is gone again; the others stay.
         folders = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
         assert folders == [f"d{index}" for index in range(len(contents))]
+
+
+# Lines for the search and diff shortcuts: few distinct ones, so that places repeat and
+# removed lines come back as added ones.
+SHORT_LINE = st.sampled_from(["a", "b", "", " a", "a b", "*** a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(SHORT_LINE, max_size=10),
+    final=st.booleans(),
+    wanted=st.lists(SHORT_LINE, min_size=1, max_size=3),
+    low=st.integers(min_value=0, max_value=10),
+    high=st.integers(min_value=0, max_value=12),
+    end_of_file=st.booleans(),
+)
+def test_the_text_search_finds_the_places_the_line_search_finds(
+    lines: list[str], final: bool, wanted: list[str], low: int, high: int, end_of_file: bool
+) -> None:
+    # The exact level searches the text itself; the looser levels (and texts with CRs)
+    # search its list of lines. Both must give the same places, line and offset.
+    assume(final or not (lines and lines[-1] == ""))
+    text = as_text(lines, "\n", final)
+    found = _patch_apply._Lines(text)
+    listed = _patch_apply._Lines(text)
+    low = min(low, listed.count)
+    expected = [
+        (line, listed.offset(line))
+        for line in _patch_apply._places(
+            listed.normal(0), wanted, low, high, end_of_file=end_of_file
+        )
+    ]
+    start = (low, listed.offset(low))
+    assert found.exact_places(wanted, start, high, end_of_file=end_of_file) == expected, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    old=st.lists(SHORT_LINE, max_size=10),
+    new=st.lists(SHORT_LINE, max_size=10),
+    final=st.booleans(),
+    bom=st.sampled_from(["", "\ufeff"]),
+)
+def test_a_regions_hunks_are_the_unified_diffs(
+    old: list[str], new: list[str], final: bool, bom: str
+) -> None:
+    # Where no line is both removed and added, the hunk is written without a sequence
+    # match; it must be the one unified_diff writes.
+    before, after = bom + as_text(old, "\n", final), bom + as_text(new, "\n", final)
+    hunks, additions, deletions = _patch_diff._region_hunks(before, after)
+    whole = unified_diff(before, after, "f")
+    body = whole.diff[whole.diff.find("@@ ") :] if whole.diff else ""
+    assert ("".join(hunks), additions, deletions) == (body, whole.additions, whole.deletions)
+
+
+# Indented lines, blank ones (a lone CR or spaces before the ending included), so that
+# blocks open and close at several depths.
+BLOCK_LINE = st.sampled_from(["f", "  f", "    f", "\tf", "  g", "", "  ", "\r", "  \r", " x\ry"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(BLOCK_LINE, min_size=1, max_size=12),
+    endings=st.lists(st.sampled_from(["\n", "\r\n"]), min_size=12, max_size=12),
+    final=st.booleans(),
+    data=st.data(),
+)
+def test_the_block_an_anchor_opens_is_read_from_the_text_as_from_its_lines(
+    lines: list[str], endings: list[str], final: bool, data: st.DataObject
+) -> None:
+    # The enclosure rule, on the lines without endings: the places after an anchor line
+    # up to the first non-blank line no deeper than it (that line included). Read from the
+    # text (CRs before LFs kept), it must pick the same places.
+    assume(final or lines[-1] not in ("", "\r"))
+    text = "".join(line + ending for line, ending in zip(lines, endings, strict=False))
+    if not final:
+        text = text[: len(text) - len(endings[len(lines) - 1])]
+    found = _patch_apply._Lines(text)
+    bare = found.bare
+    numbers = st.integers(min_value=0, max_value=len(bare) - 1)
+    hits = sorted(data.draw(st.sets(numbers, max_size=3)))
+    places = sorted(data.draw(st.sets(numbers, max_size=4)))
+
+    def depth(line: str) -> int:
+        return len(line) - len(line.lstrip(" \t"))
+
+    expected: set[int] = set()
+    for hit in hits:
+        end = hit + 1
+        while end < len(bare) and (not bare[end].strip() or depth(bare[end]) > depth(bare[hit])):
+            end += 1
+        expected.update(p for p in places if hit < p <= end)
+    at = [(line, found.offset(line)) for line in range(len(bare))]
+    inside = _patch_apply._enclosed(
+        _patch_apply._Lines(text), [at[h] for h in hits], [at[p] for p in places]
+    )
+    assert inside == [at[p] for p in sorted(expected)], (text, hits, places)
+
+
+LOOSE_LINE = st.sampled_from(["a", " a", "a ", "a\t", "b", "", "  ", "a-b", "a\u2013b", "\u00a0a"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LOOSE_LINE, max_size=10),
+    final=st.booleans(),
+    wanted=st.lists(LOOSE_LINE, min_size=1, max_size=3),
+    level=st.integers(min_value=1, max_value=len(_patch_apply.LEVELS) - 1),
+    low=st.integers(min_value=0, max_value=10),
+    end_of_file=st.booleans(),
+)
+def test_a_looser_level_finds_the_places_the_line_search_finds(
+    lines: list[str], final: bool, wanted: list[str], level: int, low: int, end_of_file: bool
+) -> None:
+    # A looser level may say "nowhere" from the text alone (its form not in it); it must
+    # then agree with the search of the file's lines.
+    assume(final or not (lines and lines[-1] == ""))
+    text = as_text(lines, "\n", final)
+    listed = _patch_apply._Lines(text)
+    low = min(low, listed.count)
+    normalise = _patch_apply.LEVELS[level][1]
+    forms = [normalise(line) for line in wanted]
+    expected = [
+        (line, listed.offset(line))
+        for line in _patch_apply._places(
+            listed.normal(level), forms, low, len(listed.bare), end_of_file=end_of_file
+        )
+    ]
+    start = (low, listed.offset(low))
+    found = _patch_apply._find(
+        _patch_apply._Lines(text), level, forms, start, sys.maxsize, end_of_file=end_of_file
+    )
+    assert found == expected, text

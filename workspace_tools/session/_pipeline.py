@@ -463,4 +463,13 @@ def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResu
     Raises:
         RuntimeError: when called from inside a running event loop's thread.
     """
-    return anyio.run(partial(invoke_tool, tool, arguments, **kwargs))
+    results: list[ToolResult] = []
+
+    async def run() -> None:
+        # The loop's main task returns nothing: asyncio's runner formats that task (with
+        # its result) when it puts the SIGINT handler back, which for a large result cost
+        # more than many a call.
+        results.append(await invoke_tool(tool, arguments, **kwargs))
+
+    anyio.run(run)
+    return results[0]

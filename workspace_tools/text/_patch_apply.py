@@ -37,9 +37,12 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._match_hint import escape
@@ -80,102 +83,168 @@ class PatchedText:
         match: the loosest level any chunk needed (``exact`` when every one matched as is).
         spans: per chunk, ``(old start, old end, new start, new end)``: the 0-based line
             ranges it covered in the old text and in the new, in order and disjoint; every
-            line outside them is the same in both.
-        old_count, new_count: the number of lines of each text (split after each LF, as
-            ``split_lines`` does).
+            line outside them is the same in both. Lines after the last one are not
+            counted: a file's lines are counted only as far as its last change.
     """
 
     text: str
     match: str
     spans: tuple[tuple[int, int, int, int], ...] = ()
-    old_count: int = 0
-    new_count: int = 0
-    # The old text's lines and the new text's pieces, out of which ``old_slice`` and
-    # ``new_slice`` cut line ranges without splitting either text again.
-    _old: _Lines | None = field(default=None, repr=False)
-    _pieces: tuple[str, ...] = field(default=(), repr=False)
-    _piece_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)
+    # The old text, where each span starts and ends in it (character offsets), and the
+    # pieces of the new text each span wrote: a span's region of either text is cut out of
+    # these, neither text being split into lines.
+    old: str = field(default="", repr=False)
+    span_offsets: tuple[tuple[int, int], ...] = field(default=(), repr=False)
+    pieces: tuple[str, ...] = field(default=(), repr=False)
+    piece_spans: tuple[tuple[int, int], ...] = field(default=(), repr=False)
 
-    def old_slice(self, start: int, end: int) -> str:
-        """The old text's lines ``[start, end)`` (0-based), joined with their endings."""
-        return "" if self._old is None else self._old.slice(start, end)
-
-    def new_slice(self, start: int, end: int) -> str:
-        """The new text's lines ``[start, end)`` (0-based), joined with their endings;
-        each span lies wholly inside the range or wholly outside it."""
-        parts: list[str] = []
-        at, shift = start, 0  # shift: new line number less old line number, before ``at``
-        for (_, a1, b0, b1), (p0, p1) in zip(self.spans, self._piece_spans, strict=True):
-            if b1 <= at:
-                shift = b1 - a1
-                continue
-            if b0 >= end:
-                break
-            if at < b0:
-                parts.append(self.old_slice(at - shift, b0 - shift))
-            parts.append("".join(self._pieces[p0:p1]))
-            at, shift = b1, b1 - a1
-        if at < end:
-            parts.append(self.old_slice(at - shift, end - shift))
-        return "".join(parts)
+    def written(self, index: int) -> str:
+        """The new text of span ``index``: the lines its chunk left, with their endings."""
+        first, last = self.piece_spans[index]
+        return "".join(self.pieces[first:last])
 
 
 class _Lines:
-    """A file's lines: with endings, without, and each level's normal forms (made on need).
+    """A file's lines, split only on need.
 
-    The text is split once, at LF; a line's ending and its offset in the text are derived
-    from that split when asked, so a large file with a few chunks costs one split."""
+    The exact level is searched in the text itself (``str.find`` of the wanted lines
+    joined, at line starts) when the text has no CR, which is the common case and costs no
+    split; a line number found so is counted from a known place before it. The lines with
+    endings, without, each level's normal forms and every line's offset are made the first
+    time a looser level, a text with CRs or a message needs them."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.raw = text.split("\n")
-        self.final_break = self.raw[-1] == ""
-        if self.final_break:
-            self.raw.pop()
-        self.count = len(self.raw)
-        if "\r" in text:
-            # A CR is part of the line ending only before an LF; a lone CR is content.
-            last = self.count - 1 if not self.final_break else self.count
-            self.bare = [line.removesuffix("\r") for line in self.raw[:last]]
-            self.bare.extend(self.raw[last:])
-        else:
-            self.bare = self.raw
-        self._normal: dict[int, list[str]] = {0: self.bare}
-        # Line numbers whose offsets are known, in order, and those offsets: a new one is
-        # counted on from the nearest known line before it.
-        self._known = [0]
-        self._offsets = [0]
+        self.final_break = not text or text.endswith("\n")
+        # A CR is part of the line ending only before an LF; without any, a line compared
+        # at the exact level is the text between two LFs.
+        self.searchable = "\r" not in text
+        self._raw: list[str] | None = None
+        self._normal: dict[int, list[str]] = {}
+        self._offsets: list[int] | None = None
+        self._count: int | None = None
+        self._foldable: bool | None = None
+        # Offsets whose line number is known, in order, and those numbers: a new one is
+        # counted from the nearest known offset before it, so that the matches of a file's
+        # chunks, found in order, count its lines about once in all.
+        self._known_at = [0]
+        self._known_line = [0]
+
+    @property
+    def count(self) -> int:
+        """The number of lines."""
+        if self._count is None:
+            self._count = self.line_at(len(self.text)) + (0 if self.final_break else 1)
+        return self._count
+
+    def line_at(self, offset: int) -> int:
+        """The number of the line that starts at ``offset`` (the LFs before it)."""
+        k = bisect.bisect_right(self._known_at, offset) - 1
+        at, line = self._known_at[k], self._known_line[k]
+        if at != offset:
+            line += self.text.count("\n", at, offset)
+            self._known_at.insert(k + 1, offset)
+            self._known_line.insert(k + 1, line)
+        return line
+
+    @property
+    def foldable(self) -> bool:
+        """Whether the text holds a character the ``unicode_punctuation`` level folds."""
+        if self._foldable is None:
+            self._foldable = any(chr(c) in self.text for c in _FOLD)
+        return self._foldable
+
+    @property
+    def raw(self) -> list[str]:
+        """The lines without their LF (a CR before it kept)."""
+        if self._raw is None:
+            raw = self.text.split("\n")
+            if self.final_break:
+                raw.pop()
+            self._raw = raw
+        return self._raw
+
+    @property
+    def bare(self) -> list[str]:
+        """The lines without their endings."""
+        return self.normal(0)
 
     def normal(self, level: int) -> list[str]:
         if level not in self._normal:
-            normalise = LEVELS[level][1]
-            self._normal[level] = [normalise(line) for line in self.bare]
+            if level == 0:
+                raw = self.raw
+                if self.searchable:
+                    bare = raw
+                else:
+                    last = self.count - 1 if not self.final_break else self.count
+                    bare = [line.removesuffix("\r") for line in raw[:last]]
+                    bare.extend(raw[last:])
+                self._normal[0] = bare
+            else:
+                normalise = LEVELS[level][1]
+                self._normal[level] = [normalise(line) for line in self.bare]
         return self._normal[level]
-
-    def full(self, i: int) -> str:
-        """Line ``i`` with its ending."""
-        return self.raw[i] + ("\n" if i < self.count - 1 or self.final_break else "")
-
-    def ending(self, i: int) -> str:
-        """Line ``i``'s ending: ``"\\r\\n"``, ``"\\n"`` or ``""`` (a last line without one)."""
-        return self.full(i)[len(self.bare[i]) :]
 
     def offset(self, i: int) -> int:
         """Where line ``i`` starts in the text (``i`` may be the line count)."""
-        k = bisect.bisect_right(self._known, i) - 1
-        known, at = self._known[k], self._offsets[k]
-        if known != i:
-            at += sum(map(len, self.raw[known:i])) + (i - known)
-            self._known.insert(k + 1, i)
-            self._offsets.insert(k + 1, at)
-        return min(at, len(self.text))
+        if self._offsets is None:
+            self._offsets = list(accumulate((len(line) + 1 for line in self.raw), initial=0))
+        return min(self._offsets[i], len(self.text))
 
-    def slice(self, start: int, end: int) -> str:
-        """Lines ``[start, end)`` with their endings."""
-        if start >= end:
-            return ""
-        low = self.offset(start)
-        return self.text[low : self.offset(end)]
+    def last_line_offset(self) -> int:
+        """Where the last line starts."""
+        return self.text.rfind("\n", 0, len(self.text) - self.final_break) + 1
+
+    def full_lines(self, offset: int, count: int) -> list[str]:
+        """``count`` lines with their endings from the line starting at ``offset``."""
+        text, out = self.text, []
+        for _ in range(count):
+            found = text.find("\n", offset)
+            end = len(text) if found == -1 else found + 1
+            out.append(text[offset:end])
+            offset = end
+        return out
+
+    def exact_places(
+        self, wanted: list[str], low: Position, high: int, *, end_of_file: bool
+    ) -> list[Position]:
+        """As :func:`_places` at the exact level, by searching the text: the places
+        starting in ``[low, high)``, for a text that is :attr:`searchable`."""
+        text = self.text
+        body = "\n".join(wanted)
+        # Every line ends with LF but a last line without one, which only a match that
+        # runs to the end of the text can hold.
+        tail = body if not self.final_break else body + "\n"
+        if end_of_file:
+            at = len(text) - len(tail)
+            if not (text.endswith(tail) and (at == 0 or (at > 0 and text[at - 1] == "\n"))):
+                return []
+            start = self.line_at(at)
+            return [(start, at)] if low[0] <= start < max(high, low[0] + 1) else []
+        places: list[Position] = []
+        needle = "\n" + body + "\n"
+        if low == (0, 0) and high > 0 and text.startswith(needle[1:]):
+            places.append((0, 0))
+        # A hit at ``found`` is the LF that ends the line before the match.
+        found = text.find(needle, max(low[1] - 1, 0))
+        while found != -1:
+            line = self.line_at(found + 1)
+            if line >= high:
+                return places
+            places.append((line, found + 1))
+            found = text.find(needle, found + 1)
+        at = len(text) - len(body)
+        if (
+            not self.final_break
+            and text.endswith(body)
+            and (at == 0 or (at > 0 and text[at - 1] == "\n"))
+            and at >= low[1]
+        ):
+            # The match holding the last line, which has no LF, comes after all others.
+            start = self.line_at(at)
+            if start < high:
+                places.append((start, at))
+        return places
 
 
 def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: str) -> PatchedText:
@@ -194,62 +263,81 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
             ``INVALID_ARGUMENTS`` for a chunk that only adds lines and says nowhere where.
     """
     lines = _Lines(text)
-    count = lines.count
     # ``out`` holds pieces: unchanged runs of lines as one slice of ``text`` each, and each
-    # line a chunk wrote; ``made`` counts the new text's lines so far.
+    # line a chunk wrote; ``made`` counts the new text's lines so far. Positions in the old
+    # text go as line number and character offset together.
     out: list[str] = []
     made = 0
-    cursor = 0
+    cursor, cursor_at = 0, 0
     loosest = 0
     spans: list[tuple[int, int, int, int]] = []
+    offsets: list[tuple[int, int]] = []
     pieces: list[tuple[int, int]] = []
     for number, chunk in enumerate(chunks, 1):
-        start, level = _locate(lines, chunk, cursor, number, path)
+        start, start_at, level = _locate(lines, chunk, (cursor, cursor_at), number, path)
         loosest = max(loosest, level)
         # Lines added after a last line without a break give that line one: it changes
         # too, so it is a piece of its own, in the chunk's span.
-        widen = start == count and count > 0 and not lines.final_break
+        widen = not lines.final_break and start_at == len(text)
+        last_at = lines.last_line_offset() if widen else start_at
         if start > cursor + widen:
-            out.append(lines.slice(cursor, start - widen))
+            out.append(text[cursor_at:last_at])
             made += start - widen - cursor
         if widen and start > cursor:
-            out.append(lines.full(count - 1))
+            out.append(text[last_at:])
             made += 1
         begun, first = made, len(out)
         if widen and start > cursor:
             begun, first = made - 1, first - 1
+        expected = lines.full_lines(start_at, len(chunk.old))
         removed: list[str] = []
-        at = start
+        k = 0
         for kind, body in chunk.lines:
             if kind == " ":
-                out.append(lines.full(at))
+                out.append(expected[k])
                 made += 1
                 removed.clear()
-                at += 1
+                k += 1
             elif kind == "-":
-                removed.append(lines.ending(at))
-                at += 1
+                removed.append(_ending(expected[k]))
+                k += 1
             else:
                 ending = removed.pop(0) if removed else newline
                 out.append(body + (ending or newline))
                 made += 1
-        a0 = start - 1 if widen and start > cursor else start
+        at, at_offset = start + k, start_at + sum(map(len, expected))
+        a0, a0_at = (start - 1, last_at) if widen and start > cursor else (start, start_at)
         if widen and start == cursor and spans:
             # The last line is the previous chunk's: both chunks are one span.
             a0, begun = spans[-1][0], spans[-1][2]
+            a0_at = offsets[-1][0]
             first = pieces[-1][0]
             spans.pop()
+            offsets.pop()
             pieces.pop()
         spans.append((a0, at, begun, made))
+        offsets.append((a0_at, at_offset))
         pieces.append((first, len(out)))
-        cursor = at
-    if cursor < count:
-        out.append(lines.slice(cursor, count))
-        made += count - cursor
+        cursor, cursor_at = at, at_offset
+    if cursor_at < len(text):
+        out.append(text[cursor_at:])
     new = _keep_final_newline(text, out, newline)  # fixes ``out`` in place too
     return PatchedText(
-        new, LEVELS[loosest][0], tuple(spans), count, made, lines, tuple(out), tuple(pieces)
+        new,
+        LEVELS[loosest][0],
+        tuple(spans),
+        text,
+        tuple(offsets),
+        tuple(out),
+        tuple(pieces),
     )
+
+
+def _ending(line: str) -> str:
+    """A line's ending: ``"\\r\\n"``, ``"\\n"`` or ``""`` (a last line without one)."""
+    if line.endswith("\r\n"):
+        return "\r\n"
+    return "\n" if line.endswith("\n") else ""
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
@@ -277,43 +365,63 @@ def _bare(line: str) -> str:
     return line[:-2] if line.endswith("\r\n") else line.removesuffix("\n")
 
 
-def _locate(lines: _Lines, chunk: Chunk, cursor: int, number: int, path: str) -> tuple[int, int]:
-    """``(first file line, level)`` of ``chunk``'s expected lines (0-based)."""
+Position = tuple[int, int]
+"""A line of the old text: its 0-based number and where it starts (a character offset)."""
+
+_END = sys.maxsize
+"""The end of a scope that runs to the end of the file."""
+
+
+def _locate(
+    lines: _Lines, chunk: Chunk, cursor: Position, number: int, path: str
+) -> tuple[int, int, int]:
+    """``(first file line, its offset, level)`` of ``chunk``'s expected lines (0-based)."""
     where = f"{path}: chunk {number} (patch line {chunk.line})"
-    try:
-        return _place(lines, chunk, cursor, cursor, where)
-    except ToolError as exc:
-        if not (chunk.anchors and chunk.old and cursor) or exc.code is not ErrorCode.NO_MATCH:
-            raise
+    placed = _place(lines, chunk, cursor, cursor, where)
+    if not callable(placed):
+        return placed
+    if (
+        chunk.anchors
+        and chunk.old
+        and cursor[0]
+        and not callable(_anchor_hits(lines, chunk.anchors, (0, 0), where))
+    ):
         # The @@ line may name the block the previous chunk was in too, as git's hunk
         # headers do: found above the cursor, it still orders the lines after the cursor.
-        try:
-            _anchor_hits(lines, chunk.anchors, 0, where)
-        except ToolError:
-            raise exc from None
         # The anchors are in the file: what fails now (the lines, or their several
         # places) is what the model must fix.
-        return _place(lines, chunk, 0, cursor, where)
+        placed = _place(lines, chunk, (0, 0), cursor, where)
+        if not callable(placed):
+            return placed
+    raise placed()
+
+
+_Failure = Callable[[], ToolError]
+"""A ``NO_MATCH`` not yet told: its message (which reads the file's lines) is made only
+when it is the one raised, not when a retry finds the chunk."""
 
 
 def _place(
-    lines: _Lines, chunk: Chunk, anchors_from: int, cursor: int, where: str
-) -> tuple[int, int]:
-    """``_locate`` with the anchors sought from line ``anchors_from`` and the chunk's lines
-    from ``cursor`` on (and after the anchors)."""
+    lines: _Lines, chunk: Chunk, anchors_from: Position, cursor: Position, where: str
+) -> tuple[int, int, int] | _Failure:
+    """``_locate`` with the anchors sought from ``anchors_from`` and the chunk's lines from
+    ``cursor`` on (and after the anchors); a ``NO_MATCH`` is returned, other errors raised."""
     low = cursor
     old = chunk.old
-    hits: list[int] = []
+    hits: list[Position] = []
     if chunk.anchors:
-        hits = _anchor_hits(lines, chunk.anchors, anchors_from, where)
+        anchored = _anchor_hits(lines, chunk.anchors, anchors_from, where)
+        if callable(anchored):
+            return anchored
+        hits = anchored
         if not old and len(hits) > 1:
-            raise _ambiguous_anchor(where, chunk.anchors[-1], hits)
-        low = max(cursor, hits[0] + 1)
+            raise _ambiguous_anchor(where, chunk.anchors[-1], [line for line, _ in hits])
+        low = max(cursor, _next_line(lines, hits[0]))
     if not old:
         if chunk.anchors:
-            return low, 0
-        if chunk.end_of_file or not lines.bare:
-            return len(lines.bare), 0
+            return (*low, 0)
+        if chunk.end_of_file or not lines.text:
+            return lines.count, len(lines.text), 0
         raise ToolError(
             f"{where} only adds lines and does not say where: give the lines before them as "
             "context (' ' lines) or an @@ line naming the place",
@@ -321,36 +429,77 @@ def _place(
         )
     for level, (name, normalise) in enumerate(LEVELS):
         wanted = [normalise(line) for line in old]
-        places = _places(
-            lines.normal(level), wanted, low, len(lines.bare), end_of_file=chunk.end_of_file
-        )
+        places = _find(lines, level, wanted, low, _END, end_of_file=chunk.end_of_file)
         if len(places) > 1:
             inside = _enclosed(lines, hits, places)
             if len(inside) != 1:
-                raise _ambiguous(where, places, name)
+                raise _ambiguous(where, [line for line, _ in places], name)
             places = inside
         if places:
-            return places[0], level
-    raise _not_found(lines, chunk, cursor, where)
+            return (*places[0], level)
+    return partial(_not_found, lines, chunk, cursor[0], where)
 
 
-def _enclosed(lines: _Lines, hits: list[int], places: list[int]) -> list[int]:
+def _enclosed(lines: _Lines, hits: list[Position], places: list[Position]) -> list[Position]:
     """The ``places`` inside the block an anchor occurrence opens: every non-blank line
     between the anchor line and the place is indented deeper than it (the place itself may
-    be the line that closes the block, as ``}`` or the next ``def`` at its depth)."""
-    inside: list[int] = []
-    bare = lines.bare
-    for hit in hits:
-        depth = _depth(bare[hit])
-        end = hit + 1
-        while end < len(bare) and (not bare[end].strip() or _depth(bare[end]) > depth):
-            end += 1
-        inside.extend(p for p in places if hit < p <= end)
-    return sorted(set(inside))
+    be the line that closes the block, as ``}`` or the next ``def`` at its depth).
+
+    Read from the text, a line's CR before its LF kept: a CR neither counts in a line's
+    indentation nor makes a blank line non-blank, so the lines need no split."""
+    text = lines.text
+    size = len(text)
+    inside: set[Position] = set()
+    for _, hit_at in hits:
+        at = _line_end(text, hit_at)
+        depth = _depth(text[hit_at:at])
+        # ``end``: where the first line that closes the block starts (the text's end
+        # when none does).
+        end = at + 1
+        while end < size:
+            stop = _line_end(text, end)
+            line = text[end:stop]
+            if line.strip() and _depth(line) <= depth:
+                break
+            end = stop + 1
+        inside.update(p for p in places if hit_at < p[1] <= end)
+    return sorted(inside)
+
+
+def _line_end(text: str, at: int) -> int:
+    """Where the line starting at ``at`` ends: its LF, or the text's end."""
+    found = text.find("\n", at)
+    return len(text) if found == -1 else found
 
 
 def _depth(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
+
+
+def _next_line(lines: _Lines, place: Position) -> Position:
+    """The line after the one at ``place`` (the text's end after its last line)."""
+    line, at = place
+    size = len(lines.text)
+    return line + 1, min(lines.text.find("\n", at) + 1 or size, size)
+
+
+def _find(
+    lines: _Lines, level: int, wanted: list[str], low: Position, high: int, *, end_of_file: bool
+) -> list[Position]:
+    """The places of ``wanted`` (lines in ``level``'s normal form) starting in ``[low,
+    high)``, as :func:`_places` finds them; the exact level searched in the text when it
+    can be."""
+    if level == 0 and lines.searchable:
+        return lines.exact_places(wanted, low, high, end_of_file=end_of_file)
+    if lines.searchable and not lines.foldable:
+        # A line matching at a looser level holds its stripped form, which is the wanted
+        # line's stripped and folded form when the text has nothing to fold: a form not in
+        # the text after ``low`` matches nowhere, and the lines need no split to say so.
+        key = max((line.strip().translate(_FOLD) for line in wanted), key=len)
+        if key and lines.text.find(key, low[1]) == -1:
+            return []
+    found = _places(lines.normal(level), wanted, low[0], high, end_of_file=end_of_file)
+    return [(line, lines.offset(line)) for line in found]
 
 
 def _places(
@@ -378,28 +527,34 @@ def _places(
     return places
 
 
-def _anchor_hits(lines: _Lines, anchors: tuple[str, ...], cursor: int, where: str) -> list[int]:
-    """The lines (0-based) where the last anchor occurs after the ones before it."""
+def _anchor_hits(
+    lines: _Lines, anchors: tuple[str, ...], cursor: Position, where: str
+) -> list[Position] | _Failure:
+    """The lines where the last anchor occurs after the ones before it, or the
+    ``NO_MATCH`` of the first anchor not found."""
     low = cursor
     for k, anchor in enumerate(anchors):
         last = k == len(anchors) - 1
         for level, (_, normalise) in enumerate(LEVELS):
             wanted = normalise(anchor)
-            found = lines.normal(level)
-            hits = [i for i in range(low, len(found)) if found[i] == wanted]
+            hits = _find(lines, level, [wanted], low, _END, end_of_file=False)
             if hits:
                 break
         else:
-            raise ToolError(
-                f"{where}: its @@ line '{escape(anchor)}' is not in the file"
-                + (" after the previous chunk" if cursor else "")
-                + _closest_single(lines, anchor, cursor),
-                ErrorCode.NO_MATCH,
-            )
+            return partial(_anchor_missing, lines, anchor, cursor[0], where)
         if last:
             return hits
-        low = hits[0] + 1
+        low = _next_line(lines, hits[0])
     return []  # no anchors: the caller does not ask
+
+
+def _anchor_missing(lines: _Lines, anchor: str, cursor: int, where: str) -> ToolError:
+    return ToolError(
+        f"{where}: its @@ line '{escape(anchor)}' is not in the file"
+        + (" after the previous chunk" if cursor else "")
+        + _closest_single(lines, anchor, cursor),
+        ErrorCode.NO_MATCH,
+    )
 
 
 def _ambiguous_anchor(where: str, anchor: str, hits: list[int]) -> ToolError:
@@ -430,7 +585,9 @@ def _ambiguous(where: str, places: list[int], level: str) -> ToolError:
 
 def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolError:
     new = chunk.new
-    for level in (0, 1):
+    # A chunk that only removes lines leaves none to look for: its result cannot be told
+    # from a file that never had them.
+    for level in (0, 1) if new else ():
         normalise = LEVELS[level][1]
         wanted = [normalise(line) for line in new]
         places = _places(lines.normal(level), wanted, 0, len(lines.bare), end_of_file=False)

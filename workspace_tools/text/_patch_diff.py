@@ -11,7 +11,18 @@ from __future__ import annotations
 
 import re
 
-from workspace_tools.text._diff import CONTEXT_LINES, TextDiff, unified_diff
+from workspace_tools.text._diff import (
+    CONTEXT_LINES,
+    TextDiff,
+    _changed_span,
+    _hunks,
+    _line,
+    _lines_after,
+    _lines_before,
+    _quote,
+    _range,
+    split_lines,
+)
 from workspace_tools.text._patch_apply import PatchedText
 
 _HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
@@ -22,38 +33,84 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
     file at ``path``, from its ``spans`` (``(old start, old end, new start, new end)``
     0-based line ranges, in order, outside of which the two have the same lines): only
     the lines of each span and its context are cut out of the texts, neither is split
-    again. ``bom`` (U+FEFF or ``""``) is put before the first line of both, as the file's
-    bytes have it.
+    into lines. ``bom`` (U+FEFF or ``""``) is put before the first line of both, as the
+    file's bytes have it.
     """
-    regions: list[list[int]] = []
-    for a0, a1, b0, b1 in patched.spans:
+    old = patched.old
+    # Each region: old and new line ranges, where its old lines start and end in the old
+    # text, and the spans it holds.
+    regions: list[tuple[list[int], list[int], list[int]]] = []
+    for index, (a0, a1, b0, b1) in enumerate(patched.spans):
         lead = min(CONTEXT_LINES, a0, b0)
-        trail = min(CONTEXT_LINES, patched.old_count - a1, patched.new_count - b1)
-        region = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
-        if regions and region[0] <= regions[-1][1]:
-            regions[-1][1], regions[-1][3] = region[1], region[3]
+        # The lines after a span are the same in both texts as far as the next span,
+        # and a next span that close merges the two regions: the old text's say.
+        trail = _lines_left(old, patched.span_offsets[index][1], CONTEXT_LINES)
+        start, end = patched.span_offsets[index]
+        lines = [a0 - lead, a1 + trail, b0 - lead, b1 + trail]
+        if regions and lines[0] <= regions[-1][0][1]:
+            merged, at, held = regions[-1]
+            merged[1], merged[3] = lines[1], lines[3]
+            at[1] = _lines_after(old, end, trail)
+            held.append(index)
         else:
-            regions.append(region)
-    header = ""
+            regions.append(
+                (lines, [_lines_before(old, start, lead), _lines_after(old, end, trail)], [index])
+            )
     hunks: list[str] = []
     additions = deletions = 0
-    for a0, a1, b0, b1 in regions:
+    for (a0, _, b0, _), (low, high), held in regions:
         first = bom if a0 == 0 else ""
-        part = unified_diff(
-            first + patched.old_slice(a0, a1), first + patched.new_slice(b0, b1), path
-        )
-        if not part.diff:
-            continue
-        lines = part.diff.splitlines(keepends=True)
-        at = next(i for i, line in enumerate(lines) if line.startswith("@@ "))
-        header = header or "".join(lines[:at])
-        for line in lines[at:]:
-            if line.startswith("@@ "):
-                line = _shifted(line, a0, b0)
-            hunks.append(line)
-        additions += part.additions
-        deletions += part.deletions
+        new = [first]
+        at = low
+        for index in held:
+            start, end = patched.span_offsets[index]
+            new.append(old[at:start])
+            new.append(patched.written(index))
+            at = end
+        new.append(old[at:high])
+        part, added, removed = _region_hunks(first + old[low:high], "".join(new))
+        for line in part:
+            hunks.append(_shifted(line, a0, b0) if line.startswith("@@ ") else line)
+        additions += added
+        deletions += removed
+    if not hunks:
+        return TextDiff("", 0, 0)
+    quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
+    header = f"diff --git {quoted_a} {quoted_b}\n--- {quoted_a}\n+++ {quoted_b}\n"
     return TextDiff(header + "".join(hunks), additions, deletions)
+
+
+def _lines_left(text: str, offset: int, most: int) -> int:
+    """How many lines start at or after ``offset`` (a line start), counted up to ``most``."""
+    count = 0
+    while count < most and offset < len(text):
+        offset = text.find("\n", offset) + 1 or len(text)
+        count += 1
+    return count
+
+
+def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
+    """The hunks of :func:`~._diff.unified_diff` of ``old`` and ``new`` (numbered from
+    their first line), its additions and deletions: the same lines without the header."""
+    if old == new:
+        return [], 0, 0
+    start, old_stop, new_stop = _changed_span(old, new)
+    before = _lines_before(old, start, CONTEXT_LINES)
+    after = _lines_after(old, old_stop, CONTEXT_LINES)
+    lead, trail = split_lines(old[before:start]), split_lines(old[old_stop:after])
+    removed, added = split_lines(old[start:old_stop]), split_lines(new[start:new_stop])
+    first = old.count("\n", 0, before)
+    if not set(removed).isdisjoint(added):
+        return _hunks(lead, removed, added, trail, first)
+    # No line is both removed and added: the sequence match would find nothing to keep,
+    # and the one hunk is the removed lines, then the added, inside their context.
+    shared = len(lead) + len(trail)
+    out = [f"@@ -{_range(first, shared + len(removed))} +{_range(first, shared + len(added))} @@\n"]
+    out.extend(_line(" ", line) for line in lead)
+    out.extend(_line("-", line) for line in removed)
+    out.extend(_line("+", line) for line in added)
+    out.extend(_line(" ", line) for line in trail)
+    return out, len(added), len(removed)
 
 
 def _shifted(line: str, old_offset: int, new_offset: int) -> str:

@@ -36,6 +36,7 @@ UPDATE = "*** Update File: "
 MOVE = "*** Move to: "
 END_OF_FILE = "*** End of File"
 
+_BODY = frozenset(" -+")
 _UNIFIED_RANGE = re.compile(r"-\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _HEREDOC_START = re.compile(r"""^(?:[\w./-]+\s+)?<<-?\s*(['"]?)(\w+)\1\s*$""")
 
@@ -102,13 +103,15 @@ class FileOp:
 def strip_heredoc(text: str) -> str:
     """``text`` without a heredoc wrapper around the whole patch (``<<'EOF'`` … ``EOF``, with
     an optional command word before ``<<``), else unchanged."""
-    lines = text.strip().split("\n")
-    if len(lines) < 3:
+    body = text.strip()
+    # Only the first and the last line decide: the text is not split for them.
+    first_end, last_start = body.find("\n"), body.rfind("\n")
+    if first_end == -1 or first_end == last_start:  # fewer than three lines
         return text
-    opening = _HEREDOC_START.match(lines[0].strip())
-    if opening is None or lines[-1].strip() != opening.group(2):
+    opening = _HEREDOC_START.match(body[:first_end].strip())
+    if opening is None or body[last_start + 1 :].strip() != opening.group(2):
         return text
-    return "\n".join(lines[1:-1]) + "\n"
+    return body[first_end + 1 : last_start] + "\n"
 
 
 def _lines(text: str) -> list[str]:
@@ -182,9 +185,13 @@ def parse_patch(text: str) -> list[FileOp]:
     return ops
 
 
+_HEADERS = (ADD.rstrip(), DELETE.rstrip(), UPDATE.rstrip())
+
+
 def _is_header(line: str) -> bool:
     # Headers may come padded with spaces (as models send them); no code line starts so.
-    return line.strip().startswith((ADD.rstrip(), DELETE.rstrip(), UPDATE.rstrip()))
+    # Most lines hold no "***" at all: that one search settles them.
+    return "***" in line and line.strip().startswith(_HEADERS)
 
 
 def _path(line: str, prefix: str, index: int) -> str:
@@ -218,6 +225,13 @@ def parse_chunks(lines: list[str], path: str, *, first_line: int = 1) -> list[Ch
         anchors, body = [], []
 
     for offset, line in enumerate(lines):
+        if line[:1] in _BODY and "***" not in line:
+            # The common case first: a context, removed or added line that cannot be the
+            # end-of-file marker, however padded.
+            if not body and not anchors:
+                begun = first_line + offset
+            body.append((line[0], line[1:]))
+            continue
         number = first_line + offset
         if line.startswith("@@"):
             if body:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -125,10 +127,37 @@ class _Change:
     match: str = "exact"
 
 
-def _present(args: ApplyPatchArgs) -> ToolPresentation:
+class _Parses:
+    """The operations of a patch text, parsed once for a call's presentation and its
+    execution: the last text parsed (the same string object) is not parsed again."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, list[FileOp] | PatchSyntaxError] | None = None
+
+    def __call__(self, patch: str) -> list[FileOp]:
+        """The operations of ``patch``.
+
+        Raises:
+            PatchSyntaxError: as :func:`~workspace_tools.text._patch_parse.parse_patch`.
+        """
+        last = self._last
+        if last is None or last[0] is not patch:
+            try:
+                outcome: list[FileOp] | PatchSyntaxError = parse_patch(patch)
+            except PatchSyntaxError as exc:
+                outcome = exc
+            last = self._last = (patch, outcome)
+        if isinstance(last[1], PatchSyntaxError):
+            raise last[1]
+        return last[1]
+
+
+def _present(
+    args: ApplyPatchArgs, parse: Callable[[str], list[FileOp]] = parse_patch
+) -> ToolPresentation:
     # Also called with placeholder arguments (``patch`` None) for the static presentation.
     try:
-        ops = parse_patch(args.patch) if isinstance(args.patch, str) else []
+        ops = parse(args.patch) if isinstance(args.patch, str) else []
     except PatchSyntaxError:
         ops = []
     if not ops:
@@ -140,9 +169,11 @@ def _present(args: ApplyPatchArgs) -> ToolPresentation:
 def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
     """The ``apply_patch`` tool over ``workspace``."""
 
+    parse = _Parses()
+
     def execute(args: ApplyPatchArgs, context: ToolContext) -> object:
         try:
-            ops = parse_patch(args.patch)
+            ops = parse(args.patch)
         except PatchSyntaxError as exc:
             raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
         return apply_operations(workspace, ops, context, allow_overwrite=args.allow_overwrite)
@@ -152,16 +183,20 @@ def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
         description=DESCRIPTION,
         parameters=ApplyPatchArgs,
         execute=execute,
-        presentation=_present,
-        state=file_tool_state(workspace, locks_file=False, paths=_named_paths),
+        presentation=partial(_present, parse=parse),
+        state=file_tool_state(
+            workspace, locks_file=False, paths=partial(_named_paths, parse=parse)
+        ),
     )
 
 
-def _named_paths(args: ApplyPatchArgs) -> list[str]:
+def _named_paths(
+    args: ApplyPatchArgs, parse: Callable[[str], list[FileOp]] = parse_patch
+) -> list[str]:
     """The paths the patch names (moves' destinations included); none when it does not
     parse (the call reports that)."""
     try:
-        ops = parse_patch(args.patch)
+        ops = parse(args.patch)
     except PatchSyntaxError:
         return []
     return [p for op in ops for p in (op.path, op.move_to) if p is not None]
@@ -193,8 +228,8 @@ def apply_operations(
         except ToolError as exc:
             raise _unchanged(exc) from exc
         context.check_cancelled()
-        _commit(workspace, states, context)
-    return _output(states, changes)
+        # The result is made while the new contents travel to the disk.
+        return _commit(workspace, states, context, partial(_output, states, changes))
 
 
 def _unchanged(exc: ToolError) -> ToolError:
@@ -310,9 +345,16 @@ def _plan(
     return states, changes
 
 
-def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContext) -> None:
-    """Write or delete every path whose content the plan changed; on any failure, put back
-    what was already done and raise."""
+def _commit(
+    workspace: Workspace,
+    states: dict[str, _State],
+    context: ToolContext,
+    meanwhile: Callable[[], object],
+) -> object:
+    """Write or delete every path whose content the plan changed, and return what
+    ``meanwhile`` returns, called once the new contents are written to their temp files
+    and before they are flushed (so that it runs while the disk writes them); on any
+    failure, put back what was already done and raise."""
     pending = [(key, s) for key, s in states.items() if s.text != s.original]
     encoded = {}
     limit = workspace.options.max_file_bytes
@@ -348,6 +390,7 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
             for key, state in pending:
                 if state.text is not None:
                     batch.stage(state.resolved.real, state.resolved.rel, encoded[key])
+            value = meanwhile()
             batch.flush()
             for key, state in pending:
                 if state.text is None:
@@ -356,16 +399,19 @@ def _commit(workspace: Workspace, states: dict[str, _State], context: ToolContex
                 else:
                     _put(batch, state.resolved)
                 done.append((key, state))
-        except ToolError as exc:
+        except BaseException as exc:
             batch.close()  # the temp files not renamed go first: their directories may go
             _roll_back(workspace, done, made)
-            raise _unchanged(exc) from exc
+            if isinstance(exc, ToolError):
+                raise _unchanged(exc) from exc
+            raise
         batch.sync()
     for key, state in pending:
         if state.text is None:
             workspace.file_states.forget(state.resolved.real)
         else:
             workspace.file_states.record(state.resolved.real, encoded[key])
+    return value
 
 
 def _put(batch: BatchWrite, path: ResolvedPath) -> None:

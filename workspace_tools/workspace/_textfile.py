@@ -7,8 +7,11 @@ concurrent calls on one file run one after another and none loses another's upda
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import stat
+import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +129,38 @@ def text_diff(old: str | None, new: str, fmt: TextFormat, path: str) -> TextDiff
     return unified_diff(None if old is None else bom + old, bom + new, path)
 
 
+_SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, wait for none
+
+
+def _writeback_starter() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range(2)`` (which Python's ``os`` lacks), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_SYNC_FILE_RANGE = _writeback_starter()
+
+
+def start_writeback(fd: int) -> None:
+    """Ask the kernel to start writing ``fd``'s dirty data to the disk now, without waiting.
+
+    Only a head start for a later ``fsync``, which still makes the data durable: the
+    writes of several files then reach the device together, and ext4 and XFS allocate their
+    blocks in one journal transaction, so that each file's ``fsync`` after the first finds
+    its data written and its transaction committed, where one after another each would
+    wait for a commit of its own. A file system that does not support it ignores it.
+    """
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
 @dataclass
 class _Staged:
     """A file's new content in its temp file, written, not yet renamed over the target."""
@@ -145,13 +180,18 @@ class BatchWrite:
 
     Each file as :func:`~._files.atomic_write` writes it (temp file in its directory,
     owner, group and mode kept, a read-only file refused, stale temps of dead writes
-    removed), but in three phases so that the durability costs one flush per batch rather
-    than two per file: :meth:`stage` writes every file's temp file, :meth:`flush` makes
-    their data durable (``fsync`` of each), :meth:`replace` renames each over its target, and
-    :meth:`sync` makes the renames (and removals noted with :meth:`removed`) durable
-    (``fsync`` of each directory once). Never ``syncfs(2)``, though it is cheaper for many
-    small files: it also waits for every other process's dirty data on the file system, so
-    a call's time would depend on what others write. A crash before a rename leaves that
+    removed), but in phases so that the durability costs one flush per batch rather than
+    two per file: :meth:`stage` writes every file's temp file and starts its writeback
+    (:func:`start_writeback`), :meth:`flush` makes their data durable (``fsync`` of each,
+    one after another: with the writeback under way they mostly find their data written
+    and their journal transaction committed, which measured faster than ``fsync`` from a
+    pool of threads made for the batch, and ``fdatasync`` saved nothing), :meth:`replace`
+    renames each over its target, and :meth:`sync` makes the renames (and removals noted
+    with :meth:`removed`) durable (``fsync`` of each directory once). The caller may do
+    other work between :meth:`stage` and :meth:`flush`, while the disk writes. Never
+    ``syncfs(2)``, though it is cheaper for many small files: it also waits for every
+    other process's dirty data on the file system, so a call's time would depend on what
+    others write. Each directory is opened once a batch. A crash before a rename leaves that
     file's old content, after it the new, never a half-written file; :meth:`close` (or
     leaving the ``with`` block) removes every temp file not renamed. A file whose temp
     file cannot take its owner or whose directory is not writable is written by
@@ -164,6 +204,7 @@ class BatchWrite:
         self._staged: dict[Path, _Staged] = {}
         self._direct: dict[Path, tuple[str, bytes]] = {}
         self._dirs: list[int] = []  # fds of directories to sync, closed by close()
+        self._parents: dict[Path, int] = {}  # of the staged files, among _dirs
         self._cleaned: set[tuple[int, int]] = set()  # directories rid of stale temps
 
     def __enter__(self) -> BatchWrite:
@@ -183,22 +224,33 @@ class BatchWrite:
             raise os_error(IsADirectoryError(), rel)
         old: os.stat_result | None = None
         try:
-            with open_parent(self._root, real, create=True, guard=guard) as (dir_fd, name):
-                old = _existing(dir_fd, name)
-                if old is not None:
-                    _check_writable(dir_fd, name, old, rel, self._write_read_only)
-                info = os.fstat(dir_fd)
-                if (info.st_dev, info.st_ino) not in self._cleaned:
-                    # Once a directory a batch: its own temp files are not stale.
-                    remove_stale_temps(dir_fd)
-                    self._cleaned.add((info.st_dev, info.st_ino))
-                own_fd = os.dup(dir_fd)
-            self._dirs.append(own_fd)
-            self._stage_in(own_fd, real, rel, name, data, old)
+            dir_fd = self._parent(real, guard)
+            name = real.name
+            old = _existing(dir_fd, name)
+            if old is not None:
+                _check_writable(dir_fd, name, old, rel, self._write_read_only)
+            self._stage_in(dir_fd, real, rel, name, data, old)
         except OSError as exc:
             error = os_error(exc, rel)
             outcome = "nothing was written" if old is None else "the file was left unchanged"
             raise ToolError(f"{error.message}; {outcome}", error.code) from exc
+
+    def _parent(self, real: Path, guard: CommitGuard) -> int:
+        """An fd of ``real``'s directory, reached from the root without following a
+        symlink (:func:`~._files.open_parent`) once a batch, and rid of stale temp files
+        then (its own temp files are not stale); closed by :meth:`close`."""
+        parent = real.parent
+        fd = self._parents.get(parent)
+        if fd is None:
+            with open_parent(self._root, real, create=True, guard=guard) as (dir_fd, _):
+                fd = os.dup(dir_fd)
+            self._dirs.append(fd)
+            self._parents[parent] = fd
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) not in self._cleaned:
+                remove_stale_temps(fd)
+                self._cleaned.add((info.st_dev, info.st_ino))
+        return fd
 
     def _stage_in(
         self, dir_fd: int, real: Path, rel: str, name: str, data: bytes, old: os.stat_result | None
@@ -221,6 +273,7 @@ class BatchWrite:
         if old is not None:
             # After fchown and the writes, which clear setuid/setgid bits; no umask here.
             os.fchmod(fd, stat.S_IMODE(old.st_mode))
+        start_writeback(fd)
 
     def flush(self) -> None:
         """Make every staged file's data durable, before any rename.
@@ -293,6 +346,7 @@ class BatchWrite:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._dirs.clear()
+        self._parents.clear()
 
     def _discard(self, item: _Staged) -> None:
         del self._staged[item.real]
