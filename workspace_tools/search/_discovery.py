@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -197,6 +198,20 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
         return ""
     noun = "entry" if ignored == 1 else "entries"
     return f" ({ignored:,} {noun} skipped by ignore rules; include_ignored=true shows them)"
+
+
+# C0 controls, DEL and C1 controls: a name holding one would break a result line (a
+# newline) or drive the reader's terminal (ESC), so it is shown quoted.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a line of discovery output shows it: as it is, or, when it holds a
+    control character, as a JSON string (``"a\\nb.txt"``) a model can copy into the
+    ``path`` argument, as git quotes such names in its listings."""
+    if _CONTROL.search(path) is None:
+        return path
+    return json.dumps(path, ensure_ascii=False)
 
 
 _UNREADABLE_SHOWN = 10
