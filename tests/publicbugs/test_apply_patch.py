@@ -107,7 +107,9 @@ def test_cjk_text_crlf_file_and_lf_patch(root: Path) -> None:
     """https://github.com/openai/codex/issues/9580 (multi-byte characters near a cut) and
     https://github.com/openai/codex/issues/21164 (CRLF files get LF lines)."""
     (root / "v.css").write_bytes("/* 阴影 */\r\n--sm-shadow-1: 0;\r\n".encode())
-    body = patch("*** Update File: v.css\n@@\n /* 阴影 */\n---sm-shadow-1: 0;\n+--sm-shadow-1: 1;\n")
+    body = patch(
+        "*** Update File: v.css\n@@\n /* 阴影 */\n---sm-shadow-1: 0;\n+--sm-shadow-1: 1;\n"
+    )
     result = call(tools(root)["apply_patch"], patch=body)
     assert result.error is None, result.error
     assert (root / "v.css").read_bytes() == "/* 阴影 */\r\n--sm-shadow-1: 1;\r\n".encode()

@@ -38,7 +38,8 @@ def test_names_with_control_characters_are_quoted_in_listings(odd_names: Path) -
     expected_files = ['"ctl\\u001b[31mred.txt"', '"nl\\nname.txt"', "sp ace.txt", "ünï.txt"]
     listed = call(t["list_files"])
     assert listed.model_text().split("\n") == expected_files
-    assert [e.path for e in listed.details.entries] == [ESCAPE_NAME, NEWLINE_NAME, *expected_files[2:]]
+    paths = [e.path for e in listed.details.entries]
+    assert paths == [ESCAPE_NAME, NEWLINE_NAME, *expected_files[2:]]
     assert call(t["glob"], pattern="*.txt").model_text().split("\n") == expected_files
     grep = call(t["grep"], pattern="needle")
     assert grep.model_text().split("\n") == [f"{name}:1:needle" for name in expected_files]
