@@ -113,3 +113,32 @@ def test_cjk_text_crlf_file_and_lf_patch(root: Path) -> None:
     result = call(tools(root)["apply_patch"], patch=body)
     assert result.error is None, result.error
     assert (root / "v.css").read_bytes() == "/* 阴影 */\r\n--sm-shadow-1: 1;\r\n".encode()
+
+
+def test_deleting_a_symlink_never_deletes_its_target(root: Path) -> None:
+    """https://github.com/oryx-labs/oryxos/pull/146 (an agent's delete_file followed a
+    link) and https://github.com/atom/tree-view/issues/233: deleting a link removed the
+    file it points to. apply_patch works on a link's target, so it refuses to delete or
+    move a link and changes nothing; updating through the link still edits the target."""
+    (root / "real.md").write_text("hello\n")
+    (root / "CLAUDE.md").symlink_to("real.md")
+    apply = tools(root)["apply_patch"]
+    for body in (
+        patch("*** Delete File: CLAUDE.md\n"),
+        patch("*** Update File: CLAUDE.md\n*** Move to: OTHER.md\n@@\n-hello\n+moved\n"),
+    ):
+        result = call(apply, patch=body)
+        assert result.error_code is ErrorCode.INVALID_ARGUMENTS, result.error
+        assert result.error.startswith(
+            ("Delete File: CLAUDE.md is a symbolic link (to real.md)", "Update File: CLAUDE.md")
+        ), result.error
+        assert (root / "CLAUDE.md").is_symlink()
+        assert (root / "real.md").read_text() == "hello\n"
+        assert not (root / "OTHER.md").exists()
+    result = call(apply, patch=patch("*** Update File: CLAUDE.md\n@@\n-hello\n+bye\n"))
+    assert result.error is None, result.error
+    assert (root / "CLAUDE.md").is_symlink()
+    assert (root / "real.md").read_text() == "bye\n"
+    result = call(apply, patch=patch("*** Delete File: real.md\n"))
+    assert result.error is None, result.error
+    assert not (root / "real.md").exists()
