@@ -15,6 +15,7 @@ from wcmatch import glob as wcglob
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.workspace import ResolvedPath, Workspace
 from workspace_tools.workspace._files import open_dir, os_error
+from workspace_tools.workspace._near_miss import not_found_hint
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
@@ -58,7 +59,11 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
         st = os.stat(real)
     except FileNotFoundError:
         raise ToolError(
-            f"Path {path!r} does not exist; list_files on its parent shows what is there",
+            f"Path {path!r} does not exist"
+            + (
+                not_found_hint(str(workspace.root), path)
+                or "; list_files on its parent shows what is there"
+            ),
             ErrorCode.NOT_FOUND,
         ) from None
     except PermissionError:
