@@ -206,8 +206,9 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
 
 
 # C0 controls, DEL and C1 controls: a name holding one would break a result line (a
-# newline) or drive the reader's terminal (ESC), so it is shown quoted.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# newline) or drive the reader's terminal (ESC), so it is shown quoted; so is a name that
+# is not UTF-8 (its bytes are lone surrogates, which the result writes as escapes).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def shown_path(path: str) -> str:
