@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from workspace_tools._errors import ErrorCode
 from workspace_tools._output import ToolContent, ToolPresentation
@@ -30,12 +37,37 @@ def content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def utf8_safe(value: Any) -> Any:
+    """``value`` (a string, or JSON data holding strings) with every lone surrogate written
+    as its escape text (``\\udcff``), so that it encodes as UTF-8.
+
+    Lone surrogates are how Python holds the bytes of a file name that is not UTF-8
+    (``bad\\xff.txt``); sent as they are, they fail every UTF-8 encoder (a JSON-RPC reply,
+    a pydantic dump). The escape reads as the same JSON string, so a model that sends the
+    name back in a JSON argument names the same file.
+    """
+    if isinstance(value, str):
+        if not _SURROGATE.search(value):
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [utf8_safe(v) for v in value]
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def truncate_text(text: str, limit: int) -> str:
-    """Cut ``text`` to at most ``limit`` characters, the marker included.
+    """Cut ``text`` to at most ``limit`` characters, the marker included, with lone
+    surrogates escaped (:func:`utf8_safe`).
 
     The marker ends the text: ``[truncated: showing 49,950 of 100,000 characters]``. A limit
     too short for the marker gives the first ``limit`` characters alone.
     """
+    text = utf8_safe(text)
     if len(text) <= limit:
         return text
     total = len(text)
@@ -81,6 +113,12 @@ class ToolResult(BaseModel):
     error_code: ErrorCode | None = None
     duration_ms: float = 0.0
     max_result_length: int = DEFAULT_MAX_RESULT_LENGTH
+
+    @model_serializer(mode="wrap")
+    def _encodable(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        # JSON must encode as UTF-8: a path that is not UTF-8 (lone surrogates) is escaped.
+        data = handler(self)
+        return utf8_safe(data) if info.mode_is_json() else data
 
     @property
     def is_error(self) -> bool:

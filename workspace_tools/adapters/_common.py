@@ -16,7 +16,7 @@ from pydantic_core import to_jsonable_python
 
 from workspace_tools._history import ToolHistoryEntry
 from workspace_tools._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
-from workspace_tools._result import ToolResult, truncate_text
+from workspace_tools._result import ToolResult, truncate_text, utf8_safe
 from workspace_tools._tool import Tool, placeholder_args
 from workspace_tools.session._pipeline import OnUpdate, invoke_tool
 
@@ -112,10 +112,11 @@ def tool_presentation(tool: Tool[Any]) -> ToolPresentation | None:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (pydantic models dumped in JSON mode)."""
+    """``value`` as plain JSON data (pydantic models dumped in JSON mode) that encodes as
+    UTF-8: lone surrogates (file names that are not UTF-8) are escaped (``utf8_safe``)."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return to_jsonable_python(value)
+        return utf8_safe(value.model_dump(mode="json"))
+    return utf8_safe(to_jsonable_python(value))
 
 
 CallFunction = Callable[[Tool[Any], dict[str, Any], str, OnUpdate | None], Awaitable[ToolResult]]

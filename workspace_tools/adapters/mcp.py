@@ -87,7 +87,7 @@ def mcp_tool(tool: Tool[Any]) -> types.Tool:
         ),
         _meta=None
         if presentation is None
-        else {META_PREFIX + "presentation": presentation.model_dump(exclude_none=True)},
+        else {META_PREFIX + "presentation": jsonable(presentation.model_dump(exclude_none=True))},
     )
 
 
@@ -97,7 +97,8 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
     if result.details is not None:
         meta[META_PREFIX + "details"] = jsonable(result.details)
     if result.presentation is not None:
-        meta[META_PREFIX + "presentation"] = result.presentation.model_dump(exclude_none=True)
+        presented = result.presentation.model_dump(exclude_none=True)
+        meta[META_PREFIX + "presentation"] = jsonable(presented)
     if result.error_code is not None:
         meta[META_PREFIX + "errorCode"] = result.error_code.value
     blocks: list[types.TextContent | types.ImageContent] = [
@@ -219,7 +220,8 @@ def _progress_notification(
     if update.details is not None:
         meta[META_PREFIX + "details"] = jsonable(update.details)
     if update.presentation is not None:
-        meta[META_PREFIX + "presentation"] = update.presentation.model_dump(exclude_none=True)
+        presented = update.presentation.model_dump(exclude_none=True)
+        meta[META_PREFIX + "presentation"] = jsonable(presented)
     params = types.ProgressNotificationParams(
         progressToken=token,
         progress=count,

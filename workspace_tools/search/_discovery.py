@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -14,6 +15,7 @@ from wcmatch import glob as wcglob
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.workspace import ResolvedPath, Workspace
 from workspace_tools.workspace._files import open_dir, os_error
+from workspace_tools.workspace._near_miss import not_found_hint
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
@@ -57,7 +59,11 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
         st = os.stat(real)
     except FileNotFoundError:
         raise ToolError(
-            f"Path {path!r} does not exist; list_files on its parent shows what is there",
+            f"Path {path!r} does not exist"
+            + (
+                not_found_hint(str(workspace.root), path)
+                or "; list_files on its parent shows what is there"
+            ),
             ErrorCode.NOT_FOUND,
         ) from None
     except PermissionError:
@@ -197,6 +203,21 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
         return ""
     noun = "entry" if ignored == 1 else "entries"
     return f" ({ignored:,} {noun} skipped by ignore rules; include_ignored=true shows them)"
+
+
+# C0 controls, DEL and C1 controls: a name holding one would break a result line (a
+# newline) or drive the reader's terminal (ESC), so it is shown quoted; so is a name that
+# is not UTF-8 (its bytes are lone surrogates, which the result writes as escapes).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a line of discovery output shows it: as it is, or, when it holds a
+    control character, as a JSON string (``"a\\nb.txt"``) a model can copy into the
+    ``path`` argument, as git quotes such names in its listings."""
+    if _CONTROL.search(path) is None:
+        return path
+    return json.dumps(path, ensure_ascii=False)
 
 
 _UNREADABLE_SHOWN = 10

@@ -11,6 +11,9 @@ Order of attempts:
    result), so ``new_text``'s further lines are not written too shallow. When ``old_text``
    has more non-blank lines, those matched whole lines at their own indentation, which fixes
    where ``new_text``'s lines go: the splice is literal.
+   Occurrences that overlap count as places too: ``foo\nfoo\n`` in three ``foo`` lines
+   is ambiguous, never the first taken (``replace_all`` replaces them left to right
+   without overlap, as ``str.replace`` does).
 2. Fallbacks, each only when the exact text is absent and only when exactly one range of
    whole lines matches; each tolerates more than the one before:
    ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading spaces
@@ -103,6 +106,12 @@ def replace_text(
         starts = _find_all(text, candidate)
         if not starts:
             continue
+        if len(starts) == 1 and not replace_all:
+            # An occurrence overlapping the first (``foo\nfoo\n`` in three ``foo`` lines)
+            # is a second place all the same: which one the model meant is unknown.
+            second = text.find(candidate, starts[0] + 1)
+            if second != -1:
+                starts.append(second)
         if len(starts) > 1 and not replace_all:
             raise _ambiguous(path, [_line_of(text, s) for s in starts], fallback=None)
         literal = convert_newlines(new, newline)

@@ -23,6 +23,9 @@ level that first matches is ``AMBIGUOUS_MATCH`` naming both, never the first one
 Line endings never take part (a line is compared without its LF or CRLF).
 
 The new text. A context line is the file's own line, byte for byte, whatever level matched.
+When the match ignored leading whitespace, an added line's indentation is re-based as
+``edit_file``'s fallback does: the chunk's base indentation becomes the file's (a patch
+written with spaces adds tab-indented lines to a tab-indented file).
 An added line takes the line ending of the removed line it stands in for (in order, within
 a run of removed then added lines), else the file's newline style. The file's final
 newline state is kept: a file that ended without a line break still does, one that ended
@@ -45,6 +48,7 @@ from functools import partial
 from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._indentation import Shift, indent_of, shift_of
 from workspace_tools.text._match_hint import escape
 from workspace_tools.text._patch_parse import Chunk
 
@@ -69,6 +73,10 @@ LEVELS: tuple[tuple[str, Callable[[str], str]], ...] = (
 """The match levels in order: name and the normal form lines are compared in."""
 
 LEVEL_NAMES = tuple(name for name, _ in LEVELS)
+
+# From this level on leading whitespace is ignored, so added lines are re-based onto the
+# file's indentation (tabs stay tabs).
+_LEADING_IGNORED = LEVEL_NAMES.index("surrounding_whitespace")
 
 _SHOWN_LINES = 6
 _SHOWN_PLACES = 10
@@ -292,6 +300,7 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
         expected = lines.full_lines(start_at, len(chunk.old))
         removed: list[str] = []
         k = 0
+        rebase = _rebase(expected, chunk) if level >= _LEADING_IGNORED else None
         for kind, body in chunk.lines:
             if kind == " ":
                 out.append(expected[k])
@@ -303,6 +312,8 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
                 k += 1
             else:
                 ending = removed.pop(0) if removed else newline
+                if rebase:
+                    body = rebase(body)
                 out.append(body + (ending or newline))
                 made += 1
         at, at_offset = start + k, start_at + sum(map(len, expected))
@@ -338,6 +349,50 @@ def _ending(line: str) -> str:
     if line.endswith("\r\n"):
         return "\r\n"
     return "\n" if line.endswith("\n") else ""
+
+
+def _rebase(expected: list[str], chunk: Chunk) -> Callable[[str], str] | None:
+    """How a chunk matched with leading whitespace ignored maps its indentation onto the
+    file's, applied to each added line; ``None`` when it needs no mapping or none is clear.
+
+    Either the chunk's base indentation becomes the file's (the relative indentation of
+    its lines is the file's), or the chunk indents by ``w`` spaces where the file has a tab
+    (every paired line says so, for one ``w``): then an added line's run of spaces becomes
+    tabs, as many as it holds ``w``'s.
+    """
+    old = chunk.old
+    found = [_bare(line) for line in expected]
+    shift = shift_of(old, found)
+    if isinstance(shift, Shift):
+        if shift.old_base == shift.file_base:
+            return None
+        base, into = shift.old_base, shift.file_base
+
+        def rebased(line: str) -> str:
+            if line.strip() and line.startswith(base):
+                return into + line[len(base) :]
+            return line
+
+        return rebased
+    widths: set[int] = set()
+    for o, f in zip(old, found, strict=True):
+        ours, theirs = indent_of(o), indent_of(f)
+        if not o.strip() or ours == theirs:
+            continue
+        if set(ours) != {" "} or set(theirs) != {"\t"} or len(ours) % len(theirs):
+            return None
+        widths.add(len(ours) // len(theirs))
+    if len(widths) != 1:
+        return None
+    width = widths.pop()
+
+    def tabs(line: str) -> str:
+        ours = indent_of(line)
+        if set(ours) != {" "} or len(ours) % width:
+            return line
+        return "\t" * (len(ours) // width) + line[len(ours) :]
+
+    return tabs
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:

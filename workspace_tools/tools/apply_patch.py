@@ -216,6 +216,8 @@ def apply_operations(
     """
     resolved = {}
     for op in ops:
+        if op.kind == "delete" or op.move_to is not None:
+            _refuse_link(workspace, op)
         for path in (op.path, op.move_to):
             if path is not None and path not in resolved:
                 resolved[path] = workspace.resolve(path)
@@ -230,6 +232,26 @@ def apply_operations(
         context.check_cancelled()
         # The result is made while the new contents travel to the disk.
         return _commit(workspace, states, context, partial(_output, states, changes))
+
+
+def _refuse_link(workspace: Workspace, op: FileOp) -> None:
+    """Refuse to delete or move a path that is itself a symbolic link: the file tools work
+    on a link's target, so either would remove the target and leave the link dangling,
+    where ``rm`` or ``git mv`` act on the link."""
+    parent, name = os.path.split(op.path.rstrip("/"))
+    try:
+        where = workspace.resolve(parent or ".").real / name
+        target = os.readlink(where) if stat.S_ISLNK(os.lstat(where).st_mode) else None
+    except (ToolError, OSError):
+        return  # resolving the path itself reports what is wrong with it
+    if target is not None:
+        verb = "Delete File" if op.kind == "delete" else "Update File"
+        raise ToolError(
+            f"{verb}: {op.path} is a symbolic link (to {target}); apply_patch "
+            "changes the file a link points to, so it neither deletes nor moves links: use "
+            "run_command (rm, mv) for the link, or name the file it points to",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
 
 
 def _unchanged(exc: ToolError) -> ToolError:

@@ -12,6 +12,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.text._match import replace_text
 from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 DESCRIPTION = """\
@@ -143,7 +144,11 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
             current = load_text(workspace, resolved)
             if current.text is None:
                 raise ToolError(
-                    f"File not found: {resolved.rel}; use write_file to create a file",
+                    f"File not found: {resolved.rel}"
+                    + (
+                        not_found_hint(str(workspace.root), args.path)
+                        or "; use write_file to create a file"
+                    ),
                     ErrorCode.NOT_FOUND,
                 )
             text = current.text

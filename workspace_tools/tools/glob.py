@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import os
+import posixpath
+import re
 
+from pydantic import BaseModel, Field
+from wcmatch import glob as wcglob
+
+from workspace_tools._errors import ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
+    GLOB_FLAGS,
     CompactRepr,
     compile_glob,
     note,
     resolve_start,
+    shown_path,
     unreadable_note,
     with_limit_default,
 )
@@ -75,9 +83,11 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
             matches = [p for p in candidates if matcher.match(p[cut:])]
         else:
             matches = list(filter(matcher.match, candidates))
+        if not matches and walk.ignored:
+            matches = _named(workspace, start.rel, args.pattern, matcher, cut)
         count = len(matches)
         shown = matches[:limit]
-        lines = list(shown) or ["No files matched"]
+        lines = [shown_path(path) for path in shown] or ["No files matched"]
         if count > limit:
             lines.append(
                 note(
@@ -109,3 +119,24 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
         read_only=True,
         cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )
+
+
+def _named(
+    workspace: Workspace, start: str, pattern: str, matcher: re.Pattern[str], cut: int
+) -> list[str]:
+    """The file a pattern without wildcards names, when the ignore rules kept it out of the
+    walk: they never hide a named path (as read_file and grep do not), so that the model
+    is not told an existing file is absent. Empty when the pattern has wildcards or names
+    nothing, a directory, or something under ``.git``."""
+    if wcglob.is_magic(pattern, flags=GLOB_FLAGS):
+        return []
+    try:
+        resolved = workspace.resolve(
+            pattern if pattern.startswith("/") else posixpath.join(start or ".", pattern)
+        )
+    except ToolError:
+        return []
+    rel = resolved.rel
+    if ".git" in rel.split("/") or not os.path.isfile(resolved.real):
+        return []
+    return [rel] if matcher.match(rel[cut:]) else []

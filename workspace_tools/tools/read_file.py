@@ -18,6 +18,7 @@ from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_read
 from workspace_tools.workspace._fingerprint import file_fingerprint
+from workspace_tools.workspace._near_miss import not_found_hint
 
 DEFAULT_LIMIT = 2000
 
@@ -151,6 +152,15 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
     line_indexes = LineIndexCache()
 
     def execute(args: ReadFileArgs, context: ToolContext) -> object:
+        try:
+            return read(args)
+        except ToolError as exc:
+            if exc.code is not ErrorCode.NOT_FOUND:
+                raise
+            hint = not_found_hint(str(workspace.root), args.path)
+            raise ToolError(exc.message + hint, exc.code) from None
+
+    def read(args: ReadFileArgs) -> object:
         resolved = workspace.resolve(args.path)
         rel = resolved.rel
         with open_read(workspace.root, resolved.real, rel) as (handle, info):

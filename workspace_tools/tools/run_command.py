@@ -111,8 +111,8 @@ def command_env(
     passthrough: tuple[str, ...] | frozenset[str],
     secret: dict[str, bool] | None = None,
 ) -> dict[str, str]:
-    """``environ`` without secret-looking names (unless passed through), with ``PAGER=cat``
-    and ``GIT_TERMINAL_PROMPT=0`` so that nothing waits for a terminal.
+    """``environ`` without secret-looking names (unless passed through), with ``PAGER=cat``,
+    ``GIT_TERMINAL_PROMPT=0`` and ``GIT_EDITOR=true`` so that nothing waits for a terminal.
 
     ``secret`` memoises, per variable name, whether it looks like a credential (a name's
     verdict never changes; the pattern costs more than the copy)."""
@@ -127,6 +127,10 @@ def command_env(
             del env[name]
     env["PAGER"] = "cat"
     env["GIT_TERMINAL_PROMPT"] = "0"
+    # git opens an editor (``commit`` without ``-m``, ``rebase -i``, ``merge``) that no one
+    # can type into: ``true`` keeps the message or todo it was given, and an empty commit
+    # message aborts with git's own clear error.
+    env["GIT_EDITOR"] = "true"
     return env
 
 

@@ -1,0 +1,81 @@
+"""Paths as models write them, against public reports on peers' file tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.file_support import call, tools
+from workspace_tools import ErrorCode
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "w"
+    (path / "src").mkdir(parents=True)
+    (path / "src/App.py").write_text("x = 1\n")
+    (path / "README.md").write_text("r\n")
+    if (path / "readme.md").exists():
+        pytest.skip("the file system ignores case: every case of a name is that file")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("readme.md", "README.md"),
+        ("SRC/app.py", "src/App.py"),
+        ("src\\App.py", "src/App.py"),
+        ("src/App.py:12", "src/App.py"),
+        ("src/App.py:12:5", "src/App.py"),
+        ("'src/App.py'", "src/App.py"),
+        ("`README.md`", "README.md"),
+        ("README.md ", "README.md"),
+    ],
+)
+def test_a_path_not_found_names_the_file_the_model_meant(
+    root: Path, given: str, meant: str
+) -> None:
+    """https://github.com/Lexus2016/hermes-agent-evolution/issues/1587 and
+    https://github.com/frontman-ai/frontman/issues/114: a bare "file not found" for a path
+    in the wrong case (or quoted, with a :line suffix, with Windows separators) left the
+    agent guessing; the error names the existing file, and nothing is read or changed."""
+    t = tools(root)
+    read = call(t["read_file"], path=given)
+    assert read.error_code is ErrorCode.NOT_FOUND
+    assert read.error.endswith(f"; did you mean {meant!r}?"), read.error
+    edit = call(t["edit_file"], path=given, old_text="x = 1", new_text="x = 2")
+    assert edit.error_code is ErrorCode.NOT_FOUND
+    assert edit.error.endswith(f"; did you mean {meant!r}?"), edit.error
+    assert (root / "src/App.py").read_text() == "x = 1\n"
+    again = call(t["read_file"], path=meant)
+    assert again.error is None, again.error
+
+
+def test_no_suggestion_without_a_single_clear_match(root: Path, tmp_path: Path) -> None:
+    """https://github.com/Lexus2016/hermes-agent-evolution/issues/1587: a suggestion must
+    never be a guess: two names equal but for case, a path outside the root, or nothing
+    alike give the plain message."""
+    (root / "Notes.txt").write_text("a\n")
+    (root / "NOTES.txt").write_text("b\n")
+    (tmp_path / "secret.txt").write_text("s\n")
+    read_file = tools(root)["read_file"]
+    assert call(read_file, path="notes.txt").error == "File not found: notes.txt"
+    assert call(read_file, path="nothing.py").error == "File not found: nothing.py"
+    outside = call(read_file, path="..\\secret.txt")
+    assert outside.error == "File not found: ..\\secret.txt"
+    edit = call(tools(root)["edit_file"], path="new.py", old_text="a", new_text="b")
+    assert edit.error == "File not found: new.py; use write_file to create a file"
+
+
+def test_a_directory_not_found_in_discovery_names_the_one_meant(root: Path) -> None:
+    """https://github.com/frontman-ai/frontman/issues/114: case on a case-sensitive file
+    system."""
+    grep = call(tools(root)["grep"], pattern="x", path="Src")
+    assert grep.error_code is ErrorCode.NOT_FOUND
+    assert grep.error == "Path 'Src' does not exist; did you mean 'src'?"
+    listed = call(tools(root)["list_files"], path="srcs")
+    assert listed.error == (
+        "Path 'srcs' does not exist; list_files on its parent shows what is there"
+    )

@@ -1,0 +1,83 @@
+"""The existing path a model most likely meant when the one it named does not exist.
+
+Models name paths the way they saw them elsewhere: quoted, with a ``:line`` suffix from a
+compiler message or grep output, as a ``file://`` URL, with Windows separators, or in the
+wrong case (a habit of case-insensitive file systems). A bare "not found" costs a turn of
+guessing; the error names the file instead. A suggestion is only ever an existing path
+inside the root, found without a walk of the tree: the cleaned-up path itself, else the one
+entry per directory level that equals it ignoring case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+
+from workspace_tools._errors import ToolError
+from workspace_tools.workspace._paths import resolve_path
+
+# ``path:12`` and ``path:12:5``, as compilers, linters and grep name a place in a file.
+_LINE_SUFFIX = re.compile(r"(?::\d+){1,2}$")
+
+# A directory with more entries than this is not scanned for a case-insensitive twin.
+_MAX_ENTRIES = 10_000
+
+
+def near_miss(root: str, path: str) -> str | None:
+    """The relative path of an existing file or directory that ``path`` (which does not
+    exist) most likely means, or ``None``. ``root`` is the real workspace root."""
+    cleaned = path.strip().strip("'\"`").removeprefix("file://").replace("\\", "/")
+    for candidate in dict.fromkeys((cleaned, _LINE_SUFFIX.sub("", cleaned))):
+        if not candidate:
+            continue
+        if candidate != path:
+            found = _existing(root, candidate)
+            if found is not None:
+                return found
+        found = _case_folded(root, candidate)
+        if found is not None:
+            return found
+    return None
+
+
+def not_found_hint(root: str, path: str) -> str:
+    """``"; did you mean 'x'?"`` naming :func:`near_miss`'s path, or ``""``."""
+    found = near_miss(root, path)
+    return "" if found is None else f"; did you mean {found!r}?"
+
+
+def _existing(root: str, candidate: str) -> str | None:
+    try:
+        resolved = resolve_path(root, candidate)
+    except ToolError:
+        return None
+    return resolved.rel if os.path.exists(resolved.real) else None
+
+
+def _case_folded(root: str, candidate: str) -> str | None:
+    try:
+        rel = resolve_path(root, candidate).rel
+    except ToolError:
+        return None
+    if rel == ".":
+        return None
+    parts: list[str] = []
+    here = root
+    for name in rel.split("/"):
+        try:
+            with os.scandir(here) as entries:
+                names = [entry.name for entry in itertools.islice(entries, _MAX_ENTRIES + 1)]
+        except OSError:
+            return None
+        if name not in names:
+            if len(names) > _MAX_ENTRIES:
+                return None
+            twins = [n for n in names if n.casefold() == name.casefold()]
+            if len(twins) != 1:
+                return None
+            name = twins[0]
+        parts.append(name)
+        here = os.path.join(here, name)
+    found = "/".join(parts)
+    return _existing(root, found) if found != rel else None
