@@ -7,9 +7,11 @@ make the result (diffs from the chunks' ranges) while the disk writes, flush eac
 file, rename them all, flush the renames with one fsync a directory). Peer: ``git apply``
 of the same change as one unified diff (a process start, no fsync). A floor of durability
 is measured too: the 20 files written one by one with a temp file, fsync and rename and
-nothing else. Each run applies the change, the next one reverts it, so every run does the
-same work. Times are medians (and minimums) of ``--repeat`` runs each way; each of the
-three runs in a block, or with ``--interleave`` in turn.
+nothing else. Like for like with git, which does not flush a working tree: ours again on a
+``Workspace(root, fsync=False)`` (atomic and all or nothing still, no flush). Each run
+applies the change, the next one reverts it, so every run does the same work. Times are
+medians (and minimums) of ``--repeat`` runs each way; each run kind in a block, or with
+``--interleave`` in turn.
 
 ``--durability`` also compares ways of making 20 new contents durable before their
 renames: fsync or fdatasync one by one, fsync from a pool of threads, and with the
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from workspace_tools import invoke_tool_sync, workspace_tools
+from workspace_tools import Workspace, invoke_tool_sync, workspace_tools
 
 FILES = 20
 
@@ -159,9 +161,17 @@ def main() -> None:
         ]
         diffs = ["".join(d).encode() for d in (unified_f, unified_b)]
         tool = {t.name: t for t in workspace_tools(root)}["apply_patch"]
+        try:
+            unflushed = {t.name: t for t in workspace_tools(Workspace(root, fsync=False))}
+        except ValueError:  # a version of the package without the option
+            unflushed = {}
 
         def ours(i: int) -> None:
             result = invoke_tool_sync(tool, {"patch": patches[i % 2]})
+            assert result.error is None, result.error
+
+        def ours_unflushed(i: int) -> None:
+            result = invoke_tool_sync(unflushed["apply_patch"], {"patch": patches[i % 2]})
             assert result.error is None, result.error
 
         def git(i: int) -> None:
@@ -185,6 +195,8 @@ def main() -> None:
 
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
         runs = (("ours", ours), ("git", git), ("durable", durable))
+        if unflushed:
+            runs += (("unflushed", ours_unflushed),)
         times: dict[str, list[float]] = {name: [] for name, _ in runs}
         # Each run turns the tree the other way (an even count: it ends as it began).
         order = (
@@ -208,6 +220,13 @@ def main() -> None:
             "(one by one: temp file, fsync, rename)"
         )
         print(f"  ours less that floor   : {(mine - floor) * 1000:8.1f} ms")
+        if unflushed:
+            bare = statistics.median(times["unflushed"])
+            print(
+                f"  apply_patch, fsync=False: {bare * 1000:7.1f} ms ({low['unflushed']:.1f}) "
+                "(no flush, as git)"
+            )
+            print(f"  ratio, like for like   : {bare / peer:8.2f} x")
         if args.durability:
             durability(root, contents, args.repeat)
 

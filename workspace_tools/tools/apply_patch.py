@@ -402,7 +402,9 @@ def _commit(
     done: list[tuple[str, _State]] = []
     with (
         BatchWrite(
-            workspace.root, write_read_only=workspace.options.write_read_only_files
+            workspace.root,
+            write_read_only=workspace.options.write_read_only_files,
+            fsync=workspace.options.fsync,
         ) as batch,
         context.committing(),
     ):
@@ -448,6 +450,7 @@ def _write(workspace: Workspace, path: ResolvedPath, data: bytes) -> None:
         path.rel,
         data,
         write_read_only=workspace.options.write_read_only_files,
+        fsync=workspace.options.fsync,
     )
 
 

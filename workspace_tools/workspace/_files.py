@@ -272,6 +272,7 @@ def atomic_write(
     *,
     write_read_only: bool = False,
     guard: CommitGuard = nullcontext,
+    fsync: bool = True,
 ) -> bool:
     """Replace (or create) ``real`` with ``data`` atomically; return whether it was created.
 
@@ -287,6 +288,8 @@ def atomic_write(
             process may (root); off, such a file is refused like for any other user.
         guard: entered around the rename (and each ``mkdir``): it may raise to stop the
             change (a cancelled call); the temp file is then removed.
+        fsync: flush the data before the rename and the directory after it (durable once
+            this returns); off, still atomic, but a power loss may lose the change.
 
     Raises:
         ToolError: ``PERMISSION_DENIED`` (the file is not writable by this process, has no
@@ -306,7 +309,7 @@ def atomic_write(
             if old is not None:
                 _check_writable(dir_fd, name, old, rel, write_read_only)
             remove_stale_temps(dir_fd)
-            _replace(dir_fd, name, data, old, rel, guard)
+            _replace(dir_fd, name, data, old, rel, guard, fsync)
     except OSError as exc:
         error = os_error(exc, rel)
         outcome = "nothing was written" if old is None else "the file was left unchanged"
@@ -363,7 +366,13 @@ def _check_writable(
 
 
 def _replace(
-    dir_fd: int, name: str, data: bytes, old: os.stat_result | None, rel: str, guard: CommitGuard
+    dir_fd: int,
+    name: str,
+    data: bytes,
+    old: os.stat_result | None,
+    rel: str,
+    guard: CommitGuard,
+    fsync: bool,
 ) -> None:
     mode = 0o666 if old is None else stat.S_IMODE(old.st_mode)
     try:
@@ -377,10 +386,10 @@ def _replace(
                 ErrorCode.PERMISSION_DENIED,
             ) from exc
         # The file is writable (checked), its directory is not: as echo > file does.
-        _rewrite_in_place(dir_fd, name, data, guard)
+        _rewrite_in_place(dir_fd, name, data, guard, fsync)
         return
     try:
-        renamed = _fill_and_rename(dir_fd, fd, temp, name, data, old, guard)
+        renamed = _fill_and_rename(dir_fd, fd, temp, name, data, old, guard, fsync)
     except BaseException:
         # Already renamed or gone: then nothing of ours is left to clean.
         with contextlib.suppress(OSError):
@@ -390,10 +399,11 @@ def _replace(
         # Closing drops the temp file's lock, only now that it is renamed or removed.
         os.close(fd)
     if renamed:
-        os.fsync(dir_fd)
+        if fsync:
+            os.fsync(dir_fd)
         return
     os.unlink(temp, dir_fd=dir_fd)
-    _rewrite_in_place(dir_fd, name, data, guard)
+    _rewrite_in_place(dir_fd, name, data, guard, fsync)
 
 
 def _fill_and_rename(
@@ -404,6 +414,7 @@ def _fill_and_rename(
     data: bytes,
     old: os.stat_result | None,
     guard: CommitGuard,
+    fsync: bool,
 ) -> bool:
     """Write ``data`` to the temp file and rename it over ``name``; False, with nothing
     renamed, when ``old``'s owner and group cannot be given to the temp file."""
@@ -413,7 +424,8 @@ def _fill_and_rename(
     if old is not None:
         # After fchown and the writes, which clear setuid/setgid bits; no umask for fchmod.
         os.fchmod(fd, stat.S_IMODE(old.st_mode))
-    os.fsync(fd)
+    if fsync:
+        os.fsync(fd)
     with guard():
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     return True
@@ -431,7 +443,7 @@ def _take_owner(fd: int, old: os.stat_result) -> bool:
     return True
 
 
-def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard) -> None:
+def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard, fsync: bool) -> None:
     """Overwrite the file itself (owner, group, mode and links stay): a crash part-way
     leaves a mix of old and new, as after ``echo > file``. A full disk is found out
     before any byte changes where the file system can reserve space."""
@@ -445,7 +457,8 @@ def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard) -
             _reserve(fd, info.st_size, len(data))
             _write_all(fd, data)
             os.ftruncate(fd, len(data))
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 

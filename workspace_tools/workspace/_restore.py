@@ -167,7 +167,8 @@ class TreeRestorer:
                     while view:
                         view = view[os.write(fd, view) :]
                     os.fchmod(fd, target.mode)
-                    os.fsync(fd)
+                    if self.workspace.options.fsync:
+                        os.fsync(fd)
                 finally:
                     os.close(fd)
             try:
@@ -176,7 +177,8 @@ class TreeRestorer:
                 with contextlib.suppress(OSError):
                     os.unlink(temp, dir_fd=dir_fd)
                 raise
-            os.fsync(dir_fd)
+            if self.workspace.options.fsync:
+                os.fsync(dir_fd)
         real = self.workspace.root / path
         if target.type == "file":
             self.workspace.file_states.record(real, data)

@@ -116,6 +116,7 @@ def save_text(
         data,
         write_read_only=workspace.options.write_read_only_files,
         guard=guard,
+        fsync=workspace.options.fsync,
     )
     workspace.file_states.record(resolved.real, data)
     return len(data)
@@ -195,12 +196,15 @@ class BatchWrite:
     file's old content, after it the new, never a half-written file; :meth:`close` (or
     leaving the ``with`` block) removes every temp file not renamed. A file whose temp
     file cannot take its owner or whose directory is not writable is written by
-    :func:`~._files.atomic_write` at :meth:`replace` (in place, as it does).
+    :func:`~._files.atomic_write` at :meth:`replace` (in place, as it does). With ``fsync``
+    off (the workspace's ``fsync`` option) nothing is flushed: :meth:`flush` and
+    :meth:`sync` do nothing, the batch stays all or nothing and each file atomic.
     """
 
-    def __init__(self, root: Path, *, write_read_only: bool = False) -> None:
+    def __init__(self, root: Path, *, write_read_only: bool = False, fsync: bool = True) -> None:
         self._root = root
         self._write_read_only = write_read_only
+        self._fsync = fsync
         self._staged: dict[Path, _Staged] = {}
         self._direct: dict[Path, tuple[str, bytes]] = {}
         self._dirs: list[int] = []  # fds of directories to sync, closed by close()
@@ -273,7 +277,8 @@ class BatchWrite:
         if old is not None:
             # After fchown and the writes, which clear setuid/setgid bits; no umask here.
             os.fchmod(fd, stat.S_IMODE(old.st_mode))
-        start_writeback(fd)
+        if self._fsync:
+            start_writeback(fd)
 
     def flush(self) -> None:
         """Make every staged file's data durable, before any rename.
@@ -281,6 +286,8 @@ class BatchWrite:
         Raises:
             ToolError: the flush failed (``DISK_FULL``, ...); no target is changed.
         """
+        if not self._fsync:
+            return
         for item in self._staged.values():
             try:
                 os.fsync(item.fd)
@@ -297,7 +304,13 @@ class BatchWrite:
         if real in self._direct:
             rel, data = self._direct.pop(real)
             atomic_write(
-                self._root, real, rel, data, write_read_only=self._write_read_only, guard=guard
+                self._root,
+                real,
+                rel,
+                data,
+                write_read_only=self._write_read_only,
+                guard=guard,
+                fsync=self._fsync,
             )
             return
         item = self._staged[real]
@@ -321,6 +334,8 @@ class BatchWrite:
         Raises:
             ToolError: the flush failed; the files are renamed but maybe not durable.
         """
+        if not self._fsync:
+            return
         seen: dict[tuple[int, int], int] = {}
         for fd in self._dirs:
             info = os.fstat(fd)

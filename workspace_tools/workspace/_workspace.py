@@ -39,6 +39,13 @@ class WorkspaceOptions(BaseModel):
         description="write_file and edit_file replace files without any write permission "
         "bit (mode 0444) where the process may (root); off, they refuse them as for any user",
     )
+    fsync: bool = Field(
+        True,
+        description="every write is on disk before the call reports success (fsync of each "
+        "file and its directory); off, writes stay atomic (temp file, rename) but the kernel "
+        "flushes them in its own time, as git does with the working tree: for throwaway "
+        "workspaces, where a power loss costs nothing",
+    )
 
 
 class Workspace:
