@@ -1,6 +1,11 @@
 """Messages between the caller, the spawn server and supervisors (typed in
-:mod:`sandbox.spawn._jobs`): length-prefixed JSON over a Unix stream socket, with file
+:mod:`sandbox.spawn._jobs`): length-prefixed over a Unix stream socket, with file
 descriptors attached (``SCM_RIGHTS``, unix(7)).
+
+A message is its encoded tuple (:func:`~sandbox.spawn._jobs.encode`) in :mod:`marshal`'s
+format: both ends are this interpreter (the spawn server is started with
+``sys.executable``), it reads tuples back as tuples, and it costs a fraction of JSON on
+every command's path. Only the caller and the processes it forked hold these sockets.
 
 A stream socket rather than ``SOCK_SEQPACKET``, which macOS lacks for Unix sockets; the
 length prefix keeps the message boundaries.
@@ -8,7 +13,7 @@ length prefix keeps the message boundaries.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import socket
 
@@ -42,7 +47,7 @@ class Channel:
         Raises:
             OSError: the other end is gone (or, non-blocking, the socket is full).
         """
-        data = json.dumps(encode(message)).encode()
+        data = marshal.dumps(encode(message))
         frame = len(data).to_bytes(_PREFIX, "big") + data
         sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else self.sock.send(frame)
         if sent < len(frame):
@@ -61,16 +66,22 @@ class Channel:
         """The next message if it is complete in the buffer, else ``None``.
 
         Raises:
-            ValueError: the message is not one of :data:`~sandbox.spawn._jobs.Message`.
+            ValueError: the message is not one of :data:`~sandbox.spawn._jobs.Message`
+                (or not in :mod:`marshal`'s format).
         """
         if len(self._buffer) < _PREFIX:
             return None
         size = int.from_bytes(self._buffer[:_PREFIX], "big")
         if len(self._buffer) < _PREFIX + size:
             return None
-        data = bytes(self._buffer[_PREFIX : _PREFIX + size])
-        del self._buffer[: _PREFIX + size]
-        return decode(json.loads(data))
+        end = _PREFIX + size
+        try:
+            encoded = marshal.loads(self._buffer[_PREFIX:end])
+        except (EOFError, TypeError) as exc:
+            raise ValueError(f"not a message: {exc}") from None
+        finally:
+            del self._buffer[:end]
+        return decode(encoded)
 
     def fill(self) -> bool:
         """Read what the socket has into the buffer; False at end of file.
