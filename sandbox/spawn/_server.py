@@ -51,7 +51,7 @@ from sandbox.spawn._tree import (
     reap,
     stop_tree,
 )
-from sandbox.spawn._wire import Channel
+from sandbox.spawn._wire import RECEIVED_CLOEXEC, Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
 
@@ -122,8 +122,9 @@ def _idle(channel: Channel) -> int:
         if job.env is not None:
             env = job.env
         fds = channel.take_fds(2)
-        for fd in fds:
-            os.set_inheritable(fd, False)
+        if not RECEIVED_CLOEXEC:
+            for fd in fds:
+                os.set_inheritable(fd, False)
         if applied is None:
             applied = job.limits
             _apply_limits(job)

@@ -13,6 +13,7 @@ length prefix keeps the message boundaries.
 
 from __future__ import annotations
 
+import array
 import marshal
 import os
 import socket
@@ -22,6 +23,12 @@ from sandbox.spawn._jobs import Message, decode, encode
 _PREFIX = 4
 _READ_SIZE = 64 * 1024
 _MAX_FDS = 4
+_ANCILLARY_SIZE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
+
+#: Whether descriptors arrive close-on-exec (``MSG_CMSG_CLOEXEC``, Linux), as every
+#: descriptor Python opens is; elsewhere the receiver sets it.
+RECEIVED_CLOEXEC = hasattr(socket, "MSG_CMSG_CLOEXEC")
+_RECEIVE_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
 
 
 class Channel:
@@ -29,7 +36,8 @@ class Channel:
 
     Messages are :data:`~sandbox.spawn._jobs.Message` dataclasses. A message sent with
     descriptors delivers them to the receiver, who takes them with :meth:`take_fds` after
-    reading that message (each kind of message in the protocol carries a known number).
+    reading that message (each kind of message in the protocol carries a known number);
+    they arrive close-on-exec where :data:`RECEIVED_CLOEXEC` says so.
     """
 
     def __init__(self, sock: socket.socket) -> None:
@@ -83,17 +91,25 @@ class Channel:
             del self._buffer[:end]
         return decode(encoded)
 
-    def fill(self) -> bool:
-        """Read what the socket has into the buffer; False at end of file.
+    def fill(self, wait: bool = True) -> bool:
+        """Read what the socket has into the buffer, waiting for something to read unless
+        ``wait`` is false (``MSG_DONTWAIT``: the socket itself stays blocking, one system
+        call rather than three); False at end of file.
 
         Raises:
-            BlockingIOError: non-blocking and nothing to read.
+            BlockingIOError: nothing to read, and ``wait`` false or the socket non-blocking.
         """
+        # Not socket.recv_fds, which drops its flags before Python 3.12.
+        flags = _RECEIVE_FLAGS if wait else _RECEIVE_FLAGS | socket.MSG_DONTWAIT
         try:
-            data, fds, _, _ = socket.recv_fds(self.sock, _READ_SIZE, _MAX_FDS)
+            data, ancillary, _, _ = self.sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE, flags)
         except ConnectionError:
             return False
-        self._fds.extend(fds)
+        for level, kind, fds in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                received = array.array("i")
+                received.frombytes(fds[: len(fds) - len(fds) % received.itemsize])
+                self._fds.extend(received)
         self._buffer += data
         return bool(data)
 

@@ -4,6 +4,7 @@ it was, and the receiving end refuses what is not a message."""
 from __future__ import annotations
 
 import marshal
+import os
 import socket
 from collections.abc import Iterator, Mapping
 
@@ -22,7 +23,7 @@ from sandbox.spawn._jobs import (
     decode,
     encode,
 )
-from sandbox.spawn._wire import Channel
+from sandbox.spawn._wire import RECEIVED_CLOEXEC, Channel
 
 JOB = CommandJob(
     argv=("bwrap", "--", "bash", "-c", "echo 'é'"),
@@ -147,4 +148,41 @@ def test_bytes_that_are_no_message_are_refused_by_the_channel(payload: bytes) ->
             receiver.receive()
     finally:
         ours.close()
+        receiver.close()
+
+
+def test_a_read_that_must_not_wait_does_not_block_a_blocking_socket() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    receiver = Channel(theirs)
+    try:
+        assert theirs.getblocking() is True
+        with pytest.raises(BlockingIOError):
+            receiver.fill(wait=False)
+        Channel(ours).send(StopTree(0.5))
+        assert receiver.fill(wait=False) is True
+        assert receiver.poll() == StopTree(0.5)
+    finally:
+        ours.close()
+        receiver.close()
+
+
+def test_descriptors_arrive_with_their_message() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sender, receiver = Channel(ours), Channel(theirs)
+    read_end, write_end = os.pipe()
+    try:
+        sender.send(SupervisorReady(), [write_end])
+        assert receiver.receive() == SupervisorReady()
+        (received,) = receiver.take_fds(1)
+        try:
+            # Close-on-exec where the kernel can set it on receipt, as Python opens all.
+            assert os.get_inheritable(received) is not RECEIVED_CLOEXEC
+            os.write(received, b"through")
+            assert os.read(read_end, 16) == b"through"
+        finally:
+            os.close(received)
+    finally:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        sender.close()
         receiver.close()

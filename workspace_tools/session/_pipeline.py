@@ -290,10 +290,7 @@ async def run_call(
     started = time.perf_counter()
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
     effective_timeout = timeout if timeout is not None else tool.timeout
-    # model_construct: the id, the name and the limit are the call's own, typed.
-    result = ToolResult.model_construct(
-        call_id=call.call_id, name=tool.name, max_result_length=limit
-    )
+    result = ToolResult(call_id=call.call_id, name=tool.name, max_result_length=limit)
 
     with tool_span(tool.name, call.call_id) as span:
         if call.error is not None:
