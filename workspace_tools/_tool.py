@@ -246,6 +246,17 @@ class Tool(Generic[ArgsT]):
         fields = self.parameters.model_fields
         return frozenset(fields) | {f.alias for f in fields.values() if f.alias}
 
+    @functools.cached_property
+    def output_names(self) -> frozenset[str] | None:
+        """The keys structured content may have (the fields of ``output_schema`` and their
+        aliases), or ``None`` when any may appear (no schema, or ``extra="allow"``); found
+        once per tool."""
+        schema = self.output_schema
+        if schema is None or schema.model_config.get("extra") == "allow":
+            return None
+        fields = schema.model_fields
+        return frozenset(fields) | {f.alias for f in fields.values() if f.alias}
+
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments (draft 2020-12, as pydantic emits it)."""
         return self.parameters.model_json_schema()

@@ -15,8 +15,9 @@ The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from sandbox.layers._confinement import Confinement
@@ -160,9 +161,22 @@ _KINDS: dict[str, type[Any]] = {
 _FIELDS: dict[str, tuple[str, ...]] = {
     kind: tuple(f.name for f in fields(cls)) for kind, cls in _KINDS.items()
 }
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function of a message giving the values of ``names`` as a tuple, at C speed."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda message: (one(message),)
+    return lambda message: ()
+
+
+_VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
 _CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
 _ENV = _FIELDS[CommandJob.kind].index("env")
-_CONFINEMENT_FIELDS = tuple(f.name for f in fields(Confinement))
+_CONFINEMENT_VALUES = _getter(tuple(f.name for f in fields(Confinement)))
 
 #: What a message is on the wire: its ``kind``, then its fields' values in order.
 Encoded = tuple[Any, ...]
@@ -173,10 +187,10 @@ def encode(message: Message) -> Encoded:
     ``kind`` and then its fields' values in declaration order; a job's confinement is a
     tuple of its own fields. Positional, so that a message costs no field names on the
     wire and no keyword matching at the other end (this is on every command's path)."""
-    values = [getattr(message, name) for name in _FIELDS[message.kind]]
+    values = list(_VALUES[message.kind](message))
     if isinstance(message, CommandJob):
         confinement = message.confinement
-        values[_CONFINEMENT] = tuple(getattr(confinement, n) for n in _CONFINEMENT_FIELDS)
+        values[_CONFINEMENT] = _CONFINEMENT_VALUES(confinement)
         if message.env is not None and type(message.env) is not dict:
             values[_ENV] = dict(message.env)  # a plain mapping of primitives
     return (message.kind, *values)

@@ -149,7 +149,7 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
         return content
     if isinstance(content, schema):
         data = content.model_dump(mode="json")
-        extra = _undeclared(schema, data)
+        extra = _undeclared(tool, data)
         if extra:
             raise _schema_mismatch(tool, f"{extra}: not in the declared output schema")
         return data
@@ -161,22 +161,19 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
             for e in exc.errors(include_url=False)
         )
         raise _schema_mismatch(tool, detail) from exc
-    extra = _undeclared(schema, content)
+    extra = _undeclared(tool, content)
     if extra:
         raise _schema_mismatch(tool, f"{extra}: not in the declared output schema")
     return content
 
 
-def _undeclared(schema: type[BaseModel], data: Any) -> str:
-    """The keys of the JSON object ``data`` that ``schema`` declares no property for, as
-    ``'a', 'b'``; empty when there are none (or ``schema`` takes any: ``extra="allow"``)."""
-    if not isinstance(data, dict) or schema.model_config.get("extra") == "allow":
+def _undeclared(tool: Tool[Any], data: Any) -> str:
+    """The keys of the JSON object ``data`` that ``tool.output_schema`` declares no
+    property for, as ``'a', 'b'``; empty when there are none (or it takes any)."""
+    names = tool.output_names
+    if not isinstance(data, dict) or names is None or names.issuperset(data):
         return ""
-    fields = schema.model_fields
-    if fields.keys() >= data.keys():
-        return ""
-    aliases = {f.alias for f in fields.values() if f.alias}
-    return ", ".join(repr(k) for k in data if k not in fields and k not in aliases)
+    return ", ".join(repr(key) for key in data if key not in names)
 
 
 def _schema_mismatch(tool: Tool[Any], detail: str) -> ToolError:
