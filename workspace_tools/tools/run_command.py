@@ -276,10 +276,13 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
             its way became a symlink), or another code of :func:`os_error`.
     """
     if path == ".":
-        # The default, the root itself: a real path, opened as the general path below
-        # would open it once resolved. Should that fail, the general path says why.
+        # The default, the root itself: while its real path is still the root's, nothing
+        # else needs resolving, and it is opened as the general path below would open it.
+        # Should either fail, the general path says why.
+        root = str(workspace.root)
         with contextlib.suppress(OSError):
-            return ".", open_dir(str(workspace.root), "")
+            if os.path.realpath(root) == root:
+                return ".", open_dir(root, "")
     resolved = workspace.resolve(path)
     real = str(resolved.real)
     try:
