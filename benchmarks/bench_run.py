@@ -3,9 +3,11 @@
 Run from the repository root: ``python benchmarks/bench_run.py [--runs N]``.
 
 Prints medians in milliseconds and ratios:
-- ``run_command("true")`` through ``invoke_tool`` against ``subprocess.run(["bash", "-c",
-  "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of the same argv (the spawn path
-  through a supervisor without the tool's pipeline) against the same peer;
+- ``run_command("true")`` through ``invoke_tool`` in a running event loop, and through
+  ``invoke_tool_sync`` (which starts an event loop per call) from plain code, each against
+  ``subprocess.run(["bash", "-c", "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of
+  the same argv (the spawn path through a supervisor without the tool's pipeline) against
+  the same peer;
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median); ``read_file`` again once the workspace has read
   2,000 other files (a sandboxed call carries the hashes of the files it names, not all).
@@ -35,7 +37,7 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox import Sandbox
-from workspace_tools import invoke_tool, tool
+from workspace_tools import invoke_tool, invoke_tool_sync, tool
 from workspace_tools.tools import workspace_tools
 
 
@@ -93,6 +95,50 @@ async def compare(
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
         ours_ms, peer_ms = await medians_ms(ours, peer, runs, gap, interleave)
         report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
+
+
+def compare_sync(
+    label: str,
+    ours: Callable[[], object],
+    peer_label: str,
+    peer: Callable[[], object],
+    target: str,
+    runs: int,
+) -> None:
+    """:func:`compare` for blocking calls, made outside any event loop (interleaved)."""
+    for gap in GAPS:
+        spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
+        for _ in range(max(3, runs // 10)):
+            ours()
+            peer()
+        samples: tuple[list[float], list[float]] = ([], [])
+        for _ in range(runs):
+            for call, times in zip((ours, peer), samples, strict=True):
+                time.sleep(gap)
+                started = time.perf_counter()
+                call()
+                times.append((time.perf_counter() - started) * 1000)
+        ours_ms, peer_ms = statistics.median(samples[0]), statistics.median(samples[1])
+        report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
+
+
+def sync_rows(runs: int) -> None:
+    """run_command through invoke_tool_sync, from code that runs no event loop."""
+    with tempfile.TemporaryDirectory() as root:
+        tools = {t.name: t for t in workspace_tools(root)}
+
+        def run_true_sync() -> None:
+            result = invoke_tool_sync(tools["run_command"], {"command": "true"})
+            assert result.content["exit_code"] == 0, result.error
+
+        compare_sync(
+            'run_command("true") via invoke_tool_sync',
+            run_true_sync,
+            "subprocess.run(bash -c true)",
+            lambda: subprocess.run(["bash", "-c", "true"], check=True),
+            "target <= 1.1x",
+            runs,
+        )
 
 
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
@@ -200,4 +246,6 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="timed calls per figure")
-    anyio.run(main, parser.parse_args().runs)
+    runs = parser.parse_args().runs
+    anyio.run(main, runs)
+    sync_rows(runs)

@@ -162,6 +162,8 @@ class Sandbox:
             self.best_effort = accepted
         self.env_allowlist = frozenset(env_allowlist)
         self._plan = plan_layers() if layers else LayerPlan()
+        # Whether /proc/self/fd/N names this process's descriptors (Linux), asked once.
+        self._fd_links = os.path.isdir("/proc/self/fd")
         preload()  # forked calls become subreapers without loading libc each time
         self._launcher = Launcher()
         self._private_tmp: str | None = None
@@ -265,7 +267,7 @@ class Sandbox:
             if BUBBLEWRAP in mechanisms.values():
                 opened = os.fstat(cwd_fd)
                 identity = (opened.st_dev, opened.st_ino)
-            elif os.path.isdir("/proc/self/fd"):
+            elif self._fd_links:
                 # chdir through the link to the open descriptor enters the very directory
                 # opened, whatever its path has become (the supervisor is another process).
                 cwd = f"/proc/{os.getpid()}/fd/{cwd_fd}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 import threading
 import time
@@ -79,7 +81,7 @@ class ToolContext:
         self._open = emit is not None
         self._commit_lock = threading.Lock()
         self._cancelled = False
-        self._ended = threading.Event()
+        self._ended = False  # set once, by close(); a plain flag is all its readers need
 
     def seconds_left(self, margin: float = 0.0) -> float | None:
         """Seconds from now until :attr:`deadline` less ``margin`` (never below 0), or
@@ -93,7 +95,7 @@ class ToolContext:
     def ended(self) -> bool:
         """Whether the call is over (returned, timed out or cancelled): a sync tool still
         running in its abandoned worker thread should stop what it started."""
-        return self._ended.is_set()
+        return self._ended
 
     @property
     def reports_progress(self) -> bool:
@@ -116,7 +118,7 @@ class ToolContext:
         """End the call: later updates are dropped, and :attr:`ended` turns true."""
         with self._lock:
             self._open = False
-        self._ended.set()
+        self._ended = True
 
     @property
     def cancelled(self) -> bool:
@@ -232,6 +234,34 @@ class Tool(Generic[ArgsT]):
         if self.invalidates_cache is None:
             return not self.read_only
         return self.invalidates_cache
+
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """Whether ``execute`` is a coroutine function (else a sync tool, run in a worker
+        thread); found once per tool."""
+        return inspect.iscoroutinefunction(self.execute)
+
+    @functools.cached_property
+    def argument_names(self) -> frozenset[str] | None:
+        """The names an argument may have (the fields of ``parameters`` and their
+        aliases), or ``None`` when ``parameters`` takes any (``extra="allow"``); found once
+        per tool."""
+        if self.parameters.model_config.get("extra") == "allow":
+            return None
+        fields = self.parameters.model_fields
+        return frozenset(fields) | {f.alias for f in fields.values() if f.alias}
+
+    @functools.cached_property
+    def output_names(self) -> frozenset[str] | None:
+        """The keys structured content may have (the fields of ``output_schema`` and their
+        aliases) when its schema says no other may appear (``extra="forbid"``, JSON Schema's
+        ``additionalProperties: false``), else ``None``: a schema that does not forbid them
+        describes content with more keys too; found once per tool."""
+        schema = self.output_schema
+        if schema is None or schema.model_config.get("extra") != "forbid":
+            return None
+        fields = schema.model_fields
+        return frozenset(fields) | {f.alias for f in fields.values() if f.alias}
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema of the arguments (draft 2020-12, as pydantic emits it)."""

@@ -1,5 +1,6 @@
 """Every message that crosses the wire between the caller, the spawn server and a
-supervisor, typed: frozen dataclasses, encoded as JSON objects tagged with ``kind``.
+supervisor, typed: frozen dataclasses, encoded as tuples of primitives led by their
+``kind`` (see :func:`encode`).
 
 The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
@@ -14,8 +15,9 @@ The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from sandbox.layers._confinement import Confinement
@@ -155,36 +157,63 @@ _KINDS: dict[str, type[Any]] = {
     )
 }
 
+#: Each kind's field names, in the order its values travel.
+_FIELDS: dict[str, tuple[str, ...]] = {
+    kind: tuple(f.name for f in fields(cls)) for kind, cls in _KINDS.items()
+}
 
-def encode(message: Message) -> dict[str, Any]:
-    """``message`` as a JSON object: its fields and its ``kind``."""
-    # vars(), not dataclasses.asdict: a shallow copy is all JSON needs, and it is on every
-    # command's path.
-    fields = dict(vars(message))
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A function of a message giving the values of ``names`` as a tuple, at C speed."""
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        one = attrgetter(names[0])
+        return lambda message: (one(message),)
+    return lambda message: ()
+
+
+_VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
+_CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
+_ENV = _FIELDS[CommandJob.kind].index("env")
+_CONFINEMENT_VALUES = _getter(tuple(f.name for f in fields(Confinement)))
+
+#: What a message is on the wire: its ``kind``, then its fields' values in order.
+Encoded = tuple[Any, ...]
+
+
+def encode(message: Message) -> Encoded:
+    """``message`` as a tuple of primitives (str, int, float, None, tuples, dicts): its
+    ``kind`` and then its fields' values in declaration order; a job's confinement is a
+    tuple of its own fields. Positional, so that a message costs no field names on the
+    wire and no keyword matching at the other end (this is on every command's path)."""
+    values = list(_VALUES[message.kind](message))
     if isinstance(message, CommandJob):
-        fields["confinement"] = dict(vars(message.confinement))
-    return {"kind": message.kind, **fields}
+        confinement = message.confinement
+        values[_CONFINEMENT] = _CONFINEMENT_VALUES(confinement)
+        if message.env is not None and type(message.env) is not dict:
+            values[_ENV] = dict(message.env)  # a plain mapping of primitives
+    return (message.kind, *values)
 
 
-def decode(data: Mapping[str, Any]) -> Message:
-    """The message ``data`` (from :func:`encode`) encodes; JSON arrays become tuples.
+def decode(data: Encoded) -> Message:
+    """The message ``data`` (from :func:`encode`) encodes.
 
     Raises:
-        ValueError: an unknown ``kind`` or fields that do not fit it.
+        ValueError: not a tuple, an unknown ``kind``, or values that do not fit it.
     """
-    fields = dict(data)
-    cls = _KINDS.get(fields.pop("kind", None))
+    if not isinstance(data, tuple) or not data:
+        raise ValueError(f"not an encoded message: {data!r}")
+    cls = _KINDS.get(data[0]) if isinstance(data[0], str) else None
     if cls is None:
         raise ValueError(f"unknown message kind in {data!r}")
-    if cls is CommandJob:
-        fields["confinement"] = Confinement(**_tuples(fields.get("confinement", {})))
-        fields["rlimits"] = tuple(tuple(pair) for pair in fields.get("rlimits", ()))
+    values = list(data[1:])
     try:
-        message: Message = cls(**_tuples(fields))
+        if len(values) != len(_FIELDS[cls.kind]):
+            raise TypeError(f"{len(values)} values for {len(_FIELDS[cls.kind])} fields")
+        if cls is CommandJob:
+            values[_CONFINEMENT] = Confinement(*values[_CONFINEMENT])
+        message: Message = cls(*values)
     except TypeError as exc:
         raise ValueError(f"malformed {cls.__name__}: {exc}") from exc
     return message
-
-
-def _tuples(fields: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}

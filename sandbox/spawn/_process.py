@@ -100,7 +100,7 @@ class _Job:
         message = self._channel.poll()
         if message is None:
             try:
-                open_ = self._channel.fill()
+                open_ = self._channel.fill(wait=False)
             except BlockingIOError:
                 return None
             except OSError:
@@ -189,15 +189,18 @@ async def run_process(
             os.close(fd)
         supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
-    supervisor.sock.setblocking(False)
     timed_out = False
     try:
         with anyio.move_on_after(timeout) as scope:
             await streams.serve_until(lambda: watch.exited)
         timed_out = scope.cancelled_caught
         if not timed_out and not streams.drained:
-            with anyio.move_on_after(drain):
-                await streams.serve_until(lambda: streams.drained)
+            # The supervisor closes its ends of the pipes right after "done": they are
+            # most often at end of file by now, and then no wait (nor its scope) is needed.
+            streams.serve_ready()
+            if not streams.drained:
+                with anyio.move_on_after(drain):
+                    await streams.serve_until(lambda: streams.drained)
         watch.request_stop(grace)
         await streams.serve_until(lambda: watch.done)
         if not streams.drained:
@@ -223,7 +226,6 @@ async def run_process(
             for fd in (out_r, err_r):
                 os.close(fd)
             if watch.done and watch.clean:
-                supervisor.sock.setblocking(True)
                 launcher.release(job.limits, supervisor)
             else:
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
@@ -271,16 +273,23 @@ class _Streams:
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
-        ready = self._ready
         while not finished():
-            for fd in ready.ready():
-                if fd == self._job_fd:
-                    self._serve_job()
-                else:
-                    self._read(fd)
+            self.serve_ready()
             if finished():
                 return
-            await anyio.wait_readable(ready.fileno())  # type: ignore[attr-defined]
+            await anyio.wait_readable(self._ready.fileno())  # type: ignore[attr-defined]
+
+    def serve_ready(self) -> None:
+        """Read the output and the job messages waiting now, without waiting.
+
+        Raises:
+            SandboxError: the supervisor went away before the command exited.
+        """
+        for fd in self._ready.ready():
+            if fd == self._job_fd:
+                self._serve_job()
+            else:
+                self._read(fd)
 
     def _serve_job(self) -> None:
         while not self._job.done and self._job.poll() is not None:

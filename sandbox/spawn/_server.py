@@ -52,7 +52,7 @@ from sandbox.spawn._tree import (
     reap,
     stop_tree,
 )
-from sandbox.spawn._wire import Channel
+from sandbox.spawn._wire import RECEIVED_CLOEXEC, Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
 
@@ -105,6 +105,10 @@ def _idle(channel: Channel) -> int:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # Commands inherit stdin from here: /dev/null, opened once rather than per command.
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     applied: tuple[Rlimits, int | None] | None = None
     env: Mapping[str, str] = {}
     while True:
@@ -116,12 +120,12 @@ def _idle(channel: Channel) -> int:
             return 0
         if not isinstance(job, CommandJob):
             continue  # a stop request that crossed the last job's "done": that job is over
-        if job.env is None:
-            job = dataclasses.replace(job, env=env)
-        env = job.env or {}
+        if job.env is not None:
+            env = job.env
         fds = channel.take_fds(2)
-        for fd in fds:
-            os.set_inheritable(fd, False)
+        if not RECEIVED_CLOEXEC:
+            for fd in fds:
+                os.set_inheritable(fd, False)
         if applied is None:
             applied = job.limits
             _apply_limits(job)
@@ -130,7 +134,7 @@ def _idle(channel: Channel) -> int:
                 os.close(fd)
             _send(channel, StartFailed("this supervisor runs other limits, or got no pipes"))
             continue
-        if not _supervise(channel, job, fds[0], fds[1], wake_r):
+        if not _supervise(channel, job, env, fds[0], fds[1], wake_r):
             return 0
 
 
@@ -141,13 +145,16 @@ def _apply_limits(job: CommandJob) -> None:
     apply_rlimits(limits)
 
 
-def _supervise(channel: Channel, job: CommandJob, out_fd: int, err_fd: int, wake_r: int) -> bool:
-    """Run one job to its end. Returns False when the caller hung up."""
+def _supervise(
+    channel: Channel, job: CommandJob, env: Mapping[str, str], out_fd: int, err_fd: int, wake_r: int
+) -> bool:
+    """Run one job, with the environment ``env``, to its end. Returns False when the
+    caller hung up."""
     pipes = [out_fd, err_fd]
     report: list[int] = []
     try:
         try:
-            pid = _start(job, out_fd, err_fd, report)
+            pid = _start(job, env, out_fd, err_fd, report)
         except Exception as exc:
             _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
@@ -181,7 +188,9 @@ def _close_all(fds: list[int]) -> None:
     fds.clear()
 
 
-def _start(job: CommandJob, out_fd: int, err_fd: int, report: list[int]) -> int:
+def _start(
+    job: CommandJob, env: Mapping[str, str], out_fd: int, err_fd: int, report: list[int]
+) -> int:
     """Start the command in a new session with /dev/null stdin, limits and confinement.
     With ``job.report_fd``, the read end of a pipe the command's tree reports on is
     appended to ``report`` (the caller closes it).
@@ -202,15 +211,15 @@ def _start(job: CommandJob, out_fd: int, err_fd: int, report: list[int]) -> int:
             report.append(report_r)
             ours.append(report_w)
             remap.append((job.report_fd, report_w))
-        return _spawn(job, remap)
+        return _spawn(job, env, remap)
     finally:
         _close_all(ours)  # this supervisor runs more jobs
 
 
-def _spawn(job: CommandJob, remap: list[tuple[int, int]]) -> int:
-    argv, env = job.argv, job.env or {}
+def _spawn(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, int]]) -> int:
+    argv = job.argv
     if job.forks:
-        return _fork_exec(job, remap)
+        return _fork_exec(job, env, remap)
     path = argv[0]
     if not os.path.isabs(path):
         path = shutil.which(path, path=env.get("PATH", os.defpath)) or path
@@ -221,10 +230,8 @@ def _spawn(job: CommandJob, remap: list[tuple[int, int]]) -> int:
         path,
         argv,
         env,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            *((os.POSIX_SPAWN_DUP2, fd, target) for target, fd in remap),
-        ],
+        # stdin is this supervisor's, /dev/null (see _idle).
+        file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in remap],
         setsid=True,
         setsigdef=_RESET_SIGNALS,
     )
@@ -240,7 +247,7 @@ def _filter_pipe() -> int:
     return read_end
 
 
-def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
+def _fork_exec(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, int]]) -> int:
     """Fork, let the child confine itself (Landlock, seccomp and cgroups act on the calling
     process), then exec. A failure in the child is reported through a close-on-exec pipe."""
     from sandbox.layers._plan import apply_child_layers
@@ -258,11 +265,10 @@ def _fork_exec(job: CommandJob, remap: list[tuple[int, int]]) -> int:
                 os.dup2(fd, target)
             apply_child_layers(job.layers, job.confinement, job.cgroup)
             # Found as _spawn finds it, so that a failure names the same path.
-            env = dict(job.env or {})
             path = job.argv[0]
             if "/" not in path:
                 path = shutil.which(path, path=env.get("PATH", os.defpath)) or path
-            os.execve(path, job.argv, env)
+            os.execve(path, job.argv, dict(env))
         except BaseException as exc:
             os.write(report_w, str(exc).encode(errors="replace"))
         finally:
@@ -287,12 +293,13 @@ def _wait(
     until then the caller meets no end of file, so that a command that ends with nothing
     left behind wakes the caller once ("done"), not twice (end of file, then "done")."""
     main_status: int | None = None
+    channel_fd = channel.fileno()
     while True:
         request = channel.poll()
         if request is not None:
-            readable: list[Channel | int] = [channel]
+            readable = [channel_fd]
         else:
-            readable = select.select([channel, wake_r], [], [])[0]
+            readable = select.select([channel_fd, wake_r], [], [])[0]
         if wake_r in readable:
             _drain(wake_r)
             status, empty = reap(pid)
@@ -303,7 +310,7 @@ def _wait(
                 main_status = status
                 _send(channel, CommandExited(status))
                 _close_all(pipes)
-        if channel in readable:
+        if channel_fd in readable:
             caller_gone = False
             while request is None and not caller_gone:
                 try:
@@ -347,11 +354,9 @@ def _read_available(fd: int) -> bytes:
 
 
 def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
+    # The wakeup fd gets a byte per signal: one read takes every byte a wake-up can have.
+    with contextlib.suppress(BlockingIOError):
+        os.read(fd, 4096)
 
 
 if __name__ == "__main__":

@@ -386,3 +386,30 @@ async def test_a_timeout_keeps_its_message_and_reports_nothing_stopped(
     assert "background process" not in result.error
     assert result.details.stopped_processes == 0
     assert survivors(marker) == []
+
+
+async def test_the_default_working_directory_is_refused_once_the_root_moved(
+    tmp_path: Path,
+) -> None:
+    # The root itself (cwd ".") opens without resolving while its real path is the
+    # root's; swapped for a link out of the tree, or gone, it gets the errors any other
+    # working directory would, and the command never runs.
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    run = run_command(root)
+    assert (await invoke_tool(run, {"command": "true"})).content["exit_code"] == 0
+    root.rename(tmp_path / "ws-old")
+    root.symlink_to(outside)
+    result = await invoke_tool(run, {"command": "touch ran"})
+    assert (result.error_code, result.error) == (
+        ErrorCode.OUTSIDE_WORKSPACE,
+        "Path '.' is outside the workspace root; use a path inside it",
+    )
+    assert list(outside.iterdir()) == []
+    root.unlink()
+    result = await invoke_tool(run, {"command": "touch ran"})
+    assert (result.error_code, result.error) == (
+        ErrorCode.NOT_FOUND,
+        "Working directory not found: .",
+    )

@@ -11,7 +11,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -59,8 +58,8 @@ def parse_arguments(arguments: Any) -> tuple[Any, ValueError | None]:
 
 
 def new_call_id() -> str:
-    """A random call id, for a call the provider gave none."""
-    return f"call_{uuid.uuid4().hex[:24]}"
+    """A random call id, for a call the provider gave none: ``call_`` and 24 hex digits."""
+    return f"call_{os.urandom(12).hex()}"
 
 
 @dataclass(slots=True)
@@ -90,7 +89,7 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if not_json is not None:
         message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
         return _invalid(tool, call_id, raw, message)
-    unknown = _unknown_arguments(tool.parameters, raw)
+    unknown = _unknown_arguments(tool, raw)
     try:
         args = tool.parameters.model_validate(raw)
     except ValidationError as exc:
@@ -125,38 +124,64 @@ def validate_arguments(tool: Tool[Any], arguments: Any) -> BaseModel:
     return call.args  # type: ignore[return-value]  # set whenever error is not
 
 
-def _unknown_arguments(model: type[BaseModel], raw: Any) -> list[str]:
-    """A line per argument ``model`` has no field for: a misspelt name would otherwise be
-    dropped without a word and the call run with the default. A model that allows extra
-    fields (``extra="allow"``) takes them."""
-    if not isinstance(raw, dict) or model.model_config.get("extra") == "allow":
+def _unknown_arguments(tool: Tool[Any], raw: Any) -> list[str]:
+    """A line per argument ``tool.parameters`` has no field for: a misspelt name would
+    otherwise be dropped without a word and the call run with the default. A model that
+    allows extra fields (``extra="allow"``) takes them."""
+    names = tool.argument_names
+    if not isinstance(raw, dict) or names is None or names.issuperset(raw):
         return []
-    fields = model.model_fields
-    aliases = {f.alias for f in fields.values() if f.alias}
-    unknown = [key for key in raw if key not in fields and key not in aliases]
-    if not unknown:
-        return []
-    expected = ", ".join(fields)
+    unknown = [key for key in raw if key not in names]
+    expected = ", ".join(tool.parameters.model_fields)
     return [f"- {key}: unknown argument (the arguments are: {expected})" for key in unknown]
 
 
 def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
-    if tool.output_schema is None:
+    """``content`` as JSON data once it fits ``tool.output_schema`` as a client validating
+    structured content against the declared JSON Schema would judge it: where the schema
+    forbids other keys (``extra="forbid"``), content with more is refused, a model of a
+    subclass that adds fields included.
+
+    Raises:
+        ToolError: ``TOOL_ERROR`` naming what does not fit.
+    """
+    schema = tool.output_schema
+    if schema is None:
         return content
-    if isinstance(content, tool.output_schema):
-        return content.model_dump(mode="json")
+    if isinstance(content, schema):
+        data = content.model_dump(mode="json")
+        extra = _undeclared(tool, data)
+        if extra:
+            raise _schema_mismatch(tool, f"{extra}: not in the declared output schema")
+        return data
     try:
-        tool.output_schema.model_validate(content)
+        schema.model_validate(content)
     except ValidationError as exc:
         detail = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(content)'}: {e['msg']}"
             for e in exc.errors(include_url=False)
         )
-        raise ToolError(
-            f"{tool.name} returned content that does not match its output schema: {detail}",
-            ErrorCode.TOOL_ERROR,
-        ) from exc
+        raise _schema_mismatch(tool, detail) from exc
+    extra = _undeclared(tool, content)
+    if extra:
+        raise _schema_mismatch(tool, f"{extra}: not in the declared output schema")
     return content
+
+
+def _undeclared(tool: Tool[Any], data: Any) -> str:
+    """The keys of the JSON object ``data`` that ``tool.output_schema`` declares no
+    property for, as ``'a', 'b'``; empty when there are none (or it takes any)."""
+    names = tool.output_names
+    if not isinstance(data, dict) or names is None or names.issuperset(data):
+        return ""
+    return ", ".join(repr(key) for key in data if key not in names)
+
+
+def _schema_mismatch(tool: Tool[Any], detail: str) -> ToolError:
+    return ToolError(
+        f"{tool.name} returned content that does not match its output schema: {detail}",
+        ErrorCode.TOOL_ERROR,
+    )
 
 
 async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
@@ -167,7 +192,7 @@ async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) ->
         timing = (context.deadline, context.timeout)
         return await call_in_sandbox(sandbox, tool, args, call.call_id, timing)  # type: ignore[arg-type]
     try:
-        if inspect.iscoroutinefunction(tool.execute):
+        if tool.is_async:
             return await tool.execute(args, context)
         # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its
         # timeout; the context tells the thread that it was left (ToolContext.committing).

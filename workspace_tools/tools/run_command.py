@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import stat
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
 from sandbox.layers import BUBBLEWRAP
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools._output import ToolPresentation, tool_output
+from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.tools._command_output import (
     HEAD_BYTES,
@@ -61,20 +69,27 @@ class RunCommandArgs(BaseModel):
 
 
 class RunCommandContent(BaseModel):
-    """What the model reads: the exit code and each stream (head and tail when long); a
-    :class:`RunCommandNotedContent` when processes it left running were stopped."""
+    """What the model reads: the exit code and each stream (head and tail when long), and
+    a ``note`` on what happened beyond the command's own output, present only when there
+    is one: the processes it left running that were stopped when it ended (see
+    :func:`stopped_note`). The declared output schema is this model's, so it lists
+    ``note`` as optional."""
 
     exit_code: int
     stdout: str
     stderr: str
+    note: str | None = Field(
+        None,
+        description="Present only when processes the command left running were stopped",
+    )
 
-
-class RunCommandNotedContent(RunCommandContent):
-    """The content with a ``note`` on what happened beyond the command's own output: the
-    processes it left running that were stopped when it ended (see
-    :func:`stopped_note`)."""
-
-    note: str
+    @model_serializer(mode="wrap")
+    def _without_absent_note(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent, not null: a result without a note has exactly the three streams' keys.
+        data: dict[str, Any] = handler(self)
+        if data.get("note") is None:
+            data.pop("note", None)
+        return data
 
 
 class RunCommandDetails(BaseModel):
@@ -264,6 +279,14 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
         ToolError: ``NOT_FOUND``, ``NOT_A_DIRECTORY``, ``OUTSIDE_WORKSPACE`` (a directory on
             its way became a symlink), or another code of :func:`os_error`.
     """
+    if path == ".":
+        # The default, the root itself: while its real path is still the root's, nothing
+        # else needs resolving, and it is opened as the general path below would open it.
+        # Should either fail, the general path says why.
+        root = str(workspace.root)
+        with contextlib.suppress(OSError):
+            if os.path.realpath(root) == root:
+                return ".", open_dir(root, "")
     resolved = workspace.resolve(path)
     real = str(resolved.real)
     try:
@@ -353,6 +376,8 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
     holding the output so far."""
     stdout, stdout_cut = model_view(result.stdout, "stdout")
     stderr, stderr_cut = model_view(result.stderr, "stderr")
+    # Validated constructors throughout: with pydantic-core they cost less than
+    # model_construct, which runs in Python.
     details = RunCommandDetails(
         command=command,
         exit_code=result.exit_code,
@@ -371,8 +396,8 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
             ErrorCode.TOOL_TIMEOUT,
             details=partial,
         )
-    content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr)
+    note = None
     if result.stopped_processes:
         note = stopped_note(result.stopped_processes, result.stopped_names)
-        content = RunCommandNotedContent(**dict(content), note=note)
-    return tool_output(content, details=details)
+    content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr, note=note)
+    return ToolOutput(content=content, details=details)
