@@ -249,19 +249,31 @@ def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.s
         yield handle, info
 
 
-def read_bytes(root: Path, real: Path, rel: str) -> bytes | None:
+def read_bytes(root: Path, real: Path, rel: str, *, limit: int) -> bytes | None:
     """The whole content of ``real``, or ``None`` when it does not exist.
 
+    At most ``limit + 1`` bytes are ever read: a file over ``limit`` bytes (a 10 GB sparse
+    file, one that grows while it is read) is refused without being loaded.
+
     Raises:
-        ToolError: as :func:`open_read`, except that a missing file is ``None``.
+        ToolError: ``FILE_TOO_LARGE`` over ``limit`` bytes; as :func:`open_read`, except
+            that a missing file is ``None``.
     """
     try:
-        with open_read(root, real, rel) as (handle, _):
-            return handle.read()
+        with open_read(root, real, rel) as (handle, info):
+            data = b"" if info.st_size > limit else handle.read(limit + 1)
     except ToolError as exc:
         if exc.code is ErrorCode.NOT_FOUND:
             return None
         raise
+    if info.st_size > limit or len(data) > limit:
+        size = f"{info.st_size:,} bytes" if info.st_size > limit else "growing"
+        raise ToolError(
+            f"{rel} is {size}, over the {limit:,}-byte limit for rewriting a file; change "
+            "it with run_command instead",
+            ErrorCode.FILE_TOO_LARGE,
+        )
+    return data
 
 
 def atomic_write(
