@@ -186,6 +186,45 @@ def with_limit_default(model: type[ModelT], default: int) -> type[ModelT]:
     return create_model(model.__name__, __base__=model, limit=(int, limit))
 
 
+# Characters that would let a file name pass for something else in a listing: controls
+# (a newline starts a fake entry, CR and ESC rewrite a terminal line), the quote and
+# backslash of the quoting itself, Unicode line separators, bidirectional marks, overrides
+# and isolates ("Trojan Source"), and lone surrogates (bytes not valid UTF-8).
+_UNSAFE_NAME = re.compile(
+    r'[\x00-\x1f"\\\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]'
+)
+_C_ESCAPES = {
+    "\a": r"\a",
+    "\b": r"\b",
+    "\t": r"\t",
+    "\n": r"\n",
+    "\v": r"\v",
+    "\f": r"\f",
+    "\r": r"\r",
+    '"': r"\"",
+    "\\": r"\\",
+}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    escaped = _C_ESCAPES.get(char)
+    if escaped is not None:
+        return escaped
+    return "".join(f"\\{byte:03o}" for byte in os.fsencode(char))
+
+
+def shown_path(rel: str) -> str:
+    """``rel`` as a line of the model's text shows it: unchanged, or, when it holds a
+    character that could make it pass for something else (see :data:`_UNSAFE_NAME`),
+    quoted as git quotes such names (``core.quotePath``): in double quotes with C escapes,
+    ``"a\\nb.txt"``, other bytes in octal, ``"\\342\\200\\256x"``. Details keep the
+    name as it is."""
+    if _UNSAFE_NAME.search(rel) is None:
+        return rel
+    return '"' + _UNSAFE_NAME.sub(_escape, rel) + '"'
+
+
 def note(text: str) -> str:
     """A note line for the model, set apart from results."""
     return f"[{text}]"
@@ -206,7 +245,7 @@ def unreadable_note(paths: list[str], verb: str) -> str:
     """The note naming what this process may not read, so the model can tell "not there"
     from "not ``verb``" (listed, searched): directories end in ``/``; at most
     :data:`_UNREADABLE_SHOWN` are named."""
-    shown = ", ".join(paths[:_UNREADABLE_SHOWN])
+    shown = ", ".join(map(shown_path, paths[:_UNREADABLE_SHOWN]))
     more = len(paths) - _UNREADABLE_SHOWN
     if more > 0:
         shown += f" and {more:,} more"

@@ -8,7 +8,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.search._discovery import note, unreadable_note
+from workspace_tools.search._discovery import note, shown_path, unreadable_note
 from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
@@ -281,9 +281,9 @@ def _format_found(run: GrepRun, output_mode: str) -> str:
             )
         return "\n".join(lines)
     if output_mode == "count":
-        lines = [f"{path}:{count}" for path, count in run.files]
+        lines = [f"{shown_path(path)}:{count}" for path, count in run.files]
     else:
-        lines = [path for path, _ in run.files]
+        lines = [shown_path(path) for path, _ in run.files]
     if len(run.files) < run.files_matched:
         lines.append(
             note(
@@ -302,13 +302,13 @@ def _content_lines(run: GrepRun) -> list[str]:
     if not run.matcher.multiline:
         # One line a match: one string each, built with the path's part once a file.
         for path, rows in run.found:
-            prefix = path + ":"
+            prefix = shown_path(path) + ":"
             out += [f"{prefix}{line}:{text}" for line, _, text, _ in rows]
         return out
     for path, rows in run.found:
         for line, _, text, _ in rows:
             for offset, part in enumerate(text.split("\n")):
-                out.append(f"{path}:{line + offset}:{part}")
+                out.append(f"{shown_path(path)}:{line + offset}:{part}")
     return out
 
 
@@ -330,6 +330,6 @@ def _with_context(run: GrepRun) -> list[str]:
             if out and (previous is None or number != previous + 1):
                 out.append("--")
             sep, text = numbered[number]
-            out.append(f"{path}{sep}{number}{sep}{text}")
+            out.append(f"{shown_path(path)}{sep}{number}{sep}{text}")
             previous = number
     return out

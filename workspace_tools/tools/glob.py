@@ -11,6 +11,7 @@ from workspace_tools.search._discovery import (
     compile_glob,
     note,
     resolve_start,
+    shown_path,
     unreadable_note,
     with_limit_default,
 )
@@ -77,7 +78,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
             matches = list(filter(matcher.match, candidates))
         count = len(matches)
         shown = matches[:limit]
-        lines = list(shown) or ["No files matched"]
+        lines = [shown_path(path) for path in shown] or ["No files matched"]
         if count > limit:
             lines.append(
                 note(

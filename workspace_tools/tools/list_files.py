@@ -14,6 +14,7 @@ from workspace_tools.search._discovery import (
     ignored_hint,
     note,
     resolve_start,
+    shown_path,
     unreadable_note,
     with_limit_default,
 )
@@ -88,7 +89,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
                 ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
             ]
         count = len(walk.entries)
-        lines = [e.path + "/" if e.type == DIRECTORY else e.path for e in entries]
+        lines = [shown_path(e.path + "/" if e.type == DIRECTORY else e.path) for e in entries]
         if not lines:
             lines.append("Directory is empty" + ignored_hint(walk.ignored, args.include_ignored))
         elif count > limit:
