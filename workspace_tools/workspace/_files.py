@@ -389,7 +389,7 @@ def _replace(
                 ErrorCode.PERMISSION_DENIED,
             ) from exc
         # The file is writable (checked), its directory is not: as echo > file does.
-        _rewrite_in_place(dir_fd, name, data, guard)
+        _rewrite_in_place(dir_fd, name, rel, data, guard)
         return
     try:
         renamed = _fill_and_rename(dir_fd, fd, temp, name, data, old, guard)
@@ -405,7 +405,7 @@ def _replace(
         os.fsync(dir_fd)
         return
     os.unlink(temp, dir_fd=dir_fd)
-    _rewrite_in_place(dir_fd, name, data, guard)
+    _rewrite_in_place(dir_fd, name, rel, data, guard)
 
 
 def _fill_and_rename(
@@ -443,7 +443,7 @@ def _take_owner(fd: int, old: os.stat_result) -> bool:
     return True
 
 
-def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard) -> None:
+def _rewrite_in_place(dir_fd: int, name: str, rel: str, data: bytes, guard: CommitGuard) -> None:
     """Overwrite the file itself (owner, group, mode and links stay): a crash part-way
     leaves a mix of old and new, as after ``echo > file``. A full disk is found out
     before any byte changes where the file system can reserve space."""
@@ -452,6 +452,16 @@ def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard) -
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_nlink > 1:
+            # Its other names may be outside the root: writing the shared inode would
+            # change a file there. A rename gives this name a new inode; in place cannot.
+            raise ToolError(
+                f"Permission denied: {rel} has {info.st_nlink - 1} other hard link(s), "
+                "possibly outside the workspace, and may only be rewritten in place here "
+                "(its owner cannot be kept by a replacement), which would change them too; "
+                "the file was left unchanged",
+                ErrorCode.PERMISSION_DENIED,
+            )
         os.set_blocking(fd, True)
         with guard():
             _reserve(fd, info.st_size, len(data))
