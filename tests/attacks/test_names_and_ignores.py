@@ -102,3 +102,21 @@ def test_catastrophic_gitignore_patterns_are_matched_in_linear_time(tmp_path: Pa
     # z exists. (git itself is no oracle here: its matcher backtracks for hours on these.)
     assert result.model_text().split("\n") == ["a/" + "/".join("b" * 25) + "/y", "a" * 250]
     assert result.details.ignored == 2
+
+
+@pytest.mark.parametrize("tool_name", ["read_file", "write_file", "edit_file", "grep"])
+@pytest.mark.parametrize("path", ["f.txt/", "f.txt/."])
+def test_a_trailing_slash_never_names_a_file(tmp_path: Path, tool_name: str, path: str) -> None:
+    (tmp_path / "f.txt").write_bytes(b"old\n")
+    arguments = {
+        "read_file": {},
+        "write_file": {"content": "new\n"},
+        "edit_file": {"old_text": "old", "new_text": "new"},
+        "grep": {"pattern": "old"},
+    }[tool_name]
+    result = call(tools(tmp_path)[tool_name], path=path, **arguments)
+    assert (result.error_code and result.error_code.value, result.error) == (
+        "NOT_A_DIRECTORY",
+        f"Path {path!r} ends with a slash, but f.txt is not a directory",
+    )
+    assert (tmp_path / "f.txt").read_bytes() == b"old\n"
