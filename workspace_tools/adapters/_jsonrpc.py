@@ -7,7 +7,8 @@ stdin, answers protocol errors itself with the codes of section 5.1, and passes 
 the SDK accepts to ``Server.run``. What it answers (``id`` is the request's when it is a valid
 id, else ``null``):
 
-- ``-32700`` Parse error: a line that is not UTF-8 JSON (``NaN``/``Infinity`` included).
+- ``-32700`` Parse error: a line that is not UTF-8 JSON (``NaN``/``Infinity`` included), or
+  whose arrays and objects nest deeper than Python's parser recurses.
 - ``-32600`` Invalid Request: JSON that is not a request object — a number, a string, an
   object without ``"jsonrpc": "2.0"``, without a string ``method``, with an ``id`` that is
   neither a string nor an integer (MCP forbids ``null`` ids too), and any array: MCP
@@ -130,6 +131,10 @@ class JsonRpcGate:
             value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
         except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             return error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
+        except RecursionError:
+            # Arrays or objects nested deeper than the parser recurses ([[[[...]]]]).
+            message = "Parse error: arrays or objects nested too deeply"
+            return error_response(None, types.PARSE_ERROR, message)
         if isinstance(value, list):
             reason = "an empty array" if not value else "a batch (MCP 2025-06-18 has no batching)"
             return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")

@@ -173,7 +173,9 @@ def text_editor_tool(
         if args.command == "view":
             return _view(workspace, resolved, args, max_characters)
         with workspace.file_states.lock(resolved.real):
-            before = read_bytes(workspace.root, resolved.real, resolved.rel)
+            before = read_bytes(
+                workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
+            )
             if args.command == "undo_edit":
                 return _undo(workspace, resolved, args.path, history, history_lock, context)
             if args.command == "create":
@@ -545,7 +547,9 @@ def _undo_checkpointed(
 
 
 def _bytes_and_mode(workspace: Workspace, resolved: ResolvedPath) -> tuple[bytes, int] | None:
-    data = read_bytes(workspace.root, resolved.real, resolved.rel)
+    data = read_bytes(
+        workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
+    )
     if data is None:
         return None
     try:

@@ -6,6 +6,9 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
   reach the person behind the client by elicitation). Every request must carry
   ``Authorization: Bearer <token>``; without it, or with another token, the answer is 401
   (the SDK's ``BearerAuthBackend`` and ``RequireAuthMiddleware``).
+- Every request's ``Host`` must name the address the server is bound to (loopback names
+  for a loopback address; any for a wildcard one) and its ``Origin``, when sent, that host:
+  otherwise 421 or 403, so a web page cannot reach the server by DNS rebinding.
 - ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
   liveness probes; it says nothing about the workspace.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import logging
 import secrets
 import socket
@@ -37,10 +41,11 @@ try:
     from mcp.server.lowlevel import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
+    from starlette.datastructures import Headers
     from starlette.middleware import Middleware
     from starlette.middleware.authentication import AuthenticationMiddleware
     from starlette.requests import Request
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
     from starlette.types import Message, Receive, Scope, Send
 except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -100,8 +105,62 @@ class _DisconnectWatch:
             event.set()
 
 
+class _HostOriginCheck:
+    """Refuses a request whose ``Host`` is not one of ``hosts`` (421) or whose ``Origin``
+    names another host (403), before anything else sees it: a web page whose name was
+    rebound to this machine's address (DNS rebinding) sends its own name in both, and a
+    browser sends the ``Origin`` of any page that posts across origins. MCP's transport
+    rules ask servers to check ``Origin``. ``hosts`` empty (a wildcard bind, whose names
+    are not known) checks only that an ``Origin`` names the ``Host`` it was sent to."""
+
+    def __init__(self, app: Any, hosts: frozenset[str]) -> None:
+        self.app = app
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "").lower()
+        origin = headers.get("origin")
+        refusal = None
+        if self.hosts and host not in self.hosts:
+            refusal = PlainTextResponse("Invalid Host header", status_code=421)
+        elif origin is not None and origin.lower() not in (
+            f"http://{h}" for h in self.hosts | {host}
+        ):
+            refusal = PlainTextResponse("Invalid Origin header", status_code=403)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The ``Host`` header values a server bound to ``host``:``port`` answers: that address,
+    and for a loopback address every loopback name (``localhost``, ``127.0.0.1``,
+    ``[::1]``); empty for a wildcard address (``0.0.0.0``, ``::``), whose names are not
+    known."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return frozenset({f"{host.lower()}:{port}"})  # a name given to --http
+    if address.is_unspecified:
+        return frozenset()
+    shown = f"[{address}]" if address.version == 6 else str(address)
+    names = {shown}
+    if address.is_loopback:
+        names |= {"localhost", "127.0.0.1", "[::1]"}
+    return frozenset(f"{name}:{port}" for name in names)
+
+
 def create_http_app(
-    server: Server[Any, Any], token: str, *, session_idle_timeout: float = 30 * 60
+    server: Server[Any, Any],
+    token: str,
+    *,
+    session_idle_timeout: float = 30 * 60,
+    hosts: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The ASGI application serving ``server`` at :data:`MCP_PATH` behind ``token``, with
     :data:`HEALTH_PATH` open.
@@ -110,6 +169,10 @@ def create_http_app(
         server: a low-level MCP server (:func:`workspace_tools.adapters.mcp.create_server`).
         token: the bearer token every MCP request must carry.
         session_idle_timeout: seconds after which an MCP session nobody used is closed.
+        hosts: the ``Host`` values (``name:port``, lower case) to answer, from
+            :func:`allowed_hosts`; any other is refused with 421 and an ``Origin`` naming
+            another host with 403 (DNS rebinding). Empty: any ``Host``, and an ``Origin``
+            must name the ``Host`` it was sent to.
 
     Raises:
         ValueError: an empty token.
@@ -134,7 +197,10 @@ def create_http_app(
             # A Route, not a Mount: a Mount answers POST /mcp with a redirect to /mcp/.
             Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(mcp_endpoint, []))),
         ],
-        middleware=[Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier))],
+        middleware=[
+            Middleware(_HostOriginCheck, hosts=hosts),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+        ],
         lifespan=lifespan,
     )
 
@@ -205,8 +271,9 @@ async def serve_http(server: Server[Any, Any], token: str, sock: socket.socket) 
 
 
 async def _serve(server: Server[Any, Any], token: str, sock: socket.socket) -> None:
+    host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
-        create_http_app(server, token),
+        create_http_app(server, token, hosts=allowed_hosts(host, port)),
         log_level="warning",
         # Streams of calls in flight would hold a graceful shutdown open indefinitely.
         timeout_graceful_shutdown=2,

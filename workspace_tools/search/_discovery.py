@@ -192,6 +192,32 @@ def with_limit_default(model: type[ModelT], default: int) -> type[ModelT]:
     return create_model(model.__name__, __base__=model, limit=(int, limit))
 
 
+# Characters that would let a file name pass for something else in a listing: controls
+# (a newline starts a fake entry, CR and ESC rewrite a terminal line), the quote and
+# backslash of the quoting itself, Unicode line separators, bidirectional marks, overrides
+# and isolates ("Trojan Source"), and lone surrogates (bytes not valid UTF-8).
+_UNSAFE_NAME = re.compile(
+    r'[\x00-\x1f"\\\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]'
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    # JSON's escape of the one character: \n, \", \\, else \uXXXX (ensure_ascii).
+    return json.dumps(match.group())[1:-1]
+
+
+def shown_path(rel: str) -> str:
+    """``rel`` as a line of the model's text shows it: unchanged, or, when it holds a
+    character that could make it pass for something else (see :data:`_UNSAFE_NAME`), in
+    double quotes as git quotes such names (``core.quotePath``), with JSON's escapes for
+    those characters (``"a\\nb.txt"``, ``"\\u202egnp.exe"``), so that the line is a JSON
+    string a model can copy into a ``path`` argument as it is. Details keep the name as
+    it is."""
+    if _UNSAFE_NAME.search(rel) is None:
+        return rel
+    return '"' + _UNSAFE_NAME.sub(_escape, rel) + '"'
+
+
 def note(text: str) -> str:
     """A note line for the model, set apart from results."""
     return f"[{text}]"
@@ -205,21 +231,6 @@ def ignored_hint(ignored: int, include_ignored: bool) -> str:
     return f" ({ignored:,} {noun} skipped by ignore rules; include_ignored=true shows them)"
 
 
-# C0 controls, DEL and C1 controls: a name holding one would break a result line (a
-# newline) or drive the reader's terminal (ESC), so it is shown quoted; so is a name that
-# is not UTF-8 (its bytes are lone surrogates, which the result writes as escapes).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def shown_path(path: str) -> str:
-    """``path`` as a line of discovery output shows it: as it is, or, when it holds a
-    control character, as a JSON string (``"a\\nb.txt"``) a model can copy into the
-    ``path`` argument, as git quotes such names in its listings."""
-    if _CONTROL.search(path) is None:
-        return path
-    return json.dumps(path, ensure_ascii=False)
-
-
 _UNREADABLE_SHOWN = 10
 
 
@@ -227,7 +238,7 @@ def unreadable_note(paths: list[str], verb: str) -> str:
     """The note naming what this process may not read, so the model can tell "not there"
     from "not ``verb``" (listed, searched): directories end in ``/``; at most
     :data:`_UNREADABLE_SHOWN` are named."""
-    shown = ", ".join(paths[:_UNREADABLE_SHOWN])
+    shown = ", ".join(map(shown_path, paths[:_UNREADABLE_SHOWN]))
     more = len(paths) - _UNREADABLE_SHOWN
     if more > 0:
         shown += f" and {more:,} more"

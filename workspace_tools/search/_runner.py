@@ -178,14 +178,20 @@ class GrepRun:
         """
         try:
             with open_read(Path(root), Path(real), rel) as (handle, _):
-                data = handle.read()
+                # As for walked files: the first read tells a binary file, whose rest is
+                # never read; a big text file is searched window by window, never whole.
+                fd = handle.fileno()
+                data = os.read(fd, FIRST_READ)
+                if len(data) < FIRST_READ:
+                    self.add(rel, data)
+                else:
+                    self.add(rel, data, fd)
         except ToolError as exc:
             if exc.code is ErrorCode.TOOL_ERROR and str(exc).endswith("not a regular file"):
                 raise ToolError(
                     f"{rel!r} is not a regular file; grep searches files and directories"
                 ) from None
             raise
-        self.add(rel, data)
 
     def add(self, rel: str, data: bytes, fd: int | None = None) -> None:
         """Search one file and record what it holds: ``data`` is the whole file, or with

@@ -285,7 +285,7 @@ def _read(workspace: Workspace, path: ResolvedPath) -> _State:
 def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -> _State:
     """A binary file (within the size limit, as load_text checked first) as bytes: deleting
     it needs no decoding; any other operation raises its ``binary`` error."""
-    data = read_bytes(workspace.root, path.real, path.rel)
+    data = read_bytes(workspace.root, path.real, path.rel, limit=workspace.options.max_file_bytes)
     if data is None:  # deleted since load_text read it
         raise ToolError(f"{path.rel}: the file was deleted meanwhile", ErrorCode.STALE_FILE)
     workspace.file_states.check_fresh(path.real, data, path.rel)

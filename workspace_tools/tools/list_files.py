@@ -89,7 +89,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
                 ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
             ]
         count = len(walk.entries)
-        lines = [shown_path(e.path) + ("/" if e.type == DIRECTORY else "") for e in entries]
+        lines = [shown_path(e.path + "/" if e.type == DIRECTORY else e.path) for e in entries]
         if not lines:
             lines.append("Directory is empty" + ignored_hint(walk.ignored, args.include_ignored))
         elif count > limit:

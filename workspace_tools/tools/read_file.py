@@ -167,13 +167,17 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
             head = handle.read(16)
             media_type = image_media_type(head)
             if media_type is not None:
-                if info.st_size > options.max_image_bytes:
+                # Read at most one byte over the limit: the file may grow meanwhile.
+                data = b""
+                if info.st_size <= options.max_image_bytes:
+                    data = head + handle.read(options.max_image_bytes + 1 - len(head))
+                if info.st_size > options.max_image_bytes or len(data) > options.max_image_bytes:
+                    size = max(info.st_size, len(data))
                     raise ToolError(
-                        f"{rel} is a {info.st_size:,}-byte image, over the "
+                        f"{rel} is a {size:,}-byte image, over the "
                         f"{options.max_image_bytes:,}-byte limit for images",
                         ErrorCode.FILE_TOO_LARGE,
                     )
-                data = head + handle.read()
                 details = ReadFileDetails(
                     path=rel, start_line=0, end_line=0, total_lines=0, truncated=False,
                     size_bytes=len(data), encoding=None, newline=None, media_type=media_type,

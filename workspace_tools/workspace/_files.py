@@ -249,19 +249,31 @@ def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.s
         yield handle, info
 
 
-def read_bytes(root: Path, real: Path, rel: str) -> bytes | None:
+def read_bytes(root: Path, real: Path, rel: str, *, limit: int) -> bytes | None:
     """The whole content of ``real``, or ``None`` when it does not exist.
 
+    At most ``limit + 1`` bytes are ever read: a file over ``limit`` bytes (a 10 GB sparse
+    file, one that grows while it is read) is refused without being loaded.
+
     Raises:
-        ToolError: as :func:`open_read`, except that a missing file is ``None``.
+        ToolError: ``FILE_TOO_LARGE`` over ``limit`` bytes; as :func:`open_read`, except
+            that a missing file is ``None``.
     """
     try:
-        with open_read(root, real, rel) as (handle, _):
-            return handle.read()
+        with open_read(root, real, rel) as (handle, info):
+            data = b"" if info.st_size > limit else handle.read(limit + 1)
     except ToolError as exc:
         if exc.code is ErrorCode.NOT_FOUND:
             return None
         raise
+    if info.st_size > limit or len(data) > limit:
+        size = f"{info.st_size:,} bytes" if info.st_size > limit else "growing"
+        raise ToolError(
+            f"{rel} is {size}, over the {limit:,}-byte limit for rewriting a file; change "
+            "it with run_command instead",
+            ErrorCode.FILE_TOO_LARGE,
+        )
+    return data
 
 
 def atomic_write(
@@ -386,7 +398,7 @@ def _replace(
                 ErrorCode.PERMISSION_DENIED,
             ) from exc
         # The file is writable (checked), its directory is not: as echo > file does.
-        _rewrite_in_place(dir_fd, name, data, guard, fsync)
+        _rewrite_in_place(dir_fd, name, rel, data, guard, fsync)
         return
     try:
         renamed = _fill_and_rename(dir_fd, fd, temp, name, data, old, guard, fsync)
@@ -403,7 +415,7 @@ def _replace(
             os.fsync(dir_fd)
         return
     os.unlink(temp, dir_fd=dir_fd)
-    _rewrite_in_place(dir_fd, name, data, guard, fsync)
+    _rewrite_in_place(dir_fd, name, rel, data, guard, fsync)
 
 
 def _fill_and_rename(
@@ -443,7 +455,9 @@ def _take_owner(fd: int, old: os.stat_result) -> bool:
     return True
 
 
-def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard, fsync: bool) -> None:
+def _rewrite_in_place(
+    dir_fd: int, name: str, rel: str, data: bytes, guard: CommitGuard, fsync: bool
+) -> None:
     """Overwrite the file itself (owner, group, mode and links stay): a crash part-way
     leaves a mix of old and new, as after ``echo > file``. A full disk is found out
     before any byte changes where the file system can reserve space."""
@@ -452,6 +466,16 @@ def _rewrite_in_place(dir_fd: int, name: str, data: bytes, guard: CommitGuard, f
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_nlink > 1:
+            # Its other names may be outside the root: writing the shared inode would
+            # change a file there. A rename gives this name a new inode; in place cannot.
+            raise ToolError(
+                f"Permission denied: {rel} has {info.st_nlink - 1} other hard link(s), "
+                "possibly outside the workspace, and may only be rewritten in place here "
+                "(its owner cannot be kept by a replacement), which would change them too; "
+                "the file was left unchanged",
+                ErrorCode.PERMISSION_DENIED,
+            )
         os.set_blocking(fd, True)
         with guard():
             _reserve(fd, info.st_size, len(data))

@@ -33,7 +33,8 @@ _POSIX_CLASSES: dict[bytes, frozenset[int]] = {
     b"xdigit": frozenset(b"0123456789ABCDEFabcdef"),
 }
 
-_NEVER = "(?!)"
+# An empty byte class: matches nothing, in RE2 (which has no lookahead) as in ``re``.
+_NEVER = "[^\\x00-\\xff]"
 
 
 class _Unmatchable(Exception):

@@ -12,6 +12,9 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import re2
 
 from workspace_tools.workspace._gitignore import GitignoreRule, parse_gitignore
 
@@ -73,15 +76,19 @@ class IgnoreRules:
 
     Paths given to :meth:`ignored` are bytes, ``/``-separated, relative to the same top the
     rules' bases are relative to, without a trailing slash.
+
+    The rules are matched by RE2, in time linear in the path whatever the patterns: a
+    repository's ``.gitignore`` is hostile input, and patterns such as ``**/**/**/…/x`` or
+    ``*a*a*a*a*b`` would make a backtracking engine take years over one deep path. Each
+    process compiles its own programs (a fork while another thread matched could leave
+    the child a program whose cache lock is held).
     """
 
     rules: tuple[GitignoreRule, ...] = ()
-    _file_rx: re.Pattern[bytes] | None = field(default=None, init=False, compare=False)
-    _dir_rx: re.Pattern[bytes] | None = field(default=None, init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_file_rx", _combine([r for r in self.rules if not r.dir_only]))
-        object.__setattr__(self, "_dir_rx", _combine(list(self.rules)))
+    # [(pid, file matchers, directory matchers)], compiled on first use in each process.
+    _compiled: list[tuple[int, list[_Matcher], list[_Matcher]]] = field(
+        default_factory=list, init=False, compare=False, repr=False
+    )
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -92,26 +99,67 @@ class IgnoreRules:
 
     def ignored(self, path: bytes, is_dir: bool) -> bool:
         """Whether the last rule matching ``path`` ignores it (``False`` if none matches)."""
-        rx = self._dir_rx if is_dir else self._file_rx
-        if rx is None:
-            return False
-        m = rx.fullmatch(path)
-        if m is None:
-            return False
-        return m.lastgroup is None or not m.lastgroup.startswith("n")
+        compiled = self._compiled
+        pid = os.getpid()
+        if not compiled or compiled[0][0] != pid:
+            file_rules = [r for r in self.rules if not r.dir_only]
+            compiled[:] = [(pid, _combine(file_rules), _combine(list(self.rules)))]
+        for rx in compiled[0][2 if is_dir else 1]:
+            m = rx.fullmatch(path)
+            if m is not None:
+                group = m.lastgroup
+                if isinstance(group, bytes):
+                    group = group.decode("ascii")
+                return group is None or not group.startswith("n")
+        return False
 
 
-def _combine(rules: list[GitignoreRule]) -> re.Pattern[bytes] | None:
-    # One alternation, highest precedence first: the regex engine returns the first
-    # alternative that matches, which is then git's "last matching pattern". A named group
-    # per rule says whether the winner negates ("n...") or ignores ("i...").
-    if not rules:
-        return None
+class _Matcher(Protocol):
+    def fullmatch(self, path: bytes) -> Any: ...
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.encoding = re2.Options.Encoding.LATIN1  # bytes, as git matches them
+_RE2_OPTIONS.dot_nl = True
+_RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.max_mem = 64 << 20
+
+
+def _combine(rules: list[GitignoreRule]) -> list[_Matcher]:
+    """Programs for ``rules``, to try in order (the first that matches decides).
+
+    In each, one alternation, highest precedence first: the engine returns the first
+    alternative that matches (RE2 keeps Perl's leftmost-first choice), which is then git's
+    "last matching pattern". A named group per rule says whether the winner negates
+    ("n...") or ignores ("i..."). Rules too many for one program are split over several.
+    """
     parts = [
         f"(?P<{'n' if rule.negated else 'i'}{index}>{rule.regex})"
         for index, rule in enumerate(reversed(rules))
     ]
-    return re.compile("|".join(parts).encode("latin-1"), re.DOTALL)
+    return _compile(parts)
+
+
+# Rules per program: RE2 compiles an alternation of thousands slowly (a huge .gitignore).
+_RULES_PER_PROGRAM = 256
+
+
+def _compile(parts: list[str]) -> list[_Matcher]:
+    if len(parts) > _RULES_PER_PROGRAM:
+        step = _RULES_PER_PROGRAM
+        return [m for i in range(0, len(parts), step) for m in _compile(parts[i : i + step])]
+    if not parts:
+        return []
+    source = "|".join(parts).encode("latin-1")
+    try:
+        return [re2.compile(source, _RE2_OPTIONS)]
+    except re2.error:
+        if len(parts) == 1:
+            # One pattern too big for RE2's memory: Python's engine (a pattern that long
+            # is not one git users write).
+            return [re.compile(source, re.DOTALL)]
+    half = len(parts) // 2
+    return _compile(parts[:half]) + _compile(parts[half:])
 
 
 def rules_in_directory(abs_dir: str, base: str) -> tuple[list[GitignoreRule], list[FileStamp]]:

@@ -66,7 +66,8 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
             character no file name can hold (a lone surrogate), or one too long for the file
             system; ``OUTSIDE_WORKSPACE`` when the real location is outside the root or kept
             changing while it was resolved; ``NOT_FOUND`` for a symbolic link loop;
-            ``PERMISSION_DENIED`` when a directory on the way may not be searched.
+            ``PERMISSION_DENIED`` when a directory on the way may not be searched;
+            ``NOT_A_DIRECTORY`` for a path ending in ``/`` that names a file.
     """
     if "\x00" in path:
         raise ToolError("Path contains a NUL byte", ErrorCode.INVALID_ARGUMENTS)
@@ -88,6 +89,12 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
             ErrorCode.OUTSIDE_WORKSPACE,
         )
     _refuse_link_loop(path, real)
+    if path.endswith(("/", "/.")) and os.path.exists(real) and not os.path.isdir(real):
+        # As open("f.txt/") fails: a trailing slash names a directory, never the file.
+        raise ToolError(
+            f"Path {path!r} ends with a slash, but {to_rel(root, real)} is not a directory",
+            ErrorCode.NOT_A_DIRECTORY,
+        )
     # Show the path as the caller named it when it names the same place (a link inside the
     # root keeps its own name); otherwise its real location. ``a/..`` with ``a`` a link is
     # not its lexical parent, hence the second realpath (not needed when no link was met).

@@ -66,16 +66,10 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
             ``STALE_FILE`` when it changed since last read or written, and the errors of
             :func:`~._files.open_read`.
     """
-    data = read_bytes(workspace.root, resolved.real, resolved.rel)
+    limit = workspace.options.max_file_bytes
+    data = read_bytes(workspace.root, resolved.real, resolved.rel, limit=limit)
     if data is None:
         return CurrentText(None, UTF8, new_file_newline(workspace.root, resolved.real))
-    limit = workspace.options.max_file_bytes
-    if len(data) > limit:
-        raise ToolError(
-            f"{resolved.rel} is {len(data):,} bytes, over the {limit:,}-byte limit for "
-            "rewriting a file; change it with run_command instead",
-            ErrorCode.FILE_TOO_LARGE,
-        )
     decoded = decode_text(data)
     workspace.file_states.check_fresh(resolved.real, data, resolved.rel)
     newline = dominant_newline(decoded.text) or new_file_newline(workspace.root, resolved.real)
