@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -198,6 +199,32 @@ def test_served_step_lists_the_workspace_over_http_as_in_process(tmp_path: Path)
         "  a.txt\n"
         "  the same answer as in process: yes\n",
     )
+
+
+def test_served_step_without_the_mcp_sdk_names_the_command_that_installs_it(
+    tmp_path: Path,
+) -> None:
+    # A fresh interpreter: this one may have imported the adapters already.
+    code = (
+        "import sys, io, anyio\n"
+        "sys.modules['mcp'] = None\n"
+        "from pathlib import Path\n"
+        "from workspace_tools.cli._demo import _Printer, _served_step\n"
+        "from workspace_tools.tools import workspace_tools\n"
+        f"root = Path({str(tmp_path)!r})\n"
+        "out = io.StringIO()\n"
+        "failed = anyio.run(_served_step, root, workspace_tools(root)[3], _Printer(out), 17)\n"
+        "print(failed, out.getvalue(), end='')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert (done.returncode, done.stdout) == (
+        0,
+        "0 \n17. serve the workspace over HTTP on 127.0.0.1 and call it remotely\n"
+        "  (skipped: mcp is not installed; install it with: "
+        f"{shlex.quote(sys.executable)} -m pip install 'mcp<2,>=1.20')\n",
+    ), done.stderr
 
 
 def test_text_editor_undo_step_goes_back_to_no_file(tmp_path: Path) -> None:

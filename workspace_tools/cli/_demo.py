@@ -493,8 +493,8 @@ async def _served_step(root: Path, list_files: Tool[Any], printer: _Printer, num
     printer.line(f"\n{number}. serve the workspace over HTTP on 127.0.0.1 and call it remotely")
     try:
         from workspace_tools.adapters.remote import RemoteWorkspace
-    except ImportError:
-        printer.line("  (the mcp extra is not installed: skipped)")
+    except ImportError as exc:  # its message names the command that installs the extra
+        printer.line(f"  (skipped: {exc})")
         return 0
     command = [sys.executable, "-m", "workspace_tools", "serve", "--read-only"]
     command += ["--root", str(root), "--http", "127.0.0.1:0"]
