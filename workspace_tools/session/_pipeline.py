@@ -162,9 +162,8 @@ def _check_output_schema(tool: Tool[Any], content: Any) -> Any:
             for e in exc.errors(include_url=False)
         )
         raise _schema_mismatch(tool, detail) from exc
-    extra = _undeclared(tool, content)
-    if extra:
-        raise _schema_mismatch(tool, f"{extra}: not in the declared output schema")
+    # Keys a forbidding schema lacks failed validation above: only a model of a subclass
+    # (dumped, not validated) can carry them past it.
     return content
 
 
