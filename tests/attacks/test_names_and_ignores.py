@@ -129,3 +129,35 @@ def test_a_trailing_slash_never_names_a_file(tmp_path: Path, tool_name: str, pat
         f"Path {path!r} ends with a slash, but f.txt is not a directory",
     )
     assert (tmp_path / "f.txt").read_bytes() == b"old\n"
+
+
+def _create_at(tmp_path: Path, way: str, path: str) -> Any:
+    if way == "write_file":
+        return call(tools(tmp_path)["write_file"], path=path, content="x\n")
+    if way == "apply_patch add":
+        patch = f"*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch"
+        return call(tools(tmp_path)["apply_patch"], patch=patch)
+    if way == "apply_patch move":
+        patch = f"*** Begin Patch\n*** Update File: f.txt\n*** Move to: {path}\n*** End Patch"
+        return call(tools(tmp_path)["apply_patch"], patch=patch)
+    from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
+
+    return call(text_editor_tool(tmp_path), command="create", path=path, file_text="x\n")
+
+
+@pytest.mark.parametrize("way", ["write_file", "apply_patch add", "apply_patch move", "create"])
+@pytest.mark.parametrize("path", ["new/", "new/.", "sub/new/"])
+def test_a_path_written_as_a_directory_never_becomes_a_file(
+    tmp_path: Path, way: str, path: str
+) -> None:
+    # open("new/", O_CREAT) fails with EISDIR; a tool must not write "new" instead.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "f.txt").write_bytes(b"old\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = _create_at(tmp_path, way, path)
+    shown = path.removesuffix(".")
+    assert (result.error_code and result.error_code.value, result.error) == (
+        "INVALID_ARGUMENTS",
+        f"{shown!r} names a directory; give the path of a file",
+    ), result.model_text()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before

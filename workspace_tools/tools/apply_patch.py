@@ -221,6 +221,7 @@ def apply_operations(
         for path in (op.path, op.move_to):
             if path is not None and path not in resolved:
                 resolved[path] = workspace.resolve(path)
+                resolved[path].refuse_directory_form()  # every path of a patch is a file's
     reals = sorted({str(r.real): r for r in resolved.values()}.items())
     with ExitStack() as locks:
         for _, path in reals:

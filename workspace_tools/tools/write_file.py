@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.text._decode import convert_newlines, count_lines
@@ -60,11 +59,7 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
 
     def execute(args: WriteFileArgs, context: ToolContext) -> object:
         resolved = workspace.resolve(args.path)
-        if args.path.endswith(("/", "/.")):
-            raise ToolError(
-                f"{args.path!r} names a directory; give the path of a file",
-                ErrorCode.INVALID_ARGUMENTS,
-            )
+        resolved.refuse_directory_form()
         with workspace.file_states.lock(resolved.real):
             current = load_text(workspace, resolved)
             text = convert_newlines(args.content, current.newline)

@@ -27,10 +27,26 @@ class ResolvedPath:
         real: absolute real path (symlinks resolved); what to open, stat or rename onto.
         rel: path relative to the root with ``/`` separators, as results show it
             (``.`` for the root itself).
+        directory_form: the path as given ends with ``/`` or ``/.``, so it can only name a
+            directory (POSIX pathname resolution); a tool never creates a file there.
     """
 
     real: Path
     rel: str
+    directory_form: bool = False
+
+    def refuse_directory_form(self) -> None:
+        """Refuse to create or write a file at a path written as a directory's (``new/``),
+        which ``open(2)`` would refuse too (``EISDIR``), rather than write ``new``.
+
+        Raises:
+            ToolError: ``INVALID_ARGUMENTS`` when :attr:`directory_form`.
+        """
+        if self.directory_form:
+            raise ToolError(
+                f"{self.rel + '/'!r} names a directory; give the path of a file",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
 
 
 def is_within(root: str, real: str) -> bool:
@@ -89,7 +105,8 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
             ErrorCode.OUTSIDE_WORKSPACE,
         )
     _refuse_link_loop(path, real)
-    if path.endswith(("/", "/.")) and os.path.exists(real) and not os.path.isdir(real):
+    directory_form = path.endswith(("/", "/."))
+    if directory_form and os.path.exists(real) and not os.path.isdir(real):
         # As open("f.txt/") fails: a trailing slash names a directory, never the file.
         raise ToolError(
             f"Path {path!r} ends with a slash, but {to_rel(root, real)} is not a directory",
@@ -100,7 +117,8 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     # not its lexical parent, hence the second realpath (not needed when no link was met).
     lexical = os.path.normpath(joined)
     same = lexical == real or (is_within(root, lexical) and _realpath(path, lexical) == real)
-    return ResolvedPath(real=Path(real), rel=to_rel(root, lexical if same else real))
+    rel = to_rel(root, lexical if same else real)
+    return ResolvedPath(real=Path(real), rel=rel, directory_form=directory_form)
 
 
 def _realpath(path: str, target: str) -> str:

@@ -92,9 +92,11 @@ def save_text(
     on files without any write permission bit.
 
     Raises:
-        ToolError: ``ENCODING_ERROR`` when ``fmt`` cannot hold ``text``, ``FILE_TOO_LARGE``
-            over ``max_file_bytes``, and the errors of :func:`~._files.atomic_write`.
+        ToolError: ``INVALID_ARGUMENTS`` for a path written as a directory's (``new/``),
+            ``ENCODING_ERROR`` when ``fmt`` cannot hold ``text``, ``FILE_TOO_LARGE`` over
+            ``max_file_bytes``, and the errors of :func:`~._files.atomic_write`.
     """
+    resolved.refuse_directory_form()
     data = encode_text(text, fmt)
     limit = workspace.options.max_file_bytes
     if len(data) > limit:
