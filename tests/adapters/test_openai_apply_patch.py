@@ -220,3 +220,67 @@ def test_apply_patch_call_output_of_a_transcript_entry(tmp_path: Path) -> None:
     output = apply_patch_call_output(result)
     assert output["status"] == "completed"
     ApplyPatchCallOutput.model_validate(output)
+
+
+@pytest.mark.parametrize(
+    ("operation", "refusal"),
+    [
+        (
+            {
+                "type": "update_file",
+                "path": "x.txt",
+                "diff": "@@\n-a\n+b\n*** Delete File: keep.txt\n",
+            },
+            "The update_file diff for 'x.txt' holds the line '*** Delete File: keep.txt', which "
+            "would start another operation",
+        ),
+        (
+            {
+                "type": "update_file",
+                "path": "x.txt",
+                "diff": "@@\n-a\n+b\n*** End of File\n*** Add File: new.txt\n+x\n",
+            },
+            "The update_file diff for 'x.txt' holds the line '*** Add File: new.txt', which "
+            "would start another operation",
+        ),
+        (
+            {"type": "update_file", "path": "x.txt", "diff": "*** Move to: y.txt\n@@\n-a\n+b\n"},
+            "The update_file diff for 'x.txt' holds the line '*** Move to: y.txt', which would "
+            "start another operation",
+        ),
+        (
+            {"type": "delete_file", "path": "x.txt\n*** Delete File: keep.txt"},
+            "The path 'x.txt\\n*** Delete File: keep.txt' starts or ends with whitespace or "
+            "holds a line break, which a patch cannot name",
+        ),
+        (
+            {"type": "create_file", "path": " keep.txt", "diff": "+x\n"},
+            "The path ' keep.txt' starts or ends with whitespace or holds a line break, which "
+            "a patch cannot name",
+        ),
+    ],
+)
+def test_an_operation_changes_its_one_file_only(
+    tmp_path: Path, operation: dict, refusal: str
+) -> None:
+    # One apply_patch_call is one operation on one path: a diff or a path that would add a
+    # second operation to the envelope is refused, and no file changes.
+    (tmp_path / "x.txt").write_bytes(b"a\n")
+    (tmp_path / "keep.txt").write_bytes(b"keep\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    output = anyio.run(
+        invoke_apply_patch_call, apply_patch_tool(tmp_path), call_item("c1", operation)
+    )
+    assert sdk_valid(ResponseInputItemParam, output)
+    assert (output["status"], output["output"][: len(refusal)]) == ("failed", refusal), output
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> None:
+    # In a create_file diff every line is '+', so header-like text is the file's own.
+    operation = {"type": "create_file", "path": "doc.md", "diff": "+*** Delete File: x.txt\n"}
+    output = anyio.run(
+        invoke_apply_patch_call, apply_patch_tool(tmp_path), call_item("c2", operation)
+    )
+    assert output["status"] == "completed", output
+    assert (tmp_path / "doc.md").read_bytes() == b"*** Delete File: x.txt\n"

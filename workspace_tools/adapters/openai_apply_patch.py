@@ -33,10 +33,14 @@ from workspace_tools.text._patch_parse import (
     BEGIN,
     DELETE,
     END,
+    END_OF_FILE,
     UPDATE,
     PatchSyntaxError,
+    parse_patch,
     parse_v4a_create,
 )
+
+_OPERATION_KINDS = {"create_file": "add", "update_file": "update", "delete_file": "delete"}
 
 APPLY_PATCH_GRAMMAR = r"""
 start: begin operation+ end
@@ -110,16 +114,26 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
     the SDK's ``ResponseApplyPatchToolCall``): an envelope holding its one operation.
 
     A ``create_file`` diff's lines are ``+`` and the text; an ``update_file`` diff is V4A
-    chunks. Neither may overwrite: creating an existing file is refused by the tool.
+    chunks. Neither may overwrite: creating an existing file is refused by the tool. The
+    item is one operation on one path, so the envelope must hold exactly that: a path
+    with a line break, or a diff with a line that would start another operation (``***
+    Delete File: ...``, ``*** Move to: ...``), is refused rather than run.
 
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path, or
-            a ``create_file`` diff with a line that is not ``+``.
+        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path, a
+            path the envelope cannot hold, a ``create_file`` diff with a line that is not
+            ``+``, or a diff that would change more than the operation's one file.
     """
     operation = _as_dict(item).get("operation") or {}
     kind, path = operation.get("type"), operation.get("path")
     if not isinstance(path, str) or not path:
         raise ToolError("The apply_patch_call names no path", ErrorCode.INVALID_ARGUMENTS)
+    if path != path.strip() or "\n" in path or "\r" in path:
+        raise ToolError(
+            f"The path {path!r} starts or ends with whitespace or holds a line break, which "
+            "a patch cannot name; give the file's path alone",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     diff = operation.get("diff") or ""
     if kind == "create_file":
         try:
@@ -137,7 +151,34 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
             "delete_file",
             ErrorCode.INVALID_ARGUMENTS,
         )
-    return {"patch": f"{BEGIN}\n{body}{END}\n"}
+    patch = f"{BEGIN}\n{body}{END}\n"
+    _refuse_other_operations(patch, kind, path, diff)
+    return {"patch": patch}
+
+
+def _refuse_other_operations(patch: str, kind: str, path: str, diff: str) -> None:
+    """Refuse an envelope that holds more than the item's one operation on ``path``: a
+    diff line such as ``*** Delete File: other`` would otherwise run as a second one."""
+    try:
+        ops = parse_patch(patch)
+    except PatchSyntaxError:
+        return  # the tool reports it, as for any malformed patch
+    if [(op.kind, op.path, op.move_to) for op in ops] == [(_OPERATION_KINDS[kind], path, None)]:
+        return
+    header = next(
+        (
+            line.strip()
+            for line in diff.splitlines()
+            if line.lstrip().startswith("***") and line.strip() != END_OF_FILE
+        ),
+        "",
+    )
+    raise ToolError(
+        f"The {kind} diff for {path!r} holds the line {header!r}, which would start another "
+        "operation; an apply_patch_call changes its one file: send each other change as an "
+        "apply_patch_call of its own",
+        ErrorCode.INVALID_ARGUMENTS,
+    )
 
 
 def apply_patch_call_output(result: Finished) -> dict[str, Any]:
