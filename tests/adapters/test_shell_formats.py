@@ -283,3 +283,50 @@ async def test_bash_timeout_ms_and_unknown_keys(shells: ShellSession) -> None:
     unknown = await bash(shells, {"command": "true", "cwd": "sub"})
     assert unknown["is_error"] is True
     assert "cwd" in unknown["content"], unknown
+
+
+@pytest.mark.parametrize(
+    ("action", "refusal"),
+    [
+        ({"commands": "echo hi"}, "- commands: Input should be a valid list"),
+        ({"commands": []}, "- commands: List should have at least 1 item after validation"),
+        ({"commands": [1]}, "- commands.0: Input should be a valid string"),
+        ({"commands": ["true"], "timeout_ms": -5}, "- timeout_ms: Input should be greater than 0"),
+        ({"commands": ["true"], "max_output_length": "many"}, "- max_output_length: Input"),
+    ],
+)
+async def test_openai_shell_malformed_action_runs_nothing(
+    shells: ShellSession, action: dict[str, Any], refusal: str
+) -> None:
+    # A string is not a list of commands: run character by character it would run 'e',
+    # 'c', 'h', ... as commands. Nothing of a malformed item runs.
+    item = {"type": "shell_call", "call_id": "c", "action": action}
+    with anyio.fail_after(60):
+        answer = await call_openai_shell(item, shell_tool(shells))
+    assert sdk_valid(ShellCallOutput, answer), answer
+    [output] = answer["output"]
+    assert (output["stdout"], output["outcome"]) == ("", {"type": "exit", "exit_code": 126})
+    assert output["stderr"].startswith(f"Invalid arguments for shell_call:\n{refusal}"), output
+
+
+@pytest.mark.parametrize(
+    ("action", "refusal"),
+    [
+        ({"command": "touch ran"}, "- command: Input should be a valid list"),
+        ({"command": []}, "- command: List should have at least 1 item after validation"),
+        ({"command": ["touch", "ran"], "env": {"A": 1}}, "- env.A: Input should be a valid string"),
+        ({"command": ["touch", "ran"], "timeout_ms": "soon"}, "- timeout_ms: Input should be"),
+    ],
+)
+async def test_local_shell_malformed_action_runs_nothing(
+    tmp_path: Path, action: dict[str, Any], refusal: str
+) -> None:
+    run_command = {t.name: t for t in workspace_tools(tmp_path)}["run_command"]
+    item = {"type": "local_shell_call", "call_id": "c", "action": {"type": "exec", **action}}
+    with anyio.fail_after(60):
+        answer = await call_local_shell(item, run_command, tmp_path)
+    assert sdk_valid(LocalShellCallOutput, answer), answer
+    payload = json.loads(answer["output"])
+    assert payload["metadata"]["exit_code"] == 126, payload
+    assert payload["output"].startswith(f"Invalid arguments for local_shell_call:\n{refusal}")
+    assert not (tmp_path / "ran").exists()

@@ -33,10 +33,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from workspace_tools._errors import ErrorCode
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable, model_text
+from workspace_tools.session._pipeline import format_validation_error
 
 #: Exit code of a command that could not run (the shell's "cannot execute").
 NOT_RUN_EXIT_CODE = 126
@@ -44,6 +47,29 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: Exit code of a command that timed out (Codex's, coreutils timeout's).
 TIMEOUT_EXIT_CODE = 124
+
+
+class ShellAction(BaseModel):
+    """A ``shell_call`` item's ``action`` as the Responses API defines it; an item that does
+    not fit is answered with exit code 126 and what is wrong, never run in part."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    commands: list[str] = Field(min_length=1)
+    timeout_ms: int | None = Field(None, gt=0)
+    max_output_length: int | None = Field(None, ge=0)
+
+
+class LocalShellAction(BaseModel):
+    """A ``local_shell_call`` item's ``action`` (``type`` ``exec``); ``command`` is an argv."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    working_directory: str | None = None
+    timeout_ms: int | None = Field(None, gt=0)
+    user: str | None = None
 
 
 def openai_shell_tool() -> dict[str, Any]:
@@ -68,15 +94,22 @@ async def call_openai_shell(
     """
     runner = call or invoke_call()
     item = jsonable(item)
-    action = item.get("action") or {}
-    call_id = str(item["call_id"])
-    timeout_ms = action.get("timeout_ms")
-    limit = action.get("max_output_length")
+    call_id = str(item.get("call_id") or item.get("id"))
+    try:
+        action = ShellAction.model_validate(item.get("action") or {})
+    except ValidationError as exc:
+        refused = {
+            "stdout": "",
+            "stderr": format_validation_error("shell_call", exc),
+            "outcome": {"type": "exit", "exit_code": NOT_RUN_EXIT_CODE},
+        }
+        return {"type": "shell_call_output", "call_id": call_id, "output": [refused]}
+    limit = action.max_output_length
     outputs = []
-    for index, command in enumerate(action.get("commands") or []):
+    for index, command in enumerate(action.commands):
         arguments: dict[str, Any] = {"command": command}
-        if timeout_ms is not None:
-            arguments["timeout"] = timeout_ms / 1000
+        if action.timeout_ms is not None:
+            arguments["timeout"] = action.timeout_ms / 1000
         result = await runner(shell_tool, arguments, f"{call_id}:{index}", None)
         outputs.append(_shell_output(result, limit))
     answer: dict[str, Any] = {"type": "shell_call_output", "call_id": call_id, "output": outputs}
@@ -145,12 +178,17 @@ async def call_local_shell(
     item (see the module docstring)."""
     runner = call or invoke_call()
     item = jsonable(item)
-    action = item.get("action") or {}
+    try:
+        action = LocalShellAction.model_validate(item.get("action") or {})
+    except ValidationError as exc:
+        return _local_output(
+            item, format_validation_error("local_shell_call", exc), NOT_RUN_EXIT_CODE, 0.0
+        )
     call_id = str(item.get("call_id") or item.get("id"))
-    argv: Sequence[str] = action.get("command") or []
-    env: Mapping[str, str] = action.get("env") or {}
-    timeout_ms = action.get("timeout_ms")
-    user = action.get("user")
+    argv: Sequence[str] = action.command
+    env: Mapping[str, str] = action.env
+    timeout_ms = action.timeout_ms
+    user = action.user
     if user and user != _current_user():
         text = f"running as user {user!r} is not supported; commands run as {_current_user()}"
         return _local_output(item, text, NOT_RUN_EXIT_CODE, 0.0)
@@ -161,8 +199,8 @@ async def call_local_shell(
     # Assignments before the command: the shell sets them for that command only.
     command = " ".join([*(f"{k}={shlex.quote(v)}" for k, v in env.items()), shlex.join(argv)])
     arguments: dict[str, Any] = {"command": command}
-    if action.get("working_directory"):
-        arguments["cwd"] = _relative(action["working_directory"], Path(root))
+    if action.working_directory:
+        arguments["cwd"] = _relative(action.working_directory, Path(root))
     if timeout_ms is not None:
         arguments["timeout"] = timeout_ms / 1000
     result = await runner(run_command_tool, arguments, call_id, None)
