@@ -284,3 +284,29 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
     )
     assert output["status"] == "completed", output
     assert (tmp_path / "doc.md").read_bytes() == b"*** Delete File: x.txt\n"
+
+
+@pytest.mark.parametrize(
+    ("item", "refusal"),
+    [
+        (
+            {"call_id": "c", "operation": "delete x.txt"},
+            "The apply_patch_call's operation is str, not an object with type, path and diff",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 5}},
+            "The apply_patch_call's diff is int, not text",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "delete_file", "path": ["x.txt"]}},
+            "The apply_patch_call names no path",
+        ),
+        ("delete x.txt", "expected a dict or an SDK model, got str"),
+    ],
+)
+def test_a_malformed_item_is_a_failed_output(tmp_path: Path, item: Any, refusal: str) -> None:
+    (tmp_path / "x.txt").write_bytes(b"a\n")
+    output = anyio.run(invoke_apply_patch_call, apply_patch_tool(tmp_path), item)
+    assert sdk_valid(ResponseInputItemParam, output)
+    assert (output["status"], output["output"]) == ("failed", refusal)
+    assert (tmp_path / "x.txt").read_bytes() == b"a\n"

@@ -125,6 +125,12 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
             ``+``, or a diff that would change more than the operation's one file.
     """
     operation = _as_dict(item).get("operation") or {}
+    if not isinstance(operation, Mapping):
+        raise ToolError(
+            f"The apply_patch_call's operation is {type(operation).__name__}, not an object "
+            "with type, path and diff",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     kind, path = operation.get("type"), operation.get("path")
     if not isinstance(path, str) or not path:
         raise ToolError("The apply_patch_call names no path", ErrorCode.INVALID_ARGUMENTS)
@@ -135,6 +141,11 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
             ErrorCode.INVALID_ARGUMENTS,
         )
     diff = operation.get("diff") or ""
+    if not isinstance(diff, str):
+        raise ToolError(
+            f"The apply_patch_call's diff is {type(diff).__name__}, not text",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     if kind == "create_file":
         try:
             parse_v4a_create(diff, path)  # every line '+': said here, not as a bad header
@@ -201,19 +212,26 @@ async def invoke_apply_patch_call(
     a session's call function adds its policy, confirmation and steps).
 
     A malformed item becomes a ``failed`` output, as any failed call."""
-    data = _as_dict(item)
+    try:
+        data = _as_dict(item)
+    except TypeError as exc:
+        return _failed("", str(exc))
     call_id = str(data.get("call_id") or data.get("id") or "")
     try:
         arguments = apply_patch_call_arguments(data)
     except ToolError as exc:
-        return {
-            "type": "apply_patch_call_output",
-            "call_id": call_id,
-            "status": "failed",
-            "output": exc.message,
-        }
+        return _failed(call_id, exc.message)
     result = await (call or invoke_call())(tool, arguments, call_id, None)
     return apply_patch_call_output(result)
+
+
+def _failed(call_id: str, text: str) -> dict[str, Any]:
+    return {
+        "type": "apply_patch_call_output",
+        "call_id": call_id,
+        "status": "failed",
+        "output": text,
+    }
 
 
 def custom_tool_call_arguments(item: Any) -> dict[str, Any]:
