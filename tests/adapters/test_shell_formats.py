@@ -330,3 +330,21 @@ async def test_local_shell_malformed_action_runs_nothing(
     assert payload["metadata"]["exit_code"] == 126, payload
     assert payload["output"].startswith(f"Invalid arguments for local_shell_call:\n{refusal}")
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "refusal"),
+    [
+        ("touch ran", "Invalid arguments for shell: not valid JSON"),
+        (["touch", "ran"], "Invalid arguments for shell:\n- (arguments): Input should be a valid"),
+    ],
+)
+async def test_bash_input_that_is_no_object_is_refused(
+    shells: ShellSession, tmp_path: Path, tool_input: Any, refusal: str
+) -> None:
+    block = {"type": "tool_use", "id": "toolu_9", "name": "bash", "input": tool_input}
+    with anyio.fail_after(60):
+        answer = await call_anthropic_bash(block, shell_tool(shells))
+    assert sdk_valid(ToolResultBlockParam, answer), answer
+    assert (answer["is_error"], answer["content"][: len(refusal)]) == (True, refusal), answer
+    assert not (tmp_path / "ran").exists()

@@ -86,6 +86,8 @@ async def call_anthropic_bash(
     """
     runner = call or invoke_call()
     tool_use = jsonable(tool_use)
-    arguments = bash_arguments(tool_use.get("input") or {})
+    given = tool_use.get("input") or {}
+    # Input that is no object goes to the call as it came, for validation to refuse.
+    arguments = bash_arguments(given) if isinstance(given, Mapping) else given
     result = await runner(shell_tool, arguments, str(tool_use["id"]), None)
     return anthropic_bash_result(result)
