@@ -88,7 +88,25 @@ def test_symlinks_match_but_are_not_followed(project: Path) -> None:
 def test_absolute_pattern_inside_the_root_is_relative(project: Path) -> None:
     real = os.path.realpath(project)
     assert glob(project, pattern=f"{real}/*.py").details.matches == ["setup.py"]
-    assert glob(project, pattern="/etc/*").error_code == ErrorCode.INVALID_ARGUMENTS
+    outside = glob(project, pattern="/etc/*")
+    assert (outside.error_code, outside.error) == (
+        ErrorCode.OUTSIDE_WORKSPACE,
+        "Glob pattern '/etc/*' is outside the workspace root; give a pattern relative to "
+        "the search path, e.g. '**/*.py'",
+    )
+
+
+@pytest.mark.parametrize("pattern", ["../*", "src/../../*.py", "..", "./../x"])
+def test_a_pattern_never_climbs(project: Path, pattern: str) -> None:
+    # Walked paths never hold '..': such a pattern would say "No files matched" of a tree
+    # it never looked at; the model is told to set path instead.
+    result = glob(project, pattern=pattern)
+    assert (result.error_code, result.error) == (
+        ErrorCode.INVALID_ARGUMENTS,
+        f"Glob pattern {pattern!r} has a '..' segment, but a pattern only matches paths "
+        "below the search path; set path to the directory to search (inside the "
+        "workspace) and give the pattern from there",
+    )
 
 
 @pytest.mark.parametrize(

@@ -105,22 +105,31 @@ def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
     dropped.
 
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` for an empty pattern, an absolute one outside the
-            root, or one wcmatch rejects.
+        ToolError: ``INVALID_ARGUMENTS`` for an empty pattern, one with a ``..`` segment
+            (walked paths never climb, so it could match nothing) or one wcmatch rejects;
+            ``OUTSIDE_WORKSPACE`` for an absolute one outside the root.
     """
     if not pattern.strip():
         raise ToolError("The glob pattern is empty", ErrorCode.INVALID_ARGUMENTS)
     root = str(workspace.root)
+    given = pattern
     if pattern.startswith("/"):
         if not pattern.startswith(root.rstrip("/") + "/"):
             raise ToolError(
-                f"Glob pattern {pattern!r} is absolute; give a pattern relative to the "
-                "search path, e.g. '**/*.py'",
-                ErrorCode.INVALID_ARGUMENTS,
+                f"Glob pattern {pattern!r} is outside the workspace root; give a pattern "
+                "relative to the search path, e.g. '**/*.py'",
+                ErrorCode.OUTSIDE_WORKSPACE,
             )
         pattern = pattern[len(root.rstrip("/")) + 1 :]
     while pattern.startswith("./"):
         pattern = pattern[2:]
+    if ".." in pattern.split("/"):
+        raise ToolError(
+            f"Glob pattern {given!r} has a '..' segment, but a pattern only matches paths "
+            "below the search path; set path to the directory to search (inside the "
+            "workspace) and give the pattern from there",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     simple = _simple_glob_regex(pattern)
     if simple is not None:
         return re.compile(simple, re.DOTALL)
