@@ -263,7 +263,11 @@ def read_bytes(root: Path, real: Path, rel: str, *, limit: int) -> bytes | None:
     """
     try:
         with open_read(root, real, rel) as (handle, info):
-            data = b"" if info.st_size > limit else handle.read(limit + 1)
+            # The size the file has, and one byte more to see it grow: a read of the whole
+            # limit would allocate (and fault in) a buffer that size for every file.
+            data = b"" if info.st_size > limit else handle.read(info.st_size + 1)
+            if info.st_size < len(data) <= limit:
+                data += handle.read(limit + 1 - len(data))
     except ToolError as exc:
         if exc.code is ErrorCode.NOT_FOUND:
             return None
