@@ -8,7 +8,9 @@ file, rename them all, flush the renames with one fsync a directory). Peer: ``gi
 of the same change as one unified diff (a process start, no fsync). A floor of durability
 is measured too: the 20 files written one by one with a temp file, fsync and rename and
 nothing else. Like for like with git, which does not flush a working tree: ours again on a
-``Workspace(root, fsync=False)`` (atomic and all or nothing still, no flush). Each run
+``Workspace(root, fsync=False)`` (atomic and all or nothing still, no flush; each temp file
+swapped in by exchanging names, which spares ext4's writeback of a file renamed over
+another). Each run
 applies the change, the next one reverts it, so every run does the same work. Times are
 medians (and minimums) of ``--repeat`` runs each way; each run kind in a block, or with
 ``--interleave`` in turn (each kind there and back). The CPU time of each (user + sys of
