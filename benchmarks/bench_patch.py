@@ -8,10 +8,14 @@ file, rename them all, flush the renames with one fsync a directory). Peer: ``gi
 of the same change as one unified diff (a process start, no fsync). A floor of durability
 is measured too: the 20 files written one by one with a temp file, fsync and rename and
 nothing else. Like for like with git, which does not flush a working tree: ours again on a
-``Workspace(root, fsync=False)`` (atomic and all or nothing still, no flush). Each run
+``Workspace(root, fsync=False)`` (atomic and all or nothing still, no flush; each temp file
+swapped in by exchanging names, which spares ext4's writeback of a file renamed over
+another). Each run
 applies the change, the next one reverts it, so every run does the same work. Times are
 medians (and minimums) of ``--repeat`` runs each way; each run kind in a block, or with
-``--interleave`` in turn.
+``--interleave`` in turn (each kind there and back). The CPU time of each (user + sys of
+this process's threads, and of git's process) is printed too: on a shared machine it
+varies less than the wall time.
 
 ``--durability`` also compares ways of making 20 new contents durable before their
 renames: fsync or fdatasync one by one, fsync from a pool of threads, and with the
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -127,6 +132,15 @@ def durability(root: Path, contents: list[list[bytes]], repeat: int) -> None:
         print(f"  {name:48}: {median:6.1f} ms ({low:.1f})")
 
 
+def _cpu() -> float:
+    """Seconds of CPU (user + sys) of this process's threads and of the children it
+    waited for (git's process)."""
+    own, children = (
+        resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=2000)
@@ -198,16 +212,21 @@ def main() -> None:
         if unflushed:
             runs += (("unflushed", ours_unflushed),)
         times: dict[str, list[float]] = {name: [] for name, _ in runs}
-        # Each run turns the tree the other way (an even count: it ends as it began).
+        cpu: dict[str, list[float]] = {name: [] for name, _ in runs}
+        # Each run turns the tree the other way (an even count: it ends as it began). In
+        # turn, each kind runs twice (there and back): a workspace whose files another
+        # kind changed since it wrote them refuses them as stale.
         order = (
-            [run for _ in range(args.repeat * 2) for run in runs]
+            [run for _ in range(args.repeat) for run in runs for _ in range(2)]
             if args.interleave
             else [run for run in runs for _ in range(args.repeat * 2)]
         )
         for step, (name, run) in enumerate(order):
+            before = _cpu()
             started = time.perf_counter()
             run(step)
             times[name].append(time.perf_counter() - started)
+            cpu[name].append(_cpu() - before)
         mine, peer = statistics.median(times["ours"]), statistics.median(times["git"])
         floor = statistics.median(times["durable"])
         low = {name: min(values) * 1000 for name, values in times.items()}
@@ -227,6 +246,13 @@ def main() -> None:
                 "(no flush, as git)"
             )
             print(f"  ratio, like for like   : {bare / peer:8.2f} x")
+        print("  CPU, user + sys (median; min), ours with its threads, git with its process:")
+        for name, _ in runs:
+            values = cpu[name]
+            print(
+                f"    {name:10}: {statistics.median(values) * 1000:6.1f} ms "
+                f"({min(values) * 1000:.1f})"
+            )
         if args.durability:
             durability(root, contents, args.repeat)
 

@@ -21,10 +21,12 @@ place instead, as ``echo > file`` does, giving up crash atomicity for that file 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import posixpath
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -261,7 +263,11 @@ def read_bytes(root: Path, real: Path, rel: str, *, limit: int) -> bytes | None:
     """
     try:
         with open_read(root, real, rel) as (handle, info):
-            data = b"" if info.st_size > limit else handle.read(limit + 1)
+            # The size the file has, and one byte more to see it grow: a read of the whole
+            # limit would allocate (and fault in) a buffer that size for every file.
+            data = b"" if info.st_size > limit else handle.read(info.st_size + 1)
+            if info.st_size < len(data) <= limit:
+                data += handle.read(limit + 1 - len(data))
     except ToolError as exc:
         if exc.code is ErrorCode.NOT_FOUND:
             return None
@@ -439,8 +445,75 @@ def _fill_and_rename(
     if fsync:
         os.fsync(fd)
     with guard():
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        if fsync or old is None:
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            swap_in(dir_fd, temp, name)
     return True
+
+
+_RENAME_EXCHANGE = 2  # <linux/fs.h>: renameat2 swaps the two names, both must exist
+# What renameat2 says when it cannot exchange here (an old kernel, a file system without
+# it, seccomp): rename as before.
+_NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
+
+
+def _renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
+    """Linux's ``renameat2(2)`` (which Python's ``os`` lacks), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def swap_in(dir_fd: int, temp: str, name: str) -> None:
+    """Put the file ``temp`` at ``name`` in the directory ``dir_fd``, replacing what is
+    there, as atomically for a reader as ``os.replace`` (the name always holds a whole
+    file, the old or the new), without asking the file system to write the new file out.
+
+    ``rename(2)`` over an existing file makes ext4 (``auto_da_alloc``, its default)
+    allocate the new file's blocks and start writing them back, a guard for programs that
+    replace a file without ``fsync``; on a 20-file patch that measured 2.5 ms of 11.
+    A writer that chose not to flush (the workspace's ``fsync=False``, like ``git apply``)
+    has no use for it; one that flushed first finds nothing left to write and gains
+    nothing here (measured), so it renames. Exchanging the two names
+    (``renameat2(RENAME_EXCHANGE)``) does not take that path; the old file, now at
+    ``temp``, is then unlinked. Where the exchange is not possible (no such file at
+    ``name``, not Linux, a file system without it) this is ``os.replace``. A directory
+    found at ``name`` is swapped back and refused as ``os.replace`` refuses it.
+
+    Raises:
+        OSError: as ``os.replace``.
+    """
+    if _RENAMEAT2 is not None:
+        if _RENAMEAT2(dir_fd, os.fsencode(temp), dir_fd, os.fsencode(name), _RENAME_EXCHANGE) == 0:
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except IsADirectoryError:
+                # A directory put at the name since it was checked: as rename refuses it.
+                _RENAMEAT2(dir_fd, os.fsencode(temp), dir_fd, os.fsencode(name), _RENAME_EXCHANGE)
+                raise
+            except FileNotFoundError:
+                pass  # already removed as a stale temp file (it is unlocked): it is gone
+            return
+        code = ctypes.get_errno()
+        if code not in _NO_EXCHANGE and code != errno.ENOENT:
+            raise OSError(code, os.strerror(code))
+    os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def _take_owner(fd: int, old: os.stat_result) -> bool:

@@ -36,6 +36,7 @@ from workspace_tools.workspace._files import (
     open_parent,
     os_error,
     read_bytes,
+    swap_in,
 )
 from workspace_tools.workspace._paths import ResolvedPath
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
@@ -312,7 +313,10 @@ class BatchWrite:
         item = self._staged[real]
         try:
             with guard():
-                os.replace(item.temp, item.name, src_dir_fd=item.dir_fd, dst_dir_fd=item.dir_fd)
+                if self._fsync or item.created:
+                    os.replace(item.temp, item.name, src_dir_fd=item.dir_fd, dst_dir_fd=item.dir_fd)
+                else:
+                    swap_in(item.dir_fd, item.temp, item.name)
         except OSError as exc:
             error = os_error(exc, item.rel)
             outcome = "nothing was written" if item.created else "the file was left unchanged"
