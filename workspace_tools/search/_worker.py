@@ -23,6 +23,7 @@ the calling thread waits on a pipe without holding the GIL.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import resource
@@ -253,6 +254,9 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> _Chil
             os.close(read_end)
             # Killing a worker running Python's engine (search_in_worker) kills this too.
             _die_with_parent(parent)
+            # A short-lived copy: a collection would only touch (and so copy) pages it
+            # shares with the parent, and os._exit frees everything at once.
+            gc.disable()
             buffer = bytearray(WHOLE_READ)
             # Readers of a pipe take turns, and a read of the two bytes of an index gets both.
             while len(item := os.read(queue, 2)) == 2:
