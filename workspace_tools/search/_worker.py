@@ -7,7 +7,7 @@ time from a shared queue (a pipe) until none is left, so that they finish togeth
 the files' costs fall; each child sends what it found in a block, as plain values through
 a pipe, as soon as it has it, and the parent merges all blocks in order, so results are
 exactly those of one process. Once the queue is empty the parent waits for the blocks
-still missing about as long as one of its own blocks took, then searches one itself: a child
+still missing about twice as long as its longest block took, then searches one itself: a child
 that failed, or that the machine's load left without a CPU, costs a block's time or two,
 never the whole search.
 
@@ -39,7 +39,7 @@ from sandbox.layers._syscall import prctl
 from sandbox.spawn._forking import fork_in_threaded_process
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._reading import WHOLE_READ
-from workspace_tools.search._runner import GrepRun, RunState
+from workspace_tools.search._runner import GrepRun, RunState, collector_paused
 
 # How long a search on Python's engine may run when the call has no timeout, in seconds.
 WORKER_SECONDS = 60.0
@@ -57,7 +57,7 @@ MIN_FILES_TO_FORK = 1000
 # The same on a busy machine (see _worker_count).
 MIN_FILES_TO_FORK_BUSY = 10_000
 MAX_PROCESSES = 4
-BLOCKS_PER_WORKER = 8
+BLOCKS_PER_WORKER = 16
 # A block's results as children send them: its index and the size of its pickle.
 _HEADER = struct.Struct("<II")
 
@@ -72,6 +72,13 @@ def search_files(
 ) -> None:
     """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
     (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
+    with collector_paused():
+        _search_files(run, root, files, min_files, processes)
+
+
+def _search_files(
+    run: GrepRun, root: str, files: list[str], min_files: int, processes: int | None
+) -> None:
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
     workers = (processes or _worker_count(len(files))) if big_enough else 1
@@ -82,7 +89,7 @@ def search_files(
     # pipe: each read of one index is atomic), so a process that drew cheap blocks takes
     # more: the costs of files vary too much for any fixed deal. Children send each block's
     # results as soon as it is searched; once the queue is empty, this process waits for
-    # them about as long as one of its own blocks took, and when nothing came, searches a
+    # them about twice as long as its longest block took, and when nothing came, searches a
     # missing block itself (the last first) rather than wait on for a child that the
     # machine's load may have left without a CPU: whichever result comes first is kept.
     # Results are merged back block by block, in path order.
@@ -99,14 +106,19 @@ def search_files(
     try:
         children = [c for c in (_fork(run, root, blocks, queue) for _ in range(1, workers)) if c]
         buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
-        started, searched = time.monotonic(), 0
+        began, longest = time.monotonic(), 0.0
         while len(item := os.read(queue, 2)) == 2:
             index = int.from_bytes(item, "big")
+            started = time.monotonic()
             states[index] = _search_block(run, root, blocks[index], buffer)
-            searched += 1
+            longest = max(longest, time.monotonic() - started)
             _receive(children, states)
-        # A child searching its last block normally sends it within about a block's time.
-        patience = (time.monotonic() - started) / max(searched, 1)
+        # A child with a CPU sends its last block within about the longest block's time
+        # (blocks differ: a few big files with many matches may weigh a quarter of all).
+        # Searching that block here sooner would only duplicate the child's work and end
+        # after it; twice the longest is the most a working child takes. (None searched
+        # here: the children took every block meanwhile.)
+        patience = 2 * longest if longest else time.monotonic() - began
         while True:
             _receive(children, states)
             missing = [i for i in range(len(blocks)) if i not in states]
