@@ -3,10 +3,7 @@ and format the model text. Searching and formatting are separate steps."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterator
 from operator import itemgetter
 from pathlib import Path
 
@@ -34,23 +31,6 @@ RunState = tuple[
     tuple[int, int, int, int],
     list[str],
 ]
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block, back on after it unless something
-    else had turned it off. A search keeping thousands of lines makes thousands of tuples,
-    none of them garbage: each collection they trigger walks them again for nothing, and
-    after a fork a collection in the parent touches (so copies) pages it shares with its
-    children. Other threads only find the collector off for the search's few milliseconds
-    (a search on Python's engine, which may run long, is not searched under it)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class GrepRun:

@@ -39,7 +39,7 @@ from sandbox.layers._syscall import prctl
 from sandbox.spawn._forking import fork_in_threaded_process
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._reading import WHOLE_READ
-from workspace_tools.search._runner import GrepRun, RunState, collector_paused
+from workspace_tools.search._runner import GrepRun, RunState
 
 # How long a search on Python's engine may run when the call has no timeout, in seconds.
 WORKER_SECONDS = 60.0
@@ -72,13 +72,6 @@ def search_files(
 ) -> None:
     """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
     (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
-    with collector_paused():
-        _search_files(run, root, files, min_files, processes)
-
-
-def _search_files(
-    run: GrepRun, root: str, files: list[str], min_files: int, processes: int | None
-) -> None:
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
     workers = (processes or _worker_count(len(files))) if big_enough else 1
