@@ -9,7 +9,8 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     Without it the installed standard library is used. Cases: a literal and a regex at the
     default limit, and ``TypeVar`` returning every match (``limit`` above the count), each
     as the median of warm in-process calls (one event loop, as an agent's) beside ``rg -n
-    --hidden`` doing the same, with their ratio; then the same with the warm index (a
+    --hidden`` doing the same, with their ratio, and the CPU time of each (steadier than
+    wall time on a shared machine); then the same with the warm index (a
     project of 1,000 files or more gets one after its first search). ``--profile`` prints
     where the time of the all-matches call goes: a wall-clock split by stage (walk, read,
     match, the model text, the result models, the whole call) and a cProfile of the
@@ -27,6 +28,7 @@ import cProfile
 import io
 import os
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -67,19 +69,44 @@ def rg(root: Path, *args: str) -> Callable[[], Any]:
 
 def medians(*fns: Callable[[], Any], runs: int = RUNS) -> list[float]:
     """Median seconds of each; the functions take turns so that load weighs on all."""
+    return [wall for wall, _ in timed(*fns, runs=runs)]
+
+
+def timed(*fns: Callable[[], Any], runs: int = RUNS) -> list[tuple[float, float]]:
+    """Median wall and CPU seconds of each (CPU: this process and the children it reaped,
+    so rg's, and grep's forked searchers'); the functions take turns so that load weighs
+    on all. On a shared machine wall times swing with the others' load; CPU time much less.
+    """
     for fn in fns:
         fn()
-    times: list[list[float]] = [[] for _ in fns]
+    walls: list[list[float]] = [[] for _ in fns]
+    cpus: list[list[float]] = [[] for _ in fns]
     for _ in range(runs):
-        for fn, bucket in zip(fns, times, strict=True):
+        for fn, wall, cpu in zip(fns, walls, cpus, strict=True):
+            cpu_before = _cpu()
             started = time.perf_counter()
             fn()
-            bucket.append(time.perf_counter() - started)
-    return [statistics.median(bucket) for bucket in times]
+            wall.append(time.perf_counter() - started)
+            time.sleep(0.005)  # forked searchers are reaped by a thread: let it
+            cpu.append(_cpu() - cpu_before)
+    return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
+
+
+def _cpu() -> float:
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def row(name: str, ours: float, theirs: float, extra: str = "") -> None:
     print(f"  {name:<34} {ours * 1000:9.1f} {theirs * 1000:9.1f} {ours / theirs:7.2f}x  {extra}")
+
+
+def cpu_row(name: str, ours: tuple[float, float], theirs: tuple[float, float]) -> None:
+    cpu = f"cpu {ours[1] * 1000:5.1f} / {theirs[1] * 1000:5.1f} = {ours[1] / theirs[1]:.2f}x"
+    row(name, ours[0], theirs[0], cpu)
 
 
 def bench_project(root: Path, portal: Any, profile: bool) -> None:
@@ -106,17 +133,15 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
     ]
     walk = workspace.walker.walk(str(workspace.root), "", recursive=True, include_ignored=False)
     print(f"\n(a) {root} ({len(walk.files):,} files grep searches)")
-    print(f"  {'case':<34} {'grep ms':>9} {'rg ms':>9} {'ratio':>8}")
+    print(f"  {'case':<34} {'grep ms':>9} {'rg ms':>9} {'ratio':>8}  cpu ms grep / rg")
     for name, ours, args in cases:
-        ours_s, theirs_s = medians(ours, rg(root, *args))
-        row(name, ours_s, theirs_s)
+        cpu_row(name, *timed(ours, rg(root, *args)))
     call(indexed, pattern="NotImplementedError")()
     if index.wait():
         print(f"  with the warm index ({index.memory / 2**20:.1f} MiB), later calls:")
         for name, _, args in cases:
             pattern, limit = args[0], 1_000_000 if "all" in name else 100
-            ours_s, theirs_s = medians(call(indexed, pattern=pattern, limit=limit), rg(root, *args))
-            row(name, ours_s, theirs_s)
+            cpu_row(name, *timed(call(indexed, pattern=pattern, limit=limit), rg(root, *args)))
     index.close()
     if profile:
         print_split(workspace, tool, portal, walk.files)
@@ -256,6 +281,9 @@ def main() -> None:
     if shutil.which("rg") is None:
         sys.exit("ripgrep (rg) is needed: apt-get install ripgrep")
     print(f"Python {sys.version.split()[0]}, median of {RUNS} warm calls; rg {_rg_version()}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    cpus = os.cpu_count()
+    print(f"load average {load} on {cpus} CPUs (grep searches in one process at load {cpus}+)")
     with (
         anyio.from_thread.start_blocking_portal() as portal,
         tempfile.TemporaryDirectory() as tmp,

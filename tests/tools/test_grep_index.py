@@ -245,3 +245,29 @@ def test_a_tree_with_too_many_words_gets_no_index(
     assert index.wait(30) is False
     result = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
     assert result.model_text() == "b.py:1:NEEDLE"
+
+
+def test_an_index_whose_candidates_are_most_files_leaves_the_search_whole(
+    tmp_path: Path,
+) -> None:
+    # Rewritten since the build, every file is a candidate: reading the candidates would
+    # cost what the full search does, so the index steps aside.
+    names = [f"f{i:02d}.py" for i in range(40)]
+    make_tree(tmp_path, {name: b"x = 1\n" for name in names})
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    try:
+        invoke_tool_sync(grep_tool.build(workspace, index=index), {"pattern": "x"})
+        assert index.wait(30)
+        chosen = index.select(names, b"rarely_used")
+        assert chosen is not None
+        assert (chosen.files, chosen.skipped_text) == ([], 40)
+        for name in names[:21]:
+            (tmp_path / name).write_bytes(b"y = rarely_used\n")
+        chosen = index.select(names, b"rarely_used")
+        assert chosen is not None
+        assert (chosen.files, chosen.skipped_text) == (names[:21], 19)
+        (tmp_path / names[21]).write_bytes(b"z = 2\n")
+        assert index.select(names, b"rarely_used") is None
+    finally:
+        index.close()

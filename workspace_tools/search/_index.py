@@ -405,6 +405,11 @@ def _select(built: _Built, files: list[str], words: list[bytes]) -> Selection | 
         lo = bisect_left(files, prefix)
         hi = bisect_left(files, prefix[:-1] + "0") if prefix else len(files)
         chosen.update(range(lo, hi))
+    if len(chosen) > int(MAX_HIT_FRACTION * len(files)) + 16:
+        # Mostly candidates (files changed or unknown since the build): a search of the
+        # selection would cost about what the full one does, and a smaller list may be
+        # searched in one process where the full one is spread over several.
+        return None
     binary = built.binary
     read_text = read_binary = 0
     for position in chosen:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate, islice, repeat
+from operator import sub
 from typing import Any
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -291,8 +293,9 @@ class Matcher:
         find = self.find_required
         if find is not None and find(data, lo, len(data) if hi is None else hi) < 0:
             return None
-        if data.find(b"\r", lo) >= 0:
-            # A CRLF ends a line as an LF does; lo and hi are line starts, never inside one.
+        if data.find(b"\r") >= 0:
+            # A CRLF ends a line as an LF does, in the context lines before lo too; lo and
+            # hi are line starts, never inside one.
             crlf = b"\r\n"
             hi = None if hi is None else hi - data.count(crlf, 0, hi)
             lo -= data.count(crlf, 0, lo)
@@ -433,7 +436,7 @@ def _scan(  # type: ignore[no-untyped-def]
         count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
         return FileMatches(count) if count else None
     if isinstance(rx, LiteralSearch) and not multiline and counter is not None:
-        result = _scan_literal(buf, rx.needle, counter, nl, keep, to_str, lo, hi, first_line)
+        result = _scan_literal(buf, rx, nl, keep, to_str, lo, hi, first_line)
         if context and result is not None and result.lines:
             _add_context(buf, nl, result, context, to_str, first_line)
         return result
@@ -497,39 +500,41 @@ def _scan(  # type: ignore[no-untyped-def]
 
 
 def _scan_literal(  # type: ignore[no-untyped-def]
-    buf, needle, counter, nl, keep: int, to_str, lo: int, hi: int, first_line: int
+    buf, literal: LiteralSearch, nl, keep: int, to_str, lo: int, hi: int, first_line: int
 ) -> FileMatches | None:
-    """``_scan`` for a plain literal (see ``plain_literal``), one search call per matching
-    line: the literal holds no newline, so its first occurrence on a line is that line's
-    match and lies within it, and one starting before ``hi`` (a line start) ends before it.
-    ``buf`` is ASCII bytes or str (one item per character). At most ``keep`` lines are
-    kept (a bounded loop, not a test per match); the rest are counted by ``counter``."""
-    find, rfind, count_nl = buf.find, buf.rfind, buf.count
-    start = find(needle, lo, hi)
-    if start < 0:
+    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf``, ASCII bytes or
+    str (one item per character). ``literal.lines`` gives each matching line's first
+    occurrence and end; the rest is worked out for all kept lines at once by C loops
+    (``map``, ``zip``, ``accumulate``), not by Python code per line: the newline before
+    each occurrence (``rfind`` from it, so the line's length bounds the cost), the line
+    numbers as running sums of the newlines between line starts, the columns and texts.
+    At most ``keep`` lines are kept; the rest are counted by one ``findall``."""
+    lines_rx = literal.lines
+    matches = list(islice(lines_rx.finditer(buf, lo, hi), keep))
+    if not matches:
         return None
-    decode = to_str is _ascii  # else str already
-    n = len(buf)
-    size = len(needle)
-    lines: list[LineMatch] = []
-    append = lines.append
-    line_no, counted_to = first_line, 0
-    pos = lo
-    for _ in range(keep):
-        # pos is a line start: the line holding the match starts there or after a newline.
-        line_start = rfind(nl, pos, start) + 1 or pos
-        line_end = find(nl, start + size)
-        if line_end < 0:
-            line_end = n
-        line_no += count_nl(nl, counted_to, line_start)
-        counted_to = line_start
-        text = buf[line_start:line_end]
-        append((line_no, start - line_start + 1, text.decode() if decode else text, size))
-        pos = line_end + 1
-        start = find(needle, pos, hi) if pos < hi else -1
-        if start < 0:
-            return FileMatches(len(lines), lines)
-    return FileMatches(len(lines) + _count_by_line(counter, buf, nl, pos, hi), lines)
+    count = len(matches)
+    ends = list(map(_MATCH_END, matches))
+    if count == keep:
+        count += len(lines_rx.findall(buf, ends[-1], hi))
+    starts = list(map(_MATCH_START, matches))
+    # The newline before each occurrence, or -1 on the buffer's first line.
+    before = list(map(buf.rfind, repeat(nl), repeat(0), starts))
+    line_starts = list(map(_plus_one, before))
+    steps = list(map(buf.count, repeat(nl), [0, *line_starts[:-1]], line_starts))
+    steps[0] += first_line
+    texts: Any = map(buf.__getitem__, map(slice, line_starts, ends))
+    if to_str is _ascii:
+        # One decode for all the lines (ASCII, so no line holds the LF joining them).
+        texts = b"\n".join(texts).decode("ascii").split("\n")
+    columns = map(sub, starts, before)
+    rows = list(zip(accumulate(steps), columns, texts, repeat(literal.size)))
+    return FileMatches(count, rows)
+
+
+_MATCH_START = re.Match.start
+_MATCH_END = re.Match.end
+_plus_one = (1).__add__
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
