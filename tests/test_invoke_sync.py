@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from tests._processes import survivors
 from tests._waiting import poll
-from workspace_tools import ToolContext, invoke_tool_sync, tool
+from workspace_tools import ToolContext, ToolSession, invoke_tool_sync, tool
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -100,7 +100,34 @@ def test_the_default_executor_is_shut_down_before_it_returns() -> None:
 @pytest.mark.anyio
 async def test_refused_inside_a_running_loop() -> None:
     echo = tool(name="echo", description="e", parameters=NoArgs, execute=lambda a, c: "x")
-    with pytest.raises(RuntimeError, match="await invoke_tool instead"):
+    with pytest.raises(RuntimeError, match="cannot block inside a running"):
         invoke_tool_sync(echo, {})
     # The loop it refused to nest in still runs.
     await anyio.sleep(0)
+
+
+def test_a_session_call_sync_cancels_what_the_call_left_too() -> None:
+    seen: list[str] = []
+
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def execute(args: NoArgs, context: ToolContext) -> str:
+        asyncio.get_running_loop().create_task(linger())
+        await asyncio.sleep(0)
+        return "done"
+
+    leaver = tool(name="leaver", description="leaves a task", parameters=NoArgs, execute=execute)
+    result = ToolSession([leaver]).call_sync("leaver", {})
+    assert (result.content, result.error, seen) == ("done", None, ["cancelled"])
+
+
+@pytest.mark.anyio
+async def test_a_session_call_sync_is_refused_inside_a_running_loop() -> None:
+    echo = tool(name="echo", description="e", parameters=NoArgs, execute=lambda a, c: "x")
+    with pytest.raises(RuntimeError, match="cannot block inside a running"):
+        ToolSession([echo]).call_sync("echo", {})

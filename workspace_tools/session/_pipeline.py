@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -39,6 +39,8 @@ from workspace_tools.workspace._files import os_error
 logger = logging.getLogger("workspace_tools")
 
 OnUpdate = Callable[[ToolUpdate], None]
+
+T = TypeVar("T")
 
 
 def format_validation_error(tool_name: str, exc: ValidationError) -> str:
@@ -498,36 +500,27 @@ def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResu
         RuntimeError: when called from inside a running event loop's thread.
         KeyboardInterrupt: the call was interrupted by Ctrl-C.
     """
+    return run_on_own_loop(partial(invoke_tool, tool, arguments, **kwargs))
+
+
+def run_on_own_loop(run: Callable[[], Awaitable[T]]) -> T:
+    """``run()`` on an asyncio event loop of its own, as ``asyncio.run`` would run it,
+    without what a short call cannot afford: ``anyio.run`` and ``asyncio.Runner`` cost
+    about 80 µs a call more (context and debug set-up, a pass of the loop per shutdown
+    step, the SIGINT handler put back by formatting the task). What they guarantee is
+    kept: SIGINT cancels the main task (then ``KeyboardInterrupt``), tasks it left are
+    cancelled and awaited, async generators and the default executor are shut down (at
+    the end of the main task, in the same pass of the loop).
+
+    Raises:
+        RuntimeError: an event loop already runs in this thread.
+        KeyboardInterrupt: Ctrl-C cancelled the call.
+    """
     running = _running_async_library()
     if running is not None:
         raise RuntimeError(
-            f"invoke_tool_sync cannot run inside a running {running} event loop: "
-            "await invoke_tool instead"
+            f"cannot block inside a running {running} event loop: await the call instead"
         )
-    return _run_on_own_loop(partial(invoke_tool, tool, arguments, **kwargs))
-
-
-def _running_async_library() -> str | None:
-    """The event loop library running in this thread (``"asyncio"``, ``"trio"``), if any."""
-    if sniffio is not None:
-        try:
-            return str(sniffio.current_async_library())
-        except sniffio.AsyncLibraryNotFoundError:
-            return None
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-    return "asyncio"
-
-
-def _run_on_own_loop(run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
-    """``asyncio.run(run())`` with what a short call cannot afford left out: ``anyio.run``
-    and ``asyncio.Runner`` cost about 80 µs a call more (context and debug set-up, a pass
-    of the loop per shutdown step, the SIGINT handler put back by formatting the task);
-    what they guarantee is kept: SIGINT cancels the main task, tasks it left are cancelled
-    and awaited, async generators and the default executor are shut down (at the end of
-    the main task, in the same pass of the loop)."""
     loop = asyncio.new_event_loop()
     try:
         task = loop.create_task(_then_shut_down(run, loop))
@@ -545,9 +538,21 @@ def _run_on_own_loop(run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
         loop.close()
 
 
-async def _then_shut_down(
-    run: Callable[[], Awaitable[ToolResult]], loop: asyncio.AbstractEventLoop
-) -> ToolResult:
+def _running_async_library() -> str | None:
+    """The event loop library running in this thread (``"asyncio"``, ``"trio"``), if any."""
+    if sniffio is not None:
+        try:
+            return str(sniffio.current_async_library())
+        except sniffio.AsyncLibraryNotFoundError:
+            return None
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return "asyncio"
+
+
+async def _then_shut_down(run: Callable[[], Awaitable[T]], loop: asyncio.AbstractEventLoop) -> T:
     """``run()``, then what it left on ``loop``: its tasks cancelled and awaited, its async
     generators closed, the default executor's threads joined."""
     try:
