@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -277,7 +278,7 @@ class _Streams:
             self.serve_ready()
             if finished():
                 return
-            await anyio.wait_readable(self._ready.fileno())  # type: ignore[attr-defined]
+            await _wait_readable(self._ready.fileno())
 
     def serve_ready(self) -> None:
         """Read the output and the job messages waiting now, without waiting.
@@ -313,6 +314,33 @@ class _Streams:
     def close(self) -> None:
         """Release the selector (the descriptors it watches stay open)."""
         self._ready.close()
+
+
+async def _wait_readable(fd: int) -> None:
+    """``anyio.wait_readable(fd)``; on asyncio, a reader callback resolving a future, at
+    half its cost (anyio adds an event, its bookkeeping and checks; a command's caller
+    waits here once or twice)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # another event loop library (trio)
+        await anyio.wait_readable(fd)  # type: ignore[attr-defined]
+        return
+    ready = loop.create_future()
+
+    def wake() -> None:
+        # The loop calls this on each pass while the descriptor stays readable.
+        if not ready.done():
+            ready.set_result(None)
+
+    try:
+        loop.add_reader(fd, wake)
+    except NotImplementedError:  # a loop without readers (Windows' proactor)
+        await anyio.wait_readable(fd)  # type: ignore[attr-defined]
+        return
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
 
 
 class _Readiness(Protocol):

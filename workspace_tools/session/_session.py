@@ -28,6 +28,7 @@ from workspace_tools.session._pipeline import (
     parse_arguments,
     prepare,
     run_call,
+    run_on_own_loop,
 )
 from workspace_tools.session._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from workspace_tools.session._steps import (
@@ -270,14 +271,15 @@ class ToolSession:
         *,
         confirm: ConfirmCallback | None = None,
     ) -> ToolResult:
-        """Blocking twin of :meth:`call`; runs its own event loop.
+        """Blocking twin of :meth:`call`; runs its own event loop (Ctrl-C cancels the call,
+        then raises ``KeyboardInterrupt``, as with ``invoke_tool_sync``).
 
         Raises:
             RuntimeError: when called from inside a running event loop's thread.
         """
         with self._sync_lock:
             call = partial(self._call, tool, arguments, call_id, on_update, confirm)
-            return anyio.run(call)
+            return run_on_own_loop(call)
 
     async def _call(
         self,

@@ -1,0 +1,133 @@
+"""invoke_tool_sync: an event loop of its own per call, with asyncio.run's guarantees."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from tests._processes import survivors
+from tests._waiting import poll
+from workspace_tools import ToolContext, ToolSession, invoke_tool_sync, tool
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+def test_ctrl_c_cancels_the_call_stops_its_command_and_raises(tmp_path: Path) -> None:
+    marker = f"INVOKE_SYNC_{uuid.uuid4().hex}"
+    started = tmp_path / "started"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(REPO)!r})
+        from workspace_tools import invoke_tool_sync, workspace_tools
+        tools = {{t.name: t for t in workspace_tools({str(tmp_path)!r})}}
+        try:
+            invoke_tool_sync(tools["run_command"], {{"command": "touch started; sleep 60"}})
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        else:
+            print("returned", flush=True)
+        """
+    )
+    env = {**os.environ, marker: "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        seen = poll(started.exists, bool)
+        assert seen, "the command never started"
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert (out, child.returncode) == ("interrupted\n", 0)
+    assert survivors(marker) == []
+
+
+def test_tasks_the_call_left_are_cancelled_before_it_returns() -> None:
+    seen: list[str] = []
+
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def execute(args: NoArgs, context: ToolContext) -> str:
+        asyncio.get_running_loop().create_task(linger())
+        await asyncio.sleep(0)
+        return "done"
+
+    leaver = tool(name="leaver", description="leaves a task", parameters=NoArgs, execute=execute)
+    result = invoke_tool_sync(leaver, {})
+    assert (result.content, result.error, seen) == ("done", None, ["cancelled"])
+
+
+def test_the_default_executor_is_shut_down_before_it_returns() -> None:
+    workers: list[threading.Thread] = []
+
+    def work() -> int:
+        workers.append(threading.current_thread())
+        return 7
+
+    async def execute(args: NoArgs, context: ToolContext) -> int:
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+
+    threaded = tool(name="threaded", description="executor", parameters=NoArgs, execute=execute)
+    result = invoke_tool_sync(threaded, {})
+    assert (result.content, result.error) == (7, None)
+    assert [w.is_alive() for w in workers] == [False], workers
+
+
+@pytest.mark.anyio
+async def test_refused_inside_a_running_loop() -> None:
+    echo = tool(name="echo", description="e", parameters=NoArgs, execute=lambda a, c: "x")
+    with pytest.raises(RuntimeError, match="cannot block inside a running"):
+        invoke_tool_sync(echo, {})
+    # The loop it refused to nest in still runs.
+    await anyio.sleep(0)
+
+
+def test_a_session_call_sync_cancels_what_the_call_left_too() -> None:
+    seen: list[str] = []
+
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def execute(args: NoArgs, context: ToolContext) -> str:
+        asyncio.get_running_loop().create_task(linger())
+        await asyncio.sleep(0)
+        return "done"
+
+    leaver = tool(name="leaver", description="leaves a task", parameters=NoArgs, execute=execute)
+    result = ToolSession([leaver]).call_sync("leaver", {})
+    assert (result.content, result.error, seen) == ("done", None, ["cancelled"])
+
+
+@pytest.mark.anyio
+async def test_a_session_call_sync_is_refused_inside_a_running_loop() -> None:
+    echo = tool(name="echo", description="e", parameters=NoArgs, execute=lambda a, c: "x")
+    with pytest.raises(RuntimeError, match="cannot block inside a running"):
+        ToolSession([echo]).call_sync("echo", {})
