@@ -21,14 +21,10 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable
-
-try:  # what anyio itself asks which event loop runs (optional since anyio 4.10)
-    import sniffio
-except ImportError:  # pragma: no cover - anyio without sniffio: only asyncio is detected
-    sniffio = None  # type: ignore[assignment]
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
@@ -540,16 +536,10 @@ def run_on_own_loop(run: Callable[[], Awaitable[T]]) -> T:
 
 def _running_async_library() -> str | None:
     """The event loop library running in this thread (``"asyncio"``, ``"trio"``), if any."""
-    if sniffio is not None:
-        try:
-            return str(sniffio.current_async_library())
-        except sniffio.AsyncLibraryNotFoundError:
-            return None
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+        return str(sniffio.current_async_library())
+    except sniffio.AsyncLibraryNotFoundError:
         return None
-    return "asyncio"
 
 
 async def _then_shut_down(run: Callable[[], Awaitable[T]], loop: asyncio.AbstractEventLoop) -> T:
