@@ -371,6 +371,9 @@ def _worker_main(
         signal.signal(signal.SIGCHLD, lambda *_: None)
         prefault = failed is None and _prefault.supported()
         hint: bytes | None = None
+        #: The hint's runs in this worker's private writable memory, planned once: each
+        #: child forked since has these mappings, and copies the runs without looking.
+        planned: list[tuple[int, int]] = []
         hinted: int | None = None  # the waiting child the hint was given to
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
@@ -389,8 +392,10 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, registry, failed, took_w, hints, policy)
+                    _call_child(sock, nest, registry, failed, took_w, hints, planned, policy)
                 mine.add(waiting)
+                if hint is not None:
+                    hinted = waiting  # forked with the hint planned
             if hint is not None and hinted != waiting:
                 # The child copies them while the call before its own runs (on the other
                 # core), or in the gap after it; it stops when its call comes.
@@ -402,6 +407,7 @@ def _worker_main(
             learned = _prefault.latest(_read_all(learned_r))
             if learned is not None:
                 hint, since_learned = learned, 0
+                planned = _prefault.plan(_prefault.parse(hint))
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
@@ -485,10 +491,12 @@ def _call_child(
     failed: BaseException | None,
     took_w: int,
     hints: tuple[int | None, int | None],
+    planned: list[tuple[int, int]],
     policy: int | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
-    call comes; while it waits, the pages the hint the worker gives it names are copied
+    call comes; while it waits, the pages of the hint the worker had planned when it forked
+    it (``planned``) are copied, then those of a hint the worker gives it later
     (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
@@ -509,7 +517,7 @@ def _call_child(
                 os.sched_setscheduler(0, policy, os.sched_param(0))
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
-            _prefault_while_waiting(sock, given_r)
+            _prefault_while_waiting(sock, given_r, planned)
         header, fds, _, _ = socket.recv_fds(sock, 8, 1)
         rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
         size = int.from_bytes(header + (rest or b""), "big")
@@ -542,8 +550,12 @@ def _call_child(
         os._exit(code)
 
 
-def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
-    """Until a call comes on ``sock``: copy the pages of each hint the worker gives."""
+def _prefault_while_waiting(
+    sock: socket.socket, given_r: int, planned: list[tuple[int, int]]
+) -> None:
+    """Until a call comes on ``sock``: copy the ``planned`` pages, then those of each hint
+    the worker gives."""
+    _prefault.populate(planned, sock.fileno())
     while True:
         ready, _, _ = select.select([sock, given_r], [], [])
         if sock in ready:
@@ -551,7 +563,7 @@ def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
         data = _read_all(given_r)
         if not data:
             return  # the worker is gone: the socket says so too
-        _prefault.populate(_prefault.parse(data), sock.fileno())
+        _prefault.populate(_prefault.plan(_prefault.parse(data)), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:

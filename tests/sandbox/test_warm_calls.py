@@ -74,7 +74,7 @@ def _faults_after(hint: bytes, call_waiting: bool = False) -> int:
         ours, theirs = socket.socketpair()
         if call_waiting:
             theirs.send(b"call")
-        _prefault.populate(_prefault.parse(hint), ours.fileno())
+        _prefault.populate(_prefault.plan(_prefault.parse(hint)), ours.fileno())
         return str(_write_all_pages()).encode()
 
     return int(_in_child(work))
@@ -211,3 +211,10 @@ async def test_a_crash_is_reported_while_a_process_it_left_holds_the_result_pipe
             await box.call(_crash_leaving, "crash")
     assert str(raised.value) == "the sandboxed call was killed by SIGSEGV"
     assert survivors(f"WT_TEST_MARKER={marker}") == []
+
+
+def test_a_plan_keeps_only_private_writable_memory_within_the_budget() -> None:
+    mine = [(100, 108), (200, 200 + 2 * _prefault.MAX_PAGES)]
+    runs = [(90, 4), (104, 10), (150, 1), (200, 3), (210, 2 * _prefault.MAX_PAGES)]
+    assert _prefault.plan(runs, mine) == [(104, 4), (200, 3), (210, _prefault.MAX_PAGES - 7)]
+    assert _prefault.plan([], mine) == []
