@@ -11,9 +11,11 @@ set up (session, subreaper, nested domain) and waiting on the worker's socket; t
 takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
 the call and writes its pickled outcome to the pipe, while the worker forks the next one.
 The worker reports each child's wait status once it reaped it. It is single-threaded, so
-its forks are safe and cost only the fork. It runs under ``SCHED_BATCH`` (its children
-under the caller's policy again), so that forking the next child does not preempt the
-call running on its core.
+its forks are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks,
+which ran when the worker was forked and would cost each child more than its call
+(``_hookless_fork``; ``random`` is reseeded in each child). It runs under
+``SCHED_BATCH`` (its children under the caller's policy again), so that forking the next
+child does not preempt the call running on its core.
 
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
@@ -49,6 +51,7 @@ fresh in every call's child (``FileStates.restore``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
 import gc
 import inspect
@@ -380,13 +383,15 @@ def _worker_main(
         waiting: int | None = None
         worker = os.getpid()
         policy = _yield_to_calls()
+        fork = _hookless_fork()
         while True:
             if waiting is None:
                 learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
-                waiting = os.fork()  # this process runs no other thread
+                waiting = fork()  # this process runs no other thread
                 if waiting == 0:
                     # A worker killed from outside must not leave a child that takes a call.
                     die_with_parent(worker)
+                    _reseed_random()
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
@@ -430,6 +435,50 @@ def _worker_main(
         with contextlib.suppress(BaseException):
             _kill_leftovers()
         os._exit(0)
+
+
+def _hookless_fork() -> Callable[[], int]:
+    """``fork`` for the worker's children: fork(2) without Python's at-fork hooks, where
+    that is sound (Linux, an interpreter with a GIL), else :func:`os.fork`.
+
+    The hooks (``threading``'s, ``logging``'s, ``random``'s, a library's) cost a child
+    about 0.6 ms and 200 copied pages, for nothing: they reset what other threads may
+    have held or started at a fork, they ran when the worker was forked from the
+    caller, and the worker runs no other thread. The one that matters for each child,
+    ``random``'s reseed, is done by :func:`_reseed_random`. glibc's ``fork`` still makes
+    its own state (malloc's locks) safe in the child; the interpreter's lock stays with
+    the one thread, which the child has too.
+
+    Raises (the returned callable):
+        OSError: the fork failed (EAGAIN: a process limit).
+    """
+    if not sys.platform.startswith("linux"):
+        return os.fork
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return os.fork  # a free-threaded interpreter must see its forks
+    try:
+        raw = ctypes.PyDLL(None, use_errno=True).fork  # PyDLL: the GIL stays held
+    except (OSError, AttributeError):
+        return os.fork
+    raw.restype = ctypes.c_int
+    raw.argtypes = []
+
+    def fork() -> int:
+        pid = raw()
+        if pid < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return int(pid)
+
+    return fork
+
+
+def _reseed_random() -> None:
+    """What ``random``'s at-fork hook does: a child's ``random`` numbers are not its
+    siblings' (:func:`_hookless_fork` runs no hook)."""
+    module = sys.modules.get("random")
+    if module is not None:
+        module.seed()
 
 
 def _yield_to_calls() -> int | None:
