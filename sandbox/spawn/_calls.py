@@ -11,9 +11,11 @@ set up (session, subreaper, nested domain) and waiting on the worker's socket; t
 takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
 the call and writes its pickled outcome to the pipe, while the worker forks the next one.
 The worker reports each child's wait status once it reaped it. It is single-threaded, so
-its forks are safe and cost only the fork. It runs under ``SCHED_BATCH`` (its children
-under the caller's policy again), so that forking the next child does not preempt the
-call running on its core.
+its forks are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks,
+which ran when the worker was forked and would cost each child more than its call
+(``_hookless_fork``; ``random`` is reseeded in each child). It runs under
+``SCHED_BATCH`` (its children under the caller's policy again), so that forking the next
+child does not preempt the call running on its core.
 
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
@@ -49,6 +51,7 @@ fresh in every call's child (``FileStates.restore``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import faulthandler
 import gc
 import inspect
@@ -371,26 +374,33 @@ def _worker_main(
         signal.signal(signal.SIGCHLD, lambda *_: None)
         prefault = failed is None and _prefault.supported()
         hint: bytes | None = None
+        #: The hint's runs in this worker's private writable memory, planned once: each
+        #: child forked since has these mappings, and copies the runs without looking.
+        planned: list[tuple[int, int]] = []
         hinted: int | None = None  # the waiting child the hint was given to
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
         worker = os.getpid()
         policy = _yield_to_calls()
+        fork = _hookless_fork()
         while True:
             if waiting is None:
                 learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
-                waiting = os.fork()  # this process runs no other thread
+                waiting = fork()  # this process runs no other thread
                 if waiting == 0:
                     # A worker killed from outside must not leave a child that takes a call.
                     die_with_parent(worker)
+                    _reseed_random()
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, registry, failed, took_w, hints, policy)
+                    _call_child(sock, nest, registry, failed, took_w, hints, planned, policy)
                 mine.add(waiting)
+                if hint is not None:
+                    hinted = waiting  # forked with the hint planned
             if hint is not None and hinted != waiting:
                 # The child copies them while the call before its own runs (on the other
                 # core), or in the gap after it; it stops when its call comes.
@@ -402,6 +412,7 @@ def _worker_main(
             learned = _prefault.latest(_read_all(learned_r))
             if learned is not None:
                 hint, since_learned = learned, 0
+                planned = _prefault.plan(_prefault.parse(hint))
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
@@ -424,6 +435,50 @@ def _worker_main(
         with contextlib.suppress(BaseException):
             _kill_leftovers()
         os._exit(0)
+
+
+def _hookless_fork() -> Callable[[], int]:
+    """``fork`` for the worker's children: fork(2) without Python's at-fork hooks, where
+    that is sound (Linux, an interpreter with a GIL), else :func:`os.fork`.
+
+    The hooks (``threading``'s, ``logging``'s, ``random``'s, a library's) cost a child
+    about 0.6 ms and 200 copied pages, for nothing: they reset what other threads may
+    have held or started at a fork, they ran when the worker was forked from the
+    caller, and the worker runs no other thread. The one that matters for each child,
+    ``random``'s reseed, is done by :func:`_reseed_random`. glibc's ``fork`` still makes
+    its own state (malloc's locks) safe in the child; the interpreter's lock stays with
+    the one thread, which the child has too.
+
+    Raises (the returned callable):
+        OSError: the fork failed (EAGAIN: a process limit).
+    """
+    if not sys.platform.startswith("linux"):
+        return os.fork
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return os.fork  # a free-threaded interpreter must see its forks
+    try:
+        raw = ctypes.PyDLL(None, use_errno=True).fork  # PyDLL: the GIL stays held
+    except (OSError, AttributeError):
+        return os.fork
+    raw.restype = ctypes.c_int
+    raw.argtypes = []
+
+    def fork() -> int:
+        pid = raw()
+        if pid < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return int(pid)
+
+    return fork
+
+
+def _reseed_random() -> None:
+    """What ``random``'s at-fork hook does: a child's ``random`` numbers are not its
+    siblings' (:func:`_hookless_fork` runs no hook)."""
+    module = sys.modules.get("random")
+    if module is not None:
+        module.seed()
 
 
 def _yield_to_calls() -> int | None:
@@ -485,10 +540,12 @@ def _call_child(
     failed: BaseException | None,
     took_w: int,
     hints: tuple[int | None, int | None],
+    planned: list[tuple[int, int]],
     policy: int | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
-    call comes; while it waits, the pages the hint the worker gives it names are copied
+    call comes; while it waits, the pages of the hint the worker had planned when it forked
+    it (``planned``) are copied, then those of a hint the worker gives it later
     (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
@@ -509,7 +566,7 @@ def _call_child(
                 os.sched_setscheduler(0, policy, os.sched_param(0))
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
-            _prefault_while_waiting(sock, given_r)
+            _prefault_while_waiting(sock, given_r, planned)
         header, fds, _, _ = socket.recv_fds(sock, 8, 1)
         rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
         size = int.from_bytes(header + (rest or b""), "big")
@@ -542,8 +599,12 @@ def _call_child(
         os._exit(code)
 
 
-def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
-    """Until a call comes on ``sock``: copy the pages of each hint the worker gives."""
+def _prefault_while_waiting(
+    sock: socket.socket, given_r: int, planned: list[tuple[int, int]]
+) -> None:
+    """Until a call comes on ``sock``: copy the ``planned`` pages, then those of each hint
+    the worker gives."""
+    _prefault.populate(planned, sock.fileno())
     while True:
         ready, _, _ = select.select([sock, given_r], [], [])
         if sock in ready:
@@ -551,7 +612,7 @@ def _prefault_while_waiting(sock: socket.socket, given_r: int) -> None:
         data = _read_all(given_r)
         if not data:
             return  # the worker is gone: the socket says so too
-        _prefault.populate(_prefault.parse(data), sock.fileno())
+        _prefault.populate(_prefault.plan(_prefault.parse(data)), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import resource
 import secrets
 import socket
 import struct
+import threading
 from collections.abc import Callable
 
 import anyio
@@ -74,7 +76,7 @@ def _faults_after(hint: bytes, call_waiting: bool = False) -> int:
         ours, theirs = socket.socketpair()
         if call_waiting:
             theirs.send(b"call")
-        _prefault.populate(_prefault.parse(hint), ours.fileno())
+        _prefault.populate(_prefault.plan(_prefault.parse(hint)), ours.fileno())
         return str(_write_all_pages()).encode()
 
     return int(_in_child(work))
@@ -211,3 +213,44 @@ async def test_a_crash_is_reported_while_a_process_it_left_holds_the_result_pipe
             await box.call(_crash_leaving, "crash")
     assert str(raised.value) == "the sandboxed call was killed by SIGSEGV"
     assert survivors(f"WT_TEST_MARKER={marker}") == []
+
+
+def test_a_plan_keeps_only_private_writable_memory_within_the_budget() -> None:
+    mine = [(100, 108), (200, 200 + 2 * _prefault.MAX_PAGES)]
+    runs = [(90, 4), (104, 10), (150, 1), (200, 3), (210, 2 * _prefault.MAX_PAGES)]
+    assert _prefault.plan(runs, mine) == [(104, 4), (200, 3), (210, _prefault.MAX_PAGES - 7)]
+    assert _prefault.plan([], mine) == []
+
+
+def _draw_in_a_thread() -> tuple[int, float, float, bool]:
+    """The parent's pid, a random number drawn here and one drawn in a thread started
+    here, and whether this runs as the main thread."""
+    drawn: list[float] = []
+    thread = threading.Thread(target=lambda: drawn.append(random.random()))
+    thread.start()
+    thread.join()
+    return (
+        os.getppid(),
+        random.random(),
+        drawn[0],
+        threading.current_thread() is threading.main_thread(),
+    )
+
+
+@pytest.mark.anyio
+async def test_each_call_on_the_warm_worker_draws_its_own_random_numbers_and_runs_threads() -> None:
+    # The worker forks its children without Python's at-fork hooks: random is reseeded
+    # for each, and threads start and join as in any process.
+    box = Sandbox(layers=False)
+    try:
+        seen = [await box.call(_draw_in_a_thread)]  # forked on demand; the worker meanwhile
+        with anyio.move_on_after(DEADLINE):
+            while len([s for s in seen if s[0] != os.getpid()]) < 3:
+                seen.append(await box.call(_draw_in_a_thread))
+    finally:
+        box.close()
+    warm = [s for s in seen if s[0] != os.getpid()]
+    assert len(warm) == 3, seen
+    assert len({s[0] for s in warm}) == 1, warm  # one worker served them
+    assert len({n for s in warm for n in s[1:3]}) == 6, warm
+    assert all(s[3] for s in warm), warm
