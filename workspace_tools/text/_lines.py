@@ -13,6 +13,7 @@ files are decoded whole, exactly as an edit would decode them.
 from __future__ import annotations
 
 import codecs
+import re
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -79,11 +80,13 @@ class LineWindow(Generic[AnyStr]):
         """Take the next chunk of the file."""
         if not chunk:
             return
-        lf = self._lf
+        lf, cr = self._lf, self._cr
         if self._sample is None or self._sample > 0:
             self.sample_lf += chunk.count(lf)
-            crlf = chunk.count(self._cr + lf) + (self._last == self._cr and chunk[:1] == lf)
-            self.sample_crlf += crlf
+            # Counting is a pass over the chunk; a chunk without CR has no CRLF to count.
+            if cr in chunk:
+                self.sample_crlf += chunk.count(cr + lf)
+            self.sample_crlf += self._last == cr and chunk[:1] == lf
             if self._sample is not None:
                 self._sample -= len(chunk)
         self._last = chunk[-1:]
@@ -91,25 +94,47 @@ class LineWindow(Generic[AnyStr]):
         while pos < size:
             if self._line < self.offset:
                 need = self.offset - self._line
-                count = chunk.count(lf, pos)
-                if count < need:
-                    self._line += count
-                    self.newlines += count
+                pos, missing = _after_lfs(chunk, pos, need)
+                self._line += need - missing
+                self.newlines += need - missing
+                if missing:
                     return
-                for _ in range(need):
-                    pos = chunk.index(lf, pos) + 1
-                self._line += need
-                self.newlines += need
-            elif self._line < self.stop:
+            elif self._open:
+                # The first line continues one the previous chunk began.
                 end = chunk.find(lf, pos)
                 self._take(chunk, pos, size if end < 0 else end)
                 if end < 0:
                     return
                 self._finish()
                 pos = end + 1
+            elif self._line < self.stop:
+                pos = self._take_lines(chunk, pos)
             else:
                 self.newlines += chunk.count(lf, pos)
                 return
+
+    def _take_lines(self, chunk: AnyStr, pos: int) -> int:
+        """Keep the whole lines of ``chunk`` from ``pos`` up to the window's end, and open
+        a last line the chunk does not end; return where the window's lines stopped."""
+        lf, cr, cap = self._lf, self._cr, self.cap
+        want = self.stop - self._line
+        end, missing = _after_lfs(chunk, pos, want)
+        if missing:
+            end = len(chunk)  # the window goes on in the next chunk
+        parts = chunk[pos:end].split(lf)
+        rest = parts.pop()  # after the last LF: empty, or a line the next chunk goes on with
+        for part in parts:
+            if len(part) > cap:
+                self.lines.append(part[:cap])
+                self.capped.append(True)
+            else:
+                self.lines.append(part[:-1] if part.endswith(cr) else part)
+                self.capped.append(False)
+        self.newlines += len(parts)
+        self._line += len(parts)
+        if rest:
+            self._take(chunk, end - len(rest), end)
+        return end
 
     def close(self) -> None:
         """End of file: keep a last line that has no LF."""
@@ -136,6 +161,27 @@ class LineWindow(Generic[AnyStr]):
         if terminated:
             self.newlines += 1
             self._line += 1
+
+
+# Patterns that pass over many lines at once: finding the n-th LF is then a few regex
+# matches run in C instead of n calls of ``find`` from Python.
+_LINE_BLOCKS = (4096, 256, 16, 1)
+_TEXT_BLOCKS = tuple(re.compile(rf"(?:[^\n]*\n){{{n}}}") for n in _LINE_BLOCKS)
+_BYTE_BLOCKS = tuple(re.compile(rf"(?:[^\n]*\n){{{n}}}".encode()) for n in _LINE_BLOCKS)
+
+
+def _after_lfs(chunk: AnyStr, pos: int, count: int) -> tuple[int, int]:
+    """Pass ``count`` LFs of ``chunk`` from ``pos``: ``(position after the last LF passed,
+    LFs not found)``; when some were not found, no LF follows that position."""
+    blocks = _TEXT_BLOCKS if isinstance(chunk, str) else _BYTE_BLOCKS
+    for size, block in zip(_LINE_BLOCKS, blocks, strict=True):
+        while count >= size:
+            found = block.match(chunk, pos)  # type: ignore[arg-type]
+            if found is None:
+                break  # fewer than ``size`` LFs follow: try the smaller blocks
+            pos = found.end()
+            count -= size
+    return pos, count
 
 
 @dataclass(frozen=True)
