@@ -52,6 +52,9 @@ class ToolContext:
             sandbox child this is a copy of the caller's workspace made from its settings,
             holding the content hashes of the files the call names (:attr:`Tool.paths`),
             and what the call records there is handed back to the caller's.
+        runner: what runs the tool's commands and keeps what its calls share (its
+            :attr:`Tool.runner`): run_command's ``CommandRunner``, the shell and process
+            tools' ``ShellSession``; ``None`` for other tools.
 
     A tool that can stop its own work stops it :meth:`seconds_left` before the deadline and
     reports its own timeout (with what it had done); the call's timeout is the backstop.
@@ -81,12 +84,14 @@ class ToolContext:
         deadline: float | None = None,
         timeout: float | None = None,
         workspace: Workspace | None = None,
+        runner: Any = None,
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
         self.deadline = deadline
         self.timeout = timeout
         self.workspace = workspace
+        self.runner = runner
         self.timeout_error: ToolError | None = None
         self._emit = emit
         self._lock = threading.Lock()
@@ -240,6 +245,9 @@ class Tool(Generic[ArgsT]):
         locks_paths: a call takes the per-file lock of each file it names
             (:meth:`FileStates.lock`), so calls that change one file run one after
             another; a sandboxed call's locks are held in the caller around it.
+        runner: what runs the tool's commands and keeps what its calls share, given to
+            ``execute`` as :attr:`ToolContext.runner` (run_command's ``CommandRunner``, the
+            shell and process tools' ``ShellSession``); ``None``: none.
         state: what a call run in a sandbox must carry in and out besides the workspace's
             hashes (see :class:`ToolState`).
         cache_key: for a read-only tool, a :data:`CacheKey`: a session serves a repeated
@@ -267,6 +275,7 @@ class Tool(Generic[ArgsT]):
     workspace: Workspace | None = None
     paths: NamedPaths | None = None
     locks_paths: bool = False
+    runner: Any = None
 
     @property
     def invalidates(self) -> bool:
@@ -342,6 +351,7 @@ def tool(
     workspace: Workspace | None = None,
     paths: NamedPaths | None = None,
     locks_paths: bool = False,
+    runner: Any = None,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -369,6 +379,7 @@ def tool(
         workspace=workspace,
         paths=paths,
         locks_paths=locks_paths,
+        runner=runner,
     )
 
 

@@ -144,8 +144,7 @@ def test_a_call_carries_the_hashes_of_the_files_it_names_only(tmp_path: Path):
         assert anyio.run(invoke_tool, tools["read_file"], {"path": f"f{i}.txt"}).error is None
     workspace = tools["read_file"].workspace
     assert workspace is not None
-    file_tools = [t for name, t in tools.items() if name != "run_command"]
-    assert all(t.workspace is workspace and t.state is None for t in file_tools)
+    assert all(t.workspace is workspace and t.state is None for t in tools.values())
     whole = (workspace.file_states.snapshot(), None)
     assert len(whole[0]) == 40
 

@@ -311,6 +311,7 @@ async def run_call(
             deadline=deadline,
             timeout=effective_timeout,
             workspace=tool.workspace,
+            runner=tool.runner,
         )
         try:
             with _deadline(effective_timeout) as scope:
@@ -412,6 +413,7 @@ async def call_in_sandbox(
             workspace,
             files,
             None if state is None else (state.restore, state.changes, before),
+            tool.runner,
         )
         file_changes, state_changes = changes
         if workspace is not None and file_changes is not None:
@@ -451,21 +453,23 @@ def execute_in_child(
     workspace: Workspace | None = None,
     files: FileSnapshot | None = None,
     state: CarriedState | None = None,
+    runner: Any = None,
 ) -> Any:
     """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
     interpreter) and return ``(value, (file changes, state changes))``: with a context
     nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
     timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
     (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
-    as carried. The context is made here, so that only primitives, the arguments and the
-    workspace's settings cross the process boundary."""
+    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
+    only primitives, the arguments and the workspace's settings cross the process
+    boundary."""
     if workspace is not None and files is not None:
         workspace.restore_files(files)
     if state is not None:
         state[0](state[2])
     deadline, timeout = timing
     context = ToolContext(
-        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace
+        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
     )
     value = execute(args, context)
     if inspect.isawaitable(value):
