@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -388,10 +389,12 @@ async def call_in_sandbox(
         child died.
     """
     workspace, state = tool.workspace, tool.state
-    reals = []
+    reals: list[Path] = []
+    locks: list[threading.Lock] = []
     if workspace is not None and tool.paths is not None:
         reals = workspace.named_files(tool.paths(args))
-    locks = [workspace.file_states.lock(real) for real in reals] if tool.locks_paths else []  # type: ignore[union-attr]
+        if tool.locks_paths:
+            locks = [workspace.file_states.lock(real) for real in reals]
     if state is not None and state.lock is not None:
         lock = state.lock(args)
         locks += [] if lock is None else [lock]
