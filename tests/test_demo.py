@@ -272,3 +272,20 @@ def test_stopped_background_step_shows_the_note(tmp_path: Path) -> None:
         "where it is offered",
         note,
     ), note
+
+
+def test_shipped_call_step_runs_write_file_in_a_fresh_interpreter(tmp_path: Path) -> None:
+    import io
+
+    from workspace_tools.cli._demo import _Printer, _shipped_call
+
+    out = io.StringIO()
+    failed = anyio.run(_shipped_call, tmp_path, _Printer(out), 19)
+    lines = out.getvalue().splitlines()
+    assert failed == 0, lines
+    assert lines[1] == "19. a write_file call run by a fresh Python interpreter, as data"
+    assert lines[2].endswith(
+        "back: {'path': 'shipped-demo.txt', 'created': False, 'lines': 1, 'bytes': 8} and 1 hash"
+    ), lines
+    assert lines[3] == "  edit_file here then: done; after a change outside: STALE_FILE"
+    assert list(tmp_path.iterdir()) == []

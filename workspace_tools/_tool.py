@@ -7,7 +7,7 @@ import inspect
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -19,6 +19,7 @@ from workspace_tools._output import ToolPresentation
 
 if TYPE_CHECKING:
     from sandbox import Sandbox
+    from workspace_tools.workspace import Workspace
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
@@ -27,6 +28,9 @@ Execute = Callable[[Any, "ToolContext"], Any | Awaitable[Any]]
 CacheKey = Callable[[Any], Hashable | None]
 """Of a call's validated arguments: a fingerprint of what the call reads, equal for two calls
 exactly while what they read is unchanged; ``None``: do not cache this call."""
+NamedPaths = Callable[[Any], Iterable[str]]
+"""Of a call's validated arguments: the workspace paths the call names (as given, relative to
+the root): the files whose content hashes a sandboxed call carries and hands back."""
 
 
 class ToolContext:
@@ -42,6 +46,15 @@ class ToolContext:
             reports a timeout of its own: a tool that knows more than "timed out" (what it
             was doing, why it may take long) sets it before the long step. ``None``: the
             plain ``TOOL_TIMEOUT`` message.
+        workspace: the :class:`~workspace_tools.workspace.Workspace` the tool works on (its
+            :attr:`Tool.workspace`), or ``None``. A tool's ``execute`` can be a plain
+            module-level function that takes everything from ``(args, context)``: in a
+            sandbox child this is a copy of the caller's workspace made from its settings,
+            holding the content hashes of the files the call names (:attr:`Tool.paths`),
+            and what the call records there is handed back to the caller's.
+        runner: what runs the tool's commands and keeps what its calls share (its
+            :attr:`Tool.runner`): run_command's ``CommandRunner``, the shell and process
+            tools' ``ShellSession``; ``None`` for other tools.
 
     A tool that can stop its own work stops it :meth:`seconds_left` before the deadline and
     reports its own timeout (with what it had done); the call's timeout is the backstop.
@@ -70,11 +83,15 @@ class ToolContext:
         *,
         deadline: float | None = None,
         timeout: float | None = None,
+        workspace: Workspace | None = None,
+        runner: Any = None,
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
         self.deadline = deadline
         self.timeout = timeout
+        self.workspace = workspace
+        self.runner = runner
         self.timeout_error: ToolError | None = None
         self._emit = emit
         self._lock = threading.Lock()
@@ -82,6 +99,20 @@ class ToolContext:
         self._commit_lock = threading.Lock()
         self._cancelled = False
         self._ended = False  # set once, by close(); a plain flag is all its readers need
+
+    def need_workspace(self) -> Workspace:
+        """:attr:`workspace`, for a tool that cannot work without one.
+
+        Raises:
+            ToolError: ``TOOL_ERROR`` when the tool was built without a workspace.
+        """
+        if self.workspace is None:
+            raise ToolError(
+                f"{self.tool_name} has no workspace to work on: build it with "
+                "workspace_tools(root), or give tool(..., workspace=...)",
+                ErrorCode.TOOL_ERROR,
+            )
+        return self.workspace
 
     def seconds_left(self, margin: float = 0.0) -> float | None:
         """Seconds from now until :attr:`deadline` less ``margin`` (never below 0), or
@@ -162,9 +193,10 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class ToolState:
-    """State a tool keeps in the caller's process between calls (a workspace's content
-    hashes for staleness checks and its per-file locks), which a call run in a sandbox
-    child must be given and must hand back: the child's memory is a copy, forked earlier.
+    """State a custom tool keeps in the caller's process between calls, which a call run in
+    a sandbox child must be given and must hand back: the child's memory is a copy, forked
+    earlier. A tool over a workspace needs none for the workspace's content hashes and
+    per-file locks: it declares :attr:`Tool.workspace` and :attr:`Tool.paths` instead.
 
     Build it once per tool: its callables are passed to the child by reference, which
     needs the same objects on every call.
@@ -204,7 +236,20 @@ class Tool(Generic[ArgsT]):
         output_schema: pydantic model class describing ``content`` (not the ToolOutput).
         timeout: seconds before the call is cancelled, or ``None``.
         read_only: the tool never changes anything.
-        state: what a call run in a sandbox must carry in and out (see :class:`ToolState`).
+        workspace: the :class:`~workspace_tools.workspace.Workspace` the tool works on,
+            given to ``execute`` as :attr:`ToolContext.workspace`; it crosses into a
+            sandbox child as its settings (root and options).
+        paths: a :data:`NamedPaths`: the workspace files a call names. A call run in a
+            sandbox carries their content hashes (for staleness checks) into the child and
+            hands back those the call changed. ``None``: the call carries none.
+        locks_paths: a call takes the per-file lock of each file it names
+            (:meth:`FileStates.lock`), so calls that change one file run one after
+            another; a sandboxed call's locks are held in the caller around it.
+        runner: what runs the tool's commands and keeps what its calls share, given to
+            ``execute`` as :attr:`ToolContext.runner` (run_command's ``CommandRunner``, the
+            shell and process tools' ``ShellSession``); ``None``: none.
+        state: what a call run in a sandbox must carry in and out besides the workspace's
+            hashes (see :class:`ToolState`).
         cache_key: for a read-only tool, a :data:`CacheKey`: a session serves a repeated
             identical call from its earlier result while the key is unchanged. ``None``
             (default): never cached. The workspace tools that read set it (the file's content hash,
@@ -227,6 +272,10 @@ class Tool(Generic[ArgsT]):
     cache_key: CacheKey | None = None
     invalidates_cache: bool | None = None
     sandbox: Sandbox | None = None
+    workspace: Workspace | None = None
+    paths: NamedPaths | None = None
+    locks_paths: bool = False
+    runner: Any = None
 
     @property
     def invalidates(self) -> bool:
@@ -299,6 +348,10 @@ def tool(
     cache_key: CacheKey | None = None,
     invalidates_cache: bool | None = None,
     sandbox: Sandbox | None = None,
+    workspace: Workspace | None = None,
+    paths: NamedPaths | None = None,
+    locks_paths: bool = False,
+    runner: Any = None,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -323,7 +376,16 @@ def tool(
         cache_key=cache_key,
         invalidates_cache=invalidates_cache,
         sandbox=sandbox,
+        workspace=workspace,
+        paths=paths,
+        locks_paths=locks_paths,
+        runner=runner,
     )
+
+
+def path_argument(args: Any) -> tuple[str]:
+    """The :data:`NamedPaths` of a tool whose calls name one file, ``args.path``."""
+    return (args.path,)
 
 
 def placeholder_args(tool: Tool[Any], given: Any = None) -> BaseModel:

@@ -388,15 +388,22 @@ def test_files_over_the_size_limit_are_not_rewritten(root: Path, tool_name: str)
     assert (root / "f").read_bytes() == b"a = 1\n" * 10
 
 
-def test_workspace_state_pickles_without_its_locks(root: Path) -> None:
+def test_workspace_pickles_as_its_settings_and_carries_the_named_files_hashes(
+    root: Path,
+) -> None:
     import pickle
 
     from workspace_tools import Workspace
 
-    workspace = Workspace(root)
+    workspace = Workspace(root, read_limit=7, fsync=False)
     (root / "f").write_bytes(b"a\n")
     call(tools(workspace)["read_file"], path="f")
     (root / "f").write_bytes(b"b\n")
     copy = pickle.loads(pickle.dumps(workspace))
+    assert (copy.root, copy.options) == (workspace.root, workspace.options)
+    # Fresh states: the copy never saw f, so its edit is not stale there...
+    assert copy.file_states.snapshot() == {}
+    # ...until it is given the hashes of the file a call names, as a sandboxed call is.
+    copy.restore_files(workspace.snapshot_files(workspace.named_files(["f", "../out"])))
     result = call(tools(copy)["edit_file"], path="f", old_text="b", new_text="c")
     assert result.error_code is ErrorCode.STALE_FILE

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.file_support import call, tools
 from workspace_tools.text import _lines
 from workspace_tools.text._lines import read_lines
-from workspace_tools.tools import read_file
+from workspace_tools.workspace import _line_index
 
 pieces = st.sampled_from(
     [b"a", b"bc", b"\n", b"\r\n", b"\r", "é".encode(), b"\xe9", b"xyz" * 7, "日本".encode()]
@@ -47,7 +47,7 @@ def test_a_window_from_the_index_equals_a_full_read(
 @pytest.fixture
 def big_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # Timestamps "settled" at once, so the first read's index is kept.
-    monkeypatch.setattr(read_file, "RACY_NS", 0)
+    monkeypatch.setattr(_line_index, "RACY_NS", 0)
     monkeypatch.setattr(_lines, "CHUNK_BYTES", 64)
     (tmp_path / "big.txt").write_bytes(b"".join(b"line %d\n" % n for n in range(1, 1001)))
     return tmp_path
@@ -79,13 +79,13 @@ def test_a_changed_file_is_read_again(big_file: Path) -> None:
 
 def test_a_file_changed_within_the_clock_tick_is_not_indexed(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"a\nb\n")
-    cache = read_file.LineIndexCache()
+    cache = _line_index.LineIndexCache()
     info = os.stat(tmp_path / "f")
     index = read_lines(io.BytesIO(b"a\nb\n"), 1, 1, 5, whole=False).line_index
     assert index is not None
     cache.put(info, index)  # written just now: its timestamps may not move for a change
     assert cache.get(info) is None
-    old = time.time_ns() - 10 * read_file.RACY_NS
+    old = time.time_ns() - 10 * _line_index.RACY_NS
     os.utime(tmp_path / "f", ns=(old, old))
     assert os.stat(tmp_path / "f").st_ctime_ns > old  # ctime is now: still not settled
     cache.put(os.stat(tmp_path / "f"), index)

@@ -142,13 +142,18 @@ def test_a_call_carries_the_hashes_of_the_files_it_names_only(tmp_path: Path):
     tools = {t.name: t for t in workspace_tools(tmp_path)}
     for i in range(40):
         assert anyio.run(invoke_tool, tools["read_file"], {"path": f"f{i}.txt"}).error is None
-    whole = tools["read_file"].state.snapshot()  # type: ignore[union-attr]
+    workspace = tools["read_file"].workspace
+    assert workspace is not None
+    assert all(t.workspace is workspace and t.state is None for t in tools.values())
+    whole = (workspace.file_states.snapshot(), None)
     assert len(whole[0]) == 40
 
     def shipped(name: str, **arguments: Any) -> dict[str, bytes]:
         tool_ = tools[name]
         args = tool_.parameters.model_validate(arguments)
-        hashes, _scope = tool_.state.snapshot_for(args)  # type: ignore[union-attr]
+        assert tool_.paths is not None
+        hashes, scope = workspace.snapshot_files(workspace.named_files(tool_.paths(args)))
+        assert set(hashes) <= set(scope)
         return hashes
 
     def key(name: str) -> str:

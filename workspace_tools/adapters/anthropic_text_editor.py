@@ -54,13 +54,12 @@ from pydantic import BaseModel, Field
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
-from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import convert_newlines, decode_text, encode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
-from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
@@ -163,27 +162,30 @@ def text_editor_tool(
     history_lock = threading.Lock()
 
     def execute(args: TextEditorArgs, context: ToolContext) -> object:
+        # The workspace the call runs on: in a sandbox child, the copy holding the hashes
+        # of the file it names (ToolContext.workspace).
+        working = context.workspace or workspace
         if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
             raise ToolError(
                 f"Error: the undo_edit command does not exist in text_editor_{version}; "
                 "make the reverse edit with str_replace instead",
                 ErrorCode.INVALID_ARGUMENTS,
             )
-        resolved = workspace.resolve(args.path)
+        resolved = working.resolve(args.path)
         if args.command == "view":
-            return _view(workspace, resolved, args, max_characters)
-        with workspace.file_states.lock(resolved.real):
+            return _view(working, resolved, args, max_characters)
+        with working.file_states.lock(resolved.real):
             before = read_bytes(
-                workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
+                working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
             )
             if args.command == "undo_edit":
-                return _undo(workspace, resolved, args.path, history, history_lock, context)
+                return _undo(working, resolved, args.path, history, history_lock, context)
             if args.command == "create":
-                output = _create(workspace, resolved, args, context)
+                output = _create(working, resolved, args, context)
             elif args.command == "str_replace":
-                output = _str_replace(workspace, resolved, args, context)
+                output = _str_replace(working, resolved, args, context)
             else:
-                output = _insert(workspace, resolved, args, context)
+                output = _insert(working, resolved, args, context)
             with history_lock:
                 history.setdefault(str(resolved.real), []).append(before)
             return output
@@ -203,7 +205,9 @@ def text_editor_tool(
         parameters=TextEditorArgs,
         execute=execute,
         presentation=present,
-        state=file_tool_state(workspace, locks_file=True),
+        workspace=workspace,
+        paths=path_argument,
+        locks_paths=True,
     )
     if version not in _UNDO_VERSIONS:
         return editor

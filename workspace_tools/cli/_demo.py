@@ -15,6 +15,7 @@ wrote itself.
 from __future__ import annotations
 
 import os
+import pickle
 import shlex
 import shutil
 import subprocess
@@ -30,11 +31,12 @@ import anyio.to_thread
 from pydantic_core import to_jsonable_python
 
 from sandbox import Sandbox, SandboxUnavailable
+from workspace_tools._errors import ErrorCode
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.search._index import SearchIndex
-from workspace_tools.session._pipeline import invoke_tool
+from workspace_tools.session._pipeline import invoke_tool, prepare
 from workspace_tools.session._session import ToolSession
 from workspace_tools.tools import ShellSession, shell_tools, workspace_tools
 from workspace_tools.tools import grep as grep_tool
@@ -298,6 +300,7 @@ async def _drive(
     failed += await _text_editor_undo(root, printer, number + 4)
     failed += await _served_step(root, by_name["list_files"], printer, number + 5)
     failed += await _stopped_background(root, by_name["run_command"], printer, number + 6)
+    failed += await _shipped_call(root, printer, number + 7)
     return failed
 
 
@@ -583,3 +586,53 @@ def run_demo(root: str | None, out: TextIO) -> int:
         failed = anyio.run(_drive, work, workspace_tools(work), steps, printer)
     printer.line(f"\n{'done' if not failed else f'{failed} step(s) did not go as expected'}")
     return 0 if not failed else 1
+
+
+#: What the demo's fresh interpreter runs: the pickled call from stdin, its outcome (the
+#: value and the hashes the call changed) to stdout.
+SHIPPED_CALL = """\
+import pickle, sys
+from workspace_tools.session._pipeline import execute_in_child
+sys.stdout.buffer.write(pickle.dumps(execute_in_child(*pickle.load(sys.stdin.buffer))))
+"""
+
+
+async def _shipped_call(root: Path, printer: _Printer, number: int) -> int:
+    """A write_file call as data (its module-level ``execute``, the validated arguments,
+    the workspace's settings and the hash of the file it names) run by a new Python
+    interpreter; the hash it hands back keeps the next edit here fresh, and a change made
+    outside then is stale, as after a call in process. Returns 1 when not, else 0."""
+    printer.line(f"\n{number}. a write_file call run by a fresh Python interpreter, as data")
+    tools = {t.name: t for t in workspace_tools(root)}
+    write, edit = tools["write_file"], tools["edit_file"]
+    workspace = write.workspace
+    if workspace is None or write.paths is None:
+        return 1  # never: workspace_tools gives write_file both
+    path = "shipped-demo.txt"
+    try:
+        await invoke_tool(write, {"path": path, "content": "draft\n"})
+        call = prepare(write, {"path": path, "content": "shipped\n"})
+        files = workspace.snapshot_files(workspace.named_files(write.paths(call.args)))
+        shipped = (write.execute, call.args, call.call_id, write.name, (None, None))
+        payload = pickle.dumps((*shipped, workspace, files))
+        done = await anyio.run_process(
+            [sys.executable, "-c", SHIPPED_CALL], input=payload, check=False
+        )
+        if done.returncode != 0:
+            printer.line(f"  the interpreter failed: {done.stderr.decode(errors='replace')}")
+            return 1
+        output, (changes, _) = pickle.loads(done.stdout)
+        workspace.apply_file_changes(changes)
+        printer.line(
+            f"  sent {len(payload):,} bytes; back: {output.content} and {len(changes[0])} hash"
+        )
+        fresh = await invoke_tool(edit, {"path": path, "old_text": "shipped", "new_text": "ok"})
+        (root / path).write_text("changed outside\n")
+        stale = await invoke_tool(edit, {"path": path, "old_text": "changed", "new_text": "x"})
+        printer.line(
+            f"  edit_file here then: {fresh.error_code or 'done'}; "
+            f"after a change outside: {stale.error_code}"
+        )
+        return int(fresh.is_error or stale.error_code is not ErrorCode.STALE_FILE)
+    finally:
+        (root / path).unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -30,7 +31,9 @@ from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
+from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import os_error
+from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
 logger = logging.getLogger("workspace_tools")
 
@@ -308,7 +311,13 @@ async def run_call(
         emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
         deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
         context = ToolContext(
-            call.call_id, tool.name, emitter, deadline=deadline, timeout=effective_timeout
+            call.call_id,
+            tool.name,
+            emitter,
+            deadline=deadline,
+            timeout=effective_timeout,
+            workspace=tool.workspace,
+            runner=tool.runner,
         )
         try:
             with _deadline(effective_timeout) as scope:
@@ -372,92 +381,125 @@ async def call_in_sandbox(
     ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
     (``time.monotonic()`` is one clock for every process of the host).
 
-    A tool with :attr:`Tool.state` gives the child its state (what this call needs, when
-    the tool says: :attr:`ToolState.snapshot_for`) and takes back what the call changed;
-    the lock the call takes in process is held here around it.
+    What crosses: ``execute`` (by reference: a module-level function pickles as its name),
+    the validated arguments and :attr:`Tool.workspace` as its settings, with the content
+    hashes of the files the call names (:attr:`Tool.paths`,
+    :meth:`Workspace.snapshot_files`); what comes back: the value and the hashes the call
+    changed, applied to the workspace here. The locks the call takes in process
+    (:attr:`Tool.locks_paths`) are held here around it. A tool with :attr:`Tool.state`
+    carries that state in and out too.
 
     Raises:
         Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
         child died.
     """
-    state = tool.state
-    if state is None:
-        return await sandbox.call(execute_silently, tool.execute, args, call_id, tool.name, timing)
-    lock = state.lock(args) if state.lock is not None else None
-    held: list[bool] = []
+    workspace, state = tool.workspace, tool.state
+    reals: list[Path] = []
+    locks: list[threading.Lock] = []
+    if workspace is not None and tool.paths is not None:
+        reals = workspace.named_files(tool.paths(args))
+        if tool.locks_paths:
+            locks = [workspace.file_states.lock(real) for real in reals]
+    if state is not None and state.lock is not None:
+        lock = state.lock(args)
+        locks += [] if lock is None else [lock]
+    held: list[threading.Lock] = []
     try:
-        if lock is not None:
+        for lock in locks:
             await _acquire(lock, held)
-        before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
+        files = None if workspace is None else workspace.snapshot_files(reals)
+        before = None
+        if state is not None:
+            before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
         value, changes = await sandbox.call(
-            _execute_with_state,
+            execute_in_child,
             tool.execute,
-            state.restore,
-            state.changes,
-            before,
             args,
             call_id,
             tool.name,
             timing,
+            workspace,
+            files,
+            None if state is None else (state.restore, state.changes, before),
+            tool.runner,
         )
-        state.apply(changes)
+        file_changes, state_changes = changes
+        if workspace is not None and file_changes is not None:
+            workspace.apply_file_changes(file_changes)
+        if state is not None:
+            state.apply(state_changes)
         return value
     finally:
-        if held:
-            lock.release()  # type: ignore[union-attr]
+        for lock in reversed(held):
+            lock.release()
 
 
-async def _acquire(lock: threading.Lock, held: list[bool]) -> None:
+async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
     """Take ``lock`` without blocking the event loop; ``held`` records that it was taken,
     also when a cancellation arrives just after (the waiting thread is not abandoned)."""
     if lock.acquire(blocking=False):
-        held.append(True)
+        held.append(lock)
         return
 
     def take() -> None:
         lock.acquire()
-        held.append(True)
+        held.append(lock)
 
     await anyio.to_thread.run_sync(take)
 
 
-def execute_silently(
+#: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
+CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
+
+
+def execute_in_child(
     execute: Any,
     args: BaseModel,
     call_id: str,
     tool_name: str,
     timing: tuple[float | None, float | None] = (None, None),
+    workspace: Workspace | None = None,
+    files: FileSnapshot | None = None,
+    state: CarriedState | None = None,
+    runner: Any = None,
 ) -> Any:
-    """Run a tool's ``execute`` with a context nobody listens to (a sandboxed call reports
-    no updates) and the call's ``(deadline, timeout)``. Made in the sandbox's child, so
-    that only primitives and the arguments cross the process boundary."""
+    """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
+    interpreter) and return ``(value, (file changes, state changes))``: with a context
+    nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
+    timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
+    (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
+    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
+    only primitives, the arguments and the workspace's settings cross the process
+    boundary."""
+    if workspace is not None and files is not None:
+        workspace.restore_files(files)
+    if state is not None:
+        state[0](state[2])
     deadline, timeout = timing
-    return execute(args, ToolContext(call_id, tool_name, deadline=deadline, timeout=timeout))
-
-
-def _execute_with_state(
-    execute: Any,
-    restore: Callable[[Any], None],
-    changes: Callable[[Any], Any],
-    before: Any,
-    args: BaseModel,
-    call_id: str,
-    tool_name: str,
-    timing: tuple[float | None, float | None],
-) -> Any:
-    # In the sandbox's child: the caller's state as it is now, not as it was at the fork.
-    restore(before)
-    value = execute_silently(execute, args, call_id, tool_name, timing)
+    context = ToolContext(
+        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
+    )
+    value = execute(args, context)
     if inspect.isawaitable(value):
         # Only an async tool needs the event loop the child starts for an awaitable.
-        return _with_changes(value, changes, before)
-    return value, changes(before)
+        return _with_changes(value, workspace, files, state)
+    return value, _changes(workspace, files, state)
 
 
 async def _with_changes(
-    value: Awaitable[Any], changes: Callable[[Any], Any], before: Any
+    value: Awaitable[Any],
+    workspace: Workspace | None,
+    files: FileSnapshot | None,
+    state: CarriedState | None,
 ) -> tuple[Any, Any]:
-    return await value, changes(before)
+    return await value, _changes(workspace, files, state)
+
+
+def _changes(
+    workspace: Workspace | None, files: FileSnapshot | None, state: CarriedState | None
+) -> tuple[FileChanges | None, Any]:
+    carried = None if workspace is None or files is None else workspace.file_changes(files)
+    return carried, None if state is None else state[1](state[2])
 
 
 def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:

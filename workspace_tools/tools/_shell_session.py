@@ -12,6 +12,7 @@ from typing import Any
 
 from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._tool import ToolContext
 from workspace_tools.shell import PersistentShell, ProcessRegistry, make_area, remove_area
 from workspace_tools.tools._command_output import HEAD_BYTES, TAIL_BYTES
 from workspace_tools.tools.run_command import command_env, plain_runner
@@ -179,3 +180,19 @@ def _close_parts(parts: dict[str, Any]) -> None:
     area = parts.get("area")
     if area is not None:
         remove_area(area)
+
+
+def session_of(context: ToolContext) -> ShellSession:
+    """The :class:`ShellSession` a shell or process tool's call runs on
+    (:attr:`ToolContext.runner`).
+
+    Raises:
+        ToolError: ``TOOL_ERROR`` when the tool was built without one.
+    """
+    session = context.runner
+    if not isinstance(session, ShellSession):
+        raise ToolError(
+            f"{context.tool_name} has no shell session: build it with shell_tools(session)",
+            ErrorCode.TOOL_ERROR,
+        )
+    return session

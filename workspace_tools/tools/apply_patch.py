@@ -22,7 +22,6 @@ from workspace_tools.text._diff import TextDiff, unified_diff
 from workspace_tools.text._patch_apply import LEVEL_NAMES, PatchedText, apply_chunks
 from workspace_tools.text._patch_diff import spans_diff
 from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_patch
-from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import ResolvedPath, Workspace
 from workspace_tools.workspace._files import atomic_write, open_parent, os_error, read_bytes
 from workspace_tools.workspace._textfile import BatchWrite, load_text, text_diff
@@ -166,27 +165,34 @@ def _present(
     return ToolPresentation(label="Apply patch", icon="file-diff", detail=", ".join(paths))
 
 
+#: Under this key a workspace keeps apply_patch's last parse (:meth:`Workspace.kept`), shared
+#: by the call's presentation, its named paths and its execution.
+PARSES_KEY = "apply_patch.parses"
+
+
+def execute(args: ApplyPatchArgs, context: ToolContext) -> object:
+    """Run an ``apply_patch`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    parse = workspace.kept(PARSES_KEY, _Parses)
+    try:
+        ops = parse(args.patch)
+    except PatchSyntaxError as exc:
+        raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
+    return apply_operations(workspace, ops, context, allow_overwrite=args.allow_overwrite)
+
+
 def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
     """The ``apply_patch`` tool over ``workspace``."""
-
-    parse = _Parses()
-
-    def execute(args: ApplyPatchArgs, context: ToolContext) -> object:
-        try:
-            ops = parse(args.patch)
-        except PatchSyntaxError as exc:
-            raise ToolError(exc.message, ErrorCode.INVALID_ARGUMENTS) from None
-        return apply_operations(workspace, ops, context, allow_overwrite=args.allow_overwrite)
-
+    parse = workspace.kept(PARSES_KEY, _Parses)
     return tool(
         name="apply_patch",
         description=DESCRIPTION,
         parameters=ApplyPatchArgs,
         execute=execute,
         presentation=partial(_present, parse=parse),
-        state=file_tool_state(
-            workspace, locks_file=False, paths=partial(_named_paths, parse=parse)
-        ),
+        workspace=workspace,
+        paths=partial(_named_paths, parse=parse),
+        locks_paths=True,
     )
 
 

@@ -8,9 +8,8 @@ from pydantic import BaseModel, Field
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
-from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._match import replace_text
-from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
@@ -127,66 +126,68 @@ class EditFileDetails(BaseModel):
     edits: list[EditMatch] | None = None
 
 
+def execute(args: EditFileArgs, context: ToolContext) -> object:
+    """Run a ``edit_file`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    edits = args.replacements()
+    for number, edit in enumerate(edits, 1):
+        if edit.old_text == edit.new_text:
+            raise ToolError(
+                _which(number, edits)
+                + "old_text and new_text are the same, so the edit would change nothing",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
+    resolved = workspace.resolve(args.path)
+    with workspace.file_states.lock(resolved.real):
+        current = load_text(workspace, resolved)
+        if current.text is None:
+            raise ToolError(
+                f"File not found: {resolved.rel}"
+                + (
+                    not_found_hint(str(workspace.root), args.path)
+                    or "; use write_file to create a file"
+                ),
+                ErrorCode.NOT_FOUND,
+            )
+        text = current.text
+        results: list[EditMatch] = []
+        for number, edit in enumerate(edits, 1):
+            try:
+                done = replace_text(
+                    text,
+                    edit.old_text,
+                    edit.new_text,
+                    replace_all=edit.replace_all,
+                    newline=current.newline,
+                    path=resolved.rel,
+                )
+            except ToolError as exc:
+                raise _in_list(exc, number, edits) from exc
+            text = done.text
+            results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
+        save_text(workspace, resolved, text, current.format, guard=context.committing)
+    diff = text_diff(current.text, text, current.format, resolved.rel)
+    listed = results if args.edits is not None else None
+    replacements = sum(r.replacements for r in results)
+    match = next((r.match for r in results if r.match != "exact"), "exact")
+    details = EditFileDetails(
+        path=resolved.rel,
+        diff=diff.diff,
+        additions=diff.additions,
+        deletions=diff.deletions,
+        replacements=replacements,
+        match=match,
+        encoding=current.format.label,
+        edits=listed,
+    )
+    content = EditFileContent(
+        path=resolved.rel, replacements=replacements, match=match, edits=listed
+    )
+    return tool_output(content.model_dump(exclude_none=True), details)
+
+
 def build(workspace: Workspace) -> Tool[EditFileArgs]:
     """The ``edit_file`` tool over ``workspace``."""
-
-    def execute(args: EditFileArgs, context: ToolContext) -> object:
-        edits = args.replacements()
-        for number, edit in enumerate(edits, 1):
-            if edit.old_text == edit.new_text:
-                raise ToolError(
-                    _which(number, edits)
-                    + "old_text and new_text are the same, so the edit would change nothing",
-                    ErrorCode.INVALID_ARGUMENTS,
-                )
-        resolved = workspace.resolve(args.path)
-        with workspace.file_states.lock(resolved.real):
-            current = load_text(workspace, resolved)
-            if current.text is None:
-                raise ToolError(
-                    f"File not found: {resolved.rel}"
-                    + (
-                        not_found_hint(str(workspace.root), args.path)
-                        or "; use write_file to create a file"
-                    ),
-                    ErrorCode.NOT_FOUND,
-                )
-            text = current.text
-            results: list[EditMatch] = []
-            for number, edit in enumerate(edits, 1):
-                try:
-                    done = replace_text(
-                        text,
-                        edit.old_text,
-                        edit.new_text,
-                        replace_all=edit.replace_all,
-                        newline=current.newline,
-                        path=resolved.rel,
-                    )
-                except ToolError as exc:
-                    raise _in_list(exc, number, edits) from exc
-                text = done.text
-                results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-            save_text(workspace, resolved, text, current.format, guard=context.committing)
-        diff = text_diff(current.text, text, current.format, resolved.rel)
-        listed = results if args.edits is not None else None
-        replacements = sum(r.replacements for r in results)
-        match = next((r.match for r in results if r.match != "exact"), "exact")
-        details = EditFileDetails(
-            path=resolved.rel,
-            diff=diff.diff,
-            additions=diff.additions,
-            deletions=diff.deletions,
-            replacements=replacements,
-            match=match,
-            encoding=current.format.label,
-            edits=listed,
-        )
-        content = EditFileContent(
-            path=resolved.rel, replacements=replacements, match=match, edits=listed
-        )
-        return tool_output(content.model_dump(exclude_none=True), details)
-
     return tool(
         name="edit_file",
         description=DESCRIPTION,
@@ -194,7 +195,9 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Edit file", icon="file-pen", detail=a.path),
         output_schema=EditFileContent,
-        state=file_tool_state(workspace, locks_file=True),
+        workspace=workspace,
+        paths=path_argument,
+        locks_paths=True,
     )
 
 

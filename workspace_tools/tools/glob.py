@@ -66,48 +66,48 @@ class GlobDetails(CompactRepr):
     )
 
 
+def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
+    """Run a ``glob`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    walker = workspace.walker
+    matcher = compile_glob(args.pattern, workspace)
+    start = resolve_start(workspace, args.path, need_dir=True)
+    limit = args.limit
+    walk = walker.walk(start.real, start.rel, recursive=True, include_ignored=args.include_ignored)
+    candidates = walk.non_directories
+    cut = len(start.lead)
+    if cut:
+        matches = [p for p in candidates if matcher.match(p[cut:])]
+    else:
+        matches = list(filter(matcher.match, candidates))
+    if not matches and walk.ignored:
+        matches = _named(workspace, start.rel, args.pattern, matcher, cut)
+    count = len(matches)
+    shown = matches[:limit]
+    lines = [shown_path(path) for path in shown] or ["No files matched"]
+    if count > limit:
+        lines.append(
+            note(
+                f"Showing {limit:,} of {count:,} matching files; narrow the pattern or "
+                "path, or raise limit, to see the rest"
+            )
+        )
+    unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
+    if unreadable:
+        lines.append(unreadable_note(unreadable, "searched"))
+    details = GlobDetails(
+        pattern=args.pattern,
+        matches=shown,
+        count=count,
+        truncated=count > limit,
+        ignored=walk.ignored,
+        unreadable=unreadable,
+    )
+    return tool_output("\n".join(lines), details)
+
+
 def build(workspace: Workspace) -> Tool[GlobArgs]:
     """The ``glob`` tool over ``workspace``."""
-    walker = workspace.walker
-
-    def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
-        matcher = compile_glob(args.pattern, workspace)
-        start = resolve_start(workspace, args.path, need_dir=True)
-        limit = args.limit
-        walk = walker.walk(
-            start.real, start.rel, recursive=True, include_ignored=args.include_ignored
-        )
-        candidates = walk.non_directories
-        cut = len(start.lead)
-        if cut:
-            matches = [p for p in candidates if matcher.match(p[cut:])]
-        else:
-            matches = list(filter(matcher.match, candidates))
-        if not matches and walk.ignored:
-            matches = _named(workspace, start.rel, args.pattern, matcher, cut)
-        count = len(matches)
-        shown = matches[:limit]
-        lines = [shown_path(path) for path in shown] or ["No files matched"]
-        if count > limit:
-            lines.append(
-                note(
-                    f"Showing {limit:,} of {count:,} matching files; narrow the pattern or "
-                    "path, or raise limit, to see the rest"
-                )
-            )
-        unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
-        if unreadable:
-            lines.append(unreadable_note(unreadable, "searched"))
-        details = GlobDetails(
-            pattern=args.pattern,
-            matches=shown,
-            count=count,
-            truncated=count > limit,
-            ignored=walk.ignored,
-            unreadable=unreadable,
-        )
-        return tool_output("\n".join(lines), details)
-
     return tool(
         name="glob",
         description=DESCRIPTION,
@@ -117,6 +117,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
             label="Find files", icon="search", detail=a.pattern
         ),
         read_only=True,
+        workspace=workspace,
         cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )
 

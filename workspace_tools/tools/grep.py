@@ -174,100 +174,111 @@ def _search_in_worker(
     )
 
 
+#: Under these keys a workspace keeps grep's warm index and its pool of compiled patterns
+#: (:meth:`Workspace.kept`), shared by the grep tools built over it.
+INDEX_KEY = "grep.index"
+POOL_KEY = "grep.matchers"
+
+
+def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
+    """Run a ``grep`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    pool = workspace.kept(POOL_KEY, MatcherPool)
+    matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
+    try:
+        return _execute(workspace, args, context, matcher)
+    finally:
+        pool.give(matcher)
+
+
+def _execute(
+    workspace: Workspace, args: GrepArgs, context: ToolContext, matcher: Matcher
+) -> ToolOutput:
+    walker = workspace.walker
+    index = workspace.kept(INDEX_KEY, lambda: SearchIndex(str(workspace.root)))
+    file_filter = compile_glob(args.glob, workspace) if args.glob else None
+    start = resolve_start(workspace, args.path, need_dir=False)
+    limit = args.limit
+    files: list[str] = []
+    walked = 0
+    ignored = 0
+    unreadable_dirs: list[str] = []
+    if start.is_dir:
+        walk = walker.walk(
+            start.real, start.rel, recursive=True, include_ignored=args.include_ignored
+        )
+        files = walk.files
+        walked = len(files)
+        if file_filter is not None:
+            by_name = "/" not in args.glob.strip("/") if args.glob else True
+            cut = len(start.lead)
+            files = [
+                p for p in files if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
+            ]
+        ignored = walk.ignored
+        unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
+
+    # Files the warm index knows cannot hold the pattern's required literal are
+    # counted, not read.
+    selection = None
+    if start.is_dir and matcher.required is not None:
+        selection = index.select(files, matcher.required)
+    searched = files if selection is None else selection.files
+
+    def search(run: GrepRun) -> None:
+        if start.is_dir:
+            search_files(run, str(workspace.root), searched)
+        else:
+            run.search_named_file(str(workspace.root), start.real, start.rel)
+
+    run: GrepRun | None = None
+    if not matcher.needs_worker:
+        run = GrepRun(matcher, limit=limit, context=args.context)
+        matcher.in_process = True
+        try:
+            search(run)
+        except NeedsWorker:
+            run = None  # text that only Python's engine can search
+    if run is None:
+        # Python's engine may backtrack for ever: it runs in a process killed at the
+        # call's deadline or when the call is over.
+        run = GrepRun(matcher, limit=limit, context=args.context)
+        _search_in_worker(run, search, context)
+    if selection is not None:
+        run.files_searched += selection.skipped_text
+        run.binary_skipped += selection.skipped_binary
+    if start.is_dir:
+        index.after_search(walker, walked)
+    run.ignored = ignored
+    run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
+    content = format_grep(run, args.output_mode)
+    # Built from values of the right types: no validation, which would cost as much
+    # as the search for a result of thousands of matches.
+    details = GrepDetails.model_construct(
+        pattern=args.pattern,
+        matches=[
+            GrepMatch(path, line, column, text)
+            for path, rows in run.found
+            for line, column, text, _ in rows
+        ],
+        files=[GrepFile(p, c) for p, c in run.files],
+        match_count=run.match_count,
+        files_matched=run.files_matched,
+        files_searched=run.files_searched,
+        truncated=run.truncated,
+        binary_skipped=run.binary_skipped,
+        ignored=run.ignored,
+        unreadable=run.unreadable,
+    )
+    return tool_output(content, details)
+
+
 def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[GrepArgs]:
     """The ``grep`` tool over ``workspace``; ``index`` is the warm index its searches use
-    and keep (a new one by default, see ``search/_index.py``)."""
-    walker = workspace.walker
-    pool = MatcherPool()
-    if index is None:
-        index = SearchIndex(str(workspace.root))
-
-    def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
-        matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
-        try:
-            return _execute(args, context, matcher)
-        finally:
-            pool.give(matcher)
-
-    def _execute(args: GrepArgs, context: ToolContext, matcher: Matcher) -> ToolOutput:
-        file_filter = compile_glob(args.glob, workspace) if args.glob else None
-        start = resolve_start(workspace, args.path, need_dir=False)
-        limit = args.limit
-        files: list[str] = []
-        walked = 0
-        ignored = 0
-        unreadable_dirs: list[str] = []
-        if start.is_dir:
-            walk = walker.walk(
-                start.real, start.rel, recursive=True, include_ignored=args.include_ignored
-            )
-            files = walk.files
-            walked = len(files)
-            if file_filter is not None:
-                by_name = "/" not in args.glob.strip("/") if args.glob else True
-                cut = len(start.lead)
-                files = [
-                    p
-                    for p in files
-                    if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
-                ]
-            ignored = walk.ignored
-            unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
-
-        # Files the warm index knows cannot hold the pattern's required literal are
-        # counted, not read.
-        selection = None
-        if start.is_dir and matcher.required is not None:
-            selection = index.select(files, matcher.required)
-        searched = files if selection is None else selection.files
-
-        def search(run: GrepRun) -> None:
-            if start.is_dir:
-                search_files(run, str(workspace.root), searched)
-            else:
-                run.search_named_file(str(workspace.root), start.real, start.rel)
-
-        run: GrepRun | None = None
-        if not matcher.needs_worker:
-            run = GrepRun(matcher, limit=limit, context=args.context)
-            matcher.in_process = True
-            try:
-                search(run)
-            except NeedsWorker:
-                run = None  # text that only Python's engine can search
-        if run is None:
-            # Python's engine may backtrack for ever: it runs in a process killed at the
-            # call's deadline or when the call is over.
-            run = GrepRun(matcher, limit=limit, context=args.context)
-            _search_in_worker(run, search, context)
-        if selection is not None:
-            run.files_searched += selection.skipped_text
-            run.binary_skipped += selection.skipped_binary
-        if start.is_dir:
-            index.after_search(walker, walked)
-        run.ignored = ignored
-        run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
-        content = format_grep(run, args.output_mode)
-        # Built from values of the right types: no validation, which would cost as much
-        # as the search for a result of thousands of matches.
-        details = GrepDetails.model_construct(
-            pattern=args.pattern,
-            matches=[
-                GrepMatch(path, line, column, text)
-                for path, rows in run.found
-                for line, column, text, _ in rows
-            ],
-            files=[GrepFile(p, c) for p, c in run.files],
-            match_count=run.match_count,
-            files_matched=run.files_matched,
-            files_searched=run.files_searched,
-            truncated=run.truncated,
-            binary_skipped=run.binary_skipped,
-            ignored=run.ignored,
-            unreadable=run.unreadable,
-        )
-        return tool_output(content, details)
-
+    and keep (by default the workspace's own, made on its first search, see
+    ``search/_index.py``)."""
+    if index is not None:
+        workspace.keep(INDEX_KEY, index)
     return tool(
         name="grep",
         description=DESCRIPTION,
@@ -277,5 +288,6 @@ def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[Gre
             label="Search files", icon="text-search", detail=a.pattern
         ),
         read_only=True,
+        workspace=workspace,
         cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )

@@ -72,46 +72,48 @@ class ListFilesDetails(CompactRepr):
     )
 
 
-def build(workspace: Workspace) -> Tool[ListFilesArgs]:
-    """The ``list_files`` tool over ``workspace``."""
+def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
+    """Run a ``list_files`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
     walker = workspace.walker
     root = str(workspace.root)
-
-    def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
-        start = resolve_start(workspace, args.path, need_dir=True)
-        limit = args.limit
-        walk = walker.walk(
-            start.real, start.rel, recursive=args.recursive, include_ignored=args.include_ignored
-        )
-        shown = walk.entries[:limit]
-        with DirFds(root) as dirs:
-            entries = [
-                ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
-            ]
-        count = len(walk.entries)
-        lines = [shown_path(e.path + "/" if e.type == DIRECTORY else e.path) for e in entries]
-        if not lines:
-            lines.append("Directory is empty" + ignored_hint(walk.ignored, args.include_ignored))
-        elif count > limit:
-            lines.append(
-                note(
-                    f"Showing {limit:,} of {count:,} entries; list a subdirectory or raise "
-                    "limit to see the rest"
-                )
+    start = resolve_start(workspace, args.path, need_dir=True)
+    limit = args.limit
+    walk = walker.walk(
+        start.real, start.rel, recursive=args.recursive, include_ignored=args.include_ignored
+    )
+    shown = walk.entries[:limit]
+    with DirFds(root) as dirs:
+        entries = [
+            ListEntry(path=rel, type=kind, size=_size(dirs, rel, kind)) for rel, kind in shown
+        ]
+    count = len(walk.entries)
+    lines = [shown_path(e.path + "/" if e.type == DIRECTORY else e.path) for e in entries]
+    if not lines:
+        lines.append("Directory is empty" + ignored_hint(walk.ignored, args.include_ignored))
+    elif count > limit:
+        lines.append(
+            note(
+                f"Showing {limit:,} of {count:,} entries; list a subdirectory or raise "
+                "limit to see the rest"
             )
-        unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
-        if unreadable:
-            lines.append(unreadable_note(unreadable, "listed"))
-        details = ListFilesDetails(
-            path=start.shown,
-            entries=entries,
-            count=count,
-            truncated=count > limit,
-            ignored=walk.ignored,
-            unreadable=unreadable,
         )
-        return tool_output("\n".join(lines), details)
+    unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
+    if unreadable:
+        lines.append(unreadable_note(unreadable, "listed"))
+    details = ListFilesDetails(
+        path=start.shown,
+        entries=entries,
+        count=count,
+        truncated=count > limit,
+        ignored=walk.ignored,
+        unreadable=unreadable,
+    )
+    return tool_output("\n".join(lines), details)
 
+
+def build(workspace: Workspace) -> Tool[ListFilesArgs]:
+    """The ``list_files`` tool over ``workspace``."""
     return tool(
         name="list_files",
         description=DESCRIPTION,
@@ -121,6 +123,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
             label="List files", icon="folder", detail=a.path or "."
         ),
         read_only=True,
+        workspace=workspace,
         cache_key=lambda a: tree_fingerprint(workspace, a.path, a.recursive),
     )
 

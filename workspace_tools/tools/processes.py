@@ -23,7 +23,7 @@ from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import BackgroundProcess, ProcessInfo, ProcessState, RunningProcess
 from workspace_tools.tools._command_output import model_view
-from workspace_tools.tools._shell_session import ShellSession
+from workspace_tools.tools._shell_session import ShellSession, session_of
 from workspace_tools.tools.run_command import _open_working_dir
 from workspace_tools.tools.shell import shell_text
 
@@ -157,73 +157,86 @@ def _output(session: ShellSession, entry: BackgroundProcess) -> ProcessOutputCon
     )
 
 
+async def start(args: StartProcessArgs, context: ToolContext) -> object:
+    """Run a ``start_process`` call on ``context.runner`` (a :class:`ShellSession`)."""
+    session = session_of(context)
+    workspace = session.workspace
+    # Checked as run_command checks its cwd (confined, a directory); the process gets
+    # its path, which stays valid for as long as it runs.
+    rel, fd = _open_working_dir(workspace, args.cwd)
+    os.close(fd)
+    cwd = str(workspace.root / rel)
+    entry = await anyio.to_thread.run_sync(session.processes.start, args.command, cwd, args.timeout)
+    return tool_output(_view(session, entry.info()), details=entry.info())
+
+
+async def read(args: ReadOutputArgs, context: ToolContext) -> object:
+    """Run a ``read_process_output`` call on ``context.runner`` (a :class:`ShellSession`)."""
+    session = session_of(context)
+    entry = session.processes.get(args.id)
+    if args.wait:
+        wait = args.wait
+        left = context.seconds_left(margin=0.5)
+        if left is not None:
+            wait = min(wait, left)
+        await anyio.to_thread.run_sync(partial(entry.log.wait, wait), abandon_on_cancel=True)
+    return tool_output(_output(session, entry), details=entry.info())
+
+
+async def write(args: WriteStdinArgs, context: ToolContext) -> object:
+    """Run a ``write_process_stdin`` call on ``context.runner`` (a :class:`ShellSession`)."""
+    session = session_of(context)
+    entry = session.processes.get(args.id)
+    process = entry.process
+    if process is None or process.done:
+        raise ToolError(
+            f"Process {entry.id} is {entry.state}; its stdin takes no more input",
+            ErrorCode.TOOL_ERROR,
+        )
+    data = args.input.encode("utf-8", errors="surrogateescape")
+    try:
+        written = await anyio.to_thread.run_sync(
+            partial(_write, process, data, args.close, context.seconds_left(margin=0.5))
+        )
+    except BrokenPipeError:
+        raise ToolError(
+            f"The stdin of process {entry.id} was closed; it takes no more input",
+            ErrorCode.TOOL_ERROR,
+        ) from None
+    if written < len(data):
+        raise ToolError(
+            f"Only {written:,} of {len(data):,} bytes reached process {entry.id}: it is "
+            "not reading its stdin (its pipe is full)",
+            ErrorCode.TOOL_TIMEOUT,
+        )
+    content = WriteContent(id=entry.id, written_bytes=written, stdin_open=process.stdin_open)
+    return tool_output(content, details=entry.info())
+
+
+async def stop(args: ProcessArgs, context: ToolContext) -> object:
+    """Run a ``stop_process`` call on ``context.runner`` (a :class:`ShellSession`)."""
+    session = session_of(context)
+    entry = session.processes.get(args.id)
+    if entry.process is not None:
+        await anyio.to_thread.run_sync(entry.process.stop)
+    return tool_output(_output(session, entry), details=entry.info())
+
+
+async def listing(args: NoArgs, context: ToolContext) -> object:
+    """Run a ``list_processes`` call on ``context.runner`` (a :class:`ShellSession`)."""
+    session = session_of(context)
+    infos = session.processes.list()
+    content = ProcessList(
+        processes=[_view(session, info) for info in infos],
+        running=sum(info.state == "running" for info in infos),
+        max_running=session.max_processes,
+    )
+    return tool_output(content, details=infos)
+
+
 def build(session: ShellSession) -> list[Tool[Any]]:
     """The five process tools over ``session``'s registry, in the order of
     ``PROCESS_TOOL_NAMES``."""
-    workspace = session.workspace
-
-    async def start(args: StartProcessArgs, context: ToolContext) -> object:
-        # Checked as run_command checks its cwd (confined, a directory); the process gets
-        # its path, which stays valid for as long as it runs.
-        rel, fd = _open_working_dir(workspace, args.cwd)
-        os.close(fd)
-        cwd = str(workspace.root / rel)
-        entry = await anyio.to_thread.run_sync(
-            session.processes.start, args.command, cwd, args.timeout
-        )
-        return tool_output(_view(session, entry.info()), details=entry.info())
-
-    async def read(args: ReadOutputArgs, context: ToolContext) -> object:
-        entry = session.processes.get(args.id)
-        if args.wait:
-            wait = args.wait
-            left = context.seconds_left(margin=0.5)
-            if left is not None:
-                wait = min(wait, left)
-            await anyio.to_thread.run_sync(partial(entry.log.wait, wait), abandon_on_cancel=True)
-        return tool_output(_output(session, entry), details=entry.info())
-
-    async def write(args: WriteStdinArgs, context: ToolContext) -> object:
-        entry = session.processes.get(args.id)
-        process = entry.process
-        if process is None or process.done:
-            raise ToolError(
-                f"Process {entry.id} is {entry.state}; its stdin takes no more input",
-                ErrorCode.TOOL_ERROR,
-            )
-        data = args.input.encode("utf-8", errors="surrogateescape")
-        try:
-            written = await anyio.to_thread.run_sync(
-                partial(_write, process, data, args.close, context.seconds_left(margin=0.5))
-            )
-        except BrokenPipeError:
-            raise ToolError(
-                f"The stdin of process {entry.id} was closed; it takes no more input",
-                ErrorCode.TOOL_ERROR,
-            ) from None
-        if written < len(data):
-            raise ToolError(
-                f"Only {written:,} of {len(data):,} bytes reached process {entry.id}: it is "
-                "not reading its stdin (its pipe is full)",
-                ErrorCode.TOOL_TIMEOUT,
-            )
-        content = WriteContent(id=entry.id, written_bytes=written, stdin_open=process.stdin_open)
-        return tool_output(content, details=entry.info())
-
-    async def stop(args: ProcessArgs, context: ToolContext) -> object:
-        entry = session.processes.get(args.id)
-        if entry.process is not None:
-            await anyio.to_thread.run_sync(entry.process.stop)
-        return tool_output(_output(session, entry), details=entry.info())
-
-    async def listing(args: NoArgs, context: ToolContext) -> object:
-        infos = session.processes.list()
-        content = ProcessList(
-            processes=[_view(session, info) for info in infos],
-            running=sum(info.state == "running" for info in infos),
-            max_running=session.max_processes,
-        )
-        return tool_output(content, details=infos)
 
     def shown(label: str, icon: str) -> Any:
         return lambda a: ToolPresentation(
@@ -244,6 +257,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=start,
             presentation=shown("Start process", "play"),
             output_schema=ProcessView,
+            workspace=session.workspace,
+            runner=session,
         ),
         tool(
             name="read_process_output",
@@ -258,6 +273,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=shown("Read process output", "terminal"),
             output_schema=ProcessOutputContent,
             read_only=True,
+            workspace=session.workspace,
+            runner=session,
         ),
         tool(
             name="write_process_stdin",
@@ -266,6 +283,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=write,
             presentation=shown("Write to process", "keyboard"),
             output_schema=WriteContent,
+            workspace=session.workspace,
+            runner=session,
         ),
         tool(
             name="stop_process",
@@ -277,6 +296,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=stop,
             presentation=shown("Stop process", "stop"),
             output_schema=ProcessOutputContent,
+            workspace=session.workspace,
+            runner=session,
         ),
         tool(
             name="list_processes",
@@ -289,6 +310,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=ToolPresentation(label="List processes", icon="list"),
             output_schema=ProcessList,
             read_only=True,
+            workspace=session.workspace,
+            runner=session,
         ),
     ]
 

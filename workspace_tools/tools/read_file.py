@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-from collections import OrderedDict
-
 from pydantic import BaseModel, Field, create_model
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, image_part, tool_content, tool_output
-from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import image_media_type, newline_name
-from workspace_tools.text._lines import LineIndex, LineSlice, read_lines
-from workspace_tools.tools._file_state import file_tool_state
+from workspace_tools.text._lines import LineSlice, read_lines
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_read
 from workspace_tools.workspace._fingerprint import file_fingerprint
 from workspace_tools.workspace._near_miss import not_found_hint
 
 DEFAULT_LIMIT = 2000
-
-#: A file whose timestamps are this close to now may still change without changing them
-#: (coarse file-system clocks); its line index is not kept.
-RACY_NS = 2_000_000_000
 
 #: Most characters of numbered lines one call returns: the lines after are left to the next
 #: call (the closing note says from which offset), so that the note survives the default
@@ -105,126 +95,87 @@ def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
     return "\n".join(out), shown
 
 
-class LineIndexCache:
-    """Line indexes of the last few big files read, each kept for its file's stat identity
-    (device, inode, size, mtime and ctime in nanoseconds): a later window of the same
-    unchanged file seeks to its lines instead of reading the whole file.
+def execute(args: ReadFileArgs, context: ToolContext) -> object:
+    """Run a ``read_file`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    try:
+        return _read(workspace, args)
+    except ToolError as exc:
+        if exc.code is not ErrorCode.NOT_FOUND:
+            raise
+        hint = not_found_hint(str(workspace.root), args.path)
+        raise ToolError(exc.message + hint, exc.code) from None
 
-    An identity whose timestamps are within :data:`RACY_NS` of now is not kept: the file
-    system's clock may not have ticked for a change made just after, which would then
-    leave the identity as it was.
 
-    Args:
-        size: how many files' indexes are kept (the least recently read goes first).
-    """
-
-    def __init__(self, size: int = 8) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[int, ...], LineIndex] = OrderedDict()
-
-    @staticmethod
-    def key(info: os.stat_result) -> tuple[int, ...]:
-        """The stat identity of a file's content."""
-        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-    def get(self, info: os.stat_result) -> LineIndex | None:
-        """The index kept for this identity, if any."""
-        with self._lock:
-            return self._entries.get(self.key(info))
-
-    def put(self, info: os.stat_result, index: LineIndex) -> None:
-        """Keep ``index`` for the file whose ``fstat`` (taken before reading) is ``info``."""
-        settled = time.time_ns() - RACY_NS
-        if info.st_mtime_ns >= settled or info.st_ctime_ns >= settled:
-            return
-        key = self.key(info)
-        with self._lock:
-            self._entries[key] = index
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
+def _read(workspace: Workspace, args: ReadFileArgs) -> object:
+    options = workspace.options
+    line_indexes = workspace.line_indexes
+    resolved = workspace.resolve(args.path)
+    rel = resolved.rel
+    with open_read(workspace.root, resolved.real, rel) as (handle, info):
+        head = handle.read(16)
+        media_type = image_media_type(head)
+        if media_type is not None:
+            # Read at most one byte over the limit: the file may grow meanwhile.
+            data = b""
+            if info.st_size <= options.max_image_bytes:
+                data = head + handle.read(options.max_image_bytes + 1 - len(head))
+            if info.st_size > options.max_image_bytes or len(data) > options.max_image_bytes:
+                size = max(info.st_size, len(data))
+                raise ToolError(
+                    f"{rel} is a {size:,}-byte image, over the "
+                    f"{options.max_image_bytes:,}-byte limit for images",
+                    ErrorCode.FILE_TOO_LARGE,
+                )
+            details = ReadFileDetails(
+                path=rel, start_line=0, end_line=0, total_lines=0, truncated=False,
+                size_bytes=len(data), encoding=None, newline=None, media_type=media_type,
+            )  # fmt: skip
+            content = tool_content(
+                f"Image {rel} ({media_type}, {len(data):,} bytes)",
+                image_part(data, media_type),
+            )
+            return tool_output(content, details)
+        handle.seek(0)
+        whole = info.st_size <= options.max_file_bytes
+        lines = read_lines(
+            handle,
+            args.offset,
+            args.limit,
+            options.max_line_length,
+            whole=whole,
+            known=None if whole else line_indexes.get(info),
+        )
+        if lines.line_index is not None:
+            line_indexes.put(info, lines.line_index)
+    if lines.content is not None:
+        workspace.file_states.record(resolved.real, lines.content)
+    else:
+        workspace.file_states.forget(resolved.real)
+    if args.offset > max(lines.total_lines, 1):
+        raise ToolError(
+            f"offset {args.offset} is past the end of {rel}, which has "
+            f"{lines.total_lines} line{'' if lines.total_lines == 1 else 's'}",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    text, shown = _render(lines, args.offset, options.max_line_length) if lines.lines else ("", 0)
+    end = args.offset + shown - 1
+    details = ReadFileDetails(
+        path=rel,
+        start_line=args.offset if lines.lines else 0,
+        end_line=end if lines.lines else 0,
+        total_lines=lines.total_lines,
+        truncated=end < lines.total_lines,
+        size_bytes=info.st_size,
+        encoding=lines.format.label,
+        newline=newline_name(lines.newline),
+    )
+    return tool_output(text or f"[{rel} is empty]", details)
 
 
 def build(workspace: Workspace) -> Tool[ReadFileArgs]:
     """The ``read_file`` tool over ``workspace``."""
     options = workspace.options
-    line_indexes = LineIndexCache()
-
-    def execute(args: ReadFileArgs, context: ToolContext) -> object:
-        try:
-            return read(args)
-        except ToolError as exc:
-            if exc.code is not ErrorCode.NOT_FOUND:
-                raise
-            hint = not_found_hint(str(workspace.root), args.path)
-            raise ToolError(exc.message + hint, exc.code) from None
-
-    def read(args: ReadFileArgs) -> object:
-        resolved = workspace.resolve(args.path)
-        rel = resolved.rel
-        with open_read(workspace.root, resolved.real, rel) as (handle, info):
-            head = handle.read(16)
-            media_type = image_media_type(head)
-            if media_type is not None:
-                # Read at most one byte over the limit: the file may grow meanwhile.
-                data = b""
-                if info.st_size <= options.max_image_bytes:
-                    data = head + handle.read(options.max_image_bytes + 1 - len(head))
-                if info.st_size > options.max_image_bytes or len(data) > options.max_image_bytes:
-                    size = max(info.st_size, len(data))
-                    raise ToolError(
-                        f"{rel} is a {size:,}-byte image, over the "
-                        f"{options.max_image_bytes:,}-byte limit for images",
-                        ErrorCode.FILE_TOO_LARGE,
-                    )
-                details = ReadFileDetails(
-                    path=rel, start_line=0, end_line=0, total_lines=0, truncated=False,
-                    size_bytes=len(data), encoding=None, newline=None, media_type=media_type,
-                )  # fmt: skip
-                content = tool_content(
-                    f"Image {rel} ({media_type}, {len(data):,} bytes)",
-                    image_part(data, media_type),
-                )
-                return tool_output(content, details)
-            handle.seek(0)
-            whole = info.st_size <= options.max_file_bytes
-            lines = read_lines(
-                handle,
-                args.offset,
-                args.limit,
-                options.max_line_length,
-                whole=whole,
-                known=None if whole else line_indexes.get(info),
-            )
-            if lines.line_index is not None:
-                line_indexes.put(info, lines.line_index)
-        if lines.content is not None:
-            workspace.file_states.record(resolved.real, lines.content)
-        else:
-            workspace.file_states.forget(resolved.real)
-        if args.offset > max(lines.total_lines, 1):
-            raise ToolError(
-                f"offset {args.offset} is past the end of {rel}, which has "
-                f"{lines.total_lines} line{'' if lines.total_lines == 1 else 's'}",
-                ErrorCode.INVALID_ARGUMENTS,
-            )
-        text, shown = (
-            _render(lines, args.offset, options.max_line_length) if lines.lines else ("", 0)
-        )
-        end = args.offset + shown - 1
-        details = ReadFileDetails(
-            path=rel,
-            start_line=args.offset if lines.lines else 0,
-            end_line=end if lines.lines else 0,
-            total_lines=lines.total_lines,
-            truncated=end < lines.total_lines,
-            size_bytes=info.st_size,
-            encoding=lines.format.label,
-            newline=newline_name(lines.newline),
-        )
-        return tool_output(text or f"[{rel} is empty]", details)
-
     return tool(
         name="read_file",
         description=DESCRIPTION.format(
@@ -234,6 +185,7 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
         execute=execute,
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
         read_only=True,
-        state=file_tool_state(workspace, locks_file=False),
+        workspace=workspace,
+        paths=path_argument,
         cache_key=lambda a: file_fingerprint(workspace, a.path),
     )

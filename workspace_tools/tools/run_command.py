@@ -193,65 +193,104 @@ def plain_runner() -> Sandbox:
     )
 
 
+class CommandRunner:
+    """What run_command's calls share (:attr:`Tool.runner`): the sandbox its commands run
+    in and what is worth keeping between them (the shell found on each ``PATH``, the
+    verdicts on variable names, the last environment built).
+
+    Args:
+        sandbox: run commands in this sandbox (no progress updates then); by default the
+            sandbox's portable process level only, with no resource limits but the
+            output cap: a new session, whole-tree stop on timeout.
+    """
+
+    def __init__(self, sandbox: Sandbox | None = None) -> None:
+        self.sandbox = sandbox
+        self.runner = sandbox or plain_runner()
+        self.reports_progress = sandbox is None
+        self.by_path = BUBBLEWRAP in self.runner.capabilities.values() or not os.path.isdir(
+            "/proc/self/fd"
+        )
+        self.shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
+        self.secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
+        self.env_cache = _EnvCache()
+
+    def env(self, workspace: Workspace) -> dict[str, str]:
+        """The environment of a command in ``workspace`` (shared: copy it to change it)."""
+        sandbox = self.sandbox
+
+        def make_env() -> dict[str, str]:
+            base_env = os.environ if sandbox is None else sandbox.child_env()
+            return command_env(base_env, workspace.options.env_passthrough, self.secret_names)
+
+        return self.env_cache.get(make_env)
+
+
+async def execute(args: RunCommandArgs, context: ToolContext) -> object:
+    """Run a ``run_command`` call on ``context.workspace`` with ``context.runner`` (a
+    :class:`CommandRunner`)."""
+    workspace = context.need_workspace()
+    commands = context.runner
+    if not isinstance(commands, CommandRunner):
+        raise ToolError(
+            "run_command has no command runner: build it with run_command.build(workspace)",
+            ErrorCode.TOOL_ERROR,
+        )
+    rel, cwd_fd = _open_working_dir(workspace, args.cwd)
+    try:
+        return await _run_in(workspace, commands, args, context, rel, cwd_fd)
+    finally:
+        os.close(cwd_fd)
+
+
+async def _run_in(
+    workspace: Workspace,
+    commands: CommandRunner,
+    args: RunCommandArgs,
+    context: ToolContext,
+    rel: str,
+    cwd_fd: int,
+) -> object:
+    runner, by_path, shells = commands.runner, commands.by_path, commands.shells
+    # The command starts in the directory this process opened, named by a link to the
+    # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
+    # its path has become since (a directory swapped for a link out of the root).
+    # bubblewrap changes directory inside its own PID namespace, where that link does
+    # not exist: it gets the path, and the sandbox checks the directory it entered
+    # against the descriptor's identity.
+    cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
+    if os.fstat(cwd_fd).st_nlink == 0:
+        raise _changed(rel)  # removed since it was opened: a chdir would still enter it
+    timeout = args.timeout or workspace.options.command_timeout
+    limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
+    if by_call:
+        # The backstop, should the call's timeout fire while the tree is being stopped.
+        context.timeout_error = ToolError(
+            _timeout_words(timeout, by_call=True, context=context), ErrorCode.TOOL_TIMEOUT
+        )
+    env = commands.env(workspace)
+    path = env.get("PATH", os.defpath)
+    shell = shells.get(path) or shells.setdefault(path, _shell(path))
+    argv = [shell, "-c", args.command]
+    try:
+        if commands.reports_progress and context.reports_progress:
+            result = await _run_with_progress(runner, argv, cwd, env, limit, context)
+        else:
+            result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
+    except SandboxError as exc:
+        if repr(cwd) not in str(exc):
+            raise
+        raise _changed(rel) from None  # the start failed on the working directory
+    return _result(args.command, _timeout_words(timeout, by_call, context), result)
+
+
 def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
     """The ``run_command`` tool over ``workspace``.
 
     Args:
         workspace: where commands run (``cwd`` is confined to its root).
-        sandbox: run commands in this sandbox (no progress updates then); by default the
-            sandbox's portable process level only, with no resource limits but the
-            output cap: a new session, whole-tree stop on timeout.
+        sandbox: run commands in this sandbox (see :class:`CommandRunner`).
     """
-    runner = sandbox or plain_runner()
-    reports_progress = sandbox is None
-    by_path = BUBBLEWRAP in runner.capabilities.values() or not os.path.isdir("/proc/self/fd")
-    shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
-    secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
-    env_cache = _EnvCache()
-
-    def make_env() -> dict[str, str]:
-        base_env = os.environ if sandbox is None else sandbox.child_env()
-        return command_env(base_env, workspace.options.env_passthrough, secret_names)
-
-    async def execute(args: RunCommandArgs, context: ToolContext) -> object:
-        rel, cwd_fd = _open_working_dir(workspace, args.cwd)
-        try:
-            return await _run_in(args, context, rel, cwd_fd)
-        finally:
-            os.close(cwd_fd)
-
-    async def _run_in(args: RunCommandArgs, context: ToolContext, rel: str, cwd_fd: int) -> object:
-        # The command starts in the directory this process opened, named by a link to the
-        # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
-        # its path has become since (a directory swapped for a link out of the root).
-        # bubblewrap changes directory inside its own PID namespace, where that link does
-        # not exist: it gets the path, and the sandbox checks the directory it entered
-        # against the descriptor's identity.
-        cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
-        if os.fstat(cwd_fd).st_nlink == 0:
-            raise _changed(rel)  # removed since it was opened: a chdir would still enter it
-        timeout = args.timeout or workspace.options.command_timeout
-        limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
-        if by_call:
-            # The backstop, should the call's timeout fire while the tree is being stopped.
-            context.timeout_error = ToolError(
-                _timeout_words(timeout, by_call=True, context=context), ErrorCode.TOOL_TIMEOUT
-            )
-        env = env_cache.get(make_env)
-        path = env.get("PATH", os.defpath)
-        shell = shells.get(path) or shells.setdefault(path, _shell(path))
-        argv = [shell, "-c", args.command]
-        try:
-            if reports_progress and context.reports_progress:
-                result = await _run_with_progress(runner, argv, cwd, env, limit, context)
-            else:
-                result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
-        except SandboxError as exc:
-            if repr(cwd) not in str(exc):
-                raise
-            raise _changed(rel) from None  # the start failed on the working directory
-        return _result(args.command, _timeout_words(timeout, by_call, context), result)
-
     return tool(
         name="run_command",
         description=(
@@ -268,6 +307,8 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
             label="Run command", icon="terminal", detail=a.command
         ),
         output_schema=RunCommandContent,
+        workspace=workspace,
+        runner=CommandRunner(sandbox),
     )
 
 

@@ -16,7 +16,7 @@ from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import CommandOutcome, StreamView
 from workspace_tools.tools._command_output import ProgressBatcher, model_view
-from workspace_tools.tools._shell_session import ShellSession
+from workspace_tools.tools._shell_session import ShellSession, session_of
 from workspace_tools.tools.run_command import UPDATE_INTERVAL
 
 
@@ -109,42 +109,42 @@ class ShellTimeoutDetails(ShellDetails):
 RESTARTED = "The shell was restarted."
 
 
-def build(session: ShellSession) -> Tool[ShellArgs]:
-    """The ``shell`` tool over ``session``'s persistent shell."""
+async def execute(args: ShellArgs, context: ToolContext) -> object:
+    """Run a ``shell`` call on ``context.runner``'s persistent shell (a :class:`ShellSession`)."""
+    session = session_of(context)
     workspace = session.workspace
     grace = session.sandbox.limits.grace_seconds
-
-    async def execute(args: ShellArgs, context: ToolContext) -> object:
-        if args.restart:
-            await anyio.to_thread.run_sync(session.shell.restart)
-            if args.command is None:
-                details = ShellDetails(command=None, exit_code=None, duration_ms=0, restarted=True)
-                content = ShellContent(exit_code=0, stdout="", stderr="", notes=[RESTARTED])
-                return tool_output(content, details=details)
+    if args.restart:
+        await anyio.to_thread.run_sync(session.shell.restart)
         if args.command is None:
-            raise ToolError(
-                "command is required unless restart is true", ErrorCode.INVALID_ARGUMENTS
-            )
-        timeout = args.timeout or workspace.options.command_timeout
-        limit = _time_limit(timeout, context, grace)
-        if limit < timeout and context.timeout is not None:
-            when = f"the call's timeout of {context.timeout:g} s"
-        else:
-            when = f"{timeout:g} s"
-        shell = session.shell
-        batcher = None
-        if session.reports_progress and context.reports_progress:
-            batcher = ProgressBatcher(lambda content, details: context.update(content, details))
-        run = partial(shell.run, args.command, limit, batcher.feed if batcher else None)
-        try:
-            outcome = await _run(run, batcher)
-        except anyio.get_cancelled_exc_class():
-            shell.kill_now()  # the command's state is unknown: the next one gets a new shell
-            raise
-        except SandboxError as exc:
-            raise ToolError(f"The shell could not run: {exc}", ErrorCode.SANDBOX_ERROR) from None
-        return _result(session, args, outcome, when)
+            details = ShellDetails(command=None, exit_code=None, duration_ms=0, restarted=True)
+            content = ShellContent(exit_code=0, stdout="", stderr="", notes=[RESTARTED])
+            return tool_output(content, details=details)
+    if args.command is None:
+        raise ToolError("command is required unless restart is true", ErrorCode.INVALID_ARGUMENTS)
+    timeout = args.timeout or workspace.options.command_timeout
+    limit = _time_limit(timeout, context, grace)
+    if limit < timeout and context.timeout is not None:
+        when = f"the call's timeout of {context.timeout:g} s"
+    else:
+        when = f"{timeout:g} s"
+    shell = session.shell
+    batcher = None
+    if session.reports_progress and context.reports_progress:
+        batcher = ProgressBatcher(lambda content, details: context.update(content, details))
+    run = partial(shell.run, args.command, limit, batcher.feed if batcher else None)
+    try:
+        outcome = await _run(run, batcher)
+    except anyio.get_cancelled_exc_class():
+        shell.kill_now()  # the command's state is unknown: the next one gets a new shell
+        raise
+    except SandboxError as exc:
+        raise ToolError(f"The shell could not run: {exc}", ErrorCode.SANDBOX_ERROR) from None
+    return _result(session, args, outcome, when)
 
+
+def build(session: ShellSession) -> Tool[ShellArgs]:
+    """The ``shell`` tool over ``session``'s persistent shell."""
     return tool(
         name="shell",
         description=(
@@ -163,6 +163,8 @@ def build(session: ShellSession) -> Tool[ShellArgs]:
             label="Shell", icon="terminal", detail=a.command or "restart"
         ),
         output_schema=ShellContent,
+        workspace=session.workspace,
+        runner=session,
     )
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from workspace_tools._output import ToolPresentation, tool_output
-from workspace_tools._tool import Tool, ToolContext, tool
+from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import convert_newlines, count_lines
-from workspace_tools.tools._file_state import file_tool_state
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
@@ -54,31 +53,33 @@ class WriteFileDetails(BaseModel):
     encoding: str
 
 
+def execute(args: WriteFileArgs, context: ToolContext) -> object:
+    """Run a ``write_file`` call on ``context.workspace``."""
+    workspace = context.need_workspace()
+    resolved = workspace.resolve(args.path)
+    resolved.refuse_directory_form()
+    with workspace.file_states.lock(resolved.real):
+        current = load_text(workspace, resolved)
+        text = convert_newlines(args.content, current.newline)
+        size = save_text(workspace, resolved, text, current.format, guard=context.committing)
+    created = current.text is None
+    diff = text_diff(current.text, text, current.format, resolved.rel)
+    content = WriteFileContent(
+        path=resolved.rel, created=created, lines=count_lines(text), bytes=size
+    )
+    details = WriteFileDetails(
+        path=resolved.rel,
+        created=created,
+        diff=diff.diff,
+        additions=diff.additions,
+        deletions=diff.deletions,
+        encoding=current.format.label,
+    )
+    return tool_output(content.model_dump(), details)
+
+
 def build(workspace: Workspace) -> Tool[WriteFileArgs]:
     """The ``write_file`` tool over ``workspace``."""
-
-    def execute(args: WriteFileArgs, context: ToolContext) -> object:
-        resolved = workspace.resolve(args.path)
-        resolved.refuse_directory_form()
-        with workspace.file_states.lock(resolved.real):
-            current = load_text(workspace, resolved)
-            text = convert_newlines(args.content, current.newline)
-            size = save_text(workspace, resolved, text, current.format, guard=context.committing)
-        created = current.text is None
-        diff = text_diff(current.text, text, current.format, resolved.rel)
-        content = WriteFileContent(
-            path=resolved.rel, created=created, lines=count_lines(text), bytes=size
-        )
-        details = WriteFileDetails(
-            path=resolved.rel,
-            created=created,
-            diff=diff.diff,
-            additions=diff.additions,
-            deletions=diff.deletions,
-            encoding=current.format.label,
-        )
-        return tool_output(content.model_dump(), details)
-
     return tool(
         name="write_file",
         description=DESCRIPTION,
@@ -88,5 +89,7 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
             label="Write file", icon="file-plus", detail=a.path
         ),
         output_schema=WriteFileContent,
-        state=file_tool_state(workspace, locks_file=True),
+        workspace=workspace,
+        paths=path_argument,
+        locks_paths=True,
     )

@@ -27,10 +27,10 @@ class FileStates:
     """Content hashes of files as last read or written through a workspace, and a lock per
     file so that concurrent calls on one file run one after another.
 
-    Keys are real paths. Thread-safe: tools run in worker threads. Pickles without its locks
-    (a sandbox child gets the hashes and fresh locks). A call run in a sandbox child is
-    given the hashes of the files it names (:meth:`snapshot` of those paths,
-    :meth:`restore`) and hands back what it changed (:meth:`changes`, :meth:`apply`).
+    Keys are real paths. Thread-safe: tools run in worker threads. A call run in another
+    process (a sandbox child) is given the hashes of the files it names (:meth:`snapshot`
+    of those paths, :meth:`restore` into the fresh table of the workspace's copy there)
+    and hands back what it changed (:meth:`changes`, :meth:`apply`).
 
     The last contents recorded whole (:data:`KEPT_FILE_BYTES` each, :data:`KEPT_TOTAL_BYTES`
     in all, the least recently recorded dropped first) are kept instead of their hashes,
@@ -48,12 +48,6 @@ class FileStates:
         #: In a sandbox child given only some paths' hashes: those paths. A staleness
         #: check of another path cannot be judged there (see :meth:`restore`).
         self._scope: frozenset[str] | None = None
-
-    def __getstate__(self) -> dict[str, object]:
-        return {"hashes": self.snapshot()}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.restore(state["hashes"])  # type: ignore[arg-type]
 
     def lock(self, real: Path) -> threading.Lock:
         """The lock serialising calls that change ``real`` (one per path, kept for the

@@ -332,14 +332,6 @@ class Walker:
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
         self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
 
-    def __getstate__(self) -> dict[str, object]:
-        # A copy (a pickled Workspace) starts with an empty cache: the lock does not pickle,
-        # and the cached walks are only as good as this process's stats of them.
-        return {"root": self._root}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        Walker.__init__(self, str(state["root"]))
-
     def walk(
         self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool
     ) -> Walk:

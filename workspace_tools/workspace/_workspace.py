@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workspace_tools._errors import ToolError
+from workspace_tools.workspace._line_index import LineIndexCache
 from workspace_tools.workspace._paths import ResolvedPath, resolve_path, to_rel
 from workspace_tools.workspace._state import FileStates
 from workspace_tools.workspace._walk import Walker
+
+T = TypeVar("T")
+
+#: What a call carries of the file hashes (:meth:`Workspace.snapshot_files`): real path ->
+#: content hash, and the real paths those were looked up for, as text (it pickles faster
+#: than a Path).
+FileSnapshot = tuple[dict[str, bytes], list[str]]
+#: What a call hands back (:meth:`Workspace.file_changes`): hashes recorded, paths forgotten.
+FileChanges = tuple[dict[str, bytes], list[str]]
 
 
 class WorkspaceOptions(BaseModel):
@@ -62,6 +76,13 @@ class Workspace:
             every tool built over this workspace.
         walker: the one walk of the tree (with its stat-validated cache) behind list_files,
             glob, grep and the session's fingerprints of directories.
+        line_indexes: line indexes of the big files read_file read (:class:`LineIndexCache`).
+
+    A workspace pickles as its settings (root and options): the copy in another process
+    (a sandbox child) starts with fresh file states, walker and caches. A call that runs
+    there carries the content hashes of the files it names (:meth:`snapshot_files`, then
+    :meth:`restore_files` in the child) and hands back what it changed
+    (:meth:`file_changes`, then :meth:`apply_file_changes`).
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
@@ -77,9 +98,61 @@ class Workspace:
         self.options = WorkspaceOptions.model_validate(options)
         self.file_states = FileStates()
         self.walker = Walker(real)
+        self.line_indexes = LineIndexCache()
+        self._kept: dict[str, Any] = {}
+        self._kept_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Workspace({self._root_str!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_from_settings, (type(self), self._root_str, self.options.model_dump()))
+
+    def kept(self, key: str, make: Callable[[], T]) -> T:
+        """The object the tools keep with this workspace under ``key`` (grep's warm index
+        and compiled patterns, apply_patch's last parse), made by ``make()`` on first use.
+        A copy of the workspace in another process starts without any."""
+        with self._kept_lock:
+            if key not in self._kept:
+                self._kept[key] = make()
+            return self._kept[key]  # type: ignore[no-any-return]
+
+    def keep(self, key: str, value: object) -> None:
+        """Keep ``value`` under ``key`` for :meth:`kept`, in place of what was kept."""
+        with self._kept_lock:
+            self._kept[key] = value
+
+    def named_files(self, paths: Iterable[str]) -> list[Path]:
+        """The real paths of the files ``paths`` name (tool path arguments), distinct and
+        sorted; a path that does not resolve is left out: the call itself reports it."""
+        reals = {}
+        for path in paths:
+            try:
+                real = self.resolve(path).real
+            except ToolError:
+                continue
+            reals[str(real)] = real
+        return [reals[key] for key in sorted(reals)]
+
+    def snapshot_files(self, reals: list[Path]) -> FileSnapshot:
+        """What a call on the files ``reals`` (:meth:`named_files`) carries into another
+        process: their content hashes as last seen here."""
+        return self.file_states.snapshot(reals), [str(real) for real in reals]
+
+    def restore_files(self, snapshot: FileSnapshot) -> None:
+        """In the other process, before the call: take the hashes of ``snapshot``. A
+        staleness check of a file outside it (a path that resolved to another file there)
+        is ``STALE_FILE`` (see :meth:`FileStates.restore`)."""
+        self.file_states.restore(*snapshot)
+
+    def file_changes(self, snapshot: FileSnapshot) -> FileChanges:
+        """In the other process, after the call: what it recorded or forgot since
+        ``snapshot``."""
+        return self.file_states.changes(snapshot[0])
+
+    def apply_file_changes(self, changes: FileChanges) -> None:
+        """Back here: take over the :meth:`file_changes` of a call run elsewhere."""
+        self.file_states.apply(changes)
 
     def resolve(self, path: str | os.PathLike[str]) -> ResolvedPath:
         """Resolve a tool's path argument; see :func:`resolve_path` for the rules and errors."""
@@ -88,6 +161,10 @@ class Workspace:
     def rel(self, path: str | os.PathLike[str]) -> str:
         """An absolute path under the root as results show it (relative, ``/`` separators)."""
         return to_rel(self._root_str, os.fspath(path))
+
+
+def _from_settings(cls: type[Workspace], root: str, options: dict[str, Any]) -> Workspace:
+    return cls(root, **options)
 
 
 def as_workspace(
