@@ -15,6 +15,13 @@ starts a new shell at the workspace root. So does a command that ends the shell 
 
 A command that ends with the shell's working directory outside the workspace root is
 reported as such, and the shell is moved back to the root before the next command runs.
+
+In bash, the shell keeps copies of its own stdout and stderr (descriptors
+:data:`SAVED_FDS`; bash sets them aside while a command runs and brings them back after
+it, so that not even a command that uses those numbers itself can lose them) and puts
+them back as stdout and stderr after each command: a command that redirects or closes the
+shell's streams for good (``exec >file``, ``exec 2>/dev/null``, ``exec >&-``) does so until
+it ends, and its trailers still arrive.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ OnCommandOutput = Callable[[str, bytes], None]
 BETWEEN_BYTES = 64 * 1024
 #: Output files of the latest commands kept; older ones are removed as new ones come.
 KEPT_FILES = 32
+#: Where bash keeps its own stdout and stderr between commands (high, so that no command's
+#: descriptor of its own is likely to be one of them).
+SAVED_FDS = (61, 62)
 
 
 @dataclass(frozen=True)
@@ -305,10 +315,17 @@ class PersistentShell:
         if self._back_to_root:
             lines.append(f"{b}cd -- {shlex.quote(str(self._root))} || exit 126")
             self._back_to_root = False
+        # bash: the shell's saved streams are closed for the command and put back after it,
+        # whatever the command did with its own (see the module's text).
+        out, err = SAVED_FDS
+        hide, put_back = (f" {out}>&- {err}>&-", [f"exec 1>&{out} 2>&{err}"]) if b else ("", [])
         lines += [
             f"__wt_command={shlex.quote(command)}",
-            f'{b}eval "$__wt_command" </dev/null',
+            f'{b}eval "$__wt_command" </dev/null{hide}',
             "__wt_status=$?",
+            *put_back,
+        ]
+        lines += [
             f"{b}printf '\\036%s\\036%d\\000%s\\036%s\\036' {nonce} \"$__wt_status\" "
             f'"$PWD" {nonce}',
             f"{b}printf '\\036%s\\036' {nonce} >&2",
@@ -327,7 +344,8 @@ class PersistentShell:
         fifo = self._area / f"shell-{self._count}.stdin"
         body = f"exec {shlex.quote(self._shell)} -s"
         if self._builtin:
-            body = f"exec {shlex.quote(self._shell)} --noprofile --norc -s"
+            out, err = SAVED_FDS
+            body = f"exec {out}>&1 {err}>&2\nexec {shlex.quote(self._shell)} --noprofile --norc -s"
         process = RunningProcess(
             self._sandbox,
             [self._shell, "-c", stdin_script(fifo) + body],
