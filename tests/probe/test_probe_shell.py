@@ -14,6 +14,7 @@ import pytest
 
 from tests._processes import survivors
 from workspace_tools import ShellSession, ToolResult, invoke_tool, shell_tools
+from workspace_tools.shell import OutputLog, StreamCapture
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +109,67 @@ async def test_a_command_using_the_saved_descriptors_cannot_lose_them(
         "stderr": "err\n",
         "notes": [],
     }
+
+
+async def call(session: ShellSession, name: str, **arguments: Any) -> ToolResult:
+    tool = {t.name: t for t in shell_tools(session)}[name]
+    with anyio.fail_after(60):
+        return await invoke_tool(tool, arguments)
+
+
+@pytest.mark.parametrize("remove", ["rm -rf .shell-output.*", "git init -q . && git clean -fdxq"])
+async def test_the_output_area_removed_by_a_command_comes_back(
+    session: ShellSession, tmp_path: Path, remove: str
+) -> None:
+    # `git clean -fdx` removes ignored files too: the area is gone under the session's feet.
+    long = "head -c 300000 /dev/zero | tr '\\0' a; echo"
+    removed = await call(session, "shell", command=f"{remove}; {long}", timeout=TIMEOUT)
+    assert removed.error is None, removed.error
+    assert removed.details.stdout_bytes == 300_001
+    area = session.output_area
+    assert area is not None
+    assert removed.details.stdout_file is not None, removed.details
+    assert (tmp_path / removed.details.stdout_file).read_bytes() == b"a" * 300_000 + b"\n"
+    assert (area / ".gitignore").read_bytes() == b"*\n"
+
+    await call(session, "shell", command="rm -rf .shell-output.*", timeout=TIMEOUT)
+    after = await call(session, "shell", command="echo fine", restart=True, timeout=TIMEOUT)
+    assert after.error is None, after.error
+    assert after.content["stdout"] == "fine\n"
+
+    await call(session, "shell", command="rm -rf .shell-output.*", timeout=TIMEOUT)
+    started = await call(session, "start_process", command="read line; echo got $line")
+    assert started.error is None, started.error
+    written = await call(session, "write_process_stdin", id="p1", input="it\n")
+    assert written.error is None, written.error
+    read = await call(session, "read_process_output", id="p1", wait=30)
+    assert read.error is None, read.error
+    assert read.content["output"] == "got it\n"
+
+
+async def test_output_where_no_file_can_take_it_is_still_counted(session: ShellSession) -> None:
+    # Something else now sits where the area was: the whole-output file cannot be made, the
+    # command's output is still counted and kept head and tail.
+    taken = 'a=$(echo .shell-output.*); rm -rf "$a"; touch "$a"'
+    result = await call(session, "shell", command=f"{taken}; seq 1 100000", timeout=TIMEOUT)
+    assert result.error is None, result.error
+    assert result.details.stdout_bytes == len("".join(f"{n}\n" for n in range(1, 100_001)))
+    assert result.details.stdout_lines == 100_000
+    assert result.details.stdout_file is None
+    assert result.content["stdout"].startswith("1\n2\n3\n")
+    assert result.content["stdout"].endswith("99999\n100000\n")
+
+
+def test_a_full_disk_stops_the_file_not_the_count() -> None:
+    # /dev/full refuses every write with ENOSPC, as a full disk does.
+    capture = StreamCapture(16, Path("/dev/full"), 1 << 20)
+    capture.feed(b"x" * 100)
+    capture.feed(b"y\n" * 50)
+    view = capture.close()
+    assert (view.captured.total_bytes, view.lines, view.file, view.file_bytes) == (200, 50, None, 0)
+
+    log = OutputLog(Path("/dev/full"), 1 << 20, 64)
+    log.feed(b"line\n" * 10)
+    log.end()
+    assert log.totals() == (50, 10, 50)
+    assert log.file_bytes == 0

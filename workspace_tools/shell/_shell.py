@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import Sandbox, SandboxError
+from workspace_tools.shell._area import restore_area
 from workspace_tools.shell._output import StreamCapture, StreamView
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
 
@@ -341,6 +342,7 @@ class PersistentShell:
             return process
         self._back_to_root = False
         self._count += 1
+        restore_area(self._area)  # a command may have removed it (git clean -fdx)
         fifo = self._area / f"shell-{self._count}.stdin"
         body = f"exec {shlex.quote(self._shell)} -s"
         if self._builtin:
