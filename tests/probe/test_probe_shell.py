@@ -173,3 +173,40 @@ def test_a_full_disk_stops_the_file_not_the_count() -> None:
     log.end()
     assert log.totals() == (50, 10, 50)
     assert log.file_bytes == 0
+
+
+async def test_tracing_shows_the_commands_lines_and_none_of_the_shells_own(
+    session: ShellSession,
+) -> None:
+    traced = await content(session, "set -x; echo a")
+    assert traced == {"exit_code": 0, "stdout": "a\n", "stderr": "++ echo a\n", "notes": []}
+    # xtrace stays on for the next command, as in a terminal, and shows only its lines.
+    again = await content(session, "echo b; (exit 3)")
+    assert again == {
+        "exit_code": 3,
+        "stdout": "b\n",
+        "stderr": "++ echo b\n++ exit 3\n",
+        "notes": [],
+    }
+    off = await content(session, "set +x; echo c")
+    assert off == {"exit_code": 0, "stdout": "c\n", "stderr": "++ set +x\n", "notes": []}
+    assert await content(session, "echo d") == {
+        "exit_code": 0,
+        "stdout": "d\n",
+        "stderr": "",
+        "notes": [],
+    }
+
+
+async def test_verbose_mode_never_prints_the_shells_own_lines(session: ShellSession) -> None:
+    await content(session, "set -v")
+    for command in ("echo e", "cd sub 2>/dev/null; echo f", "set +v; echo g"):
+        shown = await content(session, command)
+        assert "__wt" not in shown["stderr"] and "printf" not in shown["stderr"], shown
+        assert "\x1e" not in shown["stdout"] + shown["stderr"], shown
+    assert await content(session, "echo h") == {
+        "exit_code": 0,
+        "stdout": "h\n",
+        "stderr": "",
+        "notes": [],
+    }

@@ -316,20 +316,25 @@ class PersistentShell:
         if self._back_to_root:
             lines.append(f"{b}cd -- {shlex.quote(str(self._root))} || exit 126")
             self._back_to_root = False
-        # bash: the shell's saved streams are closed for the command and put back after it,
-        # whatever the command did with its own (see the module's text).
+        # After the command's text, one line (read whole before it runs: ``set -v`` shows
+        # none of it) runs the command with the tracing it asked for earlier, then, hidden
+        # from tracing, keeps its status and tracing and turns tracing off again; in bash
+        # it also puts the shell's saved streams back (see the module's text).
         out, err = SAVED_FDS
-        hide, put_back = (f" {out}>&- {err}>&-", [f"exec 1>&{out} 2>&{err}"]) if b else ("", [])
-        lines += [
-            f"__wt_command={shlex.quote(command)}",
-            f'{b}eval "$__wt_command" </dev/null{hide}',
-            "__wt_status=$?",
-            *put_back,
+        hide, put_back = (f" {out}>&- {err}>&-", f"exec 1>&{out} 2>&{err}; ") if b else ("", "")
+        steps = [
+            f'{b}eval "${{__wt_tracing-}}$__wt_command" </dev/null{hide}',
+            "{ __wt_status=$?; __wt_tracing=; "
+            f"case $- in *x*) __wt_tracing='{b}set -x; ';; esac; "
+            f'case $- in *v*) __wt_tracing="${{__wt_tracing}}{b}set -v; ";; esac; '
+            f"{b}set +xv; }} 2>/dev/null",
+            f"{put_back}{b}printf '\\036%s\\036%d\\000%s\\036%s\\036' {nonce} "
+            f'"$__wt_status" "$PWD" {nonce}',
+            f"{b}printf '\\036%s\\036' {nonce} >&2",
         ]
         lines += [
-            f"{b}printf '\\036%s\\036%d\\000%s\\036%s\\036' {nonce} \"$__wt_status\" "
-            f'"$PWD" {nonce}',
-            f"{b}printf '\\036%s\\036' {nonce} >&2",
+            f"__wt_command={shlex.quote(command)}",
+            "; ".join(steps),
             "",
         ]
         return os.fsencode("\n".join(lines))
