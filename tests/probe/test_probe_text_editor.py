@@ -5,6 +5,7 @@ made since by someone else."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,26 @@ async def test_undo_edit_from_memory_walks_back_through_its_own_edits(tmp_path: 
     third = await call(editor, command="undo_edit", path="a.txt")
     assert third.error is not None
     assert third.error == "Error: No edit history found for a.txt."
+
+
+@pytest.mark.parametrize("path", ["new/", "new/.", "d/", "a.txt/"])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"command": "create", "file_text": "x\n"},
+        {"command": "str_replace", "old_str": "a", "new_str": "b"},
+        {"command": "insert", "insert_line": 0, "new_str": "x"},
+    ],
+)
+async def test_a_path_ending_in_a_slash_never_names_a_file_to_change(
+    tmp_path: Path, path: str, arguments: dict[str, Any]
+) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "a.txt").write_bytes(b"a\n")
+    editor = text_editor_tool(tmp_path)
+    result = await call(editor, path=path, **arguments)
+    assert result.error is not None, result.content
+    assert result.error_code in (ErrorCode.INVALID_ARGUMENTS, ErrorCode.NOT_A_DIRECTORY)
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "d"]
+    assert os.listdir(tmp_path / "d") == []
+    assert (tmp_path / "a.txt").read_bytes() == b"a\n"

@@ -185,6 +185,12 @@ def text_editor_tool(
         resolved = workspace.resolve(args.path)
         if args.command == "view":
             return _view(workspace, resolved, args, max_characters)
+        if args.path.endswith(("/", "/.")):  # as open("new/", "w") fails: never a file
+            raise ToolError(
+                f"Error: The path {args.path} names a directory; {args.command} needs the path "
+                "of a file.",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
         with workspace.file_states.lock(resolved.real):
             before = read_bytes(
                 workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
