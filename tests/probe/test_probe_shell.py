@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from tests._processes import survivors
-from workspace_tools import ShellSession, ToolResult, invoke_tool, shell_tools
+from workspace_tools import ErrorCode, ShellSession, ToolResult, invoke_tool, shell_tools
 from workspace_tools.shell import OutputLog, StreamCapture
 
 pytestmark = pytest.mark.anyio
@@ -210,3 +210,34 @@ async def test_verbose_mode_never_prints_the_shells_own_lines(session: ShellSess
         "stderr": "",
         "notes": [],
     }
+
+
+async def test_a_restart_while_a_command_runs_ends_it_at_once(
+    session: ShellSession, tmp_path: Path
+) -> None:
+    # The command's own timeout is far away: were the restart to wait for it, the test's
+    # guard (60 s) would fail first.
+    outcomes: dict[str, ToolResult] = {}
+
+    async def long() -> None:
+        outcomes["long"] = await call(
+            session, "shell", command="echo begun; touch started; sleep 600", timeout=600
+        )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(long)
+            while not (tmp_path / "started").exists():
+                await anyio.sleep(0.01)
+            outcomes["restart"] = await call(session, "shell", restart=True)
+    assert outcomes["restart"].error is None, outcomes["restart"].error
+    assert outcomes["restart"].content["notes"] == ["The shell was restarted."]
+    ended = outcomes["long"]
+    assert ended.error_code is ErrorCode.ABORTED, (ended.error_code, ended.error)
+    assert ended.error == (
+        "The shell was restarted while this command ran; the command and every process "
+        "it started were killed. The next command starts a new shell at the workspace "
+        "root.\nstdout so far:\nbegun\n\nstderr so far:\n"
+    )
+    after = await content(session, "echo after")
+    assert after["stdout"] == "after\n"

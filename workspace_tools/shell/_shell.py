@@ -61,6 +61,9 @@ class CommandOutcome:
             command ended the shell; ``None`` when it timed out.
         timed_out: the timeout passed; the shell and its whole tree were killed.
         shell_exited: the shell ended with this command (``exit``, a signal).
+        stopped: the shell was killed while the command ran (:meth:`PersistentShell.restart`
+            or :meth:`~PersistentShell.close` from another thread); ``exit_code`` is
+            ``None``.
         stdout, stderr: what was kept of each stream (see :class:`StreamView`).
         cwd: the shell's real working directory after the command (absolute), or ``None``
             when unknown (the shell is gone, or ``$PWD`` was unset).
@@ -72,6 +75,7 @@ class CommandOutcome:
     exit_code: int | None
     timed_out: bool
     shell_exited: bool
+    stopped: bool
     stdout: StreamView
     stderr: StreamView
     cwd: str | None
@@ -279,13 +283,14 @@ class PersistentShell:
             process.wait(STOP_WAIT)
             if process.error is not None:
                 raise process.error
+        stopped = ended and not timed_out and process.stopped
         cwd: str | None = None
         exit_code: int | None
         if not ended and trailer is not None:
             status, _, pwd = trailer.partition(b"\0")
             exit_code = int(status or b"0")
             cwd = os.path.realpath(os.fsdecode(pwd)) if pwd else None
-        elif timed_out or process.result is None:
+        elif timed_out or stopped or process.result is None:
             exit_code = None
         else:
             exit_code = process.result.exit_code
@@ -295,7 +300,8 @@ class PersistentShell:
         return CommandOutcome(
             exit_code=exit_code,
             timed_out=timed_out,
-            shell_exited=ended and not timed_out,
+            shell_exited=ended and not timed_out and not stopped,
+            stopped=stopped,
             stdout=stdout,
             stderr=stderr,
             cwd=cwd,
@@ -380,7 +386,10 @@ class PersistentShell:
 
     def restart(self) -> None:
         """Kill the shell and its whole tree; the next command starts a new one at the root.
-        Waits until the tree is gone."""
+        Waits until the tree is gone. A command running meanwhile (another thread's
+        :meth:`run`) ends at once, :attr:`CommandOutcome.stopped`: a restart is the way out
+        of a command that hangs, never a wait for its timeout."""
+        self.kill_now()
         with self._lock:
             self._kill()
 
