@@ -130,3 +130,26 @@ async def test_a_path_ending_in_a_slash_never_names_a_file_to_change(
     assert sorted(os.listdir(tmp_path)) == ["a.txt", "d"]
     assert os.listdir(tmp_path / "d") == []
     assert (tmp_path / "a.txt").read_bytes() == b"a\n"
+
+
+async def test_paths_and_file_text_in_messages_are_never_reworded(tmp_path: Path) -> None:
+    # The messages are put in the editor's words (old_str, view); the file's name and the
+    # lines quoted from it are the user's, whatever words they hold.
+    (tmp_path / "read_file.py").write_bytes(
+        b"def list_files(old_text):\n    return read_file(old_text)\n"
+    )
+    editor = text_editor_tool(tmp_path)
+    missed = await call(
+        editor,
+        command="str_replace",
+        path="read_file.py",
+        old_str="    return read_file(old_text )\n",
+        new_str="    return None\n",
+    )
+    assert missed.error_code is ErrorCode.NO_MATCH
+    assert missed.error.startswith(
+        "Error: No match found for replacement. Please check your text and try again.\n"
+        "old_str was not found in read_file.py."
+    ), missed.error
+    assert "'    return read_file(old_text)'" in missed.error, missed.error
+    assert "view.py" not in missed.error and "(old_str)" not in missed.error, missed.error

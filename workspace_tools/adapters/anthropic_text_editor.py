@@ -48,6 +48,7 @@ the next lines by what this package knows more (the nearest lines, the matching 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from typing import Any, Literal
@@ -176,7 +177,7 @@ def text_editor_tool(
         try:
             return run(args, context)
         except ToolError as exc:
-            worded = _in_editor_terms(exc.message)
+            worded = _in_editor_terms(exc.message, _named(workspace, args.path))
             if worded == exc.message:
                 raise
             raise ToolError(worded, exc.code, details=exc.details) from exc
@@ -230,6 +231,14 @@ def text_editor_tool(
     if version not in _UNDO_VERSIONS:
         return editor
     return undoing_tool(editor, undoes=lambda args: args.command == "undo_edit", undo=undo)
+
+
+def _named(workspace: Workspace, path: str) -> tuple[str, ...]:
+    """``path`` as given and as the workspace names it (relative to the root)."""
+    try:
+        return (path, workspace.resolve(path).rel)
+    except ToolError:
+        return (path,)
 
 
 def _written(write: Any) -> None:
@@ -422,10 +431,29 @@ _EDITOR_TERMS = (
 )
 
 
-def _in_editor_terms(message: str) -> str:
-    for ours, theirs in _EDITOR_TERMS:
-        message = message.replace(ours, theirs)
-    return message
+#: What a message quotes, never reworded: a repr-quoted text (a line of the file, a
+#: character) and a numbered line of the file shown whole.
+_QUOTED = (
+    r"(?<!\w)'(?:[^'\\\n]|\\.)*'(?!\w)"  # an apostrophe (the file's) opens no quote
+    r'|(?<!\w)"(?:[^"\\\n]|\\.)*"(?!\w)'
+    r"|(?m:^ *\d+[\t:|].*$)"
+)
+
+
+def _in_editor_terms(message: str, paths: tuple[str, ...] = ()) -> str:
+    """``message`` with our tools' and arguments' names in the editor's terms, except in
+    what it quotes: ``paths`` (the file's name as given and as resolved) and the file's
+    own text."""
+    names = sorted({p for p in paths if p}, key=len, reverse=True)
+    kept = "|".join([*map(re.escape, names), _QUOTED])
+    parts = re.split(f"({kept})", message)
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:  # between the quoted spans
+            for ours, theirs in _EDITOR_TERMS:
+                part = part.replace(ours, theirs)
+        out.append(part)
+    return "".join(out)
 
 
 def _str_replace(
@@ -447,18 +475,19 @@ def _str_replace(
             path=args.path,
         )
     except ToolError as exc:
+        # Put in the editor's terms, as every message, by the tool's execute.
         if exc.code is ErrorCode.AMBIGUOUS_MATCH:
             count = len((exc.details or {}).get("lines", [])) or 2
             raise ToolError(
                 f"Error: Found {count} matches for replacement text. Please provide more "
-                f"context to make a unique match.\n{_in_editor_terms(exc.message)}",
+                f"context to make a unique match.\n{exc.message}",
                 exc.code,
                 details=exc.details,
             ) from exc
         if exc.code is ErrorCode.NO_MATCH:
             raise ToolError(
                 "Error: No match found for replacement. Please check your text and try "
-                f"again.\n{_in_editor_terms(exc.message)}",
+                f"again.\n{exc.message}",
                 exc.code,
                 details=exc.details,
             ) from exc
