@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from tests._processes import survivors
@@ -241,3 +242,29 @@ async def test_a_restart_while_a_command_runs_ends_it_at_once(
     )
     after = await content(session, "echo after")
     assert after["stdout"] == "after\n"
+
+
+async def test_closing_the_session_while_a_command_runs_ends_it_at_once(
+    tmp_path: Path, marker: str
+) -> None:
+    shells = ShellSession(tmp_path)
+    outcomes: dict[str, ToolResult] = {}
+
+    async def long() -> None:
+        outcomes["long"] = await call(
+            shells, "shell", command="echo begun; touch started; sleep 600", timeout=600
+        )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(long)
+            while not (tmp_path / "started").exists():
+                await anyio.sleep(0.01)
+            await anyio.to_thread.run_sync(shells.close)
+    ended = outcomes["long"]
+    assert ended.error_code is ErrorCode.ABORTED, (ended.error_code, ended.error)
+    assert ended.error == (
+        "The shell session was closed while this command ran; the command and every process "
+        "it started were killed.\nstdout so far:\nbegun\n\nstderr so far:\n"
+    )
+    assert survivors(marker) == []
