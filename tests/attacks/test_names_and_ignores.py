@@ -156,8 +156,13 @@ def test_a_path_written_as_a_directory_never_becomes_a_file(
     before = sorted(p.name for p in tmp_path.rglob("*"))
     result = _create_at(tmp_path, way, path)
     shown = path.removesuffix(".")
+    refusal = (
+        f"Error: The path {path} names a directory; create needs the path of a file."
+        if way == "create"  # in the editor's own words
+        else f"{shown!r} names a directory; give the path of a file"
+    )
     assert (result.error_code and result.error_code.value, result.error) == (
         "INVALID_ARGUMENTS",
-        f"{shown!r} names a directory; give the path of a file",
+        refusal,
     ), result.model_text()
     assert sorted(p.name for p in tmp_path.rglob("*")) == before

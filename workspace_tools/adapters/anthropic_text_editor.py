@@ -9,8 +9,9 @@ a ``tool_result`` block with :func:`~workspace_tools.adapters.anthropic.anthropi
 
 Commands, their documented result texts and what this executor does beyond them:
 
-- ``view``: a file as ``cat -n`` prints it (line numbers right-aligned in 6 columns, a tab,
-  the line), optionally ``view_range [start, end]`` (1-based, ``end`` -1 for the last line);
+- ``view``: a file as it now is (changed outside or not; it then counts as seen), as
+  ``cat -n`` prints it (line numbers right-aligned in 6 columns, a tab, the line),
+  optionally ``view_range [start, end]`` (1-based, ``end`` -1 for the last line);
   a directory as its entries two levels deep, hidden ones left out, directories ending in
   ``/``. ``max_characters`` (version 20250728) cuts a long view with a note.
 - ``create``: writes ``file_text`` to a new file; an existing file is refused (no silent
@@ -33,7 +34,8 @@ Commands, their documented result texts and what this executor does beyond them:
   changed it (by someone else); undo_edit left it as it is. ...`` (``STALE_FILE``).
   Without checkpoints, it puts back the file as it was before this tool's last change to
   it, from a history the tool keeps in memory: lost with the process, none at all for a
-  tool run in a sandbox child, and a file the tool created is not deleted.
+  tool run in a sandbox child, and a file the tool created is not deleted; a file whose
+  bytes are not those the tool's last change left is refused there too (``STALE_FILE``).
 
 Paths are relative to the workspace root, or absolute inside it; outside is refused.
 Failures are :class:`~workspace_tools.ToolError` whose message is the documented text
@@ -46,6 +48,7 @@ the next lines by what this package knows more (the nearest lines, the matching 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 from typing import Any, Literal
@@ -57,7 +60,7 @@ from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
-from workspace_tools.text._decode import convert_newlines, decode_text, encode_text
+from workspace_tools.text._decode import convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
@@ -158,22 +161,39 @@ def text_editor_tool(
     """
     name = anthropic_text_editor_definition(version)["name"]
     workspace = as_workspace(root_or_workspace)
-    history: dict[str, list[bytes | None]] = {}
+    # Per file, each change this tool made: (its bytes before, or None when the change
+    # created it; its bytes after).
+    history: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
     history_lock = threading.Lock()
 
     def execute(args: TextEditorArgs, context: ToolContext) -> object:
-        # The workspace the call runs on: in a sandbox child, the copy holding the hashes
-        # of the file it names (ToolContext.workspace).
-        working = context.workspace or workspace
         if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
             raise ToolError(
                 f"Error: the undo_edit command does not exist in text_editor_{version}; "
                 "make the reverse edit with str_replace instead",
                 ErrorCode.INVALID_ARGUMENTS,
             )
+        # The workspace the call runs on: in a sandbox child, the copy holding the hashes
+        # of the file it names (ToolContext.workspace).
+        working = context.workspace or workspace
+        try:
+            return run(working, args, context)
+        except ToolError as exc:
+            worded = _in_editor_terms(exc.message, _named(working, args.path))
+            if worded == exc.message:
+                raise
+            raise ToolError(worded, exc.code, details=exc.details) from exc
+
+    def run(working: Workspace, args: TextEditorArgs, context: ToolContext) -> object:
         resolved = working.resolve(args.path)
         if args.command == "view":
             return _view(working, resolved, args, max_characters)
+        if resolved.directory_form:  # as open("new/", "w") fails: never a file
+            raise ToolError(
+                f"Error: The path {args.path} names a directory; {args.command} needs the path "
+                "of a file.",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
         with working.file_states.lock(resolved.real):
             before = read_bytes(
                 working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
@@ -186,8 +206,11 @@ def text_editor_tool(
                 output = _str_replace(working, resolved, args, context)
             else:
                 output = _insert(working, resolved, args, context)
+            after = read_bytes(
+                working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
+            )
             with history_lock:
-                history.setdefault(str(resolved.real), []).append(before)
+                history.setdefault(str(resolved.real), []).append((before, after))
             return output
 
     def present(args: TextEditorArgs) -> ToolPresentation:
@@ -212,6 +235,14 @@ def text_editor_tool(
     if version not in _UNDO_VERSIONS:
         return editor
     return undoing_tool(editor, undoes=lambda args: args.command == "undo_edit", undo=undo)
+
+
+def _named(workspace: Workspace, path: str) -> tuple[str, ...]:
+    """``path`` as given and as the workspace names it (relative to the root)."""
+    try:
+        return (path, workspace.resolve(path).rel)
+    except ToolError:
+        return (path,)
 
 
 def _written(write: Any) -> None:
@@ -249,12 +280,17 @@ def _view(
             f"excluding hidden items:\n" + "".join(f"{line}\n" for line in listing)
         )
         return tool_output(_clip(text, limit), TextEditorDetails(command="view", path=resolved.rel))
-    current = load_text(workspace, resolved)
-    if current.text is None:
+    # The view is the editor's only read: it shows the file as it is now, changed outside
+    # or not (load_text's staleness check is for changes), and counts as seen.
+    data = read_bytes(
+        workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
+    )
+    if data is None:
         raise ToolError(
             f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
         )
-    workspace.file_states.record(resolved.real, encode_text(current.text, current.format))
+    current = decode_text(data)
+    workspace.file_states.record(resolved.real, data)
     lines = [line.removesuffix("\n").removesuffix("\r") for line in split_lines(current.text)]
     first, last = 1, len(lines)
     if args.view_range is not None:
@@ -384,21 +420,44 @@ def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
     return current
 
 
-#: Our engine's hints name edit_file's arguments and tools; the text editor's model knows
-#: ``old_str``, ``new_str`` and ``view`` and has no ``replace_all``.
+#: Our engine's messages name edit_file's arguments and the other tools; the text editor's
+#: model knows ``old_str``, ``new_str`` and ``view`` and has no ``replace_all``.
 _EDITOR_TERMS = (
     (", or set replace_all to replace every one", ""),
     ("Read the file again with read_file", "View the file again"),
+    ("read it again with read_file", "view it again"),
+    ("use list_files to see its entries", "view it to see its entries"),
+    ("from read_file", "from a view"),
     ("read_file", "view"),
+    ("list_files", "view"),
     ("old_text", "old_str"),
     ("new_text", "new_str"),
 )
 
 
-def _in_editor_terms(message: str) -> str:
-    for ours, theirs in _EDITOR_TERMS:
-        message = message.replace(ours, theirs)
-    return message
+#: What a message quotes, never reworded: a repr-quoted text (a line of the file, a
+#: character) and a numbered line of the file shown whole.
+_QUOTED = (
+    r"(?<!\w)'(?:[^'\\\n]|\\.)*'(?!\w)"  # an apostrophe (the file's) opens no quote
+    r'|(?<!\w)"(?:[^"\\\n]|\\.)*"(?!\w)'
+    r"|(?m:^ *\d+[\t:|].*$)"
+)
+
+
+def _in_editor_terms(message: str, paths: tuple[str, ...] = ()) -> str:
+    """``message`` with our tools' and arguments' names in the editor's terms, except in
+    what it quotes: ``paths`` (the file's name as given and as resolved) and the file's
+    own text."""
+    names = sorted({p for p in paths if p}, key=len, reverse=True)
+    kept = "|".join([*map(re.escape, names), _QUOTED])
+    parts = re.split(f"({kept})", message)
+    out = []
+    for index, part in enumerate(parts):
+        if index % 2 == 0:  # between the quoted spans
+            for ours, theirs in _EDITOR_TERMS:
+                part = part.replace(ours, theirs)
+        out.append(part)
+    return "".join(out)
 
 
 def _str_replace(
@@ -420,18 +479,19 @@ def _str_replace(
             path=args.path,
         )
     except ToolError as exc:
+        # Put in the editor's terms, as every message, by the tool's execute.
         if exc.code is ErrorCode.AMBIGUOUS_MATCH:
             count = len((exc.details or {}).get("lines", [])) or 2
             raise ToolError(
                 f"Error: Found {count} matches for replacement text. Please provide more "
-                f"context to make a unique match.\n{_in_editor_terms(exc.message)}",
+                f"context to make a unique match.\n{exc.message}",
                 exc.code,
                 details=exc.details,
             ) from exc
         if exc.code is ErrorCode.NO_MATCH:
             raise ToolError(
                 "Error: No match found for replacement. Please check your text and try "
-                f"again.\n{_in_editor_terms(exc.message)}",
+                f"again.\n{exc.message}",
                 exc.code,
                 details=exc.details,
             ) from exc
@@ -488,20 +548,34 @@ def _undo(
     workspace: Workspace,
     resolved: ResolvedPath,
     path: str,
-    history: dict[str, list[bytes | None]],
+    history: dict[str, list[tuple[bytes | None, bytes | None]]],
     lock: threading.Lock,
     context: ToolContext,
 ) -> object:
+    """``path`` back as before this tool's last change to it, from ``history``; refused,
+    changing nothing, when its bytes are not those that change left (someone else changed
+    it since: the undo would silently lose that)."""
     with lock:
         stack = history.get(str(resolved.real)) or []
         if not stack:
             raise ToolError(f"Error: No edit history found for {path}.", ErrorCode.NOT_FOUND)
-        previous = stack[-1]
+        previous, left = stack[-1]
+    now = read_bytes(
+        workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
+    )
+    if now != left:
+        raise ToolError(
+            f"Error: {path} was changed since this tool's last edit of it (by someone else); "
+            "undo_edit left it as it is. View it and make the change you want with "
+            "str_replace.",
+            ErrorCode.STALE_FILE,
+        )
     if previous is None:
         raise ToolError(
             f"Error: The last edit of {path} created it; undo_edit does not delete files.",
             ErrorCode.INVALID_ARGUMENTS,
         )
+    workspace.file_states.record(resolved.real, now)  # checked just now, under the lock
     current = load_text(workspace, resolved)
     decoded = decode_text(previous)
     details = _change(

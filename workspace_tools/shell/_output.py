@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sandbox import CapturedOutput
 from sandbox.spawn._capture import OutputBuffer
+from workspace_tools.shell._area import open_output
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,10 @@ class StreamCapture:
 
     Args:
         memory_bytes: bytes kept in memory (head and tail once the stream is longer).
-        file: where the whole stream goes once it outgrows memory; ``None``: nowhere.
-        file_bytes: most bytes written to ``file``; later output is counted, not written.
+        file: where the whole stream goes once it outgrows memory (its area made again if
+            it is gone); ``None``, or a file that cannot be created: nowhere.
+        file_bytes: most bytes written to ``file``; later output is counted, not written
+            (so is output the file takes no more of: a full disk).
 
     Not thread-safe: one writer feeds it, and :meth:`view` is read after it stopped.
     """
@@ -69,13 +72,17 @@ class StreamCapture:
             chunk, self._early = bytes(self._early), None
             if self._file_path is None:
                 return
-            self._fd = os.open(
-                self._file_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
-            )
+            try:
+                self._fd = open_output(self._file_path)
+            except OSError:  # no file to be had: the stream is kept head and tail only
+                self._file_path = None
+                return
         if self._fd is not None and self._written < self._file_cap:
             part = chunk[: self._file_cap - self._written]
-            os.write(self._fd, part)
-            self._written += len(part)
+            count, whole = _write(self._fd, part)
+            self._written += count
+            if not whole:  # the file takes no more: later output is counted, not written
+                self._file_cap = self._written
 
     def close(self) -> StreamView:
         """Close the file, if one was started, and return what was kept."""
@@ -113,16 +120,20 @@ class OutputLog:
     ``feed`` runs in the process's own thread; :meth:`read` and :meth:`wait` in a caller's.
 
     Args:
-        file: the log file (created here).
-        file_bytes: most bytes written to it; later output is counted, not written.
+        file: the log file (created here, its area made again if it is gone).
+        file_bytes: most bytes written to it; later output is counted, not written (so is
+            output the file takes no more of: a full disk).
         unread_bytes: memory kept for output not yet read (its head and tail).
+
+    Raises:
+        OSError: the log file cannot be created.
     """
 
     def __init__(self, file: Path, file_bytes: int, unread_bytes: int) -> None:
         self.file = file
         self._cap = file_bytes
         self._unread_cap = unread_bytes
-        self._fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self._fd = open_output(file)
         self._written = 0
         self._unread = OutputBuffer(unread_bytes)
         self._read_to = 0
@@ -141,8 +152,10 @@ class OutputLog:
         with self._changed:
             if self._fd is not None and self._written < self._cap:
                 part = chunk[: self._cap - self._written]
-                os.write(self._fd, part)
-                self._written += len(part)
+                count, whole = _write(self._fd, part)
+                self._written += count
+                if not whole:  # the file takes no more: later output is counted only
+                    self._cap = self._written
             self._unread.feed(chunk)
             self._total += len(chunk)
             self._lines += chunk.count(b"\n")
@@ -178,3 +191,15 @@ class OutputLog:
         """``(bytes printed, lines printed, bytes not yet read)``."""
         with self._changed:
             return self._total, self._lines, self._total - self._read_to
+
+
+def _write(fd: int, data: bytes) -> tuple[int, bool]:
+    """Write ``data`` to ``fd``: the bytes written, and whether that is all of them (not
+    when the file takes no more: a full disk, a quota, a file size limit)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except OSError:
+            return len(data) - len(view), False
+    return len(data), True

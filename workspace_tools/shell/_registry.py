@@ -14,6 +14,7 @@ from typing import Literal
 
 from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.shell._area import restore_area
 from workspace_tools.shell._output import OutputLog
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
 
@@ -164,7 +165,15 @@ class ProcessRegistry:
                     ErrorCode.TOOL_ERROR,
                 )
             id_ = f"p{next(self._ids)}"
-            log = OutputLog(self._area / f"{id_}.log", self._file_bytes, self._unread_bytes)
+            try:
+                restore_area(self._area)  # a command may have removed it
+                log = OutputLog(self._area / f"{id_}.log", self._file_bytes, self._unread_bytes)
+            except OSError as exc:
+                raise ToolError(
+                    f"Could not start {shlex.quote(command)}: its log file in "
+                    f"{self._area.name} cannot be made ({exc.strerror or exc})",
+                    ErrorCode.SANDBOX_ERROR,
+                ) from None
             entry = BackgroundProcess(id_, command, log)
             script = stdin_script(self._area / f"{id_}.stdin") + command
             try:

@@ -15,6 +15,13 @@ starts a new shell at the workspace root. So does a command that ends the shell 
 
 A command that ends with the shell's working directory outside the workspace root is
 reported as such, and the shell is moved back to the root before the next command runs.
+
+In bash, the shell keeps copies of its own stdout and stderr (descriptors
+:data:`SAVED_FDS`; bash sets them aside while a command runs and brings them back after
+it, so that not even a command that uses those numbers itself can lose them) and puts
+them back as stdout and stderr after each command: a command that redirects or closes the
+shell's streams for good (``exec >file``, ``exec 2>/dev/null``, ``exec >&-``) does so until
+it ends, and its trailers still arrive.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import Sandbox, SandboxError
+from workspace_tools.shell._area import restore_area
 from workspace_tools.shell._output import StreamCapture, StreamView
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
 
@@ -39,6 +47,9 @@ OnCommandOutput = Callable[[str, bytes], None]
 BETWEEN_BYTES = 64 * 1024
 #: Output files of the latest commands kept; older ones are removed as new ones come.
 KEPT_FILES = 32
+#: Where bash keeps its own stdout and stderr between commands (high, so that no command's
+#: descriptor of its own is likely to be one of them).
+SAVED_FDS = (61, 62)
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,9 @@ class CommandOutcome:
             command ended the shell; ``None`` when it timed out.
         timed_out: the timeout passed; the shell and its whole tree were killed.
         shell_exited: the shell ended with this command (``exit``, a signal).
+        stopped: the shell was killed while the command ran (:meth:`PersistentShell.restart`
+            or :meth:`~PersistentShell.close` from another thread); ``exit_code`` is
+            ``None``.
         stdout, stderr: what was kept of each stream (see :class:`StreamView`).
         cwd: the shell's real working directory after the command (absolute), or ``None``
             when unknown (the shell is gone, or ``$PWD`` was unset).
@@ -61,6 +75,7 @@ class CommandOutcome:
     exit_code: int | None
     timed_out: bool
     shell_exited: bool
+    stopped: bool
     stdout: StreamView
     stderr: StreamView
     cwd: str | None
@@ -268,13 +283,14 @@ class PersistentShell:
             process.wait(STOP_WAIT)
             if process.error is not None:
                 raise process.error
+        stopped = ended and not timed_out and process.stopped
         cwd: str | None = None
         exit_code: int | None
         if not ended and trailer is not None:
             status, _, pwd = trailer.partition(b"\0")
             exit_code = int(status or b"0")
             cwd = os.path.realpath(os.fsdecode(pwd)) if pwd else None
-        elif timed_out or process.result is None:
+        elif timed_out or stopped or process.result is None:
             exit_code = None
         else:
             exit_code = process.result.exit_code
@@ -284,7 +300,8 @@ class PersistentShell:
         return CommandOutcome(
             exit_code=exit_code,
             timed_out=timed_out,
-            shell_exited=ended and not timed_out,
+            shell_exited=ended and not timed_out and not stopped,
+            stopped=stopped,
             stdout=stdout,
             stderr=stderr,
             cwd=cwd,
@@ -305,13 +322,25 @@ class PersistentShell:
         if self._back_to_root:
             lines.append(f"{b}cd -- {shlex.quote(str(self._root))} || exit 126")
             self._back_to_root = False
+        # After the command's text, one line (read whole before it runs: ``set -v`` shows
+        # none of it) runs the command with the tracing it asked for earlier, then, hidden
+        # from tracing, keeps its status and tracing and turns tracing off again; in bash
+        # it also puts the shell's saved streams back (see the module's text).
+        out, err = SAVED_FDS
+        hide, put_back = (f" {out}>&- {err}>&-", f"exec 1>&{out} 2>&{err}; ") if b else ("", "")
+        steps = [
+            f'{b}eval "${{__wt_tracing-}}$__wt_command" </dev/null{hide}',
+            "{ __wt_status=$?; __wt_tracing=; "
+            f"case $- in *x*) __wt_tracing='{b}set -x; ';; esac; "
+            f'case $- in *v*) __wt_tracing="${{__wt_tracing}}{b}set -v; ";; esac; '
+            f"{b}set +xv; }} 2>/dev/null",
+            f"{put_back}{b}printf '\\036%s\\036%d\\000%s\\036%s\\036' {nonce} "
+            f'"$__wt_status" "$PWD" {nonce}',
+            f"{b}printf '\\036%s\\036' {nonce} >&2",
+        ]
         lines += [
             f"__wt_command={shlex.quote(command)}",
-            f'{b}eval "$__wt_command" </dev/null',
-            "__wt_status=$?",
-            f"{b}printf '\\036%s\\036%d\\000%s\\036%s\\036' {nonce} \"$__wt_status\" "
-            f'"$PWD" {nonce}',
-            f"{b}printf '\\036%s\\036' {nonce} >&2",
+            "; ".join(steps),
             "",
         ]
         return os.fsencode("\n".join(lines))
@@ -324,10 +353,12 @@ class PersistentShell:
             return process
         self._back_to_root = False
         self._count += 1
+        restore_area(self._area)  # a command may have removed it (git clean -fdx)
         fifo = self._area / f"shell-{self._count}.stdin"
         body = f"exec {shlex.quote(self._shell)} -s"
         if self._builtin:
-            body = f"exec {shlex.quote(self._shell)} --noprofile --norc -s"
+            out, err = SAVED_FDS
+            body = f"exec {out}>&1 {err}>&2\nexec {shlex.quote(self._shell)} --noprofile --norc -s"
         process = RunningProcess(
             self._sandbox,
             [self._shell, "-c", stdin_script(fifo) + body],
@@ -355,7 +386,10 @@ class PersistentShell:
 
     def restart(self) -> None:
         """Kill the shell and its whole tree; the next command starts a new one at the root.
-        Waits until the tree is gone."""
+        Waits until the tree is gone. A command running meanwhile (another thread's
+        :meth:`run`) ends at once, :attr:`CommandOutcome.stopped`: a restart is the way out
+        of a command that hangs, never a wait for its timeout."""
+        self.kill_now()
         with self._lock:
             self._kill()
 

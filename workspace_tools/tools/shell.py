@@ -238,6 +238,21 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
         truncated=outcome.stdout.file is not None or outcome.stderr.file is not None,
     )
     notes = [*stdout_notes, *stderr_notes]
+    if outcome.stopped:  # a restart from another call, or the session's close
+        extra = "".join(f"\n{note}" for note in notes)
+        words = (
+            "The shell session was closed while this command ran; the command and every "
+            "process it started were killed."
+            if session.closed
+            else "The shell was restarted while this command ran; the command and every "
+            "process it started were killed. The next command starts a new shell at the "
+            "workspace root."
+        )
+        raise ToolError(
+            f"{words}{extra}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            ErrorCode.ABORTED,
+            details=ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
+        )
     if outcome.timed_out or outcome.exit_code is None:
         # The files go with the killed shell's output: keep them named.
         words = (
