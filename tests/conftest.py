@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -23,3 +25,14 @@ settings.load_profile("deterministic")
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture
+def clock_moved_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tree fingerprints judge the tree as if the file-system clock had moved on since its
+    last change (as it has a few seconds later): a tree a test has just written is then
+    cacheable, and every change after it still shows in the stats."""
+    from workspace_tools.workspace import _fingerprint
+
+    ahead = _fingerprint.RACY_NS * 2
+    monkeypatch.setattr(_fingerprint, "time_ns", lambda: time.time_ns() + ahead)

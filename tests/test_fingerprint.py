@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from workspace_tools import Workspace
+from workspace_tools.workspace import _fingerprint
 from workspace_tools.workspace._fingerprint import file_fingerprint, tree_fingerprint
+
+
+@pytest.fixture(autouse=True)
+def _clock(clock_moved_on: None) -> None:
+    """These tests are about what a cache key sees, not about the clock (see
+    test_a_tree_changed_within_the_clock_tick_has_no_fingerprint)."""
 
 
 def git(cwd: Path, *args: str) -> None:
@@ -143,3 +151,24 @@ def test_tree_fingerprint_of_a_file_is_its_content_hash(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     assert tree_fingerprint(ws, "a.py") == file_fingerprint(ws, "a.py")
     assert tree_fingerprint(ws, "../x") is None
+
+
+def test_a_tree_changed_within_the_clock_tick_has_no_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file system's clock is coarse: a same-size rewrite in place within one tick of the
+    # last change keeps every stat field, so a tree with an entry that recent cannot vouch
+    # for its content (git's "racily clean"). A timestamp ahead of the clock is as recent.
+    monkeypatch.setattr(_fingerprint, "time_ns", time.time_ns)  # the real clock
+    ws = Workspace(tmp_path)
+    (tmp_path / "old.txt").write_bytes(b"old\n")
+    (tmp_path / "sub").mkdir()
+    recent = tmp_path / "sub" / "recent.txt"
+    recent.write_bytes(b"one\n")
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(recent, ns=(ahead, ahead))
+    assert tree_fingerprint(ws) is None
+    assert tree_fingerprint(ws, "sub") is None
+    monkeypatch.setattr(_fingerprint, "time_ns", lambda: ahead + 2 * _fingerprint.RACY_NS)
+    settled = tree_fingerprint(ws)
+    assert settled is not None and settled.startswith("dir:")

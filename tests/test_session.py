@@ -50,6 +50,12 @@ POLICY = Policy(
 )
 
 
+@pytest.fixture(autouse=True)
+def _clock(clock_moved_on: None) -> None:
+    """These tests are about what a cache key sees, not about the clock (see
+    test_a_tree_changed_within_the_clock_tick_has_no_fingerprint)."""
+
+
 def make_session(
     root: Path, confirm: Any = None, policy: Policy = POLICY, runs: list[str] | None = None
 ) -> ToolSession:

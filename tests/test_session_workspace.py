@@ -3,7 +3,9 @@ discovery; the policy guards writes; a failure leaves earlier writes in place.""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,15 @@ from workspace_tools import (
     Workspace,
 )
 from workspace_tools.cli._policy import policy_from_flags
+from workspace_tools.workspace import _fingerprint
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _clock(clock_moved_on: None) -> None:
+    """These tests are about what a cache key sees, not about the clock (see
+    test_a_tree_changed_within_the_clock_tick_has_no_fingerprint)."""
 
 
 @pytest.fixture
@@ -76,6 +85,23 @@ async def test_real_discovery_is_cached_until_a_file_appears(
     assert [s.cached for s in session.steps] == [False, True, False]
     assert "extra.py" not in first.model_text()
     assert "extra.py" in last.model_text()
+
+
+async def test_a_tree_changed_within_the_clock_tick_is_searched_again(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An entry whose timestamp the clock has not moved past may change again unseen by its
+    # stat, so the repeated call runs (tests/test_fingerprint.py has the rule itself).
+    monkeypatch.setattr(_fingerprint, "time_ns", time.time_ns)  # the real clock
+    fresh = root / "src" / "fresh.py"
+    fresh.write_text("x = 1\n")
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(fresh, ns=(ahead, ahead))
+    session = ToolSession(root)
+    for _ in range(2):
+        result = await session.call("grep", {"pattern": "x = 1"})
+        assert result.model_text() == "src/fresh.py:1:x = 1"
+    assert [s.cached for s in session.steps] == [False, False]
 
 
 async def test_real_gitignore_change_invalidates_a_cached_glob(root: Path) -> None:

@@ -12,9 +12,12 @@ as the call itself:
   ignore rules: ``.gitignore``/``.ignore`` of every ancestor, and the git index and
   ``info/exclude`` (worktrees included). ctime is set by the kernel on every write, rename
   and chmod and cannot be set back by ``touch -r``; an atomic write (temp file and rename)
-  gets a new inode. What it can miss: an in-place rewrite keeping the size within the same
-  kernel clock tick as the previous change (a few milliseconds). Hashing every file instead
-  would cost what ``grep`` costs, which would make the cache pointless.
+  gets a new inode. A file system's clock is coarse (a kernel tick, a few milliseconds;
+  seconds on some): an in-place rewrite keeping the size within the same tick as the
+  previous change would keep every field. So, as git treats "racily clean" entries, a tree
+  with an entry changed within :data:`RACY_NS` of the fingerprint has none (``None``: the
+  call is not cached); once the clock has moved on, any change shows. Hashing every file
+  instead would cost what ``grep`` costs, which would make the cache pointless.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from time import time_ns
 
 from workspace_tools._errors import ToolError
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds
 
 _CHUNK = 1 << 20
+#: A change this close to a tree's fingerprint may not have moved the clock yet; such a
+#: tree gets no fingerprint (the walker's rule for reusing a walk, too).
+RACY_NS = 2_000_000_000
 _IGNORE_FILES = (".gitignore", ".ignore")
 
 
@@ -61,7 +68,8 @@ def file_fingerprint(workspace: Workspace, path: str) -> str | None:
 def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = True) -> str | None:
     """``dir:<blake2b hex>`` of the ``lstat`` of every entry below ``path`` (one level when
     not ``recursive``) and of the ignore-rule files that apply; a file's
-    :func:`file_fingerprint` when ``path`` is a file; ``None`` when the path is refused."""
+    :func:`file_fingerprint` when ``path`` is a file; ``None`` when the path is refused or
+    an entry changed within :data:`RACY_NS` (its change may not show in its stat yet)."""
     try:
         real = workspace.resolve(path).real
     except ToolError:
@@ -69,18 +77,28 @@ def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = Tr
     if not real.is_dir():
         return file_fingerprint(workspace, path)
     digest = hashlib.blake2b()
-    for line in _ignore_context(real, workspace.root):
-        digest.update(line.encode("utf-8", "surrogateescape"))
-    for line in _walk_stats(workspace, str(real), recursive):
-        digest.update(line.encode("utf-8", "surrogateescape"))
+    recent = time_ns() - RACY_NS
+    try:
+        for line in _ignore_context(real, workspace.root, recent):
+            digest.update(line.encode("utf-8", "surrogateescape"))
+        for line in _walk_stats(workspace, str(real), recursive, recent):
+            digest.update(line.encode("utf-8", "surrogateescape"))
+    except _TooRecent:
+        return None
     return f"dir:{digest.hexdigest()}"
 
 
-def _stat_line(path: str, name: str, dir_fd: int | None = None) -> str:
+class _TooRecent(Exception):
+    """An entry changed too recently for its stat to vouch for its content."""
+
+
+def _stat_line(path: str, name: str, recent: int, dir_fd: int | None = None) -> str:
     try:
         st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return f"{name}\0-\n"
+    if st.st_mtime_ns >= recent or st.st_ctime_ns >= recent:
+        raise _TooRecent
     kind = "d" if stat.S_ISDIR(st.st_mode) else "l" if stat.S_ISLNK(st.st_mode) else "f"
     return (
         f"{name}\0{kind}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
@@ -88,7 +106,7 @@ def _stat_line(path: str, name: str, dir_fd: int | None = None) -> str:
     )
 
 
-def _walk_stats(workspace: Workspace, top: str, recursive: bool) -> Iterator[str]:
+def _walk_stats(workspace: Workspace, top: str, recursive: bool, recent: int) -> Iterator[str]:
     """Stat lines of every entry below ``top`` as the workspace's walker lists them (ignored
     ones too; ``.git`` and write temp files never), each taken relative to its directory's
     fd reached without following a link."""
@@ -107,19 +125,19 @@ def _walk_stats(workspace: Workspace, top: str, recursive: bool) -> Iterator[str
             except OSError:
                 yield f"{entry_rel}\0-\n"
                 continue
-            yield _stat_line(name, entry_rel, dir_fd)
+            yield _stat_line(name, entry_rel, recent, dir_fd)
 
 
-def _ignore_context(directory: Path, root: Path) -> Iterator[str]:
+def _ignore_context(directory: Path, root: Path, recent: int) -> Iterator[str]:
     """Stat lines of the ignore files above ``directory`` and of the git index and exclude."""
     for ancestor in (directory, *directory.parents):
         for name in _IGNORE_FILES:
             candidate = ancestor / name
-            yield _stat_line(str(candidate), str(candidate))
+            yield _stat_line(str(candidate), str(candidate), recent)
     for git_dir in _git_dirs(root):
         for name in ("index", os.path.join("info", "exclude")):
             candidate = git_dir / name
-            yield _stat_line(str(candidate), str(candidate))
+            yield _stat_line(str(candidate), str(candidate), recent)
 
 
 def _git_dirs(root: Path) -> list[Path]:
