@@ -331,9 +331,12 @@ class Sandbox:
         this process. A warm worker that applied this sandbox's layers once forks a fresh
         child for each call, so nothing a call leaves behind reaches the next one; a call
         the worker serves sees this process's memory as it was when the worker was forked
-        (at the first call, and again after a call with a callable new to it). See
-        ``sandbox.spawn._calls``. Stops after ``limits.timeout_seconds`` (raising
-        ``TimeoutError``) or when cancelled, taking the child's whole tree down.
+        (at the first call, and again after a call with a callable new to it). An argument
+        whose class sets ``sandbox_by_reference = True`` is, like a callable, kept by the
+        worker and sent to it as a reference (the worker's copy, as it was at the fork);
+        without a warm worker it pickles as any argument. See ``sandbox.spawn._calls``.
+        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
+        cancelled, taking the child's whole tree down.
 
         Raises:
             SandboxUnavailable: a protection asked for that no layer can give to a Python

@@ -33,13 +33,15 @@ security boundary). The worker is replaced (SIGKILL with its whole tree, reaped)
 call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
 **What a worker knows.** A worker holds the callables the caller had used when it was
-forked; a call naming them travels as a pickle whose references to those callables are
-resolved in the worker. A call it cannot serve that way (a callable new since the fork, an
-argument that does not pickle), a call while the worker is busy with another, and every
-call that must join a cgroup of its own, runs in a child forked from the caller for it
-alone (the cold path, as the worker itself is forked); a new worker that knows the new
-callables is then forked in the background. A call served by the worker sees the caller's
-memory as it was when the worker was forked.
+forked, and the long-lived objects passed to calls whose class says they may be shared
+that way (``sandbox_by_reference = True``: a workspace, with its stat-validated caches); a
+call naming them travels as a pickle whose references to those objects are resolved in the
+worker (elsewhere such an object pickles as it would anyway). A call it cannot serve that
+way (a callable new since the fork, an argument that does not pickle), a call while the
+worker is busy with another, and every call that must join a cgroup of its own, runs in
+a child forked from the caller for it alone (the cold path, as the worker itself is
+forked); a new worker that knows the new callables is then forked in the background. A
+call served by the worker sees the caller's memory as it was when the worker was forked.
 
 Forking a process that runs other threads copies their locks in whatever state they are:
 a lock held at that instant stays held in the copy, and a worker lives on. The worker's
@@ -257,7 +259,7 @@ class CallWorkers:
     def _remember(self, *objects: Any) -> None:
         with self._lock:
             for obj in objects:
-                if callable(obj) and not isinstance(obj, type):
+                if _by_reference(obj):
                     self._registry.pop(id(obj), None)
                     self._registry[id(obj)] = obj
             while len(self._registry) > _REGISTRY_SIZE:
@@ -808,6 +810,14 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 async def _await(value: Awaitable[Any]) -> Any:
     return await value
+
+
+def _by_reference(obj: Any) -> bool:
+    """Whether a call's argument is one a worker may keep and be sent by reference: a
+    callable (not a class), or an object whose class sets ``sandbox_by_reference``."""
+    if isinstance(obj, type):
+        return False
+    return callable(obj) or getattr(type(obj), "sandbox_by_reference", False) is True
 
 
 class _RefPickler(pickle.Pickler):

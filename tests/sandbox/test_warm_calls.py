@@ -254,3 +254,40 @@ async def test_each_call_on_the_warm_worker_draws_its_own_random_numbers_and_run
     assert len({s[0] for s in warm}) == 1, warm  # one worker served them
     assert len({n for s in warm for n in s[1:3]}) == 6, warm
     assert all(s[3] for s in warm), warm
+
+
+class _Kept:
+    """Long-lived, as a workspace is: the warm worker may keep it."""
+
+    sandbox_by_reference = True
+
+    def __init__(self) -> None:
+        self.value = "before"
+
+
+class _Passed:
+    def __init__(self) -> None:
+        self.value = "before"
+
+
+def _values(kept: _Kept, passed: _Passed) -> tuple[int, str, str]:
+    return os.getppid(), kept.value, passed.value
+
+
+@pytest.mark.anyio
+async def test_an_object_whose_class_asks_is_sent_to_the_warm_worker_by_reference() -> None:
+    # A workspace rides to the warm worker's children as the worker's copy (its caches
+    # warm); anything else is pickled as it is at the call.
+    kept, passed = _Kept(), _Passed()
+    box = Sandbox(layers=False)
+    try:
+        seen = [await box.call(_values, kept, passed)]  # forked on demand; the worker meanwhile
+        with anyio.move_on_after(DEADLINE):
+            while seen[-1][0] == os.getpid():
+                seen.append(await box.call(_values, kept, passed))
+        kept.value = passed.value = "after"
+        last = await box.call(_values, kept, passed)
+    finally:
+        box.close()
+    assert seen[-1][0] != os.getpid(), seen
+    assert last == (seen[-1][0], "before", "after"), (seen, last)

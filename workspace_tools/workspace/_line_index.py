@@ -32,6 +32,11 @@ class LineIndexCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[int, ...], LineIndex] = OrderedDict()
 
+    def fresh_lock(self) -> None:
+        """In a forked child that runs no other thread: a new lock (see
+        :meth:`~._walk.Walker.fresh_lock`); the indexes stay."""
+        self._lock = threading.Lock()
+
     @staticmethod
     def key(info: os.stat_result) -> tuple[int, ...]:
         """The stat identity of a file's content."""

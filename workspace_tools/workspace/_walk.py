@@ -332,6 +332,11 @@ class Walker:
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
         self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
 
+    def fresh_lock(self) -> None:
+        """In a forked child that runs no other thread: a new lock (the fork copied the
+        old one in whatever state another thread held it); the cache stays."""
+        self._lock = threading.Lock()
+
     def walk(
         self, start_abs: str, start_rel: str, *, recursive: bool, include_ignored: bool
     ) -> Walk:

@@ -6,7 +6,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,15 +79,22 @@ class Workspace:
         line_indexes: line indexes of the big files read_file read (:class:`LineIndexCache`).
 
     A workspace pickles as its settings (root and options): the copy in another process
-    (a sandbox child) starts with fresh file states, walker and caches. A call that runs
-    there carries the content hashes of the files it names (:meth:`snapshot_files`, then
-    :meth:`restore_files` in the child) and hands back what it changed
-    (:meth:`file_changes`, then :meth:`apply_file_changes`).
+    starts with fresh file states, walker and caches. A sandbox's warm worker, a fork of
+    this process, keeps the workspace it was forked with (``sandbox_by_reference``) and
+    gives each call's child that copy, its walk cache and line indexes warm (both are
+    checked against the files' stats before use). Either way a call carries the content
+    hashes of the files it names (:meth:`snapshot_files`, then :meth:`restore_files` in the
+    child) and hands back what it changed (:meth:`file_changes`, then
+    :meth:`apply_file_changes`).
 
     Raises:
         NotADirectoryError: ``root`` is not an existing directory.
         pydantic.ValidationError: an unknown or invalid option.
     """
+
+    #: A sandbox's warm worker may keep the workspace and be sent it by reference
+    #: (see ``sandbox.Sandbox.call``), so that its calls find the caches warm.
+    sandbox_by_reference: ClassVar[bool] = True
 
     def __init__(self, root: str | os.PathLike[str], **options: object) -> None:
         real = os.path.realpath(os.fspath(root))
@@ -142,8 +149,12 @@ class Workspace:
     def restore_files(self, snapshot: FileSnapshot) -> None:
         """In the other process, before the call: take the hashes of ``snapshot``. A
         staleness check of a file outside it (a path that resolved to another file there)
-        is ``STALE_FILE`` (see :meth:`FileStates.restore`)."""
+        is ``STALE_FILE`` (see :meth:`FileStates.restore`). The locks are made anew: a
+        worker's fork may have copied them held by a thread it does not have."""
         self.file_states.restore(*snapshot)
+        self._kept_lock = threading.Lock()
+        self.walker.fresh_lock()
+        self.line_indexes.fresh_lock()
 
     def file_changes(self, snapshot: FileSnapshot) -> FileChanges:
         """In the other process, after the call: what it recorded or forgot since
