@@ -197,7 +197,9 @@ def test_a_killed_write_leaves_nothing_that_discovery_shows(tmp_path: Path) -> N
     assert sorted(os.listdir(root / "d")) == ["big.txt", "other.txt"]
 
 
-def test_temp_files_do_not_change_the_tree_fingerprint(tmp_path: Path) -> None:
+def test_temp_files_do_not_change_the_tree_fingerprint(
+    tmp_path: Path, clock_moved_on: None
+) -> None:
     (tmp_path / "a.txt").write_bytes(b"a\n")
     workspace = Workspace(tmp_path)
     before = tree_fingerprint(workspace)

@@ -151,7 +151,7 @@ def test_walk_of_a_subdirectory_applies_rules_from_above(tmp_path: Path) -> None
 
 
 def test_the_discovery_tools_and_fingerprints_share_the_workspaces_walker(
-    tree: Path, monkeypatch: pytest.MonkeyPatch
+    tree: Path, monkeypatch: pytest.MonkeyPatch, clock_moved_on: None
 ) -> None:
     from workspace_tools import ToolSession, Workspace, invoke_tool_sync, workspace_tools
 
