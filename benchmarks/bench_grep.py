@@ -146,7 +146,7 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
     if profile:
         print_split(workspace, tool, portal, walk.files)
         arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
-        context = ToolContext("profile", "grep")
+        context = ToolContext("profile", "grep", workspace=workspace)
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(5):
@@ -196,7 +196,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
         ]
 
     arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
-    context = ToolContext("split", "grep")
+    context = ToolContext("split", "grep", workspace=workspace)
     stages = [
         (
             "walk (stat-validated cache)",

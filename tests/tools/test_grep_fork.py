@@ -58,7 +58,9 @@ async def test_grep_tool_forks_inside_an_event_loop(
 
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
         (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # forks whatever the load
+    # Forks whatever the load, and whatever else runs now.
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
     forked: list[int] = []
     fork = _grep_fork._fork
     monkeypatch.setattr(_grep_fork, "_fork", lambda *args: forked.append(1) or fork(*args))
@@ -149,7 +151,40 @@ def test_a_busy_machine_forks_only_for_many_files(monkeypatch: pytest.MonkeyPatc
     cpus = len(os.sched_getaffinity(0))
     every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
     busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
+    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
     monkeypatch.setattr(os, "getloadavg", lambda: (float(cpus), 0.0, 0.0))
     assert [_grep_fork._worker_count(n) for n in (1000, busy - 1, busy)] == [1, 1, every_cpu]
     monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 0.0, 0.0))
     assert _grep_fork._worker_count(1000) == every_cpu
+
+
+def test_a_search_forks_only_onto_cpus_nothing_else_runs_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    cpus = len(os.sched_getaffinity(0))
+    every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
+    busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    counts = {}
+    for running in (None, 0, cpus - 1, cpus, cpus + 3):
+        monkeypatch.setattr(_grep_fork, "_running_now", lambda running=running: running)
+        counts[running] = (_grep_fork._worker_count(1000), _grep_fork._worker_count(busy))
+    assert counts == {
+        None: (every_cpu, every_cpu),  # unknown: as on an idle machine
+        0: (every_cpu, every_cpu),
+        cpus - 1: (1, every_cpu),  # one CPU free: this process's own
+        cpus: (1, every_cpu),
+        cpus + 3: (1, every_cpu),
+    }
+
+
+def test_running_now_reads_the_tasks_running_besides_this_thread() -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    with open("/proc/loadavg", "rb") as file:
+        total = int(file.read().split()[3].split(b"/")[1])
+    running = _grep_fork._running_now()
+    # At least this thread runs: the others are fewer than all tasks.
+    assert running is not None and 0 <= running < total, (running, total)
