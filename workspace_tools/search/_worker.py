@@ -12,7 +12,7 @@ that failed, or that the machine's load left without a CPU, costs a block's time
 never the whole search.
 
 Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
-only system calls, ``re``, RE2 and ``pickle`` and leaves with ``os._exit``.
+only system calls, ``re``, RE2, ``marshal`` and ``pickle`` and leaves with ``os._exit``.
 
 A pattern only Python's backtracking engine can run (see ``workspace/_search.py``) may take
 exponential time, holding the GIL all along: :func:`search_in_worker` runs such a search
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import marshal
 import os
 import pickle
 import resource
@@ -58,7 +59,7 @@ MIN_FILES_TO_FORK = 1000
 MIN_FILES_TO_FORK_BUSY = 10_000
 MAX_PROCESSES = 4
 BLOCKS_PER_WORKER = 16
-# A block's results as children send them: its index and the size of its pickle.
+# A block's results as children send them: its index and the size of its marshal form.
 _HEADER = struct.Struct("<II")
 
 
@@ -130,7 +131,7 @@ def search_files(
 
 class _Child:
     """A forked searcher: its pid, the read end of the pipe it sends each block's results
-    on (``index``, ``size``, then ``size`` bytes of pickle), and what arrived so far."""
+    on (``index``, ``size``, then ``size`` bytes of :mod:`marshal`), and what arrived so far."""
 
     def __init__(self, pid: int, read_end: int) -> None:
         self.pid = pid
@@ -157,7 +158,7 @@ class _Child:
             if len(pending) < end:
                 break
             if index not in states:
-                states[index] = pickle.loads(pending[_HEADER.size : end])
+                states[index] = marshal.loads(pending[_HEADER.size : end])
             del pending[:end]
 
     def stop(self) -> None:
@@ -297,7 +298,9 @@ def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> _Chil
             while len(item := os.read(queue, 2)) == 2:
                 index = int.from_bytes(item, "big")
                 state = _search_block(run, root, blocks[index], buffer)
-                payload = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+                # Plain tuples, lists, dicts, str and int: marshal writes them about
+                # twice as fast as pickle (0.3 against 0.8 ms for 6,300 matching lines).
+                payload = marshal.dumps(state)
                 _write_all(write_end, _HEADER.pack(index, len(payload)) + payload)
             # The parent sees the end of file now, not once this process is torn down.
             os.close(write_end)
