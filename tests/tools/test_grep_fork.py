@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests._waiting import wait_until
 from workspace_tools.search._matcher import Matcher
@@ -47,6 +50,45 @@ def test_forked_search_equals_one_process(
     assert forked.state() == single.state()
     assert format_grep(forked, "content") == format_grep(single, "content")
     assert single.binary_skipped == 11
+
+
+_PIECES = ["hit", "miss", " ", "\n", "\r\n", "\r", "é", "ä hit", "\t", "Hit", "x" * 2100, "\0"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    bodies=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_PIECES), max_size=24),
+            st.sampled_from(["utf-8", "latin-1", "utf-8-sig", "utf-16"]),
+        ),
+        min_size=2,
+        max_size=14,
+    ),
+    pattern=st.sampled_from(["hit", "h.t", "^hit", "it$", "(?i)hit", "é"]),
+    limit=st.sampled_from([1, 3, 1_000]),
+    context=st.sampled_from([0, 1, 2]),
+)
+def test_forked_search_equals_one_process_on_any_text(
+    bodies: list[tuple[list[str], str]], pattern: str, limit: int, context: int
+) -> None:
+    # Whatever the encodings, line endings, long lines and binary files: the blocks'
+    # results, sent from the children and merged, are exactly one process's.
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, (pieces, encoding) in enumerate(bodies):
+            rel = f"d{i % 3}/f{i:02d}.txt"
+            (Path(tmp) / rel).parent.mkdir(exist_ok=True)
+            (Path(tmp) / rel).write_bytes("".join(pieces).encode(encoding))
+            files.append(rel)
+        files.sort()
+        matcher = Matcher(pattern)
+        single = GrepRun(matcher, limit=limit, context=context)
+        single.search_files(tmp, files)
+        forked = GrepRun(matcher, limit=limit, context=context)
+        search_files(forked, tmp, files, min_files=0, processes=2)
+        assert forked.state() == single.state()
+        assert format_grep(forked, "content") == format_grep(single, "content")
 
 
 @pytest.mark.anyio
