@@ -12,9 +12,10 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     --hidden`` doing the same, with their ratio, and the CPU time of each (steadier than
     wall time on a shared machine); then the same with the warm index (a
     project of 1,000 files or more gets one after its first search). ``--profile`` prints
-    where the time of the all-matches call goes: a wall-clock split by stage (walk, read,
-    match, the model text, the result models, the whole call) and a cProfile of the
-    tool's ``execute``.
+    where the time of the all-matches call goes: a split by stage (walk, read, match, the
+    same over two processes, the model text, the result models, the whole call), wall and
+    CPU time of each (the CPU of two processes over that of one is the fork's cost), and a
+    cProfile of the tool's ``execute``.
 (b) ``--files N``: a generated tree of N small files (``bench_search.make_generated_tree``).
     The first call of a fresh tool with the index and of one without (both after ``rg`` has
     warmed the page cache); the time until the index is ready and its memory; then the
@@ -146,7 +147,7 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
     if profile:
         print_split(workspace, tool, portal, walk.files)
         arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
-        context = ToolContext("profile", "grep")
+        context = ToolContext("profile", "grep", workspace=workspace)
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(5):
@@ -159,8 +160,8 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
 
 
 def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) -> None:
-    """Where the wall time of the all-matches call goes, stage by stage (medians, each
-    stage timed alone, in one process unless said)."""
+    """Where the time of the all-matches call goes, stage by stage (median wall and CPU
+    time, each stage timed alone, in one process unless said)."""
     root = str(workspace.root)
     matcher = Matcher("TypeVar", in_process=True)
     found = GrepRun(matcher, limit=1_000_000, context=0)
@@ -182,7 +183,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
         def run() -> None:
             into = GrepRun(matcher, limit=limit, context=0)
             if forked:
-                search_files(into, root, files, min_files=0)
+                search_files(into, root, files, min_files=0, processes=2)
             else:
                 into.search_files(root, files)
 
@@ -196,7 +197,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
         ]
 
     arguments = tool.parameters(pattern="TypeVar", limit=1_000_000)
-    context = ToolContext("split", "grep")
+    context = ToolContext("split", "grep", workspace=workspace)
     stages = [
         (
             "walk (stat-validated cache)",
@@ -205,7 +206,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
         ("read: open, read, close", read_only),
         ("read + match, counting only", search(1)),
         ("read + match, keeping every line", search(1_000_000)),
-        ("the same over forked processes", search(1_000_000, forked=True)),
+        ("the same over two processes", search(1_000_000, forked=True)),
         ("model text (format_grep)", lambda: format_grep(found, "content")),
         ("result models (GrepMatch)", models),
         ("tool.execute", lambda: tool.execute(arguments, context)),
@@ -214,9 +215,10 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
             lambda: portal.call(invoke_tool, tool, {"pattern": "TypeVar", "limit": 1_000_000}),
         ),
     ]
-    print(f"\n  wall-clock split of the all-matches call ({found.match_count:,} matches):")
+    print(f"\n  split of the all-matches call ({found.match_count:,} matches), wall / CPU:")
     for name, fn in stages:
-        print(f"    {name:<34} {medians(fn)[0] * 1000:7.1f} ms")
+        wall, cpu = timed(fn)[0]
+        print(f"    {name:<34} {wall * 1000:7.1f} / {cpu * 1000:5.1f} ms")
 
 
 def bench_index(base: Path, files: int, portal: Any) -> None:

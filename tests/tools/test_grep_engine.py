@@ -270,8 +270,10 @@ def same_group() -> set[int]:
 
 @pytest.fixture
 def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A load average of 0, so that a search of enough files forks whatever the load."""
+    """A load average of 0 and nothing else running, so that a search of enough files
+    forks whatever the load."""
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
 
 
 @pytest.mark.usefixtures("idle_machine")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests._waiting import wait_until
 from workspace_tools.search._matcher import Matcher
@@ -49,6 +52,45 @@ def test_forked_search_equals_one_process(
     assert single.binary_skipped == 11
 
 
+_PIECES = ["hit", "miss", " ", "\n", "\r\n", "\r", "é", "ä hit", "\t", "Hit", "x" * 2100, "\0"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    bodies=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_PIECES), max_size=24),
+            st.sampled_from(["utf-8", "latin-1", "utf-8-sig", "utf-16"]),
+        ),
+        min_size=2,
+        max_size=14,
+    ),
+    pattern=st.sampled_from(["hit", "h.t", "^hit", "it$", "(?i)hit", "é"]),
+    limit=st.sampled_from([1, 3, 1_000]),
+    context=st.sampled_from([0, 1, 2]),
+)
+def test_forked_search_equals_one_process_on_any_text(
+    bodies: list[tuple[list[str], str]], pattern: str, limit: int, context: int
+) -> None:
+    # Whatever the encodings, line endings, long lines and binary files: the blocks'
+    # results, sent from the children and merged, are exactly one process's.
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for i, (pieces, encoding) in enumerate(bodies):
+            rel = f"d{i % 3}/f{i:02d}.txt"
+            (Path(tmp) / rel).parent.mkdir(exist_ok=True)
+            (Path(tmp) / rel).write_bytes("".join(pieces).encode(encoding))
+            files.append(rel)
+        files.sort()
+        matcher = Matcher(pattern)
+        single = GrepRun(matcher, limit=limit, context=context)
+        single.search_files(tmp, files)
+        forked = GrepRun(matcher, limit=limit, context=context)
+        search_files(forked, tmp, files, min_files=0, processes=2)
+        assert forked.state() == single.state()
+        assert format_grep(forked, "content") == format_grep(single, "content")
+
+
 @pytest.mark.anyio
 async def test_grep_tool_forks_inside_an_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -58,7 +100,9 @@ async def test_grep_tool_forks_inside_an_event_loop(
 
     for i in range(_grep_fork.MIN_FILES_TO_FORK + 50):
         (tmp_path / f"f{i:05d}.txt").write_text("hit\n" if i % 3 else "miss\n")
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # forks whatever the load
+    # Forks whatever the load, and whatever else runs now.
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
     forked: list[int] = []
     fork = _grep_fork._fork
     monkeypatch.setattr(_grep_fork, "_fork", lambda *args: forked.append(1) or fork(*args))
@@ -149,7 +193,40 @@ def test_a_busy_machine_forks_only_for_many_files(monkeypatch: pytest.MonkeyPatc
     cpus = len(os.sched_getaffinity(0))
     every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
     busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
+    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
     monkeypatch.setattr(os, "getloadavg", lambda: (float(cpus), 0.0, 0.0))
     assert [_grep_fork._worker_count(n) for n in (1000, busy - 1, busy)] == [1, 1, every_cpu]
     monkeypatch.setattr(os, "getloadavg", lambda: (cpus - 0.5, 0.0, 0.0))
     assert _grep_fork._worker_count(1000) == every_cpu
+
+
+def test_a_search_forks_only_onto_cpus_nothing_else_runs_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    cpus = len(os.sched_getaffinity(0))
+    every_cpu = min(cpus, _grep_fork.MAX_PROCESSES)
+    busy = _grep_fork.MIN_FILES_TO_FORK_BUSY
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    counts = {}
+    for running in (None, 0, cpus - 1, cpus, cpus + 3):
+        monkeypatch.setattr(_grep_fork, "_running_now", lambda running=running: running)
+        counts[running] = (_grep_fork._worker_count(1000), _grep_fork._worker_count(busy))
+    assert counts == {
+        None: (every_cpu, every_cpu),  # unknown: as on an idle machine
+        0: (every_cpu, every_cpu),
+        cpus - 1: (1, every_cpu),  # one CPU free: this process's own
+        cpus: (1, every_cpu),
+        cpus + 3: (1, every_cpu),
+    }
+
+
+def test_running_now_reads_the_tasks_running_besides_this_thread() -> None:
+    from workspace_tools.search import _worker as _grep_fork
+
+    with open("/proc/loadavg", "rb") as file:
+        total = int(file.read().split()[3].split(b"/")[1])
+    running = _grep_fork._running_now()
+    # At least this thread runs: the others are fewer than all tasks.
+    assert running is not None and 0 <= running < total, (running, total)
