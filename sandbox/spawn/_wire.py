@@ -18,7 +18,7 @@ import marshal
 import os
 import socket
 
-from sandbox.spawn._jobs import Message, decode, encode
+from sandbox.spawn._jobs import Encoded, Message, decode, encode
 
 _PREFIX = 4
 _READ_SIZE = 64 * 1024
@@ -55,7 +55,15 @@ class Channel:
         Raises:
             OSError: the other end is gone (or, non-blocking, the socket is full).
         """
-        data = marshal.dumps(encode(message))
+        self.send_encoded(encode(message), fds)
+
+    def send_encoded(self, encoded: Encoded, fds: list[int] | tuple[int, ...] = ()) -> None:
+        """:meth:`send` of a message already encoded (:func:`~sandbox.spawn._jobs.encode`).
+
+        Raises:
+            OSError: the other end is gone (or, non-blocking, the socket is full).
+        """
+        data = marshal.dumps(encoded)
         frame = len(data).to_bytes(_PREFIX, "big") + data
         sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else self.sock.send(frame)
         if sent < len(frame):
