@@ -187,13 +187,13 @@ async def run_process(
     err_r, err_w = os.pipe()
     # An environment the supervisor already has is not sent again (CommandJob.env).
     env = job.env
+    # Our copies of the write ends stay open until the command's exit is reported (see
+    # sandbox.spawn._server): the pipes end only then, and a short command wakes this task
+    # once, for "done", with its output and the end of file ready once they are closed.
+    writers = [out_w, err_w]
     try:
-        try:
-            supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), (out_w, err_w))
-            supervisor.env = env
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        supervisor.env = env
         # Set up once the job is out: the supervisor starts the command meanwhile.
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
@@ -201,15 +201,17 @@ async def run_process(
         watch = _Job(supervisor)
         streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
     except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
+        _close_all(writers)
+        os.close(out_r)
+        os.close(err_r)
         supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
     try:
         timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout))
+        _close_all(writers)
         if not timed_out and not streams.drained:
-            # The supervisor closes its ends of the pipes right after "done": they are
-            # most often at end of file by now, and then no wait (nor its timer) is needed.
+            # Most often at end of file now that the command's tree is gone: then no wait
+            # (nor its timer) is needed.
             streams.serve_ready()
             if not streams.drained:
                 await streams.serve_until(streams.is_drained, _deadline(drain))
@@ -233,6 +235,7 @@ async def run_process(
                     watch.request_stop(grace)
                     await streams.serve_until(watch.is_done)
         finally:
+            _close_all(writers)
             streams.close()
             os.close(out_r)
             os.close(err_r)
@@ -255,6 +258,12 @@ async def run_process(
         stopped.stopped,
         stopped.stopped_names,
     )
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close ``fds`` and empty the list, so that a second call closes nothing."""
+    while fds:
+        os.close(fds.pop())
 
 
 def _deadline(seconds: float | None) -> float | None:
