@@ -7,7 +7,8 @@ Prints medians in milliseconds and ratios:
   ``invoke_tool_sync`` (which starts an event loop per call) from plain code, each against
   ``subprocess.run(["bash", "-c", "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of
   the same argv (the spawn path through a supervisor without the tool's pipeline) against
-  the same peer;
+  the same peer; and the CPU each costs in this process alone (``time.process_time``, the
+  caller's share, which the machine's other load hardly moves);
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median), and the CPU each costs in all processes (on a
   shared machine the steadier figure); ``read_file`` again once the workspace has read
@@ -174,6 +175,30 @@ async def cpu_rows(label: str, call: Callable[[Sandbox], Awaitable[object]], run
         )
 
 
+async def caller_cpu_rows(
+    label: str,
+    ours: Callable[[], Awaitable[object]],
+    peer_label: str,
+    peer: Callable[[], Awaitable[object]],
+    runs: int,
+) -> None:
+    """CPU microseconds a call costs this process (``time.process_time``: user and system,
+    not the children's), over ``runs`` calls back to back of each, ours first."""
+    for _ in range(max(3, runs // 10)):
+        await ours()
+        await peer()
+    spent = []
+    for call in (ours, peer):
+        started = time.process_time()
+        for _ in range(runs):
+            await call()
+        spent.append((time.process_time() - started) / runs * 1e6)
+    print(
+        f"{label:<56} {spent[0]:6.0f} us   {peer_label:<30} {spent[1]:6.0f} us   "
+        "CPU a call in the caller"
+    )
+
+
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
     print(
         f"{label:<56} {ours:6.2f} ms   {peer_label:<30} {peer:6.2f} ms   "
@@ -203,6 +228,14 @@ async def main(runs: int) -> None:
             "target <= 1.1x",
             runs,
             interleave=True,
+        )
+
+        await caller_cpu_rows(
+            'run_command("true") via invoke_tool',
+            run_true,
+            "subprocess.run(bash -c true)",
+            subprocess_true,
+            max(runs, 500),
         )
 
         plain = Sandbox(layers=False, network=True, env_allowlist=())

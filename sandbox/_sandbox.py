@@ -169,6 +169,10 @@ class Sandbox:
         self._private_tmp: str | None = None
         self._caller: CallWorkers | None = None
         self._caller_absent: list[str] = []
+        # The last confinement with the temp dir, and the last command plan, with what
+        # each was made from (see _confinement_with_tmp, _command_plan).
+        self._with_tmp: tuple[Confinement, str, Confinement] | None = None
+        self._plans: tuple[Confinement, SandboxLimits, _CommandPlan] | None = None
         self._check_enforceable()
 
     @property
@@ -210,6 +214,7 @@ class Sandbox:
             ),
         )
         clone._caller = None  # its worker is set up for other confinement
+        clone._with_tmp = clone._plans = None
         clone._check_enforceable()
         return clone
 
@@ -260,47 +265,64 @@ class Sandbox:
         cwd = os.path.abspath(cwd or os.getcwd())
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
-        mechanisms = enforced(self._plan.commands, confinement)
+        plan = self._command_plan(confinement)
+        mechanisms = plan.mechanisms
         absent = self._absent_protected(mechanisms)  # before the layers bind what exists
+        namespaced = plan.namespaced
         identity = None
         if cwd_fd is not None:
-            if BUBBLEWRAP in mechanisms.values():
+            if namespaced:
                 opened = os.fstat(cwd_fd)
                 identity = (opened.st_dev, opened.st_ino)
             elif self._fd_links:
                 # chdir through the link to the open descriptor enters the very directory
                 # opened, whatever its path has become (the supervisor is another process).
                 cwd = f"/proc/{os.getpid()}/fd/{cwd_fd}"
-        # bubblewrap's PID namespace ends what the command left running as it exits: a
-        # shell inside reports those processes (spawn._tree.reporting_argv).
-        namespaced = BUBBLEWRAP in mechanisms.values()
-        if namespaced and argv:
-            _refuse_unknown_format(argv[0], cwd, child_env)
-        inner = [*reporting_argv(), *argv] if namespaced else list(argv)
-        if namespaced and confinement.max_processes is not None:
-            # bubblewrap's processes and the reporting shell are in the capped tree too:
-            # the cap grows by them, so the command has max_processes, as without them.
-            confinement = dataclasses.replace(
-                confinement,
-                max_processes=confinement.max_processes + bwrap.OWN_PROCESSES + REPORTER_PROCESSES,
+        if namespaced:
+            # bubblewrap's PID namespace ends what the command left running as it exits:
+            # a shell inside reports those processes (spawn._tree.reporting_argv).
+            if argv:
+                _refuse_unknown_format(argv[0], cwd, child_env)
+            if confinement.max_processes is not None:
+                # bubblewrap's processes and the reporting shell are in the capped tree
+                # too: the cap grows by them, so the command has max_processes, as
+                # without them.
+                confinement = dataclasses.replace(
+                    confinement,
+                    max_processes=confinement.max_processes
+                    + bwrap.OWN_PROCESSES
+                    + REPORTER_PROCESSES,
+                )
+            group = self._cgroup(confinement.max_processes) if plan.capped else None
+            inner = [*reporting_argv(), *argv]
+            command = layered_command(confinement, mechanisms, inner, cwd, child_env, identity)
+            job = CommandJob(
+                argv=command.argv,
+                # Under the check, the shell inside the sandbox enters cwd; the supervisor's
+                # own directory does not matter, and entering cwd there could fail first.
+                cwd=cwd if identity is None else "/",
+                env=command.env,
+                rlimits=plan.rlimits,
+                memory_bytes=plan.memory_bytes,
+                layers=command.layers,
+                confinement=command.confinement,
+                cgroup=group,
+                seccomp_fd=command.seccomp_fd,
+                report_fd=REPORT_FD,
             )
-        command = layered_command(confinement, mechanisms, inner, cwd, child_env, identity)
-        capped = mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1)
-        group = self._cgroup(confinement.max_processes) if capped else None
-        job = CommandJob(
-            argv=command.argv,
-            # Under the check, the shell inside the sandbox enters cwd; the supervisor's
-            # own directory does not matter, and entering cwd there could fail first.
-            cwd=cwd if identity is None else "/",
-            env=command.env,
-            rlimits=tuple(self.limits.rlimits()),
-            memory_bytes=self.limits.memory_bytes,
-            layers=command.layers,
-            confinement=command.confinement,
-            cgroup=group,
-            seccomp_fd=command.seccomp_fd,
-            report_fd=REPORT_FD if namespaced else None,
-        )
+        else:
+            group = self._cgroup(confinement.max_processes) if plan.capped else None
+            # What layered_command gives without bubblewrap, worked out once (the plan).
+            job = CommandJob(
+                tuple(argv),
+                cwd,
+                child_env,
+                plan.rlimits,
+                plan.memory_bytes,
+                plan.layers,
+                plan.layered,
+                group,
+            )
         try:
             result = await run_process(
                 self._launcher,
@@ -377,6 +399,26 @@ class Sandbox:
             self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
+
+    def _command_plan(self, confinement: Confinement) -> _CommandPlan:
+        """What every command under ``confinement`` (this sandbox's, or it with the private
+        temp dir) and the current limits shares, worked out once for both (see
+        :meth:`_confinement_with_tmp`: the same object while they stay the same)."""
+        cached = self._plans
+        if cached is not None and cached[0] is confinement and cached[1] is self.limits:
+            return cached[2]
+        mechanisms = enforced(self._plan.commands, confinement)
+        plan = _CommandPlan(
+            mechanisms=mechanisms,
+            namespaced=BUBBLEWRAP in mechanisms.values(),
+            capped=mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1),
+            rlimits=tuple(self.limits.rlimits()),
+            memory_bytes=self.limits.memory_bytes,
+            layers=tuple(child_layers(mechanisms)),
+            layered=layer_confinement(confinement, mechanisms),
+        )
+        self._plans = (confinement, self.limits, plan)
+        return plan
 
     def _absent_protected(self, mechanisms: dict[str, str]) -> list[str]:
         """The protected paths (``host_exec_paths`` in the writable directories) that do
@@ -460,12 +502,19 @@ class Sandbox:
         return allowlisted_env(os.environ, self.env_allowlist)
 
     def _confinement_with_tmp(self, env: dict[str, str]) -> Confinement:
-        """With writes confined, a private temp dir is writable too and ``TMPDIR`` names it."""
-        if not self.confinement.writable and WRITE_CONFINEMENT not in self.require:
-            return self.confinement
+        """With writes confined, a private temp dir is writable too and ``TMPDIR`` names it.
+        The same object while the confinement and the temp dir stay the same."""
+        confinement = self.confinement
+        if not confinement.writable and WRITE_CONFINEMENT not in self.require:
+            return confinement
         tmp = self._tmp_dir()
         env["TMPDIR"] = tmp
-        return dataclasses.replace(self.confinement, writable=(*self.confinement.writable, tmp))
+        cached = self._with_tmp
+        if cached is not None and cached[0] is confinement and cached[1] == tmp:
+            return cached[2]
+        with_tmp = dataclasses.replace(confinement, writable=(*confinement.writable, tmp))
+        self._with_tmp = (confinement, tmp, with_tmp)
+        return with_tmp
 
     def _tmp_dir(self) -> str:
         if self._private_tmp is None or not os.path.isdir(self._private_tmp):
@@ -477,6 +526,22 @@ class Sandbox:
         if self._plan.cgroup_parent is None:
             return None
         return cgroup.create(self._plan.cgroup_parent, max_processes=max_processes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CommandPlan:
+    """What :meth:`Sandbox.run` works out from a confinement and the limits: the
+    mechanisms enforced, whether bubblewrap wraps the command (``namespaced``) and a
+    cgroup caps it, the job's limits, and without bubblewrap the layers the child applies
+    and what they enforce (``layered_command``'s ``layers`` and ``confinement``)."""
+
+    mechanisms: dict[str, str]
+    namespaced: bool
+    capped: bool
+    rlimits: tuple[tuple[str, int], ...]
+    memory_bytes: int | None
+    layers: tuple[str, ...]
+    layered: Confinement
 
 
 #: The argument that asks for each protection (write confinement: ``writable=``).

@@ -196,6 +196,19 @@ def encode(message: Message) -> Encoded:
     return (message.kind, *values)
 
 
+def encode_job(job: CommandJob, *, with_env: bool) -> Encoded:
+    """``encode(job)``, without its environment unless ``with_env`` (``env`` ``None``:
+    the supervisor's previous one, see :attr:`CommandJob.env`); no copy of the job made."""
+    values = list(_VALUES[CommandJob.kind](job))
+    values[_CONFINEMENT] = _CONFINEMENT_VALUES(job.confinement)
+    env = job.env
+    if not with_env:
+        values[_ENV] = None
+    elif env is not None and type(env) is not dict:
+        values[_ENV] = dict(env)  # a plain mapping of primitives
+    return (CommandJob.kind, *values)
+
+
 def decode(data: Encoded) -> Message:
     """The message ``data`` (from :func:`encode`) encodes.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import select
 import selectors
@@ -19,7 +18,15 @@ import anyio
 from sandbox._errors import SandboxError
 from sandbox.spawn._capture import CapturedOutput, OutputBuffer
 from sandbox.spawn._client import Launcher
-from sandbox.spawn._jobs import CommandExited, CommandJob, Message, StartFailed, StopTree, TreeDone
+from sandbox.spawn._jobs import (
+    CommandExited,
+    CommandJob,
+    Message,
+    StartFailed,
+    StopTree,
+    TreeDone,
+    encode_job,
+)
 from sandbox.spawn._wire import Channel
 
 #: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``, ``chunk`` the
@@ -96,6 +103,14 @@ class _Job:
         """The channel's descriptor."""
         return self._channel.fileno()
 
+    def has_exited(self) -> bool:
+        """:attr:`exited`, as a condition for :meth:`_Streams.serve_until`."""
+        return self.exited
+
+    def is_done(self) -> bool:
+        """:attr:`done`, as a condition for :meth:`_Streams.serve_until`."""
+        return self.done
+
     def poll(self) -> Message | None:
         """The next message if one is waiting, else None."""
         message = self._channel.poll()
@@ -166,48 +181,45 @@ async def run_process(
         SandboxError: the command could not be started.
     """
     started = time.perf_counter()
-    supervisor = launcher.acquire(job.limits)
+    limits = job.limits
+    supervisor = launcher.acquire(limits)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     # An environment the supervisor already has is not sent again (CommandJob.env).
     env = job.env
-    message = job if env != supervisor.env else dataclasses.replace(job, env=None)
+    # Our copies of the write ends stay open until the command's exit is reported (see
+    # sandbox.spawn._server): the pipes end only then, and a short command wakes this task
+    # once, for "done", with its output and the end of file ready once they are closed.
+    writers = [out_w, err_w]
     try:
-        try:
-            supervisor.send(message, [out_w, err_w])
-            supervisor.env = env
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        supervisor.env = env
         # Set up once the job is out: the supervisor starts the command meanwhile.
-        for fd in (out_r, err_r):
-            os.set_blocking(fd, False)
-        buffers = {"stdout": OutputBuffer(output_bytes), "stderr": OutputBuffer(output_bytes)}
+        os.set_blocking(out_r, False)
+        os.set_blocking(err_r, False)
+        stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
-        streams = _Streams(watch, {out_r: buffers["stdout"], err_r: buffers["stderr"]}, on_output)
+        streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
     except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
+        _close_all(writers)
+        os.close(out_r)
+        os.close(err_r)
         supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
-    timed_out = False
     try:
-        with anyio.move_on_after(timeout) as scope:
-            await streams.serve_until(lambda: watch.exited)
-        timed_out = scope.cancelled_caught
+        timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout))
+        _close_all(writers)
         if not timed_out and not streams.drained:
-            # The supervisor closes its ends of the pipes right after "done": they are
-            # most often at end of file by now, and then no wait (nor its scope) is needed.
+            # Most often at end of file now that the command's tree is gone: then no wait
+            # (nor its timer) is needed.
             streams.serve_ready()
             if not streams.drained:
-                with anyio.move_on_after(drain):
-                    await streams.serve_until(lambda: streams.drained)
+                await streams.serve_until(streams.is_drained, _deadline(drain))
         watch.request_stop(grace)
-        await streams.serve_until(lambda: watch.done)
+        await streams.serve_until(watch.is_done)
         if not streams.drained:
             # The tree is gone; only a process outside it could still hold a pipe.
-            with anyio.move_on_after(drain):
-                await streams.serve_until(lambda: streams.drained)
+            await streams.serve_until(streams.is_drained, _deadline(drain))
         if watch.error is not None:
             raise SandboxError(watch.error)
     finally:
@@ -221,26 +233,42 @@ async def run_process(
                     contextlib.suppress(SandboxError),
                 ):
                     watch.request_stop(grace)
-                    await streams.serve_until(lambda: watch.done)
+                    await streams.serve_until(watch.is_done)
         finally:
+            _close_all(writers)
             streams.close()
-            for fd in (out_r, err_r):
-                os.close(fd)
+            os.close(out_r)
+            os.close(err_r)
             if watch.done and watch.clean:
-                launcher.release(job.limits, supervisor)
+                launcher.release(limits, supervisor)
             else:
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(watch.exit_status)
+    if timed_out:
+        exit_code, stopped = None, TreeDone(None)
+    else:
+        stopped = watch.stopped
     return ProcessResult(
-        exit_code=None if timed_out else exit_code,
-        signal=killed_by,
-        timed_out=timed_out,
-        stdout=buffers["stdout"].snapshot(),
-        stderr=buffers["stderr"].snapshot(),
-        duration_ms=(time.perf_counter() - started) * 1000,
-        stopped_processes=0 if timed_out else watch.stopped.stopped,
-        stopped_names=() if timed_out else watch.stopped.stopped_names,
+        exit_code,
+        killed_by,
+        timed_out,
+        stdout.snapshot(),
+        stderr.snapshot(),
+        (time.perf_counter() - started) * 1000,
+        stopped.stopped,
+        stopped.stopped_names,
     )
+
+
+def _close_all(fds: list[int]) -> None:
+    """Close ``fds`` and empty the list, so that a second call closes nothing."""
+    while fds:
+        os.close(fds.pop())
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """The ``time.monotonic()`` (asyncio's and anyio's clock) ``seconds`` from now."""
+    return None if seconds is None else time.monotonic() + seconds
 
 
 class _Streams:
@@ -252,24 +280,38 @@ class _Streams:
     """
 
     def __init__(
-        self, job: _Job, pipes: dict[int, OutputBuffer], on_output: OnOutput | None
+        self,
+        job: _Job,
+        out_fd: int,
+        stdout: OutputBuffer,
+        err_fd: int,
+        stderr: OutputBuffer,
+        on_output: OnOutput | None,
     ) -> None:
         self._job = job
         self._job_fd = job.fileno()
-        self._pipes = pipes
-        self._names = dict(zip(pipes, ("stdout", "stderr"), strict=True))
+        self._pipes = {out_fd: stdout, err_fd: stderr}
+        self._names = {out_fd: "stdout", err_fd: "stderr"}
         self._on_output = on_output
-        self._ready = _readiness()
-        for fd in (*pipes, self._job_fd):
-            self._ready.register(fd)
+        self._ready = ready = _readiness()
+        ready.register(out_fd)
+        ready.register(err_fd)
+        ready.register(self._job_fd)
 
     @property
     def drained(self) -> bool:
         """Both pipes reached end of file."""
         return not self._pipes
 
-    async def serve_until(self, finished: Callable[[], bool]) -> None:
-        """Read output and job messages as they come until ``finished()`` is true.
+    def is_drained(self) -> bool:
+        """:attr:`drained`, as a condition for :meth:`serve_until`."""
+        return not self._pipes
+
+    async def serve_until(
+        self, finished: Callable[[], bool], deadline: float | None = None
+    ) -> bool:
+        """Read output and job messages as they come until ``finished()`` is true (True) or
+        ``deadline`` (``time.monotonic()`` seconds) passes first (False).
 
         Raises:
             SandboxError: the supervisor went away before the command exited.
@@ -277,8 +319,10 @@ class _Streams:
         while not finished():
             self.serve_ready()
             if finished():
-                return
-            await _wait_readable(self._ready.fileno())
+                return True
+            if not await _wait_readable(self._ready.fileno(), deadline):
+                return False
+        return True
 
     def serve_ready(self) -> None:
         """Read the output and the job messages waiting now, without waiting.
@@ -316,31 +360,48 @@ class _Streams:
         self._ready.close()
 
 
-async def _wait_readable(fd: int) -> None:
-    """``anyio.wait_readable(fd)``; on asyncio, a reader callback resolving a future, at
-    half its cost (anyio adds an event, its bookkeeping and checks; a command's caller
-    waits here once or twice)."""
+async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
+    """Wait until ``fd`` is readable (True) or ``deadline`` (``time.monotonic()``
+    seconds) passes (False). On asyncio, a reader callback and a timer resolving a
+    future, at a fraction of the cost of ``anyio.wait_readable`` in a ``move_on_after``
+    scope (anyio adds an event, a cancel scope, their bookkeeping and checks; a
+    command's caller waits here once or twice)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # another event loop library (trio)
-        await anyio.wait_readable(fd)  # type: ignore[attr-defined]
-        return
+        return await _anyio_wait_readable(fd, deadline)
     ready = loop.create_future()
 
-    def wake() -> None:
+    def wake(readable: bool) -> None:
         # The loop calls this on each pass while the descriptor stays readable.
         if not ready.done():
-            ready.set_result(None)
+            ready.set_result(readable)
 
     try:
-        loop.add_reader(fd, wake)
+        loop.add_reader(fd, wake, True)
     except NotImplementedError:  # a loop without readers (Windows' proactor)
-        await anyio.wait_readable(fd)  # type: ignore[attr-defined]
-        return
+        return await _anyio_wait_readable(fd, deadline)
+    # call_later: a loop's own clock need not be time.monotonic() (uvloop's is not).
+    timer = None
+    if deadline is not None:
+        timer = loop.call_later(deadline - time.monotonic(), wake, False)
     try:
-        await ready
+        readable = await ready
     finally:
         loop.remove_reader(fd)
+        if timer is not None:
+            timer.cancel()
+    # A descriptor that stays readable wakes the task before a due timer does: the
+    # deadline is checked here too, as a cancel scope would have cancelled this wait.
+    return bool(readable) and (deadline is None or time.monotonic() < deadline)
+
+
+async def _anyio_wait_readable(fd: int, deadline: float | None) -> bool:
+    """:func:`_wait_readable` through anyio (any event loop library)."""
+    with anyio.move_on_after(None if deadline is None else deadline - time.monotonic()):
+        await anyio.wait_readable(fd)  # type: ignore[attr-defined]
+        return True
+    return False
 
 
 class _Readiness(Protocol):

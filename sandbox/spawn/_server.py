@@ -11,10 +11,13 @@ goes away) stops every process the command left behind.
 The messages (:mod:`sandbox.spawn._jobs`): the caller asks the server for a supervisor
 (``WantSupervisor``) and gets the caller's end of a socket to it (``SupervisorReady``);
 it sends ``CommandJob``s straight to that supervisor, with the stdout and stderr write
-ends attached. The supervisor keeps its copies of the write ends until it reports the
-command's exit (``CommandExited`` or ``TreeDone``), so the pipes end only after that
-message. ``StopTree`` asks it to stop the tree; end of file stops the tree at once and ends
-the supervisor.
+ends attached. The supervisor closes its copies once the command started; the caller keeps
+its own until the command's exit is reported (``CommandExited`` or ``TreeDone``), so that
+the pipes end only after that message, and closes them then: a command that ends with
+nothing left behind wakes the caller once ("done", and the pipes at their end as soon as
+it closes them), not twice (end of file, then "done", or "done", then the end of file
+of the supervisor's copies). ``StopTree`` asks it to stop the tree; end of file stops the
+tree at once and ends the supervisor.
 """
 
 from __future__ import annotations
@@ -158,9 +161,10 @@ def _supervise(
         except Exception as exc:
             _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
+        _close_all(pipes)  # the command has its copies, the caller its own (see above)
         # With a report, what is left after the command's exit is the namespace's own
         # process and what its end is killing: the report tells what the command left.
-        done, caller_gone = _wait(channel, pid, wake_r, pipes, count_left=not report)
+        done, caller_gone = _wait(channel, pid, wake_r, count_left=not report)
         if report:
             # The tree is gone, so the report is complete: every writer has exited.
             data = _read_available(report[0])
@@ -281,17 +285,11 @@ def _fork_exec(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, i
     return pid
 
 
-def _wait(
-    channel: Channel, pid: int, wake_r: int, pipes: list[int], *, count_left: bool
-) -> tuple[TreeDone, bool]:
+def _wait(channel: Channel, pid: int, wake_r: int, *, count_left: bool) -> tuple[TreeDone, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
     no process behind. Returns the "done" to send (the command's wait status unless an
     "exit" carried it, and, when ``count_left``, what was stopped after the command
-    exited) and whether the caller hung up.
-
-    This supervisor's copies of the output ``pipes`` are closed once an "exit" went out:
-    until then the caller meets no end of file, so that a command that ends with nothing
-    left behind wakes the caller once ("done"), not twice (end of file, then "done")."""
+    exited) and whether the caller hung up."""
     main_status: int | None = None
     channel_fd = channel.fileno()
     while True:
@@ -309,7 +307,6 @@ def _wait(
             if status is not None and main_status is None:
                 main_status = status
                 _send(channel, CommandExited(status))
-                _close_all(pipes)
         if channel_fd in readable:
             caller_gone = False
             while request is None and not caller_gone:

@@ -18,7 +18,7 @@ import marshal
 import os
 import socket
 
-from sandbox.spawn._jobs import Message, decode, encode
+from sandbox.spawn._jobs import Encoded, Message, decode, encode
 
 _PREFIX = 4
 _READ_SIZE = 64 * 1024
@@ -28,7 +28,9 @@ _ANCILLARY_SIZE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
 #: Whether descriptors arrive close-on-exec (``MSG_CMSG_CLOEXEC``, Linux), as every
 #: descriptor Python opens is; elsewhere the receiver sets it.
 RECEIVED_CLOEXEC = hasattr(socket, "MSG_CMSG_CLOEXEC")
-_RECEIVE_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+# Plain ints: or-ing the socket module's flags (an IntFlag) runs Python code on each read.
+_RECEIVE_FLAGS = int(getattr(socket, "MSG_CMSG_CLOEXEC", 0))
+_RECEIVE_NOW_FLAGS = _RECEIVE_FLAGS | int(socket.MSG_DONTWAIT)
 
 
 class Channel:
@@ -55,7 +57,15 @@ class Channel:
         Raises:
             OSError: the other end is gone (or, non-blocking, the socket is full).
         """
-        data = marshal.dumps(encode(message))
+        self.send_encoded(encode(message), fds)
+
+    def send_encoded(self, encoded: Encoded, fds: list[int] | tuple[int, ...] = ()) -> None:
+        """:meth:`send` of a message already encoded (:func:`~sandbox.spawn._jobs.encode`).
+
+        Raises:
+            OSError: the other end is gone (or, non-blocking, the socket is full).
+        """
+        data = marshal.dumps(encoded)
         frame = len(data).to_bytes(_PREFIX, "big") + data
         sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else self.sock.send(frame)
         if sent < len(frame):
@@ -100,7 +110,7 @@ class Channel:
             BlockingIOError: nothing to read, and ``wait`` false or the socket non-blocking.
         """
         # Not socket.recv_fds, which drops its flags before Python 3.12.
-        flags = _RECEIVE_FLAGS if wait else _RECEIVE_FLAGS | socket.MSG_DONTWAIT
+        flags = _RECEIVE_FLAGS if wait else _RECEIVE_NOW_FLAGS
         try:
             data, ancillary, _, _ = self.sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE, flags)
         except ConnectionError:

@@ -73,3 +73,24 @@ async def test_timeout_stops_a_detached_process_that_holds_the_pipes(
     assert (result.exit_code, result.timed_out) == (None, True)
     assert result.stdout.complete == b"started\n"
     assert survivors(marker) == []
+
+
+async def test_a_command_that_never_stops_writing_still_times_out(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its pipe is readable at every pass of the event loop, the deadline's wake-up among
+    # them: the timeout must still win, with the output so far kept and the tree gone.
+    value = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", value)
+    marker = f"WT_TEST_MARKER={value}"
+    with anyio.fail_after(60):
+        result = await box.run(
+            ["bash", "-c", "yes flood; yes flood"],
+            env={"PATH": "/usr/bin:/bin", "WT_TEST_MARKER": value},
+            timeout=1,
+        )
+    assert (result.exit_code, result.signal, result.timed_out) == (None, "SIGTERM", True), result
+    assert result.stdout.head.startswith(b"flood\nflood\n"), result.stdout.head[:40]
+    assert result.stdout.total_bytes > 1_000_000, result.stdout.total_bytes
+    assert result.stderr.total_bytes == 0, result.stderr.complete
+    assert survivors(marker) == []

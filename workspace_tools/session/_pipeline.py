@@ -295,18 +295,26 @@ async def run_call(
     started = time.perf_counter()
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
     effective_timeout = timeout if timeout is not None else tool.timeout
-    result = ToolResult(call_id=call.call_id, name=tool.name, max_result_length=limit)
+    # The result's fields are gathered here and the result made once, at the end: each
+    # field set on a model one by one costs a validated assignment.
+    content: Any = None
+    details: Any = None
+    presentation = call.presentation
+    error: ToolError | None = None
 
     with tool_span(tool.name, call.call_id) as span:
         if call.error is not None:
-            result.error, result.error_code = call.error.message, call.error.code
-            result.arguments = call.raw
-            result.duration_ms = (time.perf_counter() - started) * 1000
             span.fail(call.error.code)
-            return result
+            return ToolResult(
+                call_id=call.call_id,
+                name=tool.name,
+                arguments=call.raw,
+                error=call.error.message,
+                error_code=call.error.code,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                max_result_length=limit,
+            )
 
-        result.arguments = call.args
-        result.presentation = call.presentation
         box = sandbox if sandbox is not None else tool.sandbox
         emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
         deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
@@ -325,48 +333,50 @@ async def run_call(
             if scope is not None and scope.cancelled_caught:
                 # A TimeoutError the tool raises itself is an ordinary failure, below. The
                 # tool's own words for its timeout, when it gave them, whichever fired first.
-                explained = context.timeout_error
-                if explained is not None:
-                    result.error, result.error_code = explained.message, explained.code
-                    result.details = explained.details
+                error = context.timeout_error
+                if error is not None:
+                    details = error.details
                 else:
-                    result.error = f"{tool.name} timed out after {effective_timeout:g} s"
-                    result.error_code = ErrorCode.TOOL_TIMEOUT
+                    error = ToolError(
+                        f"{tool.name} timed out after {effective_timeout:g} s",
+                        ErrorCode.TOOL_TIMEOUT,
+                    )
+            elif isinstance(value, ToolOutput):
+                content = _check_output_schema(tool, value.content)
+                details = value.details
+                if value.presentation is not None:
+                    presentation = value.presentation
             else:
-                _apply_value(tool, result, value)
+                content = _check_output_schema(tool, value)
         except ToolError as exc:
-            result.error, result.error_code = exc.message, exc.code
-            result.details = exc.details
+            error, details = exc, exc.details
         except (SandboxError, SandboxUnavailable) as exc:
             error = sandbox_tool_error(exc)
-            result.error, result.error_code = error.message, error.code
         except OSError as exc:
             error = call_os_error(exc, tool.name, call.args)
-            result.error, result.error_code = error.message, error.code
         except Exception as exc:
-            result.error = str(exc) or type(exc).__name__
-            result.error_code = ErrorCode.TOOL_ERROR
+            error = ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
         finally:
             context.close()
-        result.duration_ms = (time.perf_counter() - started) * 1000
-        if result.error_code is not None:
-            span.fail(result.error_code)
-    return result
+        if error is not None:
+            span.fail(error.code)
+    return ToolResult(
+        call_id=call.call_id,
+        name=tool.name,
+        arguments=call.args,
+        content=content,
+        details=details,
+        presentation=presentation,
+        error=None if error is None else error.message,
+        error_code=None if error is None else error.code,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        max_result_length=limit,
+    )
 
 
 def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
     # No cancel scope without a timeout: setting one up costs more than a short call.
     return nullcontext() if seconds is None else anyio.move_on_after(seconds)
-
-
-def _apply_value(tool: Tool[Any], result: ToolResult, value: Any) -> None:
-    if isinstance(value, ToolOutput):
-        result.content = _check_output_schema(tool, value.content)
-        result.details = value.details
-        if value.presentation is not None:
-            result.presentation = value.presentation
-    else:
-        result.content = _check_output_schema(tool, value)
 
 
 async def call_in_sandbox(

@@ -214,6 +214,34 @@ class CommandRunner:
         self.shells: dict[str, str] = {}  # PATH -> shell found on it; a lookup costs a dozen stats
         self.secret_names: dict[str, bool] = {}  # variable name -> looks like a credential
         self.env_cache = _EnvCache()
+        # root -> (st_dev, st_ino) of the directory found there while its real path was
+        # the root's (see open_root).
+        self.roots: dict[str, tuple[int, int]] = {}
+
+    def open_root(self, workspace: Workspace) -> int | None:
+        """An fd of ``workspace``'s root for a command run there (the caller closes it), or
+        ``None`` when the root is not what it was: a link in its place, gone, or reached
+        through an ancestor changed so that its real path is no longer the root
+        (:func:`_open_working_dir` then says why).
+
+        The root's real path is resolved once (a ``stat`` per component); later calls check
+        that the directory opened, without following a link, is the very one found then
+        (its device and inode)."""
+        root = str(workspace.root)
+        try:
+            fd = open_dir(root, "")
+        except OSError:
+            return None
+        opened = os.fstat(fd)
+        identity = (opened.st_dev, opened.st_ino)
+        if self.roots.get(root) == identity:
+            return fd
+        with contextlib.suppress(OSError):
+            if os.path.realpath(root) == root:
+                self.roots[root] = identity
+                return fd
+        os.close(fd)
+        return None
 
     def env(self, workspace: Workspace) -> dict[str, str]:
         """The environment of a command in ``workspace`` (shared: copy it to change it)."""
@@ -236,7 +264,11 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
             "run_command has no command runner: build it with run_command.build(workspace)",
             ErrorCode.TOOL_ERROR,
         )
-    rel, cwd_fd = _open_working_dir(workspace, args.cwd)
+    root_fd = commands.open_root(workspace) if args.cwd == "." else None
+    if root_fd is not None:
+        rel, cwd_fd = ".", root_fd
+    else:
+        rel, cwd_fd = _open_working_dir(workspace, args.cwd)
     try:
         return await _run_in(workspace, commands, args, context, rel, cwd_fd)
     finally:
@@ -281,7 +313,7 @@ async def _run_in(
         if repr(cwd) not in str(exc):
             raise
         raise _changed(rel) from None  # the start failed on the working directory
-    return _result(args.command, _timeout_words(timeout, by_call, context), result)
+    return _result(args.command, result, lambda: _timeout_words(timeout, by_call, context))
 
 
 def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
@@ -412,13 +444,13 @@ def _timeout_words(timeout: float, by_call: bool, context: ToolContext) -> str:
     return f"Command timed out {when}; it and every process it started were killed."
 
 
-def _result(command: str, timed_out: str, result: ProcessResult) -> object:
-    """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out`` and
+def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
+    """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
     holding the output so far."""
     stdout, stdout_cut = model_view(result.stdout, "stdout")
     stderr, stderr_cut = model_view(result.stderr, "stderr")
-    # Validated constructors throughout: with pydantic-core they cost less than
-    # model_construct, which runs in Python.
+    # Validated constructors: with pydantic-core they cost less than model_construct,
+    # which runs in Python.
     details = RunCommandDetails(
         command=command,
         exit_code=result.exit_code,
@@ -433,12 +465,13 @@ def _result(command: str, timed_out: str, result: ProcessResult) -> object:
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
-            f"{timed_out}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{timed_out()}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
             ErrorCode.TOOL_TIMEOUT,
             details=partial,
         )
-    note = None
+    # The content as the JSON data RunCommandContent dumps to (``note`` only when there
+    # is one): the call checks it against that schema without a model made and dumped.
+    content: dict[str, Any] = {"exit_code": result.exit_code, "stdout": stdout, "stderr": stderr}
     if result.stopped_processes:
-        note = stopped_note(result.stopped_processes, result.stopped_names)
-    content = RunCommandContent(exit_code=result.exit_code, stdout=stdout, stderr=stderr, note=note)
+        content["note"] = stopped_note(result.stopped_processes, result.stopped_names)
     return ToolOutput(content=content, details=details)
