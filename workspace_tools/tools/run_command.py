@@ -8,7 +8,7 @@ import re
 import shutil
 import stat
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 from pydantic import (
@@ -203,6 +203,10 @@ class CommandRunner:
             sandbox's portable process level only, with no resource limits but the
             output cap: a new session, whole-tree stop on timeout.
     """
+
+    #: A sandbox's warm worker may keep the runner and be sent it by reference (it does
+    #: not pickle: it holds a sandbox and its connections), as it keeps the workspace.
+    sandbox_by_reference: ClassVar[bool] = True
 
     def __init__(self, sandbox: Sandbox | None = None) -> None:
         self.sandbox = sandbox
