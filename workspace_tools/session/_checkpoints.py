@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.session._encodable import Encodable
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._manifest import (
     DEFAULT_MAX_FILE_BYTES,
@@ -49,7 +50,7 @@ RECORD = "checkpoints.json"
 RECORD_VERSION = 1
 
 
-class ChangedFile(BaseModel):
+class ChangedFile(Encodable):
     """One path a step (or a restore) created, changed or deleted.
 
     Attributes:
@@ -80,7 +81,7 @@ def changed_files(changes: dict[str, Change]) -> list[ChangedFile]:
     return rows
 
 
-class RestoreResult(BaseModel):
+class RestoreResult(Encodable):
     """What :meth:`Checkpoints.restore` did, or would do.
 
     Attributes:
