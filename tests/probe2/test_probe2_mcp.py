@@ -3,6 +3,7 @@ an ``INVALID_ARGUMENTS`` error result (as in a session), with its code under ``_
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from mcp import types
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from workspace_tools import ErrorCode, ToolSession, Workspace
+from workspace_tools.adapters._jsonrpc import JsonRpcGate
 from workspace_tools.adapters.mcp import META_PREFIX, create_server
 from workspace_tools.tools import workspace_tools
 
@@ -84,3 +86,55 @@ async def test_every_result_is_valid_against_the_tool_output_schema(tmp_path: Pa
         ("apply_patch", True, "INVALID_ARGUMENTS"),
         ("grep", True, "INVALID_ARGUMENTS"),
     ]
+
+
+def _gate_after_initialize() -> JsonRpcGate:
+    gate = JsonRpcGate()
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    }
+    line = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+    assert not isinstance(gate.incoming(line.encode()), dict)
+    return gate
+
+
+@pytest.mark.parametrize("token", [True, False])
+def test_a_boolean_progress_token_is_invalid_params(token: bool) -> None:
+    # MCP: a progress token is a string or an integer; a JSON boolean is neither, and
+    # taken as 1 or 0 its notifications would name a token the client never sent.
+    params = {"name": "read_file", "arguments": {}, "_meta": {"progressToken": token}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    answer = _gate_after_initialize().incoming(line.encode())
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": -32602,
+            "message": "Invalid params for tools/call: _meta.progressToken: "
+            "must be a string or an integer",
+        },
+    }
+
+
+@pytest.mark.parametrize("token", ["", "t", 0, -5, 2**40])
+def test_string_and_integer_progress_tokens_pass(token: str | int) -> None:
+    params = {"name": "read_file", "arguments": {}, "_meta": {"progressToken": token}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    passed = _gate_after_initialize().incoming(line.encode())
+    assert isinstance(passed, types.JSONRPCMessage), passed
+
+
+def test_a_cancellation_naming_true_does_not_cancel_request_1() -> None:
+    gate = _gate_after_initialize()
+    call = {"name": "read_file", "arguments": {"path": "a"}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+    assert isinstance(gate.incoming(line.encode()), types.JSONRPCMessage)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": True}}
+    assert gate.incoming(json.dumps(cancel).encode()) is None
+    answer = types.JSONRPCMessage(
+        types.JSONRPCResponse(jsonrpc="2.0", id=1, result={"content": [], "isError": False})
+    )
+    sent = gate.outgoing(answer)
+    assert sent is not None and json.loads(sent)["id"] == 1, sent
