@@ -99,3 +99,29 @@ def test_a_path_rule_on_apply_patch_alone_is_accepted(root: Path) -> None:
 
 def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def test_the_undo_tool_cannot_put_back_files_past_a_path_rule(root: Path) -> None:
+    # A command (no path argument) changed a denied file; undoing it writes there too.
+    workspace = Workspace(root)
+    s = ToolSession(
+        workspace_tools(workspace),
+        workspace=workspace,
+        policy=Policy(rules=(DENY_SECRETS,)),
+        checkpoints=True,
+    )
+    with s:
+        ran = s.call_sync("run_command", {"command": "printf new > secrets/key"})
+        assert ran.error is None, ran.error
+        undo = s.undo_tool()
+        for arguments in ({}, {"paths": ["."]}, {"paths": ["secrets"]}):
+            refused = s.call_sync(undo, arguments)
+            assert (refused.error_code, refused.error) == (
+                ErrorCode.PERMISSION_DENIED,
+                "Not run: policy rule 'no secrets' denies this undo call.",
+            ), arguments
+        assert (root / "secrets" / "key").read_bytes() == b"new"
+        s.call_sync("run_command", {"command": "printf b > src/a.py"})
+        allowed = s.call_sync(undo, {"paths": ["src"]})
+        assert allowed.error is None, allowed.error
+        assert (root / "src" / "a.py").read_bytes() == b"a = 1\n"

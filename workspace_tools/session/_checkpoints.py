@@ -297,6 +297,17 @@ class Checkpoints:
                 return checkpoint.step
         return None
 
+    def restore_targets(self, step: int, paths: Sequence[str] | None = None) -> list[str]:
+        """The paths (relative to the root) a :meth:`restore` of ``step`` limited to
+        ``paths`` would consider bringing back, in path order.
+
+        Raises:
+            ToolError: the errors of path resolution for ``paths``.
+        """
+        prefixes = None if paths is None else [self._rel(p) for p in paths]
+        with self._lock:
+            return sorted(self._targets(step, prefixes)[0])
+
     def restore(
         self,
         step: int,
