@@ -289,6 +289,7 @@ def test_unknown_tool_is_a_tool_error_result(shared: RawServer) -> None:
     response = shared.request("tools/call", {"name": "zz", "arguments": {}})
     known = ", ".join(TOOL_NAMES)
     assert response["result"] == {
+        "_meta": {"dev.agent-workspace-tools/errorCode": "INVALID_ARGUMENTS"},
         "content": [{"type": "text", "text": f"Unknown tool 'zz'; available: {known}"}],
         "isError": True,
     }

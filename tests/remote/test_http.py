@@ -277,7 +277,7 @@ def test_token_from_the_environment_and_flags_as_over_stdio(tmp_path: Path) -> N
             "(no elicitation)",
         )
         unserved = invoke_tool_sync(by_name["write_file"], {"path": "b.txt", "content": "y"})
-        assert unserved.error_code is ErrorCode.TOOL_ERROR
+        assert unserved.error_code is ErrorCode.INVALID_ARGUMENTS
         assert unserved.error.startswith("Unknown tool 'write_file'; available: read_file, ")
         assert not (tmp_path / "b.txt").exists()
 

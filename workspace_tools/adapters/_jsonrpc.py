@@ -15,7 +15,9 @@ id, else ``null``):
   2025-06-18 removed JSON-RPC batching, so a batch is one Invalid Request, not one answer
   per element.
 - ``-32602`` Invalid params: ``params`` that is not an object (MCP's methods take named
-  parameters only), or that the method's schema rejects (the message names the field).
+  parameters only), or that the method's schema rejects (the message names the field),
+  a ``_meta.progressToken`` that is neither a string nor an integer (``true`` included,
+  which the SDK would read as ``1``).
 - ``-32601`` Method not found: a method MCP does not define for a client. A method MCP defines
   that this server does not serve (``prompts/list``, …) gets ``-32601`` from the SDK.
 - ``-32000`` Server not initialized: a request other than ``initialize`` or ``ping`` before
@@ -25,8 +27,9 @@ id, else ``null``):
 
 A notification (a valid object without ``id``) is never answered, even when its method or
 params are wrong (JSON-RPC section 4.1); it is dropped with a warning on stderr, as is a
-response from the client that is malformed or answers no request of the server. Blank lines
-are skipped.
+response from the client that is malformed or answers no request of the server, and a
+cancellation whose ``requestId`` is not a string or an integer (``true`` would cancel request
+``1``). Blank lines are skipped.
 
 On the way out, a request cancelled by ``notifications/cancelled`` gets no response: MCP
 (https://modelcontextprotocol.io/specification/2025-06-18/basic/utilities/cancellation) says
@@ -173,6 +176,14 @@ class JsonRpcGate:
         except ValidationError as exc:
             message = f"Invalid params for {method}: {_validation_summary(exc)}"
             return error_response(request_id, types.INVALID_PARAMS, message)
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if token is not None and not _valid_id(token):
+            # The SDK's lax validation reads true as 1: progress would name another token.
+            message = (
+                f"Invalid params for {method}: _meta.progressToken: must be a string or an integer"
+            )
+            return error_response(request_id, types.INVALID_PARAMS, message)
         if not self._initialized and method not in _BEFORE_INITIALIZE:
             message = "Server not initialized: send initialize first"
             return error_response(request_id, SERVER_NOT_INITIALIZED, message)
@@ -190,6 +201,11 @@ class JsonRpcGate:
             return None
         root = notification.root
         if isinstance(root, types.CancelledNotification):
+            named = value["params"].get("requestId")
+            if named is not None and not _valid_id(named):
+                # true would be read as 1 and cancel another request.
+                logger.warning("dropped a cancellation whose requestId is not an id")
+                return None
             cancelled = root.params.requestId
             if cancelled is not None and cancelled in self._in_flight:
                 self._cancelled.add(cancelled)

@@ -35,6 +35,7 @@ from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel, Field
 
 from workspace_tools import __version__
+from workspace_tools._errors import ErrorCode
 from workspace_tools._output import ImagePart, TextPart, ToolContent
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
@@ -261,18 +262,21 @@ def create_server(
     @server.call_tool(validate_input=False)
     async def call_tool(tool_name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         chosen = by_name.get(tool_name)
-        if chosen is None:
-            known = ", ".join(by_name)
-            return types.CallToolResult(
-                content=[
-                    types.TextContent(
-                        type="text", text=f"Unknown tool {tool_name!r}; available: {known}"
-                    )
-                ],
-                isError=True,
-            )
         ctx = server.request_context
         call_id = f"mcp-{ctx.request_id}"
+        if chosen is None:
+            # The code a session gives a call of a tool it lacks, so a remote client's
+            # result is the one a local call gets.
+            known = ", ".join(by_name)
+            return mcp_result(
+                ToolResult(
+                    call_id=call_id,
+                    name=tool_name,
+                    arguments=arguments,
+                    error=f"Unknown tool {tool_name!r}; available: {known}",
+                    error_code=ErrorCode.INVALID_ARGUMENTS,
+                )
+            )
         token = ctx.meta.progressToken if ctx.meta is not None else None
 
         async def run_call() -> ToolResult:

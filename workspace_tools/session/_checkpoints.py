@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.session._encodable import Encodable
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._manifest import (
     DEFAULT_MAX_FILE_BYTES,
@@ -49,7 +50,7 @@ RECORD = "checkpoints.json"
 RECORD_VERSION = 1
 
 
-class ChangedFile(BaseModel):
+class ChangedFile(Encodable):
     """One path a step (or a restore) created, changed or deleted.
 
     Attributes:
@@ -80,7 +81,7 @@ def changed_files(changes: dict[str, Change]) -> list[ChangedFile]:
     return rows
 
 
-class RestoreResult(BaseModel):
+class RestoreResult(Encodable):
     """What :meth:`Checkpoints.restore` did, or would do.
 
     Attributes:
@@ -204,28 +205,39 @@ class Checkpoints:
         restore after the session ended (``workspace-tools restore``).
 
         Raises:
-            ValueError: no record in ``directory``, or one this version cannot read.
+            ValueError: no record in ``directory``, one that cannot be read (the cause
+                named, as ``Is a directory``), one this version cannot read, or a damaged
+                one (the first fields that are wrong named, as ``steps.0.step: ...``).
             NotADirectoryError: the recorded workspace root is gone.
         """
         path = Path(directory)
         try:
-            record = json.loads((path / RECORD).read_bytes())
+            text = (path / RECORD).read_bytes()
         except FileNotFoundError:
             raise ValueError(f"no checkpoints recorded in {path}") from None
-        except json.JSONDecodeError as exc:
+        except OSError as exc:
+            cause = exc.strerror or str(exc)
+            raise ValueError(f"cannot read the checkpoint record in {path}: {cause}") from None
+        try:
+            # json, not pydantic's parser: names that are not UTF-8 are kept as lone
+            # surrogates (surrogateescape), which pydantic's JSON parser refuses.
+            loaded = json.loads(text)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
             raise ValueError(f"the checkpoint record in {path} is damaged: {exc}") from None
-        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+        if not isinstance(loaded, dict) or loaded.get("version") != RECORD_VERSION:
             raise ValueError(f"the checkpoint record in {path} is not of version {RECORD_VERSION}")
-        checkpoints = cls(Workspace(record["root"]), directory=path, keep=True)
-        checkpoints._steps = [
-            StepCheckpoint(
-                item["step"],
-                {p: (_entry(b), _entry(a)) for p, (b, a) in item["changes"].items()},
-                set(item["undone"]),
+        try:
+            record = _Record.model_validate(loaded)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()[:3]
             )
-            for item in record["steps"]
+            raise ValueError(f"the checkpoint record in {path} is damaged: {problems}") from None
+        checkpoints = cls(Workspace(record.root), directory=path, keep=True)
+        checkpoints._steps = [
+            StepCheckpoint(item.step, dict(item.changes), set(item.undone)) for item in record.steps
         ]
-        checkpoints._seen = {p: _entry(e) for p, e in record["seen"].items()}
+        checkpoints._seen = dict(record.seen)
         return checkpoints
 
     def _save(self) -> None:
@@ -284,6 +296,17 @@ class Checkpoints:
             if set(checkpoint.changes) - checkpoint.undone:
                 return checkpoint.step
         return None
+
+    def restore_targets(self, step: int, paths: Sequence[str] | None = None) -> list[str]:
+        """The paths (relative to the root) a :meth:`restore` of ``step`` limited to
+        ``paths`` would consider bringing back, in path order.
+
+        Raises:
+            ToolError: the errors of path resolution for ``paths``.
+        """
+        prefixes = None if paths is None else [self._rel(p) for p in paths]
+        with self._lock:
+            return sorted(self._targets(step, prefixes)[0])
 
     def restore(
         self,
@@ -381,8 +404,21 @@ class Checkpoints:
         return targets, owners
 
 
-def _entry(value: list[object] | None) -> Entry | None:
-    return None if value is None else Entry(*value)  # type: ignore[arg-type]
+class _StepRecord(BaseModel):
+    """One step in the saved record (:meth:`Checkpoints._save`)."""
+
+    step: int
+    changes: dict[str, tuple[Entry | None, Entry | None]]
+    undone: list[str]
+
+
+class _Record(BaseModel):
+    """The saved record's shape, so a damaged one is refused with the field that is wrong."""
+
+    version: Literal[1]
+    root: str
+    steps: list[_StepRecord]
+    seen: dict[str, Entry | None]
 
 
 def _selected(path: str, prefixes: list[str] | None) -> bool:

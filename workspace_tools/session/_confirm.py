@@ -72,7 +72,9 @@ ConfirmCallback = Callable[
 
 async def ask(callback: ConfirmCallback, request: ConfirmationRequest) -> Confirmation:
     """Run ``callback`` (sync in a worker thread, so it may block on a prompt; async in the
-    caller's loop); a callback that raises declines, naming the error."""
+    caller's loop); a callback that raises declines, naming the error, and so does one
+    that answers with anything but a :class:`Confirmation` or a ``bool`` (``"yes"``,
+    ``None``): an answer that is not clearly an approval is not one."""
     try:
         if inspect.iscoroutinefunction(callback):
             answer = await callback(request)
@@ -87,4 +89,11 @@ async def ask(callback: ConfirmCallback, request: ConfirmationRequest) -> Confir
         return Confirmation(approved=False, reason=f"the confirmation failed ({exc})")
     if isinstance(answer, bool):
         return Confirmation(approved=answer)
-    return answer
+    if isinstance(answer, Confirmation):
+        return answer
+    kind = type(answer).__name__
+    logger.error(
+        "confirmation callback returned %s for %s call %s", kind, request.tool, request.call_id
+    )
+    reason = f"the confirmation callback returned {kind}, not a Confirmation or a bool"
+    return Confirmation(approved=False, reason=reason)

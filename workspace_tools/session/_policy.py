@@ -43,7 +43,9 @@ class ArgumentCondition(BaseModel):
         negate: the condition holds when the argument does *not* match.
 
     A call whose tool has no such argument never satisfies the condition, negated or not:
-    ``path!=src/**`` says nothing about ``run_command``.
+    ``path!=src/**`` says nothing about ``run_command``. A tool that names its files
+    elsewhere (:attr:`Tool.paths`: ``apply_patch``'s patch text) is tested as if each file
+    it names were its ``path`` argument (see :meth:`Policy.decide`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -160,12 +162,35 @@ class Policy(BaseModel):
     def decide(
         self, tool: Tool[Any], arguments: BaseModel, workspace: Workspace | None = None
     ) -> PolicyDecision:
-        """The decision for a call of ``tool`` with validated ``arguments``."""
+        """The decision for a call of ``tool`` with validated ``arguments``.
+
+        A tool with no ``path`` argument that names files all the same (:attr:`Tool.paths`,
+        e.g. ``apply_patch``, whose paths are in its patch text) is decided once per file it
+        names, that file standing as its ``path`` argument, and the call gets the strictest
+        of those decisions (``deny`` over ``ask`` over ``allow``): a patch that touches one
+        denied file among allowed ones is denied, as that file written alone would be.
+        """
         dumped = arguments.model_dump(mode="json")
+        views = [dumped]
+        if tool.paths is not None and PATH_ARGUMENT not in dumped:
+            named = list(dict.fromkeys(tool.paths(arguments)))
+            views = [{**dumped, PATH_ARGUMENT: path} for path in named] or views
+        decisions = [self._first_match(tool, view, workspace) for view in views]
+        return max(decisions, key=lambda decision: _STRICTNESS[decision.decision])
+
+    def _first_match(
+        self, tool: Tool[Any], dumped: dict[str, Any], workspace: Workspace | None
+    ) -> PolicyDecision:
         for rule in self.rules:
             if rule.applies(tool, dumped, workspace):
                 return PolicyDecision(decision=rule.decision, rule=rule.name, reason=rule.reason)
         return PolicyDecision(decision=self.default, rule=DEFAULT_RULE_NAME)
+
+
+PATH_ARGUMENT = "path"
+"""The argument a tool's named files (:attr:`Tool.paths`) stand as when it has none of its own."""
+
+_STRICTNESS: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
 ALLOW_ALL = Policy()
@@ -189,6 +214,8 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
             )
         covered = [by_name[name] for name in rule.tools] if rule.tools else list(tools)
         arguments = {field for t in covered for field in t.parameters.model_fields}
+        if any(t.paths is not None for t in covered):
+            arguments.add(PATH_ARGUMENT)  # their named files stand as ``path`` (Policy.decide)
         for condition in rule.when:
             if condition.argument not in arguments:
                 raise ValueError(

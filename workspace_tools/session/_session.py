@@ -149,7 +149,9 @@ class ToolSession:
         check_policy(policy, tool_list)
         self.checkpoints = self._checkpoints(checkpoints)
         # Not among the session's tools: a rule covers it as a tool that is not read-only.
-        self._undo_tool = undo_tool(self._undo_call) if self.checkpoints is not None else None
+        self._undo_tool = (
+            undo_tool(self._undo_call, self._undo_paths) if self.checkpoints is not None else None
+        )
         self.policy = policy
         self.confirm = confirm
         self._cache = ResultCache(fingerprints or {}, enabled=cache)
@@ -501,6 +503,19 @@ class ToolSession:
         if result.applied:
             self._changes = (len(self._record.steps), result.files)
         return result
+
+    def _undo_paths(self, args: UndoArgs) -> list[str]:
+        """The files an undo call would put back, for policy path rules (the undo tool's
+        :attr:`Tool.paths`); none when it names a path that does not resolve (the undo
+        then refuses it)."""
+        assert self.checkpoints is not None
+        last = self.checkpoints.last_step()
+        if last is None:
+            return []
+        try:
+            return self.checkpoints.restore_targets(last, args.paths)
+        except ToolError:
+            return []
 
     def _undo_call(self, args: UndoArgs) -> RestoreResult:
         result = self.undo(args.paths, dry_run=args.dry_run, overwrite=args.overwrite)

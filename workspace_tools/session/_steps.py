@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from workspace_tools._errors import ErrorCode
 from workspace_tools._output import ToolPresentation
+from workspace_tools._result import utf8_safe
 from workspace_tools.session._checkpoints import ChangedFile
+from workspace_tools.session._encodable import Encodable
 from workspace_tools.session._policy import Decision
 
 SkipReason = Literal["policy", "confirmation", "missing"]
 
 
-class Step(BaseModel):
+class Step(Encodable):
     """What one call did (SPEC section 5).
 
     Attributes:
@@ -47,7 +49,7 @@ class Step(BaseModel):
     changed_files: list[ChangedFile] | None = None
 
 
-class _TraceEvent(BaseModel):
+class _TraceEvent(Encodable):
     step: int
     call_id: str
     at_ms: float = Field(description="milliseconds since the session started")
@@ -102,7 +104,7 @@ trace_event_adapter: TypeAdapter[TraceEvent] = TypeAdapter(TraceEvent)
 StepState = Literal["ran", "failed", "cached", "denied", "declined", "missing"]
 
 
-class StepSummary(BaseModel):
+class StepSummary(Encodable):
     """One row of a step list: what to draw for a call."""
 
     index: int
@@ -126,7 +128,7 @@ def step_state(step: Step) -> StepState:
     return "failed" if step.failed else "ran"
 
 
-class SessionRecord(BaseModel):
+class SessionRecord(Encodable):
     """Everything a session did, in order; round-trips through JSON."""
 
     steps: list[Step] = Field(default_factory=list)
@@ -168,5 +170,5 @@ class SessionRecord(BaseModel):
 
 
 def _one_line(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
+    flat = " ".join(utf8_safe(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

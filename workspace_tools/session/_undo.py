@@ -23,7 +23,7 @@ from pydantic_core import to_jsonable_python
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._result import ToolResult
-from workspace_tools._tool import ArgsT, Tool, ToolContext, tool
+from workspace_tools._tool import ArgsT, NamedPaths, Tool, ToolContext, tool
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
 from workspace_tools.session._pipeline import Call, OnUpdate, invoke_tool, prepare, run_call
 from workspace_tools.workspace._files import os_error
@@ -66,10 +66,13 @@ UNDO_DESCRIPTION = (
 )
 
 
-def undo_tool(undo: Callable[[UndoArgs], RestoreResult]) -> Tool[UndoArgs]:
+def undo_tool(
+    undo: Callable[[UndoArgs], RestoreResult], paths: NamedPaths | None = None
+) -> Tool[UndoArgs]:
     """The ``undo`` tool a session offers a model (:meth:`ToolSession.undo_tool`).
 
-    ``undo`` runs the undo for the validated arguments. The result's content is
+    ``undo`` runs the undo for the validated arguments; ``paths`` names the files a call
+    would put back (:attr:`Tool.paths`), so policy path rules see them. The result's content is
     :meth:`RestoreResult.model_text`, its details the :class:`RestoreResult` as JSON with
     ``changed_files``. A refused undo (conflicts) is a ``STALE_FILE`` error listing them.
     """
@@ -87,6 +90,7 @@ def undo_tool(undo: Callable[[UndoArgs], RestoreResult]) -> Tool[UndoArgs]:
         parameters=UndoArgs,
         execute=execute,
         presentation=ToolPresentation(label="Undo", icon="undo"),
+        paths=paths,
     )
 
 
