@@ -5,7 +5,15 @@ import base64
 import pytest
 from pydantic import BaseModel, Field
 
-from workspace_tools import ToolContent, image_part, is_tool_output, tool, tool_content, tool_output
+from workspace_tools import (
+    ToolContent,
+    file_part,
+    image_part,
+    is_tool_output,
+    tool,
+    tool_content,
+    tool_output,
+)
 from workspace_tools._output import ImagePart, TextPart
 from workspace_tools._result import content_text
 
@@ -65,8 +73,14 @@ def test_tool_content_parts_and_description() -> None:
 def test_image_from_base64_text_and_bad_type() -> None:
     part = image_part(base64.b64encode(PNG_1PX).decode(), "image/png")
     assert part.to_bytes() == PNG_1PX
-    with pytest.raises(ValueError, match="image media type must be one of"):
+    with pytest.raises(ValueError) as refused:
         image_part(PNG_1PX, "image/svg+xml")
+    assert (
+        "image media type must be one of image/gif, image/jpeg, image/png, image/webp, "
+        "not 'image/svg+xml'; send it as file_part(data, 'image/svg+xml') instead"
+    ) in str(refused.value), str(refused.value)
+    svg = tool_content(file_part(b"<svg/>", "image/svg+xml"))
+    assert content_text(svg) == "[image/svg+xml, 6 B]"
     with pytest.raises(ValueError, match="neither bytes nor valid base64"):
         image_part("not base64!!", "image/png")
 

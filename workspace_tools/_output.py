@@ -48,7 +48,11 @@ class ImagePart(BaseModel):
     def _known_image_type(cls, value: str) -> str:
         if value not in IMAGE_MEDIA_TYPES:
             allowed = ", ".join(sorted(IMAGE_MEDIA_TYPES))
-            raise ValueError(f"image media type must be one of {allowed}, not {value!r}")
+            # Name the way out: any other media type is a file part, described to the model.
+            raise ValueError(
+                f"image media type must be one of {allowed}, not {value!r}; send it as "
+                f"file_part(data, {value!r}) instead"
+            )
         return value
 
     def to_bytes(self) -> bytes:
