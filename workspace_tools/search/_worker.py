@@ -7,7 +7,7 @@ time from a shared queue (a pipe) until none is left, so that they finish togeth
 the files' costs fall; each child sends what it found in a block, as plain values through
 a pipe, as soon as it has it, and the parent merges all blocks in order, so results are
 exactly those of one process. Once the queue is empty the parent waits for the blocks
-still missing about twice as long as its longest block took, then searches one itself: a child
+still missing about as long as one of its own blocks took, then searches one itself: a child
 that failed, or that the machine's load left without a CPU, costs a block's time or two,
 never the whole search.
 
@@ -58,7 +58,7 @@ MIN_FILES_TO_FORK = 1000
 # The same on a busy machine (see _worker_count).
 MIN_FILES_TO_FORK_BUSY = 10_000
 MAX_PROCESSES = 4
-BLOCKS_PER_WORKER = 16
+BLOCKS_PER_WORKER = 8
 # A block's results as children send them: its index and the size of its marshal form.
 _HEADER = struct.Struct("<II")
 
@@ -83,7 +83,7 @@ def search_files(
     # pipe: each read of one index is atomic), so a process that drew cheap blocks takes
     # more: the costs of files vary too much for any fixed deal. Children send each block's
     # results as soon as it is searched; once the queue is empty, this process waits for
-    # them about twice as long as its longest block took, and when nothing came, searches a
+    # them about as long as one of its own blocks took, and when nothing came, searches a
     # missing block itself (the last first) rather than wait on for a child that the
     # machine's load may have left without a CPU: whichever result comes first is kept.
     # Results are merged back block by block, in path order.
@@ -100,19 +100,14 @@ def search_files(
     try:
         children = [c for c in (_fork(run, root, blocks, queue) for _ in range(1, workers)) if c]
         buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
-        began, longest = time.monotonic(), 0.0
+        started, searched = time.monotonic(), 0
         while len(item := os.read(queue, 2)) == 2:
             index = int.from_bytes(item, "big")
-            started = time.monotonic()
             states[index] = _search_block(run, root, blocks[index], buffer)
-            longest = max(longest, time.monotonic() - started)
+            searched += 1
             _receive(children, states)
-        # A child with a CPU sends its last block within about the longest block's time
-        # (blocks differ: a few big files with many matches may weigh a quarter of all).
-        # Searching that block here sooner would only duplicate the child's work and end
-        # after it; twice the longest is the most a working child takes. (None searched
-        # here: the children took every block meanwhile.)
-        patience = 2 * longest if longest else time.monotonic() - began
+        # A child searching its last block normally sends it within about a block's time.
+        patience = (time.monotonic() - started) / max(searched, 1)
         while True:
             _receive(children, states)
             missing = [i for i in range(len(blocks)) if i not in states]
