@@ -6,7 +6,6 @@ import dataclasses
 import errno
 import os
 import shutil
-import signal
 import stat
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from sandbox._defaults import (
 )
 from sandbox._env import DEFAULT_ENV_ALLOWLIST, allowlisted_env
 from sandbox._errors import SandboxError, SandboxUnavailable
-from sandbox._limits import SandboxLimits, address_space_bytes, apply_rlimits
+from sandbox._limits import SandboxLimits
 from sandbox.layers import (
     BUBBLEWRAP,
     CGROUP_V1,
@@ -41,12 +40,10 @@ from sandbox.layers import (
     WRITE_CONFINEMENT,
     bwrap,
     cgroup,
-    landlock,
 )
 from sandbox.layers._confinement import Confinement
 from sandbox.layers._plan import (
     LayerPlan,
-    apply_child_layers,
     child_layers,
     enforced,
     layer_confinement,
@@ -59,12 +56,11 @@ from sandbox.layers._plan import (
 )
 from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
-from sandbox.spawn._jobs import CommandJob
+from sandbox.spawn._jobs import CallSetup, CommandJob
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
 from sandbox.spawn._tree import (
     REPORT_FD,
     REPORTER_PROCESSES,
-    become_subreaper,
     preload,
     reporting_argv,
 )
@@ -375,7 +371,7 @@ class Sandbox:
         if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
             # A cgroup per call: the child must join its own, so no warm worker serves it.
             group = self._cgroup(self.confinement.max_processes)
-            caller = CallWorkers(self._child_setup(group)[0], warm=False)
+            caller = CallWorkers(self._call_setup(group), warm=False)
         else:
             group = None
             caller = self._forked_caller(absent)
@@ -394,8 +390,9 @@ class Sandbox:
         if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
             if caller is not None and caller.owner == os.getpid():
                 caller.close()
-            setup, nest = self._child_setup(None)
-            caller = self._caller = CallWorkers(setup, nest=nest)
+            caller = self._caller = CallWorkers(
+                self._call_setup(None), spawn=self._launcher.call_worker
+            )
             self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
@@ -428,33 +425,33 @@ class Sandbox:
             return []
         return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
-    def _child_setup(
-        self, group: str | None
-    ) -> tuple[Callable[[], None], Callable[[], None] | None]:
-        """What the process calls run in does first (the portable level, limits, layers),
-        and what each call's child forked from a warm worker does (a nested Landlock
-        domain, when Landlock is applied)."""
+    def _call_setup(self, group: str | None) -> Callable[[], CallSetup]:
+        """What the process calls run in does first (the portable level, limits, layers;
+        the environment as this process's is when it is asked for), joining ``group``."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
         mechanisms = enforced(self._plan.calls, confinement)
-        layers = child_layers(mechanisms)
+        layers = tuple(child_layers(mechanisms))
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
         layered = layer_confinement(confinement, mechanisms)
         limits = self.limits
         allowlist = self.env_allowlist
 
-        def setup() -> None:
-            # The environment as the caller's was when this child was forked.
-            _enter_child(allowlisted_env(os.environ, allowlist) | tmp_env)
-            pairs = limits.rlimits()
-            if limits.memory_bytes is not None:
-                pairs.append(("RLIMIT_AS", address_space_bytes() + limits.memory_bytes))
-            apply_rlimits(pairs)
-            if layers or group:
-                apply_child_layers(layers, layered, group)
+        def setup() -> CallSetup:
+            return CallSetup(
+                env=allowlisted_env(os.environ, allowlist) | tmp_env,
+                rlimits=tuple(limits.rlimits()),
+                memory_bytes=limits.memory_bytes,
+                layers=layers,
+                confinement=layered,
+                cgroup=group,
+                nest=LANDLOCK in layers,
+                cwd=os.getcwd(),
+                path=tuple(sys.path),
+            )
 
-        return setup, (landlock.nest if LANDLOCK in layers else None)
+        return setup
 
     def close(self) -> None:
         """Stop the spawn server and the calls' warm worker. Also done when the sandbox
@@ -606,20 +603,3 @@ def _check_names(protections: Collection[str]) -> None:
     for protection in sorted(protections):
         if protection not in PROTECTIONS:
             raise ValueError(f"unknown protection {protection!r}; one of {PROTECTIONS}")
-
-
-def _enter_child(env: dict[str, str]) -> None:
-    """The portable level for a forked call: own session, default signal handling,
-    /dev/null stdin, the allowlisted environment."""
-    os.setsid()
-    become_subreaper()
-    signal.set_wakeup_fd(-1)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.environ.clear()
-    os.environ.update(env)
-    # The caller's process may have cached its temp dir; the child's is TMPDIR's.
-    tempfile.tempdir = None

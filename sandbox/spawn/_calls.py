@@ -55,7 +55,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import functools
 import gc
+import importlib
 import inspect
 import io
 import os
@@ -67,8 +69,10 @@ import socket
 import stat
 import struct
 import sys
+import tempfile
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,10 +81,18 @@ import anyio
 import anyio.to_thread
 
 from sandbox._errors import SandboxError
+from sandbox._limits import address_space_bytes, apply_rlimits
+from sandbox.layers import landlock
+from sandbox.layers._plan import apply_child_layers
 from sandbox.spawn import _prefault
 from sandbox.spawn._forking import fork_in_threaded_process
+from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
 from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
+
+#: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
+#: (``sandbox.spawn._client.Launcher.call_worker``.)
+SpawnWorker = Callable[[WantCallWorker], tuple[socket.socket, int, "int | None"]]
 
 #: A callable with its positional and keyword arguments.
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
@@ -93,6 +105,11 @@ _REPORTS_EVERY = 0.05
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
 #: ``E``: reaped it.
 _REPORT = struct.Struct("!cii")
+#: Modules and kept objects a spawned worker is asked to hold, at most (the latest count).
+_PRELOAD_SIZE = 256
+_KEPT_SIZE = 16
+#: Seconds a worker let go may take to be gone.
+_GONE_WAIT = 10.0
 
 
 @dataclass
@@ -105,11 +122,16 @@ class _Child:
 
 @dataclass
 class _Worker:
-    """The caller's side of a warm worker."""
+    """The caller's side of a warm worker: forked from the caller (``known``: the ids of
+    the callables and kept objects it holds), or by the spawn server (``spawned``;
+    ``known``: the modules it imported and the pickles of the objects it keeps; ``pidfd``,
+    the server being its parent)."""
 
     pid: int
     sock: socket.socket
-    known: frozenset[int] = field(default_factory=frozenset)
+    known: frozenset[int | str | bytes] = field(default_factory=frozenset)
+    spawned: bool = False
+    pidfd: int | None = None
     busy: bool = False
     #: Report bytes read but not yet consumed.
     reports: bytearray = field(default_factory=bytearray)
@@ -121,31 +143,37 @@ class _Worker:
 
 class CallWorkers:
     """Runs callables in sandboxed children: through a warm worker (see the module
-    docstring) or, when it cannot serve a call, in a child forked for that call.
+    docstring) or, when none can serve a call, in a child forked for that call.
 
     Args:
-        setup: prepares the process calls run in (session, limits, confinement); an
-            exception it raises is each call's exception. Called once per worker, and in
-            each cold child.
-        warm: keep a warm worker; False: every call forks its own child (a call that must
+        setup: gives what the process calls run in does first (session, limits,
+            confinement: :func:`enter_calls`), as it is now; an exception that raises
+            there is each call's exception. Asked once per worker, and for each cold child.
+        warm: keep warm workers; False: every call forks its own child (a call that must
             join a cgroup of its own).
-        nest: a call's child enters a nested domain of the worker's (``landlock.nest``),
-            or ``None``.
+        spawn: starts a warm worker from the spawn server, for the calls that pickle by
+            import; ``None``: every warm worker is a fork of the caller.
     """
 
     def __init__(
         self,
-        setup: Callable[[], None],
+        setup: Callable[[], CallSetup],
         *,
         warm: bool = True,
-        nest: Callable[[], None] | None = None,
+        spawn: SpawnWorker | None = None,
     ) -> None:
         self._setup = setup
         self._warm = warm
-        self._nest = nest
+        self._spawn = spawn
         self._lock = threading.Lock()
         self._registry: dict[int, Any] = {}
         self._worker: _Worker | None = None
+        self._spawned: _Worker | None = None
+        #: What a spawned worker is to hold: modules to import, pickles of objects to keep.
+        self._preload: dict[str, None] = {}
+        self._kept: dict[bytes, None] = {}
+        #: Callables a spawned worker could not load (held, so that their ids stay theirs).
+        self._unservable: dict[int, Any] = {}
         self._forker: threading.Thread | None = None
         self._wanted = threading.Event()
         self._closed = False
@@ -168,14 +196,39 @@ class CallWorkers:
             Exception: whatever ``fn`` raised (re-created from its pickle).
         """
         self._reap()
+        call: Call = (fn, args, kwargs)
+        by_import = self._by_import(call)
+        if by_import is not None:
+            spawned = self._take_spawned()
+            if spawned is None:
+                try:
+                    return await self._call_cold(call, grace)
+                finally:
+                    self._refresh()
+            try:
+                return await self._serve(spawned, by_import, call, grace)
+            except _Unservable:
+                # Its child could not load the call (a module that this process has and
+                # the worker cannot import): nothing ran; it runs as a closure does.
+                with self._lock:
+                    self._unservable[id(fn)] = fn
+                    while len(self._unservable) > _REGISTRY_SIZE:
+                        del self._unservable[next(iter(self._unservable))]
         worker, request = self._take_worker(fn, args, kwargs)
         self._remember(fn, *args, *kwargs.values())
         if worker is None:
             try:
-                return await self._call_cold((fn, args, kwargs), grace)
+                return await self._call_cold(call, grace)
             finally:
                 self._refresh()
         assert request is not None
+        try:
+            return await self._serve(worker, request, call, grace)
+        except _Unservable:
+            return await self._call_cold(call, grace)
+
+    async def _serve(self, worker: _Worker, request: bytes, call: Call, grace: float) -> Any:
+        """Run ``request`` (``call`` pickled for ``worker``) on ``worker``, taken busy."""
         try:
             data, status = await _run_on_worker(worker, request, grace)
             healthy = data is not None  # else orphans of the call may be left with it
@@ -183,7 +236,7 @@ class CallWorkers:
             # Killed from outside (or, at the portable level, by an earlier call) before it
             # started this one: the call runs on its own.
             self._give_back(worker, healthy=False)
-            return await self._call_cold((fn, args, kwargs), grace)
+            return await self._call_cold(call, grace)
         except BaseException:
             self._give_back(worker, healthy=False)
             raise
@@ -199,10 +252,11 @@ class CallWorkers:
         return _outcome(data, status)
 
     def close(self) -> None:
-        """Stop the warm worker (SIGKILL, with the call it may be running), after a
-        worker being forked is there."""
+        """Stop the warm workers (SIGKILL, with the call each may be running), after a
+        worker being started is there."""
         with self._lock:
-            worker, self._worker = self._worker, None
+            workers = [w for w in (self._worker, self._spawned) if w is not None]
+            self._worker = self._spawned = None
             self._closed = True
             forker = self._forker
         self._wanted.set()
@@ -210,15 +264,50 @@ class CallWorkers:
             # A fork in flight would hold copies of descriptors opened meanwhile (a
             # subprocess's exec-status pipe) until it closed them: let it finish first.
             forker.join()
-        if worker is not None:
+        for worker in workers:
             _discard(worker)
         self._reap(block=True)
+
+    def _by_import(self, call: Call) -> bytes | None:
+        """``call`` pickled for a spawned worker, when one may serve it: everything in it
+        pickles by value or by import (not ``__main__``'s), the objects whose class sets
+        ``sandbox_by_reference`` as references to the worker's copy made from their pickle
+        (see :class:`_ImportPickler`). What the worker should hold for it is noted."""
+        if self._spawn is None or not self._warm or os.getpid() != self.owner:
+            return None
+        fn = call[0]
+        if self._unservable.get(id(fn)) is fn:
+            return None
+        buffer = io.BytesIO()
+        pickler = _ImportPickler(buffer)
+        try:
+            pickler.dump(call)
+        except Exception:
+            return None  # a closure, a lambda, __main__'s, or what does not pickle at all
+        with self._lock:
+            for wanted, new in ((self._preload, pickler.modules), (self._kept, pickler.kept)):
+                for key in new:
+                    wanted.pop(key, None)  # type: ignore[call-overload]
+                    wanted[key] = None  # type: ignore[index]
+            for wanted, size in ((self._preload, _PRELOAD_SIZE), (self._kept, _KEPT_SIZE)):
+                while len(wanted) > size:
+                    del wanted[next(iter(wanted))]  # type: ignore[call-overload]
+        return buffer.getvalue()
+
+    def _take_spawned(self) -> _Worker | None:
+        """The idle spawned worker, marked busy; ``None`` when there is none."""
+        with self._lock:
+            worker = self._spawned
+            if worker is None or worker.busy:
+                return None
+            worker.busy = True
+            return worker
 
     def _take_worker(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[_Worker | None, bytes | None]:
-        """The idle warm worker, marked busy, with the pickled call it can serve; ``(None,
-        None)`` when there is none or it cannot serve this call."""
+        """The idle warm worker forked from here, marked busy, with the pickled call it can
+        serve; ``(None, None)`` when there is none or it cannot serve this call."""
         with self._lock:
             worker = self._worker
             if worker is None or worker.busy or os.getpid() != self.owner:
@@ -233,15 +322,20 @@ class CallWorkers:
         return worker, request
 
     def _give_back(self, worker: _Worker, healthy: bool) -> None:
-        """After a call on ``worker``: keep it if ``healthy``, else let it go for a new one."""
+        """After a call on ``worker``: keep it if ``healthy`` and still the one in use,
+        else let it go (a new one is started in the background)."""
         with self._lock:
             worker.busy = False
-            if healthy and self._worker is worker:
-                return
-            if self._worker is worker:
+            if worker.spawned:
+                if self._spawned is worker:
+                    if healthy:
+                        return
+                    self._spawned = None
+            elif self._worker is worker:
+                if healthy:
+                    return
                 self._worker = None
-        if not healthy or self._worker is not worker:
-            _discard(worker)
+        _discard(worker)
         self._refresh()
 
     def _reap(self, block: bool = False) -> None:
@@ -265,16 +359,32 @@ class CallWorkers:
             while len(self._registry) > _REGISTRY_SIZE:
                 del self._registry[next(iter(self._registry))]
 
+    def _missing(self) -> tuple[bool, bool]:
+        """Whether a worker is to be started (called with the lock held): from the spawn
+        server (none there, or the one there lacks what the calls name), from this process
+        (the same, for the callables used since its fork)."""
+        spawned, worker = self._spawned, self._worker
+        spawn = (
+            self._spawn is not None
+            and bool(self._preload)
+            and (
+                spawned is None
+                or not spawned.known.issuperset(self._preload)
+                or not spawned.known.issuperset(self._kept)
+            )
+        )
+        fork = bool(self._registry) and (
+            worker is None or not worker.known.issuperset(self._registry)
+        )
+        return spawn, fork
+
     def _refresh(self) -> None:
-        """Fork a new worker in the background when there is none, or when the one there
-        misses callables used since its fork."""
+        """Start a new worker in the background when one is missing or misses what the
+        calls name (see :meth:`_missing`)."""
         if not self._warm or os.getpid() != self.owner:
             return
         with self._lock:
-            worker = self._worker
-            if self._closed or not self._registry:
-                return
-            if worker is not None and worker.known.issuperset(self._registry):
+            if self._closed or not any(self._missing()):
                 return
             if self._forker is None:
                 # A thread of its own: the fork must not wait for, nor hold up, the
@@ -290,28 +400,56 @@ class CallWorkers:
             with self._lock:
                 if self._closed:
                     return
+                spawn, fork = self._missing()
                 registry = dict(self._registry)
-            worker = self._fork_worker(registry)
-            with self._lock:
-                old: _Worker | None = worker
-                if not self._closed:
+                preload, kept = tuple(self._preload), tuple(self._kept)
+            if spawn:
+                self._install(self._spawn_worker(preload, kept))
+            if fork:
+                self._install(self._fork_worker(registry))
+
+    def _install(self, worker: _Worker | None) -> None:
+        """Put ``worker`` in use in place of the one of its origin (let go, unless busy:
+        then it finishes its call and is let go after it, see :meth:`_give_back`)."""
+        if worker is None:
+            return
+        with self._lock:
+            old: _Worker | None = worker
+            if not self._closed:
+                if worker.spawned:
+                    old, self._spawned = self._spawned, worker
+                else:
                     old, self._worker = self._worker, worker
-                if old is not None and old.busy:
-                    old = None  # it finishes its call, then is let go (see _give_back)
-            if old is not None:
-                _discard(old)
+            if old is not None and old.busy:
+                old = None
+        if old is not None:
+            _discard(old)
+
+    def _spawn_worker(self, preload: tuple[str, ...], kept: tuple[bytes, ...]) -> _Worker | None:
+        """A worker from the spawn server; ``None`` when the server cannot give one (the
+        calls then go as closures do, from now on)."""
+        assert self._spawn is not None
+        try:
+            sock, pid, pidfd = self._spawn(WantCallWorker(self._setup(), preload, kept))
+        except OSError:
+            with self._lock:
+                self._spawn = None
+            return None
+        return _Worker(pid, sock, frozenset((*preload, *kept)), spawned=True, pidfd=pidfd)
 
     def _fork_worker(self, registry: dict[int, Any]) -> _Worker:
+        setup = self._setup()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = fork_in_threaded_process()  # the module docstring says why the child is safe
         if pid == 0:
             ours.close()
-            _worker_main(self._setup, self._nest, registry, theirs)
+            _worker_main(functools.partial(enter_calls, setup), _nest(setup), registry, theirs)
         theirs.close()
         return _Worker(pid, ours, frozenset(registry))
 
     def _fork_cold(self, call: Call) -> _Child:
         """Fork a child for ``call`` alone: it sets itself up, runs it and exits."""
+        setup = self._setup()
         result_r, result_w = os.pipe()
         pid = fork_in_threaded_process()  # the module docstring says why the child is safe
         if pid == 0:
@@ -320,7 +458,7 @@ class CallWorkers:
                 os.close(result_r)
                 _close_inherited_pipes(keep={result_w})
                 try:
-                    self._setup()
+                    enter_calls(setup)
                     outcome = _run(*call)
                 except BaseException as exc:
                     outcome = ("error", exc)
@@ -332,19 +470,98 @@ class CallWorkers:
 
 
 def _discard(worker: _Worker) -> None:
-    """Let a worker go: SIGKILL it and the call it may be running, reap it."""
+    """Let a worker go: SIGKILL it and the call it may be running; wait until it is gone."""
     with contextlib.suppress(OSError):
         tree = descendants(worker.pid)
-        _signal(set(tree), worker.pid, signal.SIGKILL)
+        if worker.pidfd is None:
+            _signal(set(tree), worker.pid, signal.SIGKILL)
+        else:
+            # The spawn server reaps it: once it is gone, its pid may be another's.
+            signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
     worker.sock.close()
+    if worker.pidfd is not None:
+        select.select([worker.pidfd], [], [], _GONE_WAIT)
+        os.close(worker.pidfd)
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(worker.pid, 0)
+
+
+def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> None:
+    """Set up this process for Python calls as ``setup`` says: its own session, subreaper,
+    default signal handling, /dev/null stdin, the environment, limits and layers; then
+    ``prepare()`` (a spawned worker's imports), then the address-space limit, on top of
+    the memory this process has by then.
+
+    Raises:
+        OSError: a limit or layer could not be applied.
+    """
+    _enter_child(dict(setup.env))
+    apply_rlimits(list(setup.rlimits))
+    if setup.layers or setup.cgroup:
+        apply_child_layers(setup.layers, setup.confinement, setup.cgroup)
+    if prepare is not None:
+        prepare()
+    if setup.memory_bytes is not None:
+        apply_rlimits([("RLIMIT_AS", address_space_bytes() + setup.memory_bytes)])
+
+
+def _enter_child(env: dict[str, str]) -> None:
+    """The portable level for a call's process: own session, default signal handling,
+    /dev/null stdin, the allowlisted environment."""
+    os.setsid()
+    become_subreaper()
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.environ.clear()
+    os.environ.update(env)
+    # The caller's process may have cached its temp dir; the child's is TMPDIR's.
+    tempfile.tempdir = None
+
+
+def _nest(setup: CallSetup) -> Callable[[], None] | None:
+    return landlock.nest if setup.nest else None
+
+
+def serve_calls(
+    setup: CallSetup, preload: tuple[str, ...], kept: tuple[bytes, ...], sock: socket.socket
+) -> None:
+    """A warm worker forked by the spawn server (``WantCallWorker``): the caller's
+    ``sys.path`` and working directory, then :func:`_worker_main` with ``preload``
+    imported and the objects pickled in ``kept`` made, once it is set up (confined: the
+    imports run no code outside the sandbox). Never returns."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores its children's ends
+    sys.path[:] = setup.path
+    with contextlib.suppress(OSError):
+        os.chdir(setup.cwd)
+    # The caller's __main__ is not this process's (the server's boot): a call that names
+    # something of it cannot be loaded here, and runs as a closure does.
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    registry: dict[Any, Any] = {}
+
+    def prepare() -> None:
+        for name in preload:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+        for data in kept:
+            with contextlib.suppress(Exception):
+                registry[data] = pickle.loads(data)
+
+    gc.enable()  # the server runs without its collector; the calls run with it
+    _worker_main(functools.partial(enter_calls, setup, prepare), _nest(setup), registry, sock)
 
 
 def _worker_main(
     setup: Callable[[], None],
     nest: Callable[[], None] | None,
-    registry: dict[int, Any],
+    registry: dict[Any, Any],
     sock: socket.socket,
 ) -> None:
     """The warm worker: set up once, then keep one child forked ahead that waits for the
@@ -538,7 +755,7 @@ _LEARN_EVERY = 16
 def _call_child(
     sock: socket.socket,
     nest: Callable[[], None] | None,
-    registry: dict[int, Any],
+    registry: dict[Any, Any],
     failed: BaseException | None,
     took_w: int,
     hints: tuple[int | None, int | None],
@@ -590,7 +807,8 @@ def _call_child(
             try:
                 call = _load_request(data, registry)
             except BaseException as exc:
-                outcome = ("error", exc)
+                # Nothing ran: the caller runs the call in a child of its own.
+                outcome = ("unservable", f"{type(exc).__name__}: {exc}")
             else:
                 outcome = _run(*call)
         _deliver(outcome, fds[0])
@@ -835,12 +1053,46 @@ class _RefPickler(pickle.Pickler):
         return None
 
 
+class _ImportPickler(pickle.Pickler):
+    """Pickles a call for a worker started by the spawn server, which imports what the
+    call names: refuses what names ``__main__`` (the worker's is not the caller's), notes
+    the modules named (``modules``) and pickles an object whose class sets
+    ``sandbox_by_reference`` as ``("kept", its own pickle)`` (noted in ``kept``): the
+    worker keeps one copy of each such pickle, made once, for its children."""
+
+    def __init__(self, file: io.BytesIO, top: Any = None) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.modules: dict[str, None] = {}
+        self.kept: dict[bytes, None] = {}
+        self._top = top
+
+    def persistent_id(self, obj: Any) -> Any:
+        if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+            module = getattr(obj, "__module__", None)
+            if module is None or module == "__main__":
+                raise pickle.PicklingError(f"{obj!r} cannot be imported by another process")
+            self.modules[module] = None
+            return None
+        if self._top is None and getattr(type(obj), "sandbox_by_reference", False) is True:
+            buffer = io.BytesIO()
+            inner = _ImportPickler(buffer, top=obj)
+            inner.dump(obj)
+            self.modules.update(inner.modules)
+            data = buffer.getvalue()
+            self.kept[data] = None
+            return ("kept", data)
+        return None
+
+
 class _RefUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, registry: dict[int, Any]):
+    def __init__(self, file: io.BytesIO, registry: dict[Any, Any]):
         super().__init__(file)
         self._registry = registry
 
     def persistent_load(self, pid: Any) -> Any:
+        if type(pid) is tuple:  # ("kept", pickle): the worker's copy, else one made here
+            kept = self._registry.get(pid[1])
+            return kept if kept is not None else pickle.loads(pid[1])
         return self._registry[pid]
 
 
@@ -853,7 +1105,7 @@ def _dump_request(call: Any, registry: dict[int, Any], known: frozenset[int]) ->
     return buffer.getvalue()
 
 
-def _load_request(data: bytes, registry: dict[int, Any]) -> Any:
+def _load_request(data: bytes, registry: dict[Any, Any]) -> Any:
     return _RefUnpickler(io.BytesIO(data), registry).load()
 
 
@@ -1045,4 +1297,10 @@ def _outcome(data: bytes | None, status: int | None) -> Any:
     kind, value = pickle.loads(data)
     if kind == "error":
         raise value
+    if kind == "unservable":
+        raise _Unservable(value)
     return value
+
+
+class _Unservable(Exception):
+    """A worker's child could not load the call; nothing of it ran."""

@@ -11,7 +11,7 @@ import threading
 import weakref
 from collections.abc import Hashable, Mapping
 
-from sandbox.spawn._jobs import SupervisorReady, WantSupervisor
+from sandbox.spawn._jobs import CallWorkerReady, SupervisorReady, WantCallWorker, WantSupervisor
 from sandbox.spawn._wire import Channel
 
 # The directory that holds the ``sandbox`` package (this file is sandbox/spawn/_client.py).
@@ -76,6 +76,36 @@ class Launcher:
                 # The server died (killed from outside): start a fresh one once.
                 self._close()
                 return self._new_supervisor()
+
+    def call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
+        """A new warm worker of Python calls from this object's spawn server: its socket,
+        its pid and a pidfd of it (``None`` where there are none); the caller stops it.
+
+        Raises:
+            OSError: the server could not be started or reached.
+        """
+        if self._owner != os.getpid():
+            self._lock = threading.Lock()  # as in acquire
+        with self._lock:
+            self._connect_pool()
+            try:
+                return self._new_call_worker(want)
+            except OSError:
+                self._close()  # the server died (killed from outside): a fresh one, once
+                self._connect_pool()
+                return self._new_call_worker(want)
+
+    def _new_call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
+        server = self._server
+        assert server is not None
+        server.send(want)
+        reply = server.receive()
+        fds = server.take_fds(2)
+        if not isinstance(reply, CallWorkerReady) or not fds:
+            for fd in fds:
+                os.close(fd)
+            raise ConnectionError("the sandbox spawn server exited")
+        return socket.socket(fileno=fds[0]), reply.pid, fds[1] if len(fds) > 1 else None
 
     def release(self, limits: Hashable, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""

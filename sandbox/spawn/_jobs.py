@@ -5,7 +5,10 @@ supervisor, typed: frozen dataclasses, encoded as tuples of primitives led by th
 The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
 - caller to server: :class:`WantSupervisor`; the server answers :class:`SupervisorReady`
-  with the caller's end of a socket to a new idle supervisor attached.
+  with the caller's end of a socket to a new idle supervisor attached. Or
+  :class:`WantCallWorker`; the server answers :class:`CallWorkerReady` with the caller's
+  end of a socket to a new warm worker for Python calls attached (and a pidfd of it, where
+  there are pidfds); the calls go over that socket as pickles (``sandbox.spawn._calls``).
 - caller to supervisor: :class:`CommandJob` with the stdout and stderr write ends attached,
   later perhaps :class:`StopTree`.
 - supervisor to caller: :class:`StartFailed` (and nothing else for that job), or
@@ -38,6 +41,58 @@ class SupervisorReady:
     """Server to caller: the attached descriptor is a socket to an idle supervisor."""
 
     kind: ClassVar[str] = "ready"
+
+
+@dataclass(frozen=True)
+class CallSetup:
+    """What the process Python calls run in does first (``sandbox.spawn._calls.enter_calls``):
+    the portable level, limits and layers, as a warm worker or a child forked for one call.
+
+    Attributes:
+        env: the calls' whole environment.
+        rlimits: resource limits.
+        memory_bytes: ``RLIMIT_AS`` on top of the address space the process has once it
+            is set up, or ``None``.
+        layers: layers applied (mount namespace, Landlock, seccomp).
+        confinement: what those layers enforce.
+        cgroup: a cgroup directory to join, or ``None``.
+        nest: each call's child forked from a warm worker enters a Landlock domain nested
+            in the worker's (``landlock.nest``).
+        cwd: the working directory (the caller's).
+        path: ``sys.path`` (the caller's): a worker started by the spawn server imports
+            what the calls name from there.
+    """
+
+    env: Mapping[str, str]
+    rlimits: Rlimits = ()
+    memory_bytes: int | None = None
+    layers: tuple[str, ...] = ()
+    confinement: Confinement = field(default_factory=Confinement)
+    cgroup: str | None = None
+    nest: bool = False
+    cwd: str = "/"
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WantCallWorker:
+    """Caller to server: fork me a warm worker for Python calls, set up as ``setup`` says,
+    that imported ``preload`` (module names) and keeps the objects pickled in ``kept``
+    (each call naming one by these bytes gets the worker's copy)."""
+
+    kind: ClassVar[str] = "want-calls"
+    setup: CallSetup
+    preload: tuple[str, ...] = ()
+    kept: tuple[bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallWorkerReady:
+    """Server to caller: the attached descriptors are a socket to the warm worker
+    ``pid`` and, where there are pidfds, a pidfd of it."""
+
+    kind: ClassVar[str] = "calls-ready"
+    pid: int
 
 
 @dataclass(frozen=True)
@@ -137,6 +192,8 @@ class TreeDone:
 Message = (
     WantSupervisor
     | SupervisorReady
+    | WantCallWorker
+    | CallWorkerReady
     | CommandJob
     | StopTree
     | StartFailed
@@ -149,6 +206,8 @@ _KINDS: dict[str, type[Any]] = {
     for cls in (
         WantSupervisor,
         SupervisorReady,
+        WantCallWorker,
+        CallWorkerReady,
         CommandJob,
         StopTree,
         StartFailed,
@@ -177,6 +236,9 @@ _VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
 _CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
 _ENV = _FIELDS[CommandJob.kind].index("env")
 _CONFINEMENT_VALUES = _getter(tuple(f.name for f in fields(Confinement)))
+_SETUP_VALUES = _getter(tuple(f.name for f in fields(CallSetup)))
+_SETUP_CONFINEMENT = [f.name for f in fields(CallSetup)].index("confinement")
+_SETUP_ENV = [f.name for f in fields(CallSetup)].index("env")
 
 #: What a message is on the wire: its ``kind``, then its fields' values in order.
 Encoded = tuple[Any, ...]
@@ -193,6 +255,11 @@ def encode(message: Message) -> Encoded:
         values[_CONFINEMENT] = _CONFINEMENT_VALUES(confinement)
         if message.env is not None and type(message.env) is not dict:
             values[_ENV] = dict(message.env)  # a plain mapping of primitives
+    elif isinstance(message, WantCallWorker):
+        setup = list(_SETUP_VALUES(message.setup))
+        setup[_SETUP_CONFINEMENT] = _CONFINEMENT_VALUES(message.setup.confinement)
+        setup[_SETUP_ENV] = dict(message.setup.env)
+        values[0] = tuple(setup)
     return (message.kind, *values)
 
 
@@ -226,6 +293,10 @@ def decode(data: Encoded) -> Message:
             raise TypeError(f"{len(values)} values for {len(_FIELDS[cls.kind])} fields")
         if cls is CommandJob:
             values[_CONFINEMENT] = Confinement(*values[_CONFINEMENT])
+        elif cls is WantCallWorker:
+            setup = list(values[0])
+            setup[_SETUP_CONFINEMENT] = Confinement(*setup[_SETUP_CONFINEMENT])
+            values[0] = CallSetup(*setup)
         message: Message = cls(*values)
     except TypeError as exc:
         raise ValueError(f"malformed {cls.__name__}: {exc}") from exc

@@ -18,6 +18,11 @@ nothing left behind wakes the caller once ("done", and the pipes at their end as
 it closes them), not twice (end of file, then "done", or "done", then the end of file
 of the supervisor's copies). ``StopTree`` asks it to stop the tree; end of file stops the
 tree at once and ends the supervisor.
+
+The server also forks the warm workers of Python calls (``WantCallWorker``): such a
+worker takes the caller's ``sys.path`` and working directory, sets itself up, imports the
+modules the calls name and serves them as ``sandbox.spawn._calls`` says; it is the
+caller's to stop.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from collections.abc import Mapping
 
 from sandbox._limits import apply_rlimits
 from sandbox.spawn._jobs import (
+    CallWorkerReady,
     CommandExited,
     CommandJob,
     Message,
@@ -43,6 +49,7 @@ from sandbox.spawn._jobs import (
     StopTree,
     SupervisorReady,
     TreeDone,
+    WantCallWorker,
 )
 from sandbox.spawn._tree import (
     NAMES_REPORTED,
@@ -62,7 +69,7 @@ _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
 
 def serve(fd: int) -> None:
     """Serve the caller on socket ``fd`` until it closes it: each message asks for one idle
-    supervisor, whose socket end goes back attached to the reply."""
+    supervisor (or warm worker of calls), whose socket end goes back attached to the reply."""
     server = Channel(socket.socket(fileno=fd))
     # Supervisors are reaped by the kernel; the server never waits for them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -74,10 +81,15 @@ def serve(fd: int) -> None:
     gc.disable()
     while True:
         try:
-            if server.receive() is None:
-                return
+            message = server.receive()
         except OSError:
             return
+        if message is None:
+            return
+        if isinstance(message, WantCallWorker):
+            if not _fork_call_worker(server, message):
+                return
+            continue
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         if os.fork() == 0:
             server.close()
@@ -94,6 +106,35 @@ def serve(fd: int) -> None:
             return
         finally:
             ours.close()
+
+
+def _fork_call_worker(server: Channel, want: WantCallWorker) -> bool:
+    """Fork a warm worker of calls and send the caller its socket (and a pidfd of it:
+    this server reaps it, so the caller cannot wait for it). False when the caller is gone."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            server.close()
+            ours.close()
+            # Imported here: the server itself stays small; each worker imports it once.
+            from sandbox.spawn._calls import serve_calls
+
+            serve_calls(want.setup, want.preload, want.kept, theirs)
+        finally:
+            os._exit(1)
+    theirs.close()
+    fds = [ours.detach()]
+    with contextlib.suppress(AttributeError, OSError):  # else the caller signals the pid
+        fds.append(os.pidfd_open(pid))
+    try:
+        server.send(CallWorkerReady(pid), fds)
+    except OSError:
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return True
 
 
 def _idle(channel: Channel) -> int:
