@@ -12,7 +12,10 @@ Prints medians in milliseconds and ratios:
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median), and the CPU each costs in all processes (on a
   shared machine the steadier figure); ``read_file`` again once the workspace has read
-  2,000 other files (a sandboxed call carries the hashes of the files it names, not all).
+  2,000 other files (a sandboxed call carries the hashes of the files it names, not all);
+- each of those two served by the warm worker the spawn server forks (the default for a
+  call that pickles by import) against the warm worker forked from the caller (what
+  serves a closure), latency and CPU.
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox's warm worker forks the child for
@@ -35,26 +38,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _small_tool import HEAD_TOOL
+
 from sandbox import Sandbox
-from workspace_tools import invoke_tool, invoke_tool_sync, tool
+from sandbox.spawn._calls import CallWorkers
+from workspace_tools import invoke_tool, invoke_tool_sync
 from workspace_tools.tools import workspace_tools
-
-
-class HeadArgs(BaseModel):
-    path: str
-
-
-def _head(args: HeadArgs, context: object) -> str:
-    with open(args.path, encoding="utf-8") as f:
-        return "".join(f.readline() for _ in range(20))
-
-
-HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs, execute=_head)
-
 
 GAPS = (0.0, 0.02)
 SEEN_FILES = 2000
@@ -152,14 +144,27 @@ def _cpu_seconds() -> tuple[float, float]:
     return mine + reaped.ru_utime + reaped.ru_stime, mine
 
 
-async def cpu_rows(label: str, call: Callable[[Sandbox], Awaitable[object]], runs: int) -> None:
+def forked_worker_only(box: Sandbox) -> Sandbox:
+    """``box`` with its calls served as a closure's are: by a warm worker forked from this
+    process (the way every call went before the spawn server's workers)."""
+    box._caller = CallWorkers(box._call_setup(None))
+    return box
+
+
+async def cpu_rows(
+    label: str,
+    call: Callable[[Sandbox], Awaitable[object]],
+    runs: int,
+    make: Callable[[], Sandbox] = Sandbox,
+) -> None:
     """CPU milliseconds a sandboxed call costs in all processes (the caller, the warm
     worker, its children), back to back and 20 ms apart: a figure the machine's other
-    load hardly moves. A fresh sandbox each, closed before the count, so that its worker
-    and every child are reaped and counted."""
+    load hardly moves. A fresh sandbox each (``make()``), closed before the count, so that
+    its worker and every child are reaped and counted (a worker the spawn server forked
+    is not this process's child: its CPU is not counted here)."""
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
-        box = Sandbox()
+        box = make()
         for _ in range(max(3, runs // 10)):
             await call(box)
         before, caller_before = _cpu_seconds()
@@ -271,6 +276,22 @@ async def main(runs: int) -> None:
         )
 
         await cpu_rows("custom tool in the sandbox", head, runs)
+        forked = forked_worker_only(Sandbox())
+        await compare(
+            "custom tool in the sandbox, spawned worker",
+            lambda: head(box),
+            "worker forked from the caller",
+            lambda: head(forked),
+            "the same or faster",
+            runs,
+            interleave=True,
+        )
+        await cpu_rows(
+            "custom tool, worker forked from the caller",
+            head,
+            runs,
+            lambda: forked_worker_only(Sandbox()),
+        )
 
         probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
         if probe.error is not None:
@@ -293,6 +314,21 @@ async def main(runs: int) -> None:
                 interleave=False,
             )
             await cpu_rows("read_file in the sandbox", read, runs)
+            await compare(
+                "read_file in the sandbox, spawned worker",
+                lambda: read(box),
+                "worker forked from the caller",
+                lambda: read(forked),
+                "the same or faster",
+                runs,
+                interleave=True,
+            )
+            await cpu_rows(
+                "read_file, worker forked from the caller",
+                read,
+                runs,
+                lambda: forked_worker_only(Sandbox()),
+            )
             many = Path(root, "many")
             many.mkdir()
             for i in range(SEEN_FILES):
@@ -310,6 +346,7 @@ async def main(runs: int) -> None:
             )
         print(f"sandbox capabilities: commands {box.capabilities}, calls {box.call_capabilities}")
         box.close()
+        forked.close()
 
 
 if __name__ == "__main__":

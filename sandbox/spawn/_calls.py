@@ -1292,7 +1292,12 @@ def _outcome(data: bytes | None, status: int | None) -> Any:
         if status is not None and os.WIFSIGNALED(status):
             name = signal_name(os.WTERMSIG(status))
             raise SandboxError(f"the sandboxed call was killed by {name}", signal=name)
-        code = os.waitstatus_to_exitcode(status) if status is not None else None
+        if status is None:
+            raise SandboxError(
+                "the sandboxed call ended without a result: its warm worker was killed, "
+                "and the call with it"
+            )
+        code = os.waitstatus_to_exitcode(status)
         raise SandboxError(f"the sandboxed call exited (status {code}) without a result")
     kind, value = pickle.loads(data)
     if kind == "error":

@@ -641,13 +641,24 @@ async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
         box.close()
 
 
-async def _warm_worker(box: Sandbox, knowing: object) -> Any:
-    """The sandbox's warm worker, once there is one that holds ``knowing``."""
-    return await wait_until_async(
-        lambda: box._caller._worker if box._caller is not None else None,
-        lambda worker: worker is not None and id(knowing) in worker.known,
-        "a warm worker holding the callable",
-    )
+async def _warm_worker(box: Sandbox, knowing: Any) -> Any:
+    """The sandbox's warm worker that serves ``knowing``, once there is one: for a
+    module-level function, the worker the spawn server forked, once it imported its
+    module; for a closure, the worker forked from this process, once it holds it."""
+    spawned = "<locals>" not in knowing.__qualname__
+
+    def probe() -> Any:
+        caller = box._caller
+        if caller is None:
+            return None
+        return caller._spawned if spawned else caller._worker
+
+    def holds(worker: Any) -> bool:
+        if worker is None:
+            return False
+        return knowing.__module__ in worker.known if spawned else id(knowing) in worker.known
+
+    return await wait_until_async(probe, holds, "a warm worker holding the callable")
 
 
 def _parent_pid() -> int:
@@ -661,7 +672,8 @@ async def test_a_warm_worker_that_died_is_replaced() -> None:
         worker = await _warm_worker(box, _parent_pid)
         assert await box.call(_parent_pid) == worker.pid
         os.kill(worker.pid, signal.SIGKILL)
-        os.waitpid(worker.pid, 0)  # its child waiting for a call dies with it
+        # Its child waiting for a call dies with it; the spawn server reaps it.
+        assert select.select([worker.pidfd], [], [], DEADLINE)[0] == [worker.pidfd]
         assert await box.call(_parent_pid) == os.getpid()  # on demand again, meanwhile
         replaced = await _warm_worker(box, _parent_pid)
         assert replaced.pid != worker.pid
@@ -750,23 +762,32 @@ async def test_a_call_can_neither_signal_nor_tamper_with_its_warm_worker(
     if "signal_scoping" not in box.call_capabilities:
         pytest.skip(f"calls cannot be kept from signalling here: {box.call_capabilities}")
 
-    def reach_parent() -> tuple[str, str]:
-        try:
-            os.kill(os.getppid(), signal.SIGKILL)
-            signalled = "sent"
-        except PermissionError:
-            signalled = "EPERM"
-        try:
-            with open(f"/proc/{os.getppid()}/mem", "r+b"):
-                memory = "opened"
-        except OSError as exc:
-            memory = errno.errorcode[exc.errno or 0]
-        return signalled, memory
+    def reach_parent() -> tuple[int, str, str]:  # a closure: a fork of this process serves it
+        return _reach_parent()
 
     await box.call(reach_parent)
     worker = await _warm_worker(box, reach_parent)
-    assert await box.call(reach_parent) == ("EPERM", "EACCES")
-    assert await box.call(_parent_pid) == worker.pid
+    assert await box.call(reach_parent) == (worker.pid, "EPERM", "EACCES")
+    # The same from the worker the spawn server forked.
+    await box.call(_reach_parent)
+    spawned = await _warm_worker(box, _reach_parent)
+    assert await box.call(_reach_parent) == (spawned.pid, "EPERM", "EACCES")
+
+
+def _reach_parent() -> tuple[int, str, str]:
+    """Try to kill this process's parent and to open its memory: the parent and what each
+    attempt met."""
+    try:
+        os.kill(os.getppid(), signal.SIGKILL)
+        signalled = "sent"
+    except PermissionError:
+        signalled = "EPERM"
+    try:
+        with open(f"/proc/{os.getppid()}/mem", "r+b"):
+            memory = "opened"
+    except OSError as exc:
+        memory = errno.errorcode[exc.errno or 0]
+    return os.getppid(), signalled, memory
 
 
 async def test_supervisor_killed_mid_command_is_sandbox_error_and_leaks_no_descriptor() -> None:
@@ -850,9 +871,13 @@ async def test_a_warm_worker_holds_no_pipe_of_the_caller() -> None:
     worker forked at that instant must not keep their write ends open."""
     read_end, write_end = os.pipe()  # stands for a pipe another thread has open
     box = Sandbox(layers=False)
+
+    def parent_pid() -> int:  # a closure: served by a worker forked from here
+        return os.getppid()
+
     try:
-        await box.call(_parent_pid)
-        await _warm_worker(box, _parent_pid)
+        await box.call(parent_pid)
+        await _warm_worker(box, parent_pid)
         os.close(write_end)
         write_end = -1
         ready = await anyio.to_thread.run_sync(

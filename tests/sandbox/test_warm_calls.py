@@ -257,12 +257,21 @@ async def test_each_call_on_the_warm_worker_draws_its_own_random_numbers_and_run
 
 
 class _Kept:
-    """Long-lived, as a workspace is: the warm worker may keep it."""
+    """Long-lived, as a workspace is: the warm worker may keep it. Says in which process
+    it was made (``made_in``): by this test, or from its pickle."""
 
     sandbox_by_reference = True
 
     def __init__(self) -> None:
         self.value = "before"
+        self.made_in = os.getpid()
+
+    def __getstate__(self) -> dict[str, str]:
+        return {"value": self.value}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        self.value = state["value"]
+        self.made_in = os.getpid()
 
 
 class _Passed:
@@ -270,24 +279,51 @@ class _Passed:
         self.value = "before"
 
 
-def _values(kept: _Kept, passed: _Passed) -> tuple[int, str, str]:
-    return os.getppid(), kept.value, passed.value
+def _values(kept: _Kept, passed: _Passed) -> tuple[int, int, str, str]:
+    return os.getppid(), kept.made_in, kept.value, passed.value
 
 
 @pytest.mark.anyio
 async def test_an_object_whose_class_asks_is_sent_to_the_warm_worker_by_reference() -> None:
-    # A workspace rides to the warm worker's children as the worker's copy (its caches
-    # warm); anything else is pickled as it is at the call.
+    # A closure's worker, a fork of this process, gives each call its copy of the kept
+    # object as it was at the fork (a workspace with its caches warm); anything else is
+    # pickled as it is at the call.
+    kept, passed = _Kept(), _Passed()
+
+    def values(kept: _Kept, passed: _Passed) -> tuple[int, int, str, str]:
+        return _values(kept, passed)
+
+    box = Sandbox(layers=False)
+    try:
+        seen = [await box.call(values, kept, passed)]  # forked on demand; the worker meanwhile
+        with anyio.move_on_after(DEADLINE):
+            while seen[-1][0] == os.getpid():
+                seen.append(await box.call(values, kept, passed))
+        kept.value = passed.value = "after"
+        last = await box.call(values, kept, passed)
+    finally:
+        box.close()
+    assert seen[-1][0] != os.getpid(), seen
+    assert last == (seen[-1][0], os.getpid(), "before", "after"), (seen, last)
+
+
+@pytest.mark.anyio
+async def test_the_spawned_worker_keeps_one_copy_of_a_kept_object_by_its_pickle() -> None:
+    # The worker the spawn server forked makes the kept object once from its pickle (a
+    # workspace: from its settings) and gives that copy to each call's child; an object
+    # that pickles otherwise is another copy.
     kept, passed = _Kept(), _Passed()
     box = Sandbox(layers=False)
     try:
         seen = [await box.call(_values, kept, passed)]  # forked on demand; the worker meanwhile
         with anyio.move_on_after(DEADLINE):
-            while seen[-1][0] == os.getpid():
+            while seen[-1][0] == os.getpid() or seen[-1][1] != seen[-1][0]:
                 seen.append(await box.call(_values, kept, passed))
+        worker = seen[-1][0]
         kept.value = passed.value = "after"
-        last = await box.call(_values, kept, passed)
+        changed = await box.call(_values, kept, passed)
     finally:
         box.close()
-    assert seen[-1][0] != os.getpid(), seen
-    assert last == (seen[-1][0], "before", "after"), (seen, last)
+    assert seen[0] == (os.getpid(), os.getpid(), "before", "before"), seen  # forked from here
+    assert seen[-1] == (worker, worker, "before", "before"), seen
+    assert changed[2:] == ("after", "after"), changed
