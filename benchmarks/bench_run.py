@@ -136,12 +136,27 @@ def sync_rows(runs: int) -> None:
         )
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """CPU seconds of this process and its reaped descendants, and of this process alone."""
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process alone (user and system)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    mine = own.ru_utime + own.ru_stime
-    return mine + reaped.ru_utime + reaped.ru_stime, mine
+    return own.ru_utime + own.ru_stime
+
+
+def _worker_cpu_seconds(box: Sandbox) -> tuple[int, float] | None:
+    """The warm worker that serves ``box``'s calls (forked by the spawn server, else from
+    this process) and the CPU seconds it and its reaped children spent (``/proc``: the
+    spawned one is not this process's child); ``None`` while there is none."""
+    caller = box._caller
+    worker = None if caller is None else (caller._spawned or caller._worker)
+    if worker is None:
+        return None
+    try:
+        with open(f"/proc/{worker.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
+    return worker.pid, sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def forked_worker_only(box: Sandbox) -> Sandbox:
@@ -158,22 +173,30 @@ async def cpu_rows(
     make: Callable[[], Sandbox] = Sandbox,
 ) -> None:
     """CPU milliseconds a sandboxed call costs in all processes (the caller, the warm
-    worker, its children), back to back and 20 ms apart: a figure the machine's other
-    load hardly moves. A fresh sandbox each (``make()``), closed before the count, so that
-    its worker and every child are reaped and counted (a worker the spawn server forked
-    is not this process's child: its CPU is not counted here)."""
+    worker, its children it reaped), back to back and 20 ms apart: a figure the
+    machine's other load hardly moves. A fresh sandbox each (``make()``), measured once
+    its warm worker serves the calls."""
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
         box = make()
         for _ in range(max(3, runs // 10)):
             await call(box)
-        before, caller_before = _cpu_seconds()
+        with anyio.move_on_after(30):
+            while _worker_cpu_seconds(box) is None:
+                await anyio.sleep(0.05)
+                await call(box)
+        started = _worker_cpu_seconds(box)
+        caller_before = _own_cpu_seconds()
         for _ in range(runs):
             await anyio.sleep(gap)
             await call(box)
+        caller = (_own_cpu_seconds() - caller_before) / runs * 1000
+        ended = _worker_cpu_seconds(box)
         box.close()
-        after, caller_after = _cpu_seconds()
-        every, caller = (after - before) / runs * 1000, (caller_after - caller_before) / runs * 1000
+        if started is None or ended is None or started[0] != ended[0]:
+            print(f"{f'{label} [{spacing}]':<56} CPU not measured: the worker was replaced")
+            continue
+        every = caller + (ended[1] - started[1]) / runs * 1000
         print(
             f"{f'{label} [{spacing}]':<56} CPU a call {every:6.2f} ms in all processes, "
             f"{caller:5.2f} ms in the caller"

@@ -174,6 +174,8 @@ class CallWorkers:
         self._kept: dict[bytes, None] = {}
         #: Callables a spawned worker could not load (held, so that their ids stay theirs).
         self._unservable: dict[int, Any] = {}
+        #: How the pickler for spawned workers treats each type (``_kind_of``).
+        self._kinds: dict[type, int] = {}
         self._forker: threading.Thread | None = None
         self._wanted = threading.Event()
         self._closed = False
@@ -279,7 +281,7 @@ class CallWorkers:
         if self._unservable.get(id(fn)) is fn:
             return None
         buffer = io.BytesIO()
-        pickler = _ImportPickler(buffer)
+        pickler = _ImportPickler(buffer, self._kinds)
         try:
             pickler.dump(call)
         except Exception:
@@ -1053,35 +1055,56 @@ class _RefPickler(pickle.Pickler):
         return None
 
 
+#: How :class:`_ImportPickler` treats an object, by its type.
+_PLAIN, _GLOBAL, _KEPT = 0, 1, 2
+
+
+def _kind_of(cls: type) -> int:
+    if issubclass(cls, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return _GLOBAL  # pickled as a reference to be imported
+    if getattr(cls, "sandbox_by_reference", False) is True:
+        return _KEPT
+    return _PLAIN
+
+
 class _ImportPickler(pickle.Pickler):
     """Pickles a call for a worker started by the spawn server, which imports what the
     call names: refuses what names ``__main__`` (the worker's is not the caller's), notes
     the modules named (``modules``) and pickles an object whose class sets
     ``sandbox_by_reference`` as ``("kept", its own pickle)`` (noted in ``kept``): the
-    worker keeps one copy of each such pickle, made once, for its children."""
+    worker keeps one copy of each such pickle, made once, for its children. ``kinds``
+    caches each type's treatment (:func:`_kind_of`) across picklers: this runs for every
+    object of every call."""
 
-    def __init__(self, file: io.BytesIO, top: Any = None) -> None:
+    def __init__(self, file: io.BytesIO, kinds: dict[type, int], top: Any = None) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.modules: dict[str, None] = {}
         self.kept: dict[bytes, None] = {}
+        self._kinds = kinds
         self._top = top
 
     def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+        cls = type(obj)
+        kind = self._kinds.get(cls)
+        if kind is None:
+            kind = self._kinds[cls] = _kind_of(cls)
+        if kind == _PLAIN:
+            return None
+        if kind == _GLOBAL:
             module = getattr(obj, "__module__", None)
             if module is None or module == "__main__":
                 raise pickle.PicklingError(f"{obj!r} cannot be imported by another process")
             self.modules[module] = None
             return None
-        if self._top is None and getattr(type(obj), "sandbox_by_reference", False) is True:
-            buffer = io.BytesIO()
-            inner = _ImportPickler(buffer, top=obj)
-            inner.dump(obj)
-            self.modules.update(inner.modules)
-            data = buffer.getvalue()
-            self.kept[data] = None
-            return ("kept", data)
-        return None
+        if self._top is not None:
+            return None  # within a kept object: pickled with it
+        buffer = io.BytesIO()
+        inner = _ImportPickler(buffer, self._kinds, top=obj)
+        inner.dump(obj)
+        self.modules.update(inner.modules)
+        data = buffer.getvalue()
+        self.kept[data] = None
+        return ("kept", data)
 
 
 class _RefUnpickler(pickle.Unpickler):
