@@ -345,14 +345,21 @@ class Sandbox:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
-        ``fn`` may be any callable, a closure or a lambda included: the child is a fork of
-        this process. A warm worker that applied this sandbox's layers once forks a fresh
-        child for each call, so nothing a call leaves behind reaches the next one; a call
-        the worker serves sees this process's memory as it was when the worker was forked
-        (at the first call, and again after a call with a callable new to it). An argument
-        whose class sets ``sandbox_by_reference = True`` is, like a callable, kept by the
-        worker and sent to it as a reference (the worker's copy, as it was at the fork);
-        without a warm worker it pickles as any argument. See ``sandbox.spawn._calls``.
+        ``fn`` may be any callable, a closure or a lambda included. A warm worker that
+        applied this sandbox's layers once forks a fresh child for each call, so nothing a
+        call leaves behind reaches the next one. When ``fn`` and the arguments pickle by
+        import (module-level functions and classes, nothing of ``__main__``), the worker
+        is forked by this sandbox's spawn server, a clean interpreter: it imports what the
+        call names from this process's ``sys.path``, so the call sees those modules as
+        imported, not as this process changed them. Otherwise the worker is a fork of
+        this process, and a call it serves sees this process's memory as it was when the
+        worker was forked (at the first call, and again after a call with a callable new
+        to it). An argument whose class sets ``sandbox_by_reference = True`` is kept by
+        the worker and reaches each call as the worker's copy: made from its pickle in a
+        spawned worker (one copy for each distinct pickle), as it was at the fork in a
+        forked one; without a warm worker it pickles as any argument. A call no warm
+        worker can serve at once (the first, one while another runs) runs in a child
+        forked from this process for it alone. See ``sandbox.spawn._calls``.
         Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
         cancelled, taking the child's whole tree down.
 

@@ -1,21 +1,31 @@
-"""Running Python callables in sandboxed children: a warm worker per sandbox configuration.
+"""Running Python callables in sandboxed children: warm workers per sandbox configuration.
 
-A call must carry the callable as it is (a closure over a workspace, an open connection),
-so its process is a fork of the caller: nothing needs to be picklable but the result.
+**Two origins, one worker.** A warm worker applies the sandbox's setup once
+(:func:`enter_calls`: session, environment, limits, mount namespace, Landlock, seccomp:
+about 2 ms) and then serves calls one after another (:func:`_worker_main`, the same loop
+whichever process forked it). A call whose callable and arguments pickle by import
+(module-level functions and classes, a built-in tool's ``execute``, a workspace as its
+settings; nothing of ``__main__``) goes to a worker that the spawn server forks
+(``WantCallWorker``, :func:`serve_calls`): it takes the caller's ``sys.path`` and working
+directory, and, once set up and confined, imports the modules the calls name and makes the
+objects they keep (below), so that its children import nothing. Nothing of the caller's
+memory is there: a call sees the modules as they are imported, not as the caller changed
+them. Any other call (a closure, a lambda, a ``__main__`` function, a module this worker
+cannot import: its child says so before anything runs, and the call runs again as a
+closure does) needs the caller's memory, so its worker is a fork of the caller (from a
+thread of its own, so that the caller's event loop does not wait for it).
 
-**The warm worker.** :class:`CallWorkers` forks one worker from the caller (from a thread
-of its own, so that the caller's event loop does not wait for it) that applies the
-sandbox's setup once (session, environment, limits, mount namespace, Landlock, seccomp:
-about 2 ms) and then serves calls one after another. It keeps one child forked ahead,
-set up (session, subreaper, nested domain) and waiting on the worker's socket; that child
-takes the next call (a pickle, and the write end of a result pipe), reports its pid, runs
-the call and writes its pickled outcome to the pipe, while the worker forks the next one.
-The worker reports each child's wait status once it reaped it. It is single-threaded, so
-its forks are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks,
-which ran when the worker was forked and would cost each child more than its call
-(``_hookless_fork``; ``random`` is reseeded in each child). It runs under
-``SCHED_BATCH`` (its children under the caller's policy again), so that forking the next
-child does not preempt the call running on its core.
+**The worker's children.** A worker keeps one child forked ahead, set up (session,
+subreaper, nested domain) and waiting on the worker's socket; that child takes the next
+call (a pickle, and the write end of a result pipe), reports its pid, runs the call and
+writes its pickled outcome to the pipe, while the worker forks the next one. The worker
+reports each child's wait status once it reaped it. It is single-threaded, so its forks
+are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks, which ran
+when the worker was forked and would cost each child more than its call
+(``_hookless_fork``; ``random`` is reseeded in each child). It runs under ``SCHED_BATCH``
+(its children under the caller's policy again), so that forking the next child does not
+preempt the call running on its core. Its heap is frozen for the collector
+(``gc.freeze``) once set up, so that a child's collections do not copy its pages.
 
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
@@ -32,16 +42,22 @@ what later calls are forked from (at the portable level, as everywhere there, th
 security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
 call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
-**What a worker knows.** A worker holds the callables the caller had used when it was
-forked, and the long-lived objects passed to calls whose class says they may be shared
-that way (``sandbox_by_reference = True``: a workspace, with its stat-validated caches); a
-call naming them travels as a pickle whose references to those objects are resolved in the
-worker (elsewhere such an object pickles as it would anyway). A call it cannot serve that
-way (a callable new since the fork, an argument that does not pickle), a call while the
-worker is busy with another, and every call that must join a cgroup of its own, runs in
-a child forked from the caller for it alone (the cold path, as the worker itself is
-forked); a new worker that knows the new callables is then forked in the background. A
-call served by the worker sees the caller's memory as it was when the worker was forked.
+**What a worker knows.** A worker forked from the caller holds the callables the caller
+had used when it was forked, and the long-lived objects passed to calls whose class says
+they may be shared that way (``sandbox_by_reference = True``: a workspace, with its
+stat-validated caches); a call naming them travels as a pickle whose references to those
+objects are resolved in the worker (elsewhere such an object pickles as it would anyway).
+A spawned worker holds the modules the calls named and, for each such object, one copy
+made from its pickle (a workspace: from its settings), shared by its children: a call
+naming an object that pickles the same gets that copy, its caches as warm as the worker's
+(which runs no call: they start empty, and what a child fills ends with it). A worker
+that lacks what a call names (a callable new since the fork; a module, or an object with
+another pickle, new to the spawned worker) is replaced by one that has it, started in the
+background. A call no worker can serve at once (none there yet, the worker busy with
+another call, an argument that does not pickle, a call that must join a cgroup of its
+own) runs in a child forked from the caller for it alone (the cold path, as the worker
+itself is forked). A call served by a worker forked from the caller sees the caller's
+memory as it was when the worker was forked.
 
 Forking a process that runs other threads copies their locks in whatever state they are:
 a lock held at that instant stays held in the copy, and a worker lives on. The worker's
