@@ -23,6 +23,7 @@ from tests._waiting import wait_until, wait_until_async
 from workspace_tools import invoke_tool
 from workspace_tools.tools import read_file as read_file_module
 from workspace_tools.tools import workspace_tools
+from workspace_tools.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
 
@@ -78,6 +79,27 @@ async def test_a_built_in_tools_sandboxed_call_runs_in_no_fork_of_the_caller(
     assert served.error is None and served.content == whole.content, served
     assert parent != os.getpid()
     assert any("sandbox.spawn._server" in arg for arg in parent_argv), parent_argv
+
+
+async def test_arguments_of_a_model_made_for_the_workspace_reach_the_spawned_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read_file's argument model for a workspace with its own read limit is made at run
+    # time (no other process can import it): its values travel with the nearest model
+    # that can be imported.
+    (tmp_path / "many.txt").write_bytes(b"".join(b"line %d\n" % i for i in range(10)))
+    tool = {t.name: t for t in workspace_tools(Workspace(tmp_path, read_limit=3))}["read_file"]
+    expected = await invoke_tool(tool, {"path": "many.txt"})
+    monkeypatch.setattr(read_file_module, "MAX_TEXT_CHARS", 1)  # as above: a fork shows less
+    box = Sandbox(layers=False)
+    try:
+        await invoke_tool(tool, {"path": "many.txt"}, sandbox=box)  # forked on demand
+        await _spawned_worker(box, "workspace_tools.tools.read_file")
+        served = await invoke_tool(tool, {"path": "many.txt"}, sandbox=box)
+    finally:
+        box.close()
+    assert expected.content.endswith("[Lines 1-3 of 10 shown. Use offset=4 to read on.]")
+    assert served.error is None and served.content == expected.content, served
 
 
 async def test_a_closure_runs_in_a_fork_of_the_caller() -> None:

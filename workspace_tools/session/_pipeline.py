@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -392,7 +393,9 @@ async def call_in_sandbox(
     (``time.monotonic()`` is one clock for every process of the host).
 
     What crosses: ``execute`` (by reference: a module-level function pickles as its name),
-    the validated arguments and :attr:`Tool.workspace` as its settings, with the content
+    the validated arguments (an argument model made for the workspace's options, which no
+    other process can import, as the values of the nearest model that it can:
+    :func:`portable_args`) and :attr:`Tool.workspace` as its settings, with the content
     hashes of the files the call names (:attr:`Tool.paths`,
     :meth:`Workspace.snapshot_files`); what comes back: the value and the hashes the call
     changed, applied to the workspace here. The locks the call takes in process
@@ -424,7 +427,7 @@ async def call_in_sandbox(
         value, changes = await sandbox.call(
             execute_in_child,
             tool.execute,
-            args,
+            portable_args(args),
             call_id,
             tool.name,
             timing,
@@ -458,13 +461,39 @@ async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
     await anyio.to_thread.run_sync(take)
 
 
+#: Arguments as :func:`portable_args` sends them: ``(model, values, fields set)``.
+PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]
+
+
+def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
+    """``args`` as they can reach a process that imports what a call names (a sandbox's
+    worker forked by its spawn server): as they are when their model is importable, else
+    (a model made for a workspace's options, ``create_model``, with its base's fields) as
+    the model's nearest importable base with the validated values, rebuilt by
+    :func:`execute_in_child`."""
+    model = type(args)
+    if _importable(model):
+        return args
+    base = next((cls for cls in model.__mro__[1:] if _importable(cls)), None)
+    if base is None or not issubclass(base, BaseModel):
+        return args
+    if base.model_fields.keys() != model.model_fields.keys():
+        return args  # more than defaults and bounds changed: it goes as it is, or not at all
+    return base, dict(args.__dict__), set(args.model_fields_set)
+
+
+def _importable(cls: type) -> bool:
+    module = sys.modules.get(cls.__module__)
+    return module is not None and getattr(module, cls.__qualname__, None) is cls
+
+
 #: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
 CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
 
 
 def execute_in_child(
     execute: Any,
-    args: BaseModel,
+    args: BaseModel | PortableArgs,
     call_id: str,
     tool_name: str,
     timing: tuple[float | None, float | None] = (None, None),
@@ -480,7 +509,10 @@ def execute_in_child(
     (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
     as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
     only primitives, the arguments and the workspace's settings cross the process
-    boundary."""
+    boundary. ``args`` may come as :func:`portable_args` sends them."""
+    if isinstance(args, tuple):
+        model, values, fields_set = args
+        args = model.model_construct(fields_set, **values)  # validated by the caller
     if workspace is not None and files is not None:
         workspace.restore_files(files)
     if state is not None:
