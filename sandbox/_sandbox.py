@@ -463,9 +463,11 @@ class Sandbox:
     def close(self) -> None:
         """Stop the spawn server and the calls' warm worker. Also done when the sandbox
         is collected or the process exits."""
-        self._launcher.close()
         if self._caller is not None:
+            # First: a worker being started from the spawn server is waited for, so that
+            # no server is started again after the launcher's is stopped.
             self._caller.close()
+        self._launcher.close()
 
     def _check_enforceable(self) -> None:
         """Raise for a protection asked for that commands cannot get here (see
