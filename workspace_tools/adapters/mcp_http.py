@@ -9,6 +9,9 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
 - Every request's ``Host`` must name the address the server is bound to (loopback names
   for a loopback address; any for a wildcard one) and its ``Origin``, when sent, that host:
   otherwise 421 or 403, so a web page cannot reach the server by DNS rebinding.
+- A request body over :data:`~workspace_tools.adapters._jsonrpc.MAX_MESSAGE_BYTES` (4 MiB,
+  as one message over stdio) is refused with 413 and a JSON-RPC ``-32600`` error before the
+  SDK reads it; the SDK itself would read any body whole into memory.
 - ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
   liveness probes; it says nothing about the workspace.
 
@@ -32,7 +35,8 @@ import anyio
 
 from workspace_tools import __version__
 from workspace_tools.adapters._common import missing_extra
-from workspace_tools.adapters.mcp import DISCONNECTED
+from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES
+from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 
 try:
     import uvicorn
@@ -103,6 +107,53 @@ class _DisconnectWatch:
         finally:
             # The response is over; whatever still waits on the request is not awaited.
             event.set()
+
+
+class _BodyCap:
+    """Answers 413 (with a JSON-RPC ``-32600`` error, ``id`` null) to a request whose body
+    is over ``limit`` bytes, by its ``Content-Length`` or as it arrives, and hands any other
+    body to the application whole, read here at most ``limit`` bytes at a time: the SDK
+    reads a body into memory without a limit."""
+
+    def __init__(self, app: Any, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(int(declared), scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away: the application sees that too
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(len(body), scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replay: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+        if message["type"] != "http.request":
+            replay = [message]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, size: int, scope: Scope, receive: Receive, send: Send) -> None:
+        text = (
+            f"Invalid Request: the message is {size:,} bytes long or more, over the limit of "
+            f"{self.limit:,} bytes (4 MiB); send a smaller one"
+        )
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        await JSONResponse(error, status_code=413)(scope, receive, send)
 
 
 class _HostOriginCheck:
@@ -199,6 +250,7 @@ def create_http_app(
         ],
         middleware=[
             Middleware(_HostOriginCheck, hosts=hosts),
+            Middleware(_BodyCap),
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
         ],
         lifespan=lifespan,
@@ -265,7 +317,8 @@ async def serve_http(server: Server[Any, Any], token: str, sock: socket.socket) 
     quiet = _QuietClosedStream()
     logger.addFilter(quiet)
     try:
-        await _serve(server, token, sock)
+        with clipped_sdk_logs():
+            await _serve(server, token, sock)
     finally:
         logger.removeFilter(quiet)
 
