@@ -86,3 +86,13 @@ def echoed(value: object, limit: int = ECHO_LIMIT) -> str:
         return repr(text)
     shown = repr(text[:limit])
     return f"{shown[:-1]}…{shown[-1]} ({len(text):,} characters)"
+
+
+PATH_ECHO_LIMIT = 1000
+"""Most characters of a path an error message shows (a real path is rarely longer)."""
+
+
+def clipped(text: str, limit: int = PATH_ECHO_LIMIT) -> str:
+    """``text`` as it is when it has at most ``limit`` characters, else its first ``limit``
+    followed by ``… (N characters)`` (for a path in a message, shown unquoted)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -50,8 +50,10 @@ def os_error(exc: OSError, rel: str) -> ToolError:
     """A :class:`ToolError` a model can act on for an ``OSError`` on the path ``rel``.
 
     The one mapping of operating-system errors to error codes; the message names ``rel`` and
-    says what happened in words, never ``[Errno N]``.
+    says what happened in words, never ``[Errno N]``; a path of any length a caller sent is
+    cut (:func:`~workspace_tools._errors.clipped`).
     """
+    rel = clipped(rel)
     special = _ERRNO_ERRORS.get(exc.errno or 0)
     if special is not None:
         text, code = special
