@@ -25,6 +25,7 @@ from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._ignore import cut_note
 
 # Seconds (at most) before the call's deadline at which a search on Python's engine stops.
 WORKER_MARGIN = 0.5
@@ -203,6 +204,7 @@ def _execute(
     walked = 0
     ignored = 0
     unreadable_dirs: list[str] = []
+    cut_ignore_files: list[str] = []
     if start.is_dir:
         walk = walker.walk(
             start.real, start.rel, recursive=True, include_ignored=args.include_ignored
@@ -217,6 +219,7 @@ def _execute(
             ]
         ignored = walk.ignored
         unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
+        cut_ignore_files = walk.cut_ignore_files
 
     # Files the warm index knows cannot hold the pattern's required literal are
     # counted, not read.
@@ -252,6 +255,8 @@ def _execute(
     run.ignored = ignored
     run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
     content = format_grep(run, args.output_mode)
+    if cut_ignore_files:
+        content += "\n" + cut_note(cut_ignore_files)
     # Built from values of the right types: no validation, which would cost as much
     # as the search for a result of thousands of matches.
     details = GrepDetails.model_construct(
