@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
@@ -75,6 +76,24 @@ class GrepArgs(BaseModel):
         False, description="Also search files that .gitignore/.ignore rules skip"
     )
     limit: int = Field(100, ge=1, description="Maximum number of results to show")
+
+    @field_validator("limit")
+    @classmethod
+    def _no_more_than_any_count(cls, value: int) -> int:
+        # JSON has integers of any size; a limit past sys.maxsize means no limit, and no
+        # slice takes a bigger one.
+        return min(value, sys.maxsize)
+
+    @field_validator("context")
+    @classmethod
+    def _no_more_than_a_file(cls, value: int) -> int:
+        # Context costs each match its width in lines; past MAX_CONTEXT it is all of any
+        # file a model can read (the result is cut long before).
+        return min(value, MAX_CONTEXT)
+
+
+MAX_CONTEXT = 10_000
+"""The most lines of context taken on each side of a match (more is all of it in practice)."""
 
 
 # Plain dataclasses, not models: a search may return thousands of matches, and each model
