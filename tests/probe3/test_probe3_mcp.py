@@ -230,3 +230,31 @@ def test_an_http_body_at_the_cap_reaches_the_server(tmp_path: Path) -> None:
         answer = client.post("/mcp", content=line(padded), headers=HEADERS)
         assert answer.status_code == 200, answer.text[:300]
         assert "protocolVersion" in answer.text
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "Parse error: arrays or objects nested too deeply"),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":'
+            + b'{"a":' * 50_000
+            + b"1"
+            + b"}" * 50_002,
+            "Parse error: arrays or objects nested too deeply",
+        ),
+        (b'{"jsonrpc":"2.0","id":NaN,"method":"ping"}', "Parse error: NaN is not JSON"),
+    ],
+    ids=["arrays", "objects", "nan"],
+)
+def test_an_http_body_that_is_not_json_is_a_parse_error_not_a_500(
+    tmp_path: Path, body: bytes, message: str
+) -> None:
+    with _http_client(tmp_path) as client:
+        response = client.post("/mcp", content=body, headers=HEADERS)
+        assert (response.status_code, response.json()) == (
+            400,
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}},
+        )
+        answer = client.post("/mcp", content=line(INIT), headers=HEADERS)
+        assert answer.status_code == 200, answer.text[:300]

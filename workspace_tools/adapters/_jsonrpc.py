@@ -83,6 +83,19 @@ def error_response(request_id: str | int | None, code: int, message: str) -> dic
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
+def parse_message(data: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """``(value, None)`` for UTF-8 JSON text, else ``(None, the -32700 answer)``: text that is
+    not JSON, ``NaN``/``Infinity`` (not JSON, though Python's parser takes them), or arrays
+    and objects nested deeper than the parser recurses (``[[[[...]]]]``)."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant), None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
+    except RecursionError:
+        message = "Parse error: arrays or objects nested too deeply"
+        return None, error_response(None, types.PARSE_ERROR, message)
+
+
 def _valid_id(value: object) -> bool:
     # MCP: "Requests MUST include a string or integer ID", never null; bool is not an integer.
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
@@ -143,14 +156,9 @@ class JsonRpcGate:
         send back, or ``None`` (nothing to do: a blank line or a dropped notification)."""
         if not line.strip():
             return None
-        try:
-            value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            return error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
-        except RecursionError:
-            # Arrays or objects nested deeper than the parser recurses ([[[[...]]]]).
-            message = "Parse error: arrays or objects nested too deeply"
-            return error_response(None, types.PARSE_ERROR, message)
+        value, refused = parse_message(line)
+        if refused is not None:
+            return refused
         if isinstance(value, list):
             reason = "an empty array" if not value else "a batch (MCP 2025-06-18 has no batching)"
             return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")

@@ -11,7 +11,9 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
   otherwise 421 or 403, so a web page cannot reach the server by DNS rebinding.
 - A request body over :data:`~workspace_tools.adapters._jsonrpc.MAX_MESSAGE_BYTES` (4 MiB,
   as one message over stdio) is refused with 413 and a JSON-RPC ``-32600`` error before the
-  SDK reads it; the SDK itself would read any body whole into memory.
+  SDK reads it (the SDK would read any body whole into memory); a body that is not JSON
+  (``NaN`` included) or nests too deeply gets 400 and ``-32700``, as over stdio. While the
+  application runs, log lines are cut (:func:`~workspace_tools.adapters.mcp.clipped_sdk_logs`).
 - ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
   liveness probes; it says nothing about the workspace.
 
@@ -35,7 +37,7 @@ import anyio
 
 from workspace_tools import __version__
 from workspace_tools.adapters._common import missing_extra
-from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES
+from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES, parse_message
 from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 
 try:
@@ -109,11 +111,13 @@ class _DisconnectWatch:
             event.set()
 
 
-class _BodyCap:
+class _BodyCheck:
     """Answers 413 (with a JSON-RPC ``-32600`` error, ``id`` null) to a request whose body
-    is over ``limit`` bytes, by its ``Content-Length`` or as it arrives, and hands any other
-    body to the application whole, read here at most ``limit`` bytes at a time: the SDK
-    reads a body into memory without a limit."""
+    is over ``limit`` bytes, by its ``Content-Length`` or as it arrives, and 400 with the
+    stdio transport's ``-32700`` to a ``POST`` body that is not JSON (``NaN`` included) or
+    nests deeper than the parser recurses; hands any other body to the application whole.
+    The SDK reads a body into memory without a limit, takes ``NaN``, and answers deep
+    nesting with a 500 and a traceback in the log."""
 
     def __init__(self, app: Any, limit: int = MAX_MESSAGE_BYTES) -> None:
         self.app = app
@@ -141,6 +145,11 @@ class _BodyCap:
         replay: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
         if message["type"] != "http.request":
             replay = [message]
+        elif scope.get("method") == "POST":
+            _, refused = parse_message(bytes(body))
+            if refused is not None:
+                await JSONResponse(refused, status_code=400)(scope, receive, send)
+                return
 
         async def replayed() -> Message:
             return replay.pop() if replay else await receive()
@@ -239,8 +248,9 @@ def create_http_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+        with clipped_sdk_logs():
+            async with manager.run():
+                yield
 
     return Starlette(
         routes=[
@@ -250,7 +260,7 @@ def create_http_app(
         ],
         middleware=[
             Middleware(_HostOriginCheck, hosts=hosts),
-            Middleware(_BodyCap),
+            Middleware(_BodyCheck),
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
         ],
         lifespan=lifespan,
@@ -317,8 +327,7 @@ async def serve_http(server: Server[Any, Any], token: str, sock: socket.socket) 
     quiet = _QuietClosedStream()
     logger.addFilter(quiet)
     try:
-        with clipped_sdk_logs():
-            await _serve(server, token, sock)
+        await _serve(server, token, sock)
     finally:
         logger.removeFilter(quiet)
 
