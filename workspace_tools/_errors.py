@@ -88,8 +88,9 @@ def echoed(value: object, limit: int = ECHO_LIMIT) -> str:
     return f"{shown[:-1]}…{shown[-1]} ({len(text):,} characters)"
 
 
-PATH_ECHO_LIMIT = 1000
-"""Most characters of a path an error message shows (a real path is rarely longer)."""
+PATH_ECHO_LIMIT = 8192
+"""Most characters of a path an error message shows: twice ``PATH_MAX``, so a path any file
+system could take, or one just over its limit, shows whole."""
 
 
 def clipped(text: str, limit: int = PATH_ECHO_LIMIT) -> str:

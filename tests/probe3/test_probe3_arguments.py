@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from workspace_tools import ErrorCode, ToolSession, Workspace, invoke_tool, workspace_tools
+from workspace_tools._errors import PATH_ECHO_LIMIT
 
 pytestmark = pytest.mark.anyio
 
@@ -60,12 +61,12 @@ async def test_a_100kb_path_is_clipped_in_the_error(root: Path) -> None:
     result = await call(root, "read_file", path="/" + "x" * 100_000)
     assert result.error_code == ErrorCode.OUTSIDE_WORKSPACE
     assert result.error == (
-        f"Path '/{'x' * 999}…' (100,001 characters) is outside the workspace root; "
-        "use a path inside it"
+        f"Path '/{'x' * (PATH_ECHO_LIMIT - 1)}…' (100,001 characters) is outside the "
+        "workspace root; use a path inside it"
     )
     deep = await call(root, "read_file", path="d/" * 50_000 + "f")
     assert deep.error_code in (ErrorCode.NOT_FOUND, ErrorCode.INVALID_ARGUMENTS)
-    assert len(deep.error) < 1300, deep.error[:200]
+    assert len(deep.error) < PATH_ECHO_LIMIT + 300, deep.error[:200]
     assert "(100,001 characters)" in deep.error
 
 

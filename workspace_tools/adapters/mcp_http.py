@@ -37,8 +37,6 @@ import anyio
 
 from workspace_tools import __version__
 from workspace_tools.adapters._common import missing_extra
-from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES, parse_message
-from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 
 try:
     import uvicorn
@@ -54,6 +52,9 @@ try:
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
     from starlette.types import Message, Receive, Scope, Send
+
+    from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES, parse_message
+    from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
 
