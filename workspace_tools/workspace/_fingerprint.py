@@ -63,11 +63,16 @@ def file_fingerprint(workspace: Workspace, path: str) -> str | None:
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 return None  # swapped for a special file since the stat
             os.set_blocking(fd, True)
-            while chunk := handle.read(_CHUNK):
+            # As far as the size at open: a file a process keeps appending to would hold
+            # the read for as long as it grows (its next size gives another fingerprint).
+            left = info.st_size
+            while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
                 digest.update(chunk)
+                left -= len(chunk)
     except OSError:
         return None
     return f"file:{digest.hexdigest()}"
