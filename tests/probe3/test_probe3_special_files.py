@@ -74,3 +74,16 @@ async def test_an_editorconfig_fifo_does_not_hold_up_a_new_file(tmp_path: Path) 
         result = await invoke_tool(tools["write_file"], {"path": "new.txt", "content": "a\nb\n"})
     assert result.error is None, result.error
     assert (tmp_path / "new.txt").read_bytes() == b"a\nb\n"
+
+
+@pytest.mark.parametrize("where", [".git", ".git/commondir"])
+async def test_a_fifo_where_git_keeps_a_file_holds_up_no_walk(tmp_path: Path, where: str) -> None:
+    if where != ".git":
+        (tmp_path / ".git").mkdir()
+    os.mkfifo(tmp_path / where)
+    (tmp_path / "a.txt").write_text("a\n")
+    tools = {t.name: t for t in workspace_tools(tmp_path)}
+    with anyio.fail_after(60):
+        result = await invoke_tool(tools["list_files"], {})
+    assert result.error is None, result.error
+    assert result.model_text() == "a.txt"
