@@ -13,8 +13,8 @@ from tests.file_support import call, tools
 MAC = b"line one\rline two\rline three\r"
 NOTE = (
     "(note: mac.txt uses CR line endings (classic Mac OS), which are not line breaks here: "
-    "its {n} CR-ended lines show as one, each CR as a carriage return character. edit_file "
-    "and write_file keep CR endings: line breaks you write are saved as CRs)"
+    "its {n} show as carriage return characters inside line 1. edit_file and write_file "
+    "keep CR endings: line breaks you write are saved as CRs)"
 )
 
 
@@ -26,7 +26,7 @@ def root(tmp_path: Path) -> Path:
 
 def test_read_file_says_the_file_uses_cr_endings(root: Path) -> None:
     result = call(tools(root)["read_file"], path="mac.txt")
-    assert result.content == "     1\tline one\rline two\rline three\r\n\n" + NOTE.format(n=3)
+    assert result.content == "     1\tline one\rline two\rline three\r\n\n" + NOTE.format(n="3 CRs")
     assert (result.details.newline, result.details.total_lines) == ("cr", 1)
 
 
@@ -72,3 +72,9 @@ def test_apply_patch_on_a_cr_file_is_exact(root: Path) -> None:
     result = call(tools(root)["apply_patch"], patch=body)
     assert result.error is None, result.error
     assert (root / "mac.txt").read_bytes() == b"line one\rline 2\rline three\r"
+
+
+def test_one_cr_is_named_in_the_singular(root: Path) -> None:
+    (root / "mac.txt").write_bytes(b"only\r")
+    result = call(tools(root)["read_file"], path="mac.txt")
+    assert result.content == "     1\tonly\r\n\n" + NOTE.format(n="1 CR")

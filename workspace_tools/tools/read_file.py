@@ -177,9 +177,9 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
         details.newline = "cr"
         text += (
             f"\n\n(note: {rel} uses CR line endings (classic Mac OS), which are not line "
-            f"breaks here: its {breaks:,} CR-ended lines show as one, each CR as a carriage "
-            "return character. edit_file and write_file keep CR endings: line breaks you "
-            "write are saved as CRs)"
+            f"breaks here: its {breaks:,} CR{'' if breaks == 1 else 's'} show as carriage "
+            "return characters inside line 1. edit_file and write_file keep CR endings: line "
+            "breaks you write are saved as CRs)"
         )
     return tool_output(text or f"[{rel} is empty]", details)
 
