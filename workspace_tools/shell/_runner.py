@@ -7,8 +7,11 @@ The process is started with ``Sandbox.run`` exactly as ``run_command`` starts a 
 processes included), so a shell or a background process gets the protections a command
 gets. ``Sandbox.run`` gives a command ``/dev/null`` as stdin; a process here reads its
 stdin from a FIFO in the session's output area instead (it opens it first thing), which
-this side holds open for writing until :meth:`RunningProcess.close_stdin`. When this
-process dies, however it dies, the supervisor sees its socket close and kills the tree.
+this side holds open for writing until :meth:`RunningProcess.close_stdin` (read-write until
+the process holds it, write-only after, so that a write once the process and all it
+started closed their stdin fails with ``EPIPE`` rather than fill a pipe nobody reads).
+When this process dies, however it dies, the supervisor sees its socket close and kills
+the tree.
 """
 
 from __future__ import annotations
