@@ -258,3 +258,12 @@ def test_an_http_body_that_is_not_json_is_a_parse_error_not_a_500(
         )
         answer = client.post("/mcp", content=line(INIT), headers=HEADERS)
         assert answer.status_code == 200, answer.text[:300]
+
+
+def test_a_strangers_body_is_never_read(tmp_path: Path) -> None:
+    body = ping(9, pad=MAX_MESSAGE_BYTES + 1)
+    headers = {**HEADERS, "authorization": "Bearer wrong"}
+    with _http_client(tmp_path) as client:
+        for content in (body, b"[" * 100_000):
+            response = client.post("/mcp", content=content, headers=headers)
+            assert response.status_code == 401, response.text[:300]

@@ -257,11 +257,11 @@ def create_http_app(
         routes=[
             Route(HEALTH_PATH, health, methods=["GET"]),
             # A Route, not a Mount: a Mount answers POST /mcp with a redirect to /mcp/.
-            Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(mcp_endpoint, []))),
+            # The body is checked once the token is: a stranger's body is never read.
+            Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(_BodyCheck(mcp_endpoint), []))),
         ],
         middleware=[
             Middleware(_HostOriginCheck, hosts=hosts),
-            Middleware(_BodyCheck),
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
         ],
         lifespan=lifespan,
