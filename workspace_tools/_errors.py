@@ -69,3 +69,31 @@ def _rebuild_tool_error(
     cls: type[ToolError], message: str, code: ErrorCode, details: Any
 ) -> ToolError:
     return cls(message, code, details=details)
+
+
+ECHO_LIMIT = 200
+"""Most characters of a caller's value an error message or a log line quotes."""
+
+
+def echoed(value: object, limit: int = ECHO_LIMIT) -> str:
+    """``value`` (a string, or any value as ``str``) quoted for an error message or a log
+    line: its ``repr`` when it has at most ``limit`` characters, else the ``repr`` of its
+    first ``limit`` characters with ``…`` before the closing quote and its length after
+    (``'xxx…' (100,000 characters)``). A name or an argument a caller sent may be any
+    size; echoing it whole would flood the message, the model's context and the logs."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    shown = repr(text[:limit])
+    return f"{shown[:-1]}…{shown[-1]} ({len(text):,} characters)"
+
+
+PATH_ECHO_LIMIT = 8192
+"""Most characters of a path an error message shows: twice ``PATH_MAX``, so a path any file
+system could take, or one just over its limit, shows whole."""
+
+
+def clipped(text: str, limit: int = PATH_ECHO_LIMIT) -> str:
+    """``text`` as it is when it has at most ``limit`` characters, else its first ``limit``
+    followed by ``… (N characters)`` (for a path in a message, shown unquoted)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"

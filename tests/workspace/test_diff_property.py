@@ -63,9 +63,12 @@ def test_write_diff_applies(
 
 def _expected_edit(text: str, old: str, new: str) -> bytes | None:
     """The SPEC's exact edit: the literal text, else with its breaks in the file's dominant
-    style; ``new`` gets that style. ``None`` when only a fallback can match (stray CRs)."""
+    style (CR for a file with CRs and no LF); ``new`` gets that style. ``None`` when only a
+    fallback can match (stray CRs)."""
     crlf = text.count("\r\n")
     newline = "\r\n" if crlf > text.count("\n") - crlf else "\n"
+    if "\n" not in text and "\r" in text:
+        newline = "\r"  # lone CRs only: a classic Mac OS file keeps CR breaks
 
     def styled(value: str) -> str:
         return value.replace("\r\n", "\n").replace("\n", newline)

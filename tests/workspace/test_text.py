@@ -93,7 +93,14 @@ def test_bom_with_invalid_data_is_judged_without_it() -> None:
 
 @pytest.mark.parametrize(
     ("text", "newline"),
-    [("a\nb\n", "\n"), ("a\r\nb\r\n", "\r\n"), ("a\r\nb\nc\n", "\n"), ("a", None), ("a\r", None)],
+    [
+        ("a\nb\n", "\n"),
+        ("a\r\nb\r\n", "\r\n"),
+        ("a\r\nb\nc\n", "\n"),
+        ("a", None),
+        ("a\r", "\r"),
+        ("a\rb\r", "\r"),
+    ],
 )
 def test_dominant_newline(text: str, newline: str | None) -> None:
     assert dominant_newline(text) == newline

@@ -9,7 +9,10 @@ id, else ``null``):
 
 - ``-32700`` Parse error: a line that is not UTF-8 JSON (``NaN``/``Infinity`` included), or
   whose arrays and objects nest deeper than Python's parser recurses.
-- ``-32600`` Invalid Request: JSON that is not a request object — a number, a string, an
+- ``-32600`` Invalid Request: a message (a line) over :data:`MAX_MESSAGE_BYTES` (4 MiB, as
+  the HTTP transport's body cap), answered with its length at its end; what passes the
+  limit is read and dropped, never held, and the next line is served. Or
+  JSON that is not a request object — a number, a string, an
   object without ``"jsonrpc": "2.0"``, without a string ``method``, with an ``id`` that is
   neither a string nor an integer (MCP forbids ``null`` ids too), and any array: MCP
   2025-06-18 removed JSON-RPC batching, so a batch is one Invalid Request, not one answer
@@ -54,7 +57,14 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
 
+from workspace_tools._errors import ECHO_LIMIT, echoed
+
 logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""Most bytes of one message (one line, without its newline) either MCP transport takes."""
+
+_READ_CHUNK = 1 << 16
 
 SERVER_NOT_INITIALIZED = -32000
 """Implementation-defined server error (JSON-RPC reserves -32000 to -32099 for these)."""
@@ -71,6 +81,19 @@ _BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 def error_response(request_id: str | int | None, code: int, message: str) -> dict[str, Any]:
     """A JSON-RPC 2.0 error response object (section 5) with ``id`` ``request_id``."""
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def parse_message(data: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """``(value, None)`` for UTF-8 JSON text, else ``(None, the -32700 answer)``: text that is
+    not JSON, ``NaN``/``Infinity`` (not JSON, though Python's parser takes them), or arrays
+    and objects nested deeper than the parser recurses (``[[[[...]]]]``)."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant), None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return None, error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
+    except RecursionError:
+        message = "Parse error: arrays or objects nested too deeply"
+        return None, error_response(None, types.PARSE_ERROR, message)
 
 
 def _valid_id(value: object) -> bool:
@@ -106,7 +129,10 @@ def _validation_summary(exc: ValidationError) -> str:
     for error in exc.errors()[:3]:
         path = error["loc"][1:] if error["loc"][1:] else error["loc"]  # leave out "params."
         parts.append(f"{'.'.join(str(p) for p in path)}: {error['msg']}")
-    return "; ".join(parts)
+    summary = "; ".join(parts)
+    # Field names come from the client (an object's keys) and may be any size.
+    limit = 5 * ECHO_LIMIT
+    return summary if len(summary) <= limit else f"{summary[:limit]}… ({len(summary):,} characters)"
 
 
 class JsonRpcGate:
@@ -130,14 +156,9 @@ class JsonRpcGate:
         send back, or ``None`` (nothing to do: a blank line or a dropped notification)."""
         if not line.strip():
             return None
-        try:
-            value = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            return error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
-        except RecursionError:
-            # Arrays or objects nested deeper than the parser recurses ([[[[...]]]]).
-            message = "Parse error: arrays or objects nested too deeply"
-            return error_response(None, types.PARSE_ERROR, message)
+        value, refused = parse_message(line)
+        if refused is not None:
+            return refused
         if isinstance(value, list):
             reason = "an empty array" if not value else "a batch (MCP 2025-06-18 has no batching)"
             return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")
@@ -169,7 +190,7 @@ class JsonRpcGate:
         model = _REQUEST_TYPES.get(method)
         if model is None:
             return error_response(
-                request_id, types.METHOD_NOT_FOUND, f"Method not found: {method!r}"
+                request_id, types.METHOD_NOT_FOUND, f"Method not found: {echoed(method)}"
             )
         try:
             model.model_validate({k: v for k, v in value.items() if k in ("method", "params")})
@@ -197,7 +218,7 @@ class JsonRpcGate:
                 {k: v for k, v in value.items() if k in ("method", "params")}
             )
         except ValidationError:
-            logger.warning("dropped an invalid notification %r", method)
+            logger.warning("dropped an invalid notification %s", echoed(method))
             return None
         root = notification.root
         if isinstance(root, types.CancelledNotification):
@@ -215,11 +236,15 @@ class JsonRpcGate:
         try:
             message = types.JSONRPCMessage.model_validate(value)
         except ValidationError:
-            logger.warning("dropped an invalid response from the client (id %r)", value.get("id"))
+            logger.warning(
+                "dropped an invalid response from the client (id %s)", echoed(value.get("id"))
+            )
             return None
         request_id = _server_id(value["id"])
         if request_id not in self._awaiting:
-            logger.warning("dropped a response to no request of the server (id %r)", value["id"])
+            logger.warning(
+                "dropped a response to no request of the server (id %s)", echoed(value["id"])
+            )
             return None
         self._awaiting.discard(request_id)
         return message
@@ -240,6 +265,51 @@ class JsonRpcGate:
         return root.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
 
 
+class Oversized(int):
+    """A line refused by :func:`bounded_lines`: its value is its length in bytes (without
+    its newline), counted as it was read and dropped."""
+
+
+def oversized_response(size: int) -> dict[str, Any]:
+    """The ``-32600`` answer to a message of ``size`` bytes, over :data:`MAX_MESSAGE_BYTES`."""
+    message = (
+        f"Invalid Request: the message is {size:,} bytes long, over the limit of "
+        f"{MAX_MESSAGE_BYTES:,} bytes (4 MiB); send a smaller one"
+    )
+    return error_response(None, types.INVALID_REQUEST, message)
+
+
+async def bounded_lines(
+    source: anyio.AsyncFile[bytes], limit: int = MAX_MESSAGE_BYTES
+) -> AsyncIterator[bytes | Oversized]:
+    """The lines of ``source`` without their ``\\n``, none longer than ``limit`` bytes: a
+    longer one is read and dropped from the point it passes the limit and yielded as its
+    length (:class:`Oversized`) at its end. Memory stays under ``limit`` plus one chunk
+    however long a line is. A last line without a newline is yielded at end of file."""
+    pending = bytearray()
+    dropping = 0  # > 0: bytes of an oversized line seen so far (its rest is dropped)
+    while chunk := await source.read1(_READ_CHUNK):
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if dropping:
+                dropping += len(piece)
+            elif len(pending) + len(piece) > limit:
+                dropping = len(pending) + len(piece)
+                pending.clear()
+            else:
+                pending += piece
+            if end < 0:
+                break
+            yield Oversized(dropping) if dropping else bytes(pending)
+            pending.clear()
+            dropping = 0
+            start = end + 1
+    if dropping or pending:
+        yield Oversized(dropping) if dropping else bytes(pending)
+
+
 _ToServer = MemoryObjectReceiveStream[SessionMessage | Exception]
 _FromServer = MemoryObjectSendStream[SessionMessage]
 
@@ -252,7 +322,8 @@ async def validated_stdio(
     """The ``(read_stream, write_stream)`` pair for ``Server.run``, over stdin/stdout (or the
     binary files given), with :class:`JsonRpcGate` between them and the server.
 
-    Messages are one JSON text a line, UTF-8, as MCP's stdio transport says. The pair ends
+    Messages are one JSON text a line, UTF-8, as MCP's stdio transport says, each at most
+    :data:`MAX_MESSAGE_BYTES` (a longer one is answered ``-32600`` and skipped). The pair ends
     when stdin reaches end of file (the server then cancels the calls in flight and returns).
     The process's standard streams are not closed.
     """
@@ -270,8 +341,11 @@ async def validated_stdio(
 
     async def read_lines() -> None:
         async with to_server_send:
-            async for line in source:
-                verdict = gate.incoming(line)
+            async for line in bounded_lines(source):
+                if isinstance(line, Oversized):
+                    verdict: Any = oversized_response(line)
+                else:
+                    verdict = gate.incoming(line)
                 if isinstance(verdict, dict):
                     await write(json.dumps(verdict, separators=(",", ":")).encode() + b"\n")
                 elif verdict is not None:

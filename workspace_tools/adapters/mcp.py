@@ -23,10 +23,12 @@ result.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -35,7 +37,7 @@ from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel, Field
 
 from workspace_tools import __version__
-from workspace_tools._errors import ErrorCode
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, echoed
 from workspace_tools._output import ImagePart, TextPart, ToolContent
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
@@ -273,7 +275,7 @@ def create_server(
                     call_id=call_id,
                     name=tool_name,
                     arguments=arguments,
-                    error=f"Unknown tool {tool_name!r}; available: {known}",
+                    error=f"Unknown tool {echoed(tool_name)}; available: {known}",
                     error_code=ErrorCode.INVALID_ARGUMENTS,
                 )
             )
@@ -361,9 +363,53 @@ def elicitation_confirm(
     return confirm
 
 
+class ClippedLogLines(logging.Filter):
+    """Cuts a log line longer than ``limit`` characters to its head, saying how long it was.
+
+    The SDK logs what a client sent as it is (``Tool '<name>' not listed`` for any name a
+    ``tools/call`` gives): a 100 KB name would otherwise be written whole to stderr.
+    """
+
+    def __init__(self, limit: int = 5 * ECHO_LIMIT) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if len(text) > self.limit:
+            record.msg = f"{text[: self.limit]}… ({len(text):,} characters)"
+            record.args = None
+        return True
+
+
+@contextlib.contextmanager
+def clipped_sdk_logs() -> Iterator[None]:
+    """While inside, every ``mcp`` SDK logger and this package's adapters log lines of at
+    most :class:`ClippedLogLines`' limit (a filter on a logger sees only its own records,
+    hence one on each)."""
+    import mcp.server.lowlevel.server  # noqa: F401  (its logger exists before it is listed)
+
+    names = [
+        name
+        for name in list(logging.Logger.manager.loggerDict)
+        if name == "mcp" or name.startswith(("mcp.", "workspace_tools"))
+    ]
+    loggers = [logging.getLogger(name) for name in names]
+    clip = ClippedLogLines()
+    for logger in loggers:
+        logger.addFilter(clip)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(clip)
+
+
 async def serve_stdio(server: Server[Any, Any]) -> None:
     """Run ``server`` over stdin/stdout until the client closes stdin (calls in flight are
     cancelled). Every request gets an answer: malformed input gets the JSON-RPC error its
-    specification names, and the server stays up (see :mod:`._jsonrpc` for the table)."""
-    async with validated_stdio() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    specification names, and the server stays up (see :mod:`._jsonrpc` for the table).
+    Log lines are cut (:func:`clipped_sdk_logs`)."""
+    with clipped_sdk_logs():
+        async with validated_stdio() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())

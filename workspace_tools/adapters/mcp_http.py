@@ -9,6 +9,11 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
 - Every request's ``Host`` must name the address the server is bound to (loopback names
   for a loopback address; any for a wildcard one) and its ``Origin``, when sent, that host:
   otherwise 421 or 403, so a web page cannot reach the server by DNS rebinding.
+- A request body over :data:`~workspace_tools.adapters._jsonrpc.MAX_MESSAGE_BYTES` (4 MiB,
+  as one message over stdio) is refused with 413 and a JSON-RPC ``-32600`` error before the
+  SDK reads it (the SDK would read any body whole into memory); a body that is not JSON
+  (``NaN`` included) or nests too deeply gets 400 and ``-32700``, as over stdio. While the
+  application runs, log lines are cut (:func:`~workspace_tools.adapters.mcp.clipped_sdk_logs`).
 - ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
   liveness probes; it says nothing about the workspace.
 
@@ -32,7 +37,6 @@ import anyio
 
 from workspace_tools import __version__
 from workspace_tools.adapters._common import missing_extra
-from workspace_tools.adapters.mcp import DISCONNECTED
 
 try:
     import uvicorn
@@ -48,6 +52,9 @@ try:
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
     from starlette.types import Message, Receive, Scope, Send
+
+    from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES, parse_message
+    from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
 
@@ -103,6 +110,60 @@ class _DisconnectWatch:
         finally:
             # The response is over; whatever still waits on the request is not awaited.
             event.set()
+
+
+class _BodyCheck:
+    """Answers 413 (with a JSON-RPC ``-32600`` error, ``id`` null) to a request whose body
+    is over ``limit`` bytes, by its ``Content-Length`` or as it arrives, and 400 with the
+    stdio transport's ``-32700`` to a ``POST`` body that is not JSON (``NaN`` included) or
+    nests deeper than the parser recurses; hands any other body to the application whole.
+    The SDK reads a body into memory without a limit, takes ``NaN``, and answers deep
+    nesting with a 500 and a traceback in the log."""
+
+    def __init__(self, app: Any, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(int(declared), scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away: the application sees that too
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._refuse(len(body), scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replay: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+        if message["type"] != "http.request":
+            replay = [message]
+        elif scope.get("method") == "POST":
+            _, refused = parse_message(bytes(body))
+            if refused is not None:
+                await JSONResponse(refused, status_code=400)(scope, receive, send)
+                return
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, size: int, scope: Scope, receive: Receive, send: Send) -> None:
+        text = (
+            f"Invalid Request: the message is {size:,} bytes long or more, over the limit of "
+            f"{self.limit:,} bytes (4 MiB); send a smaller one"
+        )
+        error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": text}}
+        await JSONResponse(error, status_code=413)(scope, receive, send)
 
 
 class _HostOriginCheck:
@@ -188,14 +249,16 @@ def create_http_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+        with clipped_sdk_logs():
+            async with manager.run():
+                yield
 
     return Starlette(
         routes=[
             Route(HEALTH_PATH, health, methods=["GET"]),
             # A Route, not a Mount: a Mount answers POST /mcp with a redirect to /mcp/.
-            Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(mcp_endpoint, []))),
+            # The body is checked once the token is: a stranger's body is never read.
+            Route(MCP_PATH, _DisconnectWatch(RequireAuthMiddleware(_BodyCheck(mcp_endpoint), []))),
         ],
         middleware=[
             Middleware(_HostOriginCheck, hosts=hosts),

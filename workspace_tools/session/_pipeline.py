@@ -27,7 +27,7 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
@@ -46,10 +46,17 @@ T = TypeVar("T")
 def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     """A message a model can act on: one line per bad field, with what was expected."""
     lines = [f"Invalid arguments for {tool_name}:"]
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        lines.append(f"- {where}: {err['msg']}")
+        lines.append(f"- {clipped(where, ECHO_LIMIT)}: {err['msg']}")
+    if len(errors) > _MAX_LISTED:
+        lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
     return "\n".join(lines)
+
+
+# Lines of a message about arguments: a call may send any number of bad ones.
+_MAX_LISTED = 20
 
 
 def parse_arguments(arguments: Any) -> tuple[Any, ValueError | None]:
@@ -142,7 +149,13 @@ def _unknown_arguments(tool: Tool[Any], raw: Any) -> list[str]:
         return []
     unknown = [key for key in raw if key not in names]
     expected = ", ".join(tool.parameters.model_fields)
-    return [f"- {key}: unknown argument (the arguments are: {expected})" for key in unknown]
+    lines = [
+        f"- {clipped(str(key), ECHO_LIMIT)}: unknown argument (the arguments are: {expected})"
+        for key in unknown[:_MAX_LISTED]
+    ]
+    if len(unknown) > _MAX_LISTED:
+        lines.append(f"- … and {len(unknown) - _MAX_LISTED:,} more unknown arguments")
+    return lines
 
 
 def _check_output_schema(tool: Tool[Any], content: Any) -> Any:

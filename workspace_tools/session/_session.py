@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, echoed
 from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from workspace_tools._tool import CacheKey, Tool
@@ -314,7 +314,7 @@ class ToolSession:
         self._event(CallEvent, index, call_id, tool=name, presentation=None)
         raw, _ = parse_arguments(arguments)
         known = ", ".join(sorted(self._by_name))
-        message = f"Unknown tool {name!r}; the tools are: {known}"
+        message = f"Unknown tool {echoed(name)}; the tools are: {known}"
         result = self._error(call_id, name, raw, message, ErrorCode.INVALID_ARGUMENTS)
         return self._finish(index, name, raw, result, failed=True)
 

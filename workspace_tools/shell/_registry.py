@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from sandbox import Sandbox
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, echoed
 from workspace_tools.shell._area import restore_area
 from workspace_tools.shell._output import OutputLog
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
@@ -208,7 +208,7 @@ class ProcessRegistry:
             known = ", ".join(self._processes) or "none"
         if entry is None:
             raise ToolError(
-                f"No background process {id_!r}; the session's processes are: {known}",
+                f"No background process {echoed(id_)}; the session's processes are: {known}",
                 ErrorCode.NOT_FOUND,
             )
         return entry

@@ -7,13 +7,17 @@ The process is started with ``Sandbox.run`` exactly as ``run_command`` starts a 
 processes included), so a shell or a background process gets the protections a command
 gets. ``Sandbox.run`` gives a command ``/dev/null`` as stdin; a process here reads its
 stdin from a FIFO in the session's output area instead (it opens it first thing), which
-this side holds open for writing until :meth:`RunningProcess.close_stdin`. When this
-process dies, however it dies, the supervisor sees its socket close and kills the tree.
+this side holds open for writing until :meth:`RunningProcess.close_stdin` (read-write until
+the process holds it, write-only after, so that a write once the process and all it
+started closed their stdin fails with ``EPIPE`` rather than fill a pipe nobody reads).
+When this process dies, however it dies, the supervisor sees its socket close and kills
+the tree.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import shlex
@@ -68,6 +72,12 @@ class RunningProcess:
         self._stdin: int | None = os.open(stdin_fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
         self.stdin_fifo = stdin_fifo
         self._stdin_lock = threading.Lock()
+        # Once the process holds the FIFO, stdin is this side's write end only, so that a
+        # write finds out when no reader is left (EPIPE) instead of filling a pipe nobody
+        # reads: see :meth:`write`.
+        self._write_only = False
+        #: The process (and all it started) closed its stdin: nothing reads what is written.
+        self.stdin_gone = False
         self.result: ProcessResult | None = None
         #: Why the process could not run (a :class:`SandboxError`), or ``None``.
         self.error: BaseException | None = None
@@ -105,15 +115,38 @@ class RunningProcess:
         when the pipe is full because the process does not read).
 
         Raises:
-            BrokenPipeError: stdin was closed.
+            BrokenPipeError: stdin was closed, by this side or (:attr:`stdin_gone`) by the
+                process and everything it started.
         """
         with self._stdin_lock:  # never a write to a descriptor closed (and reused) meanwhile
             if self._stdin is None:
                 raise BrokenPipeError("stdin is closed")
             try:
+                self._drop_read_end()
                 return os.write(self._stdin, data)
             except BlockingIOError:
                 return 0
+            except OSError as exc:
+                if exc.errno not in (errno.EPIPE, errno.ENXIO):
+                    raise
+                self.stdin_gone = True
+                os.close(self._stdin)
+                self._stdin = None
+                raise BrokenPipeError("the process closed its stdin") from None
+
+    def _drop_read_end(self) -> None:
+        """Once the process holds the FIFO (its :func:`ready_file` exists), swap this side's
+        read-write descriptor for a write-only one: a FIFO with no reader left then fails a
+        write with ``EPIPE``. Opening write-only with no reader fails with ``ENXIO``."""
+        if self._write_only or self._stdin is None:
+            return
+        if not ready_file(self.stdin_fifo).exists():
+            return
+        flags = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
+        writer = os.open(self.stdin_fifo, flags)  # ENXIO: no reader (raised to write)
+        os.close(self._stdin)
+        self._stdin = writer
+        self._write_only = True
 
     def write_all(self, data: bytes, timeout: float) -> int:
         """Write ``data`` to stdin, waiting while the pipe is full, at most ``timeout``

@@ -24,7 +24,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 BINARY_SNIFF_BYTES = 8192
 """How many leading bytes are checked for NUL to call a file binary."""
 
-NewlineName = Literal["lf", "crlf"]
+NewlineName = Literal["lf", "crlf", "cr"]
 
 # (BOM, codec for the bytes after it, label). Order matters: UTF-32 LE before UTF-16 LE.
 _BOMS: tuple[tuple[bytes, str, str], ...] = (
@@ -35,7 +35,7 @@ _BOMS: tuple[tuple[bytes, str, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16-be", "utf-16-be"),
 )
 
-_NEWLINES: dict[str, NewlineName] = {"\n": "lf", "\r\n": "crlf"}
+_NEWLINES: dict[str, NewlineName] = {"\n": "lf", "\r\n": "crlf", "\r": "cr"}
 
 
 @dataclass(frozen=True)
@@ -166,23 +166,25 @@ def encode_text(text: str, fmt: TextFormat) -> bytes:
 
 def dominant_newline(text: str) -> str | None:
     """The line ending most lines of ``text`` use, ``"\\n"`` or ``"\\r\\n"`` (LF on a tie);
-    ``None`` when ``text`` has no LF at all."""
+    ``"\\r"`` when it has CRs and no LF (classic Mac OS files: an edit keeps them so, as
+    git keeps such a file one line); ``None`` when it has neither."""
     if "\r" not in text:  # one scan instead of two counts, for most files
         return "\n" if "\n" in text else None
     lf_total = text.count("\n")
     if lf_total == 0:
-        return None
+        return "\r"
     crlf = text.count("\r\n")
     return "\r\n" if crlf > lf_total - crlf else "\n"
 
 
 def newline_name(newline: str | None) -> NewlineName | None:
-    """``"lf"`` or ``"crlf"`` for a newline string; ``None`` for ``None``."""
+    """``"lf"``, ``"crlf"`` or ``"cr"`` for a newline string; ``None`` for ``None``."""
     return None if newline is None else _NEWLINES[newline]
 
 
 def convert_newlines(text: str, newline: str) -> str:
-    """``text`` with every CRLF and LF turned into ``newline``; lone CRs are left alone."""
+    """``text`` with every CRLF and LF turned into ``newline``; lone CRs are left alone (with
+    ``newline`` ``"\\r"``, every break is then a CR)."""
     unified = text.replace("\r\n", "\n")
     return unified if newline == "\n" else unified.replace("\n", newline)
 

@@ -10,7 +10,9 @@ ones. Glob syntax: ``*``, ``**``, ``?``, ``[seq]``, ``[!seq]``, ``{a,b}``, ``{n1
 from __future__ import annotations
 
 import configparser
+import os
 import re
+import stat
 from pathlib import Path
 
 _NEWLINES = {"lf": "\n", "crlf": "\r\n"}
@@ -51,11 +53,27 @@ def _end_of_line(root: Path, real: Path) -> str | None:
     return found
 
 
+# An .editorconfig is a few lines; a bigger one is read this far (a file a command grows
+# without end must not hold up a write).
+_MAX_EDITORCONFIG = 1 << 20
+
+
 def _load(path: Path) -> configparser.RawConfigParser | None:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        # Non-blocking, and regular files only: a FIFO named .editorconfig would block.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            text = handle.read(_MAX_EDITORCONFIG).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     parser = configparser.RawConfigParser(
         delimiters=("=",), comment_prefixes=("#", ";"), inline_comment_prefixes=None, strict=False
     )

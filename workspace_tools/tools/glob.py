@@ -24,6 +24,7 @@ from workspace_tools.search._discovery import (
 )
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._ignore import cut_note
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
@@ -95,6 +96,8 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
     unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
     if unreadable:
         lines.append(unreadable_note(unreadable, "searched"))
+    if walk.cut_ignore_files:
+        lines.append(cut_note(walk.cut_ignore_files))
     details = GlobDetails(
         pattern=args.pattern,
         matches=shown,

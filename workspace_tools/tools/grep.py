@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
@@ -25,6 +26,7 @@ from workspace_tools.search._runner import GrepRun, format_grep
 from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._ignore import cut_note
 
 # Seconds (at most) before the call's deadline at which a search on Python's engine stops.
 WORKER_MARGIN = 0.5
@@ -74,6 +76,24 @@ class GrepArgs(BaseModel):
         False, description="Also search files that .gitignore/.ignore rules skip"
     )
     limit: int = Field(100, ge=1, description="Maximum number of results to show")
+
+    @field_validator("limit")
+    @classmethod
+    def _no_more_than_any_count(cls, value: int) -> int:
+        # JSON has integers of any size; a limit past sys.maxsize means no limit, and no
+        # slice takes a bigger one.
+        return min(value, sys.maxsize)
+
+    @field_validator("context")
+    @classmethod
+    def _no_more_than_a_file(cls, value: int) -> int:
+        # Context costs each match its width in lines; past MAX_CONTEXT it is all of any
+        # file a model can read (the result is cut long before).
+        return min(value, MAX_CONTEXT)
+
+
+MAX_CONTEXT = 10_000
+"""The most lines of context taken on each side of a match (more is all of it in practice)."""
 
 
 # Plain dataclasses, not models: a search may return thousands of matches, and each model
@@ -203,6 +223,7 @@ def _execute(
     walked = 0
     ignored = 0
     unreadable_dirs: list[str] = []
+    cut_ignore_files: list[str] = []
     if start.is_dir:
         walk = walker.walk(
             start.real, start.rel, recursive=True, include_ignored=args.include_ignored
@@ -217,6 +238,7 @@ def _execute(
             ]
         ignored = walk.ignored
         unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
+        cut_ignore_files = walk.cut_ignore_files
 
     # Files the warm index knows cannot hold the pattern's required literal are
     # counted, not read.
@@ -252,6 +274,8 @@ def _execute(
     run.ignored = ignored
     run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
     content = format_grep(run, args.output_mode)
+    if cut_ignore_files:
+        content += "\n" + cut_note(cut_ignore_files)
     # Built from values of the right types: no validation, which would cost as much
     # as the search for a result of thousands of matches.
     details = GrepDetails.model_construct(

@@ -21,6 +21,7 @@ from workspace_tools.search._discovery import (
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._ignore import cut_note
 from workspace_tools.workspace._walk import DIRECTORY
 
 DESCRIPTION = """\
@@ -101,6 +102,8 @@ def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
     unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
     if unreadable:
         lines.append(unreadable_note(unreadable, "listed"))
+    if walk.cut_ignore_files:
+        lines.append(cut_note(walk.cut_ignore_files))
     details = ListFilesDetails(
         path=start.shown,
         entries=entries,

@@ -199,10 +199,14 @@ async def write(args: WriteStdinArgs, context: ToolContext) -> object:
             partial(_write, process, data, args.close, context.seconds_left(margin=0.5))
         )
     except BrokenPipeError:
-        raise ToolError(
-            f"The stdin of process {entry.id} was closed; it takes no more input",
-            ErrorCode.TOOL_ERROR,
-        ) from None
+        if process.stdin_gone:
+            message = (
+                f"Process {entry.id} closed its stdin (it reads no more input); nothing more "
+                "was written. Read its output with read_process_output"
+            )
+        else:
+            message = f"The stdin of process {entry.id} was closed; it takes no more input"
+        raise ToolError(message, ErrorCode.TOOL_ERROR) from None
     if written < len(data):
         raise ToolError(
             f"Only {written:,} of {len(data):,} bytes reached process {entry.id}: it is "

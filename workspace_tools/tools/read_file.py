@@ -170,6 +170,17 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
         encoding=lines.format.label,
         newline=newline_name(lines.newline),
     )
+    breaks = sum(line.count("\r") for line in lines.lines) if lines.newline is None else 0
+    if breaks:
+        # No LF, but CRs (classic Mac OS): lines end at LF here, as in git and grep, so the
+        # model is told why it sees one line, and that edits keep the CRs.
+        details.newline = "cr"
+        text += (
+            f"\n\n(note: {rel} uses CR line endings (classic Mac OS), which are not line "
+            f"breaks here: its {breaks:,} CR{'' if breaks == 1 else 's'} show as carriage "
+            "return characters inside line 1. edit_file and write_file keep CR endings: line "
+            "breaks you write are saved as CRs)"
+        )
     return tool_output(text or f"[{rel} is empty]", details)
 
 

@@ -60,6 +60,9 @@ class RunCommandArgs(BaseModel):
     def _encodable(cls, value: str) -> str:
         # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
         # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
+        # A NUL ends a C string: bash would run a command cut there, exec refuses it.
+        if "\0" in value:
+            raise ValueError("contains a NUL byte, which no command line can hold")
         try:
             os.fsencode(value)
         except UnicodeEncodeError as exc:

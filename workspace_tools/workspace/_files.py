@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import BinaryIO
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -50,8 +50,10 @@ def os_error(exc: OSError, rel: str) -> ToolError:
     """A :class:`ToolError` a model can act on for an ``OSError`` on the path ``rel``.
 
     The one mapping of operating-system errors to error codes; the message names ``rel`` and
-    says what happened in words, never ``[Errno N]``.
+    says what happened in words, never ``[Errno N]``; a path of any length a caller sent is
+    cut (:func:`~workspace_tools._errors.clipped`).
     """
+    rel = clipped(rel)
     special = _ERRNO_ERRORS.get(exc.errno or 0)
     if special is not None:
         text, code = special
@@ -222,6 +224,33 @@ class DirFds:
         self.close()
 
 
+def special_kind(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is when it is neither a regular file, a directory
+    nor a symlink (``"a FIFO (named pipe)"``, ``"a socket"``, ``"a character device"``,
+    ``"a block device"``); ``None`` for those three. Reading such a file may block forever
+    (a FIFO with no writer), never end (``/dev/zero``) or fail (a socket)."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    for test, kind in kinds:
+        if test(mode):
+            return kind
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+        return None
+    return "a special file"
+
+
+def not_regular(rel: str, mode: int, unchanged: str = "") -> ToolError:
+    """The ``TOOL_ERROR`` for a path that names a special file, saying what it is; the
+    message ends ``not a regular file`` (``unchanged`` follows it after ``; ``)."""
+    kind = special_kind(mode) or "a special file"
+    tail = f"; {unchanged}" if unchanged else ""
+    return ToolError(f"{clipped(rel)} is {kind}, not a regular file{tail}", ErrorCode.TOOL_ERROR)
+
+
 @contextmanager
 def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     """Yield a binary file object for the regular file ``real`` and its ``fstat``.
@@ -235,7 +264,12 @@ def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.s
         raise os_error(IsADirectoryError(), rel)
     try:
         with open_parent(root, real) as (dir_fd, name):
-            # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+            # A device or socket is never opened (opening a device may act on it; a socket
+            # cannot be opened); O_NONBLOCK: opening a FIFO swapped in meanwhile must not
+            # wait for a writer; it is refused below.
+            before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if special_kind(before.st_mode) is not None:
+                raise not_regular(rel, before.st_mode)
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
             fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
@@ -245,7 +279,7 @@ def open_read(root: Path, real: Path, rel: str) -> Iterator[tuple[BinaryIO, os.s
         os.close(fd)
         if stat.S_ISDIR(info.st_mode):
             raise os_error(IsADirectoryError(), rel)
-        raise ToolError(f"{rel} is not a regular file", ErrorCode.TOOL_ERROR)
+        raise not_regular(rel, info.st_mode)
     os.set_blocking(fd, True)
     with os.fdopen(fd, "rb") as handle:
         yield handle, info
@@ -355,7 +389,7 @@ def _check_writable(
     unchanged = "the file was left unchanged"
     mode = stat.S_IMODE(old.st_mode)
     if not stat.S_ISREG(old.st_mode):
-        raise ToolError(f"{rel} is not a regular file; {unchanged}", ErrorCode.TOOL_ERROR)
+        raise not_regular(rel, old.st_mode, unchanged)
     if not write_read_only and not mode & 0o222:
         raise ToolError(
             f"Permission denied: {rel} is read-only (mode {mode:04o}); {unchanged}",

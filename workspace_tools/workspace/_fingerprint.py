@@ -42,7 +42,8 @@ _IGNORE_FILES = (".gitignore", ".ignore")
 
 def file_fingerprint(workspace: Workspace, path: str) -> str | None:
     """``file:<blake2b hex>`` of a regular file's bytes, ``dir:<tree>`` for a directory,
-    ``missing`` when nothing is there; ``None`` when the path is refused (outside the root)."""
+    ``missing`` when nothing is there; ``None`` when the path is refused (outside the root)
+    or names a special file (a FIFO, a socket, a device: never opened, so never a hang)."""
     try:
         real = workspace.resolve(path).real
     except ToolError:
@@ -55,11 +56,23 @@ def file_fingerprint(workspace: Workspace, path: str) -> str | None:
         return None
     if stat.S_ISDIR(mode):
         return tree_fingerprint(workspace, path)
+    if not stat.S_ISREG(mode):
+        # A FIFO would block the read, a device never end it: such a file is its stat.
+        return None
     digest = hashlib.blake2b()
     try:
-        with open(real, "rb") as handle:
-            while chunk := handle.read(_CHUNK):
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return None  # swapped for a special file since the stat
+            os.set_blocking(fd, True)
+            # As far as the size at open: a file a process keeps appending to would hold
+            # the read for as long as it grows (its next size gives another fingerprint).
+            left = info.st_size
+            while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
                 digest.update(chunk)
+                left -= len(chunk)
     except OSError:
         return None
     return f"file:{digest.hexdigest()}"

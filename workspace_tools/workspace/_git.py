@@ -7,7 +7,9 @@ one ``git ls-files -z`` and is reused while the index file keeps its stat.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -48,12 +50,11 @@ class GitRepo:
     def exclude_path(self) -> str:
         """The repository's own exclude file (``$GIT_DIR/info/exclude``, or the common
         directory's for a linked worktree)."""
-        common = os.path.join(self.git_dir, "commondir")
-        try:
-            with open(common, encoding="utf-8") as f:
-                base = os.path.join(self.git_dir, f.read().strip())
-        except OSError:
-            base = self.git_dir
+        common = _read_small_file(os.path.join(self.git_dir, "commondir"))
+        base = self.git_dir
+        if common is not None:
+            with contextlib.suppress(UnicodeDecodeError):
+                base = os.path.join(self.git_dir, common.decode("utf-8").strip())
         return os.path.join(base, "info", "exclude")
 
 
@@ -123,11 +124,29 @@ def find_repo(start: str) -> GitRepo | None:
         current = parent
 
 
-def _read_gitdir_file(path: str, top: str) -> str | None:
+def _read_small_file(path: str, limit: int = 1 << 16) -> bytes | None:
+    """The first ``limit`` bytes of the regular file ``path``; ``None`` when it is absent,
+    unreadable or not a regular file. A command may leave a FIFO where git keeps a one-line
+    file (``.git``, ``commondir``): opening it blocking would hold every walk."""
     try:
-        with open(path, encoding="utf-8") as f:
-            line = f.readline().strip()
-    except (OSError, UnicodeDecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_gitdir_file(path: str, top: str) -> str | None:
+    data = _read_small_file(path)
+    try:
+        line = (data or b"").decode("utf-8").split("\n", 1)[0].strip()
+    except UnicodeDecodeError:
         return None
     if not line.startswith("gitdir:"):
         return None

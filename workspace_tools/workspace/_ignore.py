@@ -20,8 +20,12 @@ from workspace_tools.workspace._gitignore import GitignoreRule, parse_gitignore
 
 IGNORE_FILE_NAMES = (".gitignore", ".ignore")
 
-# An ignore file bigger than this is skipped, as git skips one over 100 MB.
-_MAX_IGNORE_FILE = 100 * 1024 * 1024
+MAX_IGNORE_BYTES = 1 << 20
+"""Most bytes of one ignore file read (git reads up to 100 MB; a real one is kilobytes)."""
+MAX_IGNORE_PATTERNS = 10_000
+"""Most pattern lines of one ignore file applied: each costs every path a match."""
+MAX_PATTERN_BYTES = 4096
+"""A pattern line longer than this (``PATH_MAX``) is not applied."""
 
 
 @dataclass(frozen=True)
@@ -48,26 +52,67 @@ class FileStamp:
         return FileStamp.take(self.path, follow=self.follow).stamp == self.stamp
 
 
-def read_ignore_file(path: str, *, follow: bool = False) -> bytes | None:
-    """The bytes of an ignore file, or ``None`` when it is absent, not a regular file,
-    unreadable or over 100 MB. Without ``follow`` a symlink counts as absent: git does not
-    follow in-tree ignore files, but it does follow its exclude files."""
+def read_ignore_file(path: str, *, follow: bool = False) -> tuple[bytes, bool] | None:
+    """The bytes of an ignore file that are applied, and whether the file had more: the
+    first :data:`MAX_IGNORE_BYTES` at most, cut after the last whole line, and within them
+    the first :data:`MAX_IGNORE_PATTERNS` pattern lines, with any line over
+    :data:`MAX_PATTERN_BYTES` left out. ``None`` when the file is absent, not a regular
+    file or unreadable. Without ``follow`` a symlink counts as absent: git does not follow
+    in-tree ignore files, but it does follow its exclude files.
+
+    git itself reads the whole file; a hostile or generated one of megabytes would cost
+    every walk seconds and gigabytes (each pattern is matched against each path), so the
+    rest is treated as not read and the discovery tools say so (:func:`cut_note`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_IGNORE_FILE:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         chunks = []
-        while chunk := os.read(fd, max(st.st_size, 65536)):
+        size = 0
+        while size <= MAX_IGNORE_BYTES and (chunk := os.read(fd, MAX_IGNORE_BYTES + 1 - size)):
             chunks.append(chunk)
-        return b"".join(chunks)
+            size += len(chunk)
     except OSError:
         return None
     finally:
         os.close(fd)
+    return _applied(b"".join(chunks))
+
+
+def _applied(data: bytes) -> tuple[bytes, bool]:
+    """``data`` cut to what is applied (see :func:`read_ignore_file`), and whether any was
+    left out."""
+    cut = len(data) > MAX_IGNORE_BYTES
+    if cut:
+        data = data[: data.rfind(b"\n", 0, MAX_IGNORE_BYTES) + 1]
+    lines = data.split(b"\n")
+    kept: list[bytes] = []
+    patterns = 0
+    for line in lines:
+        if len(line) > MAX_PATTERN_BYTES:
+            cut = True
+            continue
+        if line.strip() and not line.startswith(b"#"):
+            if patterns == MAX_IGNORE_PATTERNS:
+                cut = True
+                break
+            patterns += 1
+        kept.append(line)
+    if not cut:
+        return data, False
+    return b"\n".join(kept), True
+
+
+def cut_note(paths: list[str]) -> str:
+    """The note a discovery tool adds when ignore files were too big to apply whole."""
+    names = ", ".join(paths[:5]) + (f" and {len(paths) - 5:,} more" if len(paths) > 5 else "")
+    return (
+        f"(note: {names}: ignore file too big; only its first {MAX_IGNORE_PATTERNS:,} "
+        f"patterns within {MAX_IGNORE_BYTES >> 20} MiB were applied, the rest was not read)"
+    )
 
 
 @dataclass(frozen=True)
@@ -162,9 +207,12 @@ def _compile(parts: list[str]) -> list[_Matcher]:
     return _compile(parts[:half]) + _compile(parts[half:])
 
 
-def rules_in_directory(abs_dir: str, base: str) -> tuple[list[GitignoreRule], list[FileStamp]]:
+def rules_in_directory(
+    abs_dir: str, base: str, cut: list[str] | None = None
+) -> tuple[list[GitignoreRule], list[FileStamp]]:
     """The rules of the ignore files directly in ``abs_dir`` (``.gitignore`` then ``.ignore``)
-    and stamps of those files (absent ones too), for cache validation.
+    and stamps of those files (absent ones too), for cache validation. The path of a file
+    not applied whole (:func:`read_ignore_file`) is appended to ``cut``.
 
     Args:
         abs_dir: the directory's absolute path.
@@ -178,7 +226,9 @@ def rules_in_directory(abs_dir: str, base: str) -> tuple[list[GitignoreRule], li
         stamps.append(stamp)
         if stamp.stamp is None:
             continue
-        data = read_ignore_file(path)
-        if data is not None:
-            rules.extend(parse_gitignore(data, base))
+        read = read_ignore_file(path)
+        if read is not None:
+            rules.extend(parse_gitignore(read[0], base))
+            if read[1] and cut is not None:
+                cut.append(path)
     return rules, stamps

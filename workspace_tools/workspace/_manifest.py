@@ -166,7 +166,9 @@ class Manifests:
 
 def read_entry(dir_fd: int, name: str, kind: EntryType, st: os.stat_result) -> bytes | None:
     """A file's bytes or a link's target, as ``st`` described it; ``None`` when it is
-    unreadable or changed since the stat (then the entry is listed by stat only)."""
+    unreadable or changed since the stat (then the entry is listed by stat only). At most
+    ``st.st_size + 1`` bytes are read: a file a running process keeps appending to never
+    holds the read (it changed since the stat)."""
     try:
         if kind == "symlink":
             return os.fsencode(os.readlink(name, dir_fd=dir_fd))
@@ -179,9 +181,12 @@ def read_entry(dir_fd: int, name: str, kind: EntryType, st: os.stat_result) -> b
             return None
         os.set_blocking(fd, True)
         chunks = []
-        while chunk := os.read(fd, max(info.st_size, 1 << 16)):
+        left = st.st_size + 1
+        while left > 0 and (chunk := os.read(fd, min(left, max(st.st_size, 1 << 16)))):
             chunks.append(chunk)
-        return b"".join(chunks)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) == st.st_size else None
     except OSError:
         return None
     finally:

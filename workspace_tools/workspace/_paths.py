@@ -11,8 +11,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import PATH_ECHO_LIMIT, ErrorCode, ToolError, echoed
 from workspace_tools.workspace._files import os_error
+
+
+def _shown(path: str) -> str:
+    """``path`` quoted for a message, cut when a caller sent one of any length."""
+    return echoed(path, PATH_ECHO_LIMIT)
+
 
 # A resolution that raced a rename is tried again this many times in all.
 _RESOLVE_ATTEMPTS = 5
@@ -94,14 +100,14 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     except UnicodeEncodeError as exc:
         bad = exc.object[exc.start : exc.end]
         raise ToolError(
-            f"Path {path!r} contains {bad!r}, a character no file name can hold",
+            f"Path {_shown(path)} contains {bad!r}, a character no file name can hold",
             ErrorCode.INVALID_ARGUMENTS,
         ) from None
     joined = os.path.join(root, os.path.expanduser(path) if path.startswith("~") else path)
     real = _realpath(path, joined)
     if not is_within(root, real):
         raise ToolError(
-            f"Path {path!r} is outside the workspace root; use a path inside it",
+            f"Path {_shown(path)} is outside the workspace root; use a path inside it",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
     _refuse_link_loop(path, real)
@@ -109,7 +115,7 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     if directory_form and os.path.exists(real) and not os.path.isdir(real):
         # As open("f.txt/") fails: a trailing slash names a directory, never the file.
         raise ToolError(
-            f"Path {path!r} ends with a slash, but {to_rel(root, real)} is not a directory",
+            f"Path {_shown(path)} ends with a slash, but {to_rel(root, real)} is not a directory",
             ErrorCode.NOT_A_DIRECTORY,
         )
     # Show the path as the caller named it when it names the same place (a link inside the
@@ -135,7 +141,7 @@ def _realpath(path: str, target: str) -> str:
             if exc.errno not in _RACED:
                 raise os_error(exc, path) from exc
     raise ToolError(
-        f"Path {path!r} kept changing while it was resolved (a symbolic link in it was "
+        f"Path {_shown(path)} kept changing while it was resolved (a symbolic link in it was "
         f"replaced {_RESOLVE_ATTEMPTS} times over); its real location is unknown, so it is "
         "refused. Try again once it stops changing",
         ErrorCode.OUTSIDE_WORKSPACE,
@@ -150,5 +156,6 @@ def _refuse_link_loop(path: str, real: str) -> None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ToolError(
-                f"Path {path!r} goes through a symbolic link loop", ErrorCode.NOT_FOUND
+                f"Path {_shown(path)} goes through a symbolic link loop",
+                ErrorCode.NOT_FOUND,
             ) from exc

@@ -83,6 +83,9 @@ class Walk:
             entries are missing from ``entries``), sorted.
         skipped: the entries ignore rules skipped (an ignored directory once, not what is
             in it), sorted: what a checkpoint lists by its stat without storing it.
+        cut_ignore_files: ignore files too big to apply whole (relative to the root, or
+            absolute outside it), sorted: only their head was applied
+            (:func:`~._ignore.read_ignore_file`).
     """
 
     def __init__(
@@ -91,11 +94,13 @@ class Walk:
         ignored: int,
         unreadable: list[str],
         skipped: list[Entry] | None = None,
+        cut_ignore_files: list[str] | None = None,
     ) -> None:
         self.entries = entries
         self.ignored = ignored
         self.unreadable = unreadable
         self.skipped = skipped or []
+        self.cut_ignore_files = cut_ignore_files or []
 
     @cached_property
     def files(self) -> list[str]:
@@ -141,6 +146,7 @@ class _Scan:
         self.ignored = 0
         self.skipped: list[Entry] = []
         self.unreadable: list[str] = []
+        self.cut: list[str] = []  # absolute paths of ignore files applied in part
 
     def base_rules(self, start_abs: str) -> IgnoreRules:
         """Rules in force in ``start_abs``'s parent: the global excludes file, info/exclude
@@ -153,9 +159,11 @@ class _Scan:
             self.stamps.extend(config_stamps)
             for exclude in (global_path, self.repo.exclude_path):
                 self.stamps.append(FileStamp.take(exclude, follow=True))
-                data = read_ignore_file(exclude, follow=True)
-                if data is not None:
-                    rules = rules.extend(parse_gitignore(data, ""))
+                read = read_ignore_file(exclude, follow=True)
+                if read is not None:
+                    rules = rules.extend(parse_gitignore(read[0], ""))
+                    if read[1]:
+                        self.cut.append(exclude)
         rel = os.path.relpath(start_abs, self.top)
         parts = [] if rel == "." else rel.split(os.sep)
         current = self.top
@@ -166,7 +174,7 @@ class _Scan:
         return rules
 
     def _dir_rules(self, abs_dir: str, base: str) -> list[GitignoreRule]:
-        found, stamps = rules_in_directory(abs_dir, base)
+        found, stamps = rules_in_directory(abs_dir, base, self.cut)
         self.stamps.extend(s for s in stamps if s.stamp is not None)
         return found
 
@@ -368,7 +376,8 @@ class Walker:
         scan.run(start_abs, start_rel, recursive, include_ignored)
         scan.entries.sort()
         scan.skipped.sort()
-        result = Walk(scan.entries, scan.ignored, sorted(scan.unreadable), scan.skipped)
+        cut = sorted({_shown(self._root, path) for path in scan.cut})
+        result = Walk(scan.entries, scan.ignored, sorted(scan.unreadable), scan.skipped, cut)
         with self._lock:
             if scan.cacheable(started):
                 self._cache[key] = _Cached(result, scan.stamps)
@@ -385,3 +394,9 @@ class Walker:
             if state is None:
                 state = self._repos[repo.top] = (TrackedFiles(repo), GlobalExcludes(repo))
             return state
+
+
+def _shown(root: str, path: str) -> str:
+    """``path`` relative to ``root`` with ``/`` separators when inside it, else as it is."""
+    rel = os.path.relpath(path, root)
+    return path if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/")
