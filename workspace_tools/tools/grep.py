@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,10 +18,16 @@ from workspace_tools.search._discovery import (
     resolve_start,
     with_limit_default,
 )
+from workspace_tools.search._format import format_grep
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.search._matcher import Matcher, NeedsWorker
-from workspace_tools.search._runner import GrepRun, format_grep
-from workspace_tools.search._worker import search_files, search_in_worker, worker_timeout
+from workspace_tools.search._runner import GrepRun
+from workspace_tools.search._worker import (
+    Searchers,
+    search_files,
+    search_in_worker,
+    worker_timeout,
+)
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._fingerprint import tree_fingerprint
 
@@ -155,29 +160,36 @@ class MatcherPool:
 
 
 def _search_in_worker(
-    run: GrepRun, search: Callable[[GrepRun], None], context: ToolContext
+    run: GrepRun,
+    searchers: Searchers,
+    root: str,
+    files: list[str] | tuple[str, str],
+    context: ToolContext,
 ) -> None:
     """:func:`search_in_worker` ended a little before the call's deadline, so that its
     timeout, which says why the search took long, is the one reported; should the call's
     timeout fire first all the same, its result says the same (``context.timeout_error``)."""
     left = context.seconds_left()
     if left is None or context.timeout is None:
-        search_in_worker(run, search, deadline=None, stopped=lambda: context.ended)
+        search_in_worker(run, searchers, root, files, deadline=None, stopped=lambda: context.ended)
         return
     context.timeout_error = worker_timeout(context.timeout)
     search_in_worker(
         run,
-        search,
+        searchers,
+        root,
+        files,
         deadline=time.monotonic() + left - min(WORKER_MARGIN, left / 5),
         stopped=lambda: context.ended,
         seconds=context.timeout,
     )
 
 
-#: Under these keys a workspace keeps grep's warm index and its pool of compiled patterns
-#: (:meth:`Workspace.kept`), shared by the grep tools built over it.
+#: Under these keys a workspace keeps grep's warm index, its pool of compiled patterns and
+#: its searcher processes (:meth:`Workspace.kept`), shared by the grep tools built over it.
 INDEX_KEY = "grep.index"
 POOL_KEY = "grep.matchers"
+SEARCHERS_KEY = "grep.searchers"
 
 
 def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
@@ -224,26 +236,26 @@ def _execute(
     if start.is_dir and matcher.required is not None:
         selection = index.select(files, matcher.required)
     searched = files if selection is None else selection.files
-
-    def search(run: GrepRun) -> None:
-        if start.is_dir:
-            search_files(run, str(workspace.root), searched)
-        else:
-            run.search_named_file(str(workspace.root), start.real, start.rel)
+    root = str(workspace.root)
+    searchers = workspace.kept(SEARCHERS_KEY, Searchers)
 
     run: GrepRun | None = None
     if not matcher.needs_worker:
         run = GrepRun(matcher, limit=limit, context=args.context)
         matcher.in_process = True
         try:
-            search(run)
+            if start.is_dir:
+                search_files(run, root, searched, searchers)
+            else:
+                run.search_named_file(root, start.real, start.rel)
         except NeedsWorker:
             run = None  # text that only Python's engine can search
     if run is None:
-        # Python's engine may backtrack for ever: it runs in a process killed at the
-        # call's deadline or when the call is over.
+        # Python's engine may backtrack for ever: it runs in a searcher process, killed
+        # at the call's deadline or when the call is over.
         run = GrepRun(matcher, limit=limit, context=args.context)
-        _search_in_worker(run, search, context)
+        named = (start.real, start.rel)
+        _search_in_worker(run, searchers, root, searched if start.is_dir else named, context)
     if selection is not None:
         run.files_searched += selection.skipped_text
         run.binary_skipped += selection.skipped_binary

@@ -129,6 +129,18 @@ class Workspace:
         with self._kept_lock:
             self._kept[key] = value
 
+    def close(self) -> None:
+        """Release what the tools keep with this workspace that holds a process or a
+        watch (grep's searcher processes and warm index: each kept object's ``close``);
+        they are made again if a tool is used after this. Collecting the workspace, or
+        the interpreter's exit, does the same."""
+        with self._kept_lock:
+            kept, self._kept = self._kept, {}
+        for value in kept.values():
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
+
     def named_files(self, paths: Iterable[str]) -> list[Path]:
         """The real paths of the files ``paths`` name (tool path arguments), distinct and
         sorted; a path that does not resolve is left out: the call itself reports it."""
