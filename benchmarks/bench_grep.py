@@ -77,7 +77,8 @@ def medians(*fns: Callable[[], Any], runs: int = RUNS) -> list[float]:
 
 def timed(*fns: Callable[[], Any], runs: int = RUNS) -> list[tuple[float, float]]:
     """Median wall and CPU seconds of each (CPU: this process and its children, so rg's
-    and grep's searcher processes'); the functions take turns so that load weighs on all. On a shared machine wall times swing with the others' load; CPU time much less.
+    and grep's searcher processes'); the functions take turns so that load weighs on all.
+    On a shared machine wall times swing with the others' load; CPU time much less.
     """
     for fn in fns:
         fn()
@@ -108,12 +109,16 @@ def _live_children() -> float:
     # /proc/PID/schedstat: nanoseconds on a CPU (stat's ticks are 10 ms, too coarse).
     nanoseconds = 0
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{os.getpid()}/task/{task}/children") as file:
-                for pid in file.read().split():
-                    with contextlib.suppress(OSError, IndexError, ValueError):
-                        with open(f"/proc/{pid}/schedstat") as stat:
-                            nanoseconds += int(stat.read().split()[0])
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{os.getpid()}/task/{task}/children") as file,
+        ):
+            for pid in file.read().split():
+                with (
+                    contextlib.suppress(OSError, IndexError, ValueError),
+                    open(f"/proc/{pid}/schedstat") as stat,
+                ):
+                    nanoseconds += int(stat.read().split()[0])
     return nanoseconds / 1e9
 
 
