@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import marshal
 import os
 import resource
@@ -77,6 +78,9 @@ def serve(fd: int, parent: int) -> None:
     _die_with_parent(parent)
     _cap_memory()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What the imports made lives as long as this process: collections of the objects
+    # a job makes need not go over it again.
+    gc.freeze()
     channel = socket.socket(fileno=fd)
     matchers: OrderedDict[tuple[str, bool, bool], Matcher] = OrderedDict()
     buffer = bytearray(WHOLE_READ)
