@@ -7,7 +7,8 @@ and holds none of the caller's memory. It serves one socket, one job at a time:
 
 * a job (:func:`send_job`) is a length-prefixed :mod:`marshal` tuple: the job's number,
   the pattern and its flags, whether Python's engine may run (``in_process``: no), the
-  limit and context, the root, and the files to search (or the one file a call named),
+  limit and context, the root, and the files to search (or the one file a call named,
+  or ``None``: the same files as the job before),
   with the read end of the job's block queue attached (a pipe of two-byte block indices
   that the caller and its searchers take from in turn until it is empty);
 * once ready, it says so: ``(0, -1, DONE, 0)``;
@@ -51,7 +52,8 @@ JOB_HEADER = struct.Struct("<I")
 ANSWER_HEADER = struct.Struct("<IiII")
 FOUND, REFUSED, FAILED, DONE = range(4)
 # A job: number, (pattern, ignore_case, multiline), in_process, limit, context, root,
-# files (a list of paths relative to root, or (real, rel) of a file the call named), and
+# files (a list of paths relative to root, (real, rel) of a file the call named, or None:
+# the list of the job before), and
 # the files of each block (how many a block holds but the last).
 Job = tuple[int, tuple[str, bool, bool], bool, int, int, str, object, int]
 
@@ -84,6 +86,7 @@ def serve(fd: int, parent: int) -> None:
     channel = socket.socket(fileno=fd)
     matchers: OrderedDict[tuple[str, bool, bool], Matcher] = OrderedDict()
     buffer = bytearray(WHOLE_READ)
+    files: object = None  # the file list of the last job that sent one
     try:
         send_answer(channel, 0, -1, DONE, None)  # ready
     except OSError:
@@ -93,6 +96,10 @@ def serve(fd: int, parent: int) -> None:
         if received is None:
             return
         job, queue = received
+        if job[6] is None:
+            job = (*job[:6], files, job[7])
+        elif isinstance(job[6], list):
+            files = job[6]
         try:
             _run_job(channel, job, queue, matchers, buffer)
         except OSError:
