@@ -344,3 +344,21 @@ def test_the_searcher_dies_with_its_owner(tmp_path: Path, how: int) -> None:
         owner.send_signal(how)
         owner.wait()
     wait_until(lambda: alive(pid), lambda now: not now, "the owner's searcher to be gone")
+
+
+def test_a_workspace_restored_for_one_call_starts_no_searcher(tmp_path: Path) -> None:
+    # A sandboxed call's copy of the workspace dies with the call: a searcher started for
+    # later calls would only cost its start.
+    from workspace_tools import Workspace, invoke_tool_sync, workspace_tools
+
+    hits = big_tree(tmp_path)
+    workspace = Workspace(tmp_path)
+    workspace.restore_files(workspace.snapshot_files([]))
+    tool = {t.name: t for t in workspace_tools(workspace)}["grep"]
+    try:
+        for _ in range(2):
+            result = invoke_tool_sync(tool, {"pattern": "hit", "output_mode": "count"})
+            assert result.details.match_count == hits
+        assert pids(workspace.kept(SEARCHERS_KEY, Searchers)) == []
+    finally:
+        workspace.close()

@@ -259,12 +259,13 @@ class Searchers:
             for searcher in list(self._idle):
                 searcher.receive()
                 if not searcher.usable():
+                    # One that ended before it was ready cannot start here (its
+                    # imports failed?): no more are started in the background.
+                    self._failed = self._failed or not searcher.ready
                     self._drop(searcher)
                 elif searcher.ready and len(taken) < count:
                     self._idle.remove(searcher)
                     taken.append(searcher)
-                elif not searcher.ready and not searcher.open:
-                    self._failed = True
             want = min(count, self._most) - len(self._all)
             if start and not self._closed and not self._failed:
                 for _ in range(max(want, 0)):
@@ -359,17 +360,19 @@ def search_files(
     *,
     min_files: int = MIN_FILES_TO_SPLIT,
     processes: int | None = None,
+    start: bool = True,
 ) -> None:
     """Search ``files`` (relative to ``root``, in order) into ``run``, split with the idle
     searchers of ``searchers`` (up to ``processes`` in all, by default one per CPU, at most
     :data:`MAX_PROCESSES`, on Linux) when there are at least ``min_files``. A search that
-    would split but finds too few searchers ready starts them for the next calls."""
+    would split but finds too few searchers ready starts them for the next calls, unless
+    ``start`` is false (a process that lives for one call)."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
     workers = (processes or _every_cpu()) if big_enough else 1
     helpers = []
     if workers > 1 and searchers is not None:
-        helpers = searchers.take_ready(workers - 1, start=True)
+        helpers = searchers.take_ready(workers - 1, start=start)
     if not helpers:
         run.search_files(root, files)
         return

@@ -269,7 +269,9 @@ def _execute(
         matcher.in_process = True
         try:
             if start.is_dir:
-                search_files(run, root, searched, searchers)
+                # A sandboxed call's copy of the workspace lives for the call: a searcher
+                # started there would die before any later call could use it.
+                search_files(run, root, searched, searchers, start=not workspace.one_call)
             else:
                 run.search_named_file(root, start.real, start.rel)
         except NeedsWorker:
