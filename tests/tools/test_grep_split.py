@@ -27,7 +27,7 @@ from workspace_tools.search import _worker
 from workspace_tools.search._format import format_grep
 from workspace_tools.search._matcher import Matcher
 from workspace_tools.search._runner import GrepRun
-from workspace_tools.search._searcher import FOUND
+from workspace_tools.search._searcher import DONE, FOUND
 from workspace_tools.search._worker import Searcher, Searchers, search_files
 from workspace_tools.tools.grep import SEARCHERS_KEY
 
@@ -362,3 +362,55 @@ def test_a_workspace_restored_for_one_call_starts_no_searcher(tmp_path: Path) ->
         assert pids(workspace.kept(SEARCHERS_KEY, Searchers)) == []
     finally:
         workspace.close()
+
+
+def test_a_big_job_is_sent_while_the_searcher_sends_an_old_jobs_answers(tmp_path: Path) -> None:
+    # The searcher is stuck sending the answers of a job nobody reads any more (a call
+    # over: about 5 MB here) while the next job is too big for the socket's buffers
+    # (about 4 MB): sending it reads what the searcher sends meanwhile, so neither waits
+    # for the other for ever.
+    files = []
+    for i in range(64):
+        (tmp_path / f"f{i:02d}.txt").write_text(("hit " + "x" * 400 + "\n") * 200)
+        files.append(f"f{i:02d}.txt")
+    many = [f"missing/{i:07d}.txt" for i in range(200_000)]
+    pool = Searchers(most=1)
+    try:
+        assert pool.wait_ready(1, 60.0)
+        (searcher,) = pool.take_ready(1, start=False)
+        numbers = []
+        for job_files, limit in ((files, 10**6), (many, 10)):
+            queue = _worker._block_queue(1 if job_files is many else 64)
+            assert queue is not None
+            job = (0, ("hit", False, False), True, limit, 0, str(tmp_path), job_files, 1)
+            if job_files is many:
+                job = (*job[:7], len(many))
+            sent: list[int] = []
+            sender = threading.Thread(
+                target=lambda job=job, queue=queue, sent=sent: sent.append(
+                    searcher.start_job(job, queue)
+                ),
+                daemon=True,
+            )
+            sender.start()
+            sender.join(60)
+            os.close(queue)
+            assert sent, "sending the job never ended"
+            numbers += sent
+        ends: list[tuple[int, int]] = []
+        wait_until(
+            lambda: (
+                ends.extend(
+                    (index, status)
+                    for job, index, status, _ in searcher.receive()
+                    if job == numbers[1]
+                )
+                or searcher.wait(0.1)
+                or ends
+            ),
+            lambda _: (-1, DONE) in ends,
+            "the new job's end",
+        )
+        assert ends == [(0, FOUND), (-1, DONE)], ends
+    finally:
+        pool.close()

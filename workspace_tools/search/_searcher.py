@@ -5,7 +5,7 @@ It is started with ``python -c`` :data:`BOOT`, which imports only the search mod
 packages' ``__init__``, which import every tool, are not run): it is ready in about 50 ms
 and holds none of the caller's memory. It serves one socket, one job at a time:
 
-* a job (:func:`send_job`) is a length-prefixed :mod:`marshal` tuple: the job's number,
+* a job (:func:`encode_job`) is a length-prefixed :mod:`marshal` tuple: the job's number,
   the pattern and its flags, whether Python's engine may run (``in_process``: no), the
   limit and context, the root, and the files to search (or the one file a call named,
   or ``None``: the same files as the job before),
@@ -154,20 +154,10 @@ def send_answer(
     channel.sendall(ANSWER_HEADER.pack(job, index, status, len(payload)) + payload)
 
 
-def send_job(channel: socket.socket, job: Job, queue: int) -> None:
-    """Send ``job`` with the read end of its block queue attached.
-
-    Raises:
-        OSError: the searcher is gone.
-    """
+def encode_job(job: Job) -> bytes:
+    """``job`` as sent (see the module docstring); its queue rides with the first bytes."""
     payload = marshal.dumps(job)
-    data = JOB_HEADER.pack(len(payload)) + payload
-    # The queue rides with the first bytes; the rest follows as a plain stream.
-    sent = channel.sendmsg(
-        [data[:65536]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", queue))]
-    )
-    if sent < len(data):
-        channel.sendall(memoryview(data)[sent:])
+    return JOB_HEADER.pack(len(payload)) + payload
 
 
 def _receive_job(channel: socket.socket) -> tuple[Job, int] | None:

@@ -36,6 +36,7 @@ import pickle
 import select
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -52,7 +53,7 @@ from workspace_tools.search._searcher import (
     FOUND,
     REFUSED,
     Job,
-    send_job,
+    encode_job,
 )
 
 # How long a search on Python's engine may run when the call has no timeout, in seconds.
@@ -106,6 +107,7 @@ class Searcher:
         self._files: list[str] | None = None  # the file list the searcher holds
         self._started = threading.Event()
         self._error: OSError | None = None
+        self._closed = False
         self._keeper = threading.Thread(target=self._keep, args=(theirs,), daemon=True)
         try:
             self._keeper.start()
@@ -163,19 +165,36 @@ class Searcher:
         # paths in about 10 us, where sending them costs a millisecond or more.
         same = isinstance(files, list) and files == self._files
         self._files = None  # unknown until the job is sent whole
-        self.channel.setblocking(True)
-        try:
-            send_job(self.channel, (self._jobs, *job[1:6], None if same else files, job[7]), queue)
-        finally:
-            self.channel.setblocking(False)
+        self._send(encode_job((self._jobs, *job[1:6], None if same else files, job[7])), queue)
         if isinstance(files, list):
             self._files = list(files)  # a copy: the caller's list may change later
         return self._jobs
 
-    def receive(self) -> list[tuple[int, int, int, bytes]]:
-        """The whole answers that arrived, without waiting: ``(job, index, status,
-        payload)`` each (see ``_searcher``); the hello of a searcher ready (job 0) is
-        taken here."""
+    def _send(self, data: bytes, queue: int) -> None:
+        # Without blocking: the searcher may itself be sending the answer of a block of a
+        # call over, which waits for this end to read; what arrives meanwhile is kept.
+        view = memoryview(data)
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", queue))]
+        poller = select.poll()
+        poller.register(self.channel, select.POLLIN | select.POLLOUT)
+        while view:
+            try:
+                if rights:
+                    sent = self.channel.sendmsg([view[: 1 << 16]], rights)
+                    rights = []
+                else:
+                    sent = self.channel.send(view)
+                view = view[sent:]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            events = dict(poller.poll(_POLL_SECONDS * 1000))
+            if events.get(self.channel.fileno(), 0) & ~select.POLLOUT:
+                self._read_available()
+                if not self.open:
+                    raise ConnectionError("grep's searcher ended")
+
+    def _read_available(self) -> None:
         while self.open:
             try:
                 chunk = self.channel.recv(1 << 20)
@@ -187,6 +206,12 @@ class Searcher:
                 self.open = False  # the searcher ended, or was killed
                 break
             self._pending += chunk
+
+    def receive(self) -> list[tuple[int, int, int, bytes]]:
+        """The whole answers that arrived, without waiting: ``(job, index, status,
+        payload)`` each (see ``_searcher``); the hello of a searcher ready (job 0) is
+        taken here."""
+        self._read_available()
         answers = []
         pending, size, at = self._pending, ANSWER_HEADER.size, 0
         while len(pending) - at >= size:
@@ -206,11 +231,14 @@ class Searcher:
         """Whether something arrived (or the searcher ended) within ``seconds``."""
         if not self.open:
             return False
-        return bool(select.select([self.channel], [], [], max(seconds, 0.0))[0])
+        return _poll([self.channel], seconds)
 
     def close(self) -> None:
         """Kill the searcher if it is this process's and wait (briefly) for it to be
-        reaped; close this end of its socket."""
+        reaped; close this end of its socket. Once: its pid may be another's after."""
+        if self._closed:
+            return
+        self._closed = True
         self.open = False
         if self.owner == os.getpid():
             if self.pid:
@@ -469,9 +497,15 @@ def _collect(
 def _wait_for_any(jobs: dict[Searcher, int], seconds: float) -> bool:
     """Whether a searcher still there had something to read within ``seconds``."""
     there = [searcher.channel for searcher in jobs if searcher.open]
-    if not there:
-        return False
-    return bool(select.select(there, [], [], seconds)[0])
+    return bool(there) and _poll(there, seconds)
+
+
+def _poll(channels: list[socket.socket], seconds: float) -> bool:
+    """Whether one of ``channels`` is readable (or at its end) within ``seconds``."""
+    poller = select.poll()
+    for channel in channels:
+        poller.register(channel, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(max(seconds, 0.0) * 1000))
 
 
 def _search_block(run: GrepRun, root: str, block: list[str], buffer: bytearray) -> RunState:
