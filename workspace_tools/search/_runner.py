@@ -18,7 +18,7 @@ MAX_LINE = 2000
 
 # The kept matching lines of one file: its path and its LineMatch tuples (line, column,
 # text, length), as the matcher made them. Grouped by file, plain tuples: a search may keep
-# thousands of lines, each copied or wrapped would cost, and they cross from forked workers
+# thousands of lines, each copied or wrapped would cost, and they cross from searcher processes
 # as they are.
 FileRows = tuple[str, list[LineMatch]]
 

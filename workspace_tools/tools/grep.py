@@ -130,8 +130,8 @@ class MatcherPool:
     repeat one (as Python's ``re`` caches compiled patterns): an RE2 program keeps the
     automaton it built while searching, which a fresh one builds again.
 
-    A matcher is used by one call at a time (taken, then given back), so that no other
-    thread is inside one while its call forks.
+    A matcher is used by one call at a time (taken, then given back): a call sets its
+    ``in_process`` and reads into its probe buffer.
     """
 
     def __init__(self, size: int = POOLED_PATTERNS) -> None:
