@@ -80,8 +80,12 @@ BLOCKS_PER_WORKER = 8
 
 # The directory holding the workspace_tools package, for the searcher's imports.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# What the searcher's interpreter may need to start: it searches, it runs no command.
-_ENV_KEPT = ("PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONPATH")
+# What the searcher's interpreter may need: it searches, it runs no command.
+_ENV_KEPT = (
+    *("PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONPATH"),
+    # Paths are str in both processes: they must encode to the same bytes.
+    *("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONIOENCODING"),
+)
 
 
 class Searcher:
