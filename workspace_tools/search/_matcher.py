@@ -260,7 +260,9 @@ class Matcher:
                 total.count += found.count
                 total.lines.extend(found.lines)
                 total.context.update(found.context)
-            line += buf.count(b"\n", lo, hi)
+            if context or len(total.lines) < keep:
+                # Line numbers are needed only for lines still to be kept (or shown).
+                line += buf.count(b"\n", lo, hi)
             before = last_lines(buf, hi, context)
             offset += end
         if total.context:
