@@ -23,7 +23,7 @@ from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, Workspace, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
 from workspace_tools.search import _matcher as _search
-from workspace_tools.search import _worker as _grep_fork
+from workspace_tools.search import _worker
 from workspace_tools.search._matcher import MAX_PATTERN, Matcher, NeedsWorker
 from workspace_tools.search._re2 import _CASE_EXTRA, translate
 from workspace_tools.search._runner import MAX_LINE, GrepRun
@@ -288,7 +288,7 @@ def test_a_timed_out_searcher_is_replaced_by_the_next_search(tmp_path: Path) -> 
 def test_backtracking_pattern_without_a_call_timeout_stops_at_grep_deadline(
     backtracking: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_grep_fork, "WORKER_SECONDS", 1.0)
+    monkeypatch.setattr(_worker, "WORKER_SECONDS", 1.0)
     before = children(os.getpid())
     result = grep(backtracking, pattern=r"(a+)+(?=b)")
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
@@ -314,7 +314,7 @@ def test_worker_returns_what_pythons_engine_finds(tmp_path: Path) -> None:
 
 
 def test_non_ascii_file_in_a_split_search_moves_it_to_the_worker(tmp_path: Path) -> None:
-    total = _grep_fork.MIN_FILES_TO_SPLIT + 100
+    total = _worker.MIN_FILES_TO_SPLIT + 100
     for i in range(total):
         (tmp_path / f"f{i:04d}.txt").write_text("a word\nswordfish\n")
     (tmp_path / "f0500.txt").write_text("ä word\néword\n")
@@ -339,19 +339,19 @@ def test_non_ascii_file_in_a_split_search_moves_it_to_the_worker(tmp_path: Path)
 def test_worker_that_dies_without_an_answer_is_a_tool_error(
     backtracking: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    start_job = _grep_fork.Searcher.start_job
+    start_job = _worker.Searcher.start_job
 
     def killed_at_once(searcher: Any, *args: Any) -> int:
         number = start_job(searcher, *args)
         os.kill(searcher.pid, signal.SIGKILL)  # as the kernel's OOM killer would
         return number
 
-    monkeypatch.setattr(_grep_fork.Searcher, "start_job", killed_at_once)
+    monkeypatch.setattr(_worker.Searcher, "start_job", killed_at_once)
     run = GrepRun(Matcher(r"(a+)+(?=b)"), limit=10, context=0)
-    searchers = _grep_fork.Searchers()
+    searchers = _worker.Searchers()
     try:
         with pytest.raises(ToolError) as caught:
-            _grep_fork.search_in_worker(
+            _worker.search_in_worker(
                 run, searchers, str(backtracking), ["f.txt"], deadline=None, stopped=lambda: False
             )
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import gc
+import marshal
 import os
 import select
 import signal
@@ -114,6 +115,42 @@ def test_split_search_equals_one_process_on_any_text(
         search_files(split, tmp, files, searchers, min_files=0, processes=2)
         assert split.state() == single.state()
         assert format_grep(split, "content") == format_grep(single, "content")
+        # Every block searched by a searcher, sent and merged: the same again.
+        by_searcher = searched_by_a_searcher(searchers, matcher, tmp, files, limit, context)
+        assert by_searcher.state() == single.state()
+
+
+def searched_by_a_searcher(
+    searchers: Searchers, matcher: Matcher, root: str, files: list[str], limit: int, context: int
+) -> GrepRun:
+    """``files`` searched in blocks of one file, each by a searcher (the caller takes
+    none), the answers merged in order."""
+    (searcher,) = searchers.take_ready(1, start=False)
+    queue = _worker._block_queue(len(files))
+    assert queue is not None
+    try:
+        job = (0, matcher.key, True, limit, context, root, files, 1)
+        number = searcher.start_job(job, queue)  # type: ignore[arg-type]
+    finally:
+        os.close(queue)
+    states: dict[int, Any] = {}
+
+    def receive() -> dict[int, Any]:
+        for job_number, index, status, payload in searcher.receive():
+            if job_number == number:
+                assert status in (FOUND, DONE), (index, status)
+                states[index] = payload
+        searcher.wait(0.1)
+        return states
+
+    try:
+        wait_until(receive, lambda got: -1 in got, "the searcher's answers")
+    finally:
+        searchers.give(searcher)
+    run = GrepRun(matcher, limit=limit, context=context)
+    for index in range(len(files)):
+        run.merge(marshal.loads(states[index]))
+    return run
 
 
 def live_children() -> set[int]:
