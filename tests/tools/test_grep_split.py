@@ -198,10 +198,10 @@ def test_searchers_search_blocks_and_their_results_are_merged_in_order(
 
     search_block = _worker._search_block
 
-    def after_a_searcher(run: GrepRun, root: str, block: list[str], buffer: bytearray) -> Any:
+    def after_a_searcher(*args: Any) -> Any:
         channels = [searcher.channel for searcher in helpers]
         wait_until(lambda: answered or select.select(channels, [], [], 0)[0], bool, "an answer")
-        return search_block(run, root, block, buffer)
+        return search_block(*args)
 
     monkeypatch.setattr(Searcher, "receive", recording)
     monkeypatch.setattr(_worker, "_search_block", after_a_searcher)

@@ -35,15 +35,19 @@ RunState = tuple[
 
 class GrepRun:
     """Results of one search, cut at ``limit`` (matching lines, and files) but counted in
-    full. Files must be searched in path order; results keep that order."""
+    full. Files must be searched in path order; results keep that order.
 
-    def __init__(self, matcher: Matcher, *, limit: int, context: int) -> None:
+    ``kept_before``: matching lines that searches of earlier files (a split search's
+    earlier blocks) kept already, so that this run keeps at most ``limit - kept_before``
+    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``)."""
+
+    def __init__(self, matcher: Matcher, *, limit: int, context: int, kept_before: int = 0) -> None:
         self.matcher = matcher
         self.limit = limit
         self.context = context
-        # Kept matching lines by file, in order, and how many in all.
+        # Kept matching lines by file, in order, and how many in all (with kept_before).
         self.found: list[FileRows] = []
-        self.kept = 0
+        self.kept = min(kept_before, limit)
         self.files: list[tuple[str, int]] = []
         self.context_lines: dict[str, dict[int, str]] = {}
         self.match_count = 0

@@ -124,10 +124,13 @@ def _run_job(
     while len(matchers) > KEPT_MATCHERS:
         matchers.popitem(last=False)
     matcher.in_process = in_process
-    # Readers of a pipe take turns, and a read of the two bytes of an index gets both.
+    # Readers of a pipe take turns, and a read of the two bytes of an index gets both;
+    # so the blocks a process takes come in order, and what its earlier blocks kept
+    # counts against the limit of the next (see GrepRun's kept_before).
+    kept = 0
     while len(item := os.read(queue, 2)) == 2:
         index = int.from_bytes(item, "big")
-        run = GrepRun(matcher, limit=limit, context=context)
+        run = GrepRun(matcher, limit=limit, context=context, kept_before=kept)
         status: int = FOUND
         answer: object
         try:
@@ -136,6 +139,7 @@ def _run_job(
             else:
                 run.search_files(root, files[index * size : (index + 1) * size], buffer)
             answer = run.state()
+            kept = run.kept
         except ToolError as exc:
             status, answer = REFUSED, (exc.message, exc.code.value)
         except Exception:

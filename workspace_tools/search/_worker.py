@@ -453,7 +453,7 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
         started, searched = time.monotonic(), 0
         while len(item := os.read(queue, 2)) == 2:
             index = int.from_bytes(item, "big")
-            states[index] = _search_block(run, root, blocks[index], buffer)
+            states[index] = _search_block(run, root, blocks, index, states, buffer)
             searched += 1
             _collect(jobs, states, run, root, blocks, buffer)
         # A searcher on its last block normally sends it within about a block's time.
@@ -464,7 +464,8 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
             if not missing:
                 break
             if not _wait_for_any(jobs, patience):
-                states[missing[-1]] = _search_block(run, root, blocks[missing[-1]], buffer)
+                last = missing[-1]
+                states[last] = _search_block(run, root, blocks, last, states, buffer)
     finally:
         # Done, or the search failed here (e.g. NeedsWorker): whatever is left in the
         # queue is taken out, so that the searchers stop after the block they are on.
@@ -495,7 +496,7 @@ def _collect(
             if status == FOUND:
                 states[index] = marshal.loads(payload)
             else:
-                states[index] = _search_block(run, root, blocks[index], buffer)
+                states[index] = _search_block(run, root, blocks, index, states, buffer)
 
 
 def _wait_for_any(jobs: dict[Searcher, int], seconds: float) -> bool:
@@ -512,9 +513,23 @@ def _poll(channels: list[socket.socket], seconds: float) -> bool:
     return bool(poller.poll(max(seconds, 0.0) * 1000))
 
 
-def _search_block(run: GrepRun, root: str, block: list[str], buffer: bytearray) -> RunState:
-    sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
-    sub.search_files(root, block, buffer)
+def _search_block(
+    run: GrepRun,
+    root: str,
+    blocks: list[list[str]],
+    index: int,
+    states: dict[int, RunState],
+    buffer: bytearray,
+) -> RunState:
+    """Block ``index`` searched here. The lines that the earlier blocks searched so far
+    kept count against its limit: past the limit, a block only counts (as one process
+    does once it kept ``limit`` lines), and the merge never needs more."""
+    before = 0
+    for other, state in states.items():
+        if other < index:
+            before += sum(len(rows) for _, rows in state[0])
+    sub = GrepRun(run.matcher, limit=run.limit, context=run.context, kept_before=before)
+    sub.search_files(root, blocks[index], buffer)
     return sub.state()
 
 
