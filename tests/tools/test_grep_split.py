@@ -451,3 +451,25 @@ def test_a_big_job_is_sent_while_the_searcher_sends_an_old_jobs_answers(tmp_path
         assert ends == [(0, FOUND), (-1, DONE)], ends
     finally:
         pool.close()
+
+
+def test_a_closed_workspace_searches_again_with_a_new_searcher(tmp_path: Path) -> None:
+    from workspace_tools import Workspace, invoke_tool_sync, workspace_tools
+
+    hits = big_tree(tmp_path)
+    workspace = Workspace(tmp_path)
+    tool = {t.name: t for t in workspace_tools(workspace)}["grep"]
+    try:
+        first = workspace.kept(SEARCHERS_KEY, Searchers)
+        assert first.wait_ready(1, 60.0)
+        (old,) = pids(first)
+        workspace.close()
+        assert not alive(old)
+        result = invoke_tool_sync(tool, {"pattern": "hit", "output_mode": "count"})
+        assert result.details.match_count == hits
+        again = workspace.kept(SEARCHERS_KEY, Searchers)
+        assert again is not first
+        assert again.wait_ready(1, 60.0)
+        assert pids(again) != [old]
+    finally:
+        workspace.close()
