@@ -53,8 +53,8 @@ def children(pid: int) -> set[int]:
         try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 found.update(int(p) for p in f.read().split())
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
     return {p for p in found if _alive(p)}
 
 
@@ -62,8 +62,8 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, ProcessLookupError):
+        return False  # gone, also between the open and the read
 
 
 def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> None:

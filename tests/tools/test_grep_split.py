@@ -157,8 +157,11 @@ def live_children() -> set[int]:
     """This process's live (not zombie) child processes, from the process table."""
     found = set()
     for task in os.listdir(f"/proc/{os.getpid()}/task"):
-        with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
-            found.update(int(p) for p in f.read().split())
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as f:
+                found.update(int(p) for p in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile (a searcher's, once it is reaped)
     return {pid for pid in found if alive(pid)}
 
 
