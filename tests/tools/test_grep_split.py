@@ -306,6 +306,7 @@ async def test_grep_tool_splits_with_its_searcher_inside_an_event_loop(
     before = live_children()
     workspace = Workspace(tmp_path)
     tool = {t.name: t for t in workspace_tools(workspace)}["grep"]
+    monkeypatch.setattr(_worker, "_running_now", lambda: 0)  # a CPU free for the searcher
     jobs: list[int] = []
     start_job = Searcher.start_job
     monkeypatch.setattr(Searcher, "start_job", lambda *args: jobs.append(1) or start_job(*args))
@@ -476,3 +477,30 @@ def test_a_closed_workspace_searches_again_with_a_new_searcher(tmp_path: Path) -
         assert pids(again) != [old]
     finally:
         workspace.close()
+
+
+def test_a_search_splits_only_onto_cpus_nothing_else_runs_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cpus = len(os.sched_getaffinity(0))
+    every_cpu = min(cpus, _worker.MAX_PROCESSES)
+    busy = _worker.MIN_FILES_TO_SPLIT_BUSY
+    counts = {}
+    for running in (None, 0, cpus - 1, cpus, cpus + 3):
+        monkeypatch.setattr(_worker, "_running_now", lambda running=running: running)
+        counts[running] = (_worker._worker_count(1000), _worker._worker_count(busy))
+    assert counts == {
+        None: (every_cpu, every_cpu),  # unknown: as on an idle machine
+        0: (every_cpu, every_cpu),
+        cpus - 1: (1, every_cpu),  # one CPU free: the caller's own
+        cpus: (1, every_cpu),
+        cpus + 3: (1, every_cpu),
+    }
+
+
+def test_running_now_reads_the_tasks_running_besides_this_thread() -> None:
+    with open("/proc/loadavg", "rb") as file:
+        total = int(file.read().split()[3].split(b"/")[1])
+    running = _worker._running_now()
+    # At least this thread runs: the others are fewer than all tasks.
+    assert running is not None and 0 <= running < total, (running, total)

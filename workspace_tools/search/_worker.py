@@ -68,14 +68,10 @@ _REAP_SECONDS = 1.0
 # against 3.0-5.7 in one process, of 200 files 2.0-2.1 against 1.6-3.4.
 MIN_FILES_TO_SPLIT = 500
 # Processes a search is split between at most (the caller and its searchers), as
-# ripgrep runs a thread per CPU. Whatever the machine's load: a split with searchers
-# that are ready costs 2-3 ms of CPU over one process (the file list sent, the results
-# received), and more processes win more of a busy machine's CPUs. Measured on 2 CPUs
-# over mypy's sources (1,873 files), median ms in one process against two: 35 against
-# 19 at load 1-2 (TypeVar's 8,103 matches), 120 against 92 with two busy loops besides,
-# 164 against 112 with three; a literal at the default limit 16 against 9, 57 against
-# 48, 72 against 44.
+# ripgrep runs a thread per CPU.
 MAX_PROCESSES = 4
+# From this many files a search splits whatever runs besides (see _worker_count).
+MIN_FILES_TO_SPLIT_BUSY = 10_000
 BLOCKS_PER_WORKER = 8
 
 # The directory holding the workspace_tools package, for the searcher's imports.
@@ -283,8 +279,7 @@ class Searchers:
 
     def take_ready(self, count: int, *, start: bool) -> list[Searcher]:
         """Up to ``count`` idle searchers ready to search now; with ``start``, searchers
-        are started in the background up to ``count`` (at most the pool's size) for
-        the calls to come."""
+        are started in the background up to the pool's size for the calls to come."""
         self._mine()
         taken: list[Searcher] = []
         with self._lock:
@@ -298,7 +293,7 @@ class Searchers:
                 elif searcher.ready and len(taken) < count:
                     self._idle.remove(searcher)
                     taken.append(searcher)
-            want = min(count, self._most) - len(self._all)
+            want = self._most - len(self._all)
             if start and not self._closed and not self._failed:
                 for _ in range(max(want, 0)):
                     self._start_locked()
@@ -401,9 +396,9 @@ def search_files(
     ``start`` is false (a process that lives for one call)."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
-    workers = (processes or _every_cpu()) if big_enough else 1
     helpers = []
-    if workers > 1 and searchers is not None:
+    if big_enough and searchers is not None and _every_cpu() > 1:
+        workers = processes or _worker_count(len(files))
         helpers = searchers.take_ready(workers - 1, start=start)
     if not helpers:
         run.search_files(root, files)
@@ -650,6 +645,46 @@ def _died() -> ToolError:
         "grep's search process died without an answer (out of memory?); narrow the "
         "pattern or the path"
     )
+
+
+def _worker_count(files: int) -> int:
+    """How many processes search ``files`` files: one per CPU (at most
+    :data:`MAX_PROCESSES`), but below :data:`MIN_FILES_TO_SPLIT_BUSY` files no more than
+    the CPUs that no other task is running on at this instant (:func:`_running_now`): a
+    searcher that has no CPU of its own searches nothing before the caller is done, and
+    the split's cost (2-3 ms of CPU over mypy's sources: the job sent, the answers
+    received and merged) is then lost. Measured on 2 CPUs over mypy's 1,873 files, median
+    ms in one process against split with a ready searcher: TypeVar's 8,103 matches 35
+    against 19 with a CPU free; at load average 2-2.4, where the other CPU is seldom
+    free, 37-44 against 39-44 (CPU 37-44 against 40-44)."""
+    every_cpu = _every_cpu()
+    if files >= MIN_FILES_TO_SPLIT_BUSY:
+        return every_cpu
+    running = _running_now()
+    if running is None:
+        return every_cpu
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(every_cpu, cpus - running))
+
+
+def _running_now() -> int | None:
+    """How many tasks besides the calling thread are running or waiting for a CPU at this
+    instant, machine-wide (the fourth field of ``/proc/loadavg``, ``running/total``); ``None``
+    when it cannot be read. Costs an open and a read of a few dozen bytes."""
+    try:
+        fd = os.open("/proc/loadavg", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        running = os.read(fd, 256).split()[3].split(b"/")[0]
+        return max(int(running) - 1, 0)  # the calling thread is running: it reads this
+    except (OSError, IndexError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def worker_timeout(seconds: float) -> ToolError:
