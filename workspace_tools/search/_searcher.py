@@ -7,10 +7,10 @@ and holds none of the caller's memory. It serves one socket, one job at a time:
 
 * a job (:func:`encode_job`) is a length-prefixed :mod:`marshal` tuple: the job's number,
   the pattern and its flags, whether Python's engine may run (``in_process``: no), the
-  limit and context, the root, and the files to search (or the one file a call named,
-  or ``None``: the same files as the job before),
-  with the read end of the job's block queue attached (a pipe of two-byte block indices
-  that the caller and its searchers take from in turn until it is empty);
+  limit and context, the root, and the files to search (or the one file a call named, or
+  ``None``: the files of the job before), with the read end of the job's block queue
+  attached (a pipe of two-byte block indices that the caller and its searchers take from
+  in turn until it is empty);
 * once ready, it says so: ``(0, -1, DONE, 0)``;
 * for each block it takes it answers ``(job, index, status, size)`` and ``size`` bytes of
   marshal: :data:`FOUND` and the block's ``RunState``, :data:`REFUSED` and the message and
