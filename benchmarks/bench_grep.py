@@ -13,8 +13,8 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     wall time on a shared machine); then the same with the warm index (a
     project of 1,000 files or more gets one after its first search). ``--profile`` prints
     where the time of the all-matches call goes: a split by stage (walk, read, match, the
-    same over two processes, the model text, the result models, the whole call), wall and
-    CPU time of each (the CPU of two processes over that of one is the fork's cost), and a
+    same split with a searcher process, the model text, the result models, the whole call), wall and
+    CPU time of each (the CPU of two processes over that of one is the split's cost), and a
     cProfile of the tool's ``execute``.
 (b) ``--files N``: a generated tree of N small files (``bench_search.make_generated_tree``).
     The first call of a fresh tool with the index and of one without (both after ``rg`` has
@@ -25,6 +25,7 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import os
@@ -50,11 +51,12 @@ from bench_search import SETTLE_SECONDS, make_generated_tree
 
 from workspace_tools import invoke_tool
 from workspace_tools._tool import ToolContext
+from workspace_tools.search._format import format_grep
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.search._matcher import Matcher
 from workspace_tools.search._reading import WHOLE_READ
-from workspace_tools.search._runner import GrepRun, format_grep
-from workspace_tools.search._worker import search_files
+from workspace_tools.search._runner import GrepRun
+from workspace_tools.search._worker import Searchers, search_files
 from workspace_tools.tools import grep as grep_tool
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds
@@ -74,9 +76,9 @@ def medians(*fns: Callable[[], Any], runs: int = RUNS) -> list[float]:
 
 
 def timed(*fns: Callable[[], Any], runs: int = RUNS) -> list[tuple[float, float]]:
-    """Median wall and CPU seconds of each (CPU: this process and the children it reaped,
-    so rg's, and grep's forked searchers'); the functions take turns so that load weighs
-    on all. On a shared machine wall times swing with the others' load; CPU time much less.
+    """Median wall and CPU seconds of each (CPU: this process and its children, so rg's
+    and grep's searcher processes'); the functions take turns so that load weighs on all.
+    On a shared machine wall times swing with the others' load; CPU time much less.
     """
     for fn in fns:
         fn()
@@ -88,17 +90,36 @@ def timed(*fns: Callable[[], Any], runs: int = RUNS) -> list[tuple[float, float]
             started = time.perf_counter()
             fn()
             wall.append(time.perf_counter() - started)
-            time.sleep(0.005)  # forked searchers are reaped by a thread: let it
+            time.sleep(0.005)  # let a searcher finish a block the call no longer needed
             cpu.append(_cpu() - cpu_before)
     return [(statistics.median(w), statistics.median(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
 def _cpu() -> float:
+    """CPU seconds of this process, of the children it reaped (rg) and of those still
+    running (grep's searcher processes, from /proc)."""
     own, children = (
         resource.getrusage(resource.RUSAGE_SELF),
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + _live_children()
+
+
+def _live_children() -> float:
+    # /proc/PID/schedstat: nanoseconds on a CPU (stat's ticks are 10 ms, too coarse).
+    nanoseconds = 0
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{os.getpid()}/task/{task}/children") as file,
+        ):
+            for pid in file.read().split():
+                with (
+                    contextlib.suppress(OSError, IndexError, ValueError),
+                    open(f"/proc/{pid}/schedstat") as stat,
+                ):
+                    nanoseconds += int(stat.read().split()[0])
+    return nanoseconds / 1e9
 
 
 def row(name: str, ours: float, theirs: float, extra: str = "") -> None:
@@ -127,6 +148,7 @@ def bench_project(root: Path, portal: Any, profile: bool) -> None:
         return run
 
     count = call(pattern="TypeVar", limit=1_000_000)().details.match_count
+    time.sleep(0.5)  # the searcher process the first call started is ready
     cases = [
         ("literal, default limit", call(pattern="NotImplementedError"), ["NotImplementedError"]),
         ("regex, default limit", call(pattern=r"def \w+_\w+\(self"), [r"def \w+_\w+\(self"]),
@@ -179,11 +201,14 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
                 finally:
                     os.close(fd)
 
-    def search(limit: int, forked: bool = False) -> Callable[[], Any]:
+    searchers = Searchers()
+    searchers.wait_ready(1, 30.0)
+
+    def search(limit: int, split: bool = False) -> Callable[[], Any]:
         def run() -> None:
             into = GrepRun(matcher, limit=limit, context=0)
-            if forked:
-                search_files(into, root, files, min_files=0, processes=2)
+            if split:
+                search_files(into, root, files, searchers, min_files=0, processes=2)
             else:
                 into.search_files(root, files)
 
@@ -206,7 +231,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
         ("read: open, read, close", read_only),
         ("read + match, counting only", search(1)),
         ("read + match, keeping every line", search(1_000_000)),
-        ("the same over two processes", search(1_000_000, forked=True)),
+        ("the same split with a searcher", search(1_000_000, split=True)),
         ("model text (format_grep)", lambda: format_grep(found, "content")),
         ("result models (GrepMatch)", models),
         ("tool.execute", lambda: tool.execute(arguments, context)),
@@ -219,6 +244,7 @@ def print_split(workspace: Workspace, tool: Any, portal: Any, files: list[str]) 
     for name, fn in stages:
         wall, cpu = timed(fn)[0]
         print(f"    {name:<34} {wall * 1000:7.1f} / {cpu * 1000:5.1f} ms")
+    searchers.close()
 
 
 def bench_index(base: Path, files: int, portal: Any) -> None:

@@ -8,6 +8,7 @@ import _sre
 import io
 import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -19,17 +20,22 @@ from hypothesis import strategies as st
 
 from sandbox import Sandbox
 from tests.discovery_helpers import tools
-from workspace_tools import ErrorCode, invoke_tool, invoke_tool_sync
+from workspace_tools import ErrorCode, Workspace, invoke_tool, invoke_tool_sync
 from workspace_tools._errors import ToolError
 from workspace_tools.search import _matcher as _search
-from workspace_tools.search import _worker as _grep_fork
+from workspace_tools.search import _worker
 from workspace_tools.search._matcher import MAX_PATTERN, Matcher, NeedsWorker
 from workspace_tools.search._re2 import _CASE_EXTRA, translate
 from workspace_tools.search._runner import MAX_LINE, GrepRun
+from workspace_tools.search._worker import Searchers
 from workspace_tools.text._lines import read_lines
 from workspace_tools.tools import grep as grep_module
 from workspace_tools.tools import workspace_tools
-from workspace_tools.tools.grep import MatcherPool
+from workspace_tools.tools.grep import SEARCHERS_KEY, MatcherPool
+
+
+def tools_of(workspace: Workspace) -> dict[str, Any]:
+    return {t.name: t for t in workspace_tools(workspace)}
 
 
 def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
@@ -47,8 +53,8 @@ def children(pid: int) -> set[int]:
         try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 found.update(int(p) for p in f.read().split())
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
     return {p for p in found if _alive(p)}
 
 
@@ -56,8 +62,8 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, ProcessLookupError):
+        return False  # gone, also between the open and the read
 
 
 def wait_for(predicate: Any, what: str, seconds: float = 20.0) -> None:
@@ -268,29 +274,21 @@ def same_group() -> set[int]:
     return found
 
 
-@pytest.fixture
-def idle_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A load average of 0 and nothing else running, so that a search of enough files
-    forks whatever the load."""
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    monkeypatch.setattr(_grep_fork, "_running_now", lambda: 0)
-
-
-@pytest.mark.usefixtures("idle_machine")
-def test_killed_worker_takes_its_parallel_searchers_along(tmp_path: Path) -> None:
-    # Enough files for the worker to spread the search over processes of its own.
-    for i in range(_grep_fork.MIN_FILES_TO_FORK + 200):
-        (tmp_path / f"f{i:04d}.txt").write_text("a" * 40 + "!\n")
+def test_a_timed_out_searcher_is_replaced_by_the_next_search(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("a" * 40 + "!\n")
     before = same_group()
-    result = invoke_tool_sync(tools(tmp_path)["grep"], {"pattern": r"(a+)+(?=b)"}, timeout=3)
+    grep_tool = tools(tmp_path)["grep"]
+    result = invoke_tool_sync(grep_tool, {"pattern": r"(a+)+(?=b)"}, timeout=3)
     assert result.error_code == ErrorCode.TOOL_TIMEOUT, result.error
-    wait_for(lambda: same_group() <= before, "the worker and its searchers to be gone")
+    wait_for(lambda: same_group() <= before, "the killed searcher to be gone")
+    again = invoke_tool_sync(grep_tool, {"pattern": r"(a+)(?=!)"}, timeout=30)
+    assert (again.error, again.model_text()) == (None, "f.txt:1:" + "a" * 40 + "!")
 
 
 def test_backtracking_pattern_without_a_call_timeout_stops_at_grep_deadline(
     backtracking: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_grep_fork, "WORKER_SECONDS", 1.0)
+    monkeypatch.setattr(_worker, "WORKER_SECONDS", 1.0)
     before = children(os.getpid())
     result = grep(backtracking, pattern=r"(a+)+(?=b)")
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
@@ -315,25 +313,52 @@ def test_worker_returns_what_pythons_engine_finds(tmp_path: Path) -> None:
     assert named_dir.error_code == ErrorCode.NOT_FOUND
 
 
-@pytest.mark.usefixtures("idle_machine")
-def test_non_ascii_file_in_a_parallel_search_moves_it_to_the_worker(tmp_path: Path) -> None:
-    for i in range(_grep_fork.MIN_FILES_TO_FORK + 100):
+def test_non_ascii_file_in_a_split_search_moves_it_to_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_worker, "_running_now", lambda: 0)  # a CPU free for the searcher
+    total = _worker.MIN_FILES_TO_SPLIT + 100
+    for i in range(total):
         (tmp_path / f"f{i:04d}.txt").write_text("a word\nswordfish\n")
     (tmp_path / "f0500.txt").write_text("ä word\néword\n")
     before = children(os.getpid())
-    result = grep(tmp_path, pattern=r"\bword\b", output_mode="count", limit=5000)
-    assert result.details.match_count == _grep_fork.MIN_FILES_TO_FORK + 100
-    assert "f0500.txt:1" in result.model_text().splitlines()
-    wait_for(lambda: children(os.getpid()) <= before, "the searchers to be reaped")
+    workspace = Workspace(tmp_path)
+    grep_tool = tools_of(workspace)["grep"]
+    # The searcher, ready, searches some blocks: one of them (or the caller's) meets the
+    # text only Python's engine searches, and the whole search moves to a searcher.
+    workspace.kept(SEARCHERS_KEY, Searchers).wait_ready(1, 30.0)
+    try:
+        for _ in range(2):
+            result = invoke_tool_sync(
+                grep_tool, {"pattern": r"\bword\b", "output_mode": "count", "limit": 5000}
+            )
+            assert result.details.match_count == total
+            assert "f0500.txt:1" in result.model_text().splitlines()
+    finally:
+        workspace.close()
+    wait_for(lambda: children(os.getpid()) <= before, "the searchers to be gone")
 
 
-def test_worker_that_dies_without_an_answer_is_a_tool_error() -> None:
-    def search(run: GrepRun) -> None:
-        raise MemoryError
+def test_worker_that_dies_without_an_answer_is_a_tool_error(
+    backtracking: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start_job = _worker.Searcher.start_job
 
-    run = GrepRun(Matcher(r"(a)\1"), limit=10, context=0)
-    with pytest.raises(ToolError) as caught:
-        _grep_fork.search_in_worker(run, search, deadline=None, stopped=lambda: False)
+    def killed_at_once(searcher: Any, *args: Any) -> int:
+        number = start_job(searcher, *args)
+        os.kill(searcher.pid, signal.SIGKILL)  # as the kernel's OOM killer would
+        return number
+
+    monkeypatch.setattr(_worker.Searcher, "start_job", killed_at_once)
+    run = GrepRun(Matcher(r"(a+)+(?=b)"), limit=10, context=0)
+    searchers = _worker.Searchers()
+    try:
+        with pytest.raises(ToolError) as caught:
+            _worker.search_in_worker(
+                run, searchers, str(backtracking), ["f.txt"], deadline=None, stopped=lambda: False
+            )
+    finally:
+        searchers.close()
     assert (caught.value.code, caught.value.message) == (
         ErrorCode.TOOL_ERROR,
         "grep's search process died without an answer (out of memory?); narrow the "

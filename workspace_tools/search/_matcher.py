@@ -204,16 +204,6 @@ class Matcher:
             return None
         return self._utf8  # type: ignore[no-any-return]
 
-    def prepare(self) -> None:
-        """Compile now what would be compiled on first use, so that a forked child need
-        not: RE2 might hold an internal lock in another thread at the fork."""
-        if self._utf8 is None and self._unicode_source is not None:
-            in_process, self.in_process = self.in_process, False
-            try:
-                self._utf8_search()
-            finally:
-                self.in_process = in_process
-
     @staticmethod
     def is_binary(data: bytes) -> bool:
         """A NUL byte in the first 8 KiB, and no BOM saying UTF-16/32."""
@@ -270,7 +260,9 @@ class Matcher:
                 total.count += found.count
                 total.lines.extend(found.lines)
                 total.context.update(found.context)
-            line += buf.count(b"\n", lo, hi)
+            if context or len(total.lines) < keep:
+                # Line numbers are needed only for lines still to be kept (or shown).
+                line += buf.count(b"\n", lo, hi)
             before = last_lines(buf, hi, context)
             offset += end
         if total.context:

@@ -1,5 +1,6 @@
-"""One grep call: search the files in order, keep results up to the limit, count the rest,
-and format the model text. Searching and formatting are separate steps."""
+"""One grep call: search the files in order, keep results up to the limit, count the rest.
+The model text is made from a run by ``_format``; this module imports no more than the
+search needs, so that the searcher process (``_searcher``) starts quickly."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from operator import itemgetter
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.search._discovery import note, shown_path, unreadable_note
 from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
@@ -18,7 +18,7 @@ MAX_LINE = 2000
 
 # The kept matching lines of one file: its path and its LineMatch tuples (line, column,
 # text, length), as the matcher made them. Grouped by file, plain tuples: a search may keep
-# thousands of lines, each copied or wrapped would cost, and they cross from forked workers
+# thousands of lines, each copied or wrapped would cost, and they cross from searcher processes
 # as they are.
 FileRows = tuple[str, list[LineMatch]]
 
@@ -35,15 +35,19 @@ RunState = tuple[
 
 class GrepRun:
     """Results of one search, cut at ``limit`` (matching lines, and files) but counted in
-    full. Files must be searched in path order; results keep that order."""
+    full. Files must be searched in path order; results keep that order.
 
-    def __init__(self, matcher: Matcher, *, limit: int, context: int) -> None:
+    ``kept_before``: matching lines that searches of earlier files (a split search's
+    earlier blocks) kept already, so that this run keeps at most ``limit - kept_before``
+    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``)."""
+
+    def __init__(self, matcher: Matcher, *, limit: int, context: int, kept_before: int = 0) -> None:
         self.matcher = matcher
         self.limit = limit
         self.context = context
-        # Kept matching lines by file, in order, and how many in all.
+        # Kept matching lines by file, in order, and how many in all (with kept_before).
         self.found: list[FileRows] = []
-        self.kept = 0
+        self.kept = min(kept_before, limit)
         self.files: list[tuple[str, int]] = []
         self.context_lines: dict[str, dict[int, str]] = {}
         self.match_count = 0
@@ -256,80 +260,3 @@ def clip_around(text: str, start: int, length: int) -> str:
 def _cut_marker(count: int, *, after: bool) -> str:
     marker = f"[{count:,} characters cut]"
     return f" … {marker}" if after else f"{marker} … "
-
-
-def format_grep(run: GrepRun, output_mode: str) -> str:
-    """The text the model reads for ``run`` in ``output_mode``."""
-    text = _format_found(run, output_mode)
-    if run.unreadable:
-        text += "\n" + unreadable_note(sorted(run.unreadable), "searched")
-    return text
-
-
-def _format_found(run: GrepRun, output_mode: str) -> str:
-    if not run.match_count:
-        return "No matches"
-    if output_mode == "content":
-        lines = _content_lines(run)
-        if run.kept < run.match_count:
-            lines.append(
-                note(
-                    f"Showing {run.kept:,} of {run.match_count:,} matching lines in "
-                    f"{run.files_matched:,} files; narrow the pattern, path or glob, or raise "
-                    "limit, to see the rest"
-                )
-            )
-        return "\n".join(lines)
-    if output_mode == "count":
-        lines = [f"{shown_path(path)}:{count}" for path, count in run.files]
-    else:
-        lines = [shown_path(path) for path, _ in run.files]
-    if len(run.files) < run.files_matched:
-        lines.append(
-            note(
-                f"Showing {len(run.files):,} of {run.files_matched:,} files with matches "
-                f"({run.match_count:,} matching lines); narrow the pattern, path or glob, or "
-                "raise limit, to see the rest"
-            )
-        )
-    return "\n".join(lines)
-
-
-def _content_lines(run: GrepRun) -> list[str]:
-    if run.context:
-        return _with_context(run)
-    out: list[str] = []
-    if not run.matcher.multiline:
-        # One line a match: one string each, built with the path's part once a file.
-        for path, rows in run.found:
-            prefix = shown_path(path) + ":"
-            out += [f"{prefix}{line}:{text}" for line, _, text, _ in rows]
-        return out
-    for path, rows in run.found:
-        for line, _, text, _ in rows:
-            for offset, part in enumerate(text.split("\n")):
-                out.append(f"{shown_path(path)}:{line + offset}:{part}")
-    return out
-
-
-def _with_context(run: GrepRun) -> list[str]:
-    # Match and context lines of each file merged by line number; a gap starts a new
-    # group, groups are separated by "--" as grep and ripgrep print them.
-    out: list[str] = []
-    by_file: dict[str, dict[int, tuple[str, str]]] = {}
-    for path, rows in run.found:
-        numbered = by_file.setdefault(path, {})
-        for line, _, text, _ in rows:
-            for offset, part in enumerate(text.split("\n")):
-                numbered[line + offset] = (":", part)
-    for path, numbered in by_file.items():
-        for number, text in run.context_lines.get(path, {}).items():
-            numbered.setdefault(number, ("-", text))
-        previous = None
-        for number in sorted(numbered):
-            if out and (previous is None or number != previous + 1):
-                out.append("--")
-            sep, text = numbered[number]
-            out.append(f"{shown_path(path)}{sep}{number}{sep}{text}")
-            previous = number
-    return out

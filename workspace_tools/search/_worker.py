@@ -1,94 +1,426 @@
-"""Spreading one grep over processes: the same results, sooner on a big tree.
+"""grep's searcher processes, from the caller's side: a big search split between the caller
+and its searchers, and patterns only Python's engine runs searched where they can be killed.
 
 Searching is dominated by system calls (open, read, close per file), which Python threads
-cannot overlap well: each call gives up and takes back the GIL. Forked children can. The
-file list (already in memory, sorted) is cut into blocks that the processes take one at a
-time from a shared queue (a pipe) until none is left, so that they finish together however
-the files' costs fall; each child sends what it found in a block, as plain values through
-a pipe, as soon as it has it, and the parent merges all blocks in order, so results are
-exactly those of one process. Once the queue is empty the parent waits for the blocks
-still missing about as long as one of its own blocks took, then searches one itself: a child
-that failed, or that the machine's load left without a CPU, costs a block's time or two,
-never the whole search.
+cannot overlap well: each call gives up and takes back the GIL. Processes can. A workspace
+keeps long-lived searcher processes (:class:`Searchers`; the process side is
+``_searcher``): fresh interpreters started in the background on the first search big
+enough to pay, reused by every later call, so that no call forks. The file list (already
+in memory, sorted) goes to them once a call and is cut into blocks that the caller and its
+searchers take one at a time from a shared queue (a pipe, passed with the job) until none
+is left, so that they finish together however the files' costs fall; each searcher sends
+what it found in a block, as plain values (:mod:`marshal`), as soon as it has it, and the
+caller merges all blocks in order, so results are exactly those of one process. Once the
+queue is empty the caller waits for the blocks still missing about as long as one of its
+own blocks took, then searches one itself: a searcher that failed, died, or that the
+machine's load left without a CPU, costs a block's time or two, never the whole search.
 
-Linux only: forking a process that runs other threads is unsafe on macOS. The child runs
-only system calls, ``re``, RE2, ``marshal`` and ``pickle`` and leaves with ``os._exit``.
-
-A pattern only Python's backtracking engine can run (see ``workspace/_search.py``) may take
+A pattern only Python's backtracking engine can run (see ``_matcher``) may take
 exponential time, holding the GIL all along: :func:`search_in_worker` runs such a search
-in one forked child that is killed at the call's deadline or when the call is over, while
-the calling thread waits on a pipe without holding the GIL.
+in a searcher, killed at the call's deadline or when the call is over (and started again
+when next needed), while the calling thread waits on its socket without holding the GIL.
+
+A searcher dies with its owner: with the workspace's :meth:`Searchers.close` (its
+``close``, or its collection), at the owner's exit, and, should the owner be killed, by
+``PR_SET_PDEATHSIG`` (a thread of the owner starts it and waits for it, so the signal comes
+when the owner's process ends, not when some worker thread does). Linux only; elsewhere a
+search runs in the calling thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import marshal
 import os
 import pickle
-import resource
 import select
 import signal
+import socket
 import struct
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
-from sandbox.layers._syscall import prctl
-from sandbox.spawn._forking import fork_in_threaded_process
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._reading import WHOLE_READ
 from workspace_tools.search._runner import GrepRun, RunState
+from workspace_tools.search._searcher import (
+    ANSWER_HEADER,
+    BOOT,
+    FAILED,
+    FOUND,
+    REFUSED,
+    Job,
+    encode_job,
+)
 
 # How long a search on Python's engine may run when the call has no timeout, in seconds.
 WORKER_SECONDS = 60.0
-# Address space the worker may add to what it inherited: a backtracking search's stack
-# grows with the text, and must not take the host's memory.
-WORKER_EXTRA_MEMORY = 2 << 30
 # How often the waiting thread looks whether the call is over, in seconds.
 _POLL_SECONDS = 0.05
-_PR_SET_PDEATHSIG = 1
+# How long closing a searcher waits for it to be reaped, in seconds.
+_REAP_SECONDS = 1.0
 
-# Below this many files a fork costs about what it saves (measured on 2 CPUs: 2,500 files,
-# a third faster on an idle machine, a little slower on a loaded one; 50,000 files, a third
-# faster either way).
-MIN_FILES_TO_FORK = 1000
-# The same on a busy machine (see _worker_count).
-MIN_FILES_TO_FORK_BUSY = 10_000
+# Below this many files splitting a search costs about what it saves: measured on 2 CPUs
+# over mypy's sources, a search of 400 files split with a ready searcher took 2.1-3.6 ms
+# against 3.0-5.7 in one process, of 200 files 2.0-2.1 against 1.6-3.4.
+MIN_FILES_TO_SPLIT = 500
+# Processes a search is split between at most (the caller and its searchers), as
+# ripgrep runs a thread per CPU.
 MAX_PROCESSES = 4
+# From this many files a search splits whatever runs besides (see _worker_count).
+MIN_FILES_TO_SPLIT_BUSY = 10_000
 BLOCKS_PER_WORKER = 8
-# A block's results as children send them: its index and the size of its marshal form.
-_HEADER = struct.Struct("<II")
+
+# The directory holding the workspace_tools package, for the searcher's imports.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# What the searcher's interpreter may need: it searches, it runs no command.
+_ENV_KEPT = (
+    *("PATH", "LD_LIBRARY_PATH", "PYTHONHOME", "PYTHONPATH"),
+    # Paths are str in both processes: they must encode to the same bytes.
+    *("LANG", "LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONIOENCODING"),
+)
+
+
+class Searcher:
+    """One searcher process (see ``_searcher``), started now in the background by a thread
+    of its own that then waits for it to end.
+
+    Raises:
+        OSError: it could not be started.
+    """
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Room for a job's file list, so that sending it seldom waits for the searcher.
+        with contextlib.suppress(OSError):
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        self.channel = ours
+        self.owner = os.getpid()
+        self.pid = 0
+        self.open = True  # no end of file seen
+        self.ready = False  # said hello: imports done
+        self._pending = bytearray()
+        self._jobs = 0
+        self._files: list[str] | None = None  # the file list the searcher holds
+        self._started = threading.Event()
+        self._error: OSError | None = None
+        self._closed = False
+        self._keeper = threading.Thread(target=self._keep, args=(theirs,), daemon=True)
+        try:
+            self._keeper.start()
+        except RuntimeError as exc:  # no thread to be had (interpreter exiting)
+            theirs.close()
+            ours.close()
+            raise OSError(f"no thread to start grep's searcher: {exc}") from None
+        self._started.wait()
+        if self._error is not None:
+            ours.close()
+            raise self._error
+        ours.setblocking(False)
+
+    def _keep(self, theirs: socket.socket) -> None:
+        # This thread starts the searcher and lives until it ends: PR_SET_PDEATHSIG fires
+        # when the thread that started a process ends, and this one ends only with it (or
+        # with the whole process).
+        fd = 3 if theirs.fileno() != 3 else 4
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-c", BOOT, str(fd), str(os.getpid()), _PACKAGE_PARENT],
+                {name: os.environ[name] for name in _ENV_KEPT if name in os.environ},
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    # A dup2 to another number clears close-on-exec: only this fd crosses.
+                    (os.POSIX_SPAWN_DUP2, theirs.fileno(), fd),
+                ],
+            )
+        except OSError as exc:
+            self._error = exc
+            return
+        finally:
+            theirs.close()
+            self._started.set()
+        # ChildProcessError: reaped already (this process ignores SIGCHLD).
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+    def usable(self) -> bool:
+        """Whether this process may send it jobs: it is this process's and still there."""
+        return self.open and self.owner == os.getpid()
+
+    def start_job(self, job: Job, queue: int) -> int:
+        """Send ``job`` (its number is set here; a file list it has already is not sent
+        again) with its queue; the job's number.
+
+        Raises:
+            OSError: the searcher is gone.
+        """
+        self._jobs += 1
+        files = job[6]
+        # Equal lists of the same walk hold the same strings: compared by pointer, 1,873
+        # paths in about 10 us, where sending them costs a millisecond or more.
+        same = isinstance(files, list) and files == self._files
+        self._files = None  # unknown until the job is sent whole
+        self._send(encode_job((self._jobs, *job[1:6], None if same else files, job[7])), queue)
+        if isinstance(files, list):
+            self._files = list(files)  # a copy: the caller's list may change later
+        return self._jobs
+
+    def _send(self, data: bytes, queue: int) -> None:
+        # Without blocking: the searcher may itself be sending the answer of a block of a
+        # call over, which waits for this end to read; what arrives meanwhile is kept.
+        view = memoryview(data)
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", queue))]
+        poller = select.poll()
+        poller.register(self.channel, select.POLLIN | select.POLLOUT)
+        while view:
+            try:
+                if rights:
+                    sent = self.channel.sendmsg([view[: 1 << 16]], rights)
+                    rights = []
+                else:
+                    sent = self.channel.send(view)
+                view = view[sent:]
+                continue
+            except (BlockingIOError, InterruptedError):
+                pass
+            events = dict(poller.poll(_POLL_SECONDS * 1000))
+            if events.get(self.channel.fileno(), 0) & ~select.POLLOUT:
+                self._read_available()
+                if not self.open:
+                    raise ConnectionError("grep's searcher ended")
+
+    def _read_available(self) -> None:
+        while self.open:
+            try:
+                chunk = self.channel.recv(1 << 20)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.open = False  # the searcher ended, or was killed
+                break
+            self._pending += chunk
+
+    def receive(self) -> list[tuple[int, int, int, bytes]]:
+        """The whole answers that arrived, without waiting: ``(job, index, status,
+        payload)`` each (see ``_searcher``); the hello of a searcher ready (job 0) is
+        taken here."""
+        self._read_available()
+        answers = []
+        pending, size, at = self._pending, ANSWER_HEADER.size, 0
+        while len(pending) - at >= size:
+            job, index, status, length = ANSWER_HEADER.unpack_from(pending, at)
+            end = at + size + length
+            if len(pending) < end:
+                break
+            if job == 0:
+                self.ready = True
+            else:
+                answers.append((job, index, status, bytes(pending[at + size : end])))
+            at = end
+        del pending[:at]
+        return answers
+
+    def wait(self, seconds: float) -> bool:
+        """Whether something arrived (or the searcher ended) within ``seconds``."""
+        if not self.open:
+            return False
+        return _poll([self.channel], seconds)
+
+    def close(self) -> None:
+        """Kill the searcher if it is this process's and wait (briefly) for it to be
+        reaped; close this end of its socket. Once: its pid may be another's after."""
+        if self._closed:
+            return
+        self._closed = True
+        self.open = False
+        if self.owner == os.getpid():
+            if self.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+            self._keeper.join(_REAP_SECONDS)
+        self.channel.close()
+
+
+class Searchers:
+    """The searcher processes of one workspace: lent to one call at a time, started when a
+    search needs them, killed with :meth:`close`, when this object is collected, or at
+    exit. In a forked copy of the owner (a sandbox's worker) the owner's searchers are
+    not used; that process starts its own when it needs one.
+
+    Args:
+        most: searchers kept at most (default: one fewer than the CPUs, at most
+            ``MAX_PROCESSES - 1``, at least 1).
+    """
+
+    def __init__(self, most: int | None = None) -> None:
+        self._most = most or max(1, _every_cpu() - 1)
+        self._lock = threading.Lock()
+        self._owner = os.getpid()
+        self._idle: list[Searcher] = []
+        self._all: list[Searcher] = []
+        self._closed = False
+        self._failed = False  # one never got ready: no more starts in the background
+        self._finalizer = weakref.finalize(self, _close_all, self._all, self._owner)
+
+    def _mine(self) -> None:
+        # Called with no lock held; a fork copied the lock in whatever state it was.
+        if self._owner != os.getpid():
+            self._lock = threading.Lock()
+            self._owner, self._idle, self._all = os.getpid(), [], []
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _close_all, self._all, self._owner)
+
+    def take_ready(self, count: int, *, start: bool) -> list[Searcher]:
+        """Up to ``count`` idle searchers ready to search now; with ``start``, searchers
+        are started in the background up to the pool's size for the calls to come."""
+        self._mine()
+        taken: list[Searcher] = []
+        with self._lock:
+            for searcher in list(self._idle):
+                searcher.receive()
+                if not searcher.usable():
+                    # One that ended before it was ready cannot start here (its
+                    # imports failed?): no more are started in the background.
+                    self._failed = self._failed or not searcher.ready
+                    self._drop(searcher)
+                elif searcher.ready and len(taken) < count:
+                    self._idle.remove(searcher)
+                    taken.append(searcher)
+            want = self._most - len(self._all)
+            if start and not self._closed and not self._failed:
+                for _ in range(max(want, 0)):
+                    self._start_locked()
+        return taken
+
+    def take(self) -> Searcher:
+        """An idle searcher (ready, or starting), or one started now.
+
+        Raises:
+            OSError: it could not be started.
+        """
+        self._mine()
+        with self._lock:
+            while self._idle:
+                searcher = self._idle.pop(0)
+                if searcher.usable():
+                    return searcher
+                self._drop(searcher)
+            if self._closed:
+                raise OSError("the workspace is closed")
+            searcher = Searcher()
+            self._all.append(searcher)
+            return searcher
+
+    def give(self, searcher: Searcher) -> None:
+        """Take back a searcher a call is done with; a dead one, or one past the pool's
+        size, goes."""
+        with self._lock:
+            if (
+                searcher.usable()
+                and not self._closed
+                and searcher in self._all
+                and len(self._idle) < self._most
+            ):
+                self._idle.append(searcher)
+                return
+            self._drop(searcher)
+
+    def wait_ready(self, count: int, timeout: float) -> bool:
+        """Start searchers up to ``count`` and wait up to ``timeout`` seconds until that
+        many are ready (for benchmarks and tests, which measure warm calls)."""
+        self._mine()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            for _ in range(min(count, self._most) - len(self._all)):
+                self._start_locked()
+            idle = list(self._idle)
+        for searcher in idle[:count]:
+            while not searcher.ready and searcher.open and time.monotonic() < deadline:
+                searcher.wait(deadline - time.monotonic())
+                searcher.receive()
+        return sum(s.ready and s.open for s in idle[:count]) >= count
+
+    def close(self) -> None:
+        """Kill every searcher (and start none again)."""
+        with self._lock:
+            self._closed = True
+            self._idle.clear()
+        self._finalizer()
+
+    def _start_locked(self) -> None:
+        try:
+            searcher = Searcher()
+        except OSError:
+            self._failed = True
+            return
+        self._all.append(searcher)
+        self._idle.append(searcher)
+
+    def _drop(self, searcher: Searcher) -> None:
+        if searcher in self._idle:
+            self._idle.remove(searcher)
+        if searcher in self._all:
+            self._all.remove(searcher)
+        searcher.close()
+
+
+def _close_all(searchers: list[Searcher], owner: int) -> None:
+    if os.getpid() != owner:
+        return  # a forked copy: the searchers are the owner's
+    for searcher in list(searchers):
+        searcher.close()
+    searchers.clear()
 
 
 def search_files(
     run: GrepRun,
     root: str,
     files: list[str],
+    searchers: Searchers | None,
     *,
-    min_files: int = MIN_FILES_TO_FORK,
+    min_files: int = MIN_FILES_TO_SPLIT,
     processes: int | None = None,
+    start: bool = True,
 ) -> None:
-    """Search ``files`` (relative to ``root``, in order) into ``run``, across ``processes``
-    (default: one per CPU, at most 4, on Linux) when there are at least ``min_files``."""
+    """Search ``files`` (relative to ``root``, in order) into ``run``, split with the idle
+    searchers of ``searchers`` (up to ``processes`` in all, by default one per CPU, at most
+    :data:`MAX_PROCESSES`, on Linux) when there are at least ``min_files``. A search that
+    would split but finds too few searchers ready starts them for the next calls, unless
+    ``start`` is false (a process that lives for one call)."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
     big_enough = len(files) >= min_files and not run.matcher.multiline
-    workers = (processes or _worker_count(len(files))) if big_enough else 1
-    if workers <= 1:
+    helpers = []
+    if big_enough and searchers is not None and _every_cpu() > 1:
+        workers = processes or _worker_count(len(files))
+        helpers = searchers.take_ready(workers - 1, start=start)
+    if not helpers:
         run.search_files(root, files)
         return
+    assert searchers is not None
+    try:
+        _split(run, root, files, helpers)
+    finally:
+        for searcher in helpers:
+            searchers.give(searcher)
+
+
+def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -> None:
     # The blocks wait in a queue that every process takes from until it is empty (a
     # pipe: each read of one index is atomic), so a process that drew cheap blocks takes
-    # more: the costs of files vary too much for any fixed deal. Children send each block's
-    # results as soon as it is searched; once the queue is empty, this process waits for
-    # them about as long as one of its own blocks took, and when nothing came, searches a
-    # missing block itself (the last first) rather than wait on for a child that the
-    # machine's load may have left without a CPU: whichever result comes first is kept.
-    # Results are merged back block by block, in path order.
-    run.matcher.prepare()
-    count = workers * BLOCKS_PER_WORKER
+    # more: the costs of files vary too much for any fixed deal. Searchers send each
+    # block's results as soon as it is searched; once the queue is empty, this process
+    # waits for them about as long as one of its own blocks took, and when nothing came,
+    # searches a missing block itself (the last first) rather than wait on for a searcher
+    # that the machine's load may have left without a CPU: whichever result comes first
+    # is kept. Results are merged back block by block, in path order.
+    count = (len(helpers) + 1) * BLOCKS_PER_WORKER
     size = -(-len(files) // count)
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
     queue = _block_queue(len(blocks))
@@ -96,94 +428,103 @@ def search_files(
         run.search_files(root, files)
         return
     states: dict[int, RunState] = {}
-    children: list[_Child] = []
+    jobs: dict[Searcher, int] = {}
+    matcher = run.matcher
+    job: Job = (
+        0,
+        matcher.key,
+        matcher.in_process,
+        run.limit,
+        run.context,
+        root,
+        files,
+        size,
+    )
     try:
-        children = [c for c in (_fork(run, root, blocks, queue) for _ in range(1, workers)) if c]
+        for searcher in helpers:
+            with contextlib.suppress(OSError):
+                jobs[searcher] = searcher.start_job(job, queue)
         buffer = bytearray(WHOLE_READ)  # one for all blocks: fresh memory costs page faults
         started, searched = time.monotonic(), 0
         while len(item := os.read(queue, 2)) == 2:
             index = int.from_bytes(item, "big")
-            states[index] = _search_block(run, root, blocks[index], buffer)
+            states[index] = _search_block(run, root, blocks, index, states, buffer)
             searched += 1
-            _receive(children, states)
-        # A child searching its last block normally sends it within about a block's time.
+            _collect(jobs, states, run, root, blocks, buffer)
+        # A searcher on its last block normally sends it within about a block's time.
         patience = (time.monotonic() - started) / max(searched, 1)
         while True:
-            _receive(children, states)
+            _collect(jobs, states, run, root, blocks, buffer)
             missing = [i for i in range(len(blocks)) if i not in states]
             if not missing:
                 break
-            if not _wait_for_any(children, patience):
-                states[missing[-1]] = _search_block(run, root, blocks[missing[-1]], buffer)
+            if not _wait_for_any(jobs, patience):
+                last = missing[-1]
+                states[last] = _search_block(run, root, blocks, last, states, buffer)
     finally:
-        # Done, or the search failed here (e.g. NeedsWorker): children still searching go.
+        # Done, or the search failed here (e.g. NeedsWorker): whatever is left in the
+        # queue is taken out, so that the searchers stop after the block they are on.
+        with contextlib.suppress(OSError):
+            os.set_blocking(queue, False)
+            while os.read(queue, 1 << 16):
+                pass
         os.close(queue)
-        for child in children:
-            child.stop()
     for index in range(len(blocks)):
         run.merge(states[index])
 
 
-class _Child:
-    """A forked searcher: its pid, the read end of the pipe it sends each block's results
-    on (``index``, ``size``, then ``size`` bytes of :mod:`marshal`), and what arrived so far."""
-
-    def __init__(self, pid: int, read_end: int) -> None:
-        self.pid = pid
-        self.read_end = read_end
-        self.pending = bytearray()
-        self.open = True
-
-    def receive(self, states: dict[int, RunState]) -> None:
-        """Read what the child sent without blocking, adding each whole block's state
-        to ``states`` unless this process searched that block already."""
-        while self.open:
-            try:
-                chunk = os.read(self.read_end, 1 << 20)
-            except BlockingIOError:
-                break
-            if not chunk:
-                self.open = False  # the child is done, or died
-                break
-            self.pending += chunk
-        pending = self.pending
-        while len(pending) >= _HEADER.size:
-            index, size = _HEADER.unpack_from(pending)
-            end = _HEADER.size + size
-            if len(pending) < end:
-                break
-            if index not in states:
-                states[index] = marshal.loads(pending[_HEADER.size : end])
-            del pending[:end]
-
-    def stop(self) -> None:
-        """Kill the child if it still runs, close the pipe and reap it."""
-        if self.open:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        os.close(self.read_end)
-        _reap(self.pid)
+def _collect(
+    jobs: dict[Searcher, int],
+    states: dict[int, RunState],
+    run: GrepRun,
+    root: str,
+    blocks: list[list[str]],
+    buffer: bytearray,
+) -> None:
+    """Take the blocks the searchers sent; a block one could not search is searched here
+    (where text only Python's engine can search raises ``NeedsWorker``, as in one
+    process)."""
+    for searcher, number in jobs.items():
+        for job, index, status, payload in searcher.receive():
+            if job != number or index < 0 or index in states:
+                continue
+            if status == FOUND:
+                states[index] = marshal.loads(payload)
+            else:
+                states[index] = _search_block(run, root, blocks, index, states, buffer)
 
 
-def _receive(children: list[_Child], states: dict[int, RunState]) -> None:
-    for child in children:
-        child.receive(states)
+def _wait_for_any(jobs: dict[Searcher, int], seconds: float) -> bool:
+    """Whether a searcher still there had something to read within ``seconds``."""
+    there = [searcher.channel for searcher in jobs if searcher.open]
+    return bool(there) and _poll(there, seconds)
 
 
-def _wait_for_any(children: list[_Child], seconds: float) -> bool:
-    """Whether a child still sending had something to read within ``seconds``."""
-    sending = [child.read_end for child in children if child.open]
-    if not sending:
-        return False
+def _poll(channels: list[socket.socket], seconds: float) -> bool:
+    """Whether one of ``channels`` is readable (or at its end) within ``seconds``."""
     poller = select.poll()
-    for read_end in sending:
-        poller.register(read_end, select.POLLIN | select.POLLHUP)
-    return bool(poller.poll(seconds * 1000))
+    for channel in channels:
+        poller.register(channel, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(max(seconds, 0.0) * 1000))
 
 
-def _search_block(run: GrepRun, root: str, block: list[str], buffer: bytearray) -> RunState:
-    sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
-    sub.search_files(root, block, buffer)
+def _search_block(
+    run: GrepRun,
+    root: str,
+    blocks: list[list[str]],
+    index: int,
+    states: dict[int, RunState],
+    buffer: bytearray,
+) -> RunState:
+    """Block ``index`` searched here. The lines that the earlier blocks searched so far
+    kept count against its limit: past the limit, a block only counts (as one process
+    does once it kept ``limit`` lines), and the merge never needs more."""
+    before = 0
+    for other, state in states.items():
+        if other < index:
+            before += sum(len(rows) for _, rows in state[0])
+    sub = GrepRun(run.matcher, limit=run.limit, context=run.context, kept_before=before)
+    sub.search_files(root, blocks[index], buffer)
     return sub.state()
 
 
@@ -205,46 +546,127 @@ def _block_queue(count: int) -> int | None:
     return read_end
 
 
-def _worker_count(files: int) -> int:
-    """How many processes search ``files`` files: one per CPU (at most
-    :data:`MAX_PROCESSES`), as ripgrep runs one thread per CPU; but below
-    :data:`MIN_FILES_TO_FORK_BUSY` files, one while the machine is busy (its load average
-    over a minute at or above its CPU count), and no more than the CPUs that no other task
-    is running on at this instant (:func:`_running_now`).
-
-    On a busy machine a fork's fixed costs (copying the page tables, the parent's pages
-    copied on write, a child waiting for a CPU) weigh more, and so does the larger share of
-    the CPUs that two processes win over one. Measured on 2 CPUs, median ms in one process
-    against two: mypy's 1,873 files at load 1, a quarter to a third faster; at load 1.5-3
-    about as fast (a literal 16 against 17, a regex 30 against 37, TypeVar's 8,103 matches
-    39 against 38); at load 4 a third to a half slower (a literal 20 against 28, TypeVar 63
-    against 90). Generated files at load 4.7: 2,000 a literal 7.9 against 10.5; 5,000 20.8
-    against 25.1 (a regex 53.5 against 40.7); 25,000 127 against 105 (a regex 480 against
-    433); 50,000 at load 6-7, a literal 580-760 against 343-483.
-
-    The minute's average misses what runs now: on 2 CPUs shared with other work at load
-    0.9-1.0, TypeVar's 8,103 matches over mypy took 34 ms in one process whatever ran
-    besides, and 27 ms in two when no other task was running at the call but 53 ms when one
-    was (the child had no CPU of its own: the two ran one after the other, with the fork's
-    costs on top; 30 calls each)."""
+def _every_cpu() -> int:
     if not sys.platform.startswith("linux"):
         return 1
     try:
         cpus = len(os.sched_getaffinity(0))
-    except OSError:
+    except (OSError, AttributeError):
         cpus = os.cpu_count() or 1
-    every_cpu = min(cpus, MAX_PROCESSES)
-    if files >= MIN_FILES_TO_FORK_BUSY:
-        return every_cpu
+    return min(cpus, MAX_PROCESSES)
+
+
+def search_in_worker(
+    run: GrepRun,
+    searchers: Searchers,
+    root: str,
+    files: list[str] | tuple[str, str],
+    *,
+    deadline: float | None,
+    stopped: Callable[[], bool],
+    seconds: float | None = None,
+) -> None:
+    """Search ``files`` (paths relative to ``root``, or ``(real, rel)`` of the one file a
+    call named) into ``run`` (which holds nothing yet) in a searcher of ``searchers``,
+    Python's engine allowed.
+
+    The searcher is killed (SIGKILL) at ``deadline`` (``time.monotonic()`` seconds;
+    ``None``: :data:`WORKER_SECONDS` from now) or as soon as ``stopped()`` says the call is
+    over; the next search that needs one starts another. Where there is no such process
+    (not Linux) the search runs in this thread. ``seconds``: the timeout the message of a
+    timeout names (the call's); by default the time left to ``deadline``.
+
+    Raises:
+        ToolError: ``TOOL_TIMEOUT`` at the deadline; what the search raised in the
+            searcher; ``TOOL_ERROR`` when the searcher could not be started or ended
+            without an answer (e.g. out of memory).
+    """
+    run.matcher.in_process = False
+    if not sys.platform.startswith("linux"):
+        if isinstance(files, tuple):
+            run.search_named_file(root, *files)
+        else:
+            run.search_files(root, files)
+        return
+    if deadline is None:
+        deadline = time.monotonic() + WORKER_SECONDS
+    if seconds is None:
+        seconds = round(max(0.0, deadline - time.monotonic()), 1)
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = 0.0
-    if load >= cpus:
-        return 1
+        searcher = searchers.take()
+    except OSError as exc:
+        raise ToolError(f"grep could not start its search process: {exc.strerror or exc}") from None
+    queue = _block_queue(1)
+    try:
+        if queue is None:
+            raise ToolError("grep could not start its search: no pipe to be had")
+        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, len(files))
+        try:
+            number = searcher.start_job(job, queue)
+        except OSError:
+            searcher.open = False
+            raise _died() from None
+        answer = _answer(searcher, number, deadline, stopped)
+        if answer is None:
+            searcher.close()  # killed: it may be backtracking for ever
+            raise worker_timeout(seconds)
+    finally:
+        if queue is not None:
+            os.close(queue)
+        searchers.give(searcher)
+    status, payload = answer
+    if status == REFUSED:
+        message, code = marshal.loads(payload)
+        raise ToolError(message, ErrorCode(code))
+    if status != FOUND:
+        raise _died()
+    run.merge(marshal.loads(payload))
+
+
+def _answer(
+    searcher: Searcher, number: int, deadline: float, stopped: Callable[[], bool]
+) -> tuple[int, bytes] | None:
+    """The status and payload of job ``number``'s one block; ``None`` when the deadline
+    passed or the call is over first; ``(FAILED, b"")`` when the searcher ended without."""
+    while True:
+        for job, index, status, payload in searcher.receive():
+            if job == number and index == 0:
+                return status, payload
+        if not searcher.open:
+            return FAILED, b""
+        left = deadline - time.monotonic()
+        if left <= 0 or stopped():
+            return None
+        searcher.wait(min(left, _POLL_SECONDS))
+
+
+def _died() -> ToolError:
+    return ToolError(
+        "grep's search process died without an answer (out of memory?); narrow the "
+        "pattern or the path"
+    )
+
+
+def _worker_count(files: int) -> int:
+    """How many processes search ``files`` files: one per CPU (at most
+    :data:`MAX_PROCESSES`), but below :data:`MIN_FILES_TO_SPLIT_BUSY` files no more than
+    the CPUs that no other task is running on at this instant (:func:`_running_now`): a
+    searcher that has no CPU of its own searches nothing before the caller is done, and
+    the split's cost (2-3 ms of CPU over mypy's sources: the job sent, the answers
+    received and merged) is then lost. Measured on 2 CPUs over mypy's 1,873 files, median
+    ms in one process against split with a ready searcher: TypeVar's 8,103 matches 35
+    against 19 with a CPU free; at load average 2-2.4, where the other CPU is seldom
+    free, 37-44 against 39-44 (CPU 37-44 against 40-44)."""
+    every_cpu = _every_cpu()
+    if files >= MIN_FILES_TO_SPLIT_BUSY:
+        return every_cpu
     running = _running_now()
     if running is None:
         return every_cpu
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        cpus = os.cpu_count() or 1
     return max(1, min(every_cpu, cpus - running))
 
 
@@ -265,123 +687,6 @@ def _running_now() -> int | None:
         os.close(fd)
 
 
-def _fork(run: GrepRun, root: str, blocks: list[list[str]], queue: int) -> _Child | None:
-    """A child searching the blocks it takes from ``queue`` and sending each one's results
-    as soon as it has them, or ``None`` when it cannot start."""
-    try:
-        read_end, write_end = os.pipe()
-    except OSError:
-        return None
-    parent = os.getpid()
-    try:
-        pid = fork_in_threaded_process()  # the child touches no lock
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        return None
-    if pid == 0:  # the child
-        status = 1
-        try:
-            os.close(read_end)
-            # Killing a worker running Python's engine (search_in_worker) kills this too.
-            _die_with_parent(parent)
-            # A short-lived copy: a collection would only touch (and so copy) pages it
-            # shares with the parent, and os._exit frees everything at once.
-            gc.disable()
-            buffer = bytearray(WHOLE_READ)
-            # Readers of a pipe take turns, and a read of the two bytes of an index gets both.
-            while len(item := os.read(queue, 2)) == 2:
-                index = int.from_bytes(item, "big")
-                state = _search_block(run, root, blocks[index], buffer)
-                # Plain tuples, lists, dicts, str and int: marshal writes them about
-                # twice as fast as pickle (0.3 against 0.8 ms for 6,300 matching lines).
-                payload = marshal.dumps(state)
-                _write_all(write_end, _HEADER.pack(index, len(payload)) + payload)
-            # The parent sees the end of file now, not once this process is torn down.
-            os.close(write_end)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    os.set_blocking(read_end, False)
-    return _Child(pid, read_end)
-
-
-def _reap(pid: int) -> None:
-    # The child's exit (tearing down its copy of this process's memory) takes a
-    # millisecond or two that the search need not wait for: a thread reaps it.
-    try:
-        threading.Thread(target=_wait, args=(pid,), daemon=True).start()
-    except RuntimeError:
-        _wait(pid)
-
-
-def _wait(pid: int) -> None:
-    # ChildProcessError: already reaped, because this process ignores SIGCHLD.
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
-def search_in_worker(
-    run: GrepRun,
-    search: Callable[[GrepRun], None],
-    *,
-    deadline: float | None,
-    stopped: Callable[[], bool],
-    seconds: float | None = None,
-) -> None:
-    """Run ``search`` on a fresh run in a forked child and merge what it found into ``run``
-    (which holds nothing yet).
-
-    The child is killed (SIGKILL) at ``deadline`` (``time.monotonic()`` seconds; ``None``:
-    :data:`WORKER_SECONDS` from now) or as soon as ``stopped()`` says the call is over; it
-    also dies with the thread that forked it, and its address space is capped. Where
-    there is no fork (not Linux) the search runs in this thread. ``seconds``: the timeout
-    the message of a timeout names (the call's); by default the time left to ``deadline``.
-
-    Raises:
-        ToolError: ``TOOL_TIMEOUT`` at the deadline; what the search raised in the child;
-            ``TOOL_ERROR`` when the child died without an answer (e.g. out of memory).
-    """
-    run.matcher.in_process = False
-    if not sys.platform.startswith("linux"):
-        search(run)
-        return
-    run.matcher.prepare()
-    if deadline is None:
-        deadline = time.monotonic() + WORKER_SECONDS
-    if seconds is None:
-        seconds = round(max(0.0, deadline - time.monotonic()), 1)
-    read_end, write_end = os.pipe()
-    parent = os.getpid()
-    try:
-        pid = fork_in_threaded_process()  # the child touches no lock
-    except OSError as exc:
-        os.close(read_end)
-        os.close(write_end)
-        raise ToolError(f"grep could not start its search process: {exc.strerror}") from None
-    if pid == 0:  # the child
-        os.close(read_end)
-        _work_in_child(run, search, write_end, parent)
-    os.close(write_end)
-    try:
-        payload = _read_until(read_end, pid, deadline, stopped)
-    finally:
-        os.close(read_end)
-    if payload is None:
-        raise worker_timeout(seconds)
-    try:
-        answer = pickle.loads(payload)
-    except Exception:
-        raise ToolError(
-            "grep's search process died without an answer (out of memory?); narrow the "
-            "pattern or the path"
-        ) from None
-    if answer[0] == "error":
-        raise ToolError(answer[1], ErrorCode(answer[2]))
-    run.merge(answer[1])
-
-
 def worker_timeout(seconds: float) -> ToolError:
     """``TOOL_TIMEOUT`` of a search on Python's engine that ran ``seconds``: why it can take
     that long, and what to do."""
@@ -392,72 +697,6 @@ def worker_timeout(seconds: float) -> ToolError:
         "or narrow the path.",
         ErrorCode.TOOL_TIMEOUT,
     )
-
-
-def _work_in_child(
-    run: GrepRun, search: Callable[[GrepRun], None], write_end: int, parent: int
-) -> None:
-    status = 1
-    try:
-        _tie_to_parent(parent)
-        sub = GrepRun(run.matcher, limit=run.limit, context=run.context)
-        try:
-            search(sub)
-            answer: tuple[object, ...] = ("ok", sub.state())
-        except ToolError as exc:
-            answer = ("error", exc.message, exc.code.value)
-        send_pickled(write_end, answer)
-        os.close(write_end)
-        status = 0
-    finally:
-        os._exit(status)
-
-
-def _tie_to_parent(parent: int) -> None:
-    """Die with the thread (of process ``parent``) that forked this process, and cap the
-    address space."""
-    _die_with_parent(parent)
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/statm", "rb") as statm:
-            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        limit = size + WORKER_EXTRA_MEMORY
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-def _die_with_parent(parent: int) -> None:
-    # SIGKILL when the forking thread (of process `parent`) ends; exit now if it is gone.
-    with contextlib.suppress(OSError):
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _read_until(
-    read_end: int, pid: int, deadline: float, stopped: Callable[[], bool]
-) -> bytes | None:
-    """All the child writes; ``None`` when the deadline passed or the call is over first,
-    the child then killed. The child is reaped either way."""
-    chunks = []
-    poller = select.poll()
-    poller.register(read_end, select.POLLIN | select.POLLHUP)
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or stopped():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                return None
-            if not poller.poll(min(left, _POLL_SECONDS) * 1000):
-                continue
-            chunk = os.read(read_end, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        _wait(pid)
 
 
 def read_to_end(fd: int) -> bytes:

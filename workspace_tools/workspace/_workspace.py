@@ -77,6 +77,9 @@ class Workspace:
         walker: the one walk of the tree (with its stat-validated cache) behind list_files,
             glob, grep and the session's fingerprints of directories.
         line_indexes: line indexes of the big files read_file read (:class:`LineIndexCache`).
+        one_call: this copy was restored in another process for one call
+            (:meth:`restore_files`): the tools start nothing meant to outlive it there
+            (grep's searcher processes).
 
     A workspace pickles as its settings (root and options): the copy in another process
     starts with fresh file states, walker and caches. A sandbox's warm worker, a fork of
@@ -108,6 +111,7 @@ class Workspace:
         self.line_indexes = LineIndexCache()
         self._kept: dict[str, Any] = {}
         self._kept_lock = threading.Lock()
+        self.one_call = False
 
     def __repr__(self) -> str:
         return f"Workspace({self._root_str!r})"
@@ -128,6 +132,18 @@ class Workspace:
         """Keep ``value`` under ``key`` for :meth:`kept`, in place of what was kept."""
         with self._kept_lock:
             self._kept[key] = value
+
+    def close(self) -> None:
+        """Release what the tools keep with this workspace that holds a process or a
+        watch (grep's searcher processes and warm index: each kept object's ``close``);
+        they are made again if a tool is used after this. Collecting the workspace, or
+        the interpreter's exit, does the same."""
+        with self._kept_lock:
+            kept, self._kept = self._kept, {}
+        for value in kept.values():
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
 
     def named_files(self, paths: Iterable[str]) -> list[Path]:
         """The real paths of the files ``paths`` name (tool path arguments), distinct and
@@ -155,6 +171,7 @@ class Workspace:
         self._kept_lock = threading.Lock()
         self.walker.fresh_lock()
         self.line_indexes.fresh_lock()
+        self.one_call = True
 
     def file_changes(self, snapshot: FileSnapshot) -> FileChanges:
         """In the other process, after the call: what it recorded or forgot since
