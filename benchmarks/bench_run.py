@@ -8,7 +8,9 @@ Prints medians in milliseconds and ratios:
   ``subprocess.run(["bash", "-c", "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of
   the same argv (the spawn path through a supervisor without the tool's pipeline) against
   the same peer; and the CPU each costs in this process alone (``time.process_time``, the
-  caller's share, which the machine's other load hardly moves);
+  caller's share, which the machine's other load hardly moves), and what a command costs
+  on both sides of the supervisor hop (CPU a command in the caller and in the supervisor,
+  and how often each goes to sleep: each sleep is a wake-up later; Linux);
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median), and the CPU each costs in all processes (on a
   shared machine the steadier figure); ``read_file`` again once the workspace has read
