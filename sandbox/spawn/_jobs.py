@@ -15,7 +15,7 @@ The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, ClassVar
@@ -176,7 +176,8 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 _VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
 _CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
 _ENV = _FIELDS[CommandJob.kind].index("env")
-_CONFINEMENT_VALUES = _getter(tuple(f.name for f in fields(Confinement)))
+_CONFINEMENT_FIELDS = tuple(f.name for f in fields(Confinement))
+_CONFINEMENT_VALUES = _getter(_CONFINEMENT_FIELDS)
 
 #: What a message is on the wire: its ``kind``, then its fields' values in order.
 Encoded = tuple[Any, ...]
@@ -221,12 +222,23 @@ def decode(data: Encoded) -> Message:
     if cls is None:
         raise ValueError(f"unknown message kind in {data!r}")
     values = list(data[1:])
-    try:
-        if len(values) != len(_FIELDS[cls.kind]):
-            raise TypeError(f"{len(values)} values for {len(_FIELDS[cls.kind])} fields")
-        if cls is CommandJob:
-            values[_CONFINEMENT] = Confinement(*values[_CONFINEMENT])
-        message: Message = cls(*values)
-    except TypeError as exc:
-        raise ValueError(f"malformed {cls.__name__}: {exc}") from exc
+    names = _FIELDS[cls.kind]
+    if len(values) != len(names):
+        raise ValueError(f"malformed {cls.__name__}: {len(values)} values for {len(names)} fields")
+    if cls is CommandJob:
+        confinement = values[_CONFINEMENT]
+        if not isinstance(confinement, tuple) or len(confinement) != len(_CONFINEMENT_FIELDS):
+            raise ValueError(f"malformed {cls.__name__}: confinement {confinement!r}")
+        values[_CONFINEMENT] = _made(Confinement, _CONFINEMENT_FIELDS, confinement)
+    message: Message = _made(cls, names, values)
     return message
+
+
+def _made(cls: type[Any], names: tuple[str, ...], values: Sequence[Any]) -> Any:
+    """An instance of the dataclass ``cls`` with ``values`` for its fields ``names``, all of
+    them, made without its ``__init__``: a frozen dataclass's sets each field through
+    ``object.__setattr__``, a call a field, and a job and its reply are decoded on every
+    command's path (none of these classes checks anything in ``__post_init__``)."""
+    made = object.__new__(cls)
+    made.__dict__.update(zip(names, values, strict=True))
+    return made
