@@ -324,7 +324,11 @@ def _wait(channel: Channel, pid: int, wake_r: int, *, count_left: bool) -> tuple
             grace = request.grace if isinstance(request, StopTree) else 0.0
             # What the command left running is counted before it is stopped, so that the
             # caller can tell the model its background processes did not survive.
-            left = descendants(os.getpid()) if main_status is not None and count_left else []
+            left = (
+                descendants(os.getpid(), exiting=False)
+                if main_status is not None and count_left
+                else []
+            )
             names = program_names(left, NAMES_REPORTED)
             status = stop_tree(pid, grace, wake_r)
             if main_status is None and status is not None:

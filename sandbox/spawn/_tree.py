@@ -45,7 +45,7 @@ REPORTER_PROCESSES = 1
 # with it, killed by the kernel as the namespace's first process exits: no supervisor
 # outside sees them. This shell runs the command as its child instead, and once it exited
 # lists the namespace's other live processes (all but its init, pid 1, and this shell;
-# neither zombies nor processes already exiting, PF_EXITING, as descendants() counts)
+# neither zombies nor processes already exiting, PF_EXITING, as the supervisor counts)
 # from /proc, then writes their count and the distinct names (/proc/PID/comm) of a few to
 # REPORT_FD after a marker line and exits with the command's status. Its own stderr is
 # REPORT_FD too (a shell reports a child killed by a signal there; /dev/null may be closed
@@ -183,13 +183,14 @@ def preload() -> None:
         _libc()
 
 
-def descendants(root: int) -> list[int]:
-    """Live descendants of ``root``, parents before children, read from
+def descendants(root: int, *, exiting: bool = True) -> list[int]:
+    """Live (non-zombie) descendants of ``root``, parents before children, read from
     ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
 
-    Neither a zombie nor a process already exiting (``PF_EXITING`` in its flags: it has
-    closed its files and is on its way to being a zombie) is live; the latter's children
-    are, while they are still its."""
+    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
+    their flags: their files closed, on their way to being zombies), but not their
+    children, while they are still theirs: what a command left running does not count
+    what was ending by itself; a tree being stopped is signalled whole."""
     children: dict[int, list[tuple[int, bool]]] = {}
     try:
         entries = os.listdir("/proc")
@@ -207,7 +208,7 @@ def descendants(root: int) -> list[int]:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if fields[0] == b"Z":
             continue
-        live = not int(fields[_FLAGS]) & _PF_EXITING
+        live = exiting or not int(fields[_FLAGS]) & _PF_EXITING
         children.setdefault(int(fields[1]), []).append((int(entry), live))
     found: list[int] = []
     queue = [root]
