@@ -8,7 +8,9 @@ Prints medians in milliseconds and ratios:
   ``subprocess.run(["bash", "-c", "true"])`` (target: at most 1.1x), and ``Sandbox.run`` of
   the same argv (the spawn path through a supervisor without the tool's pipeline) against
   the same peer; and the CPU each costs in this process alone (``time.process_time``, the
-  caller's share, which the machine's other load hardly moves);
+  caller's share, which the machine's other load hardly moves), and what a command costs
+  on both sides of the supervisor hop (CPU a command in the caller and in the supervisor,
+  and how often each goes to sleep: each sleep is a wake-up later; Linux);
 - a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
   the sandboxed call under 2 ms median), and the CPU each costs in all processes (on a
   shared machine the steadier figure); ``read_file`` again once the workspace has read
@@ -227,6 +229,57 @@ async def caller_cpu_rows(
     )
 
 
+def _descendants_of(parent: int, depth: int) -> list[int]:
+    """Processes ``depth`` generations below ``parent`` (2: the spawn server's supervisors),
+    from ``/proc`` (Linux); empty elsewhere."""
+    found = [parent]
+    for _ in range(depth):
+        children = []
+        for pid in found:
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as f:
+                    children += [int(child) for child in f.read().split()]
+            except OSError:
+                return []
+        found = children
+    return found
+
+
+def _sched(pid: int) -> tuple[float, int]:
+    """Seconds ``pid`` has run (``/proc/PID/schedstat``, user and system, to the
+    nanosecond) and how many times it went to sleep (voluntary context switches)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        ran = int(f.read().split()[0]) / 1e9
+    with open(f"/proc/{pid}/status") as f:
+        sleeps = next(int(line.split()[1]) for line in f if line.startswith("voluntary_"))
+    return ran, sleeps
+
+
+async def both_sides_rows(label: str, ours: Callable[[], Awaitable[object]], runs: int) -> None:
+    """What a command costs on each side of the supervisor hop, over ``runs`` calls back to
+    back: CPU microseconds in the caller and in its supervisor, and how many times each
+    went to sleep (each sleep is a wake-up later, a context switch, on this machine a
+    cross-CPU one at tens of microseconds). Linux only (``/proc``)."""
+    for _ in range(max(3, runs // 10)):
+        await ours()
+    me = os.getpid()
+    supervisors = _descendants_of(me, 2)
+    try:
+        before = [_sched(pid) for pid in (me, *supervisors)]
+    except OSError:
+        print(f"{label:<56} (no /proc here: both sides not measured)")
+        return
+    for _ in range(runs):
+        await ours()
+    after = [_sched(pid) for pid in (me, *supervisors)]
+    spent = [(a[0] - b[0]) / runs * 1e6 for a, b in zip(after, before, strict=True)]
+    sleeps = [(a[1] - b[1]) / runs for a, b in zip(after, before, strict=True)]
+    print(
+        f"{label:<56} caller {spent[0]:4.0f} us, {sleeps[0]:.2f} sleeps; supervisor "
+        f"{sum(spent[1:]):4.0f} us, {sum(sleeps[1:]):.2f} sleeps   a command, both sides"
+    )
+
+
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
     print(
         f"{label:<56} {ours:6.2f} ms   {peer_label:<30} {peer:6.2f} ms   "
@@ -265,6 +318,8 @@ async def main(runs: int) -> None:
             subprocess_true,
             max(runs, 500),
         )
+
+        await both_sides_rows('run_command("true") via invoke_tool', run_true, max(runs, 500))
 
         plain = Sandbox(layers=False, network=True, env_allowlist=())
         env = dict(os.environ)

@@ -18,7 +18,7 @@ The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, ClassVar
@@ -235,10 +235,12 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 _VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
 _CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
 _ENV = _FIELDS[CommandJob.kind].index("env")
-_CONFINEMENT_VALUES = _getter(tuple(f.name for f in fields(Confinement)))
-_SETUP_VALUES = _getter(tuple(f.name for f in fields(CallSetup)))
-_SETUP_CONFINEMENT = [f.name for f in fields(CallSetup)].index("confinement")
-_SETUP_ENV = [f.name for f in fields(CallSetup)].index("env")
+_CONFINEMENT_FIELDS = tuple(f.name for f in fields(Confinement))
+_CONFINEMENT_VALUES = _getter(_CONFINEMENT_FIELDS)
+_SETUP_FIELDS = tuple(f.name for f in fields(CallSetup))
+_SETUP_VALUES = _getter(_SETUP_FIELDS)
+_SETUP_CONFINEMENT = _SETUP_FIELDS.index("confinement")
+_SETUP_ENV = _SETUP_FIELDS.index("env")
 
 #: What a message is on the wire: its ``kind``, then its fields' values in order.
 Encoded = tuple[Any, ...]
@@ -288,16 +290,39 @@ def decode(data: Encoded) -> Message:
     if cls is None:
         raise ValueError(f"unknown message kind in {data!r}")
     values = list(data[1:])
-    try:
-        if len(values) != len(_FIELDS[cls.kind]):
-            raise TypeError(f"{len(values)} values for {len(_FIELDS[cls.kind])} fields")
-        if cls is CommandJob:
-            values[_CONFINEMENT] = Confinement(*values[_CONFINEMENT])
-        elif cls is WantCallWorker:
-            setup = list(values[0])
-            setup[_SETUP_CONFINEMENT] = Confinement(*setup[_SETUP_CONFINEMENT])
-            values[0] = CallSetup(*setup)
-        message: Message = cls(*values)
-    except TypeError as exc:
-        raise ValueError(f"malformed {cls.__name__}: {exc}") from exc
+    names = _FIELDS[cls.kind]
+    if len(values) != len(names):
+        raise ValueError(f"malformed {cls.__name__}: {len(values)} values for {len(names)} fields")
+    if cls is CommandJob:
+        values[_CONFINEMENT] = _confinement(cls, values[_CONFINEMENT])
+    elif cls is WantCallWorker:
+        setup = values[0]
+        if not isinstance(setup, tuple) or len(setup) != len(_SETUP_FIELDS):
+            raise ValueError(f"malformed {cls.__name__}: setup {setup!r}")
+        setup = list(setup)
+        setup[_SETUP_CONFINEMENT] = _confinement(cls, setup[_SETUP_CONFINEMENT])
+        values[0] = _made(CallSetup, _SETUP_FIELDS, setup)
+    message: Message = _made(cls, names, values)
     return message
+
+
+def _confinement(cls: type[Any], values: Any) -> Confinement:
+    """The :class:`Confinement` whose fields' values a message of ``cls`` carries.
+
+    Raises:
+        ValueError: ``values`` is not a tuple of as many values as it has fields.
+    """
+    if not isinstance(values, tuple) or len(values) != len(_CONFINEMENT_FIELDS):
+        raise ValueError(f"malformed {cls.__name__}: confinement {values!r}")
+    confinement: Confinement = _made(Confinement, _CONFINEMENT_FIELDS, values)
+    return confinement
+
+
+def _made(cls: type[Any], names: tuple[str, ...], values: Sequence[Any]) -> Any:
+    """An instance of the dataclass ``cls`` with ``values`` for its fields ``names``, all of
+    them, made without its ``__init__``: a frozen dataclass's sets each field through
+    ``object.__setattr__``, a call a field, and a job and its reply are decoded on every
+    command's path (none of these classes checks anything in ``__post_init__``)."""
+    made = object.__new__(cls)
+    made.__dict__.update(zip(names, values, strict=True))
+    return made

@@ -211,8 +211,8 @@ async def run_process(
         _close_all(writers)
         if not timed_out and not streams.drained:
             # Most often at end of file now that the command's tree is gone: then no wait
-            # (nor its timer) is needed.
-            streams.serve_ready()
+            # (nor its timer) is needed, nor a look at the selector first.
+            streams.read_now()
             if not streams.drained:
                 await streams.serve_until(streams.is_drained, _deadline(drain))
         watch.request_stop(grace)
@@ -297,6 +297,9 @@ class _Streams:
         ready.register(out_fd)
         ready.register(err_fd)
         ready.register(self._job_fd)
+        #: Descriptors done with but still registered: taken out only before another wait
+        #: (the selector is closed at the end with them in it), and ignored meanwhile.
+        self._finished: list[int] = []
 
     @property
     def drained(self) -> bool:
@@ -320,6 +323,8 @@ class _Streams:
             self.serve_ready()
             if finished():
                 return True
+            while self._finished:
+                self._ready.unregister(self._finished.pop())
             if not await _wait_readable(self._ready.fileno(), deadline):
                 return False
         return True
@@ -332,28 +337,39 @@ class _Streams:
         """
         for fd in self._ready.ready():
             if fd == self._job_fd:
-                self._serve_job()
-            else:
+                if not self._job.done:
+                    self._serve_job()
+            elif fd in self._pipes:
+                self._read(fd)
+
+    def read_now(self) -> None:
+        """Read what each pipe holds now, and its end of file when its writers are gone:
+        at most two reads a pipe (a process outside the tree may still be writing), without
+        waiting and without asking the selector first."""
+        for fd in list(self._pipes):
+            if self._read(fd):
                 self._read(fd)
 
     def _serve_job(self) -> None:
         while not self._job.done and self._job.poll() is not None:
             pass
         if self._job.done:
-            self._ready.unregister(self._job_fd)
+            self._finished.append(self._job_fd)
 
-    def _read(self, fd: int) -> None:
+    def _read(self, fd: int) -> bool:
+        """Read what pipe ``fd`` has (once); whether it gave anything."""
         try:
             chunk = os.read(fd, _READ_SIZE)
         except BlockingIOError:
-            return
+            return False
         if not chunk:
-            self._ready.unregister(fd)
+            self._finished.append(fd)
             del self._pipes[fd]
-            return
+            return False
         self._pipes[fd].feed(chunk)
         if self._on_output is not None:
             self._on_output(self._names[fd], chunk)
+        return True
 
     def close(self) -> None:
         """Release the selector (the descriptors it watches stay open)."""

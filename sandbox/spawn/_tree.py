@@ -20,6 +20,11 @@ import time
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+#: ``PF_EXITING`` (linux/sched.h) in a process's flags, the 9th field of /proc/PID/stat.
+_PF_EXITING = 0x4
+#: The index of the flags among the fields after the command name's closing parenthesis.
+_FLAGS = 6
+
 #: Program names reported at most, of the processes a command left running.
 NAMES_REPORTED = 3
 
@@ -39,7 +44,8 @@ REPORTER_PROCESSES = 1
 # In a PID namespace of its own (bubblewrap's), the processes a command left running die
 # with it, killed by the kernel as the namespace's first process exits: no supervisor
 # outside sees them. This shell runs the command as its child instead, and once it exited
-# lists the namespace's other live processes (all but its init, pid 1, and this shell)
+# lists the namespace's other live processes (all but its init, pid 1, and this shell;
+# neither zombies nor processes already exiting, PF_EXITING, as the supervisor counts)
 # from /proc, then writes their count and the distinct names (/proc/PID/comm) of a few to
 # REPORT_FD after a marker line and exits with the command's status. Its own stderr is
 # REPORT_FD too (a shell reports a child killed by a signal there; /dev/null may be closed
@@ -85,6 +91,10 @@ for d in /proc/[1-9]*; do
   case ${{d#/proc/}} in 1|$$|*[!0-9]*) continue ;; esac
   {{ read -r st <"$d/stat" && read -r c <"$d/comm"; }} || continue
   case ${{st##*) }} in Z*) continue ;; esac
+  set -f
+  set -- ${{st##*) }}
+  set +f
+  [ $(($7 & 4)) = 0 ] || continue
   n=$((n + 1))
   case "
 $names" in *"
@@ -173,10 +183,15 @@ def preload() -> None:
         _libc()
 
 
-def descendants(root: int) -> list[int]:
+def descendants(root: int, *, exiting: bool = True) -> list[int]:
     """Live (non-zombie) descendants of ``root``, parents before children, read from
-    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent."""
-    children: dict[int, list[int]] = {}
+    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
+
+    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
+    their flags: their files closed, on their way to being zombies), but not their
+    children, while they are still theirs: what a command left running does not count
+    what was ending by itself; a tree being stopped is signalled whole."""
+    children: dict[int, list[tuple[int, bool]]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -193,12 +208,14 @@ def descendants(root: int) -> list[int]:
         fields = stat[stat.rfind(b")") + 2 :].split()
         if fields[0] == b"Z":
             continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+        live = exiting or not int(fields[_FLAGS]) & _PF_EXITING
+        children.setdefault(int(fields[1]), []).append((int(entry), live))
     found: list[int] = []
     queue = [root]
     while queue:
-        for child in children.get(queue.pop(), ()):
-            found.append(child)
+        for child, live in children.get(queue.pop(), ()):
+            if live:
+                found.append(child)
             queue.append(child)
     return found
 

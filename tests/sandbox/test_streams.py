@@ -11,7 +11,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from sandbox import Sandbox
+from sandbox import Sandbox, SandboxLimits
 from sandbox.spawn import _process
 from tests._processes import survivors
 from tests.sandbox._boxes import NewBox
@@ -94,3 +94,26 @@ async def test_a_command_that_never_stops_writing_still_times_out(
     assert result.stdout.total_bytes > 1_000_000, result.stdout.total_bytes
     assert result.stderr.total_bytes == 0, result.stderr.complete
     assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("readiness", sorted(READINESS))
+async def test_output_written_after_the_exit_by_a_process_left_running_is_kept(
+    readiness: str, monkeypatch: pytest.MonkeyPatch, new_box: NewBox
+) -> None:
+    # The command exits at once; a process it left running closes its stderr, waits until
+    # the command is gone, then writes to stdout and exits. The caller reads stderr's end
+    # and stdout's first line at the exit, then waits on stdout alone until its end (well
+    # inside the drain time): nothing is lost, and a process that exits by itself as the
+    # tree is stopped is not counted as stopped.
+    monkeypatch.setattr(_process, "_readiness", READINESS[readiness])
+    box = new_box(layers=False, network=True, limits=SandboxLimits(drain_seconds=60))
+    command = (
+        "( exec 2>&-; while kill -0 $$ 2>/dev/null; do sleep 0.01; done; echo late ) & echo early"
+    )
+    with anyio.fail_after(60):
+        result = await box.run(["bash", "-c", command])
+    seen = (result.exit_code, result.stdout.complete, result.stderr.complete)
+    assert seen == (0, b"early\nlate\n", b""), result
+    assert (result.stopped_processes, result.stopped_names, result.timed_out) == (0, (), False), (
+        result
+    )
