@@ -565,8 +565,10 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
     cpu = _budget(setup).cpu_seconds if setup.reuse else None
     if cpu is not None:
         rlimits = [(name, value) for name, value in rlimits if name != "RLIMIT_CPU"]
-        # A reused child's calls each get ``cpu`` seconds more (``_Budget.grant``).
-        _limit(resource.RLIMIT_CPU, cpu, _REUSE_CAP * cpu)
+        # A reused child's calls each get ``cpu`` seconds more (``_Budget.grant``); a
+        # second more in the cap keeps that soft limit below it, so that passing it is
+        # SIGXCPU (the hard limit's SIGKILL is for a call that ignores SIGXCPU).
+        _limit(resource.RLIMIT_CPU, cpu, _REUSE_CAP * cpu + 1)
     apply_rlimits(rlimits)
     if setup.layers or setup.cgroup:
         apply_child_layers(setup.layers, setup.confinement, setup.cgroup)
@@ -581,8 +583,8 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
 
 
 #: A reused child's CPU and address-space limits are hard caps of this many times the
-#: limit (on top of its address space once set up); the child is replaced once the next
-#: call could not get the whole limit under them.
+#: limit (on top of its address space once set up; a second more of CPU); the child is
+#: replaced once the next call could not get the whole limit below them.
 _REUSE_CAP = 2
 
 
@@ -609,7 +611,7 @@ class _Budget:
             _limit(resource.RLIMIT_AS, address_space_bytes() + self.memory_bytes)
 
     def left(self) -> bool:
-        """After a call: whether the next one still gets the whole of each limit under
+        """After a call: whether the next one still gets the whole of each limit below
         the hard caps (else the child is replaced)."""
         for which, used, share in (
             (resource.RLIMIT_CPU, _cpu_used, self.cpu_seconds),
@@ -618,7 +620,7 @@ class _Budget:
             if share is None:
                 continue
             cap = resource.getrlimit(which)[1]
-            if cap != resource.RLIM_INFINITY and used() + share > cap:
+            if cap != resource.RLIM_INFINITY and used() + share >= cap:
                 return False
         return True
 
