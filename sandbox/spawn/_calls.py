@@ -42,6 +42,20 @@ what later calls are forked from (at the portable level, as everywhere there, th
 security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
 call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
+**Stateless calls.** A call that declares it keeps no state of its own between calls
+(``reuse``: a built-in tool's ``execute``, whose only state is its workspace's caches,
+validated by each file's stat) and pickles by import goes to a second spawned worker
+(``CallSetup.reuse``) whose one child runs such calls one after another
+(:func:`_serve_with_one_child`, :func:`_reused_child`): no fork, exit and copied pages per
+call, and the workspace's caches stay warm in it. That child is set up as a fresh one
+(session, subreaper, nested domain) and the wire is the same (request, ``S``, result,
+``E`` when it ends). Per call it stops what the call left running before delivering, and
+grants the call its share of the limits (:class:`_Budget`): the worker's hard CPU and
+address-space limits are caps of twice the limit, the soft ones are set before each call
+at what the child used plus the limit; it exits to be replaced by the worker when the
+next call could not get its whole share below the caps, or when a call left a thread
+running. A call that did not deliver replaces the worker, as for any call.
+
 **What a worker knows.** A worker forked from the caller holds the callables the caller
 had used when it was forked, and the long-lived objects passed to calls whose class says
 they may be shared that way (``sandbox_by_reference = True``: a workspace, with its
@@ -852,9 +866,10 @@ def _reused_child(
     """A worker's one child that runs the calls one after another: its own session,
     subreaper and nested domain, set up once; then for each call from ``sock``: report its
     pid (``S``), give it its share of the limits (``budget``), run it, stop what it left
-    running and deliver, as a fresh child does. It exits to be replaced when the next
-    call could not get the whole of each limit under the hard caps, or when a call left a
-    thread running; it ends by a signal when a call crashes it or passes its CPU share."""
+    running and deliver, as a fresh child does; then put back the environment and working
+    directory it had. It exits to be replaced when the next call could not get the whole
+    of each limit below the hard caps, or when a call left a thread running; it ends by a
+    signal when a call crashes it or passes its CPU share."""
     code = _NO_MORE_CALLS
     try:
         os.setsid()
@@ -864,6 +879,8 @@ def _reused_child(
                 nest()
             except BaseException as exc:
                 failed = exc
+        env = dict(os.environ)
+        cwd = os.getcwd()
         while True:
             received = _receive_call(sock)
             if received is None:
@@ -890,11 +907,28 @@ def _reused_child(
             _deliver(outcome, result_w)
             os.close(result_w)
             del data, outcome  # nothing of a call is kept for the next
-            if not budget.left() or threading.active_count() > 1:
+            if os.environ != env:
+                os.environ.clear()
+                os.environ.update(env)
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+            if not budget.left() or not _threads_ended():
                 code = _RENEWED
                 return
     finally:
         os._exit(code)
+
+
+def _threads_ended(timeout: float = 0.05) -> bool:
+    """Whether no thread but this one runs, waiting up to ``timeout`` seconds for those
+    a call left to end (a thread reaping a process the call forked ends at once)."""
+    end = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, end - time.monotonic()))
+            if thread.is_alive():
+                return False
+    return True
 
 
 def _receive_call(sock: socket.socket) -> tuple[bytes, int] | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,21 @@ def _signal_parent() -> str:
     return "signalled"
 
 
+def _change_env_and_cwd() -> tuple[int, str]:
+    os.environ["WT_LEFT_BY_A_CALL"] = "1"
+    os.chdir("/")
+    return os.getpid(), os.getcwd()
+
+
+def _env_and_cwd() -> tuple[int, str | None, str]:
+    return os.getpid(), os.environ.get("WT_LEFT_BY_A_CALL"), os.getcwd()
+
+
+def _leave_a_thread() -> int:
+    threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
+    return os.getpid()
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie has ended)."""
     try:
@@ -136,6 +152,29 @@ async def test_a_call_that_raises_leaves_the_process_serving(new_box: NewBox) ->
     after = await box.call(_pids, reuse_process=True)
     assert str(raised.value) == "refused on purpose"
     assert after[0] == pid
+
+
+async def test_the_environment_and_directory_a_call_changed_are_put_back(
+    new_box: NewBox,
+) -> None:
+    box = new_box(layers=False)
+    _, pid = await _warm(box)
+    changed = await box.call(_change_env_and_cwd, reuse_process=True)
+    after = await box.call(_env_and_cwd, reuse_process=True)
+    assert changed == (pid, "/")
+    assert after == (pid, None, os.getcwd())
+
+
+async def test_a_call_that_leaves_a_thread_running_gets_the_process_replaced(
+    new_box: NewBox,
+) -> None:
+    box = new_box(layers=False)
+    _, pid = await _warm(box)
+    left = await box.call(_leave_a_thread, reuse_process=True)
+    after = await box.call(_pids, reuse_process=True)
+    assert left == pid
+    assert after[0] != pid
+    assert wait_until(lambda: _alive(pid), lambda alive: not alive, "its end") is False
 
 
 async def test_each_call_gets_the_whole_cpu_limit_and_a_spinning_one_is_stopped(

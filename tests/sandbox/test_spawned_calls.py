@@ -199,7 +199,10 @@ async def test_nothing_of_a_spawned_worker_outlives_a_timeout_or_close(
         left_after_timeout = survivors(f"WT_TEST_MARKER={marker}")
         replaced = await _spawned_worker(box, __name__, other_than=worker.pid)
         assert await box.call(_parent_pid) == replaced.pid
-        processes = [worker.pid, replaced.pid, *descendants(replaced.pid)]
+        # The child forked ahead: the worker forks it once the previous one took its
+        # call, under SCHED_BATCH, so a loaded host may run the call first.
+        ahead = wait_until(lambda: descendants(replaced.pid), bool, "the child forked ahead")
+        processes = [worker.pid, replaced.pid, *ahead]
     finally:
         box.close()
     assert left_after_timeout == []
