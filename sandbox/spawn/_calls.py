@@ -256,6 +256,8 @@ class CallWorkers:
                     return await self._call_cold(call, grace)
                 finally:
                     self._refresh()
+            if reuse and not spawned.reuse:
+                self._refresh()  # the worker whose child is reused, when it is not there
             try:
                 return await self._serve(spawned, by_import, call, grace)
             except _Unservable:

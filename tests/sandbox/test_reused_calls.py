@@ -144,6 +144,23 @@ async def test_stateless_calls_share_one_process_and_others_get_a_fresh_one(
     assert len({pid for pid, _ in fresh} | {first}) == 3, (fresh, first)
 
 
+async def test_stateless_calls_served_by_the_other_spawned_worker_get_their_own_started(
+    new_box: NewBox,
+) -> None:
+    box = new_box(layers=False)
+    await box.call(_pids)  # the worker forking a child per call, started on demand
+    fresh_worker = await wait_until_async(
+        lambda: box._caller._spawned if box._caller is not None else None,
+        lambda w: w is not None and __name__ in w.known,
+        "the spawned worker forking a child per call",
+    )
+    meanwhile = await box.call(_pids, reuse_process=True)  # served by that one
+    worker = await _reusing_worker(box)
+    served = [await box.call(_pids, reuse_process=True) for _ in range(2)]
+    assert meanwhile[1] == fresh_worker.pid
+    assert served[0] == served[1] and served[0][1] == worker.pid != fresh_worker.pid, served
+
+
 async def test_a_call_that_raises_leaves_the_process_serving(new_box: NewBox) -> None:
     box = new_box(layers=False)
     _, pid = await _warm(box)
