@@ -17,7 +17,10 @@ Prints medians in milliseconds and ratios:
   2,000 other files (a sandboxed call carries the hashes of the files it names, not all);
 - each of those two served by the warm worker the spawn server forks (the default for a
   call that pickles by import) against the warm worker forked from the caller (what
-  serves a closure), latency and CPU.
+  serves a closure), latency and CPU;
+- ``read_file`` (whose ``execute`` declares it keeps no state: ``Tool.stateless``) served
+  by the spawned worker's one reused child against the same tool undeclared, a fresh
+  child per call, latency and CPU.
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox's warm worker forks the child for
@@ -29,6 +32,7 @@ subprocess.run's alternate, so that both see the same load on the machine.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import resource
 import statistics
@@ -47,6 +51,7 @@ from _small_tool import HEAD_TOOL
 
 from sandbox import Sandbox
 from sandbox.spawn._calls import CallWorkers
+from sandbox.spawn._tree import descendants
 from workspace_tools import invoke_tool, invoke_tool_sync
 from workspace_tools.tools import workspace_tools
 
@@ -145,20 +150,27 @@ def _own_cpu_seconds() -> float:
 
 
 def _worker_cpu_seconds(box: Sandbox) -> tuple[int, float] | None:
-    """The warm worker that serves ``box``'s calls (forked by the spawn server, else from
-    this process) and the CPU seconds it and its reaped children spent (``/proc``: the
-    spawned one is not this process's child); ``None`` while there is none."""
+    """The warm worker that serves ``box``'s calls (the spawned one whose child runs the
+    stateless calls, else the spawned one forking a child per call, else the one forked
+    from this process) and the CPU seconds it and its children spent, reaped or running
+    (``/proc``: the spawned one is not this process's child); ``None`` while there is
+    none."""
     caller = box._caller
-    worker = None if caller is None else (caller._spawned or caller._worker)
+    worker = None if caller is None else (caller._reusing or caller._spawned or caller._worker)
     if worker is None:
         return None
-    try:
-        with open(f"/proc/{worker.pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
-    return worker.pid, sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    ticks = 0
+    for pid in (worker.pid, *descendants(worker.pid)):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            if pid == worker.pid:
+                return None
+            continue  # ended meanwhile: its time is its parent's now
+        # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
+        ticks += sum(int(value) for value in fields[11:15])
+    return worker.pid, ticks / os.sysconf("SC_CLK_TCK")
 
 
 def forked_worker_only(box: Sandbox) -> Sandbox:
@@ -407,6 +419,26 @@ async def main(runs: int) -> None:
                 runs,
                 lambda: forked_worker_only(Sandbox()),
             )
+            # read_file declares that it keeps no state (Tool.stateless): its calls share
+            # one long-lived confined child; undeclared, each gets a fresh child.
+            fresh_tool = dataclasses.replace(tools["read_file"], stateless=False)
+
+            async def read_fresh(sandbox: Sandbox | None) -> None:
+                result = await invoke_tool(fresh_tool, {"path": "sample.py"}, sandbox=sandbox)
+                assert result.error is None, result.error
+
+            fresh = Sandbox()
+            await compare(
+                "read_file in the sandbox, one reused child",
+                lambda: read(box),
+                "a fresh child per call",
+                lambda: read_fresh(fresh),
+                "the same or faster",
+                runs,
+                interleave=False,
+            )
+            fresh.close()
+            await cpu_rows("read_file, a fresh child per call", read_fresh, runs)
             many = Path(root, "many")
             many.mkdir()
             for i in range(SEEN_FILES):

@@ -341,7 +341,9 @@ class Sandbox:
             )
         return result
 
-    async def call(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def call(
+        self, fn: Callable[..., Any], /, *args: Any, reuse_process: bool = False, **kwargs: Any
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
@@ -360,6 +362,19 @@ class Sandbox:
         forked one; without a warm worker it pickles as any argument. A call no warm
         worker can serve at once (the first, one while another runs) runs in a child
         forked from this process for it alone. See ``sandbox.spawn._calls``.
+
+        ``reuse_process=True`` declares that ``fn`` keeps no state of its own between
+        calls (what it keeps, it validates on each call, as a workspace's caches keyed by
+        a file's stat). Such a call, when it pickles by import, may run in a long-lived
+        child of the spawned worker that runs such calls one after another, with no fork
+        per call: confined as a fresh child is (the same layers, its own session,
+        subreaper, nested Landlock domain), what the call leaves running stopped after it,
+        its CPU and memory limits granted anew for each call (under hard caps of twice
+        each; the child is replaced before a call could not get them whole, and after a
+        call that left a thread running), and the child replaced after a call that did not
+        deliver (a crash, a timeout, a cancellation). What the call leaves in memory may
+        reach later calls of the same kind. Other calls ignore it.
+
         Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
         cancelled, taking the child's whole tree down.
 
@@ -384,7 +399,9 @@ class Sandbox:
             caller = self._forked_caller(absent)
         try:
             with anyio.fail_after(limits.timeout_seconds):
-                return await caller.call(fn, args, kwargs, limits.grace_seconds)
+                return await caller.call(
+                    fn, args, kwargs, limits.grace_seconds, reuse=reuse_process
+                )
         finally:
             set_aside(absent)
             if group is not None:

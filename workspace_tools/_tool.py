@@ -258,6 +258,12 @@ class Tool(Generic[ArgsT]):
             its cached results before running it; ``None`` (default): when not ``read_only``.
         sandbox: run every call's ``execute`` in a child of this :class:`sandbox.Sandbox`
             (no progress updates), unless the call names its own sandbox.
+        stateless: ``execute`` keeps no state of its own between calls (what it keeps
+            lives in its workspace's caches, validated by each file's stat on every call):
+            a sandbox may run its calls one after another in one long-lived confined
+            process instead of a fresh child each (``Sandbox.call(...,
+            reuse_process=True)``). False (default): a fresh child per call. The built-in
+            file tools declare it.
     """
 
     name: str
@@ -276,6 +282,7 @@ class Tool(Generic[ArgsT]):
     paths: NamedPaths | None = None
     locks_paths: bool = False
     runner: Any = None
+    stateless: bool = False
 
     @property
     def invalidates(self) -> bool:
@@ -352,6 +359,7 @@ def tool(
     paths: NamedPaths | None = None,
     locks_paths: bool = False,
     runner: Any = None,
+    stateless: bool = False,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -380,6 +388,7 @@ def tool(
         paths=paths,
         locks_paths=locks_paths,
         runner=runner,
+        stateless=stateless,
     )
 
 

@@ -42,6 +42,20 @@ what later calls are forked from (at the portable level, as everywhere there, th
 security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
 call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
+**Stateless calls.** A call that declares it keeps no state of its own between calls
+(``reuse``: a built-in tool's ``execute``, whose only state is its workspace's caches,
+validated by each file's stat) and pickles by import goes to a second spawned worker
+(``CallSetup.reuse``) whose one child runs such calls one after another
+(:func:`_serve_with_one_child`, :func:`_reused_child`): no fork, exit and copied pages per
+call, and the workspace's caches stay warm in it. That child is set up as a fresh one
+(session, subreaper, nested domain) and the wire is the same (request, ``S``, result,
+``E`` when it ends). Per call it stops what the call left running before delivering, and
+grants the call its share of the limits (:class:`_Budget`): the worker's hard CPU and
+address-space limits are caps of twice the limit, the soft ones are set before each call
+at what the child used plus the limit; it exits to be replaced by the worker when the
+next call could not get its whole share below the caps, or when a call left a thread
+running. A call that did not deliver replaces the worker, as for any call.
+
 **What a worker knows.** A worker forked from the caller holds the callables the caller
 had used when it was forked, and the long-lived objects passed to calls whose class says
 they may be shared that way (``sandbox_by_reference = True``: a workspace, with its
@@ -70,14 +84,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import faulthandler
 import functools
 import gc
 import importlib
 import inspect
 import io
+import math
 import os
 import pickle
+import resource
 import select
 import selectors
 import signal
@@ -147,6 +164,8 @@ class _Worker:
     sock: socket.socket
     known: frozenset[int | str | bytes] = field(default_factory=frozenset)
     spawned: bool = False
+    #: Its one child runs the calls one after another (``CallSetup.reuse``).
+    reuse: bool = False
     pidfd: int | None = None
     busy: bool = False
     #: Report bytes read but not yet consumed.
@@ -185,6 +204,11 @@ class CallWorkers:
         self._registry: dict[int, Any] = {}
         self._worker: _Worker | None = None
         self._spawned: _Worker | None = None
+        #: The spawned worker whose one child serves the calls that keep no state.
+        self._reusing: _Worker | None = None
+        #: Which spawned workers the calls asked for: a fresh child per call, one reused.
+        self._want_fresh = False
+        self._want_reuse = False
         #: What a spawned worker is to hold: modules to import, pickles of objects to keep.
         self._preload: dict[str, None] = {}
         self._kept: dict[bytes, None] = {}
@@ -200,10 +224,19 @@ class CallWorkers:
         self.owner = os.getpid()
 
     async def call(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], grace: float
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        grace: float,
+        reuse: bool = False,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) in a child;
         return its result or raise its exception.
+
+        ``reuse``: the call keeps no state of its own between calls, so when it pickles by
+        import it may run in the long-lived child of a spawned worker that runs such calls
+        one after another (see the module docstring); else in a fresh child, as any call.
 
         Cancelling the call stops the child and everything it started (SIGTERM, ``grace``
         seconds, SIGKILL).
@@ -215,14 +248,16 @@ class CallWorkers:
         """
         self._reap()
         call: Call = (fn, args, kwargs)
-        by_import = self._by_import(call)
+        by_import = self._by_import(call, reuse)
         if by_import is not None:
-            spawned = self._take_spawned()
+            spawned = self._take_spawned(reuse)
             if spawned is None:
                 try:
                     return await self._call_cold(call, grace)
                 finally:
                     self._refresh()
+            if reuse and not spawned.reuse:
+                self._refresh()  # the worker whose child is reused, when it is not there
             try:
                 return await self._serve(spawned, by_import, call, grace)
             except _Unservable:
@@ -273,8 +308,8 @@ class CallWorkers:
         """Stop the warm workers (SIGKILL, with the call each may be running), after a
         worker being started is there."""
         with self._lock:
-            workers = [w for w in (self._worker, self._spawned) if w is not None]
-            self._worker = self._spawned = None
+            workers = [w for w in (self._worker, self._spawned, self._reusing) if w is not None]
+            self._worker = self._spawned = self._reusing = None
             self._closed = True
             forker = self._forker
         self._wanted.set()
@@ -286,11 +321,12 @@ class CallWorkers:
             _discard(worker)
         self._reap(block=True)
 
-    def _by_import(self, call: Call) -> bytes | None:
+    def _by_import(self, call: Call, reuse: bool) -> bytes | None:
         """``call`` pickled for a spawned worker, when one may serve it: everything in it
         pickles by value or by import (not ``__main__``'s), the objects whose class sets
         ``sandbox_by_reference`` as references to the worker's copy made from their pickle
-        (see :class:`_ImportPickler`). What the worker should hold for it is noted."""
+        (see :class:`_ImportPickler`). What the worker should hold for it is noted, and
+        which worker it asks for (``reuse``: the one whose child is reused)."""
         if self._spawn is None or not self._warm or os.getpid() != self.owner:
             return None
         fn = call[0]
@@ -303,6 +339,10 @@ class CallWorkers:
         except Exception:
             return None  # a closure, a lambda, __main__'s, or what does not pickle at all
         with self._lock:
+            if reuse:
+                self._want_reuse = True
+            else:
+                self._want_fresh = True
             for wanted, new in ((self._preload, pickler.modules), (self._kept, pickler.kept)):
                 for key in new:
                     wanted.pop(key, None)  # type: ignore[call-overload]
@@ -312,14 +352,16 @@ class CallWorkers:
                     del wanted[next(iter(wanted))]  # type: ignore[call-overload]
         return buffer.getvalue()
 
-    def _take_spawned(self) -> _Worker | None:
-        """The idle spawned worker, marked busy; ``None`` when there is none."""
+    def _take_spawned(self, reuse: bool) -> _Worker | None:
+        """An idle spawned worker, marked busy: for a call that keeps no state (``reuse``)
+        the one whose child is reused, else (or when that one is busy or not there yet) the
+        one forking a child per call; ``None`` when there is none."""
         with self._lock:
-            worker = self._spawned
-            if worker is None or worker.busy:
-                return None
-            worker.busy = True
-            return worker
+            for worker in (self._reusing, self._spawned) if reuse else (self._spawned,):
+                if worker is not None and not worker.busy:
+                    worker.busy = True
+                    return worker
+            return None
 
     def _take_worker(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -344,7 +386,12 @@ class CallWorkers:
         else let it go (a new one is started in the background)."""
         with self._lock:
             worker.busy = False
-            if worker.spawned:
+            if worker.reuse:
+                if self._reusing is worker:
+                    if healthy:
+                        return
+                    self._reusing = None
+            elif worker.spawned:
                 if self._spawned is worker:
                     if healthy:
                         return
@@ -377,24 +424,27 @@ class CallWorkers:
             while len(self._registry) > _REGISTRY_SIZE:
                 del self._registry[next(iter(self._registry))]
 
-    def _missing(self) -> tuple[bool, bool]:
+    def _missing(self) -> tuple[bool, bool, bool]:
         """Whether a worker is to be started (called with the lock held): from the spawn
-        server (none there, or the one there lacks what the calls name), from this process
-        (the same, for the callables used since its fork)."""
-        spawned, worker = self._spawned, self._worker
-        spawn = (
-            self._spawn is not None
-            and bool(self._preload)
-            and (
+        server, forking a child per call and reusing one, each when the calls asked for it
+        (none there, or the one there lacks what the calls name); from this process (the
+        same, for the callables used since its fork)."""
+
+        def lacks(spawned: _Worker | None) -> bool:
+            return (
                 spawned is None
                 or not spawned.known.issuperset(self._preload)
                 or not spawned.known.issuperset(self._kept)
             )
-        )
+
+        can_spawn = self._spawn is not None and bool(self._preload)
+        fresh = can_spawn and self._want_fresh and lacks(self._spawned)
+        reuse = can_spawn and self._want_reuse and lacks(self._reusing)
+        worker = self._worker
         fork = bool(self._registry) and (
             worker is None or not worker.known.issuperset(self._registry)
         )
-        return spawn, fork
+        return fresh, reuse, fork
 
     def _refresh(self) -> None:
         """Start a new worker in the background when one is missing or misses what the
@@ -418,11 +468,13 @@ class CallWorkers:
             with self._lock:
                 if self._closed:
                     return
-                spawn, fork = self._missing()
+                fresh, reuse, fork = self._missing()
                 registry = dict(self._registry)
                 preload, kept = tuple(self._preload), tuple(self._kept)
-            if spawn:
-                self._install(self._spawn_worker(preload, kept))
+            if fresh:
+                self._install(self._spawn_worker(preload, kept, reuse=False))
+            if reuse:
+                self._install(self._spawn_worker(preload, kept, reuse=True))
             if fork:
                 self._install(self._fork_worker(registry))
 
@@ -434,7 +486,9 @@ class CallWorkers:
         with self._lock:
             old: _Worker | None = worker
             if not self._closed:
-                if worker.spawned:
+                if worker.reuse:
+                    old, self._reusing = self._reusing, worker
+                elif worker.spawned:
                     old, self._spawned = self._spawned, worker
                 else:
                     old, self._worker = self._worker, worker
@@ -443,17 +497,22 @@ class CallWorkers:
         if old is not None:
             _discard(old)
 
-    def _spawn_worker(self, preload: tuple[str, ...], kept: tuple[bytes, ...]) -> _Worker | None:
-        """A worker from the spawn server; ``None`` when the server cannot give one (the
-        calls then go as closures do, from now on)."""
+    def _spawn_worker(
+        self, preload: tuple[str, ...], kept: tuple[bytes, ...], reuse: bool
+    ) -> _Worker | None:
+        """A worker from the spawn server (``reuse``: whose one child runs the calls one
+        after another); ``None`` when the server cannot give one (the calls then go as
+        closures do, from now on)."""
         assert self._spawn is not None
+        setup = dataclasses.replace(self._setup(), reuse=reuse)
         try:
-            sock, pid, pidfd = self._spawn(WantCallWorker(self._setup(), preload, kept))
+            sock, pid, pidfd = self._spawn(WantCallWorker(setup, preload, kept))
         except OSError:
             with self._lock:
                 self._spawn = None
             return None
-        return _Worker(pid, sock, frozenset((*preload, *kept)), spawned=True, pidfd=pidfd)
+        known = frozenset((*preload, *kept))
+        return _Worker(pid, sock, known, spawned=True, pidfd=pidfd, reuse=reuse)
 
     def _fork_worker(self, registry: dict[int, Any]) -> _Worker:
         setup = self._setup()
@@ -518,13 +577,90 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
         OSError: a limit or layer could not be applied.
     """
     _enter_child(dict(setup.env))
-    apply_rlimits(list(setup.rlimits))
+    rlimits = list(setup.rlimits)
+    cpu = _budget(setup).cpu_seconds if setup.reuse else None
+    if cpu is not None:
+        rlimits = [(name, value) for name, value in rlimits if name != "RLIMIT_CPU"]
+        # A reused child's calls each get ``cpu`` seconds more (``_Budget.grant``); a
+        # second more in the cap keeps that soft limit below it, so that passing it is
+        # SIGXCPU (the hard limit's SIGKILL is for a call that ignores SIGXCPU).
+        _limit(resource.RLIMIT_CPU, cpu, _REUSE_CAP * cpu + 1)
+    apply_rlimits(rlimits)
     if setup.layers or setup.cgroup:
         apply_child_layers(setup.layers, setup.confinement, setup.cgroup)
     if prepare is not None:
         prepare()
     if setup.memory_bytes is not None:
-        apply_rlimits([("RLIMIT_AS", address_space_bytes() + setup.memory_bytes)])
+        base, memory = address_space_bytes(), setup.memory_bytes
+        if setup.reuse:
+            _limit(resource.RLIMIT_AS, base + memory, base + _REUSE_CAP * memory)
+        else:
+            apply_rlimits([("RLIMIT_AS", base + memory)])
+
+
+#: A reused child's CPU and address-space limits are hard caps of this many times the
+#: limit (on top of its address space once set up; a second more of CPU); the child is
+#: replaced once the next call could not get the whole limit below them.
+_REUSE_CAP = 2
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """What each call of a reused child may spend: ``cpu_seconds`` of CPU time and
+    ``memory_bytes`` of address space on top of what the child has when the call starts
+    (``None``: no such limit)."""
+
+    cpu_seconds: int | None
+    memory_bytes: int | None
+
+    def grant(self) -> None:
+        """Before a call: the soft limits at what the child has used plus a call's share,
+        under the hard caps (past the soft CPU limit the kernel sends SIGXCPU, which ends
+        the child; past the address-space one an allocation fails).
+
+        Raises:
+            OSError: the kernel refused a limit.
+        """
+        if self.cpu_seconds is not None:
+            _limit(resource.RLIMIT_CPU, _cpu_used() + self.cpu_seconds)
+        if self.memory_bytes is not None:
+            _limit(resource.RLIMIT_AS, address_space_bytes() + self.memory_bytes)
+
+    def left(self) -> bool:
+        """After a call: whether the next one still gets the whole of each limit below
+        the hard caps (else the child is replaced)."""
+        for which, used, share in (
+            (resource.RLIMIT_CPU, _cpu_used, self.cpu_seconds),
+            (resource.RLIMIT_AS, address_space_bytes, self.memory_bytes),
+        ):
+            if share is None:
+                continue
+            cap = resource.getrlimit(which)[1]
+            if cap != resource.RLIM_INFINITY and used() + share >= cap:
+                return False
+        return True
+
+
+def _budget(setup: CallSetup) -> _Budget:
+    cpu = dict(setup.rlimits).get("RLIMIT_CPU")
+    return _Budget(None if cpu is None else int(cpu), setup.memory_bytes)
+
+
+def _cpu_used() -> int:
+    """CPU seconds this process has used, rounded up (``RLIMIT_CPU``'s unit)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return math.ceil(usage.ru_utime + usage.ru_stime)
+
+
+def _limit(which: int, soft: int, cap: int | None = None) -> None:
+    """Set the soft limit ``which`` to ``soft`` and its hard limit to ``cap`` (``None``:
+    kept), neither above the hard limit there is (only a privileged process may raise it)."""
+    _, hard = resource.getrlimit(which)
+    if cap is not None and (hard == resource.RLIM_INFINITY or cap < hard):
+        hard = cap
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
 
 
 def _enter_child(env: dict[str, str]) -> None:
@@ -573,7 +709,9 @@ def serve_calls(
                 registry[data] = pickle.loads(data)
 
     gc.enable()  # the server runs without its collector; the calls run with it
-    _worker_main(functools.partial(enter_calls, setup, prepare), _nest(setup), registry, sock)
+    reuse = _budget(setup) if setup.reuse else None
+    entered = functools.partial(enter_calls, setup, prepare)
+    _worker_main(entered, _nest(setup), registry, sock, reuse)
 
 
 def _worker_main(
@@ -581,11 +719,14 @@ def _worker_main(
     nest: Callable[[], None] | None,
     registry: dict[Any, Any],
     sock: socket.socket,
+    reuse: _Budget | None = None,
 ) -> None:
     """The warm worker: set up once, then keep one child forked ahead that waits for the
     next call on the socket; fork the next as soon as it took one; report each child's
     end (``E``) until the caller hangs up. Its own only: adopted orphans of a call that
-    did not deliver are reaped silently (the caller lets this worker go after such a call)."""
+    did not deliver are reaped silently (the caller lets this worker go after such a call).
+    With ``reuse`` (each call's share of the limits), its one child runs the calls one
+    after another instead (:func:`_serve_with_one_child`)."""
     try:
         # A crash here is reported by the parent (SandboxError naming the signal); a fault
         # handler inherited from the caller would only print a second, alarming dump.
@@ -599,6 +740,9 @@ def _worker_main(
         # The heap the children share with this worker stays shared: the collector, run
         # in a child, would otherwise touch (and so copy) every page of it.
         gc.freeze()
+        if reuse is not None:
+            _serve_with_one_child(sock, nest, registry, failed, reuse)
+            return
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
         # Hints of the pages a call writes (``_prefault``): from a call's child that
@@ -672,6 +816,135 @@ def _worker_main(
         with contextlib.suppress(BaseException):
             _kill_leftovers()
         os._exit(0)
+
+
+def _serve_with_one_child(
+    sock: socket.socket,
+    nest: Callable[[], None] | None,
+    registry: dict[Any, Any],
+    failed: BaseException | None,
+    budget: _Budget,
+) -> None:
+    """The loop of a worker whose one child runs the calls one after another
+    (:func:`_reused_child`): fork it, and when it ends report its end (``E``) and fork
+    the next, until one meets end of file (the caller hung up)."""
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    worker = os.getpid()
+    fork = _hookless_fork()
+    child: int | None = None
+    while True:
+        if child is None:
+            child = fork()  # this process runs no other thread
+            if child == 0:
+                die_with_parent(worker)
+                _reseed_random()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
+                _reused_child(sock, nest, registry, failed, budget)
+        select.select([wake_r], [], [])
+        _drain(wake_r)
+        for pid, status in _reaped():
+            if pid != child:
+                continue  # an orphan of a call that did not deliver
+            child = None
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
+                return
+            sock.sendall(_REPORT.pack(b"E", pid, status))
+
+
+def _reused_child(
+    sock: socket.socket,
+    nest: Callable[[], None] | None,
+    registry: dict[Any, Any],
+    failed: BaseException | None,
+    budget: _Budget,
+) -> None:
+    """A worker's one child that runs the calls one after another: its own session,
+    subreaper and nested domain, set up once; then for each call from ``sock``: report its
+    pid (``S``), give it its share of the limits (``budget``), run it, stop what it left
+    running and deliver, as a fresh child does; then put back the environment and working
+    directory it had. It exits to be replaced when the next call could not get the whole
+    of each limit below the hard caps, or when a call left a thread running; it ends by a
+    signal when a call crashes it or passes its CPU share."""
+    code = _NO_MORE_CALLS
+    try:
+        os.setsid()
+        become_subreaper()
+        if failed is None and nest is not None:
+            try:
+                nest()
+            except BaseException as exc:
+                failed = exc
+        env = dict(os.environ)
+        cwd = os.getcwd()
+        while True:
+            received = _receive_call(sock)
+            if received is None:
+                return
+            data, result_w = received
+            sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
+            outcome: tuple[str, Any]
+            if failed is not None:
+                outcome = ("error", failed)
+            else:
+                try:
+                    call = _load_request(data, registry)
+                except BaseException as exc:
+                    # Nothing ran: the caller runs the call in a child of its own.
+                    outcome = ("unservable", f"{type(exc).__name__}: {exc}")
+                else:
+                    try:
+                        budget.grant()
+                    except OSError as exc:
+                        outcome = ("error", SandboxError(f"cannot limit the call: {exc}"))
+                    else:
+                        outcome = _run(*call)
+                    del call
+            _deliver(outcome, result_w)
+            os.close(result_w)
+            del data, outcome  # nothing of a call is kept for the next
+            if os.environ != env:
+                os.environ.clear()
+                os.environ.update(env)
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+            if not budget.left() or not _threads_ended():
+                code = _RENEWED
+                return
+    finally:
+        os._exit(code)
+
+
+def _threads_ended(timeout: float = 0.05) -> bool:
+    """Whether no thread but this one runs, waiting up to ``timeout`` seconds for those
+    a call left to end (a thread reaping a process the call forked ends at once)."""
+    end = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, end - time.monotonic()))
+            if thread.is_alive():
+                return False
+    return True
+
+
+def _receive_call(sock: socket.socket) -> tuple[bytes, int] | None:
+    """The next request on ``sock`` and the write end of its result pipe; ``None`` at end
+    of file (the caller hung up) or on a malformed request."""
+    header, fds, _, _ = socket.recv_fds(sock, 8, 1)
+    rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
+    size = int.from_bytes(header + (rest or b""), "big")
+    data = _receive_exactly(sock, size) if len(fds) == 1 and rest is not None else None
+    if data is None:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return data, fds[0]
 
 
 def _hookless_fork() -> Callable[[], int]:
@@ -765,6 +1038,8 @@ def _drain(fd: int) -> bool:
 
 #: The exit code of a worker's child that met end of file instead of a call.
 _NO_MORE_CALLS = 3
+#: The exit code of a reused child that is to be replaced (``_reused_child``).
+_RENEWED = 4
 #: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
 #: for the first call of a worker and after this many more.
 _LEARN_EVERY = 16
@@ -804,13 +1079,11 @@ def _call_child(
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
             _prefault_while_waiting(sock, given_r, planned)
-        header, fds, _, _ = socket.recv_fds(sock, 8, 1)
-        rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
-        size = int.from_bytes(header + (rest or b""), "big")
-        data = _receive_exactly(sock, size) if len(fds) == 1 and rest is not None else None
-        if data is None:
+        received = _receive_call(sock)
+        if received is None:
             code = _NO_MORE_CALLS
             return
+        data, result_w = received
         if given_r is not None:
             # Before the took byte, after which the worker gives the next child its hint.
             _read_all(given_r)
@@ -829,7 +1102,7 @@ def _call_child(
                 outcome = ("unservable", f"{type(exc).__name__}: {exc}")
             else:
                 outcome = _run(*call)
-        _deliver(outcome, fds[0])
+        _deliver(outcome, result_w)
         if learned_w is not None:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole

@@ -61,6 +61,11 @@ class CallSetup:
         cwd: the working directory (the caller's).
         path: ``sys.path`` (the caller's): a worker started by the spawn server imports
             what the calls name from there.
+        reuse: a warm worker whose one child runs the calls one after another (calls that
+            declare they keep no state of their own), instead of a fresh child per call;
+            its CPU and memory limits are then hard caps of twice the limit, each call
+            getting the limit itself on top of what the child has used
+            (``sandbox.spawn._calls``).
     """
 
     env: Mapping[str, str]
@@ -72,6 +77,7 @@ class CallSetup:
     nest: bool = False
     cwd: str = "/"
     path: tuple[str, ...] = ()
+    reuse: bool = False
 
 
 @dataclass(frozen=True)

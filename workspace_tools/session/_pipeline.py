@@ -413,7 +413,9 @@ async def call_in_sandbox(
     :meth:`Workspace.snapshot_files`); what comes back: the value and the hashes the call
     changed, applied to the workspace here. The locks the call takes in process
     (:attr:`Tool.locks_paths`) are held here around it. A tool with :attr:`Tool.state`
-    carries that state in and out too.
+    carries that state in and out too. A :attr:`Tool.stateless` tool's calls may share
+    one long-lived confined process (``Sandbox.call(..., reuse_process=True)``); the
+    hashes restored there each call replace the previous call's.
 
     Raises:
         Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
@@ -448,6 +450,7 @@ async def call_in_sandbox(
             files,
             None if state is None else (state.restore, state.changes, before),
             tool.runner,
+            reuse_process=tool.stateless,
         )
         file_changes, state_changes = changes
         if workspace is not None and file_changes is not None:

@@ -189,6 +189,7 @@ def build(workspace: Workspace) -> Tool[ApplyPatchArgs]:
         description=DESCRIPTION,
         parameters=ApplyPatchArgs,
         execute=execute,
+        stateless=True,
         presentation=partial(_present, parse=parse),
         workspace=workspace,
         paths=partial(_named_paths, parse=parse),

@@ -193,6 +193,7 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
         description=DESCRIPTION,
         parameters=EditFileArgs,
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(label="Edit file", icon="file-pen", detail=a.path),
         output_schema=EditFileContent,
         workspace=workspace,

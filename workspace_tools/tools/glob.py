@@ -116,6 +116,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
         description=DESCRIPTION,
         parameters=with_limit_default(GlobArgs, workspace.options.glob_limit),
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(
             label="Find files", icon="search", detail=a.pattern
         ),

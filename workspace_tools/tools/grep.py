@@ -346,6 +346,7 @@ def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[Gre
         description=DESCRIPTION,
         parameters=with_limit_default(GrepArgs, workspace.options.grep_limit),
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(
             label="Search files", icon="text-search", detail=a.pattern
         ),

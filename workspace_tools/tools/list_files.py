@@ -122,6 +122,7 @@ def build(workspace: Workspace) -> Tool[ListFilesArgs]:
         description=DESCRIPTION,
         parameters=with_limit_default(ListFilesArgs, workspace.options.list_limit),
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(
             label="List files", icon="folder", detail=a.path or "."
         ),

@@ -194,6 +194,7 @@ def build(workspace: Workspace) -> Tool[ReadFileArgs]:
         ),
         parameters=_arguments_model(workspace),
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(label="Read file", icon="file-text", detail=a.path),
         read_only=True,
         workspace=workspace,

@@ -85,6 +85,7 @@ def build(workspace: Workspace) -> Tool[WriteFileArgs]:
         description=DESCRIPTION,
         parameters=WriteFileArgs,
         execute=execute,
+        stateless=True,
         presentation=lambda a: ToolPresentation(
             label="Write file", icon="file-plus", detail=a.path
         ),
