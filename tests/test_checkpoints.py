@@ -440,9 +440,26 @@ def test_demo_step_lists_what_a_command_changed_and_undoes_it(tmp_path: Path) ->
     assert tree(tmp_path) == before
 
 
-def test_checkpoints_need_the_sessions_workspace(project: Path) -> None:
-    with pytest.raises(ValueError, match=r"checkpoints need the session's workspace"):
-        ToolSession(workspace_tools(project), checkpoints=True)
+def test_checkpoints_take_the_workspace_the_tools_carry(project: Path) -> None:
+    tools = workspace_tools(project)
+    with ToolSession(tools, checkpoints=True) as session:
+        assert session.workspace is tools[0].workspace
+        written = session.call_sync("write_file", {"path": "notes.txt", "content": "changed\n"})
+        assert written.error is None, written.error
+        assert session.undo().applied is True
+    assert (project / "notes.txt").read_bytes() == b"one\ntwo\n"
+
+
+def test_checkpoints_need_one_workspace_when_the_tools_carry_two(project: Path) -> None:
+    other = project / "sub"
+    other.mkdir()
+    mixed = [*workspace_tools(project)[:1], *workspace_tools(other)[1:]]
+    with pytest.raises(ValueError) as raised:
+        ToolSession(mixed, checkpoints=True)
+    assert str(raised.value) == (
+        "checkpoints need the session's workspace: pass workspace=, the Workspace the tools "
+        "were built with (these tools carry none, or more than one)"
+    )
 
 
 def test_store_goes_outside_a_workspace_that_holds_the_temp_directory(

@@ -17,6 +17,7 @@ from workspace_tools import (
     ToolPresentation,
     ToolSession,
     Workspace,
+    workspace_tools,
 )
 from workspace_tools.cli._policy import policy_from_flags
 from workspace_tools.workspace import _fingerprint
@@ -154,3 +155,21 @@ def test_workspace_session_uses_the_workspace_for_policy_paths(root: Path) -> No
     result = session.call_sync("write_file", {"path": "src/out/evil.md", "content": "x"})
     assert session.steps[0].denied_by == "--deny write_file:path!=src/**"
     assert result.error_code == ErrorCode.PERMISSION_DENIED
+
+
+@pytest.mark.parametrize("spelling", ["src/new.py", "./src/new.py", "x/../src/new.py", "ABSOLUTE"])
+async def test_a_session_over_the_tools_alone_tests_path_globs_on_the_real_path(
+    root: Path, spelling: str
+) -> None:
+    """No workspace= given: the session works in the tools' workspace, so a path glob sees
+    the path as it resolves and an absolute spelling does not slip past a deny rule."""
+    path = str(root / "src" / "new.py") if spelling == "ABSOLUTE" else spelling
+    session = ToolSession(
+        workspace_tools(root), policy=policy_from_flags([("deny", "write_file:path=src/**")])
+    )
+    result = await session.call("write_file", {"path": path, "content": "x\n"})
+    assert (result.error_code, session.steps[-1].denied_by) == (
+        ErrorCode.PERMISSION_DENIED,
+        "--deny write_file:path=src/**",
+    ), result.error
+    assert not (root / "src" / "new.py").exists()

@@ -112,9 +112,9 @@ def test_a_failed_operation_is_a_failed_output_and_changes_nothing(tmp_path: Pat
         "type": "apply_patch_call_output",
         "call_id": "c9",
         "status": "failed",
-        "output": "Add File a.txt: the file already exists; change it with '*** Update File:', "
-        "or set allow_overwrite to replace it\n"
-        "No file was changed: correct this part and send the whole patch again.",
+        "output": "create_file a.txt: the file already exists; change it with update_file, "
+        "or remove it with delete_file before creating it anew\n"
+        "No file was changed: correct the operation and send the apply_patch_call again.",
     }
     assert sdk_valid(ResponseInputItemParam, refused)
     assert (tmp_path / "a.txt").read_bytes() == b"keep\n"
@@ -310,3 +310,63 @@ def test_a_malformed_item_is_a_failed_output(tmp_path: Path, item: Any, refusal:
     assert sdk_valid(ResponseInputItemParam, output)
     assert (output["status"], output["output"]) == ("failed", refusal)
     assert (tmp_path / "x.txt").read_bytes() == b"a\n"
+
+
+FILE = b"def f():\n    a = 1\n    b = 2\n    c = 'Add File 1'\n"
+
+
+@pytest.mark.parametrize(
+    ("operation", "output"),
+    [
+        (
+            {"type": "update_file", "path": "gone.py", "diff": "@@\n-a\n+b\n"},
+            "update_file gone.py: the file does not exist; create it with create_file\n"
+            "No file was changed: correct the operation and send the apply_patch_call again.",
+        ),
+        (
+            {"type": "delete_file", "path": "gone.py"},
+            "delete_file gone.py: the file does not exist\n"
+            "No file was changed: correct the operation and send the apply_patch_call again.",
+        ),
+        (
+            {
+                "type": "update_file",
+                "path": "t.py",
+                "diff": "@@ def f():\n     a = 1\n-    b = 3\n+    b = 4\n",
+            },
+            "t.py: chunk 1 (diff line 1): its expected lines (the ' ' and '-' lines) are not in "
+            "the file. Its line 2, '    b = 3', differs from the file's line 3, '    b = 2'. "
+            "The nearest lines in the file are 2-3:\n     2\t    a = 1\n     3\t    b = 2\n"
+            "No file was changed: correct the operation and send the apply_patch_call again.",
+        ),
+        (
+            {
+                "type": "update_file",
+                "path": "t.py",
+                "diff": "@@\n a = 1\n+b\n*** End of File\nxx\n",
+            },
+            "invalid diff: diff line 5 of the update of 't.py', 'xx', starts with none of ' ' "
+            "(context), '-' (removed), '+' (added) or '@@' (anchor)",
+        ),
+        (
+            # What the message quotes of the file keeps its words: "Add File" here is text.
+            {"type": "update_file", "path": "t.py", "diff": "@@\n-    c = 'Add File 2'\n+c\n"},
+            "t.py: chunk 1 (diff line 2): its expected lines (the ' ' and '-' lines) are not in "
+            "the file. The most similar line is 4: '    c = 'Add File 1''\n"
+            "No file was changed: correct the operation and send the apply_patch_call again.",
+        ),
+    ],
+)
+def test_a_failure_speaks_of_the_items_operations_and_diff_lines(
+    tmp_path: Path, operation: dict[str, Any], output: str
+) -> None:
+    """The model sent an operation and a diff, never our envelope: the answer names
+    create_file/update_file/delete_file and counts lines in its diff, never '*** Add File:',
+    allow_overwrite or the envelope's patch lines."""
+    (tmp_path / "t.py").write_bytes(FILE)
+    answer = anyio.run(
+        invoke_apply_patch_call, apply_patch_tool(tmp_path), call_item("c1", operation)
+    )
+    assert (answer["status"], answer["output"]) == ("failed", output), answer["output"]
+    assert sdk_valid(ResponseInputItemParam, answer)
+    assert (tmp_path / "t.py").read_bytes() == FILE

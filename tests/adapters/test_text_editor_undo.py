@@ -243,3 +243,14 @@ def test_an_mcp_server_s_checkpointed_calls_serve_undo_edit_too(root: Path, tmp_
         {"path": "u.txt", "change": "changed", "type": "file", "restorable": True}
     ]
     assert checkpoints.last_step() is None
+
+
+def test_a_session_of_the_editor_alone_takes_its_workspace_for_checkpoints(root: Path) -> None:
+    """As a reader writes it: no workspace= given, the editor's own workspace is the session's,
+    so undo_edit goes through checkpoints and puts the bytes back."""
+    with ToolSession([text_editor_tool(root, version="20250124")], checkpoints=True) as session:
+        edit(session, "name = 'x'", "name = 'y'")
+        undone = undo_edit(session)
+        assert block(undone)["content"] == "Last edit to u.txt undone successfully."
+        assert session.steps[-1].changed_files is not None, session.steps[-1]
+    assert (root / "u.txt").read_bytes() == LATIN1_CRLF

@@ -85,6 +85,16 @@ def model_parts(finished: Finished) -> list[str | ImagePart]:
     return parts
 
 
+#: What a message quotes, never reworded when an adapter puts a message in its format's terms:
+#: a repr-quoted text (a line of the file, a character) and a numbered line of the file
+#: shown whole.
+QUOTED_SPANS = (
+    r"(?<!\w)'(?:[^'\\\n]|\\.)*'(?!\w)"  # an apostrophe (the file's) opens no quote
+    r'|(?<!\w)"(?:[^"\\\n]|\\.)*"(?!\w)'
+    r"|(?m:^ *\d+[\t:|].*$)"
+)
+
+
 def model_text(finished: Finished) -> str:
     """What the model reads of a finished call as one text (images described in text)."""
     if isinstance(finished, ToolHistoryEntry):

@@ -58,6 +58,7 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
+from workspace_tools.adapters._common import QUOTED_SPANS
 from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import convert_newlines, decode_text
@@ -435,21 +436,12 @@ _EDITOR_TERMS = (
 )
 
 
-#: What a message quotes, never reworded: a repr-quoted text (a line of the file, a
-#: character) and a numbered line of the file shown whole.
-_QUOTED = (
-    r"(?<!\w)'(?:[^'\\\n]|\\.)*'(?!\w)"  # an apostrophe (the file's) opens no quote
-    r'|(?<!\w)"(?:[^"\\\n]|\\.)*"(?!\w)'
-    r"|(?m:^ *\d+[\t:|].*$)"
-)
-
-
 def _in_editor_terms(message: str, paths: tuple[str, ...] = ()) -> str:
     """``message`` with our tools' and arguments' names in the editor's terms, except in
     what it quotes: ``paths`` (the file's name as given and as resolved) and the file's
     own text."""
     names = sorted({p for p in paths if p}, key=len, reverse=True)
-    kept = "|".join([*map(re.escape, names), _QUOTED])
+    kept = "|".join([*map(re.escape, names), QUOTED_SPANS])
     parts = re.split(f"({kept})", message)
     out = []
     for index, part in enumerate(parts):

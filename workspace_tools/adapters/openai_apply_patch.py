@@ -22,12 +22,19 @@ the same pipeline, matching, atomicity and results as any other call.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._tool import Tool
-from workspace_tools.adapters._common import CallFunction, Finished, invoke_call, model_text
+from workspace_tools.adapters._common import (
+    QUOTED_SPANS,
+    CallFunction,
+    Finished,
+    invoke_call,
+    model_text,
+)
 from workspace_tools.text._patch_parse import (
     ADD,
     BEGIN,
@@ -195,13 +202,66 @@ def _refuse_other_operations(patch: str, kind: str, path: str, diff: str) -> Non
 def apply_patch_call_output(result: Finished) -> dict[str, Any]:
     """The ``apply_patch_call_output`` input item answering ``result`` (a :class:`ToolResult`
     or a :class:`ToolHistoryEntry`): ``status`` ``failed`` with the error text for a failed
-    call, else ``completed`` with the summary of what changed."""
+    call, in the item's terms (see :func:`in_operation_terms`), else ``completed`` with the
+    summary of what changed."""
+    text = model_text(result)
     return {
         "type": "apply_patch_call_output",
         "call_id": result.call_id,
         "status": "failed" if result.is_error else "completed",
-        "output": model_text(result),
+        "output": in_operation_terms(text) if result.is_error else text,
     }
+
+
+#: Our patch format's words for what an ``apply_patch_call`` names otherwise: the model never
+#: saw the envelope, so a message speaks of its operations and its diff. Applied in order,
+#: outside what a message quotes of the file.
+_OPERATION_TERMS: tuple[tuple[str, str], ...] = (
+    (
+        r"change it with update_file, or set allow_overwrite to replace it",
+        "change it with update_file, or remove it with delete_file before creating it anew",
+    ),
+    (r"\bAdd File\b", "create_file"),
+    (r"\bUpdate File\b", "update_file"),
+    (r"\bDelete File\b", "delete_file"),
+    (
+        r"\bNo file was changed: correct this part and send the whole patch again\.",
+        "No file was changed: correct the operation and send the apply_patch_call again.",
+    ),
+)
+
+#: The envelope's lines before an operation's diff: ``*** Begin Patch`` and its header.
+_ENVELOPE_LINES = 2
+#: How the patch parser's messages begin.
+_PARSE_ERROR = "invalid patch:"
+
+
+def _diff_line(match: re.Match[str]) -> str:
+    line = int(match.group(1)) - _ENVELOPE_LINES
+    return f"diff line {line}" if line >= 1 else "the start of the diff"
+
+
+def in_operation_terms(message: str) -> str:
+    """``message``, an ``apply_patch`` error about the envelope an ``apply_patch_call`` was
+    run in, in the item's own terms: ``create_file``/``update_file``/``delete_file`` for the
+    patch's ``Add File``/``Update File``/``Delete File`` headers (quoted or not), line numbers
+    of the operation's ``diff`` for the envelope's patch lines, and the operation, not the
+    whole patch, to send again. What the message quotes of the file stays as it is."""
+    message = message.replace("'*** Update File:'", "update_file")
+    message = message.replace("'*** Add File:'", "create_file")
+    # A parse error counts every line it names in the envelope; an apply error, only its
+    # "patch line" (its other lines are the file's and the chunk's).
+    parsed = message.startswith(_PARSE_ERROR)
+    if parsed:
+        message = "invalid diff:" + message[len(_PARSE_ERROR) :]
+    numbered = r"\bline (\d+)" if parsed else r"\bpatch line (\d+)"
+    parts = re.split(f"({QUOTED_SPANS})", message)
+    for index in range(0, len(parts), 2):  # between the quoted spans
+        part = re.sub(numbered, _diff_line, parts[index])
+        for ours, theirs in _OPERATION_TERMS:
+            part = re.sub(ours, theirs, part)
+        parts[index] = part
+    return "".join(parts)
 
 
 async def invoke_apply_patch_call(

@@ -58,6 +58,13 @@ from workspace_tools.workspace import Workspace, as_workspace
 logger = logging.getLogger("workspace_tools")
 
 
+def _carried(tools: Sequence[Tool[Any]]) -> Workspace | None:
+    """The workspace the tools carry (``tool(..., workspace=...)``) when they carry exactly one
+    (one object): a session over them works in it as if it were given as ``workspace``."""
+    carried = {id(t.workspace): t.workspace for t in tools if t.workspace is not None}
+    return next(iter(carried.values())) if len(carried) == 1 else None
+
+
 class ToolSession:
     """Runs one conversation's tool calls one after another and keeps their record.
 
@@ -65,7 +72,9 @@ class ToolSession:
         tools: a :class:`Workspace` or root directory (the session then runs the eight
             workspace tools), or a sequence of tools.
         workspace: the workspace the tools work in, when ``tools`` is a sequence; policy
-            path globs and cache fingerprints use it.
+            path globs and cache fingerprints use it. Left out, it is the one
+            :class:`Workspace` the tools carry (``tool(..., workspace=...)``, every built-in
+            tool, the text editor), if they carry exactly one.
         policy: which calls run (:class:`Policy`); allow-all by default.
         confirm: called for calls the policy marks ``ask``, with a
             :class:`ConfirmationRequest`; returns a :class:`Confirmation` or a bool, sync or
@@ -129,14 +138,19 @@ class ToolSession:
             self.workspace: Workspace | None = as_workspace(tools)
             tool_list = workspace_tools(self.workspace)
         else:
-            self.workspace = None if workspace is None else as_workspace(workspace)
             tool_list = list(tools)
+            self.workspace = (
+                as_workspace(workspace) if workspace is not None else _carried(tool_list)
+            )
         self.shell: ShellSession | None = None
         if shell is not False:
             if isinstance(shell, ShellSession):
                 self.shell = shell
             elif self.workspace is None:
-                raise TypeError("shell=True needs the session's workspace")
+                raise TypeError(
+                    "shell=True needs the session's workspace: pass workspace=, the Workspace "
+                    "the tools were built with (these tools carry none, or more than one)"
+                )
             else:
                 self.shell = ShellSession(self.workspace, sandbox=sandbox)
             tool_list += shell_tools(self.shell)
@@ -176,7 +190,10 @@ class ToolSession:
         if given is False:
             return None
         if self.workspace is None:
-            raise ValueError("checkpoints need the session's workspace (workspace=...)")
+            raise ValueError(
+                "checkpoints need the session's workspace: pass workspace=, the Workspace the "
+                "tools were built with (these tools carry none, or more than one)"
+            )
         return given if isinstance(given, Checkpoints) else Checkpoints(self.workspace)
 
     def close(self) -> None:
