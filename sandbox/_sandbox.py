@@ -512,11 +512,11 @@ class Sandbox:
         """Raise SandboxUnavailable for ``protection`` missing for ``kind``, unless the
         caller accepted going without it."""
         if protection in self.require:
-            raise SandboxUnavailable(protection, why_missing(protection, kind))
+            raise SandboxUnavailable(protection, why_missing(protection, kind, self._plan))
         if protection not in self.best_effort:
             raise SandboxUnavailable(
                 protection,
-                f"{why_missing(protection, kind)}; to run without it, pass "
+                f"{why_missing(protection, kind, self._plan)}; to run without it, pass "
                 f"best_effort=True (or best_effort=[{protection!r}]) or {_DROPS[protection]}",
             )
 

@@ -36,6 +36,7 @@ from sandbox.layers import (
     userns,
 )
 from sandbox.layers._confinement import Confinement
+from sandbox.layers._syscall import Verdict
 
 #: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
 SECCOMP_FD = 3
@@ -51,33 +52,54 @@ class LayerPlan:
         cgroup_parent: the delegated cgroup to create per-child cgroups under, if any.
         landlock_scopes_signals: Landlock keeps a child it confines from signalling
             processes outside its domain (ABI >= 6).
+        calls_missing: protection -> why the layer that would give it to a call failed its
+            check here (the check's exception or the effect it did not see), for the
+            refusal to name.
     """
 
     commands: dict[str, str] = field(default_factory=dict)
     calls: dict[str, str] = field(default_factory=dict)
     cgroup_parent: str | None = None
     landlock_scopes_signals: bool = False
+    calls_missing: dict[str, str] = field(default_factory=dict)
 
 
 def plan_layers() -> LayerPlan:
     """Probe every layer for real (tens of milliseconds; keep the result)."""
     commands = probe()
     calls: dict[str, str] = {}
+    missing_why: dict[str, str] = {}
     scopes_signals = False
-    if landlock.works():
+    by_landlock = landlock.works()
+    if by_landlock:
         calls[READ_DENIAL] = LANDLOCK
-        if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE or mountns.works():
+        by_mounts = (
+            Verdict(True)
+            if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE
+            else mountns.works()
+        )
+        if by_mounts:
             calls[WRITE_CONFINEMENT] = calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
-        scopes_signals = landlock.scopes_signals()
-    if seccomp.works():
+        else:
+            why = f"the mount namespace check failed here: {by_mounts.why}"
+            missing_why[WRITE_CONFINEMENT] = missing_why[HOST_EXEC_PROTECTION] = why
+        scopes_signals = bool(landlock.scopes_signals())
+    else:
+        why = f"the Landlock check failed here: {by_landlock.why}"
+        for protection in (READ_DENIAL, WRITE_CONFINEMENT, HOST_EXEC_PROTECTION):
+            missing_why[protection] = why
+    by_seccomp = seccomp.works()
+    if by_seccomp:
         calls[NETWORK_OFF] = SECCOMP
+    else:
+        missing_why[NETWORK_OFF] = f"the seccomp check failed here: {by_seccomp.why}"
     parent = None
     if PROCESS_CAP in commands:
         calls[PROCESS_CAP] = commands[PROCESS_CAP]
     if commands.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
         with contextlib.suppress(OSError):
             parent = cgroup.locate()
-    return LayerPlan(commands, calls, parent, scopes_signals)
+    return LayerPlan(commands, calls, parent, scopes_signals, missing_why)
 
 
 def wanted(confinement: Confinement) -> list[str]:
@@ -112,8 +134,15 @@ def signal_scoping(mechanisms: dict[str, str], plan: LayerPlan) -> dict[str, str
     return {}
 
 
-def why_missing(protection: str, kind: str) -> str:
-    """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``)."""
+def why_missing(protection: str, kind: str, plan: LayerPlan | None = None) -> str:
+    """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``),
+    followed by what the check of its layer met on this host when ``plan`` recorded it."""
+    fix = _fix(protection, kind)
+    found = plan.calls_missing.get(protection) if plan is not None and kind == "calls" else None
+    return f"{fix} ({found})" if found else fix
+
+
+def _fix(protection: str, kind: str) -> str:
     if kind == "calls" and protection == READ_DENIAL:
         return (
             "a Python call cannot be wrapped in bubblewrap; it needs Landlock "

@@ -127,18 +127,71 @@ def require_arch() -> Arch:
     return arch
 
 
-def in_child(check: Callable[[], bool]) -> bool:
-    """Run `check` in a forked child and return its answer, so that the irreversible
-    restrictions a check applies stay in the child. An exception counts as False.
+@dataclass(frozen=True)
+class Verdict:
+    """A layer's check: ``held`` when the layer was applied and its effect seen; else
+    ``why`` says what happened instead (the exception the check met, its child's death,
+    or the effect that was missing), for the refusal that follows to name. True as a
+    bool when it held."""
+
+    held: bool
+    why: str = ""
+
+    def __bool__(self) -> bool:
+        return self.held
+
+
+#: The longest reason a check's child sends back (one pipe write, never blocking).
+_WHY_LIMIT = 1000
+
+
+def in_child(check: Callable[[], bool]) -> Verdict:
+    """Run `check` in a forked child and return its verdict, so that the irreversible
+    restrictions a check applies stay in the child. An exception in the check does not
+    hold, and the verdict carries it (``"PermissionError(13, ...)"``), as it carries a
+    check that answered False or a child that died.
 
     Forking a multithreaded parent is safe here: the child runs only `check` and exits.
+
+    Raises:
+        OSError: the fork itself failed (e.g. EAGAIN under a process limit): that says
+            nothing of the layer, so it is not a verdict.
     """
-    pid = fork_in_threaded_process()
-    if pid == 0:
-        status = 1
+    read_end, write_end = os.pipe()
+    try:
+        pid = fork_in_threaded_process()
+    except BaseException:
+        os.close(read_end)
+        os.close(write_end)
+        raise
+    if pid == 0:  # pragma: no cover - the child
+        status, why = 1, "the check ran but the layer's effect was not seen"
         try:
-            status = 0 if check() else 1
+            os.close(read_end)
+            if check():
+                status, why = 0, ""
+        except BaseException as exc:
+            why = repr(exc)
         finally:
-            os._exit(status)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
+            try:
+                os.write(write_end, why.encode(errors="replace")[:_WHY_LIMIT])
+            finally:
+                os._exit(status)
+    os.close(write_end)
+    try:
+        _, status = os.waitpid(pid, 0)
+        # The child wrote (at most one pipe buffer) before it exited; processes the check
+        # left running may still hold the write end, so read what is there, never to EOF.
+        os.set_blocking(read_end, False)
+        try:
+            why = os.read(read_end, _WHY_LIMIT).decode(errors="replace")
+        except BlockingIOError:
+            why = ""
+    finally:
+        os.close(read_end)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return Verdict(True)
+    if code < 0:
+        why = f"the check's child was killed by signal {-code}"
+    return Verdict(False, why or f"the check's child exited with status {code}")

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable
 
 from sandbox.layers._confinement import Confinement
-from sandbox.layers._syscall import in_child, require_arch, set_no_new_privs, syscall
+from sandbox.layers._syscall import Verdict, in_child, require_arch, set_no_new_privs, syscall
 
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
@@ -102,10 +102,11 @@ def abi_version() -> int:
         return 0
 
 
-def works() -> bool:
-    """True when `apply` really denies a write here, checked in a forked child."""
+def works() -> Verdict:
+    """Whether `apply` really denies a write here, checked in a forked child (a verdict
+    that is True when it does, else says why not)."""
     if abi_version() < 1:
-        return False
+        return Verdict(False, "the kernel offers no Landlock ABI")
     with tempfile.TemporaryDirectory() as outside:
 
         def denies_write() -> bool:
@@ -119,11 +120,12 @@ def works() -> bool:
         return in_child(denies_write)
 
 
-def scopes_signals() -> bool:
-    """True when `apply` really keeps a child from signalling a process outside its
-    domain here: a forked child under it gets EPERM sending signal 0 to its parent."""
+def scopes_signals() -> Verdict:
+    """Whether `apply` really keeps a child from signalling a process outside its domain
+    here (a verdict, True when it does): a forked child under it gets EPERM sending
+    signal 0 to its parent."""
     if abi_version() < SCOPE_ABI:
-        return False
+        return Verdict(False, f"the kernel's Landlock ABI is below {SCOPE_ABI}")
     parent = os.getpid()
 
     def refuses_signal() -> bool:

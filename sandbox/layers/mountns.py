@@ -29,7 +29,7 @@ import stat
 import tempfile
 from collections.abc import Iterable
 
-from sandbox.layers._syscall import in_child, libc
+from sandbox.layers._syscall import Verdict, in_child, libc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -71,6 +71,9 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
     the inherited descriptors of directories and of files open read-only are reopened
     through the new view (see `_reopen_inherited`).
 
+    A mount this process cannot reach by any path (beneath a directory it may not search)
+    is left as it is, as one hidden beneath a later mount is.
+
     Raises OSError (EPERM where neither CAP_SYS_ADMIN nor unprivileged user namespaces
     are available, or a mount the kernel will not make read-only) from the underlying
     calls; the child must not go on to run untrusted work then.
@@ -84,9 +87,18 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
             if any(_contains(directory, point) for directory in kept_open):
                 continue
             try:
-                _remount(point, MS_RDONLY)
+                found = os.statvfs(point).f_flag
             except FileNotFoundError:
                 continue  # hidden beneath a later mount: no path reaches it
+            except PermissionError as exc:
+                if exc.errno != errno.EACCES:
+                    raise
+                # Beneath a directory this process may not search (another user's mount,
+                # such as a tmpfs under root's 0700 temp dir): no path of its reaches it,
+                # nor of its children (a descriptor it inherited there is reopened by path
+                # below, which fails the same way, and so is closed).
+                continue
+            _remount(point, MS_RDONLY, found)
         # The working directory and inherited descriptors still lie on the mounts they were
         # opened through, which stay writable.
         os.chdir(os.getcwd())
@@ -96,8 +108,8 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
         _remount(path, MS_RDONLY)
 
 
-def works() -> bool:
-    """True when `confine` really turns writes into EROFS here (forked child): changing
+def works() -> Verdict:
+    """A verdict, True when `confine` really turns writes into EROFS here (forked child): changing
     the mode of a file outside the writable directory and writing a path bound read-only
     inside it, while a file inside it can still be written."""
     with tempfile.TemporaryDirectory() as directory:
@@ -199,9 +211,11 @@ def _mount_points() -> list[str]:
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
-def _remount(path: str, flags: int) -> None:
-    """Remount the mount at `path` with `flags`, repeating the flags it has."""
-    found = os.statvfs(path).f_flag
+def _remount(path: str, flags: int, found: int | None = None) -> None:
+    """Remount the mount at `path` with `flags`, repeating the flags it has (`found`, its
+    statvfs(3) f_flag, read here unless given)."""
+    if found is None:
+        found = os.statvfs(path).f_flag
     kept = sum(mount_flag for stat_flag, mount_flag in _KEPT_FLAGS if found & stat_flag)
     _mount(None, path, MS_REMOUNT | MS_BIND | flags | kept)
 

@@ -28,7 +28,14 @@ import functools
 import socket
 import struct
 
-from sandbox.layers._syscall import Arch, in_child, prctl, require_arch, set_no_new_privs
+from sandbox.layers._syscall import (
+    Arch,
+    Verdict,
+    in_child,
+    prctl,
+    require_arch,
+    set_no_new_privs,
+)
 
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -110,8 +117,9 @@ def deny_network() -> None:
     )
 
 
-def works() -> bool:
-    """True when `deny_network` really refuses a UDP socket here, checked in a forked child."""
+def works() -> Verdict:
+    """Whether `deny_network` really refuses a UDP socket here, checked in a forked child
+    (a verdict that is True when it does, else says why not)."""
 
     def denies_socket() -> bool:
         deny_network()

@@ -26,7 +26,7 @@ import errno
 import os
 import resource
 
-from sandbox.layers._syscall import in_child, libc
+from sandbox.layers._syscall import Verdict, in_child, libc
 
 CLONE_NEWUSER = 0x10000000
 
@@ -60,12 +60,12 @@ def cap_processes(max_processes: int) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
 
 
-def works() -> bool:
-    """True when `cap_processes` caps a tree here (forked child, a few milliseconds): with
-    a cap of 2, the child's first fork succeeds although this process (outside the new
-    namespace, same uid) is running, so the count is per namespace; its second fork,
-    while the first child lives, fails with EAGAIN, so the cap binds this caller (it does
-    not bind root)."""
+def works() -> Verdict:
+    """A verdict, True when `cap_processes` caps a tree here (forked child, a few
+    milliseconds): with a cap of 2, the child's first fork succeeds although this process
+    (outside the new namespace, same uid) is running, so the count is per namespace; its
+    second fork, while the first child lives, fails with EAGAIN, so the cap binds this
+    caller (it does not bind root)."""
 
     def caps() -> bool:
         cap_processes(2)

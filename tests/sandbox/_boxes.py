@@ -44,6 +44,6 @@ def force_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
         "host_exec_protection": MOUNT_NAMESPACE,
     }
     plan = LayerPlan(
-        commands=forced, calls=dict(forced), landlock_scopes_signals=landlock.scopes_signals()
+        commands=forced, calls=dict(forced), landlock_scopes_signals=bool(landlock.scopes_signals())
     )
     monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)

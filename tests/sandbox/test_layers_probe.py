@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import tempfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox import layers
-from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp, userns
-from sandbox.layers._syscall import host_arch
+from sandbox import Sandbox, SandboxUnavailable, layers
+from sandbox.layers import HOST_EXEC_PROTECTION, bwrap, cgroup, landlock, mountns, seccomp, userns
+from sandbox.layers._plan import why_missing
+from sandbox.layers._syscall import Verdict, host_arch, in_child
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +44,7 @@ def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
         expected_writes = layers.MOUNT_NAMESPACE if mountns.works() else None
     else:
         expected_reads = expected_writes = None
-    assert found.get(layers.WRITE_CONFINEMENT) == expected_writes
+    assert found.get(layers.HOST_EXEC_PROTECTION) == expected_writes
     assert found.get(layers.READ_DENIAL) == expected_reads
     if cgroup.available() is None:
         expected_cap: str | None = (
@@ -52,8 +56,8 @@ def test_probe_agrees_with_each_layer(found: dict[str, str]) -> None:
 
 
 def test_landlock_and_seccomp_checks_confirm_what_the_kernel_offers() -> None:
-    assert landlock.works() is (landlock.abi_version() >= 1)
-    assert seccomp.works() is (host_arch() is not None)
+    assert bool(landlock.works()) is (landlock.abi_version() >= 1)
+    assert bool(seccomp.works()) is (host_arch() is not None)
 
 
 def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> None:
@@ -67,7 +71,7 @@ def test_probe_leaves_the_calling_process_unconfined(found: dict[str, str]) -> N
 @pytest.mark.parametrize(
     ("protection", "names"),
     [
-        (layers.WRITE_CONFINEMENT, ("apt-get install bubblewrap", "Landlock", "namespaces")),
+        (layers.HOST_EXEC_PROTECTION, ("apt-get install bubblewrap", "Landlock", "namespaces")),
         (layers.READ_DENIAL, ("apt-get install bubblewrap", "Landlock")),
         (layers.NETWORK_OFF, ("seccomp", "CONFIG_SECCOMP_FILTER")),
         (
@@ -82,3 +86,79 @@ def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[s
 
     assert [name for name in names if name not in message] == []
     assert "\n" not in message
+
+
+def _raises() -> bool:
+    raise PermissionError(13, "refused by the test")
+
+
+def _answers_no() -> bool:
+    return False
+
+
+def _dies() -> bool:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        (lambda: True, Verdict(True, "")),
+        (_raises, Verdict(False, "PermissionError(13, 'refused by the test')")),
+        (_answers_no, Verdict(False, "the check ran but the layer's effect was not seen")),
+        (_dies, Verdict(False, f"the check's child was killed by signal {signal.SIGKILL}")),
+    ],
+    ids=["held", "raised", "answered-no", "killed"],
+)
+def test_a_check_that_does_not_hold_says_why(check: Any, expected: Verdict) -> None:
+    verdict = in_child(check)
+    assert verdict == expected
+    assert bool(verdict) is expected.held
+
+
+def test_a_process_the_check_leaves_running_does_not_hold_up_the_verdict() -> None:
+    # The straggler keeps the verdict pipe's write end open until the test lets it go.
+    release_read, release_write = os.pipe()
+
+    def leaves_a_process() -> bool:
+        if os.fork() == 0:
+            os.close(release_write)
+            os.read(release_read, 1)
+            os._exit(0)
+        raise RuntimeError("left one behind")
+
+    try:
+        assert in_child(leaves_a_process) == Verdict(False, "RuntimeError('left one behind')")
+    finally:
+        os.close(release_write)
+        os.close(release_read)
+
+
+@pytest.mark.anyio
+async def test_a_refusal_for_calls_names_what_the_layer_s_check_met(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The mount namespace's check fails for real in its forked child (its confine refused),
+    # and the refusal of a call that needs the layer (the default host-exec paths kept
+    # read-only: the first protection checked) carries what the child met.
+    if not landlock.works():
+        pytest.skip("without Landlock no mount namespace is checked for calls")
+
+    def refused(writable: Any, read_only: Any) -> None:
+        raise PermissionError(1, "mount /: refused by the test")
+
+    monkeypatch.setattr(mountns, "confine", refused)
+    assert mountns.works() == Verdict(False, "PermissionError(1, 'mount /: refused by the test')")
+    box = Sandbox(writable=[str(tmp_path)])
+    try:
+        with pytest.raises(SandboxUnavailable) as raised:
+            await box.call(os.getpid)
+    finally:
+        box.close()
+    assert raised.value.protection == HOST_EXEC_PROTECTION
+    assert raised.value.fix == (
+        f"{why_missing(HOST_EXEC_PROTECTION, 'calls')} (the mount namespace check failed here: "
+        "PermissionError(1, 'mount /: refused by the test')); to run without it, pass "
+        "best_effort=True (or best_effort=['host_exec_protection']) or host_exec_paths=()"
+    )

@@ -9,6 +9,7 @@ cap, counted on the host in ``/proc``; a control run without the cap forks all i
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import platform
@@ -164,7 +165,7 @@ def test_root_is_not_capped_by_it() -> None:
     # The kernel lets root fork past RLIMIT_NPROC: the layer must not claim to hold.
     if os.geteuid() != 0:
         pytest.skip("runs as root")
-    assert userns.works() is False
+    assert not userns.works()
 
 
 def test_probe_reports_it_for_an_unprivileged_caller_without_a_cgroup(interpreter: str) -> None:
@@ -229,8 +230,15 @@ def _in_own_directory(work: Any, *args: Any) -> Any:
 def _force_landlock_plan() -> None:
     """In the unprivileged process (a fork: the change ends with it): the plan of a host
     without bubblewrap, Landlock and a mount namespace, with this layer's cap."""
-    if not (landlock.works() and seccomp.works() and mountns.works() and userns.works()):
-        raise OSError("Landlock, seccomp, a mount namespace or this layer does not work here")
+    verdicts = {
+        LANDLOCK: landlock.works(),
+        SECCOMP: seccomp.works(),
+        MOUNT_NAMESPACE: mountns.works(),
+        USER_NAMESPACE_NPROC: userns.works(),
+    }
+    failed = {layer: verdict.why for layer, verdict in verdicts.items() if not verdict}
+    if failed:
+        raise OSError(f"these layers do not work here: {failed}")
     forced = {
         "write_confinement": MOUNT_NAMESPACE,
         "read_denial": LANDLOCK,
@@ -319,3 +327,65 @@ def test_fork_loop_in_a_python_call_stops_at_the_cap(interpreter: str) -> None:
     if seen["mechanism"] != USER_NAMESPACE_NPROC:
         pytest.skip(f"this user's process cap for calls is {seen['mechanism']}")
     assert seen == {"mechanism": USER_NAMESPACE_NPROC, "forked": CAP - 1, "seen": CAP}, seen
+
+
+@pytest.fixture
+def unreachable_mount() -> Iterator[str]:
+    """A tmpfs mounted on the host beneath a directory only root may enter (as a test of
+    the tools' own suite mounts one under root's temp dir), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs on the host needs root")
+    with tempfile.TemporaryDirectory(prefix="root-only-") as directory:
+        os.chmod(directory, 0o700)
+        point = os.path.join(directory, "small")
+        os.mkdir(point)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", point],
+            capture_output=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+        try:
+            yield point
+        finally:
+            subprocess.run(["umount", "-l", point], check=True)
+
+
+def _chmod_error(path: str) -> str:
+    """In a sandboxed call: the error changing ``path``'s mode meets, or ``"changed"``."""
+    try:
+        os.chmod(path, 0o600)
+    except OSError as exc:
+        return errno.errorcode[exc.errno or 0]
+    return "changed"
+
+
+def _calls_confined(directory: str) -> dict[str, Any]:
+    """In the unprivileged process: the mount namespace's verdict, and a call writable in
+    ``directory/writable`` changing the mode of a file of its own beside it and inside."""
+    writable = os.path.join(directory, "writable")
+    os.mkdir(writable)
+    for path in (os.path.join(directory, "outside"), os.path.join(writable, "inside")):
+        Path(path).touch()
+    box = Sandbox(writable=[writable])
+    try:
+        outside = anyio.run(box.call, _chmod_error, os.path.join(directory, "outside"))
+        inside = anyio.run(box.call, _chmod_error, os.path.join(writable, "inside"))
+    finally:
+        box.close()
+    return {"verdict": repr(mountns.works()), "outside": outside, "inside": inside}
+
+
+def test_a_mount_beneath_a_directory_the_caller_cannot_enter_leaves_calls_confined(
+    interpreter: str, unreachable_mount: str
+) -> None:
+    # The caller cannot reach that mount by any path, so it needs no read-only remount; it
+    # made the mount namespace's check fail, and the sandbox refuse every call that needs it.
+    _require_layer_conditions()
+    assert os.path.ismount(unreachable_mount)
+    seen = _unprivileged(lambda: _in_own_directory(_calls_confined), interpreter)
+    assert seen == {
+        "verdict": "Verdict(held=True, why='')",
+        "outside": "EROFS",
+        "inside": "changed",
+    }, seen
