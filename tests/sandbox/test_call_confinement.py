@@ -34,6 +34,7 @@ from sandbox.layers import (
     landlock,
     mountns,
 )
+from sandbox.layers._syscall import Verdict
 from tests._waiting import DEADLINE
 from tests.sandbox._boxes import NewBox, force_landlock
 from workspace_tools import invoke_tool
@@ -337,7 +338,7 @@ async def test_without_a_mount_namespace_calls_get_no_write_confinement(
     new_box: NewBox, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A host where neither root nor user namespaces allow a mount namespace.
-    monkeypatch.setattr(mountns, "works", lambda: False)
+    monkeypatch.setattr(mountns, "works", lambda: Verdict(False, "EPERM from the test"))
     box = new_box(writable=[str(workspace)], host_exec_paths=(), best_effort=["network_off"])
     if not landlock.works():
         pytest.skip("Landlock does not work here")
@@ -349,6 +350,7 @@ async def test_without_a_mount_namespace_calls_get_no_write_confinement(
     assert "mount namespace" in refused.value.fix
     assert "modes, owners, timestamps and extended attributes" in refused.value.fix
     assert "best_effort=['write_confinement']" in refused.value.fix
+    assert "(the mount namespace check failed here: EPERM from the test)" in refused.value.fix
 
 
 @pytest.mark.parametrize("mode", ["plain", "sandbox"])
