@@ -874,13 +874,7 @@ def _reused_child(
     signal when a call crashes it or passes its CPU share."""
     code = _NO_MORE_CALLS
     try:
-        os.setsid()
-        become_subreaper()
-        if failed is None and nest is not None:
-            try:
-                nest()
-            except BaseException as exc:
-                failed = exc
+        failed = _set_up_child(nest, failed)
         env = dict(os.environ)
         cwd = os.getcwd()
         while True:
@@ -889,23 +883,7 @@ def _reused_child(
                 return
             data, result_w = received
             sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
-            outcome: tuple[str, Any]
-            if failed is not None:
-                outcome = ("error", failed)
-            else:
-                try:
-                    call = _load_request(data, registry)
-                except BaseException as exc:
-                    # Nothing ran: the caller runs the call in a child of its own.
-                    outcome = ("unservable", f"{type(exc).__name__}: {exc}")
-                else:
-                    try:
-                        budget.grant()
-                    except OSError as exc:
-                        outcome = ("error", SandboxError(f"cannot limit the call: {exc}"))
-                    else:
-                        outcome = _run(*call)
-                    del call
+            outcome = _outcome_of(data, registry, failed, budget.grant)
             _deliver(outcome, result_w)
             os.close(result_w)
             del data, outcome  # nothing of a call is kept for the next
@@ -1066,13 +1044,7 @@ def _call_child(
     code = 0
     given_r, learned_w = hints
     try:
-        os.setsid()
-        become_subreaper()
-        if failed is None and nest is not None:
-            try:
-                nest()
-            except BaseException as exc:
-                failed = exc
+        failed = _set_up_child(nest, failed)
         if policy is not None:
             with contextlib.suppress(OSError):  # the worker could: so can its child
                 os.sched_setscheduler(0, policy, os.sched_param(0))
@@ -1092,22 +1064,52 @@ def _call_child(
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
-        if failed is not None:
-            outcome: tuple[str, Any] = ("error", failed)
-        else:
-            try:
-                call = _load_request(data, registry)
-            except BaseException as exc:
-                # Nothing ran: the caller runs the call in a child of its own.
-                outcome = ("unservable", f"{type(exc).__name__}: {exc}")
-            else:
-                outcome = _run(*call)
-        _deliver(outcome, result_w)
+        _deliver(_outcome_of(data, registry, failed), result_w)
         if learned_w is not None:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
     finally:
         os._exit(code)
+
+
+def _set_up_child(
+    nest: Callable[[], None] | None, failed: BaseException | None
+) -> BaseException | None:
+    """A worker's child's own set-up, fresh or reused: its own session, subreaper, and
+    the nested domain (``nest``). Returns what the child's calls fail with: ``failed``
+    (the worker's set-up), else what ``nest`` raised, else ``None``."""
+    os.setsid()
+    become_subreaper()
+    if failed is None and nest is not None:
+        try:
+            nest()
+        except BaseException as exc:
+            return exc
+    return failed
+
+
+def _outcome_of(
+    data: bytes,
+    registry: dict[Any, Any],
+    failed: BaseException | None,
+    grant: Callable[[], None] | None = None,
+) -> tuple[str, Any]:
+    """The outcome of the call ``data`` requests: ``failed`` when the child could not be
+    set up; ``unservable`` when it cannot be loaded here (nothing ran: the caller runs it
+    in a child of its own); an error when its limits cannot be granted (``grant``, a
+    reused child's); else what running it gave."""
+    if failed is not None:
+        return ("error", failed)
+    try:
+        call = _load_request(data, registry)
+    except BaseException as exc:
+        return ("unservable", f"{type(exc).__name__}: {exc}")
+    if grant is not None:
+        try:
+            grant()
+        except OSError as exc:
+            return ("error", SandboxError(f"cannot limit the call: {exc}"))
+    return _run(*call)
 
 
 def _prefault_while_waiting(
