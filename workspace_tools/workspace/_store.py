@@ -137,13 +137,6 @@ class BlobStore:
                 os.unlink(temp)
             raise
 
-    def read_record(self, name: str) -> bytes | None:
-        """The file ``name`` at the top of the store, or ``None`` when there is none."""
-        try:
-            return (self.directory / name).read_bytes()
-        except FileNotFoundError:
-            return None
-
     def size(self) -> tuple[int, int]:
         """``(blobs, bytes)`` stored."""
         count = total = 0
