@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.session._encodable import Encodable
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._manifest import (
@@ -211,28 +211,29 @@ class Checkpoints:
             NotADirectoryError: the recorded workspace root is gone.
         """
         path = Path(directory)
+        shown = clipped(str(path))
         try:
             text = (path / RECORD).read_bytes()
         except FileNotFoundError:
-            raise ValueError(f"no checkpoints recorded in {path}") from None
+            raise ValueError(f"no checkpoints recorded in {shown}") from None
         except OSError as exc:
             cause = exc.strerror or str(exc)
-            raise ValueError(f"cannot read the checkpoint record in {path}: {cause}") from None
+            raise ValueError(f"cannot read the checkpoint record in {shown}: {cause}") from None
         try:
             # json, not pydantic's parser: names that are not UTF-8 are kept as lone
             # surrogates (surrogateescape), which pydantic's JSON parser refuses.
             loaded = json.loads(text)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"the checkpoint record in {path} is damaged: {exc}") from None
+            raise ValueError(f"the checkpoint record in {shown} is damaged: {exc}") from None
         if not isinstance(loaded, dict) or loaded.get("version") != RECORD_VERSION:
-            raise ValueError(f"the checkpoint record in {path} is not of version {RECORD_VERSION}")
+            raise ValueError(f"the checkpoint record in {shown} is not of version {RECORD_VERSION}")
         try:
             record = _Record.model_validate(loaded)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()[:3]
             )
-            raise ValueError(f"the checkpoint record in {path} is damaged: {problems}") from None
+            raise ValueError(f"the checkpoint record in {shown} is damaged: {problems}") from None
         checkpoints = cls(Workspace(record.root), directory=path, keep=True)
         checkpoints._steps = [
             StepCheckpoint(item.step, dict(item.changes), set(item.undone)) for item in record.steps

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from wcmatch import glob as wcglob
 
-from workspace_tools._errors import ToolError
+from workspace_tools._errors import ECHO_LIMIT, ToolError, clipped
 from workspace_tools._tool import Tool
 from workspace_tools.workspace import Workspace
 
@@ -20,10 +20,14 @@ Decision = Literal["allow", "deny", "ask"]
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.BRACE
 
 
-def as_typed(text: str) -> str:
+def as_typed(text: str, limit: int = ECHO_LIMIT) -> str:
     """``text`` in single quotes as the user typed it: ``repr`` would double each backslash
-    of a regex (``\\brm\\b``), which the user then cannot recognise or copy back."""
-    return f"'{text}'"
+    of a regex (``\\brm\\b``), which the user then cannot recognise or copy back. Over
+    ``limit`` characters, its first ``limit`` with ``…`` before the closing quote and its
+    length after (``'xxx…' (100,000 characters)``), as :func:`echoed` quotes a value."""
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit]}…' ({len(text):,} characters)"
 
 
 class ArgumentCondition(BaseModel):
@@ -209,7 +213,8 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         unknown = [name for name in rule.tools or () if name not in by_name]
         if unknown:
             raise ValueError(
-                f"policy rule {as_typed(rule.name)} names unknown tool(s) {', '.join(unknown)}; "
+                f"policy rule {as_typed(rule.name)} names unknown tool(s) "
+                f"{', '.join(clipped(name, ECHO_LIMIT) for name in unknown)}; "
                 f"the tools are: {', '.join(by_name)}"
             )
         covered = [by_name[name] for name in rule.tools] if rule.tools else list(tools)
