@@ -439,7 +439,8 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         try:
             sock = owned.enter_context(bind(host, port))
         except OSError as exc:
-            message = f"--http {clipped(args.http, ECHO_LIMIT)}: cannot listen there: {exc.strerror or exc}"
+            shown = clipped(args.http, ECHO_LIMIT)
+            message = f"--http {shown}: cannot listen there: {exc.strerror or exc}"
             raise UsageError(message) from exc
         out.write(f"serving {mcp_url(sock)}\n")
         if token is None:
@@ -467,7 +468,7 @@ def run_demo(args: argparse.Namespace, out: TextIO) -> int:
 
 
 _QUOTED = re.compile(r"'([^']*)'")
-_LONG_WORD = re.compile(r"(?<!\S)[^\s']{%d,}" % (ECHO_LIMIT + 1))
+_LONG_WORD = re.compile(rf"(?<!\S)[^\s']{{{ECHO_LIMIT + 1},}}")
 
 
 def clip_echoes(message: str) -> str:
