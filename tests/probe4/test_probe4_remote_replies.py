@@ -51,16 +51,15 @@ def test_the_default_cap() -> None:
     ],
 )
 async def test_a_reply_over_the_cap_is_refused(mode: str, said: str) -> None:
-    with hostile(mode) as server:
-        with _remote(server, max_reply_bytes=CAP, retries=2) as remote:
-            tracemalloc.start()
-            try:
-                with anyio.fail_after(60):
-                    result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
-                _, peak = tracemalloc.get_traced_memory()
-            finally:
-                tracemalloc.stop()
-            url = remote.url
+    with hostile(mode) as server, _remote(server, max_reply_bytes=CAP, retries=2) as remote:
+        tracemalloc.start()
+        try:
+            with anyio.fail_after(60):
+                result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        url = remote.url
     assert (result.error_code, result.error) == (
         ErrorCode.WORKSPACE_UNAVAILABLE,
         UNAVAILABLE.format(url=url) + said,
@@ -73,13 +72,12 @@ async def test_a_reply_over_the_cap_is_refused(mode: str, said: str) -> None:
 @pytest.mark.parametrize("mode", ["json-stall", "sse-stall"])
 @pytest.mark.parametrize("read_only", [True, False])
 async def test_a_server_stalled_mid_reply_ends_at_the_timeout(mode: str, read_only: bool) -> None:
-    with hostile(mode) as server:
-        with _remote(server, call_timeout=1, retries=0) as remote:
-            tool = remote.tools[0] if read_only else remote.tools[1]
-            arguments = {"path": "a.txt"} if read_only else {"path": "a.txt", "content": "x"}
-            with anyio.fail_after(60):
-                result = await invoke_tool(tool, arguments)
-            url = remote.url
+    with hostile(mode) as server, _remote(server, call_timeout=1, retries=0) as remote:
+        tool = remote.tools[0] if read_only else remote.tools[1]
+        arguments = {"path": "a.txt"} if read_only else {"path": "a.txt", "content": "x"}
+        with anyio.fail_after(60):
+            result = await invoke_tool(tool, arguments)
+        url = remote.url
     outcome = "" if read_only else "; the call may or may not have run: check first"
     assert (result.error_code, result.error) == (
         ErrorCode.WORKSPACE_UNAVAILABLE,
@@ -88,11 +86,10 @@ async def test_a_server_stalled_mid_reply_ends_at_the_timeout(mode: str, read_on
 
 
 async def test_an_answer_to_initialize_over_the_cap_ends_the_opening() -> None:
-    with hostile("init-sse") as server:
-        with _remote(server, max_reply_bytes=CAP, retries=0) as remote:
-            with anyio.fail_after(60):
-                result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
-            url = remote.url
+    with hostile("init-sse") as server, _remote(server, max_reply_bytes=CAP, retries=0) as remote:
+        with anyio.fail_after(60):
+            result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+        url = remote.url
     assert (result.error_code, result.error) == (
         ErrorCode.WORKSPACE_UNAVAILABLE,
         UNAVAILABLE.format(url=url)
