@@ -146,12 +146,15 @@ class RestoreResult(Encodable):
 
 @dataclass
 class StepCheckpoint:
-    """What one writing step changed: ``path -> (before, after)``, and the paths a restore
-    has brought back since (they are not restored twice)."""
+    """What one writing step changed: ``path -> (before, after)``, the paths a restore
+    has brought back since (they are not restored twice), and those a restore found not
+    restorable and ``left`` as they are (an undo passes over them to the step before; a
+    restore of the step tries them again)."""
 
     step: int
     changes: dict[str, Change]
     undone: set[str] = field(default_factory=set)
+    left: set[str] = field(default_factory=set)
 
 
 class Checkpoints:
@@ -292,9 +295,10 @@ class Checkpoints:
         return self._before is not None
 
     def last_step(self) -> int | None:
-        """The last step with a change not yet restored, or ``None``."""
+        """The last step with a change not yet restored nor left as not restorable, or
+        ``None``."""
         for checkpoint in reversed(self._steps):
-            if set(checkpoint.changes) - checkpoint.undone:
+            if set(checkpoint.changes) - checkpoint.undone - checkpoint.left:
                 return checkpoint.step
         return None
 
@@ -377,6 +381,8 @@ class Checkpoints:
             for index, path in owners:
                 if path not in kept:
                     self._steps[index].undone.add(path)
+                else:
+                    self._steps[index].left.add(path)
             for path, target in plan.items():
                 self._seen[path] = target
             self._save()
