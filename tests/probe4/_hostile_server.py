@@ -9,7 +9,7 @@ import json
 import socket
 import socketserver
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,6 +66,10 @@ class _Handler(socketserver.BaseRequestHandler):
         elif message["method"] == "initialize":
             answer = _initialized(message["id"])
             self._send(sock, "200 OK", {"Content-Type": "application/json"}, answer)
+        elif message["method"] == "tools/call" and self.server.reply is not None:
+            self.server.calls += 1
+            answer = self.server.reply(message["id"])
+            self._send(sock, "200 OK", {"Content-Type": "application/json"}, answer)
         elif message["method"] == "tools/call":
             self.server.calls += 1
             self._misbehave(sock, self.server.mode)
@@ -112,6 +116,8 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     mode = ""
     calls = 0
+    #: When set, ``tools/call`` is answered with the body it makes of the request's id.
+    reply: Callable[[Any], bytes] | None = None
 
 
 @contextmanager

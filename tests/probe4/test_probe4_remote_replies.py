@@ -4,7 +4,9 @@ the cap), and a server that stalls mid-reply ends at the call's timeout."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -96,3 +98,99 @@ async def test_an_answer_to_initialize_over_the_cap_ends_the_opening() -> None:
         + f"its answer passed the {CAP:,} bytes a reply may be (max_reply_bytes); it was not "
         "read further; the call did not run",
     )
+
+
+P = "dev.agent-workspace-tools/"
+
+
+def _result(value: object) -> Callable[[object], bytes]:
+    return lambda request_id: json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "result": value}
+    ).encode()
+
+
+GARBLED: dict[str, tuple[Callable[[object], bytes], str]] = {
+    "not-json": (
+        lambda _: b"{not json",
+        "its answer could not be read (Invalid JSON: key must be a string at line 1 column 2)",
+    ),
+    "not-json-rpc": (
+        lambda _: b'{"hello": 1}',
+        "its answer could not be read (JSONRPCRequest.method: Field required)",
+    ),
+    "another-id": (
+        lambda _: b'{"jsonrpc": "2.0", "id": 999, "result": {"content": []}}',
+        "its answer could not be read (Received response with an unknown request ID)",
+    ),
+    "deep": (
+        lambda i: (
+            b'{"jsonrpc":"2.0","id":%d,"result":{"content":[],"_meta":{"x":' % i
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}}}"
+        ),
+        "its answer could not be read (Invalid JSON: recursion limit exceeded at line 1 "
+        "column 259)",
+    ),
+    "content-not-a-list": (
+        _result({"content": "x"}),
+        "its answer is not a tools/call result (content: Input should be a valid list)",
+    ),
+    "no-content": (
+        _result({}),
+        "its answer is not a tools/call result (content: Field required)",
+    ),
+    "structured-list": (
+        _result({"content": [], "structuredContent": [1]}),
+        "its answer is not a tools/call result (structuredContent: Input should be a valid "
+        "dictionary)",
+    ),
+    "meta-content": (
+        _result({"content": [], "_meta": {P + "content": {"type": "tool-content", "parts": 1}}}),
+        "its answer's content is not valid (parts: Input should be a valid list)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GARBLED))
+async def test_an_answer_that_cannot_be_read_is_unavailable_at_once(case: str) -> None:
+    reply, said = GARBLED[case]
+    with hostile("json-stall") as server:
+        server.reply = reply
+        # The default call_timeout: the result must not wait for it.
+        with _remote(server, retries=2) as remote:
+            with anyio.fail_after(60):
+                result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+            url = remote.url
+    assert (result.error_code, result.error) == (
+        ErrorCode.WORKSPACE_UNAVAILABLE,
+        UNAVAILABLE.format(url=url) + said,
+    )
+    assert server.calls == 1  # the same answer again would not help
+
+
+async def test_a_json_rpc_error_is_quoted_clipped() -> None:
+    def error(request_id: object) -> bytes:
+        body = {"code": -32000, "message": "x" * 100_000}
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": body}).encode()
+
+    with hostile("json-stall") as server:
+        server.reply = error
+        with _remote(server, retries=0) as remote, anyio.fail_after(60):
+            result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+    assert (result.error_code, result.error) == (
+        ErrorCode.TOOL_ERROR,
+        "The workspace server answered the call with JSON-RPC error -32000: "
+        + "x" * 200
+        + "… (100,000 characters)",
+    )
+
+
+async def test_a_broken_presentation_is_left_out() -> None:
+    meta = {P + "presentation": {"label": 5}, P + "details": {"n": 1}}
+    with hostile("json-stall") as server:
+        server.reply = _result({"content": [{"type": "text", "text": "hi"}], "_meta": meta})
+        with _remote(server, retries=0) as remote, anyio.fail_after(60):
+            result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
+    assert (result.error, result.content, result.details) == (None, "hi", {"n": 1})
+    assert result.presentation == remote.tools[0].present(remote.tools[0].parameters(path="a.txt"))

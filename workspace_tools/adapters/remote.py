@@ -35,9 +35,9 @@ import anyio.to_thread
 import sniffio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
 from workspace_tools._output import ImagePart, TextPart, ToolContent, ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext
 from workspace_tools.adapters._common import missing_extra
@@ -254,6 +254,10 @@ class _Connection:
         # Why the last reply over the cap was not read; set when one was.
         self.refused: str | None = None
         self._oversized = anyio.Event()
+        # Why the SDK could not read replies (not JSON-RPC), not yet claimed by a call whose
+        # answer stream ended without its answer; ``_garbled_news`` is set at each.
+        self._garbled: list[str] = []
+        self._garbled_news = anyio.Event()
         self.session: ClientSession | None = None
         self.error: Exception | None = None
         self.stop = anyio.Event()
@@ -304,6 +308,13 @@ class _Connection:
         self._oversized.set()
 
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            # A reply the SDK could not read (it names no request): the call whose stream
+            # ended without its answer claims it (``_claim_garbled``).
+            self._garbled.append(f"its answer could not be read ({_reason(message)})")
+            self._garbled_news.set()
+            self._garbled_news = anyio.Event()
+            return
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ProgressNotification
         ):
@@ -349,7 +360,7 @@ class _Connection:
                 tg.start_soon(_cancel_when, self.gone, scope)
                 await watch.ended.wait()
                 if watch.refused is None:  # an answer refused will not come
-                    await anyio.sleep(ANSWER_GRACE)
+                    await self._claim_garbled(watch)
                 scope.cancel()
 
         try:
@@ -366,6 +377,8 @@ class _Connection:
                         )
                     except McpError as exc:
                         failed.append(exc)
+                    except ValidationError as exc:  # JSON-RPC, but no tools/call result
+                        watch.refused = f"its answer is not a tools/call result ({_reason(exc)})"
                     tg.cancel_scope.cancel()
         except TimeoutError:
             await self._cancel(watch)
@@ -393,9 +406,23 @@ class _Connection:
             )
         if self.error is not None:
             raise _failure(self.error, watch.request_id is not None)
-        if failed and not watch.ended.is_set():
-            raise failed[0]
+        if failed:
+            error = failed[0].error
+            raise ToolError(
+                f"The workspace server answered the call with JSON-RPC error {error.code}: "
+                f"{clipped(error.message, ECHO_LIMIT)}",
+                ErrorCode.TOOL_ERROR,
+            )
         raise _Unavailable("the connection closed before the answer came")
+
+    async def _claim_garbled(self, watch: _Watch) -> None:
+        """Once ``watch``'s stream ended without its answer: take the first reply the SDK
+        could not read, if one comes within :data:`ANSWER_GRACE` (it is reported before the
+        stream closes, so it is this call's, or one of calls that ended alike)."""
+        with anyio.move_on_after(ANSWER_GRACE):
+            while not self._garbled:
+                await self._garbled_news.wait()
+            watch.refused = self._garbled.pop(0)
 
     async def _cancel(self, watch: _Watch) -> None:
         """Tell the server to stop a call it may be running (its command's processes)."""
@@ -729,8 +756,29 @@ def _failure(exc: Exception, sent: bool) -> Exception:
     return _Unavailable(str(first) or type(first).__name__, sent)
 
 
+def _reason(exc: Exception) -> str:
+    """One short line on why a reply could not be read: a validation error's first
+    problem (``content: Input should be a valid list``), else the exception's text."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        said = f"{where}: {first['msg']}" if where else first["msg"]
+    else:
+        # The SDK appends the message's repr to some ("unknown request ID: SessionMessage(").
+        said = (str(exc) or type(exc).__name__).partition(": SessionMessage(")[0]
+    return clipped(said.splitlines()[0] if said else said, ECHO_LIMIT)
+
+
 def _presentation(value: Any) -> ToolPresentation | None:
-    return ToolPresentation.model_validate(value) if isinstance(value, dict) else None
+    """The presentation under ``_meta``; ``None`` when absent or not one (it is for the
+    application only: a broken one leaves the result without one, as a local call's
+    presentation function that raises does)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return ToolPresentation.model_validate(value)
+    except ValidationError:
+        return None
 
 
 def _text(blocks: Sequence[Any]) -> str:
@@ -754,7 +802,11 @@ def _output(result: types.CallToolResult) -> ToolOutput:
     if META_PREFIX + "content" in meta:
         content = meta[META_PREFIX + "content"]
         if isinstance(content, dict) and content.get("type") == "tool-content":
-            content = ToolContent.model_validate(content)
+            try:
+                content = ToolContent.model_validate(content)
+            except ValidationError as exc:
+                why = f"its answer's content is not valid ({_reason(exc)})"
+                raise _Unavailable(why, retry=False) from None
     elif result.structuredContent is not None:
         content = result.structuredContent
     elif meta.get(META_PREFIX + "contentType") == "tool-content":
