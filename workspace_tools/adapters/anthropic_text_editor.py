@@ -336,8 +336,10 @@ def _clip(text: str, limit: int | None) -> str:
 
 def _listing(workspace: Workspace, resolved: ResolvedPath) -> list[str]:
     """Entries two levels deep under the directory, hidden ones left out, read by fd
-    without following any symlink; paths as the directory's relative path shows them."""
-    rel = "" if resolved.rel == "." else resolved.rel
+    without following any symlink; paths under the directory's real location (a link to
+    it in the root is resolved first, as list_files does)."""
+    real = workspace.rel(resolved.real)
+    rel = "" if real == "." else real
     out: list[str] = []
     try:
         fd = open_dir(str(workspace.root), rel)
