@@ -75,3 +75,24 @@ def test_read_file_quotes_a_huge_offset_clipped(root: Path) -> None:
         ErrorCode.INVALID_ARGUMENTS,
         f"offset {SHOWN} is past the end of a.txt, which has 3 lines",
     )
+
+
+def test_a_json_rpc_line_with_a_huge_number_gets_a_plain_parse_error() -> None:
+    pytest.importorskip("mcp")
+    from workspace_tools.adapters._jsonrpc import parse_message
+
+    line = b'{"jsonrpc":"2.0","id":4,"method":"ping","params":{"n":-1' + b"0" * 5000 + b"}}"
+    assert parse_message(line) == (
+        None,
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32700,
+                "message": "Parse error: a number has 5,001 digits, more than the 4,300 this "
+                "server reads",
+            },
+        },
+    )
+    # Below the reader's limit any size is read.
+    assert parse_message(b'{"n": 1' + b"0" * 4000 + b"}") == ({"n": 10**4000}, None)
