@@ -18,6 +18,7 @@ whose first attempt may have landed is not safe; nor is a reply over the cap ask
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -254,9 +255,10 @@ class _Connection:
         # Why the last reply over the cap was not read; set when one was.
         self.refused: str | None = None
         self._oversized = anyio.Event()
-        # Why the SDK could not read replies (not JSON-RPC), not yet claimed by a call whose
-        # answer stream ended without its answer; ``_garbled_news`` is set at each.
-        self._garbled: list[str] = []
+        # When and why the SDK could not read replies (not JSON-RPC), not yet claimed by a
+        # call whose answer stream ended without its answer; ``_garbled_news`` is set at
+        # each. Bounded: a server may send garbage no call claims (on its GET stream).
+        self._garbled: collections.deque[tuple[float, str]] = collections.deque(maxlen=16)
         self._garbled_news = anyio.Event()
         self.session: ClientSession | None = None
         self.error: Exception | None = None
@@ -308,10 +310,13 @@ class _Connection:
         self._oversized.set()
 
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, _ReplyTooLarge):
+            return  # its call knows already (``_Watch.refused``)
         if isinstance(message, Exception):
             # A reply the SDK could not read (it names no request): the call whose stream
             # ended without its answer claims it (``_claim_garbled``).
-            self._garbled.append(f"its answer could not be read ({_reason(message)})")
+            why = f"its answer could not be read ({_reason(message)})"
+            self._garbled.append((anyio.current_time(), why))
             self._garbled_news.set()
             self._garbled_news = anyio.Event()
             return
@@ -353,14 +358,15 @@ class _Connection:
             )
         )
         answer: list[types.CallToolResult] = []
-        failed: list[Exception] = []
+        failed: list[McpError] = []
+        sent_at = anyio.current_time()
 
         async def unanswered(scope: anyio.CancelScope) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_cancel_when, self.gone, scope)
                 await watch.ended.wait()
                 if watch.refused is None:  # an answer refused will not come
-                    await self._claim_garbled(watch)
+                    await self._claim_garbled(watch, sent_at)
                 scope.cancel()
 
         try:
@@ -415,14 +421,19 @@ class _Connection:
             )
         raise _Unavailable("the connection closed before the answer came")
 
-    async def _claim_garbled(self, watch: _Watch) -> None:
+    async def _claim_garbled(self, watch: _Watch, since: float) -> None:
         """Once ``watch``'s stream ended without its answer: take the first reply the SDK
-        could not read, if one comes within :data:`ANSWER_GRACE` (it is reported before the
-        stream closes, so it is this call's, or one of calls that ended alike)."""
+        could not read since the call was sent (``since``), if one comes within
+        :data:`ANSWER_GRACE` (it is reported before the stream closes, so it is this call's,
+        or one of calls that ended alike)."""
         with anyio.move_on_after(ANSWER_GRACE):
-            while not self._garbled:
+            while True:
+                while self._garbled and self._garbled[0][0] < since:
+                    self._garbled.popleft()  # older than the call: not its answer
+                if self._garbled:
+                    watch.refused = self._garbled.popleft()[1]
+                    return
                 await self._garbled_news.wait()
-            watch.refused = self._garbled.pop(0)
 
     async def _cancel(self, watch: _Watch) -> None:
         """Tell the server to stop a call it may be running (its command's processes)."""
