@@ -88,6 +88,25 @@ def echoed(value: object, limit: int = ECHO_LIMIT) -> str:
     return f"{shown[:-1]}…{shown[-1]} ({len(text):,} characters)"
 
 
+_LOG10_2 = 0.30102999566398120
+
+
+def shown_number(value: int, limit: int = ECHO_LIMIT) -> str:
+    """An integer a caller sent, for a message: whole when it has at most ``limit``
+    digits, else its first ``limit`` digits, ``…`` and its count of digits (``100…
+    (5,001 digits)``). JSON's integers have no bound, and ``str`` refuses one past 4,300
+    digits (``sys.get_int_max_str_digits``), so no message formats one as it is."""
+    magnitude = abs(value)
+    # The digits of 2**(b-1) <= magnitude < 2**b: this estimate, or one more.
+    digits = int((max(magnitude.bit_length(), 1) - 1) * _LOG10_2) + 1
+    if magnitude >= 10**digits:
+        digits += 1
+    if digits <= limit:
+        return str(value)
+    head = magnitude // 10 ** (digits - limit)
+    return f"{'-' if value < 0 else ''}{head}… ({digits:,} digits)"
+
+
 PATH_ECHO_LIMIT = 8192
 """Most characters of a path an error message shows: twice ``PATH_MAX``, so a path any file
 system could take, or one just over its limit, shows whole."""

@@ -370,7 +370,9 @@ def test_worker_error_reaches_the_caller(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     result = grep(tmp_path, pattern=r"(o)\1", path="fifo")
     assert result.error_code == ErrorCode.TOOL_ERROR
-    assert result.error == "'fifo' is not a regular file; grep searches files and directories"
+    assert result.error == (
+        "fifo is a FIFO (named pipe), not a regular file; grep searches files and directories"
+    )
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@ call function that runs calls, and the ImportError that names a missing extra.""
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import sys
@@ -127,6 +128,29 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return utf8_safe(value.model_dump(mode="json"))
     return utf8_safe(to_jsonable_python(value))
+
+
+def item_object(item: Any, what: str, fields: str) -> dict[str, Any]:
+    """A provider's item (a tool_use block, a shell_call) as a dict: its JSON data, a
+    pydantic model (the SDK's type) dumped.
+
+    Raises:
+        ValueError: it is no object; the message names ``what`` it should be and its
+            ``fields`` (``The bash tool_use is str, not an object with id and input``).
+    """
+    data = jsonable(item)
+    if not isinstance(data, dict):
+        raise ValueError(f"The {what} is {type(item).__name__}, not an object with {fields}")
+    return data
+
+
+def seconds_of_ms(milliseconds: float) -> float:
+    """A timeout in milliseconds as seconds; one past what a float holds (JSON's integers
+    have no bound) is no limit, ``inf``, as the tools take it."""
+    try:
+        return milliseconds / 1000
+    except OverflowError:
+        return math.inf
 
 
 CallFunction = Callable[[Tool[Any], dict[str, Any], str, OnUpdate | None], Awaitable[ToolResult]]

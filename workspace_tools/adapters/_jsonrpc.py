@@ -88,7 +88,8 @@ def parse_message(data: bytes) -> tuple[Any, dict[str, Any] | None]:
     not JSON, ``NaN``/``Infinity`` (not JSON, though Python's parser takes them), or arrays
     and objects nested deeper than the parser recurses (``[[[[...]]]]``)."""
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_reject_constant), None
+        text = data.decode("utf-8")
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_integer), None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return None, error_response(None, types.PARSE_ERROR, f"Parse error: {exc}")
     except RecursionError:
@@ -122,6 +123,19 @@ def _json_kind(value: object) -> str:
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+def _integer(text: str) -> int:
+    """A JSON integer; Python reads one of at most ``sys.get_int_max_str_digits()`` digits
+    (4,300), and its own refusal speaks of a setting of this process."""
+    try:
+        return int(text)
+    except ValueError:
+        digits = len(text.lstrip("-"))
+        most = sys.get_int_max_str_digits()
+        raise ValueError(
+            f"a number has {digits:,} digits, more than the {most:,} this server reads"
+        ) from None
 
 
 def _validation_summary(exc: ValidationError) -> str:

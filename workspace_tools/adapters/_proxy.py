@@ -16,8 +16,9 @@ def proxy_tools(make_execute: Any, **options: Any) -> list[Tool[Any]]:
 
     ``options``: the :class:`WorkspaceOptions` that shape the argument models (as the
     remote workspace was made with). The copies have no timeout (the remote side keeps its
-    own), no ``cache_key`` (a local fingerprint cannot see remote files), no state and no
-    sandbox (the remote side has its own); ``invalidates_cache`` keeps the local answer.
+    own), no ``cache_key`` (a local fingerprint cannot see remote files), no state, no
+    sandbox (the remote side has its own) and no workspace (none is local);
+    ``invalidates_cache`` keeps the local answer.
     """
     # The local definitions need a directory; it only exists while they are built (their
     # execute is replaced, never run).
@@ -35,6 +36,9 @@ def proxy_tools(make_execute: Any, **options: Any) -> list[Tool[Any]]:
                 cache_key=None,
                 invalidates_cache=tool.invalidates,
                 sandbox=None,
+                # The template directory is gone: the tools work on no local workspace
+                # (a session's policy then places no absolute path; no checkpoints).
+                workspace=None,
             )
         )
     return out

@@ -21,7 +21,13 @@ from typing import Any
 
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import Tool
-from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable, model_text
+from workspace_tools.adapters._common import (
+    CallFunction,
+    invoke_call,
+    item_object,
+    model_text,
+    seconds_of_ms,
+)
 
 #: The tool definition: the API knows its schema and description.
 BASH_TOOL_TYPE = "bash_20250124"
@@ -45,7 +51,7 @@ def bash_arguments(tool_input: Mapping[str, Any]) -> dict[str, Any]:
     if timeout_ms is not None:
         number = isinstance(timeout_ms, (int, float)) and not isinstance(timeout_ms, bool)
         # Not a number: passed on as it is, for validation to refuse.
-        arguments["timeout"] = timeout_ms / 1000 if number else timeout_ms
+        arguments["timeout"] = seconds_of_ms(timeout_ms) if number else timeout_ms
     return arguments
 
 
@@ -85,9 +91,15 @@ async def call_anthropic_bash(
     :class:`ToolSession`'s policy and step record.
     """
     runner = call or invoke_call()
-    tool_use = jsonable(tool_use)
-    given = tool_use.get("input") or {}
+    try:
+        block = item_object(tool_use, "bash tool_use", "id and input")
+        if block.get("id") is None:
+            raise ValueError("The bash tool_use has no id")
+    except ValueError as exc:
+        # Nothing to run, and no id to answer to: an error the caller's loop can show.
+        return {"type": "tool_result", "tool_use_id": "", "content": str(exc), "is_error": True}
+    given = block.get("input") or {}
     # Input that is no object goes to the call as it came, for validation to refuse.
     arguments = bash_arguments(given) if isinstance(given, Mapping) else given
-    result = await runner(shell_tool, arguments, str(tool_use["id"]), None)
+    result = await runner(shell_tool, arguments, str(block["id"]), None)
     return anthropic_bash_result(result)

@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, shown_number
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.adapters._common import QUOTED_SPANS
@@ -309,18 +309,20 @@ def _view_range(view_range: list[int], count: int) -> tuple[int, int]:
             ErrorCode.INVALID_ARGUMENTS,
         )
     start, end = view_range
+    # Numbers of any size are quoted clipped (shown_number): JSON's have no bound.
+    given = f"[{shown_number(start)}, {shown_number(end)}]"
     if not 1 <= start <= max(count, 1):
         raise ToolError(
-            f"Error: Invalid `view_range`: {view_range}. Its first element `{start}` should be "
-            f"within the range of lines of the file: [1, {count}]",
+            f"Error: Invalid `view_range`: {given}. Its first element `{shown_number(start)}` "
+            f"should be within the range of lines of the file: [1, {count}]",
             ErrorCode.INVALID_ARGUMENTS,
         )
     if end == -1:
         return start, count
     if end < start or end > count:
         raise ToolError(
-            f"Error: Invalid `view_range`: {view_range}. Its second element `{end}` should be "
-            f"-1 or within [{start}, {count}]",
+            f"Error: Invalid `view_range`: {given}. Its second element `{shown_number(end)}` "
+            f"should be -1 or within [{start}, {count}]",
             ErrorCode.INVALID_ARGUMENTS,
         )
     return start, end
@@ -334,8 +336,10 @@ def _clip(text: str, limit: int | None) -> str:
 
 def _listing(workspace: Workspace, resolved: ResolvedPath) -> list[str]:
     """Entries two levels deep under the directory, hidden ones left out, read by fd
-    without following any symlink; paths as the directory's relative path shows them."""
-    rel = "" if resolved.rel == "." else resolved.rel
+    without following any symlink; paths under the directory's real location (a link to
+    it in the root is resolved first, as list_files does)."""
+    real = workspace.rel(resolved.real)
+    rel = "" if real == "." else real
     out: list[str] = []
     try:
         fd = open_dir(str(workspace.root), rel)
@@ -518,8 +522,8 @@ def _insert(
     lines = split_lines(current.text)
     if not 0 <= args.insert_line <= len(lines):
         raise ToolError(
-            f"Error: Invalid `insert_line` parameter: {args.insert_line}. It should be within "
-            f"the range of lines of the file: [0, {len(lines)}]",
+            f"Error: Invalid `insert_line` parameter: {shown_number(args.insert_line)}. It "
+            f"should be within the range of lines of the file: [0, {len(lines)}]",
             ErrorCode.INVALID_ARGUMENTS,
         )
     block = convert_newlines(added, current.newline)

@@ -28,7 +28,8 @@ import logging
 import math
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -234,12 +235,58 @@ def _progress_notification(
     return types.ServerNotification(types.ProgressNotification(params=params))
 
 
+MAX_RUNNING_CALLS = 16
+"""Most ``tools/call`` requests of one MCP session that run at once; more wait their turn."""
+
+MAX_WAITING_CALLS = 48
+"""Most ``tools/call`` requests of one MCP session that wait for a turn; one more is
+answered at once with an error result (``isError``), unrun: a client cannot make the
+server start thousands of calls, nor hold thousands waiting."""
+
+
+class _CallLimit:
+    """The turns of one MCP session's calls: ``running`` at once, ``waiting`` more queued
+    in arrival order (anyio's semaphore is fair)."""
+
+    def __init__(self, running: int, waiting: int) -> None:
+        self.turns = anyio.Semaphore(running)
+        self.running = running
+        self.waiting = waiting
+        self.queued = 0
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[bool]:
+        """Yields ``True`` once the call may run, ``False`` at once when the queue is full
+        (the call must not run)."""
+        if self.turns.value == 0 and self.queued >= self.waiting:
+            yield False
+            return
+        self.queued += 1
+        try:
+            await self.turns.acquire()
+        finally:
+            self.queued -= 1
+        try:
+            yield True
+        finally:
+            self.turns.release()
+
+    def refusal(self) -> str:
+        return (
+            f"Too many calls at once: this MCP session runs {self.running} calls and queues "
+            f"{self.waiting} more, and both are full; this call was not run. Wait for answers "
+            "to the calls already sent, then send it again"
+        )
+
+
 def create_server(
     tools: Sequence[Tool[Any]],
     *,
     call: CallFunction | None = None,
     name: str = "workspace-tools",
     instructions: str | None = None,
+    max_running_calls: int = MAX_RUNNING_CALLS,
+    max_waiting_calls: int = MAX_WAITING_CALLS,
 ) -> Server[Any, Any]:
     """A low-level MCP :class:`Server` exposing ``tools``.
 
@@ -248,14 +295,22 @@ def create_server(
         call: how a call runs; :func:`invoke_call` without a sandbox by default.
         name: the server name sent at initialisation.
         instructions: text the client may show the model about the server.
+        max_running_calls: most calls of one MCP session (one stdio client, one HTTP
+            session) that run at once; the next ones wait their turn, in order.
+        max_waiting_calls: most calls of one session that wait; one more gets an error
+            result at once (``isError``, ``errorCode`` ``TOOL_ERROR``) and never runs.
 
     Arguments are validated by each tool's pydantic model (an invalid call is a result with
     ``isError`` and ``errorCode`` ``INVALID_ARGUMENTS``), not by the SDK, so the model gets
     the same message as everywhere else.
     """
+    if max_running_calls < 1 or max_waiting_calls < 0:
+        raise ValueError("max_running_calls must be at least 1, max_waiting_calls at least 0")
     by_name = {t.name: t for t in tools}
     run = call or invoke_call()
     server: Server[Any, Any] = Server(name, version=__version__, instructions=instructions)
+    # Per MCP session (the SDK makes one ServerSession per client), gone with it.
+    limits: weakref.WeakKeyDictionary[Any, _CallLimit] = weakref.WeakKeyDictionary()
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
@@ -293,7 +348,24 @@ def create_server(
                 # the stream, so the progress task sends what is left before the result.
             return result
 
-        result = await _unless_disconnected(_disconnected(ctx.request), run_call)
+        limit = limits.get(ctx.session)
+        if limit is None:
+            limit = limits[ctx.session] = _CallLimit(max_running_calls, max_waiting_calls)
+
+        async def run_in_turn() -> ToolResult:
+            async with limit.turn() as allowed:
+                if allowed:
+                    return await run_call()
+            return ToolResult(
+                call_id=call_id,
+                name=tool_name,
+                arguments=arguments,
+                error=limit.refusal(),
+                error_code=ErrorCode.TOOL_ERROR,
+            )
+
+        # A call waiting for its turn whose client went away stops waiting, too.
+        result = await _unless_disconnected(_disconnected(ctx.request), run_in_turn)
         if result is None:
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text="The client disconnected")],

@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 from workspace_tools import __version__
+from workspace_tools._errors import ECHO_LIMIT, clipped
 from workspace_tools.adapters._common import missing_extra
 
 try:
@@ -275,12 +276,13 @@ def parse_address(address: str) -> tuple[str, int]:
     Raises:
         ValueError: no port, or a port that is not 0-65535.
     """
+    shown = clipped(address, ECHO_LIMIT)
     host, sep, port = address.rpartition(":")
     if not sep or not host:
-        raise ValueError(f"--http {address}: give HOST:PORT, e.g. 127.0.0.1:8765")
+        raise ValueError(f"--http {shown}: give HOST:PORT, e.g. 127.0.0.1:8765")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--http {address}: the port must be a number from 0 to 65535")
+        raise ValueError(f"--http {shown}: the port must be a number from 0 to 65535")
     return host, int(port)
 
 

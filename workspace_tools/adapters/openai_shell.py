@@ -38,7 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from workspace_tools._errors import ErrorCode
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import Tool
-from workspace_tools.adapters._common import CallFunction, invoke_call, jsonable, model_text
+from workspace_tools.adapters._common import (
+    CallFunction,
+    invoke_call,
+    item_object,
+    model_text,
+    seconds_of_ms,
+)
 from workspace_tools.session._pipeline import format_validation_error
 
 #: Exit code of a command that could not run (the shell's "cannot execute").
@@ -93,29 +99,39 @@ async def call_openai_shell(
     :class:`ToolSession`'s policy and step record.
     """
     runner = call or invoke_call()
-    item = jsonable(item)
-    call_id = str(item.get("call_id") or item.get("id"))
     try:
-        action = ShellAction.model_validate(item.get("action") or {})
+        data = item_object(item, "shell_call", "call_id and action")
+        if data.get("call_id") is None and data.get("id") is None:
+            raise ValueError("The shell_call has no call_id")
+    except ValueError as exc:
+        return _refused("", str(exc))
+    call_id = str(data.get("call_id") or data.get("id"))
+    try:
+        action = ShellAction.model_validate(data.get("action") or {})
     except ValidationError as exc:
-        refused = {
-            "stdout": "",
-            "stderr": format_validation_error("shell_call", exc),
-            "outcome": {"type": "exit", "exit_code": NOT_RUN_EXIT_CODE},
-        }
-        return {"type": "shell_call_output", "call_id": call_id, "output": [refused]}
+        return _refused(call_id, format_validation_error("shell_call", exc))
     limit = action.max_output_length
     outputs = []
     for index, command in enumerate(action.commands):
         arguments: dict[str, Any] = {"command": command}
         if action.timeout_ms is not None:
-            arguments["timeout"] = action.timeout_ms / 1000
+            arguments["timeout"] = seconds_of_ms(action.timeout_ms)
         result = await runner(shell_tool, arguments, f"{call_id}:{index}", None)
         outputs.append(_shell_output(result, limit))
     answer: dict[str, Any] = {"type": "shell_call_output", "call_id": call_id, "output": outputs}
     if limit is not None:
         answer["max_output_length"] = limit
     return answer
+
+
+def _refused(call_id: str, why: str) -> dict[str, Any]:
+    """The ``shell_call_output`` of a call that did not run: ``why`` as its stderr."""
+    refused = {
+        "stdout": "",
+        "stderr": why,
+        "outcome": {"type": "exit", "exit_code": NOT_RUN_EXIT_CODE},
+    }
+    return {"type": "shell_call_output", "call_id": call_id, "output": [refused]}
 
 
 def _shell_output(result: ToolResult, limit: int | None) -> dict[str, Any]:
@@ -177,7 +193,12 @@ async def call_local_shell(
     ``run_command_tool`` in the workspace ``root`` and return the ``local_shell_call_output``
     item (see the module docstring)."""
     runner = call or invoke_call()
-    item = jsonable(item)
+    try:
+        item = item_object(item, "local_shell_call", "call_id and action")
+        if item.get("call_id") is None and item.get("id") is None:
+            raise ValueError("The local_shell_call has no call_id")
+    except ValueError as exc:
+        return _local_output({"call_id": ""}, str(exc), NOT_RUN_EXIT_CODE, 0.0)
     try:
         action = LocalShellAction.model_validate(item.get("action") or {})
     except ValidationError as exc:
@@ -202,7 +223,7 @@ async def call_local_shell(
     if action.working_directory:
         arguments["cwd"] = _relative(action.working_directory, Path(root))
     if timeout_ms is not None:
-        arguments["timeout"] = timeout_ms / 1000
+        arguments["timeout"] = seconds_of_ms(timeout_ms)
     result = await runner(run_command_tool, arguments, call_id, None)
     seconds = result.duration_ms / 1000
     details = result.details
@@ -252,7 +273,7 @@ def _local_output(
     }
     return {
         "type": "local_shell_call_output",
-        "id": str(item.get("call_id") or item.get("id")),
+        "id": str(item.get("call_id") or item.get("id") or ""),
         "output": json.dumps(payload, ensure_ascii=False),
         "status": "completed",
     }

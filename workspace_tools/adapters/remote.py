@@ -9,13 +9,16 @@ calls. So :func:`invoke_tool`, :class:`ToolSession` and the adapters run them un
 
 Failures of the connection are results, never hangs: a server that cannot be reached, a
 connection lost mid-call or no answer within ``call_timeout`` give ``WORKSPACE_UNAVAILABLE``
-(a refused token ``PERMISSION_DENIED``). Only read-only tools are retried (``retries``
-times): repeating a write whose first attempt may have landed is not safe.
+(a refused token ``PERMISSION_DENIED``), and so does a server stalled mid-reply (at
+``call_timeout``) or a reply over ``max_reply_bytes`` (not read further: the client never
+buffers more). Only read-only tools are retried (``retries`` times): repeating a write
+whose first attempt may have landed is not safe; nor is a reply over the cap asked again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -33,9 +36,9 @@ import anyio.to_thread
 import sniffio
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
 from workspace_tools._output import ImagePart, TextPart, ToolContent, ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext
 from workspace_tools.adapters._common import missing_extra
@@ -61,6 +64,12 @@ ANSWER_GRACE = 5.0
 carries it has ended; after that the connection was lost before the answer."""
 
 
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+"""Most bytes one message from the server may be (a JSON body, or one event of an SSE
+stream): the largest file a workspace reads whole, by default. A reply over it is not
+read further (``WORKSPACE_UNAVAILABLE`` naming its size and the cap), so a hostile or
+broken server cannot make the client buffer without bound."""
+
 _CALL_KEY = META_PREFIX + "call"
 """The ``_meta`` key naming a call, so that the transport can tell which call's stream ended
 and learn its JSON-RPC id (for ``notifications/cancelled``)."""
@@ -70,41 +79,100 @@ _SESSION_TERMINATED = 32600
 
 
 class _Watch:
-    """What the transport learns of one call: its JSON-RPC ``request_id`` once posted, and
-    ``ended`` once the HTTP stream that carries its answer closed or failed."""
+    """What the transport learns of one call: its JSON-RPC ``request_id`` once posted,
+    ``ended`` once the HTTP stream that carries its answer closed or failed, and
+    ``refused``, why its answer was not read (over the cap)."""
 
     def __init__(self) -> None:
         self.ended = anyio.Event()
         self.request_id: int | str | None = None
+        self.refused: str | None = None
 
 
-class _EndSignal(httpx.AsyncByteStream):
-    """A response body that sets ``ended`` once it is closed or fails."""
+class _ReplyTooLarge(Exception):
+    """A message from the server over the cap; raised in the response's stream, so that
+    the SDK stops reading it."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, ended: anyio.Event) -> None:
+
+class _Reply(httpx.AsyncByteStream):
+    """A response body read at most ``limit`` bytes a message: the whole body, or for an
+    SSE stream (``events``) each event, counted from the blank line that ends the one
+    before. Past the limit, or at once when its ``Content-Length`` (``declared``) is over
+    it, it fails (:class:`_ReplyTooLarge`, which the SDK takes as a reply it could not
+    read) and calls ``refuse`` with why; a call's body (``ended`` given) sets it once
+    closed or failed."""
+
+    def __init__(
+        self,
+        inner: httpx.AsyncByteStream,
+        limit: int,
+        *,
+        declared: int | None,
+        events: bool,
+        refuse: Callable[[str], None],
+        ended: anyio.Event | None = None,
+    ) -> None:
         self._inner = inner
+        self._limit = limit
+        self._declared = declared
+        self._events = events
+        self._refuse = refuse
         self._ended = ended
 
     async def __aiter__(self) -> Any:
+        pending = 0  # bytes of the message not yet ended
+        tail = b""  # the end of the last chunk, where a blank line may begin
         try:
+            if self._declared is not None and self._declared > self._limit:
+                why = (
+                    f"its answer is {self._declared:,} bytes long, over the {self._limit:,} "
+                    "bytes a reply may be (max_reply_bytes); it was not read"
+                )
+                self._refuse(why)
+                raise _ReplyTooLarge(why)
             async for chunk in self._inner:
+                pending += len(chunk)
+                if self._events:
+                    seen = tail + chunk
+                    ends = [at + len(sep) for sep in _EVENT_ENDS if (at := seen.rfind(sep)) >= 0]
+                    if ends:
+                        pending = len(seen) - max(ends)
+                    tail = seen[-3:]
+                if pending > self._limit:
+                    why = (
+                        f"its answer passed the {self._limit:,} bytes a reply may be "
+                        "(max_reply_bytes); it was not read further"
+                    )
+                    self._refuse(why)
+                    raise _ReplyTooLarge(why)
                 yield chunk
         finally:
-            self._ended.set()
+            if self._ended is not None:
+                self._ended.set()
 
     async def aclose(self) -> None:
-        self._ended.set()
+        if self._ended is not None:
+            self._ended.set()
         await self._inner.aclose()
+
+
+_EVENT_ENDS = (b"\n\n", b"\r\r", b"\r\n\r\n")
+"""How an SSE event ends: a blank line, in any of the three line ends."""
 
 
 class _CallStreamWatch(httpx.AsyncBaseTransport):
     """The HTTP transport, noting for each ``tools/call`` POST its JSON-RPC id and when its
     stream ends: the SDK's client keeps waiting when a stream ends without the answer (a
-    server that shut down or died), so the caller must know."""
+    server that shut down or died), so the caller must know. Every response is read at
+    most ``limit`` bytes a message (:class:`_Reply`); ``refused`` hears why one was not."""
 
-    def __init__(self, watches: dict[str, _Watch]) -> None:
+    def __init__(
+        self, watches: dict[str, _Watch], limit: int, refused: Callable[[str], None]
+    ) -> None:
         self._inner = httpx.AsyncHTTPTransport()
         self._watches = watches
+        self._limit = limit
+        self._refused = refused
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         watch = self._watch(request)
@@ -114,8 +182,24 @@ class _CallStreamWatch(httpx.AsyncBaseTransport):
             if watch is not None:
                 watch.ended.set()
             raise
-        if watch is not None and isinstance(response.stream, httpx.AsyncByteStream):
-            response.stream = _EndSignal(response.stream, watch.ended)
+        stream = response.stream
+        if not isinstance(stream, httpx.AsyncByteStream):
+            return response
+
+        def refuse(why: str) -> None:
+            if watch is not None:
+                watch.refused = why
+            self._refused(why)
+
+        length = response.headers.get("content-length", "")
+        response.stream = _Reply(
+            stream,
+            self._limit,
+            declared=int(length) if length.isdigit() else None,
+            events=response.headers.get("content-type", "").startswith("text/event-stream"),
+            refuse=refuse,
+            ended=watch.ended if watch is not None else None,
+        )
         return response
 
     def _watch(self, request: httpx.Request) -> _Watch | None:
@@ -134,11 +218,13 @@ class _CallStreamWatch(httpx.AsyncBaseTransport):
 
 class _Unavailable(Exception):
     """The server could not be reached, or the connection was lost mid-call; ``sent``:
-    whether the call had been sent (else it certainly did not run)."""
+    whether the call had been sent (else it certainly did not run); ``retry``: whether
+    sending it again may help (not when its answer was over the cap)."""
 
-    def __init__(self, message: str, sent: bool = True) -> None:
+    def __init__(self, message: str, sent: bool = True, *, retry: bool = True) -> None:
         super().__init__(message)
         self.sent = sent
+        self.retry = retry
 
 
 class _SessionLost(Exception):
@@ -153,11 +239,27 @@ class _Connection:
     """One MCP session over streamable HTTP, held open by :meth:`hold`, a task of the
     link's event loop, until ``stop`` is set or its transport fails (then ``error``)."""
 
-    def __init__(self, url: str, token: str, connect_timeout: float, call_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        connect_timeout: float,
+        call_timeout: float,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+    ) -> None:
         self.url = url
         self._token = token
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        self.max_reply_bytes = max_reply_bytes
+        # Why the last reply over the cap was not read; set when one was.
+        self.refused: str | None = None
+        self._oversized = anyio.Event()
+        # When and why the SDK could not read replies (not JSON-RPC), not yet claimed by a
+        # call whose answer stream ended without its answer; ``_garbled_news`` is set at
+        # each. Bounded: a server may send garbage no call claims (on its GET stream).
+        self._garbled: collections.deque[tuple[float, str]] = collections.deque(maxlen=16)
+        self._garbled_news = anyio.Event()
         self.session: ClientSession | None = None
         self.error: Exception | None = None
         self.stop = anyio.Event()
@@ -175,7 +277,7 @@ class _Connection:
                 httpx.AsyncClient(
                     headers=headers,
                     timeout=httpx.Timeout(self.connect_timeout, read=self.call_timeout),
-                    transport=_CallStreamWatch(self._watches),
+                    transport=_CallStreamWatch(self._watches, self.max_reply_bytes, self._refuse),
                 ) as client,
                 streamable_http_client(self.url, http_client=client) as (read, write, _),
                 ClientSession(
@@ -185,7 +287,13 @@ class _Connection:
                     message_handler=self._on_message,
                 ) as session,
             ):
-                await session.initialize()
+                # An answer to initialize over the cap ends the opening at once.
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_cancel_when, self._oversized, tg.cancel_scope)
+                    await session.initialize()
+                    tg.cancel_scope.cancel()
+                if self._oversized.is_set():
+                    raise _ReplyTooLarge(self.refused)
                 self.session = session
                 started = True
                 task_status.started()
@@ -197,7 +305,21 @@ class _Connection:
             if not started:
                 task_status.started()
 
+    def _refuse(self, why: str) -> None:
+        self.refused = why
+        self._oversized.set()
+
     async def _on_message(self, message: Any) -> None:
+        if isinstance(message, _ReplyTooLarge):
+            return  # its call knows already (``_Watch.refused``)
+        if isinstance(message, Exception):
+            # A reply the SDK could not read (it names no request): the call whose stream
+            # ended without its answer claims it (``_claim_garbled``).
+            why = f"its answer could not be read ({_reason(message)})"
+            self._garbled.append((anyio.current_time(), why))
+            self._garbled_news.set()
+            self._garbled_news = anyio.Event()
+            return
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ProgressNotification
         ):
@@ -236,13 +358,15 @@ class _Connection:
             )
         )
         answer: list[types.CallToolResult] = []
-        failed: list[Exception] = []
+        failed: list[McpError] = []
+        sent_at = anyio.current_time()
 
         async def unanswered(scope: anyio.CancelScope) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_cancel_when, self.gone, scope)
                 await watch.ended.wait()
-                await anyio.sleep(ANSWER_GRACE)
+                if watch.refused is None:  # an answer refused will not come
+                    await self._claim_garbled(watch, sent_at)
                 scope.cancel()
 
         try:
@@ -259,6 +383,8 @@ class _Connection:
                         )
                     except McpError as exc:
                         failed.append(exc)
+                    except ValidationError as exc:  # JSON-RPC, but no tools/call result
+                        watch.refused = f"its answer is not a tools/call result ({_reason(exc)})"
                     tg.cancel_scope.cancel()
         except TimeoutError:
             await self._cancel(watch)
@@ -274,13 +400,40 @@ class _Connection:
             self._progress.pop(marker, None)
         if answer:
             return answer[0]
+        if watch.refused is not None:
+            raise _Unavailable(watch.refused, retry=False)
         if failed and failed[0].error.code == _SESSION_TERMINATED:
             raise _SessionLost(failed[0].error.message)
+        if failed and failed[0].error.code == httpx.codes.REQUEST_TIMEOUT:
+            # The SDK's own wait ran out (a server stalled mid-reply, or slow).
+            await self._cancel(watch)
+            raise _Unavailable(
+                f"no answer within {self.call_timeout:g} s", watch.request_id is not None
+            )
         if self.error is not None:
             raise _failure(self.error, watch.request_id is not None)
-        if failed and not watch.ended.is_set():
-            raise failed[0]
+        if failed:
+            error = failed[0].error
+            raise ToolError(
+                f"The workspace server answered the call with JSON-RPC error {error.code}: "
+                f"{clipped(error.message, ECHO_LIMIT)}",
+                ErrorCode.TOOL_ERROR,
+            )
         raise _Unavailable("the connection closed before the answer came")
+
+    async def _claim_garbled(self, watch: _Watch, since: float) -> None:
+        """Once ``watch``'s stream ended without its answer: take the first reply the SDK
+        could not read since the call was sent (``since``), if one comes within
+        :data:`ANSWER_GRACE` (it is reported before the stream closes, so it is this call's,
+        or one of calls that ended alike)."""
+        with anyio.move_on_after(ANSWER_GRACE):
+            while True:
+                while self._garbled and self._garbled[0][0] < since:
+                    self._garbled.popleft()  # older than the call: not its answer
+                if self._garbled:
+                    watch.refused = self._garbled.popleft()[1]
+                    return
+                await self._garbled_news.wait()
 
     async def _cancel(self, watch: _Watch) -> None:
         """Tell the server to stop a call it may be running (its command's processes)."""
@@ -310,8 +463,15 @@ class _Link:
     the first call and stopped by :meth:`close`. It refers to no :class:`RemoteWorkspace`,
     so that a workspace nobody holds is collected (and its link closed)."""
 
-    def __init__(self, url: str, token: str, connect_timeout: float, call_timeout: float) -> None:
-        self._settings = (url, token, connect_timeout, call_timeout)
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        connect_timeout: float,
+        call_timeout: float,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+    ) -> None:
+        self._settings = (url, token, connect_timeout, call_timeout, max_reply_bytes)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._portal: BlockingPortal | None = None
@@ -440,7 +600,10 @@ class RemoteWorkspace:
             (waiting 0.2 s, 0.4 s, ...); a writing call never is.
         connect_timeout: seconds to connect, and for every HTTP request but the answer.
         call_timeout: seconds a call's answer may take before the call is given up
-            (``WORKSPACE_UNAVAILABLE``).
+            (``WORKSPACE_UNAVAILABLE``), a server that stalls mid-reply included.
+        max_reply_bytes: most bytes one message from the server may be
+            (:data:`MAX_REPLY_BYTES`); an answer over it is not read further and the call
+            is ``WORKSPACE_UNAVAILABLE`` naming its size and the cap, not retried.
         **options: :class:`WorkspaceOptions` fields the server was started with that
             shape the arguments (``read_limit`` is the default of ``read_file``'s
             ``limit``); the server applies its own in any case.
@@ -460,13 +623,15 @@ class RemoteWorkspace:
         retries: int = 2,
         connect_timeout: float = CONNECT_TIMEOUT,
         call_timeout: float = CALL_TIMEOUT,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
         **options: Any,
     ) -> None:
         self.url = url
         self.retries = retries
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
-        self._link = _Link(url, token, connect_timeout, call_timeout)
+        self.max_reply_bytes = max_reply_bytes
+        self._link = _Link(url, token, connect_timeout, call_timeout, max_reply_bytes)
         self._finalizer = weakref.finalize(self, self._link.close)
         self.tools: list[Tool[Any]] = proxy_tools(self._execute, **options)
 
@@ -514,11 +679,11 @@ class RemoteWorkspace:
                     return _output(await self._call(name, arguments, context))
                 except _Unavailable as exc:
                     attempt += 1
-                    if attempt < attempts:
+                    if attempt < attempts and exc.retry:
                         await anyio.sleep(0.2 * 2 ** (attempt - 1))
                         continue
                     raise ToolError(
-                        _unavailable_text(self.url, exc, attempts, read_only),
+                        _unavailable_text(self.url, exc, attempt, read_only),
                         ErrorCode.WORKSPACE_UNAVAILABLE,
                     ) from None
 
@@ -558,17 +723,17 @@ class RemoteWorkspace:
             raise _Unavailable("the workspace was closed during the call") from None
 
 
-def _unavailable_text(url: str, exc: _Unavailable, attempts: int, read_only: bool) -> str:
+def _unavailable_text(url: str, exc: _Unavailable, tried: int, read_only: bool) -> str:
     """What the model reads when the server could not answer: why, how often it was tried,
     and whether the call may have run (a write that may have landed must be checked)."""
-    tried = f" (tried {attempts} times)" if attempts > 1 else ""
+    times = f" (tried {tried} times)" if tried > 1 else ""
     if not exc.sent:
         outcome = "; the call did not run"
     elif read_only:
         outcome = ""
     else:
         outcome = "; the call may or may not have run: check first"
-    return f"The workspace server at {url} is unavailable{tried}: {exc}{outcome}"
+    return f"The workspace server at {url} is unavailable{times}: {exc}{outcome}"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -602,8 +767,29 @@ def _failure(exc: Exception, sent: bool) -> Exception:
     return _Unavailable(str(first) or type(first).__name__, sent)
 
 
+def _reason(exc: Exception) -> str:
+    """One short line on why a reply could not be read: a validation error's first
+    problem (``content: Input should be a valid list``), else the exception's text."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        said = f"{where}: {first['msg']}" if where else first["msg"]
+    else:
+        # The SDK appends the message's repr to some ("unknown request ID: SessionMessage(").
+        said = (str(exc) or type(exc).__name__).partition(": SessionMessage(")[0]
+    return clipped(said.splitlines()[0] if said else said, ECHO_LIMIT)
+
+
 def _presentation(value: Any) -> ToolPresentation | None:
-    return ToolPresentation.model_validate(value) if isinstance(value, dict) else None
+    """The presentation under ``_meta``; ``None`` when absent or not one (it is for the
+    application only: a broken one leaves the result without one, as a local call's
+    presentation function that raises does)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return ToolPresentation.model_validate(value)
+    except ValidationError:
+        return None
 
 
 def _text(blocks: Sequence[Any]) -> str:
@@ -627,7 +813,11 @@ def _output(result: types.CallToolResult) -> ToolOutput:
     if META_PREFIX + "content" in meta:
         content = meta[META_PREFIX + "content"]
         if isinstance(content, dict) and content.get("type") == "tool-content":
-            content = ToolContent.model_validate(content)
+            try:
+                content = ToolContent.model_validate(content)
+            except ValidationError as exc:
+                why = f"its answer's content is not valid ({_reason(exc)})"
+                raise _Unavailable(why, retry=False) from None
     elif result.structuredContent is not None:
         content = result.structuredContent
     elif meta.get(META_PREFIX + "contentType") == "tool-content":

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TextIO
@@ -15,7 +16,7 @@ import anyio
 
 from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools import __version__
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
 from workspace_tools._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -197,7 +198,8 @@ def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
     for given, path in zip(args.deny_read or [], denied, strict=True):
         if not os.path.lexists(path):
             raise UsageError(
-                f"--deny-read {given}: {path} does not exist, so there is nothing to hide "
+                f"--deny-read {clipped(given)}: {clipped(path)} does not exist, so there is "
+                "nothing to hide "
                 "(a relative path is taken from --root)"
             )
     return {"read_denied": denied, "allow_read": [absolute(p) for p in args.allow_read or []]}
@@ -242,7 +244,7 @@ def _workspace_tools(
     try:
         tools = workspace_tools(root, sandbox=sandbox)
     except NotADirectoryError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(clipped(str(exc))) from exc
     return [t for t in tools if t.read_only] if read_only else tools
 
 
@@ -297,7 +299,7 @@ def _mcp_server(args: argparse.Namespace, owned: contextlib.ExitStack) -> Any:
     try:
         workspace = Workspace(args.root)
     except NotADirectoryError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(clipped(str(exc))) from exc
     try:
         checkpoints = (
             Checkpoints(workspace, directory=args.checkpoint_dir, keep=bool(args.checkpoint_dir))
@@ -437,7 +439,8 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         try:
             sock = owned.enter_context(bind(host, port))
         except OSError as exc:
-            message = f"--http {args.http}: cannot listen there: {exc.strerror or exc}"
+            shown = clipped(args.http, ECHO_LIMIT)
+            message = f"--http {shown}: cannot listen there: {exc.strerror or exc}"
             raise UsageError(message) from exc
         out.write(f"serving {mcp_url(sock)}\n")
         if token is None:
@@ -460,15 +463,36 @@ def run_schema(args: argparse.Namespace, out: TextIO) -> int:
 def run_demo(args: argparse.Namespace, out: TextIO) -> int:
     """The ``demo`` subcommand: drive every tool over a copy of a project."""
     if args.root is not None and not os.path.isdir(args.root):
-        raise UsageError(f"--root is not a directory: {args.root}")
+        raise UsageError(f"--root is not a directory: {clipped(args.root)}")
     return play_demo(args.root, out)
 
 
+_QUOTED = re.compile(r"'([^']*)'")
+_LONG_WORD = re.compile(rf"(?<!\S)[^\s']{{{ECHO_LIMIT + 1},}}")
+
+
+def clip_echoes(message: str) -> str:
+    """``message`` (argparse's, which quotes what was typed whole: ``invalid choice: 'x'``)
+    with each quoted value over :data:`ECHO_LIMIT` characters cut as :func:`as_typed` cuts
+    it, and each other word over it cut to its head and its length (``xxx… (N
+    characters)``): a 100 KB argument must not come back whole."""
+
+    def quoted(match: re.Match[str]) -> str:
+        return as_typed(match[1])
+
+    def word(match: re.Match[str]) -> str:
+        text = match[0]
+        return f"{text[:ECHO_LIMIT]}… ({len(text):,} characters)"
+
+    return _LONG_WORD.sub(word, _QUOTED.sub(quoted, message))
+
+
 class _Parser(argparse.ArgumentParser):
-    """Reports a bad command line in one line (no usage dump) with exit code 2."""
+    """Reports a bad command line in one line (no usage dump) with exit code 2; what the
+    user typed is echoed clipped (:func:`clip_echoes`)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {clip_echoes(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from wcmatch import glob as wcglob
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.workspace import ResolvedPath, Workspace
-from workspace_tools.workspace._files import open_dir, os_error
+from workspace_tools.workspace._files import open_dir, os_error, special_kind
 from workspace_tools.workspace._near_miss import not_found_hint
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
@@ -73,7 +73,8 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
     is_dir = stat.S_ISDIR(st.st_mode)
     if need_dir and not is_dir:
         raise ToolError(
-            f"Path {path!r} is a file, not a directory; pass its directory instead",
+            f"Path {path!r} is {special_kind(st.st_mode) or 'a file'}, not a directory; "
+            "pass its directory instead",
             ErrorCode.NOT_A_DIRECTORY,
         )
     rel = "" if resolved.rel == "." else resolved.rel

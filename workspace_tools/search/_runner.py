@@ -192,9 +192,8 @@ class GrepRun:
                     self.add(rel, data, fd)
         except ToolError as exc:
             if exc.code is ErrorCode.TOOL_ERROR and str(exc).endswith("not a regular file"):
-                raise ToolError(
-                    f"{rel!r} is not a regular file; grep searches files and directories"
-                ) from None
+                # Its kind named, as read_file names it.
+                raise ToolError(f"{exc.message}; grep searches files and directories") from None
             raise
 
     def add(self, rel: str, data: bytes, fd: int | None = None) -> None:

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.session._encodable import Encodable
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._manifest import (
@@ -146,12 +146,15 @@ class RestoreResult(Encodable):
 
 @dataclass
 class StepCheckpoint:
-    """What one writing step changed: ``path -> (before, after)``, and the paths a restore
-    has brought back since (they are not restored twice)."""
+    """What one writing step changed: ``path -> (before, after)``, the paths a restore
+    has brought back since (they are not restored twice), and those a restore found not
+    restorable and ``left`` as they are (an undo passes over them to the step before; a
+    restore of the step tries them again)."""
 
     step: int
     changes: dict[str, Change]
     undone: set[str] = field(default_factory=set)
+    left: set[str] = field(default_factory=set)
 
 
 class Checkpoints:
@@ -211,28 +214,29 @@ class Checkpoints:
             NotADirectoryError: the recorded workspace root is gone.
         """
         path = Path(directory)
+        shown = clipped(str(path))
         try:
             text = (path / RECORD).read_bytes()
         except FileNotFoundError:
-            raise ValueError(f"no checkpoints recorded in {path}") from None
+            raise ValueError(f"no checkpoints recorded in {shown}") from None
         except OSError as exc:
             cause = exc.strerror or str(exc)
-            raise ValueError(f"cannot read the checkpoint record in {path}: {cause}") from None
+            raise ValueError(f"cannot read the checkpoint record in {shown}: {cause}") from None
         try:
             # json, not pydantic's parser: names that are not UTF-8 are kept as lone
             # surrogates (surrogateescape), which pydantic's JSON parser refuses.
             loaded = json.loads(text)
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"the checkpoint record in {path} is damaged: {exc}") from None
+            raise ValueError(f"the checkpoint record in {shown} is damaged: {exc}") from None
         if not isinstance(loaded, dict) or loaded.get("version") != RECORD_VERSION:
-            raise ValueError(f"the checkpoint record in {path} is not of version {RECORD_VERSION}")
+            raise ValueError(f"the checkpoint record in {shown} is not of version {RECORD_VERSION}")
         try:
             record = _Record.model_validate(loaded)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()[:3]
             )
-            raise ValueError(f"the checkpoint record in {path} is damaged: {problems}") from None
+            raise ValueError(f"the checkpoint record in {shown} is damaged: {problems}") from None
         checkpoints = cls(Workspace(record.root), directory=path, keep=True)
         checkpoints._steps = [
             StepCheckpoint(item.step, dict(item.changes), set(item.undone)) for item in record.steps
@@ -291,9 +295,10 @@ class Checkpoints:
         return self._before is not None
 
     def last_step(self) -> int | None:
-        """The last step with a change not yet restored, or ``None``."""
+        """The last step with a change not yet restored nor left as not restorable, or
+        ``None``."""
         for checkpoint in reversed(self._steps):
-            if set(checkpoint.changes) - checkpoint.undone:
+            if set(checkpoint.changes) - checkpoint.undone - checkpoint.left:
                 return checkpoint.step
         return None
 
@@ -376,6 +381,8 @@ class Checkpoints:
             for index, path in owners:
                 if path not in kept:
                     self._steps[index].undone.add(path)
+                else:
+                    self._steps[index].left.add(path)
             for path, target in plan.items():
                 self._seen[path] = target
             self._save()

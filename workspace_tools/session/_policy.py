@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from wcmatch import glob as wcglob
 
-from workspace_tools._errors import ToolError
+from workspace_tools._errors import ECHO_LIMIT, ToolError, clipped, echoed
 from workspace_tools._tool import Tool
 from workspace_tools.workspace import Workspace
 
@@ -20,10 +20,14 @@ Decision = Literal["allow", "deny", "ask"]
 _GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.BRACE
 
 
-def as_typed(text: str) -> str:
+def as_typed(text: str, limit: int = ECHO_LIMIT) -> str:
     """``text`` in single quotes as the user typed it: ``repr`` would double each backslash
-    of a regex (``\\brm\\b``), which the user then cannot recognise or copy back."""
-    return f"'{text}'"
+    of a regex (``\\brm\\b``), which the user then cannot recognise or copy back. Over
+    ``limit`` characters, its first ``limit`` with ``…`` before the closing quote and its
+    length after (``'xxx…' (100,000 characters)``), as :func:`echoed` quotes a value."""
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit]}…' ({len(text):,} characters)"
 
 
 class ArgumentCondition(BaseModel):
@@ -71,8 +75,10 @@ class ArgumentCondition(BaseModel):
             raise ValueError("an argument condition needs exactly one of pattern and glob")
         return self
 
-    def holds(self, arguments: dict[str, Any], workspace: Workspace | None) -> bool:
-        """Whether the condition holds for JSON ``arguments`` (a validated model's dump)."""
+    def holds(self, arguments: dict[str, Any], workspace: Workspace | None) -> bool | None:
+        """Whether the condition holds for JSON ``arguments`` (a validated model's dump);
+        ``None`` when it cannot tell: a glob tested on a path that cannot be placed in the
+        workspace (:func:`workspace_path`)."""
         if self.argument not in arguments:
             return False
         value = arguments[self.argument]
@@ -82,22 +88,37 @@ class ArgumentCondition(BaseModel):
         else:
             assert self.glob is not None
             path = workspace_path(str(value), workspace)
+            if path is None:
+                return None
             matched = wcglob.globmatch(path, self.glob, flags=_GLOB_FLAGS)
         return matched != self.negate
 
+    def unplaced(self, arguments: dict[str, Any], workspace: Workspace | None) -> str | None:
+        """The path this condition cannot place in the workspace (``holds`` is ``None``)."""
+        if self.glob is None or self.argument not in arguments:
+            return None
+        value = str(arguments[self.argument])
+        return value if workspace_path(value, workspace) is None else None
 
-def workspace_path(value: str, workspace: Workspace | None) -> str:
+
+def workspace_path(value: str, workspace: Workspace | None) -> str | None:
     """A path argument as policy globs see it: real, root-relative, ``/``-separated.
 
-    Without a workspace, or for a path the workspace refuses, the value normalised
-    lexically (``./src/../a`` is ``a``).
+    For a path the workspace refuses (the tool refuses it too), the value normalised
+    lexically (``./src/../a`` is ``a``). Without a workspace (a remote workspace's tools),
+    the value normalised lexically, or ``None`` when that cannot be placed in the workspace:
+    an absolute path, or one that climbs above the root (``../x``); the tool's side would
+    place it, so a glob must not judge it as written.
     """
+    normal = posixpath.normpath(value.replace("\\", "/"))
     if workspace is not None:
         try:
             return workspace.rel(workspace.resolve(value).real)
         except ToolError:
-            pass
-    return posixpath.normpath(value.replace("\\", "/"))
+            return normal
+    if normal.startswith("/") or normal == ".." or normal.startswith("../"):
+        return None
+    return normal
 
 
 class PolicyRule(BaseModel):
@@ -131,7 +152,21 @@ class PolicyRule(BaseModel):
             return False
         if self.read_only is not None and tool.read_only != self.read_only:
             return False
-        return all(condition.holds(arguments, workspace) for condition in self.when)
+        held = [condition.holds(arguments, workspace) for condition in self.when]
+        if False in held:
+            return False
+        # A condition that cannot tell (a path no local workspace places) is taken the
+        # strict way: a rule that denies or asks covers the call, one that allows does not,
+        # so no spelling of a path gets past a rule that names it.
+        return None not in held or self.decision != "allow"
+
+    def unplaced(self, arguments: dict[str, Any], workspace: Workspace | None) -> str | None:
+        """The first path this rule's conditions cannot place in the workspace, if any."""
+        for condition in self.when:
+            path = condition.unplaced(arguments, workspace)
+            if path is not None:
+                return path
+        return None
 
 
 class PolicyDecision(BaseModel):
@@ -183,7 +218,15 @@ class Policy(BaseModel):
     ) -> PolicyDecision:
         for rule in self.rules:
             if rule.applies(tool, dumped, workspace):
-                return PolicyDecision(decision=rule.decision, rule=rule.name, reason=rule.reason)
+                unplaced = rule.unplaced(dumped, workspace)
+                reason = rule.reason
+                if unplaced is not None and reason is None:
+                    reason = (
+                        f"the policy cannot tell where {echoed(unplaced)} lies in the workspace "
+                        "(no local workspace resolves it); name the path relative to the "
+                        "workspace root"
+                    )
+                return PolicyDecision(decision=rule.decision, rule=rule.name, reason=reason)
         return PolicyDecision(decision=self.default, rule=DEFAULT_RULE_NAME)
 
 
@@ -209,7 +252,8 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         unknown = [name for name in rule.tools or () if name not in by_name]
         if unknown:
             raise ValueError(
-                f"policy rule {as_typed(rule.name)} names unknown tool(s) {', '.join(unknown)}; "
+                f"policy rule {as_typed(rule.name)} names unknown tool(s) "
+                f"{', '.join(clipped(name, ECHO_LIMIT) for name in unknown)}; "
                 f"the tools are: {', '.join(by_name)}"
             )
         covered = [by_name[name] for name in rule.tools] if rule.tools else list(tools)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, create_model
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, shown_number
 from workspace_tools._output import ToolPresentation, image_part, tool_content, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import image_media_type, newline_name
@@ -154,7 +154,7 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
         workspace.file_states.forget(resolved.real)
     if args.offset > max(lines.total_lines, 1):
         raise ToolError(
-            f"offset {args.offset} is past the end of {rel}, which has "
+            f"offset {shown_number(args.offset)} is past the end of {rel}, which has "
             f"{lines.total_lines} line{'' if lines.total_lines == 1 else 's'}",
             ErrorCode.INVALID_ARGUMENTS,
         )
