@@ -63,11 +63,10 @@ and, for each object passed to calls whose class says it may be kept that way
 (``sandbox_by_reference = True``: a workspace, a command runner), one copy made from its
 pickle (a workspace: from its settings), shared by its children: a call naming an object
 that pickles the same gets that copy, by reference. Its caches start empty (the worker runs
-no call) and what a fresh child fills ends with it. An idle worker that lacks what the
-calls name (a module, or an object with another pickle, new since it started) serves on
-(its children import or make what they lack) while a replacement that has it is started
-in the background. A call its child cannot load (a module the worker cannot import, as
-when ``sys.path`` changed since it started) gets one new worker, then a clear error.
+no call) and what a fresh child fills ends with it. What the calls name that a worker
+lacks (new since it started), its children import or make themselves; a new worker gets
+all of it. A call its child cannot load (a module the worker cannot import, as when
+``sys.path`` changed since it started) gets one new worker, then a clear error.
 """
 
 from __future__ import annotations
@@ -182,8 +181,6 @@ class CallWorkers:
         self._kept: dict[bytes, None] = {}
         #: How the call pickler treats each type (``_kind_of``), across calls.
         self._kinds: dict[type, int] = {}
-        #: The thread starting replacements of workers that lack what the calls name.
-        self._replacer: threading.Thread | None = None
         self._closed = False
         self.owner = os.getpid()
 
@@ -290,14 +287,9 @@ class CallWorkers:
             self._give_back(worker, healthy)
 
     def close(self) -> None:
-        """Stop the warm workers (SIGKILL, with the call each may be running), after a
-        replacement being started is there."""
+        """Stop the warm workers (SIGKILL, with the call each may be running)."""
         with self._lock:
             self._closed = True
-            replacer = self._replacer
-        if replacer is not None and replacer is not threading.current_thread():
-            replacer.join()
-        with self._lock:
             workers = list(self._workers)
             self._workers.clear()
             self._idle = {False: [], True: []}
@@ -306,7 +298,7 @@ class CallWorkers:
 
     def _give_back(self, worker: _Worker, healthy: bool) -> None:
         """After a call on ``worker``: back in the pool if ``healthy`` and there is room,
-        else let go; a replacement is started when it lacks what the calls name."""
+        else let go."""
         with self._lock:
             pool = self._idle[worker.reuse]
             keep = (
@@ -320,44 +312,8 @@ class CallWorkers:
                 pool.append(worker)
             else:
                 self._workers.discard(worker)
-            stale = keep and self._lacks(worker)
-            if stale and self._replacer is None:
-                self._replacer = threading.Thread(target=self._replace_stale, daemon=True)
-                self._replacer.start()
         if not keep:
             _discard(worker)
-
-    def _lacks(self, worker: _Worker) -> bool:
-        """Whether ``worker`` lacks a module or kept object the calls named (lock held)."""
-        return not worker.known.issuperset(self._preload) or not worker.known.issuperset(self._kept)
-
-    def _replace_stale(self) -> None:
-        """Start a worker in place of each idle one that lacks what the calls name; the
-        one it replaces is let go when it is still idle (else after its call)."""
-        while True:
-            with self._lock:
-                stale = next(
-                    (w for pool in self._idle.values() for w in pool if self._lacks(w)), None
-                )
-                if stale is None or self._closed:
-                    self._replacer = None
-                    return
-            try:
-                new = self._start(stale.reuse)
-            except SandboxError:
-                with self._lock:
-                    self._replacer = None
-                return
-            with self._lock:
-                pool = self._idle[stale.reuse]
-                if stale in pool:
-                    pool.remove(stale)
-                    self._workers.discard(stale)
-                else:
-                    stale = None  # taken meanwhile: let go after its call, being stale
-                pool.append(new)
-            if stale is not None:
-                _discard(stale)
 
     def _start(self, reuse: bool) -> _Worker:
         """A new worker from the spawn server (``reuse``: whose one child runs the calls
