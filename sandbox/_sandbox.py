@@ -374,7 +374,9 @@ class Sandbox:
         argument whose class sets ``sandbox_by_reference = True`` is kept by the worker
         (one copy made from each distinct pickle) and reaches each call as that copy. The
         first call, and one while the other workers are busy, waits for a new worker
-        (under the call's timeout). See ``sandbox.spawn._calls``.
+        (under the call's timeout). Under a process cap (``max_processes``) each call
+        gets a worker of its own, whose one child runs it (the cap counts the worker
+        too, and is one higher for it). See ``sandbox.spawn._calls``.
 
         ``reuse_process=True`` declares that ``fn`` keeps no state of its own between
         calls (what it keeps, it validates on each call, as a workspace's caches keyed by
@@ -405,12 +407,18 @@ class Sandbox:
         limits = self.limits
         mechanisms = self.call_capabilities
         absent = self._absent_protected(mechanisms)
-        if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
-            # A cgroup per call: a worker of its own joins it, and is let go after it.
-            group = self._cgroup(self.confinement.max_processes)
-            caller = CallWorkers(self._call_setup(group), self._launcher.call_worker, once=True)
+        cap = mechanisms.get(PROCESS_CAP)
+        group = None
+        if cap is not None:
+            # The cap counts the worker with the call's tree: a worker of its own whose one
+            # child runs the call, the cap one higher for the worker, let go after the call
+            # (with a cgroup of its own, which the worker joins).
+            if cap in (CGROUP_V2, CGROUP_V1):
+                group = self._cgroup(_plus_one(self.confinement.max_processes))
+            caller = CallWorkers(
+                self._call_setup(group, counted=1), self._launcher.call_worker, once=True
+            )
         else:
-            group = None
             caller = self._call_workers(absent)
         try:
             with anyio.fail_after(limits.timeout_seconds):
@@ -419,8 +427,9 @@ class Sandbox:
                 )
         finally:
             set_aside(absent)
-            if group is not None:
+            if cap is not None:
                 caller.close()
+            if group is not None:
                 cgroup.remove(group)
 
     def _call_workers(self, absent: list[str]) -> CallWorkers:
@@ -463,9 +472,10 @@ class Sandbox:
             return []
         return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
-    def _call_setup(self, group: str | None) -> Callable[[], CallSetup]:
+    def _call_setup(self, group: str | None, counted: int = 0) -> Callable[[], CallSetup]:
         """What the process calls run in does first (the portable level, limits, layers;
-        the environment as this process's is when it is asked for), joining ``group``."""
+        the environment as this process's is when it is asked for), joining ``group``; a
+        process cap ``counted`` higher (for the worker, counted with the call's tree)."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
         mechanisms = enforced(self._plan.calls, confinement)
@@ -473,6 +483,8 @@ class Sandbox:
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
         layered = layer_confinement(confinement, mechanisms)
+        if counted and layered.max_processes is not None:
+            layered = dataclasses.replace(layered, max_processes=layered.max_processes + counted)
         limits = self.limits
         allowlist = self.env_allowlist
 
@@ -563,6 +575,10 @@ class Sandbox:
         if self._plan.cgroup_parent is None:
             return None
         return cgroup.create(self._plan.cgroup_parent, max_processes=max_processes)
+
+
+def _plus_one(max_processes: int | None) -> int | None:
+    return None if max_processes is None else max_processes + 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -486,7 +486,9 @@ def serve_calls(
     imported and the objects pickled in ``kept`` made, once it is set up (confined: the
     imports run no code outside the sandbox). Never returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores its children's ends
-    sys.path[:] = setup.path
+    # The caller's path first, then this interpreter's own (its standard library, where
+    # the caller's is another interpreter's that this user may not read).
+    sys.path[:] = [*setup.path, *(path for path in sys.path if path not in setup.path)]
     with contextlib.suppress(OSError):
         os.chdir(setup.cwd)
     # The caller's __main__ is not this process's (the server's boot); what a call has of

@@ -591,7 +591,7 @@ async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
     assert not target.exists()
 
 
-# --- calls: a fresh process each, from the warm worker or forked on demand -------------
+# --- calls: a fresh process each, from a warm worker the spawn server forked ----------
 
 
 async def test_each_call_runs_in_a_fresh_child_and_changes_stay_there() -> None:
