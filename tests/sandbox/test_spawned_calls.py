@@ -220,3 +220,33 @@ async def test_nothing_of_a_spawned_worker_outlives_a_timeout_or_close(
         lambda: [pid for pid in processes if _alive(pid)], lambda pids: not pids, "their end"
     )
     assert alive == []
+
+
+def _meet(directory: str, me: str, other: str) -> tuple[int, int]:
+    """Say this call runs, then wait for the other one to run too (at most a minute): the
+    two run at once. This process and its parent."""
+    Path(directory, me).write_text(str(os.getpid()))
+    end = time.monotonic() + 60
+    while not Path(directory, other).exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    return os.getpid(), os.getppid()
+
+
+async def test_concurrent_calls_each_get_a_worker_of_the_spawn_server(tmp_path: Path) -> None:
+    box = Sandbox(layers=False)
+    seen: dict[str, tuple[int, int]] = {}
+
+    async def call(me: str, other: str) -> None:
+        seen[me] = await box.call(_meet, str(tmp_path), me, other)
+
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "a", "b")
+                tg.start_soon(call, "b", "a")
+        parents = {parent for _, parent in seen.values()}
+        argvs = [command_line(_parent_of(parent)) for parent in parents]
+    finally:
+        box.close()
+    assert sorted(seen) == ["a", "b"] and len(parents) == 2, seen
+    assert all(any("sandbox.spawn._server" in arg for arg in argv) for argv in argvs), argvs
