@@ -504,12 +504,13 @@ class Sandbox:
         return setup
 
     def close(self) -> None:
-        """Stop the spawn server and the calls' warm worker. Also done when the sandbox
+        """Stop the spawn server and the calls' warm workers. Also done when the sandbox
         is collected or the process exits."""
         if self._caller is not None:
-            # First: a worker being started from the spawn server is waited for, so that
-            # no server is started again after the launcher's is stopped.
+            # First, so that no worker is left of the server the launcher stops; a later
+            # call starts both again, as a later command starts the server.
             self._caller.close()
+            self._caller = None
         self._launcher.close()
 
     def _check_enforceable(self) -> None:
