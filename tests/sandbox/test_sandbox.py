@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import pickle
 import secrets
 import select
 import signal
@@ -902,3 +903,22 @@ async def test_a_warm_worker_holds_no_pipe_of_the_caller() -> None:
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
+
+
+async def test_a_sandbox_pickles_as_its_settings_and_its_copy_runs_commands(
+    tmp_path: Path,
+) -> None:
+    box = Sandbox(writable=[str(tmp_path)], best_effort=True, limits=SandboxLimits(cpu_seconds=7))
+    copy = pickle.loads(pickle.dumps(box))
+    try:
+        result = await copy.run(["sh", "-c", "echo copied > out.txt"], cwd=str(tmp_path))
+    finally:
+        copy.close()
+        box.close()
+    assert (copy.limits, copy.confinement) == (box.limits, box.confinement)
+    assert (copy.capabilities, copy.call_capabilities) == (
+        box.capabilities,
+        box.call_capabilities,
+    )
+    assert result.exit_code == 0, result.stderr.complete
+    assert (tmp_path / "out.txt").read_text() == "copied\n"

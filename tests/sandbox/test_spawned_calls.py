@@ -250,3 +250,19 @@ async def test_concurrent_calls_each_get_a_worker_of_the_spawn_server(tmp_path: 
         box.close()
     assert sorted(seen) == ["a", "b"] and len(parents) == 2, seen
     assert all(any("sandbox.spawn._server" in arg for arg in argv) for argv in argvs), argvs
+
+
+async def test_run_command_run_in_a_sandbox_takes_its_runner_across(tmp_path: Path) -> None:
+    # run_command's runner holds a sandbox (the plain one here): it crosses as its
+    # settings, and the copy starts a spawn server of its own in the call's child.
+    tools = {t.name: t for t in workspace_tools(tmp_path)}
+    box = Sandbox(layers=False)
+    try:
+        result = await invoke_tool(
+            tools["run_command"], {"command": "echo made > made.txt; cat made.txt"}, sandbox=box
+        )
+    finally:
+        box.close()
+    assert result.error is None, result
+    assert result.content == {"exit_code": 0, "stdout": "made\n", "stderr": ""}
+    assert (tmp_path / "made.txt").read_text() == "made\n"
