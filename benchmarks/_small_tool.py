@@ -1,11 +1,12 @@
 """The small custom tool of ``bench_run.py``, in a module of its own: its ``execute``
-pickles by import, so a sandbox's worker forked by the spawn server can serve it."""
+pickles by import (by reference); and the same tool made by a function, whose
+``execute`` is a closure (it pickles by value)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from workspace_tools import tool
+from workspace_tools import Tool, tool
 
 
 class HeadArgs(BaseModel):
@@ -18,3 +19,14 @@ def head(args: HeadArgs, context: object) -> str:
 
 
 HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs, execute=head)
+
+
+def closure_head_tool(lines: int = 20) -> Tool[HeadArgs]:
+    """The same tool with its ``execute`` a closure (over ``lines``): it crosses to a
+    sandbox's worker by value."""
+
+    def execute(args: HeadArgs, context: object) -> str:
+        with open(args.path, encoding="utf-8") as f:
+            return "".join(f.readline() for _ in range(lines))
+
+    return tool(name="head", description="First lines", parameters=HeadArgs, execute=execute)

@@ -11,16 +11,16 @@ Prints medians in milliseconds and ratios:
   caller's share, which the machine's other load hardly moves), and what a command costs
   on both sides of the supervisor hop (CPU a command in the caller and in the supervisor,
   and how often each goes to sleep: each sleep is a wake-up later; Linux);
-- a ``read_file`` call, and a small custom tool, in a sandbox against in process (target:
-  the sandboxed call under 2 ms median), and the CPU each costs in all processes (on a
-  shared machine the steadier figure); ``read_file`` again once the workspace has read
-  2,000 other files (a sandboxed call carries the hashes of the files it names, not all);
-- each of those two served by the warm worker the spawn server forks (the default for a
-  call that pickles by import) against the warm worker forked from the caller (what
-  serves a closure), latency and CPU;
+- a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
+  as a closure, which crosses by value), in a sandbox against in process (target: the
+  sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
+  machine the steadier figure); ``read_file`` again once the workspace has read 2,000
+  other files (a sandboxed call carries the hashes of the files it names, not all);
 - ``read_file`` (whose ``execute`` declares it keeps no state: ``Tool.stateless``) served
-  by the spawned worker's one reused child against the same tool undeclared, a fresh
-  child per call, latency and CPU.
+  by a worker's one reused child against the same tool undeclared, a fresh child per
+  call, latency and CPU;
+- the first call of the closure tool in a new sandbox (its spawn server and worker
+  started for it), latency.
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox's warm worker forks the child for
@@ -42,17 +42,17 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _small_tool import HEAD_TOOL
+from _small_tool import HEAD_TOOL, closure_head_tool
 
 from sandbox import Sandbox
-from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._tree import descendants
-from workspace_tools import invoke_tool, invoke_tool_sync
+from workspace_tools import Tool, invoke_tool, invoke_tool_sync
 from workspace_tools.tools import workspace_tools
 
 GAPS = (0.0, 0.02)
@@ -149,35 +149,20 @@ def _own_cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def _worker_cpu_seconds(box: Sandbox) -> tuple[int, float] | None:
-    """The warm worker that serves ``box``'s calls (the spawned one whose child runs the
-    stateless calls, else the spawned one forking a child per call, else the one forked
-    from this process) and the CPU seconds it and its children spent, reaped or running
-    (``/proc``: the spawned one is not this process's child); ``None`` while there is
-    none."""
-    caller = box._caller
-    worker = None if caller is None else (caller._reusing or caller._spawned or caller._worker)
-    if worker is None:
-        return None
+def _descendants_cpu_seconds() -> float:
+    """CPU seconds this process's descendants spent, running or reaped: the spawn servers,
+    the warm workers and their children (``/proc``), and those this process reaped."""
     ticks = 0
-    for pid in (worker.pid, *descendants(worker.pid)):
+    for pid in descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/stat", encoding="ascii") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
-            if pid == worker.pid:
-                return None
             continue  # ended meanwhile: its time is its parent's now
         # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
         ticks += sum(int(value) for value in fields[11:15])
-    return worker.pid, ticks / os.sysconf("SC_CLK_TCK")
-
-
-def forked_worker_only(box: Sandbox) -> Sandbox:
-    """``box`` with its calls served as a closure's are: by a warm worker forked from this
-    process (the way every call went before the spawn server's workers)."""
-    box._caller = CallWorkers(box._call_setup(None))
-    return box
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ticks / os.sysconf("SC_CLK_TCK") + reaped.ru_utime + reaped.ru_stime
 
 
 async def cpu_rows(
@@ -187,34 +172,41 @@ async def cpu_rows(
     make: Callable[[], Sandbox] = Sandbox,
 ) -> None:
     """CPU milliseconds a sandboxed call costs in all processes (the caller, the warm
-    worker, its children it reaped), back to back and 20 ms apart: a figure the
-    machine's other load hardly moves. A fresh sandbox each (``make()``), measured once
-    its warm worker serves the calls."""
+    workers, their children), back to back and 20 ms apart: a figure the machine's other
+    load hardly moves. A fresh sandbox each (``make()``), measured once warm."""
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
         box = make()
         for _ in range(max(3, runs // 10)):
             await call(box)
-        with anyio.move_on_after(30):
-            while _worker_cpu_seconds(box) is None:
-                await anyio.sleep(0.05)
-                await call(box)
-        started = _worker_cpu_seconds(box)
-        caller_before = _own_cpu_seconds()
+        others_before, caller_before = _descendants_cpu_seconds(), _own_cpu_seconds()
         for _ in range(runs):
             await anyio.sleep(gap)
             await call(box)
         caller = (_own_cpu_seconds() - caller_before) / runs * 1000
-        ended = _worker_cpu_seconds(box)
+        others = (_descendants_cpu_seconds() - others_before) / runs * 1000
         box.close()
-        if started is None or ended is None or started[0] != ended[0]:
-            print(f"{f'{label} [{spacing}]':<56} CPU not measured: the worker was replaced")
-            continue
-        every = caller + (ended[1] - started[1]) / runs * 1000
         print(
-            f"{f'{label} [{spacing}]':<56} CPU a call {every:6.2f} ms in all processes, "
-            f"{caller:5.2f} ms in the caller"
+            f"{f'{label} [{spacing}]':<56} CPU a call {caller + others:6.2f} ms in all "
+            f"processes, {caller:5.2f} ms in the caller"
         )
+
+
+async def first_call_rows(label: str, tool_: Tool[Any], path: str, runs: int) -> None:
+    """Milliseconds of the first call of ``tool_`` in a new sandbox (median, and the
+    slowest), the sandbox closed after each."""
+    samples = []
+    for _ in range(runs):
+        box = Sandbox()
+        started = time.perf_counter()
+        result = await invoke_tool(tool_, {"path": path}, sandbox=box)
+        samples.append((time.perf_counter() - started) * 1000)
+        box.close()
+        assert result.error is None, result.error
+    print(
+        f"{label:<56} {statistics.median(samples):6.2f} ms median, "
+        f"{max(samples):6.2f} ms the slowest of {runs}"
+    )
 
 
 async def caller_cpu_rows(
@@ -299,57 +291,64 @@ def report(label: str, ours: float, peer_label: str, peer: float, target: str) -
     )
 
 
-async def main(runs: int) -> None:
+async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> None:
+    """run_command's and Sandbox.run's rows."""
+
+    async def run_true() -> None:
+        result = await invoke_tool(tools["run_command"], {"command": "true"})
+        assert result.content["exit_code"] == 0, result.error
+
+    async def subprocess_true() -> None:
+        subprocess.run(["bash", "-c", "true"], check=True)
+
+    await compare(
+        'run_command("true") via invoke_tool',
+        run_true,
+        "subprocess.run(bash -c true)",
+        subprocess_true,
+        "target <= 1.1x",
+        runs,
+        interleave=True,
+    )
+
+    await caller_cpu_rows(
+        'run_command("true") via invoke_tool',
+        run_true,
+        "subprocess.run(bash -c true)",
+        subprocess_true,
+        max(runs, 500),
+    )
+
+    await both_sides_rows('run_command("true") via invoke_tool', run_true, max(runs, 500))
+
+    plain = Sandbox(layers=False, network=True, env_allowlist=())
+    env = dict(os.environ)
+
+    async def sandbox_run_true() -> None:
+        result = await plain.run(["bash", "-c", "true"], cwd=root, env=env)
+        assert result.exit_code == 0, result.stderr.complete
+
+    await compare(
+        'Sandbox.run(["bash", "-c", "true"]), no layers',
+        sandbox_run_true,
+        "subprocess.run(bash -c true)",
+        subprocess_true,
+        "the spawn path alone",
+        runs,
+        interleave=True,
+    )
+    plain.close()
+
+
+async def main(runs: int, calls_only: bool) -> None:
     with tempfile.TemporaryDirectory() as root:
         sample = Path(root, "sample.py")
         sample.write_text("".join(f"line {i}\n" for i in range(200)))
         tools = {t.name: t for t in workspace_tools(root)}
         box = Sandbox()
 
-        async def run_true() -> None:
-            result = await invoke_tool(tools["run_command"], {"command": "true"})
-            assert result.content["exit_code"] == 0, result.error
-
-        async def subprocess_true() -> None:
-            subprocess.run(["bash", "-c", "true"], check=True)
-
-        await compare(
-            'run_command("true") via invoke_tool',
-            run_true,
-            "subprocess.run(bash -c true)",
-            subprocess_true,
-            "target <= 1.1x",
-            runs,
-            interleave=True,
-        )
-
-        await caller_cpu_rows(
-            'run_command("true") via invoke_tool',
-            run_true,
-            "subprocess.run(bash -c true)",
-            subprocess_true,
-            max(runs, 500),
-        )
-
-        await both_sides_rows('run_command("true") via invoke_tool', run_true, max(runs, 500))
-
-        plain = Sandbox(layers=False, network=True, env_allowlist=())
-        env = dict(os.environ)
-
-        async def sandbox_run_true() -> None:
-            result = await plain.run(["bash", "-c", "true"], cwd=root, env=env)
-            assert result.exit_code == 0, result.stderr.complete
-
-        await compare(
-            'Sandbox.run(["bash", "-c", "true"]), no layers',
-            sandbox_run_true,
-            "subprocess.run(bash -c true)",
-            subprocess_true,
-            "the spawn path alone",
-            runs,
-            interleave=True,
-        )
-        plain.close()
+        if not calls_only:
+            await command_rows(root, tools, runs)
 
         async def head(sandbox: Sandbox | None) -> None:
             result = await invoke_tool(HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
@@ -366,21 +365,24 @@ async def main(runs: int) -> None:
         )
 
         await cpu_rows("custom tool in the sandbox", head, runs)
-        forked = forked_worker_only(Sandbox())
+        closure_tool = closure_head_tool()
+
+        async def head_closure(sandbox: Sandbox | None) -> None:
+            result = await invoke_tool(closure_tool, {"path": str(sample)}, sandbox=sandbox)
+            assert result.error is None, result.error
+
         await compare(
-            "custom tool in the sandbox, spawned worker",
-            lambda: head(box),
-            "worker forked from the caller",
-            lambda: head(forked),
-            "the same or faster",
+            "custom tool as a closure in the sandbox",
+            lambda: head_closure(box),
+            "same tool in process",
+            lambda: head_closure(None),
+            "target < 2 ms",
             runs,
-            interleave=True,
+            interleave=False,
         )
-        await cpu_rows(
-            "custom tool, worker forked from the caller",
-            head,
-            runs,
-            lambda: forked_worker_only(Sandbox()),
+        await cpu_rows("custom tool as a closure in the sandbox", head_closure, runs)
+        await first_call_rows(
+            "first call of the closure tool, a new sandbox", closure_tool, str(sample), 20
         )
 
         probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
@@ -404,21 +406,6 @@ async def main(runs: int) -> None:
                 interleave=False,
             )
             await cpu_rows("read_file in the sandbox", read, runs)
-            await compare(
-                "read_file in the sandbox, spawned worker",
-                lambda: read(box),
-                "worker forked from the caller",
-                lambda: read(forked),
-                "the same or faster",
-                runs,
-                interleave=True,
-            )
-            await cpu_rows(
-                "read_file, worker forked from the caller",
-                read,
-                runs,
-                lambda: forked_worker_only(Sandbox()),
-            )
             # read_file declares that it keeps no state (Tool.stateless): its calls share
             # one long-lived confined child; undeclared, each gets a fresh child.
             fresh_tool = dataclasses.replace(tools["read_file"], stateless=False)
@@ -456,12 +443,13 @@ async def main(runs: int) -> None:
             )
         print(f"sandbox capabilities: commands {box.capabilities}, calls {box.call_capabilities}")
         box.close()
-        forked.close()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="timed calls per figure")
-    runs = parser.parse_args().runs
-    anyio.run(main, runs)
-    sync_rows(runs)
+    parser.add_argument("--calls-only", action="store_true", help="no command rows")
+    parsed = parser.parse_args()
+    anyio.run(main, parsed.runs, parsed.calls_only)
+    if not parsed.calls_only:
+        sync_rows(parsed.runs)

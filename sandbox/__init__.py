@@ -3,7 +3,7 @@ under limits, and says which protections it really enforced."""
 
 from sandbox._defaults import CREDENTIAL_PATHS, HOST_EXEC_PATHS
 from sandbox._env import DEFAULT_ENV_ALLOWLIST
-from sandbox._errors import SandboxError, SandboxUnavailable
+from sandbox._errors import SandboxError, SandboxUnavailable, UnpicklableCall
 from sandbox._limits import SandboxLimits
 from sandbox._sandbox import Sandbox
 from sandbox.layers._confinement import Confinement
@@ -21,4 +21,5 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "SandboxUnavailable",
+    "UnpicklableCall",
 ]

@@ -38,3 +38,31 @@ class SandboxError(RuntimeError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.signal))
+
+
+class UnpicklableCall(SandboxError):
+    """A sandboxed call that cannot cross to the sandbox's process: its callable or an
+    argument does not pickle (it holds a lock, a socket, an open file, a generator...).
+    Nothing ran.
+
+    Attributes:
+        subject: what was to run (a callable's name, a tool).
+        part: what could not cross (``"argument 'state' (a Counter)"``).
+        reason: what pickling it raised.
+    """
+
+    def __init__(self, subject: str, part: str, reason: str) -> None:
+        super().__init__(
+            f"{subject} cannot run in the sandbox: {part} cannot be pickled to cross to "
+            f"its process ({reason}); make it importable (a module-level function or "
+            "class) or capture only values that pickle (no lock, socket, open file or "
+            "generator)"
+        )
+        self.subject, self.part, self.reason = subject, part, reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.subject, self.part, self.reason))
+
+    def about(self, subject: str) -> UnpicklableCall:
+        """The same error said of ``subject`` (a tool, where the callable was its runner)."""
+        return UnpicklableCall(subject, self.part, self.reason)

@@ -19,8 +19,8 @@ class SandboxLimits:
             write fails with EFBIG (and SIGXFSZ).
         open_files: file descriptors per process (``RLIMIT_NOFILE``).
         memory_bytes: opt-in address-space cap (``RLIMIT_AS``). For a command it is the
-            whole address space; for a Python callable (a fork of the caller) it is what the
-            call may add to the caller's address space. Allocation past it fails
+            whole address space; for a Python callable it is what the call may add to the
+            address space of the worker its child is forked from. Allocation past it fails
             (``MemoryError`` in Python, ENOMEM elsewhere).
         output_bytes: bytes of each output stream kept (half the head, half the tail); the
             rest is counted, not stored, so memory stays bounded whatever a command prints.

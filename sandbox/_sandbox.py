@@ -61,7 +61,6 @@ from sandbox.spawn._process import OnOutput, ProcessResult, run_process
 from sandbox.spawn._tree import (
     REPORT_FD,
     REPORTER_PROCESSES,
-    preload,
     reporting_argv,
 )
 
@@ -160,7 +159,6 @@ class Sandbox:
         self._plan = plan_layers() if layers else LayerPlan()
         # Whether /proc/self/fd/N names this process's descriptors (Linux), asked once.
         self._fd_links = os.path.isdir("/proc/self/fd")
-        preload()  # forked calls become subreapers without loading libc each time
         self._launcher = Launcher()
         self._private_tmp: str | None = None
         self._caller: CallWorkers | None = None
@@ -170,6 +168,23 @@ class Sandbox:
         self._with_tmp: tuple[Confinement, str, Confinement] | None = None
         self._plans: tuple[Confinement, SandboxLimits, _CommandPlan] | None = None
         self._check_enforceable()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A sandbox pickles as its settings and the layers it found (so that a copy in
+        another process, a sandboxed call's, runs commands as this one does, without
+        probing again), not its spawn server, workers or caches: a copy starts its own."""
+        state = self.__dict__.copy()
+        for name in ("_launcher", "_caller", "_caller_absent", "_with_tmp", "_plans"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._launcher = Launcher()
+        self._caller = None
+        self._caller_absent = []
+        self._with_tmp = None
+        self._plans = None
 
     @property
     def capabilities(self) -> dict[str, str]:
@@ -347,21 +362,21 @@ class Sandbox:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
 
-        ``fn`` may be any callable, a closure or a lambda included. A warm worker that
-        applied this sandbox's layers once forks a fresh child for each call, so nothing a
-        call leaves behind reaches the next one. When ``fn`` and the arguments pickle by
-        import (module-level functions and classes, nothing of ``__main__``), the worker
-        is forked by this sandbox's spawn server, a clean interpreter: it imports what the
-        call names from this process's ``sys.path``, so the call sees those modules as
-        imported, not as this process changed them. Otherwise the worker is a fork of
-        this process, and a call it serves sees this process's memory as it was when the
-        worker was forked (at the first call, and again after a call with a callable new
-        to it). An argument whose class sets ``sandbox_by_reference = True`` is kept by
-        the worker and reaches each call as the worker's copy: made from its pickle in a
-        spawned worker (one copy for each distinct pickle), as it was at the fork in a
-        forked one; without a warm worker it pickles as any argument. A call no warm
-        worker can serve at once (the first, one while another runs) runs in a child
-        forked from this process for it alone. See ``sandbox.spawn._calls``.
+        ``fn`` may be any callable, a closure or a lambda included. It runs in a fresh
+        child of a warm worker that this sandbox's spawn server forked (a clean
+        interpreter that applied the layers once), so nothing a call leaves behind reaches
+        the next one, and nothing of this process's memory is there but what the call
+        carries. The call crosses as a ``cloudpickle`` pickle: what can be imported
+        (module-level functions and classes) by reference, imported by the worker from
+        this process's ``sys.path`` as it is on disk, not as this process changed it; a
+        closure, a lambda or a function of ``__main__`` by value, with the values it
+        captures and the globals it names, as they are when the call is made. An
+        argument whose class sets ``sandbox_by_reference = True`` is kept by the worker
+        (one copy made from each distinct pickle) and reaches each call as that copy. The
+        first call, and one while the other workers are busy, waits for a new worker
+        (under the call's timeout). Under a process cap (``max_processes``) each call
+        gets a worker of its own, whose one child runs it (the cap counts the worker
+        too, and is one higher for it). See ``sandbox.spawn._calls``.
 
         ``reuse_process=True`` declares that ``fn`` keeps no state of its own between
         calls (what it keeps, it validates on each call, as a workspace's caches keyed by
@@ -381,6 +396,8 @@ class Sandbox:
         Raises:
             SandboxUnavailable: a protection asked for that no layer can give to a Python
                 call (a required one, or one ``best_effort`` does not cover).
+            UnpicklableCall: ``fn`` or an argument cannot be pickled (a lock, a socket, an
+                open file, a generator); the message names it. Nothing ran.
             SandboxError: the child died by a signal (``.signal`` names it, e.g.
                 ``"SIGSEGV"``) or exited without a result.
             TimeoutError: ``limits.timeout_seconds`` passed.
@@ -390,13 +407,19 @@ class Sandbox:
         limits = self.limits
         mechanisms = self.call_capabilities
         absent = self._absent_protected(mechanisms)
-        if mechanisms.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
-            # A cgroup per call: the child must join its own, so no warm worker serves it.
-            group = self._cgroup(self.confinement.max_processes)
-            caller = CallWorkers(self._call_setup(group), warm=False)
+        cap = mechanisms.get(PROCESS_CAP)
+        group = None
+        if cap is not None:
+            # The cap counts the worker with the call's tree: a worker of its own whose one
+            # child runs the call, the cap one higher for the worker, let go after the call
+            # (with a cgroup of its own, which the worker joins).
+            if cap in (CGROUP_V2, CGROUP_V1):
+                group = self._cgroup(_plus_one(self.confinement.max_processes))
+            caller = CallWorkers(
+                self._call_setup(group, counted=1), self._launcher.call_worker, once=True
+            )
         else:
-            group = None
-            caller = self._forked_caller(absent)
+            caller = self._call_workers(absent)
         try:
             with anyio.fail_after(limits.timeout_seconds):
                 return await caller.call(
@@ -404,19 +427,19 @@ class Sandbox:
                 )
         finally:
             set_aside(absent)
+            if cap is not None:
+                caller.close()
             if group is not None:
                 cgroup.remove(group)
 
-    def _forked_caller(self, absent: list[str]) -> CallWorkers:
+    def _call_workers(self, absent: list[str]) -> CallWorkers:
         """The calls' warm worker; a new one when a protected path appeared or went since
         it was set up (its layers bound what existed)."""
         caller = self._caller
         if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
             if caller is not None and caller.owner == os.getpid():
                 caller.close()
-            caller = self._caller = CallWorkers(
-                self._call_setup(None), spawn=self._launcher.call_worker
-            )
+            caller = self._caller = CallWorkers(self._call_setup(None), self._launcher.call_worker)
             self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
@@ -449,9 +472,10 @@ class Sandbox:
             return []
         return [path for path in self.confinement.read_only if not os.path.lexists(path)]
 
-    def _call_setup(self, group: str | None) -> Callable[[], CallSetup]:
+    def _call_setup(self, group: str | None, counted: int = 0) -> Callable[[], CallSetup]:
         """What the process calls run in does first (the portable level, limits, layers;
-        the environment as this process's is when it is asked for), joining ``group``."""
+        the environment as this process's is when it is asked for), joining ``group``; a
+        process cap ``counted`` higher (for the worker, counted with the call's tree)."""
         tmp_env: dict[str, str] = {}
         confinement = self._confinement_with_tmp(tmp_env)
         mechanisms = enforced(self._plan.calls, confinement)
@@ -459,6 +483,8 @@ class Sandbox:
         if SECCOMP in layers:
             seccomp_filter()  # built (and cached) here, not in every child
         layered = layer_confinement(confinement, mechanisms)
+        if counted and layered.max_processes is not None:
+            layered = dataclasses.replace(layered, max_processes=layered.max_processes + counted)
         limits = self.limits
         allowlist = self.env_allowlist
 
@@ -478,12 +504,13 @@ class Sandbox:
         return setup
 
     def close(self) -> None:
-        """Stop the spawn server and the calls' warm worker. Also done when the sandbox
+        """Stop the spawn server and the calls' warm workers. Also done when the sandbox
         is collected or the process exits."""
         if self._caller is not None:
-            # First: a worker being started from the spawn server is waited for, so that
-            # no server is started again after the launcher's is stopped.
+            # First, so that no worker is left of the server the launcher stops; a later
+            # call starts both again, as a later command starts the server.
             self._caller.close()
+            self._caller = None
         self._launcher.close()
 
     def _check_enforceable(self) -> None:
@@ -549,6 +576,10 @@ class Sandbox:
         if self._plan.cgroup_parent is None:
             return None
         return cgroup.create(self._plan.cgroup_parent, max_processes=max_processes)
+
+
+def _plus_one(max_processes: int | None) -> int | None:
+    return None if max_processes is None else max_processes + 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -289,3 +289,24 @@ def test_shipped_call_step_runs_write_file_in_a_fresh_interpreter(tmp_path: Path
     ), lines
     assert lines[3] == "  edit_file here then: done; after a change outside: STALE_FILE"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_closure_step_runs_the_closure_elsewhere_and_refuses_the_one_over_a_lock(
+    tmp_path: Path,
+) -> None:
+    from workspace_tools.cli._demo import _closure_call, _Printer
+
+    out = io.StringIO()
+    failed = anyio.run(_closure_call, tmp_path, _Printer(out), 21)
+    lines = out.getvalue().splitlines()
+    assert failed == 0, lines
+    assert lines[1] == "21. a custom tool that is a closure, run in a sandbox"
+    assert lines[2].startswith("  captured: 'first line', run by pid "), lines
+    assert lines[3] == (
+        "  over a lock: SANDBOX_ERROR: the tool 'guarded_first_line' cannot run in the "
+        "sandbox: argument 'execute' (_closure_tools.<locals>.guarded) cannot be pickled to "
+        "cross to its process (TypeError: cannot pickle '_thread.lock' object); make it "
+        "importable (a module-level function or class) or capture only values that pickle "
+        "(no lock, socket, open file or generator)"
+    )
+    assert list(tmp_path.iterdir()) == []

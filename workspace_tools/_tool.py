@@ -194,12 +194,13 @@ class ToolContext:
 @dataclass(frozen=True)
 class ToolState:
     """State a custom tool keeps in the caller's process between calls, which a call run in
-    a sandbox child must be given and must hand back: the child's memory is a copy, forked
-    earlier. A tool over a workspace needs none for the workspace's content hashes and
-    per-file locks: it declares :attr:`Tool.workspace` and :attr:`Tool.paths` instead.
+    a sandbox child must be given and must hand back: the child is another process, which
+    has only what the call carries. A tool over a workspace needs none for the workspace's
+    content hashes and per-file locks: it declares :attr:`Tool.workspace` and
+    :attr:`Tool.paths` instead.
 
-    Build it once per tool: its callables are passed to the child by reference, which
-    needs the same objects on every call.
+    Its ``restore`` and ``changes`` cross to the child with the call (by reference when
+    importable, else by value: they must pickle, see ``sandbox.Sandbox.call``).
 
     Attributes:
         snapshot: ``() -> S`` in the caller before the call; ``S`` pickles.

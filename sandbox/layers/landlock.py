@@ -325,10 +325,13 @@ def nest() -> None:
     if abi < 1:
         raise OSError(errno.EOPNOTSUPP, "Landlock is not available on this kernel")
     arch = require_arch()
-    if abi >= SCOPE_ABI:
-        attr = _RulesetAttr(scoped=SCOPE_SIGNAL)
-    else:
-        attr = _RulesetAttr(handled_access_fs=ACCESS_FS_EXECUTE)
+    # Every domain denies moving a file to another directory (REFER, ABI 2) unless a rule
+    # grants it, whatever it handles: granted everywhere, the enclosing domain decides.
+    # Below SCOPE_ABI a domain must handle some right to exist: EXECUTE, granted too.
+    handled = ACCESS_FS_REFER if abi >= 2 else 0
+    if abi < SCOPE_ABI:
+        handled |= ACCESS_FS_EXECUTE
+    attr = _RulesetAttr(handled_access_fs=handled, scoped=SCOPE_SIGNAL if abi >= SCOPE_ABI else 0)
     ruleset = syscall(
         arch.landlock_create_ruleset,
         ctypes.byref(attr),
@@ -336,9 +339,9 @@ def nest() -> None:
         ctypes.c_uint32(0),
     )
     try:
-        if abi < SCOPE_ABI:
+        if handled:
             # What the enclosing domain allows stays allowed: domains only intersect.
-            _add_path_rule(arch.landlock_add_rule, ruleset, "/", ACCESS_FS_EXECUTE)
+            _add_path_rule(arch.landlock_add_rule, ruleset, "/", handled)
         set_no_new_privs()
         syscall(arch.landlock_restrict_self, ruleset, ctypes.c_uint32(0))
     finally:

@@ -1,27 +1,29 @@
-"""Running Python callables in sandboxed children: warm workers per sandbox configuration.
+"""Running Python callables in sandboxed children: warm workers the spawn server forks.
 
-**Two origins, one worker.** A warm worker applies the sandbox's setup once
+**One origin.** Every call is served by a warm worker that the spawn server forks
+(``WantCallWorker``, :func:`serve_calls`), a clean single-threaded interpreter: it takes
+the caller's ``sys.path`` and working directory, applies the sandbox's setup once
 (:func:`enter_calls`: session, environment, limits, mount namespace, Landlock, seccomp:
-about 2 ms) and then serves calls one after another (:func:`_worker_main`, the same loop
-whichever process forked it). A call whose callable and arguments pickle by import
-(module-level functions and classes, a built-in tool's ``execute``, a workspace as its
-settings; nothing of ``__main__``) goes to a worker that the spawn server forks
-(``WantCallWorker``, :func:`serve_calls`): it takes the caller's ``sys.path`` and working
-directory, and, once set up and confined, imports the modules the calls name and makes the
-objects they keep (below), so that its children import nothing. Nothing of the caller's
-memory is there: a call sees the modules as they are imported, not as the caller changed
-them. Any other call (a closure, a lambda, a ``__main__`` function, a module this worker
-cannot import: its child says so before anything runs, and the call runs again as a
-closure does) needs the caller's memory, so its worker is a fork of the caller (from a
-thread of its own, so that the caller's event loop does not wait for it).
+about 2 ms) and, once confined, imports the modules the calls name and makes the objects
+they keep (below), so that its children import nothing. Nothing of the caller's memory is
+there. A call crosses as a pickle made by ``cloudpickle`` (:class:`_CallPickler`): what
+can be imported goes by reference (module-level functions and classes, a built-in tool's
+``execute``) and is seen as the worker imported it; what cannot (a closure, a lambda, a
+function of ``__main__``) goes by value, with exactly the values it captures or names.
+What does not pickle at all (a lock, a socket, an open file, a generator) is refused
+before anything runs (:class:`sandbox.UnpicklableCall`, naming it).
+
+**Workers per configuration.** The workers of one configuration are pooled (at most
+:data:`POOL_SIZE` idle ones kept): a call takes an idle one, or waits for a new one (the
+first call, or one while the others are busy, under the call's own timeout). A call that
+must join a cgroup of its own gets a worker of its own (``once``), let go after it.
 
 **The worker's children.** A worker keeps one child forked ahead, set up (session,
 subreaper, nested domain) and waiting on the worker's socket; that child takes the next
 call (a pickle, and the write end of a result pipe), reports its pid, runs the call and
 writes its pickled outcome to the pipe, while the worker forks the next one. The worker
 reports each child's wait status once it reaped it. It is single-threaded, so its forks
-are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks, which ran
-when the worker was forked and would cost each child more than its call
+are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks
 (``_hookless_fork``; ``random`` is reseeded in each child). It runs under ``SCHED_BATCH``
 (its children under the caller's policy again), so that forking the next child does not
 preempt the call running on its core. Its heap is frozen for the collector
@@ -39,45 +41,32 @@ and stops when its call comes (``_prefault``).
 Under Landlock the call's child also enters a Landlock domain nested in the worker's
 (``landlock.nest``): it can neither signal nor ptrace the worker, so it cannot tamper with
 what later calls are forked from (at the portable level, as everywhere there, this is no
-security boundary). The worker is replaced (SIGKILL with its whole tree, reaped) after any
+security boundary). The worker is let go (SIGKILL with its whole tree, awaited) after any
 call that did not deliver a result (a crash, a timeout, a cancellation), and when it died.
 
 **Stateless calls.** A call that declares it keeps no state of its own between calls
 (``reuse``: a built-in tool's ``execute``, whose only state is its workspace's caches,
-validated by each file's stat) and pickles by import goes to a second spawned worker
-(``CallSetup.reuse``) whose one child runs such calls one after another
-(:func:`_serve_with_one_child`, :func:`_reused_child`): no fork, exit and copied pages per
-call, and the workspace's caches stay warm in it. That child is set up as a fresh one
-(session, subreaper, nested domain) and the wire is the same (request, ``S``, result,
-``E`` when it ends). Per call it stops what the call left running before delivering, and
-grants the call its share of the limits (:class:`_Budget`): the worker's hard CPU and
-address-space limits are caps of twice the limit, the soft ones are set before each call
-at what the child used plus the limit; it exits to be replaced by the worker when the
-next call could not get its whole share below the caps, or when a call left a thread
-running. A call that did not deliver replaces the worker, as for any call.
+validated by each file's stat) goes to a worker of a second kind (``CallSetup.reuse``)
+whose one child runs such calls one after another (:func:`_serve_with_one_child`,
+:func:`_reused_child`): no fork, exit and copied pages per call, and the workspace's
+caches stay warm in it. That child is set up as a fresh one (session, subreaper, nested
+domain) and the wire is the same (request, ``S``, result, ``E`` when it ends). Per call it
+stops what the call left running before delivering, and grants the call its share of the
+limits (:class:`_Budget`): the worker's hard CPU and address-space limits are caps of
+twice the limit, the soft ones are set before each call at what the child used plus the
+limit; it exits to be replaced by the worker when the next call could not get its whole
+share below the caps, or when a call left a thread running. A worker of this kind also
+serves a call with a cgroup of its own (one call, then it is let go).
 
-**What a worker knows.** A worker forked from the caller holds the callables the caller
-had used when it was forked, and the long-lived objects passed to calls whose class says
-they may be shared that way (``sandbox_by_reference = True``: a workspace, with its
-stat-validated caches); a call naming them travels as a pickle whose references to those
-objects are resolved in the worker (elsewhere such an object pickles as it would anyway).
-A spawned worker holds the modules the calls named and, for each such object, one copy
-made from its pickle (a workspace: from its settings), shared by its children: a call
-naming an object that pickles the same gets that copy, its caches as warm as the worker's
-(which runs no call: they start empty, and what a child fills ends with it). A worker
-that lacks what a call names (a callable new since the fork; a module, or an object with
-another pickle, new to the spawned worker) is replaced by one that has it, started in the
-background. A call no worker can serve at once (none there yet, the worker busy with
-another call, an argument that does not pickle, a call that must join a cgroup of its
-own) runs in a child forked from the caller for it alone (the cold path, as the worker
-itself is forked). A call served by a worker forked from the caller sees the caller's
-memory as it was when the worker was forked.
-
-Forking a process that runs other threads copies their locks in whatever state they are:
-a lock held at that instant stays held in the copy, and a worker lives on. The worker's
-own code takes no lock of the caller's; a call that deadlocks on such a lock is stopped by
-the timeout like any other, and its worker replaced. The file tools' per-file locks are
-fresh in every call's child (``FileStates.restore``).
+**What a worker knows.** A worker holds the modules the calls named when it was started
+and, for each object passed to calls whose class says it may be kept that way
+(``sandbox_by_reference = True``: a workspace, a command runner), one copy made from its
+pickle (a workspace: from its settings), shared by its children: a call naming an object
+that pickles the same gets that copy, by reference. Its caches start empty (the worker runs
+no call) and what a fresh child fills ends with it. What the calls name that a worker
+lacks (new since it started), its children import or make themselves; a new worker gets
+all of it. A call its child cannot load (a module the worker cannot import, as when
+``sys.path`` changed since it started) gets one new worker, then a clear error.
 """
 
 from __future__ import annotations
@@ -96,10 +85,8 @@ import os
 import pickle
 import resource
 import select
-import selectors
 import signal
 import socket
-import stat
 import struct
 import sys
 import tempfile
@@ -112,13 +99,13 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import cloudpickle
 
-from sandbox._errors import SandboxError
+from sandbox._errors import SandboxError, UnpicklableCall
 from sandbox._limits import address_space_bytes, apply_rlimits
 from sandbox.layers import landlock
 from sandbox.layers._plan import apply_child_layers
 from sandbox.spawn import _prefault
-from sandbox.spawn._forking import fork_in_threaded_process
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
 from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
@@ -130,44 +117,34 @@ SpawnWorker = Callable[[WantCallWorker], tuple[socket.socket, int, "int | None"]
 #: A callable with its positional and keyword arguments.
 Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
+#: Idle workers kept per kind (a fresh child per call, one reused child).
+POOL_SIZE = 4
+
 _READ_SIZE = 256 * 1024
-#: Callables remembered for workers; the oldest are forgotten first.
-_REGISTRY_SIZE = 256
 #: Seconds between two looks at the worker's reports while a call's result is awaited.
 _REPORTS_EVERY = 0.05
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
 #: ``E``: reaped it.
 _REPORT = struct.Struct("!cii")
-#: Modules and kept objects a spawned worker is asked to hold, at most (the latest count).
+#: Modules and kept objects a worker is asked to hold, at most (the latest count).
 _PRELOAD_SIZE = 256
 _KEPT_SIZE = 16
 #: Seconds a worker let go may take to be gone.
 _GONE_WAIT = 10.0
 
 
-@dataclass
-class _Child:
-    """A child forked from the caller for one call (the cold path)."""
-
-    pid: int
-    result_fd: int
-
-
-@dataclass
+@dataclass(eq=False)
 class _Worker:
-    """The caller's side of a warm worker: forked from the caller (``known``: the ids of
-    the callables and kept objects it holds), or by the spawn server (``spawned``;
-    ``known``: the modules it imported and the pickles of the objects it keeps; ``pidfd``,
-    the server being its parent)."""
+    """The caller's side of a warm worker the spawn server forked: ``known``, the modules
+    it imported and the pickles of the objects it keeps; ``pidfd``, a pidfd of it (the
+    server, its parent, reaps it)."""
 
     pid: int
     sock: socket.socket
-    known: frozenset[int | str | bytes] = field(default_factory=frozenset)
-    spawned: bool = False
+    known: frozenset[str | bytes] = field(default_factory=frozenset)
     #: Its one child runs the calls one after another (``CallSetup.reuse``).
     reuse: bool = False
     pidfd: int | None = None
-    busy: bool = False
     #: Report bytes read but not yet consumed.
     reports: bytearray = field(default_factory=bytearray)
     #: ``S`` reports still to come for calls that ended before theirs was read.
@@ -177,50 +154,34 @@ class _Worker:
 
 
 class CallWorkers:
-    """Runs callables in sandboxed children: through a warm worker (see the module
-    docstring) or, when none can serve a call, in a child forked for that call.
+    """Runs callables in sandboxed children of warm workers the spawn server forks (see
+    the module docstring).
 
     Args:
-        setup: gives what the process calls run in does first (session, limits,
-            confinement: :func:`enter_calls`), as it is now; an exception that raises
-            there is each call's exception. Asked once per worker, and for each cold child.
-        warm: keep warm workers; False: every call forks its own child (a call that must
-            join a cgroup of its own).
-        spawn: starts a warm worker from the spawn server, for the calls that pickle by
-            import; ``None``: every warm worker is a fork of the caller.
+        setup: gives what a worker does first (session, limits, confinement:
+            :func:`enter_calls`), as it is now; an exception that raises there is each of
+            its calls' exception. Asked once per worker.
+        spawn: starts a warm worker from the spawn server.
+        once: every call gets a worker of its own, let go after it (a call that must
+            join a cgroup of its own: ``setup`` names it).
     """
 
     def __init__(
-        self,
-        setup: Callable[[], CallSetup],
-        *,
-        warm: bool = True,
-        spawn: SpawnWorker | None = None,
+        self, setup: Callable[[], CallSetup], spawn: SpawnWorker, *, once: bool = False
     ) -> None:
         self._setup = setup
-        self._warm = warm
         self._spawn = spawn
+        self._once = once
         self._lock = threading.Lock()
-        self._registry: dict[int, Any] = {}
-        self._worker: _Worker | None = None
-        self._spawned: _Worker | None = None
-        #: The spawned worker whose one child serves the calls that keep no state.
-        self._reusing: _Worker | None = None
-        #: Which spawned workers the calls asked for: a fresh child per call, one reused.
-        self._want_fresh = False
-        self._want_reuse = False
-        #: What a spawned worker is to hold: modules to import, pickles of objects to keep.
+        #: Idle workers by kind (``reuse``), and every worker there is, idle or busy.
+        self._idle: dict[bool, list[_Worker]] = {False: [], True: []}
+        self._workers: set[_Worker] = set()
+        #: What a worker is to hold: modules to import, pickles of objects to keep.
         self._preload: dict[str, None] = {}
         self._kept: dict[bytes, None] = {}
-        #: Callables a spawned worker could not load (held, so that their ids stay theirs).
-        self._unservable: dict[int, Any] = {}
-        #: How the pickler for spawned workers treats each type (``_kind_of``).
+        #: How the call pickler treats each type (``_kind_of``), across calls.
         self._kinds: dict[type, int] = {}
-        self._forker: threading.Thread | None = None
-        self._wanted = threading.Event()
         self._closed = False
-        #: Children that delivered their result and are exiting; reaped later.
-        self._exiting: list[int] = []
         self.owner = os.getpid()
 
     async def call(
@@ -234,115 +195,51 @@ class CallWorkers:
         """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) in a child;
         return its result or raise its exception.
 
-        ``reuse``: the call keeps no state of its own between calls, so when it pickles by
-        import it may run in the long-lived child of a spawned worker that runs such calls
-        one after another (see the module docstring); else in a fresh child, as any call.
+        ``reuse``: the call keeps no state of its own between calls, so it may run in the
+        long-lived child of a worker that runs such calls one after another (see the
+        module docstring); else in a fresh child.
 
         Cancelling the call stops the child and everything it started (SIGTERM, ``grace``
         seconds, SIGKILL).
 
         Raises:
+            UnpicklableCall: ``fn`` or an argument cannot be pickled (nothing ran).
             SandboxError: the child died by a signal (the message and ``.signal`` name
-                it, e.g. SIGSEGV) or exited without a result.
+                it, e.g. SIGSEGV) or exited without a result; no worker could be started;
+                the call cannot be loaded in a worker started for it.
             Exception: whatever ``fn`` raised (re-created from its pickle).
         """
-        self._reap()
-        call: Call = (fn, args, kwargs)
-        by_import = self._by_import(call, reuse)
-        if by_import is not None:
-            spawned = self._take_spawned(reuse)
-            if spawned is None:
-                try:
-                    return await self._call_cold(call, grace)
-                finally:
-                    self._refresh()
-            if reuse and not spawned.reuse:
-                self._refresh()  # the worker whose child is reused, when it is not there
+        request = self._pickle(fn, args, kwargs)
+        kind = True if self._once else reuse
+        fresh_tried = False
+        while True:
+            worker = await self._take(kind, fresh=fresh_tried)
             try:
-                return await self._serve(spawned, by_import, call, grace)
-            except _Unservable:
-                # Its child could not load the call (a module that this process has and
-                # the worker cannot import): nothing ran; it runs as a closure does.
-                with self._lock:
-                    self._unservable[id(fn)] = fn
-                    while len(self._unservable) > _REGISTRY_SIZE:
-                        del self._unservable[next(iter(self._unservable))]
-        worker, request = self._take_worker(fn, args, kwargs)
-        self._remember(fn, *args, *kwargs.values())
-        if worker is None:
-            try:
-                return await self._call_cold(call, grace)
-            finally:
-                self._refresh()
-        assert request is not None
-        try:
-            return await self._serve(worker, request, call, grace)
-        except _Unservable:
-            return await self._call_cold(call, grace)
+                return await self._serve(worker, request, grace)
+            except (_WorkerGone, _Unservable) as exc:
+                # Nothing ran. A worker that died before it took the call, or one whose
+                # child could not load it (started with another sys.path): one more try
+                # on a worker started for this call.
+                if fresh_tried:
+                    raise SandboxError(_unserved(fn, exc)) from None
+                fresh_tried = True
 
-    async def _serve(self, worker: _Worker, request: bytes, call: Call, grace: float) -> Any:
-        """Run ``request`` (``call`` pickled for ``worker``) on ``worker``, taken busy."""
-        try:
-            data, status = await _run_on_worker(worker, request, grace)
-            healthy = data is not None  # else orphans of the call may be left with it
-        except _WorkerGone:
-            # Killed from outside (or, at the portable level, by an earlier call) before it
-            # started this one: the call runs on its own.
-            self._give_back(worker, healthy=False)
-            return await self._call_cold(call, grace)
-        except BaseException:
-            self._give_back(worker, healthy=False)
-            raise
-        self._give_back(worker, healthy)
-        return _outcome(data, status)
+    def _pickle(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> bytes:
+        """The call as its request (:class:`_CallPickler`); what the workers should hold
+        for it is noted.
 
-    async def _call_cold(self, call: Call, grace: float) -> Any:
-        child = await anyio.to_thread.run_sync(self._fork_cold, call)
-        data, status = await _collect(child, grace)
-        if status is None:
-            with self._lock:
-                self._exiting.append(child.pid)
-        return _outcome(data, status)
-
-    def close(self) -> None:
-        """Stop the warm workers (SIGKILL, with the call each may be running), after a
-        worker being started is there."""
-        with self._lock:
-            workers = [w for w in (self._worker, self._spawned, self._reusing) if w is not None]
-            self._worker = self._spawned = self._reusing = None
-            self._closed = True
-            forker = self._forker
-        self._wanted.set()
-        if forker is not None and forker is not threading.current_thread():
-            # A fork in flight would hold copies of descriptors opened meanwhile (a
-            # subprocess's exec-status pipe) until it closed them: let it finish first.
-            forker.join()
-        for worker in workers:
-            _discard(worker)
-        self._reap(block=True)
-
-    def _by_import(self, call: Call, reuse: bool) -> bytes | None:
-        """``call`` pickled for a spawned worker, when one may serve it: everything in it
-        pickles by value or by import (not ``__main__``'s), the objects whose class sets
-        ``sandbox_by_reference`` as references to the worker's copy made from their pickle
-        (see :class:`_ImportPickler`). What the worker should hold for it is noted, and
-        which worker it asks for (``reuse``: the one whose child is reused)."""
-        if self._spawn is None or not self._warm or os.getpid() != self.owner:
-            return None
-        fn = call[0]
-        if self._unservable.get(id(fn)) is fn:
-            return None
+        Raises:
+            UnpicklableCall: naming the part that does not pickle and why.
+        """
         buffer = io.BytesIO()
-        pickler = _ImportPickler(buffer, self._kinds)
+        pickler = _CallPickler(buffer, self._kinds)
         try:
-            pickler.dump(call)
-        except Exception:
-            return None  # a closure, a lambda, __main__'s, or what does not pickle at all
+            pickler.dump((fn, args, kwargs))
+        except Exception as exc:
+            raise _unpicklable(fn, args, kwargs, self._kinds, exc) from None
         with self._lock:
-            if reuse:
-                self._want_reuse = True
-            else:
-                self._want_fresh = True
             for wanted, new in ((self._preload, pickler.modules), (self._kept, pickler.kept)):
                 for key in new:
                     wanted.pop(key, None)  # type: ignore[call-overload]
@@ -352,198 +249,97 @@ class CallWorkers:
                     del wanted[next(iter(wanted))]  # type: ignore[call-overload]
         return buffer.getvalue()
 
-    def _take_spawned(self, reuse: bool) -> _Worker | None:
-        """An idle spawned worker, marked busy: for a call that keeps no state (``reuse``)
-        the one whose child is reused, else (or when that one is busy or not there yet) the
-        one forking a child per call; ``None`` when there is none."""
-        with self._lock:
-            for worker in (self._reusing, self._spawned) if reuse else (self._spawned,):
-                if worker is not None and not worker.busy:
-                    worker.busy = True
-                    return worker
-            return None
-
-    def _take_worker(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[_Worker | None, bytes | None]:
-        """The idle warm worker forked from here, marked busy, with the pickled call it can
-        serve; ``(None, None)`` when there is none or it cannot serve this call."""
-        with self._lock:
-            worker = self._worker
-            if worker is None or worker.busy or os.getpid() != self.owner:
-                return None, None
-            worker.busy = True
-            registry = dict(self._registry)
-        request = _dump_request((fn, args, kwargs), registry, worker.known)
-        if request is None:
+    async def _take(self, reuse: bool, fresh: bool = False) -> _Worker:
+        """An idle worker for a call, taken out of the pool: for a call that keeps no
+        state (``reuse``) one whose child is reused (or, while those there are all busy,
+        one forking a child per call), else one forking a child per call; ``fresh``, or
+        none idle: one started for it, waited for in a thread so that the event loop
+        goes on (a wait cancelled lets the worker go when its start is over)."""
+        if not fresh and not self._once:
             with self._lock:
-                worker.busy = False
-            return None, None
-        return worker, request
+                if self._idle[reuse]:
+                    return self._idle[reuse].pop()
+                if reuse and self._idle[False] and any(w.reuse for w in self._workers):
+                    return self._idle[False].pop()
+        started: list[_Worker] = []
+        try:
+            await anyio.to_thread.run_sync(lambda: started.append(self._start(reuse)))
+        except BaseException:
+            for worker in started:
+                self._give_back(worker, healthy=True)
+            raise
+        return started[0]
+
+    async def _serve(self, worker: _Worker, request: bytes, grace: float) -> Any:
+        """Run ``request`` on ``worker`` (taken out of the pool) and give it back."""
+        try:
+            data, status = await _run_on_worker(worker, request, grace)
+            healthy = data is not None  # else orphans of the call may be left with it
+        except BaseException:
+            self._give_back(worker, healthy=False)
+            raise
+        try:
+            return _outcome(data, status)
+        except _Unservable:
+            healthy = False  # it lacks what this process has: let it go
+            raise
+        finally:
+            self._give_back(worker, healthy)
+
+    def close(self) -> None:
+        """Stop the warm workers (SIGKILL, with the call each may be running)."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers)
+            self._workers.clear()
+            self._idle = {False: [], True: []}
+        for worker in workers:
+            _discard(worker)
 
     def _give_back(self, worker: _Worker, healthy: bool) -> None:
-        """After a call on ``worker``: keep it if ``healthy`` and still the one in use,
-        else let it go (a new one is started in the background)."""
+        """After a call on ``worker``: back in the pool if ``healthy`` and there is room,
+        else let go."""
         with self._lock:
-            worker.busy = False
-            if worker.reuse:
-                if self._reusing is worker:
-                    if healthy:
-                        return
-                    self._reusing = None
-            elif worker.spawned:
-                if self._spawned is worker:
-                    if healthy:
-                        return
-                    self._spawned = None
-            elif self._worker is worker:
-                if healthy:
-                    return
-                self._worker = None
-        _discard(worker)
-        self._refresh()
-
-    def _reap(self, block: bool = False) -> None:
-        with self._lock:
-            pids, self._exiting = self._exiting, []
-        for pid in pids:
-            try:
-                done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                continue
-            if not done:
-                with self._lock:
-                    self._exiting.append(pid)
-
-    def _remember(self, *objects: Any) -> None:
-        with self._lock:
-            for obj in objects:
-                if _by_reference(obj):
-                    self._registry.pop(id(obj), None)
-                    self._registry[id(obj)] = obj
-            while len(self._registry) > _REGISTRY_SIZE:
-                del self._registry[next(iter(self._registry))]
-
-    def _missing(self) -> tuple[bool, bool, bool]:
-        """Whether a worker is to be started (called with the lock held): from the spawn
-        server, forking a child per call and reusing one, each when the calls asked for it
-        (none there, or the one there lacks what the calls name); from this process (the
-        same, for the callables used since its fork)."""
-
-        def lacks(spawned: _Worker | None) -> bool:
-            return (
-                spawned is None
-                or not spawned.known.issuperset(self._preload)
-                or not spawned.known.issuperset(self._kept)
+            pool = self._idle[worker.reuse]
+            keep = (
+                healthy
+                and worker in self._workers
+                and not self._once
+                and not self._closed
+                and len(pool) < POOL_SIZE
             )
+            if keep:
+                pool.append(worker)
+            else:
+                self._workers.discard(worker)
+        if not keep:
+            _discard(worker)
 
-        can_spawn = self._spawn is not None and bool(self._preload)
-        fresh = can_spawn and self._want_fresh and lacks(self._spawned)
-        reuse = can_spawn and self._want_reuse and lacks(self._reusing)
-        worker = self._worker
-        fork = bool(self._registry) and (
-            worker is None or not worker.known.issuperset(self._registry)
-        )
-        return fresh, reuse, fork
+    def _start(self, reuse: bool) -> _Worker:
+        """A new worker from the spawn server (``reuse``: whose one child runs the calls
+        one after another), with what the calls named so far, counted among the workers
+        (taken: the caller gives it back).
 
-    def _refresh(self) -> None:
-        """Start a new worker in the background when one is missing or misses what the
-        calls name (see :meth:`_missing`)."""
-        if not self._warm or os.getpid() != self.owner:
-            return
+        Raises:
+            SandboxError: the spawn server could not be started or reached, or this
+                object is closed.
+        """
         with self._lock:
-            if self._closed or not any(self._missing()):
-                return
-            if self._forker is None:
-                # A thread of its own: the fork must not wait for, nor hold up, the
-                # caller's event loop (it takes the GIL while the caller waits on I/O).
-                self._forker = threading.Thread(target=self._fork_worker_loop, daemon=True)
-                self._forker.start()
-        self._wanted.set()
-
-    def _fork_worker_loop(self) -> None:
-        while True:
-            self._wanted.wait()
-            self._wanted.clear()
-            with self._lock:
-                if self._closed:
-                    return
-                fresh, reuse, fork = self._missing()
-                registry = dict(self._registry)
-                preload, kept = tuple(self._preload), tuple(self._kept)
-            if fresh:
-                self._install(self._spawn_worker(preload, kept, reuse=False))
-            if reuse:
-                self._install(self._spawn_worker(preload, kept, reuse=True))
-            if fork:
-                self._install(self._fork_worker(registry))
-
-    def _install(self, worker: _Worker | None) -> None:
-        """Put ``worker`` in use in place of the one of its origin (let go, unless busy:
-        then it finishes its call and is let go after it, see :meth:`_give_back`)."""
-        if worker is None:
-            return
-        with self._lock:
-            old: _Worker | None = worker
-            if not self._closed:
-                if worker.reuse:
-                    old, self._reusing = self._reusing, worker
-                elif worker.spawned:
-                    old, self._spawned = self._spawned, worker
-                else:
-                    old, self._worker = self._worker, worker
-            if old is not None and old.busy:
-                old = None
-        if old is not None:
-            _discard(old)
-
-    def _spawn_worker(
-        self, preload: tuple[str, ...], kept: tuple[bytes, ...], reuse: bool
-    ) -> _Worker | None:
-        """A worker from the spawn server (``reuse``: whose one child runs the calls one
-        after another); ``None`` when the server cannot give one (the calls then go as
-        closures do, from now on)."""
-        assert self._spawn is not None
+            preload, kept = tuple(self._preload), tuple(self._kept)
         setup = dataclasses.replace(self._setup(), reuse=reuse)
         try:
             sock, pid, pidfd = self._spawn(WantCallWorker(setup, preload, kept))
-        except OSError:
-            with self._lock:
-                self._spawn = None
-            return None
-        known = frozenset((*preload, *kept))
-        return _Worker(pid, sock, known, spawned=True, pidfd=pidfd, reuse=reuse)
-
-    def _fork_worker(self, registry: dict[int, Any]) -> _Worker:
-        setup = self._setup()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = fork_in_threaded_process()  # the module docstring says why the child is safe
-        if pid == 0:
-            ours.close()
-            _worker_main(functools.partial(enter_calls, setup), _nest(setup), registry, theirs)
-        theirs.close()
-        return _Worker(pid, ours, frozenset(registry))
-
-    def _fork_cold(self, call: Call) -> _Child:
-        """Fork a child for ``call`` alone: it sets itself up, runs it and exits."""
-        setup = self._setup()
-        result_r, result_w = os.pipe()
-        pid = fork_in_threaded_process()  # the module docstring says why the child is safe
-        if pid == 0:
-            try:
-                faulthandler.disable()
-                os.close(result_r)
-                _close_inherited_pipes(keep={result_w})
-                try:
-                    enter_calls(setup)
-                    outcome = _run(*call)
-                except BaseException as exc:
-                    outcome = ("error", exc)
-                _deliver(outcome, result_w)
-            finally:
-                os._exit(0)
-        os.close(result_w)
-        return _Child(pid, result_r)
+        except OSError as exc:
+            raise SandboxError(f"cannot start the sandbox's worker process: {exc}") from None
+        worker = _Worker(pid, sock, frozenset((*preload, *kept)), reuse=reuse, pidfd=pidfd)
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._workers.add(worker)
+        if closed:
+            _discard(worker)
+            raise SandboxError("the sandbox was closed")
+        return worker
 
 
 def _discard(worker: _Worker) -> None:
@@ -551,20 +347,18 @@ def _discard(worker: _Worker) -> None:
     with contextlib.suppress(OSError):
         tree = descendants(worker.pid)
         if worker.pidfd is None:
-            _signal(set(tree), worker.pid, signal.SIGKILL)
+            # The spawn server reaps it: without a pidfd its pid is signalled, and at
+            # once, before it could be another's.
+            os.kill(worker.pid, signal.SIGKILL)
         else:
-            # The spawn server reaps it: once it is gone, its pid may be another's.
             signal.pidfd_send_signal(worker.pidfd, signal.SIGKILL)
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
     worker.sock.close()
     if worker.pidfd is not None:
         select.select([worker.pidfd], [], [], _GONE_WAIT)
         os.close(worker.pidfd)
-        return
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(worker.pid, 0)
 
 
 def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> None:
@@ -692,13 +486,15 @@ def serve_calls(
     imported and the objects pickled in ``kept`` made, once it is set up (confined: the
     imports run no code outside the sandbox). Never returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores its children's ends
-    sys.path[:] = setup.path
+    # The caller's path first, then this interpreter's own (its standard library, where
+    # the caller's is another interpreter's that this user may not read).
+    sys.path[:] = [*setup.path, *(path for path in sys.path if path not in setup.path)]
     with contextlib.suppress(OSError):
         os.chdir(setup.cwd)
-    # The caller's __main__ is not this process's (the server's boot): a call that names
-    # something of it cannot be loaded here, and runs as a closure does.
+    # The caller's __main__ is not this process's (the server's boot); what a call has of
+    # it comes by value.
     sys.modules["__main__"] = types.ModuleType("__main__")
-    registry: dict[Any, Any] = {}
+    copies: dict[bytes, Any] = {}
 
     def prepare() -> None:
         for name in preload:
@@ -706,18 +502,18 @@ def serve_calls(
                 importlib.import_module(name)
         for data in kept:
             with contextlib.suppress(Exception):
-                registry[data] = pickle.loads(data)
+                copies[data] = pickle.loads(data)
 
     gc.enable()  # the server runs without its collector; the calls run with it
     reuse = _budget(setup) if setup.reuse else None
     entered = functools.partial(enter_calls, setup, prepare)
-    _worker_main(entered, _nest(setup), registry, sock, reuse)
+    _worker_main(entered, _nest(setup), copies, sock, reuse)
 
 
 def _worker_main(
     setup: Callable[[], None],
     nest: Callable[[], None] | None,
-    registry: dict[Any, Any],
+    copies: dict[bytes, Any],
     sock: socket.socket,
     reuse: _Budget | None = None,
 ) -> None:
@@ -728,10 +524,9 @@ def _worker_main(
     With ``reuse`` (each call's share of the limits), its one child runs the calls one
     after another instead (:func:`_serve_with_one_child`)."""
     try:
-        # A crash here is reported by the parent (SandboxError naming the signal); a fault
-        # handler inherited from the caller would only print a second, alarming dump.
+        # A crash here is reported by the caller (SandboxError naming the signal); a fault
+        # handler would only print a second, alarming dump.
         faulthandler.disable()
-        _close_inherited_pipes(keep={sock.fileno()})
         try:
             setup()
             failed: BaseException | None = None
@@ -741,7 +536,7 @@ def _worker_main(
         # in a child, would otherwise touch (and so copy) every page of it.
         gc.freeze()
         if reuse is not None:
-            _serve_with_one_child(sock, nest, registry, failed, reuse)
+            _serve_with_one_child(sock, nest, copies, failed, reuse)
             return
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
@@ -778,7 +573,7 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, registry, failed, took_w, hints, planned, policy)
+                    _call_child(sock, nest, copies, failed, took_w, hints, planned, policy)
                 mine.add(waiting)
                 if hint is not None:
                     hinted = waiting  # forked with the hint planned
@@ -821,7 +616,7 @@ def _worker_main(
 def _serve_with_one_child(
     sock: socket.socket,
     nest: Callable[[], None] | None,
-    registry: dict[Any, Any],
+    copies: dict[bytes, Any],
     failed: BaseException | None,
     budget: _Budget,
 ) -> None:
@@ -846,7 +641,7 @@ def _serve_with_one_child(
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 os.close(wake_r)
                 os.close(wake_w)
-                _reused_child(sock, nest, registry, failed, budget)
+                _reused_child(sock, nest, copies, failed, budget)
         select.select([wake_r], [], [])
         _drain(wake_r)
         for pid, status in _reaped():
@@ -861,7 +656,7 @@ def _serve_with_one_child(
 def _reused_child(
     sock: socket.socket,
     nest: Callable[[], None] | None,
-    registry: dict[Any, Any],
+    copies: dict[bytes, Any],
     failed: BaseException | None,
     budget: _Budget,
 ) -> None:
@@ -883,7 +678,7 @@ def _reused_child(
                 return
             data, result_w = received
             sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
-            outcome = _outcome_of(data, registry, failed, budget.grant)
+            outcome = _outcome_of(data, copies, failed, budget.grant)
             _deliver(outcome, result_w)
             os.close(result_w)
             del data, outcome  # nothing of a call is kept for the next
@@ -931,11 +726,10 @@ def _hookless_fork() -> Callable[[], int]:
 
     The hooks (``threading``'s, ``logging``'s, ``random``'s, a library's) cost a child
     about 0.6 ms and 200 copied pages, for nothing: they reset what other threads may
-    have held or started at a fork, they ran when the worker was forked from the
-    caller, and the worker runs no other thread. The one that matters for each child,
-    ``random``'s reseed, is done by :func:`_reseed_random`. glibc's ``fork`` still makes
-    its own state (malloc's locks) safe in the child; the interpreter's lock stays with
-    the one thread, which the child has too.
+    have held or started at a fork, and the worker runs no other thread. The one that
+    matters for each child, ``random``'s reseed, is done by :func:`_reseed_random`.
+    glibc's ``fork`` still makes its own state (malloc's locks) safe in the child; the
+    interpreter's lock stays with the one thread, which the child has too.
 
     Raises (the returned callable):
         OSError: the fork failed (EAGAIN: a process limit).
@@ -1026,7 +820,7 @@ _LEARN_EVERY = 16
 def _call_child(
     sock: socket.socket,
     nest: Callable[[], None] | None,
-    registry: dict[Any, Any],
+    copies: dict[bytes, Any],
     failed: BaseException | None,
     took_w: int,
     hints: tuple[int | None, int | None],
@@ -1064,7 +858,7 @@ def _call_child(
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
-        _deliver(_outcome_of(data, registry, failed), result_w)
+        _deliver(_outcome_of(data, copies, failed), result_w)
         if learned_w is not None:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
@@ -1090,7 +884,7 @@ def _set_up_child(
 
 def _outcome_of(
     data: bytes,
-    registry: dict[Any, Any],
+    copies: dict[bytes, Any],
     failed: BaseException | None,
     grant: Callable[[], None] | None = None,
 ) -> tuple[str, Any]:
@@ -1101,7 +895,7 @@ def _outcome_of(
     if failed is not None:
         return ("error", failed)
     try:
-        call = _load_request(data, registry)
+        call = _load_request(data, copies)
     except BaseException as exc:
         return ("unservable", f"{type(exc).__name__}: {exc}")
     if grant is not None:
@@ -1288,27 +1082,6 @@ class _Reports:
         _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
 
 
-def _close_inherited_pipes(keep: set[int]) -> None:
-    """Close the pipes the fork copied from the caller, but ``keep``.
-
-    Other threads of the caller may be starting a subprocess or a sandboxed call at the
-    instant of the fork: they wait for end of file on a pipe (``subprocess``'s exec-status
-    pipe, a child's output) whose write end this copy would hold until it exits, which for
-    a warm worker is when it is let go. Descriptors of other kinds
-    (files, sockets) stay, so a callable over an open connection still works.
-    """
-    try:
-        fds = [int(name) for name in os.listdir("/dev/fd")]
-    except OSError:
-        return
-    for fd in fds:
-        if fd in keep or fd <= 2:
-            continue
-        with contextlib.suppress(OSError):
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
-                os.close(fd)
-
-
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
     try:
         value = fn(*args, **kwargs)
@@ -1323,47 +1096,24 @@ async def _await(value: Awaitable[Any]) -> Any:
     return await value
 
 
-def _by_reference(obj: Any) -> bool:
-    """Whether a call's argument is one a worker may keep and be sent by reference: a
-    callable (not a class), or an object whose class sets ``sandbox_by_reference``."""
-    if isinstance(obj, type):
-        return False
-    return callable(obj) or getattr(type(obj), "sandbox_by_reference", False) is True
-
-
-class _RefPickler(pickle.Pickler):
-    """Pickles the callables a child already holds as references to them."""
-
-    def __init__(self, file: io.BytesIO, registry: dict[int, Any], known: frozenset[int]):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._registry = registry
-        self._known = known
-
-    def persistent_id(self, obj: Any) -> int | None:
-        key = id(obj)
-        if key in self._known and self._registry.get(key) is obj:
-            return key
-        return None
-
-
-#: How :class:`_ImportPickler` treats an object, by its type.
+#: How :class:`_CallPickler` treats an object, by its type.
 _PLAIN, _GLOBAL, _KEPT = 0, 1, 2
 
 
 def _kind_of(cls: type) -> int:
     if issubclass(cls, (types.FunctionType, types.BuiltinFunctionType, type)):
-        return _GLOBAL  # pickled as a reference to be imported
+        return _GLOBAL  # by reference when importable (noted for the worker), else by value
     if getattr(cls, "sandbox_by_reference", False) is True:
         return _KEPT
     return _PLAIN
 
 
-class _ImportPickler(pickle.Pickler):
-    """Pickles a call for a worker started by the spawn server, which imports what the
-    call names: refuses what names ``__main__`` (the worker's is not the caller's), notes
-    the modules named (``modules``) and pickles an object whose class sets
-    ``sandbox_by_reference`` as ``("kept", its own pickle)`` (noted in ``kept``): the
-    worker keeps one copy of each such pickle, made once, for its children. ``kinds``
+class _CallPickler(cloudpickle.Pickler):
+    """Pickles a call for a warm worker: ``cloudpickle``'s way (what can be imported by
+    reference, a closure, a lambda or ``__main__``'s function by value), noting the
+    modules named (``modules``: the worker imports them once), and an object whose class
+    sets ``sandbox_by_reference`` as ``("kept", its own pickle)`` (noted in ``kept``):
+    the worker keeps one copy of each such pickle, made once, for its children. ``kinds``
     caches each type's treatment (:func:`_kind_of`) across picklers: this runs for every
     object of every call."""
 
@@ -1383,14 +1133,13 @@ class _ImportPickler(pickle.Pickler):
             return None
         if kind == _GLOBAL:
             module = getattr(obj, "__module__", None)
-            if module is None or module == "__main__":
-                raise pickle.PicklingError(f"{obj!r} cannot be imported by another process")
-            self.modules[module] = None
+            if isinstance(module, str) and module != "__main__":
+                self.modules[module] = None
             return None
         if self._top is not None:
             return None  # within a kept object: pickled with it
         buffer = io.BytesIO()
-        inner = _ImportPickler(buffer, self._kinds, top=obj)
+        inner = _CallPickler(buffer, self._kinds, top=obj)
         inner.dump(obj)
         self.modules.update(inner.modules)
         data = buffer.getvalue()
@@ -1398,29 +1147,64 @@ class _ImportPickler(pickle.Pickler):
         return ("kept", data)
 
 
-class _RefUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, registry: dict[Any, Any]):
+class _CallUnpickler(pickle.Unpickler):
+    """Loads a request in a worker's child: a kept object is the worker's copy (else one
+    made here from its pickle)."""
+
+    def __init__(self, file: io.BytesIO, kept: dict[bytes, Any]):
         super().__init__(file)
-        self._registry = registry
+        self._kept = kept
 
     def persistent_load(self, pid: Any) -> Any:
-        if type(pid) is tuple:  # ("kept", pickle): the worker's copy, else one made here
-            kept = self._registry.get(pid[1])
-            return kept if kept is not None else pickle.loads(pid[1])
-        return self._registry[pid]
+        copy = self._kept.get(pid[1])
+        return copy if copy is not None else pickle.loads(pid[1])
 
 
-def _dump_request(call: Any, registry: dict[int, Any], known: frozenset[int]) -> bytes | None:
-    buffer = io.BytesIO()
-    try:
-        _RefPickler(buffer, registry, known).dump(call)
-    except Exception:
-        return None  # something the child does not hold and cannot be pickled
-    return buffer.getvalue()
+def _load_request(data: bytes, kept: dict[bytes, Any]) -> Any:
+    return _CallUnpickler(io.BytesIO(data), kept).load()
 
 
-def _load_request(data: bytes, registry: dict[Any, Any]) -> Any:
-    return _RefUnpickler(io.BytesIO(data), registry).load()
+def _unpicklable(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    kinds: dict[type, int],
+    exc: Exception,
+) -> UnpicklableCall:
+    """The error for a call that did not pickle (``exc``): it names the first part of it
+    that does not pickle alone (the callable, a positional or a keyword argument)."""
+    parts: list[tuple[str, Any]] = [("the callable", fn)]
+    parts += [(f"argument {i + 1}", value) for i, value in enumerate(args)]
+    parts += [(f"argument {name!r}", value) for name, value in kwargs.items()]
+    for label, value in parts:
+        try:
+            _CallPickler(io.BytesIO(), kinds).dump(value)
+        except Exception as part_exc:
+            part, exc = f"{label} ({_describe(value)})", part_exc
+            break
+    else:
+        part = "the call"
+    return UnpicklableCall(_describe(fn), part, f"{type(exc).__name__}: {exc}")
+
+
+def _describe(obj: Any) -> str:
+    """A short name for what a call carries: a function's qualified name, else its type's."""
+    name = getattr(obj, "__qualname__", None)
+    if isinstance(name, str) and callable(obj):
+        return name
+    return f"a {type(obj).__qualname__}"
+
+
+def _unserved(fn: Callable[..., Any], exc: Exception) -> str:
+    """Why a call ran on no worker: the worker died before it took it, or the call cannot
+    be loaded there (``_Unservable``, what loading it raised)."""
+    if isinstance(exc, _Unservable):
+        return (
+            f"{_describe(fn)} cannot be loaded in the sandbox's process ({exc}): what it "
+            "names by reference must be importable from sys.path (a function defined in "
+            "another function or in __main__ goes by value)"
+        )
+    return "the sandbox's worker process ended before the call started, twice"
 
 
 def _dumps(outcome: tuple[str, Any]) -> bytes:
@@ -1461,95 +1245,8 @@ def _kill_leftovers() -> None:
         time.sleep(0.001)
 
 
-async def _collect(child: _Child, grace: float) -> Any:
-    """Read the child's result; stop it when cancelled. Returns ``(result bytes or None,
-    wait status or None)``: the result once complete (the child then only exits, and is
-    reaped later), else the status the child exited with."""
-    os.set_blocking(child.result_fd, False)
-    received = bytearray()
-    status: int | None = None
-    complete = False
-    try:
-        try:
-            pidfd = os.pidfd_open(child.pid)
-        except (AttributeError, OSError):
-            pidfd = None
-        if pidfd is None:
-            status, complete = await _collect_with_tasks(child, received)
-        else:
-            try:
-                status, complete = await _collect_with_pidfd(child, pidfd, received)
-            finally:
-                os.close(pidfd)
-    finally:
-        if status is None and not complete:
-            with anyio.CancelScope(shield=True):
-                await _stop(child.pid, grace)
-        os.close(child.result_fd)
-    return (bytes(received[8:]) if complete else None), status
-
-
-async def _collect_with_pidfd(
-    child: _Child, pidfd: int, received: bytearray
-) -> tuple[int | None, bool]:
-    """Linux: the result pipe and the child's pidfd behind one epoll, served by this task
-    alone (a task group with a task for each costs more than a short call)."""
-    selector = selectors.DefaultSelector()
-    try:
-        selector.register(child.result_fd, selectors.EVENT_READ)
-        selector.register(pidfd, selectors.EVENT_READ)
-        while True:
-            ready = {key.fd for key, _ in selector.select(0)}
-            # The result first: a child that wrote it whole and exited has succeeded.
-            if child.result_fd in ready and _read_available(child.result_fd, received):
-                selector.unregister(child.result_fd)
-            if _complete(received):
-                return None, True
-            if pidfd in ready:
-                _, status = os.waitpid(child.pid, 0)
-                _read_available(child.result_fd, received)  # all it wrote is in the pipe now
-                return status, _complete(received)
-            await anyio.wait_readable(selector.fileno())  # type: ignore[attr-defined]
-    finally:
-        selector.close()
-
-
-async def _collect_with_tasks(child: _Child, received: bytearray) -> tuple[int | None, bool]:
-    """Elsewhere: a task reads the result while this one waits for the exit."""
-    status: int | None = None
-    complete = False
-    async with anyio.create_task_group() as tg:
-
-        async def read_result() -> None:
-            nonlocal complete
-            await _read_into(child.result_fd, received)
-            complete = _complete(received)
-            if complete:
-                tg.cancel_scope.cancel()
-
-        tg.start_soon(read_result)
-        status = await _wait_exit(child.pid)
-        _read_available(child.result_fd, received)
-        complete = _complete(received)
-        tg.cancel_scope.cancel()
-    return status, complete
-
-
 def _complete(received: bytearray) -> bool:
     return len(received) >= 8 and len(received) - 8 >= int.from_bytes(received[:8], "big")
-
-
-async def _read_into(fd: int, received: bytearray) -> None:
-    """Read until the length-prefixed result is complete, or end of file."""
-    while not _complete(received):
-        try:
-            chunk = os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-            await anyio.wait_readable(fd)
-            continue
-        if not chunk:
-            return
-        received += chunk
 
 
 def _read_available(fd: int, received: bytearray) -> bool:
@@ -1560,39 +1257,6 @@ def _read_available(fd: int, received: bytearray) -> bool:
     except BlockingIOError:
         return False
     return True
-
-
-async def _wait_exit(pid: int) -> int:
-    """The child's wait status, once it exited (pidfd on Linux, a waiting thread elsewhere)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        _, status = await anyio.to_thread.run_sync(os.waitpid, pid, 0, abandon_on_cancel=True)
-        return status
-    try:
-        await anyio.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
-    _, status = os.waitpid(pid, 0)
-    return status
-
-
-async def _stop(pid: int, grace: float) -> None:
-    """SIGTERM the child's tree, wait up to ``grace`` seconds, SIGKILL what is left, reap.
-
-    The tree is listed before the child can die: its orphans would be reparented out of
-    reach (the caller is not a subreaper).
-    """
-    tree = set(descendants(pid))
-    _signal(tree, pid, signal.SIGTERM)
-    with anyio.move_on_after(grace):
-        await _wait_exit(pid)
-    tree.update(descendants(pid))
-    # Stopped first, so that nothing forks between listing the tree and killing it.
-    _signal(tree, pid, signal.SIGSTOP)
-    _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
 
 
 def _signal(tree: set[int], pid: int, sig: int) -> None:

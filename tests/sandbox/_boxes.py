@@ -32,6 +32,17 @@ def new_box() -> Iterator[NewBox]:
         box.close()
 
 
+def call_worker(box: Sandbox, *, reuse: bool = False) -> Any:
+    """``box``'s warm worker of calls of one kind (``reuse``: whose one child runs the
+    stateless calls), when there is exactly one (tests that call one at a time), else
+    ``None``."""
+    caller = box._caller
+    if caller is None:
+        return None
+    workers = [w for w in list(caller._workers) if w.reuse == reuse]
+    return workers[0] if len(workers) == 1 else None
+
+
 def force_landlock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Give commands and calls what a host without bubblewrap gives them: Landlock, seccomp
     and a mount namespace (skips where those do not work)."""

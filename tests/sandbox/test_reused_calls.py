@@ -23,7 +23,7 @@ from sandbox.layers import SIGNAL_SCOPING, WRITE_CONFINEMENT
 from sandbox.spawn._tree import descendants
 from tests._processes import survivors
 from tests._waiting import wait_until, wait_until_async
-from tests.sandbox._boxes import NewBox
+from tests.sandbox._boxes import NewBox, call_worker
 from workspace_tools import ErrorCode, invoke_tool
 from workspace_tools.tools import workspace_tools
 
@@ -116,7 +116,7 @@ async def _reusing_worker(box: Sandbox, module: str = __name__, other_than: int 
     """The spawned worker whose child runs ``box``'s stateless calls, once it imported
     ``module`` (and is not the worker ``other_than``)."""
     return await wait_until_async(
-        lambda: box._caller._reusing if box._caller is not None else None,
+        lambda: call_worker(box, reuse=True),
         lambda w: w is not None and module in w.known and w.pid != other_than,
         f"a reusing worker that imported {module}",
     )
@@ -144,21 +144,20 @@ async def test_stateless_calls_share_one_process_and_others_get_a_fresh_one(
     assert len({pid for pid, _ in fresh} | {first}) == 3, (fresh, first)
 
 
-async def test_stateless_calls_served_by_the_other_spawned_worker_get_their_own_started(
+async def test_a_stateless_call_with_no_reusing_worker_waits_for_one_of_its_own(
     new_box: NewBox,
 ) -> None:
     box = new_box(layers=False)
-    await box.call(_pids)  # the worker forking a child per call, started on demand
-    fresh_worker = await wait_until_async(
-        lambda: box._caller._spawned if box._caller is not None else None,
-        lambda w: w is not None and __name__ in w.known,
-        "the spawned worker forking a child per call",
-    )
-    meanwhile = await box.call(_pids, reuse_process=True)  # served by that one
-    worker = await _reusing_worker(box)
+    await box.call(_pids)  # the worker forking a child per call, started for it
+    fresh_worker = call_worker(box)
+    first = await box.call(_pids, reuse_process=True)  # not served by that one
+    worker = call_worker(box, reuse=True)
     served = [await box.call(_pids, reuse_process=True) for _ in range(2)]
-    assert meanwhile[1] == fresh_worker.pid
-    assert served[0] == served[1] and served[0][1] == worker.pid != fresh_worker.pid, served
+    assert fresh_worker is not None and worker is not None
+    assert first == served[0] == served[1] and first[1] == worker.pid != fresh_worker.pid, (
+        first,
+        served,
+    )
 
 
 async def test_a_call_that_raises_leaves_the_process_serving(new_box: NewBox) -> None:
@@ -269,10 +268,10 @@ async def test_a_timeout_ends_the_process_and_its_tree(
     with pytest.raises(TimeoutError):
         await box.call(_hang_leaving_a_process, reuse_process=True)
     left = survivors(f"WT_TEST_MARKER={marker}")
-    replaced = await _reusing_worker(box, other_than=worker.pid)
-    served = await box.call(_pids, reuse_process=True)
+    served = await box.call(_pids, reuse_process=True)  # on a worker started for it
+    replaced = call_worker(box, reuse=True)
     assert left == []
-    assert served[1] == replaced.pid and served[0] != pid
+    assert served[1] == replaced.pid != worker.pid and served[0] != pid
     gone = wait_until(
         lambda: [p for p in (worker.pid, pid) if _alive(p)], lambda pids: not pids, "their end"
     )

@@ -11,11 +11,13 @@ import contextlib
 import ctypes
 import errno
 import os
+import pickle
 import secrets
 import select
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,14 +26,14 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox import Sandbox, SandboxError, SandboxLimits, SandboxUnavailable, UnpicklableCall
 from sandbox import _sandbox as sandbox_module
 from sandbox.layers import LANDLOCK, MOUNT_NAMESPACE, SECCOMP, landlock, missing, mountns, seccomp
 from sandbox.layers._plan import LayerPlan
 from sandbox.spawn._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
-from tests._waiting import DEADLINE, poll_async, wait_until_async
-from tests.sandbox._boxes import NewBox
+from tests._waiting import DEADLINE, poll_async
+from tests.sandbox._boxes import NewBox, call_worker
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
@@ -590,7 +592,7 @@ async def test_workspace_tools_in_a_sandbox_confine_commands_to_the_root(
     assert not target.exists()
 
 
-# --- calls: a fresh process each, from the warm worker or forked on demand -------------
+# --- calls: a fresh process each, from a warm worker the spawn server forked ----------
 
 
 async def test_each_call_runs_in_a_fresh_child_and_changes_stay_there() -> None:
@@ -627,62 +629,79 @@ async def test_closures_made_after_the_child_was_forked_run_with_their_own_value
     assert results == [100, 101, 102, 103]
 
 
-async def test_known_callable_with_unpicklable_argument_still_runs() -> None:
-    lock = __import__("threading").Lock()  # cannot be pickled: the call forks on demand
+async def test_what_does_not_pickle_is_refused_naming_it_and_nothing_runs(
+    tmp_path: Path,
+) -> None:
+    lock = threading.Lock()
+    flag = tmp_path / "ran"
 
     def held(value: object) -> bool:
+        flag.write_text("ran")
         return value is not None
+
+    def over_a_lock() -> bool:
+        return lock.locked()
+
+    def numbers() -> Iterator[int]:
+        yield 1
 
     box = Sandbox(layers=False)
     try:
         assert await box.call(held, 1) is True
-        assert await box.call(held, lock) is True
+        flag.unlink()
+        refused = []
+        for fn, args in ((held, (lock,)), (over_a_lock, ()), (list, (numbers(),))):
+            with pytest.raises(UnpicklableCall) as raised:
+                await box.call(fn, *args)
+            refused.append(str(raised.value))
     finally:
         box.close()
-
-
-async def _warm_worker(box: Sandbox, knowing: Any) -> Any:
-    """The sandbox's warm worker that serves ``knowing``, once there is one: for a
-    module-level function, the worker the spawn server forked, once it imported its
-    module; for a closure, the worker forked from this process, once it holds it."""
-    spawned = "<locals>" not in knowing.__qualname__
-
-    def probe() -> Any:
-        caller = box._caller
-        if caller is None:
-            return None
-        return caller._spawned if spawned else caller._worker
-
-    def holds(worker: Any) -> bool:
-        if worker is None:
-            return False
-        return knowing.__module__ in worker.known if spawned else id(knowing) in worker.known
-
-    return await wait_until_async(probe, holds, "a warm worker holding the callable")
+    advice = (
+        "make it importable (a module-level function or class) or capture only values "
+        "that pickle (no lock, socket, open file or generator)"
+    )
+    where = "test_what_does_not_pickle_is_refused_naming_it_and_nothing_runs.<locals>"
+    assert refused == [
+        f"{where}.held cannot run in the sandbox: argument 1 (a lock) cannot be pickled to "
+        f"cross to its process (TypeError: cannot pickle '_thread.lock' object); {advice}",
+        f"{where}.over_a_lock cannot run in the sandbox: the callable ({where}.over_a_lock) "
+        "cannot be pickled to cross to its process (TypeError: cannot pickle "
+        f"'_thread.lock' object); {advice}",
+        "list cannot run in the sandbox: argument 1 (a generator) cannot be pickled to "
+        f"cross to its process (TypeError: cannot pickle 'generator' object); {advice}",
+    ]
+    assert not flag.exists()
 
 
 def _parent_pid() -> int:
     return os.getppid()
 
 
+def _served_by(box: Sandbox) -> Any:
+    """``box``'s one warm worker forking a child per call (there must be one)."""
+    worker = call_worker(box)
+    assert worker is not None, box._caller
+    return worker
+
+
 async def test_a_warm_worker_that_died_is_replaced() -> None:
     box = Sandbox(layers=False)
     try:
-        await box.call(_parent_pid)  # forked on demand: the caller is its parent
-        worker = await _warm_worker(box, _parent_pid)
-        assert await box.call(_parent_pid) == worker.pid
+        first = await box.call(_parent_pid)  # the first call waits for the worker
+        worker = _served_by(box)
+        assert first == worker.pid != os.getpid()
         os.kill(worker.pid, signal.SIGKILL)
         # Its child waiting for a call dies with it; the spawn server reaps it.
         assert select.select([worker.pidfd], [], [], DEADLINE)[0] == [worker.pidfd]
-        assert await box.call(_parent_pid) == os.getpid()  # on demand again, meanwhile
-        replaced = await _warm_worker(box, _parent_pid)
-        assert replaced.pid != worker.pid
+        after = await box.call(_parent_pid)  # on a worker started for it
+        replaced = _served_by(box)
+        assert after == replaced.pid != worker.pid
         assert await box.call(_parent_pid) == replaced.pid
     finally:
         box.close()
 
 
-async def test_a_warm_worker_learns_callables_used_since_its_fork() -> None:
+async def test_a_warm_worker_serves_callables_new_since_it_started() -> None:
     def first() -> int:
         return os.getppid()
 
@@ -692,13 +711,11 @@ async def test_a_warm_worker_learns_callables_used_since_its_fork() -> None:
     box = Sandbox(layers=False)
     try:
         await box.call(first)
-        worker = await _warm_worker(box, first)
-        assert await box.call(second) == os.getpid()  # unknown to that worker
-        learned = await _warm_worker(box, second)
-        assert learned.pid != worker.pid
-        assert [await box.call(second), await box.call(first)] == [learned.pid] * 2
+        worker = _served_by(box)
+        served = [await box.call(second), await box.call(first), await box.call(_echo, 1)]
     finally:
         box.close()
+    assert served == [worker.pid, worker.pid, (1, worker.pid)]
 
 
 def _echo(value: int) -> tuple[int, int]:
@@ -711,7 +728,7 @@ async def test_calls_back_to_back_on_the_warm_worker_each_get_their_own_result()
     box = Sandbox(layers=False)
     try:
         await box.call(_echo, -1)
-        worker = await _warm_worker(box, _echo)
+        worker = _served_by(box)
         with anyio.fail_after(60):
             results = [await box.call(_echo, i) for i in range(500)]
     finally:
@@ -737,10 +754,10 @@ async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
             ctypes.string_at(0)
         return os.getppid()
 
-    await box.call(work, "answer")
     for how in ("crash", "hang"):
-        worker = await _warm_worker(box, work)
-        assert await box.call(work, "answer") == worker.pid
+        answer = await box.call(work, "answer")
+        worker = _served_by(box)
+        assert answer == worker.pid
         with pytest.raises((SandboxError, TimeoutError)) as raised:
             await box.call(work, how)
         assert (
@@ -762,16 +779,13 @@ async def test_a_call_can_neither_signal_nor_tamper_with_its_warm_worker(
     if "signal_scoping" not in box.call_capabilities:
         pytest.skip(f"calls cannot be kept from signalling here: {box.call_capabilities}")
 
-    def reach_parent() -> tuple[int, str, str]:  # a closure: a fork of this process serves it
+    def reach_parent() -> tuple[int, str, str]:  # a closure: it crosses by value
         return _reach_parent()
 
-    await box.call(reach_parent)
-    worker = await _warm_worker(box, reach_parent)
-    assert await box.call(reach_parent) == (worker.pid, "EPERM", "EACCES")
-    # The same from the worker the spawn server forked.
-    await box.call(_reach_parent)
-    spawned = await _warm_worker(box, _reach_parent)
-    assert await box.call(_reach_parent) == (spawned.pid, "EPERM", "EACCES")
+    first = await box.call(reach_parent)
+    worker = _served_by(box)
+    assert first == (worker.pid, "EPERM", "EACCES")
+    assert await box.call(_reach_parent) == (worker.pid, "EPERM", "EACCES")
 
 
 def _reach_parent() -> tuple[int, str, str]:
@@ -872,12 +886,11 @@ async def test_a_warm_worker_holds_no_pipe_of_the_caller() -> None:
     read_end, write_end = os.pipe()  # stands for a pipe another thread has open
     box = Sandbox(layers=False)
 
-    def parent_pid() -> int:  # a closure: served by a worker forked from here
+    def parent_pid() -> int:  # a closure: it crosses by value
         return os.getppid()
 
     try:
-        await box.call(parent_pid)
-        await _warm_worker(box, parent_pid)
+        assert await box.call(parent_pid) == _served_by(box).pid
         os.close(write_end)
         write_end = -1
         ready = await anyio.to_thread.run_sync(
@@ -890,3 +903,22 @@ async def test_a_warm_worker_holds_no_pipe_of_the_caller() -> None:
         os.close(read_end)
         if write_end >= 0:
             os.close(write_end)
+
+
+async def test_a_sandbox_pickles_as_its_settings_and_its_copy_runs_commands(
+    tmp_path: Path,
+) -> None:
+    box = Sandbox(writable=[str(tmp_path)], best_effort=True, limits=SandboxLimits(cpu_seconds=7))
+    copy = pickle.loads(pickle.dumps(box))
+    try:
+        result = await copy.run(["sh", "-c", "echo copied > out.txt"], cwd=str(tmp_path))
+    finally:
+        copy.close()
+        box.close()
+    assert (copy.limits, copy.confinement) == (box.limits, box.confinement)
+    assert (copy.capabilities, copy.call_capabilities) == (
+        box.capabilities,
+        box.call_capabilities,
+    )
+    assert result.exit_code == 0, result.stderr.complete
+    assert (tmp_path / "out.txt").read_text() == "copied\n"

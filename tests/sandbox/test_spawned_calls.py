@@ -1,14 +1,15 @@
-"""A call whose callable and arguments pickle by import (a module-level function, a
-built-in tool's ``execute`` with its workspace as settings) is served by a warm worker
-that the spawn server forked, not by a fork of the caller: nothing of the caller's memory
-is there. A closure still runs in a fork of the caller. Whichever serves it, a worker
-killed mid-call is replaced, and nothing outlives a timeout or ``Sandbox.close()``."""
+"""Every sandboxed call is served by a warm worker that the spawn server forked, never by
+a fork of the caller: nothing of the caller's memory is there but what the call carries.
+A built-in tool's call pickles by import (its ``execute``, its workspace as settings); a
+closure crosses by value, with what it captures. A worker killed mid-call is let go, and
+nothing outlives a timeout or ``Sandbox.close()``."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,29 +21,13 @@ from sandbox import Sandbox, SandboxError, SandboxLimits
 from sandbox.spawn._tree import descendants
 from tests._processes import command_line, survivors
 from tests._waiting import wait_until, wait_until_async
+from tests.sandbox._boxes import call_worker
 from workspace_tools import invoke_tool
 from workspace_tools.tools import read_file as read_file_module
 from workspace_tools.tools import workspace_tools
 from workspace_tools.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
-
-
-async def _spawned_worker(
-    box: Sandbox, module: str, other_than: int = 0, *, reusing: bool = False
-) -> Any:
-    """The worker the spawn server forked for ``box``, once it imported ``module`` (and is
-    not the worker ``other_than``); ``reusing``: the one whose one child runs the calls
-    that keep no state (a built-in tool's)."""
-    return await wait_until_async(
-        lambda: (
-            None
-            if box._caller is None
-            else (box._caller._reusing if reusing else box._caller._spawned)
-        ),
-        lambda w: w is not None and module in w.known and w.pid != other_than,
-        f"a spawned worker that imported {module}",
-    )
 
 
 def _parent_of(pid: int) -> int:
@@ -74,15 +59,15 @@ async def test_a_built_in_tools_sandboxed_call_runs_in_no_fork_of_the_caller(
     one_line = await invoke_tool(tool, {"path": "three.txt"})
     box = Sandbox(layers=False)
     try:
-        first = await invoke_tool(tool, {"path": "three.txt"}, sandbox=box)  # forked on demand
-        worker = await _spawned_worker(box, "workspace_tools.tools.read_file", reusing=True)
+        first = await invoke_tool(tool, {"path": "three.txt"}, sandbox=box)  # waits for it
+        worker = call_worker(box, reuse=True)
         served = await invoke_tool(tool, {"path": "three.txt"}, sandbox=box)
         parent = _parent_of(worker.pid)
         parent_argv = command_line(parent)
     finally:
         box.close()
     assert whole.content != one_line.content, one_line.content
-    assert first.content == one_line.content
+    assert first.error is None and first.content == whole.content, first
     assert served.error is None and served.content == whole.content, served
     assert parent != os.getpid()
     assert any("sandbox.spawn._server" in arg for arg in parent_argv), parent_argv
@@ -100,16 +85,16 @@ async def test_arguments_of_a_model_made_for_the_workspace_reach_the_spawned_wor
     monkeypatch.setattr(read_file_module, "MAX_TEXT_CHARS", 1)  # as above: a fork shows less
     box = Sandbox(layers=False)
     try:
-        await invoke_tool(tool, {"path": "many.txt"}, sandbox=box)  # forked on demand
-        await _spawned_worker(box, "workspace_tools.tools.read_file", reusing=True)
-        served = await invoke_tool(tool, {"path": "many.txt"}, sandbox=box)
+        served = [await invoke_tool(tool, {"path": "many.txt"}, sandbox=box) for _ in range(2)]
     finally:
         box.close()
     assert expected.content.endswith("[Lines 1-3 of 10 shown. Use offset=4 to read on.]")
-    assert served.error is None and served.content == expected.content, served
+    assert [(s.error, s.content) for s in served] == [(None, expected.content)] * 2
 
 
-async def test_a_closure_runs_in_a_fork_of_the_caller() -> None:
+async def test_a_closure_runs_in_a_child_of_the_spawn_server_with_what_it_captures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     secret = secrets.token_hex(8)
 
     def closure() -> tuple[int, str]:
@@ -118,20 +103,44 @@ async def test_a_closure_runs_in_a_fork_of_the_caller() -> None:
     box = Sandbox(layers=False)
     try:
         first = await box.call(closure)
-        worker = await wait_until_async(
-            lambda: box._caller._worker if box._caller is not None else None,
-            lambda w: w is not None and id(closure) in w.known,
-            "a worker forked from here that holds the closure",
-        )
+        worker = call_worker(box)
+        parent_argv = command_line(_parent_of(worker.pid))
+        # Changed here after the call was made: the next call carries the new value.
+        secret = "changed"
         served = await box.call(closure)
-        spawned = box._caller._spawned if box._caller is not None else None
-        by_lambda = await box.call(lambda: secret)
+        by_lambda = await box.call(lambda: secret * 2)
     finally:
         box.close()
-    assert first == (os.getpid(), secret)
-    assert served == (worker.pid, secret)
-    assert spawned is None  # nothing that pickles by import was called
-    assert by_lambda == secret
+    assert first == (worker.pid, first[1]) and first[1] != "changed", first
+    assert any("sandbox.spawn._server" in arg for arg in parent_argv), parent_argv
+    assert served == (worker.pid, "changed")
+    assert by_lambda == "changedchanged"
+
+
+async def test_a_closure_s_child_holds_none_of_the_caller_s_memory_it_did_not_capture(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A global of this module set at run time, in this process only: a fork of the
+    # caller would have it; the worker imported this module from disk.
+    token = secrets.token_hex(16)
+    monkeypatch.setattr(sys.modules[__name__], "_CALLER_SECRET", token, raising=False)
+    name = __name__
+
+    def not_captured() -> tuple[bool, Any]:
+        module = sys.modules.get(name)
+        return module is not None, getattr(module, "_CALLER_SECRET", None)
+
+    def captured() -> str:
+        return str(_CALLER_SECRET)  # type: ignore[name-defined]  # noqa: F821
+
+    box = Sandbox(layers=False)
+    try:
+        seen = await box.call(not_captured)
+        carried = await box.call(captured)
+    finally:
+        box.close()
+    assert seen == (True, None), seen
+    assert carried == token
 
 
 def _sleep_once_started(flag: str) -> int:
@@ -153,7 +162,7 @@ async def test_a_spawned_worker_killed_mid_call_is_replaced(tmp_path: Path) -> N
 
     try:
         await box.call(_parent_pid)
-        worker = await _spawned_worker(box, __name__)
+        worker = call_worker(box)
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
@@ -162,8 +171,8 @@ async def test_a_spawned_worker_killed_mid_call_is_replaced(tmp_path: Path) -> N
                     lambda: flag.exists() and flag.read_text(), bool, "the call to start"
                 )
                 os.kill(worker.pid, signal.SIGKILL)
-        after = await box.call(_parent_pid)  # on demand, or on the replacement
-        replaced = await _spawned_worker(box, __name__, other_than=worker.pid)
+        after = await box.call(_parent_pid)  # on a worker started for it
+        replaced = call_worker(box)
         served = await box.call(_parent_pid)
     finally:
         box.close()
@@ -171,8 +180,7 @@ async def test_a_spawned_worker_killed_mid_call_is_replaced(tmp_path: Path) -> N
         "the sandboxed call ended without a result: its warm worker was killed, "
         "and the call with it"
     ]
-    assert after in (os.getpid(), replaced.pid)
-    assert served == replaced.pid != worker.pid
+    assert after == served == replaced.pid != worker.pid
     call_pid = int(flag.read_text())
     assert wait_until(lambda: _alive(call_pid), lambda alive: not alive, "the call's end") is False
 
@@ -193,12 +201,13 @@ async def test_nothing_of_a_spawned_worker_outlives_a_timeout_or_close(
     )
     try:
         await box.call(_parent_pid)
-        worker = await _spawned_worker(box, __name__)
+        worker = call_worker(box)
         with pytest.raises(TimeoutError):
             await box.call(_hang_leaving_a_process)
         left_after_timeout = survivors(f"WT_TEST_MARKER={marker}")
-        replaced = await _spawned_worker(box, __name__, other_than=worker.pid)
-        assert await box.call(_parent_pid) == replaced.pid
+        served = await box.call(_parent_pid)  # on a worker started for it
+        replaced = call_worker(box)
+        assert served == replaced.pid != worker.pid
         # The child forked ahead: the worker forks it once the previous one took its
         # call, under SCHED_BATCH, so a loaded host may run the call first.
         ahead = wait_until(lambda: descendants(replaced.pid), bool, "the child forked ahead")
@@ -211,3 +220,49 @@ async def test_nothing_of_a_spawned_worker_outlives_a_timeout_or_close(
         lambda: [pid for pid in processes if _alive(pid)], lambda pids: not pids, "their end"
     )
     assert alive == []
+
+
+def _meet(directory: str, me: str, other: str) -> tuple[int, int]:
+    """Say this call runs, then wait for the other one to run too (at most a minute): the
+    two run at once. This process and its parent."""
+    Path(directory, me).write_text(str(os.getpid()))
+    end = time.monotonic() + 60
+    while not Path(directory, other).exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    return os.getpid(), os.getppid()
+
+
+async def test_concurrent_calls_each_get_a_worker_of_the_spawn_server(tmp_path: Path) -> None:
+    box = Sandbox(layers=False)
+    seen: dict[str, tuple[int, int]] = {}
+
+    async def call(me: str, other: str) -> None:
+        seen[me] = await box.call(_meet, str(tmp_path), me, other)
+
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, "a", "b")
+                tg.start_soon(call, "b", "a")
+        parents = {parent for _, parent in seen.values()}
+        argvs = [command_line(_parent_of(parent)) for parent in parents]
+    finally:
+        box.close()
+    assert sorted(seen) == ["a", "b"] and len(parents) == 2, seen
+    assert all(any("sandbox.spawn._server" in arg for arg in argv) for argv in argvs), argvs
+
+
+async def test_run_command_run_in_a_sandbox_takes_its_runner_across(tmp_path: Path) -> None:
+    # run_command's runner holds a sandbox (the plain one here): it crosses as its
+    # settings, and the copy starts a spawn server of its own in the call's child.
+    tools = {t.name: t for t in workspace_tools(tmp_path)}
+    box = Sandbox(layers=False)
+    try:
+        result = await invoke_tool(
+            tools["run_command"], {"command": "echo made > made.txt; cat made.txt"}, sandbox=box
+        )
+    finally:
+        box.close()
+    assert result.error is None, result
+    assert result.content == {"exit_code": 0, "stdout": "made\n", "stderr": ""}
+    assert (tmp_path / "made.txt").read_text() == "made\n"

@@ -162,10 +162,7 @@ def text_editor_tool(
     """
     name = anthropic_text_editor_definition(version)["name"]
     workspace = as_workspace(root_or_workspace)
-    # Per file, each change this tool made: (its bytes before, or None when the change
-    # created it; its bytes after).
-    history: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
-    history_lock = threading.Lock()
+    history = _History()
 
     def execute(args: TextEditorArgs, context: ToolContext) -> object:
         if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
@@ -200,7 +197,7 @@ def text_editor_tool(
                 working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
             )
             if args.command == "undo_edit":
-                return _undo(working, resolved, args.path, history, history_lock, context)
+                return _undo(working, resolved, args.path, history.changes, history.lock, context)
             if args.command == "create":
                 output = _create(working, resolved, args, context)
             elif args.command == "str_replace":
@@ -210,8 +207,8 @@ def text_editor_tool(
             after = read_bytes(
                 working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
             )
-            with history_lock:
-                history.setdefault(str(resolved.real), []).append((before, after))
+            with history.lock:
+                history.changes.setdefault(str(resolved.real), []).append((before, after))
             return output
 
     def present(args: TextEditorArgs) -> ToolPresentation:
@@ -236,6 +233,20 @@ def text_editor_tool(
     if version not in _UNDO_VERSIONS:
         return editor
     return undoing_tool(editor, undoes=lambda args: args.command == "undo_edit", undo=undo)
+
+
+class _History:
+    """Per file, each change the tool made: (its bytes before, or None when the change
+    created it; its bytes after). It stays in the process it was made in: a sandboxed
+    call's child gets an empty one (it pickles as such), as what the child adds to it
+    never came back."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
+        self.lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[type[_History], tuple[()]]:
+        return (_History, ())
 
 
 def _named(workspace: Workspace, path: str) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,12 +29,13 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools._errors import ErrorCode
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
-from workspace_tools._tool import Tool
+from workspace_tools._tool import Tool, tool
 from workspace_tools.cli._terminal import for_terminal, format_presentation
 from workspace_tools.search._index import SearchIndex
 from workspace_tools.session._pipeline import invoke_tool, prepare
@@ -301,6 +303,7 @@ async def _drive(
     failed += await _served_step(root, by_name["list_files"], printer, number + 5)
     failed += await _stopped_background(root, by_name["run_command"], printer, number + 6)
     failed += await _shipped_call(root, printer, number + 7)
+    failed += await _closure_call(root, printer, number + 8)
     return failed
 
 
@@ -636,3 +639,50 @@ async def _shipped_call(root: Path, printer: _Printer, number: int) -> int:
         return int(fresh.is_error or stale.error_code is not ErrorCode.STALE_FILE)
     finally:
         (root / path).unlink(missing_ok=True)
+
+
+class _LineArgs(BaseModel):
+    path: str
+
+
+def _closure_tools(root: Path, marker: str) -> tuple[Tool[Any], Tool[Any]]:
+    """A custom tool whose ``execute`` is a closure over ``marker`` (it crosses to a
+    sandbox by value), and one over a lock (it cannot cross)."""
+    guard = threading.Lock()
+
+    def first_line(args: _LineArgs, context: object) -> str:
+        with open(root / args.path, encoding="utf-8") as f:
+            return f"{marker}: {f.readline().strip()!r}, run by pid {os.getpid()}"
+
+    def guarded(args: _LineArgs, context: object) -> str:
+        with guard:
+            return first_line(args, context)
+
+    described = {"description": "The first line of a file.", "parameters": _LineArgs}
+    return (
+        tool(name="first_line", execute=first_line, **described),
+        tool(name="guarded_first_line", execute=guarded, **described),
+    )
+
+
+async def _closure_call(root: Path, printer: _Printer, number: int) -> int:
+    """A closure tool run in a sandbox: it crosses by value to a worker the spawn server
+    forked (no fork of this process); one over a lock is refused, naming the lock.
+    Returns 1 when not, else 0."""
+    printer.line(f"\n{number}. a custom tool that is a closure, run in a sandbox")
+    path = "closure-demo.txt"
+    (root / path).write_text("first line\nsecond line\n")
+    plain, guarded = _closure_tools(root, "captured")
+    try:
+        box = Sandbox(layers=False)
+        try:
+            ran = await invoke_tool(plain, {"path": path}, sandbox=box)
+            refused = await invoke_tool(guarded, {"path": path}, sandbox=box)
+        finally:
+            box.close()
+    finally:
+        (root / path).unlink(missing_ok=True)
+    printer.line(f"  {ran.error or ran.content} (this process is pid {os.getpid()})")
+    printer.line(f"  over a lock: {refused.error_code}: {refused.error}")
+    elsewhere = ran.error is None and not str(ran.content).endswith(f"pid {os.getpid()}")
+    return int(not elsewhere or refused.error_code is not ErrorCode.SANDBOX_ERROR)

@@ -24,16 +24,15 @@ through a shared memory map, by another host on a network file system, or throug
 link made after the build from a directory outside the tree; the walk (the file set) is
 validated by stat as before.
 
-The index is built after a search of a big tree (:data:`MIN_FILES`), by a forked child
-that reads the files while the calls go on; until it is ready searches read every file as
-before. Linux only (inotify); elsewhere there is no index.
+The index is built after a search of a big tree (:data:`MIN_FILES`), by a child of a spawn
+server of its own (``Sandbox.call``, no layers) that reads the files while the calls go
+on; until it is ready searches read every file as before. Linux only (inotify); elsewhere
+there is no index.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import pickle
 import re
 import stat
 import sys
@@ -45,10 +44,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from sandbox.spawn._forking import fork_in_threaded_process
+import anyio
+
+from sandbox import Sandbox, SandboxLimits
 from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
-from workspace_tools.search._worker import read_to_end, send_pickled
 from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._walk import DIRECTORY, Walker
 
@@ -283,7 +283,8 @@ def _build(root: str, walker: Walker) -> _Built | None:
             except NotADirectoryError:
                 continue
         watched = set(wds.values())
-        state = _in_child(lambda: _read_tree(root, files, watched))
+        # The limit as this process has it: the child imports the module afresh.
+        state = _in_child(_read_tree, root, files, watched, MAX_POSTINGS)
         if state is None:
             notify.close()
             return None
@@ -293,10 +294,13 @@ def _build(root: str, walker: Walker) -> _Built | None:
         raise
 
 
-def _read_tree(root: str, files: list[str], watched: set[str]) -> tuple[Any, ...]:
+def _read_tree(
+    root: str, files: list[str], watched: set[str], max_postings: int
+) -> tuple[Any, ...]:
     """What the index holds of ``files``: positions (in ``files``) of the files read, a
     binary flag for each, the distinct words and the files holding each (see
-    :class:`_Built`). Files in a directory not ``watched`` are left out (always read)."""
+    :class:`_Built`). Files in a directory not ``watched`` are left out (always read).
+    Raises MemoryError past ``max_postings`` (file, word) pairs."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     positions = array("I")
     binary = bytearray()
@@ -343,7 +347,7 @@ def _read_tree(root: str, files: list[str], watched: set[str]) -> tuple[Any, ...
                 continue
             found = set(findall(data))
             pairs += len(found)
-            if pairs > MAX_POSTINGS:
+            if pairs > max_postings:
                 raise MemoryError("too many words to index")
             for word in found:
                 k = vocabulary.get(word)
@@ -449,38 +453,18 @@ def _layout(built: _Built, files: list[str]) -> tuple[Any, list[int], int, int]:
     return result
 
 
-def _in_child(work: Callable[[], Any]) -> Any:
-    """``work()`` run in a forked child, its pickled result read back; ``None`` when the
-    child failed or could not be forked. The child runs system calls, ``re`` and
-    ``pickle`` only (no lock another thread may hold) and leaves with ``os._exit``."""
-    read_end, write_end = os.pipe()
+def _in_child(work: Callable[..., Any], *args: Any) -> Any:
+    """``work(*args)`` run in a child of a spawn server of its own (a clean interpreter:
+    none of this process's memory, no lock another thread holds), its result pickled
+    back; ``None`` when it failed or no child could be started."""
+    box = Sandbox(layers=False, env_allowlist=(), limits=_BUILD_LIMITS)
     try:
-        pid = fork_in_threaded_process()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
+        return anyio.run(box.call, work, *args)
+    except Exception:
         return None
-    if pid == 0:  # the child
-        status = 1
-        try:
-            os.close(read_end)
-            send_pickled(write_end, work())
-            os.close(write_end)
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    try:
-        data = read_to_end(read_end)
     finally:
-        os.close(read_end)
-        status = 0
-        # ChildProcessError: reaped already (this process ignores SIGCHLD); a whole pickle
-        # is then the proof of success.
-        with contextlib.suppress(ChildProcessError):
-            status = os.waitpid(pid, 0)[1]
-    if status != 0:
-        return None
-    with contextlib.suppress(Exception):
-        return pickle.loads(data)
-    return None
+        box.close()
+
+
+#: The build reads the tree once: no CPU, size or time limit of its own.
+_BUILD_LIMITS = SandboxLimits(cpu_seconds=None, file_size_bytes=None, open_files=None)

@@ -26,7 +26,7 @@ import anyio.to_thread
 import sniffio
 from pydantic import BaseModel, ValidationError
 
-from sandbox import Sandbox, SandboxError, SandboxUnavailable
+from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
 from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
@@ -405,7 +405,8 @@ async def call_in_sandbox(
     ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
     (``time.monotonic()`` is one clock for every process of the host).
 
-    What crosses: ``execute`` (by reference: a module-level function pickles as its name),
+    What crosses: ``execute`` (a module-level function by reference, as its name; a
+    custom tool's closure by value, with what it captures: ``Sandbox.call``),
     the validated arguments (an argument model made for the workspace's options, which no
     other process can import, as the values of the nearest model that it can:
     :func:`portable_args`) and :attr:`Tool.workspace` as its settings, with the content
@@ -419,7 +420,8 @@ async def call_in_sandbox(
 
     Raises:
         Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
-        child died.
+        child died; :class:`sandbox.UnpicklableCall` naming the tool and what of it does
+        not pickle (its ``execute`` a closure over a lock, its state, its runner).
     """
     workspace, state = tool.workspace, tool.state
     reals: list[Path] = []
@@ -439,19 +441,23 @@ async def call_in_sandbox(
         before = None
         if state is not None:
             before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
-        value, changes = await sandbox.call(
-            execute_in_child,
-            tool.execute,
-            portable_args(args),
-            call_id,
-            tool.name,
-            timing,
-            workspace,
-            files,
-            None if state is None else (state.restore, state.changes, before),
-            tool.runner,
-            reuse_process=tool.stateless,
-        )
+        try:
+            value, changes = await sandbox.call(
+                execute_in_child,
+                # By name, so that what cannot be pickled is named by it.
+                execute=tool.execute,
+                args=portable_args(args),
+                call_id=call_id,
+                tool_name=tool.name,
+                timing=timing,
+                workspace=workspace,
+                files=files,
+                state=None if state is None else (state.restore, state.changes, before),
+                runner=tool.runner,
+                reuse_process=tool.stateless,
+            )
+        except UnpicklableCall as exc:
+            raise exc.about(f"the tool {tool.name!r}") from None
         file_changes, state_changes = changes
         if workspace is not None and file_changes is not None:
             workspace.apply_file_changes(file_changes)

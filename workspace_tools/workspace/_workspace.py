@@ -82,10 +82,10 @@ class Workspace:
             (grep's searcher processes).
 
     A workspace pickles as its settings (root and options): the copy in another process
-    starts with fresh file states, walker and caches. A sandbox's warm worker, a fork of
-    this process, keeps the workspace it was forked with (``sandbox_by_reference``) and
-    gives each call's child that copy, its walk cache and line indexes warm (both are
-    checked against the files' stats before use). Either way a call carries the content
+    starts with fresh file states, walker and caches. A sandbox's warm worker keeps one
+    such copy (``sandbox_by_reference``) and gives each call's child that copy; the child
+    that runs the stateless calls one after another keeps its walk cache and line indexes
+    warm (both are checked against the files' stats before use). A call carries the content
     hashes of the files it names (:meth:`snapshot_files`, then :meth:`restore_files` in the
     child) and hands back what it changed (:meth:`file_changes`, then
     :meth:`apply_file_changes`).
