@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 import types
 from pathlib import Path
+
+import pytest
 
 import workspace_tools
 
@@ -73,3 +77,28 @@ def test_no_module_imports_a_module_that_imports_it_back() -> None:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_the_sandbox_package_exports_what_all_lists_each_from_its_home() -> None:
+    import sandbox
+
+    resolved = {name: getattr(sandbox, name) for name in sandbox.__all__}
+    assert sorted(resolved) == sorted(set(sandbox.__all__))
+    assert set(sandbox.__all__) <= set(dir(sandbox))
+    assert sandbox.Sandbox.__module__ == "sandbox._sandbox"
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        sandbox.missing  # noqa: B018
+
+
+def test_the_spawn_server_starts_without_the_callers_side_of_the_sandbox() -> None:
+    # The server is started for every first command of a sandbox: what it imports is time
+    # before that command starts. The calls' side is imported by its first calls worker.
+    code = (
+        "import sys; import sandbox.spawn._server; "
+        "print(sorted(m for m in ('anyio', 'cloudpickle', 'sandbox._sandbox', "
+        "'sandbox.spawn._calls', 'pydantic', 'workspace_tools') if m in sys.modules))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert found == "[]\n", found

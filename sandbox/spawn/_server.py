@@ -111,15 +111,16 @@ def serve(fd: int) -> None:
 def _fork_call_worker(server: Channel, want: WantCallWorker) -> bool:
     """Fork a warm worker of calls and send the caller its socket (and a pidfd of it:
     this server reaps it, so the caller cannot wait for it). False when the caller is gone."""
+    # Imported on the first call worker, before the fork: a server that only starts
+    # commands never loads the calls' side, and every later worker shares this import.
+    from sandbox.spawn._calls import serve_calls
+
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
         try:
             server.close()
             ours.close()
-            # Imported here: the server itself stays small; each worker imports it once.
-            from sandbox.spawn._calls import serve_calls
-
             serve_calls(want.setup, want.preload, want.kept, theirs)
         finally:
             os._exit(1)
