@@ -227,9 +227,9 @@ class CommandRunner:
 
     def open_root(self, workspace: Workspace) -> int | None:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
-        ``None`` when the root is not what it was: a link in its place, gone, or reached
-        through an ancestor changed so that its real path is no longer the root
-        (:func:`_open_working_dir` then says why).
+        ``None`` when the root is not what it was: a link in its place, gone (removed,
+        even while open), or reached through an ancestor changed so that its real path is
+        no longer the root (:func:`_open_working_dir` then says why).
 
         The root's real path is resolved once (a ``stat`` per component); later calls check
         that the directory opened, without following a link, is the very one found then
@@ -241,10 +241,10 @@ class CommandRunner:
             return None
         opened = os.fstat(fd)
         identity = (opened.st_dev, opened.st_ino)
-        if self.roots.get(root) == identity:
+        if opened.st_nlink and self.roots.get(root) == identity:
             return fd
         with contextlib.suppress(OSError):
-            if os.path.realpath(root) == root:
+            if opened.st_nlink and os.path.realpath(root) == root:
                 self.roots[root] = identity
                 return fd
         os.close(fd)
@@ -273,11 +273,13 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         )
     root_fd = commands.open_root(workspace) if args.cwd == "." else None
     if root_fd is not None:
-        rel, cwd_fd = ".", root_fd
+        # open_root saw it linked: the check _run_in makes is made.
+        rel, cwd_fd, linked = ".", root_fd, True
     else:
         rel, cwd_fd = _open_working_dir(workspace, args.cwd)
+        linked = False
     try:
-        return await _run_in(workspace, commands, args, context, rel, cwd_fd)
+        return await _run_in(workspace, commands, args, context, rel, cwd_fd, linked)
     finally:
         os.close(cwd_fd)
 
@@ -289,7 +291,10 @@ async def _run_in(
     context: ToolContext,
     rel: str,
     cwd_fd: int,
+    linked: bool,
 ) -> object:
+    """Run the call in the directory ``cwd_fd`` (shown as ``rel``); ``linked``: its fstat
+    since it was opened found it still linked in its parent."""
     runner, by_path, shells = commands.runner, commands.by_path, commands.shells
     # The command starts in the directory this process opened, named by a link to the
     # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
@@ -298,7 +303,7 @@ async def _run_in(
     # not exist: it gets the path, and the sandbox checks the directory it entered
     # against the descriptor's identity.
     cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
-    if os.fstat(cwd_fd).st_nlink == 0:
+    if not linked and os.fstat(cwd_fd).st_nlink == 0:
         raise _changed(rel)  # removed since it was opened: a chdir would still enter it
     timeout = args.timeout or workspace.options.command_timeout
     limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
