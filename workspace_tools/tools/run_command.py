@@ -227,9 +227,10 @@ class CommandRunner:
 
     def open_root(self, workspace: Workspace) -> int | None:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
-        ``None`` when the root is not what it was: a link in its place, gone (removed,
-        even while open), or reached through an ancestor changed so that its real path is
-        no longer the root (:func:`_open_working_dir` then says why).
+        ``None`` when the root is not what it was: a link in its place, gone, or reached
+        through an ancestor changed so that its real path is no longer the root
+        (:func:`_open_working_dir` then says why). The fd is of a directory still linked
+        in its parent (the ``fstat`` that checks its identity tells).
 
         The root's real path is resolved once (a ``stat`` per component); later calls check
         that the directory opened, without following a link, is the very one found then
@@ -241,12 +242,12 @@ class CommandRunner:
             return None
         opened = os.fstat(fd)
         identity = (opened.st_dev, opened.st_ino)
-        if opened.st_nlink and self.roots.get(root) == identity:
-            return fd
+        if self.roots.get(root) == identity:
+            return _linked(fd, opened)
         with contextlib.suppress(OSError):
-            if opened.st_nlink and os.path.realpath(root) == root:
+            if os.path.realpath(root) == root:
                 self.roots[root] = identity
-                return fd
+                return _linked(fd, opened)
         os.close(fd)
         return None
 
@@ -273,7 +274,7 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         )
     root_fd = commands.open_root(workspace) if args.cwd == "." else None
     if root_fd is not None:
-        # open_root saw it linked: the check _run_in makes is made.
+        # open_root saw it linked: _run_in's check is made.
         rel, cwd_fd, linked = ".", root_fd, True
     else:
         rel, cwd_fd = _open_working_dir(workspace, args.cwd)
@@ -402,6 +403,19 @@ def _changed(rel: str) -> ToolError:
         "check it and run the command again",
         ErrorCode.NOT_FOUND,
     )
+
+
+def _linked(fd: int, opened: os.stat_result) -> int:
+    """``fd`` of the root, whose ``fstat`` is ``opened``, once it is seen still linked.
+
+    Raises:
+        ToolError: ``NOT_FOUND`` (:func:`_changed`) when it was removed since it was
+            opened: a chdir would still enter it (``fd`` is closed then).
+    """
+    if opened.st_nlink == 0:
+        os.close(fd)
+        raise _changed(".")
+    return fd
 
 
 def _shell(path: str) -> str:
