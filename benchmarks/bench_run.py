@@ -10,7 +10,12 @@ Prints medians in milliseconds and ratios:
   the same peer; and the CPU each costs in this process alone (``time.process_time``, the
   caller's share, which the machine's other load hardly moves), and what a command costs
   on both sides of the supervisor hop (CPU a command in the caller and in the supervisor,
-  and how often each goes to sleep: each sleep is a wake-up later; Linux);
+  and how often each goes to sleep: each sleep is a wake-up later; Linux); and the floor
+  of the supervisor hop on this machine (see :func:`floor_rows`): a bare round trip between
+  two Python processes over a Unix socketpair, ``posix_spawn`` and wait of the same bash
+  in this process, and one hop to another Python process that spawns and waits for it,
+  awaited on the event loop as the caller awaits its supervisor, each beside
+  ``subprocess.run``; what is above the hop's figure is the software's, not the hop's;
 - a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
@@ -32,9 +37,12 @@ subprocess.run's alternate, so that both see the same load on the machine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import os
 import resource
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -284,6 +292,81 @@ async def both_sides_rows(label: str, ours: Callable[[], Awaitable[object]], run
     )
 
 
+#: The other end of :func:`floor_rows`' hop: a fresh interpreter that answers each byte on
+#: the socket (its fd in argv[1]): ``p`` at once, ``s`` once it has started
+#: ``bash -c true`` in a new session (``posix_spawn``) and waited for it.
+_FLOOR_PEER = """
+import os, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+bash = sys.argv[2]
+env = dict(os.environ)
+while (asked := sock.recv(1)):
+    if asked == b"s":
+        os.waitpid(os.posix_spawn(bash, [bash, "-c", "true"], env, setsid=True), 0)
+    sock.send(b"q")
+"""
+
+
+async def floor_rows(runs: int) -> None:
+    """The floor of a supervisor hop here: what the physics of two processes cost, beside
+    ``subprocess.run`` in one run. A round trip of one byte between two Python processes
+    (blocking); ``posix_spawn`` of ``bash -c true`` and its wait in this process; and the
+    hop itself: another Python process spawns and waits for that bash, and this one awaits
+    the answer on the event loop (a reader callback, as the caller awaits its supervisor).
+    Interleaved, medians; and the CPU each costs this process."""
+    bash = shutil.which("bash") or "/bin/bash"
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = subprocess.Popen(
+        [sys.executable, "-c", _FLOOR_PEER, str(theirs.fileno()), bash],
+        pass_fds=[theirs.fileno()],
+    )
+    theirs.close()
+    env = dict(os.environ)
+    loop = asyncio.get_running_loop()
+
+    async def ping() -> None:
+        ours.send(b"p")
+        ours.recv(1)
+
+    async def spawn_here() -> None:
+        os.waitpid(os.posix_spawn(bash, [bash, "-c", "true"], env, setsid=True), 0)
+
+    async def hop() -> None:
+        ours.send(b"s")
+        answered = loop.create_future()
+        loop.add_reader(ours.fileno(), answered.set_result, None)
+        try:
+            await answered
+        finally:
+            loop.remove_reader(ours.fileno())
+        ours.recv(1)
+
+    async def subprocess_true() -> None:
+        subprocess.run([bash, "-c", "true"], check=True)
+
+    try:
+        for label, call in (
+            ("floor: one round trip between two processes", ping),
+            ("floor: posix_spawn + wait of bash, in process", spawn_here),
+            ("floor: a hop that spawns bash, awaited", hop),
+        ):
+            await compare(
+                label,
+                call,
+                "subprocess.run(bash -c true)",
+                subprocess_true,
+                "the floor",
+                runs,
+                interleave=True,
+            )
+            await caller_cpu_rows(
+                label, call, "subprocess.run(bash -c true)", subprocess_true, max(runs, 500)
+            )
+    finally:
+        ours.close()
+        peer.wait()
+
+
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
     print(
         f"{label:<56} {ours:6.2f} ms   {peer_label:<30} {peer:6.2f} ms   "
@@ -320,6 +403,7 @@ async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> Non
     )
 
     await both_sides_rows('run_command("true") via invoke_tool', run_true, max(runs, 500))
+    await floor_rows(runs)
 
     plain = Sandbox(layers=False, network=True, env_allowlist=())
     env = dict(os.environ)

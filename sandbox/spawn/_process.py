@@ -207,7 +207,7 @@ async def run_process(
         supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
     try:
-        timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout))
+        timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout), look=False)
         _close_all(writers)
         if not timed_out and not streams.drained:
             # Most often at end of file now that the command's tree is gone: then no wait
@@ -311,18 +311,22 @@ class _Streams:
         return not self._pipes
 
     async def serve_until(
-        self, finished: Callable[[], bool], deadline: float | None = None
+        self, finished: Callable[[], bool], deadline: float | None = None, *, look: bool = True
     ) -> bool:
         """Read output and job messages as they come until ``finished()`` is true (True) or
-        ``deadline`` (``time.monotonic()`` seconds) passes first (False).
+        ``deadline`` (``time.monotonic()`` seconds) passes first (False). ``look=False``
+        waits first, without asking the selector what is ready now: right after the job
+        was sent nothing is, and the event loop's wait tells as soon as something is.
 
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
         while not finished():
-            self.serve_ready()
-            if finished():
-                return True
+            if look:
+                self.serve_ready()
+                if finished():
+                    return True
+            look = True
             while self._finished:
                 self._ready.unregister(self._finished.pop())
             if not await _wait_readable(self._ready.fileno(), deadline):

@@ -415,3 +415,38 @@ async def test_the_default_working_directory_is_refused_once_the_root_moved(
         ErrorCode.NOT_FOUND,
         "Working directory not found: .",
     )
+
+
+@pytest.mark.parametrize("seen_before", [True, False])
+async def test_a_root_removed_once_opened_is_refused_and_nothing_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seen_before: bool
+) -> None:
+    # The root removed between its opening and the command's start (here: right after
+    # the open) is still enterable through its fd: the command must not start there,
+    # whether the root's identity was known from an earlier call or not.
+    from workspace_tools.tools import run_command as module
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    run = run_command(root)
+    if seen_before:
+        assert (await invoke_tool(run, {"command": "true"})).content["exit_code"] == 0
+    opened: list[int] = []
+    real_open_dir = module.open_dir
+
+    def open_then_remove(base: str, rel: str) -> int:
+        fd = real_open_dir(base, rel)
+        opened.append(fd)
+        if not opened[1:]:
+            os.rmdir(base)
+        return fd
+
+    monkeypatch.setattr(module, "open_dir", open_then_remove)
+    result = await invoke_tool(run, {"command": "echo ran > /dev/stderr; touch ran"})
+    assert (result.error_code, result.error) == (
+        ErrorCode.NOT_FOUND,
+        "Working directory . changed while the command was starting; check it and run the "
+        "command again",
+    ), (result.error, result.content)
+    assert not root.exists()
+    assert len(opened) == 1, opened

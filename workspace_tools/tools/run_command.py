@@ -229,7 +229,8 @@ class CommandRunner:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
         ``None`` when the root is not what it was: a link in its place, gone, or reached
         through an ancestor changed so that its real path is no longer the root
-        (:func:`_open_working_dir` then says why).
+        (:func:`_open_working_dir` then says why). The fd is of a directory still linked
+        in its parent (the ``fstat`` that checks its identity tells).
 
         The root's real path is resolved once (a ``stat`` per component); later calls check
         that the directory opened, without following a link, is the very one found then
@@ -242,11 +243,11 @@ class CommandRunner:
         opened = os.fstat(fd)
         identity = (opened.st_dev, opened.st_ino)
         if self.roots.get(root) == identity:
-            return fd
+            return _linked(fd, opened)
         with contextlib.suppress(OSError):
             if os.path.realpath(root) == root:
                 self.roots[root] = identity
-                return fd
+                return _linked(fd, opened)
         os.close(fd)
         return None
 
@@ -273,11 +274,13 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
         )
     root_fd = commands.open_root(workspace) if args.cwd == "." else None
     if root_fd is not None:
-        rel, cwd_fd = ".", root_fd
+        # open_root saw it linked: _run_in's check is made.
+        rel, cwd_fd, linked = ".", root_fd, True
     else:
         rel, cwd_fd = _open_working_dir(workspace, args.cwd)
+        linked = False
     try:
-        return await _run_in(workspace, commands, args, context, rel, cwd_fd)
+        return await _run_in(workspace, commands, args, context, rel, cwd_fd, linked)
     finally:
         os.close(cwd_fd)
 
@@ -289,7 +292,10 @@ async def _run_in(
     context: ToolContext,
     rel: str,
     cwd_fd: int,
+    linked: bool,
 ) -> object:
+    """Run the call in the directory ``cwd_fd`` (shown as ``rel``); ``linked``: its fstat
+    since it was opened found it still linked in its parent."""
     runner, by_path, shells = commands.runner, commands.by_path, commands.shells
     # The command starts in the directory this process opened, named by a link to the
     # open fd: chdir through /proc/PID/fd/N enters the very directory opened, whatever
@@ -298,7 +304,7 @@ async def _run_in(
     # not exist: it gets the path, and the sandbox checks the directory it entered
     # against the descriptor's identity.
     cwd = str(workspace.root / rel) if by_path else f"/proc/{os.getpid()}/fd/{cwd_fd}"
-    if os.fstat(cwd_fd).st_nlink == 0:
+    if not linked and os.fstat(cwd_fd).st_nlink == 0:
         raise _changed(rel)  # removed since it was opened: a chdir would still enter it
     timeout = args.timeout or workspace.options.command_timeout
     limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
@@ -397,6 +403,19 @@ def _changed(rel: str) -> ToolError:
         "check it and run the command again",
         ErrorCode.NOT_FOUND,
     )
+
+
+def _linked(fd: int, opened: os.stat_result) -> int:
+    """``fd`` of the root, whose ``fstat`` is ``opened``, once it is seen still linked.
+
+    Raises:
+        ToolError: ``NOT_FOUND`` (:func:`_changed`) when it was removed since it was
+            opened: a chdir would still enter it (``fd`` is closed then).
+    """
+    if opened.st_nlink == 0:
+        os.close(fd)
+        raise _changed(".")
+    return fd
 
 
 def _shell(path: str) -> str:
