@@ -29,6 +29,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -612,3 +613,80 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+# Looks a directory up with search permission alone; never follows a link.
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class MadeDirs:
+    """The directories a write of a file will make: the file's parents below the root
+    (``parts``, one name each, the root's child first) from ``parts[first]`` down."""
+
+    parts: tuple[str, ...]
+    first: int
+
+
+def missing_parents(root: Path, real: Path) -> MadeDirs | None:
+    """The parents of ``real`` (strictly below ``root``) that do not exist, found by one
+    walk from the root by fd (each name looked up in the directory above it, so a path
+    ``n`` levels deep costs ``n`` lookups, not ``n²``); ``None`` when all exist or the walk
+    stops for another reason (a file, a link: the write reports it)."""
+    parts = tuple(str(real)[len(str(root).rstrip(os.sep)) + 1 :].split(os.sep)[:-1])
+    fd = os.open(root, _PATH_FLAGS)
+    try:
+        for index, part in enumerate(parts):
+            try:
+                child = os.open(part, _PATH_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return MadeDirs(parts, index)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return None
+
+
+def remove_made(root: Path, made: MadeDirs) -> None:
+    """Remove the directories of ``made`` that are still empty, deepest first, stopping at
+    the first that is not (or is gone); never raises.
+
+    One walk down from the root by fd without following links, then up by ``..``: each
+    parent reached that way must be the very directory passed on the way down (device
+    and inode), so a directory moved meanwhile (perhaps out of the root) stops the removal
+    instead of leading it elsewhere. Linear in the depth.
+    """
+    try:
+        fd = os.open(root, _PATH_FLAGS)
+    except OSError:
+        return
+    seen: list[tuple[int, int]] = []  # of the directories from the first made one's parent
+    reached = 0
+    try:
+        for index, part in enumerate(made.parts):
+            if index >= made.first:
+                info = os.fstat(fd)
+                seen.append((info.st_dev, info.st_ino))
+            try:
+                child = os.open(part, _PATH_FLAGS, dir_fd=fd)
+            except OSError:
+                break
+            os.close(fd)
+            fd = child
+            reached = index + 1
+        # fd is made.parts[reached - 1]; remove it and climb while it is one of ours.
+        for index in range(reached - 1, made.first - 1, -1):
+            parent = os.open("..", _PATH_FLAGS, dir_fd=fd)
+            info = os.fstat(parent)
+            os.close(fd)
+            fd = parent
+            if (info.st_dev, info.st_ino) != seen[index - made.first]:
+                return
+            os.rmdir(made.parts[index], dir_fd=fd)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
