@@ -293,7 +293,7 @@ def _read(workspace: Workspace, path: ResolvedPath) -> _State:
         return _read_binary(workspace, path, exc)
     state = _State(path, current.text, current.format, current.newline, current.text, 0o100644)
     if current.text is not None:
-        _stat_into(state)
+        _stat_into(workspace, state)
     return state
 
 
@@ -310,14 +310,16 @@ def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -
         refusal.code,
     )
     state = _State(path, "", UTF8, "\n", "", 0o100644, data=data, binary=binary)
-    _stat_into(state)
+    _stat_into(workspace, state)
     return state
 
 
-def _stat_into(state: _State) -> None:
+def _stat_into(workspace: Workspace, state: _State) -> None:
     """Record the existing file's mode and owner, which a rollback gives back."""
     try:
-        st = os.stat(state.resolved.real, follow_symlinks=False)
+        # By name in its directory's fd: a whole path past PATH_MAX is refused by the kernel.
+        with open_parent(workspace.root, state.resolved.real) as (dir_fd, name):
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise os_error(exc, state.resolved.rel) from exc
     state.mode, state.owner = st.st_mode, (st.st_uid, st.st_gid)

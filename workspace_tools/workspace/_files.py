@@ -37,6 +37,8 @@ from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Looks a directory up with search permission alone (no listing); never follows a link.
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Opens an existing file for writing without changing it; O_NONBLOCK: a FIFO put in its
 # place never blocks the open.
 _WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -138,9 +140,9 @@ def open_parent(
         os.close(fd)
 
 
-def _open_dir(name: str, dir_fd: int) -> int:
+def _open_dir(name: str, dir_fd: int, flags: int = _DIR_FLAGS) -> int:
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        return os.open(name, flags, dir_fd=dir_fd)
     except NotADirectoryError:
         # O_DIRECTORY wins over O_NOFOLLOW: a directory swapped for a link since the path
         # was resolved fails as ENOTDIR; say what it is. (A directory again by now was
@@ -178,14 +180,23 @@ class DirFds:
     kept, so moving to a sibling directory costs one ``openat``. At most one fd per level
     of depth is open. Close with :meth:`close` (or use as a context manager).
 
+    A move costs the ``openat`` of the names not shared with the directory before and a
+    comparison of the two paths as strings: no per-level work for the levels kept, so a
+    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps.
+
     Args:
         root: the workspace root (a real path).
+        search_only: open the directories with ``O_PATH`` where there is one: search
+            permission is enough, and the fds serve only to look names up (``fstatat``,
+            ``openat``), never to list.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, search_only: bool = False) -> None:
         self._root = root
-        self._parts: list[str] = []
-        self._fds: list[int] = []  # fds[0] is the root's, fds[i + 1] is parts[i]'s
+        self._flags = _PATH_FLAGS if search_only else _DIR_FLAGS
+        self._current = ""  # the directory last asked for
+        self._ends: list[int] = []  # where each held directory's path ends in _current
+        self._fds: list[int] = []  # fds[0] is the root's, fds[i] the directory _current[:ends[i]]
 
     def get(self, rel_dir: str) -> int:
         """The fd of the directory ``rel_dir`` (``""`` for the root); valid until the next
@@ -194,29 +205,34 @@ class DirFds:
         Raises:
             OSError: as :func:`open_dir`.
         """
-        parts = rel_dir.split("/") if rel_dir else []
-        fds = self._fds
+        fds, ends = self._fds, self._ends
         if not fds:
-            fds.append(os.open(self._root, _DIR_FLAGS))
-        have = self._parts
-        keep = 0
-        limit = min(len(have), len(parts))
-        while keep < limit and have[keep] == parts[keep]:
-            keep += 1
-        while len(have) > keep:
-            have.pop()
+            fds.append(os.open(self._root, self._flags))
+            ends.append(0)
+        current = self._current
+        while len(ends) > 1:
+            end = ends[-1]
+            if rel_dir[end : end + 1] in ("", "/") and rel_dir.startswith(current[:end]):
+                break
+            ends.pop()
             os.close(fds.pop())
-        for part in parts[keep:]:
-            fd = _open_dir(part, fds[-1])
-            fds.append(fd)
-            have.append(part)
+        self._current = rel_dir
+        position = ends[-1]
+        while position < len(rel_dir):
+            start = position + 1 if position else 0
+            after = rel_dir.find("/", start)
+            after = len(rel_dir) if after < 0 else after
+            fds.append(_open_dir(rel_dir[start:after], fds[-1], self._flags))
+            ends.append(after)
+            position = after
         return fds[-1]
 
     def close(self) -> None:
         """Close every fd held."""
         while self._fds:
             os.close(self._fds.pop())
-        self._parts.clear()
+        self._ends.clear()
+        self._current = ""
 
     def __enter__(self) -> DirFds:
         return self
@@ -613,10 +629,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-# Looks a directory up with search permission alone; never follows a link.
-_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)

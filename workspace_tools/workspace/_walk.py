@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from workspace_tools.workspace._files import open_dir
+from workspace_tools.workspace._files import DirFds, open_dir
 from workspace_tools.workspace._git import (
     GitRepo,
     GlobalExcludes,
@@ -178,73 +178,27 @@ class _AncestorStamp:
         return _ancestors(self.top, self.parts, None, []) == self.members
 
 
-class _StatCursor:
-    """``lstat`` of many absolute paths in walk order, each looked up by name in an fd of
-    its directory: the fds of the directory last used and its ancestors are kept (one a
-    level), so the next path in the same or a nearby directory costs a few ``openat``
-    (never following a link) where ``lstat`` of a whole path makes the kernel walk every
-    component again (``n²`` lookups for ``n`` directories on a chain ``n`` deep)."""
-
-    def __init__(self) -> None:
-        self._current = "/"
-        self._ends: list[int] = []  # where each held directory's path ends in _current
-        self._fds: list[int] = []
-
-    def stamp(self, path: str) -> _Stamp:
-        """The stamp of ``path`` (absolute), ``None`` when it or a directory above it is
-        missing or not reachable without following a link."""
-        directory, _, name = path.rpartition("/")
-        try:
-            fd = self._move(directory)
-        except OSError:
-            return None
-        return stat_at(fd, name)
-
-    def _move(self, directory: str) -> int:
-        ends, fds = self._ends, self._fds
-        if not fds:
-            fds.append(os.open("/", _PATH_FLAGS))
-            ends.append(0)
-        current = self._current
-        while len(ends) > 1:
-            end = ends[-1]
-            if directory.startswith(current[:end]) and directory[end : end + 1] in ("", "/"):
-                break
-            ends.pop()
-            os.close(fds.pop())
-        self._current = directory
-        position = ends[-1]
-        while position < len(directory):
-            after = directory.find("/", position + 1)
-            after = len(directory) if after < 0 else after
-            fds.append(os.open(directory[position + 1 : after], _PATH_FLAGS, dir_fd=fds[-1]))
-            ends.append(after)
-            position = after
-        return fds[-1]
-
-    def close(self) -> None:
-        """Close every fd held."""
-        while self._fds:
-            os.close(self._fds.pop())
-        self._ends.clear()
-
-
 @dataclass
 class _Cached:
     walk: Walk
     stamps: list[FileStamp | _AncestorStamp]
 
     def current(self) -> bool:
-        cursor = _StatCursor()
-        try:
+        # Each stamp's file looked up by name in an fd of its directory, those of the last
+        # directory's ancestors kept (the stamps come in walk order): lstat of whole paths
+        # would make the kernel walk every component again, n² lookups for a chain n deep.
+        with DirFds("/", search_only=True) as dirs:
             for stamp in self.stamps:
                 if isinstance(stamp, FileStamp) and not stamp.follow and stamp.path[:1] == "/":
-                    if cursor.stamp(stamp.path) != stamp.stamp:
+                    directory, _, name = stamp.path.rpartition("/")
+                    try:
+                        found = stat_at(dirs.get(directory[1:]), name)
+                    except OSError:
+                        found = None
+                    if found != stamp.stamp:
                         return False
                 elif not stamp.current():
                     return False
-        finally:
-            cursor.close()
         return True
 
 
