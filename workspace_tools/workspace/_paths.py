@@ -265,7 +265,9 @@ def _resolve(target: str) -> _Real:
             link = (info.st_dev, info.st_ino)
             if link in expanding:
                 rest = [p for p in reversed(pending) if isinstance(p, str)]
-                return _Real("/" + "/".join([*parts, name, *rest]), None, loop=True)
+                # As realpath: the rest joined to the link unresolved, then normalized.
+                unresolved = "/" + "/".join([*parts, name, *rest])
+                return _Real(os.path.normpath(unresolved), None, loop=True)
             followed += 1
             if followed > _MAX_LINKS:
                 raise _TooManyLinks
