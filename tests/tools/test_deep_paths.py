@@ -17,6 +17,7 @@ import pytest
 
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, Workspace
+from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.tools import apply_patch
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -256,3 +257,41 @@ def test_the_kernel_work_of_each_tool_grows_linearly_with_the_depth(
     deep = _work(tmp_path, 400, lookups)
     ratios = {label: deep[label] / shallow[label] for label in shallow}
     assert all(ratio < 5 for ratio in ratios.values()), (shallow, deep, ratios)
+
+
+def _undo_work(base: Path, levels: int, lookups: Callable[[], int]) -> int:
+    """Lookups of a checkpointed write that makes ``levels`` new directories, and its undo;
+    the undo must leave the tree exactly as it was."""
+    root = base / f"u{levels}"
+    root.mkdir()
+    try:
+        make_chain(root, 3)
+        workspace = Workspace(root, fsync=False)
+        checkpoints = Checkpoints(workspace)
+        try:
+            before = lookups()
+            checkpoints.before()
+            path = "n/" * levels + "new.txt"
+            result = call(tools(workspace)["write_file"], path=path, content="new\n")
+            assert result.error is None, result.error
+            checkpoints.after(0)
+            assert read_at(root, path) == b"new\n"
+            restored = checkpoints.restore(0)
+            work = lookups() - before
+        finally:
+            checkpoints.close()
+        assert restored.applied, restored
+        assert (restored.conflicts, restored.not_restorable) == ([], [])
+        assert names_at(root, "") == ["d"]
+        assert read_at(root, "d/d/d/f.txt") == b"one\ntwo\nthree\n"
+        return work
+    finally:
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+
+
+def test_undoing_a_deep_change_restores_it_exactly_with_linear_work(
+    tmp_path: Path, lookups: Callable[[], int]
+) -> None:
+    shallow = _undo_work(tmp_path, 100, lookups)
+    deep = _undo_work(tmp_path, 400, lookups)
+    assert deep < 5 * shallow, (shallow, deep)
