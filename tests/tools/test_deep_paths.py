@@ -8,6 +8,7 @@ The trees are made and checked by fd, one level at a time: a path of 2,100 level
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -295,3 +296,25 @@ def test_undoing_a_deep_change_restores_it_exactly_with_linear_work(
     shallow = _undo_work(tmp_path, 100, lookups)
     deep = _undo_work(tmp_path, 400, lookups)
     assert deep < 5 * shallow, (shallow, deep)
+
+
+@pytest.fixture
+def few_fds() -> Iterator[None]:
+    """The process may hold 256 fds: fewer than the tree has levels."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_tree_deeper_than_the_fd_limit_is_searched_whole(deep_root: Path, few_fds: None) -> None:
+    make_chain(deep_root, 1_000)
+    t = tools(Workspace(deep_root, fsync=False))
+    deep = "d/" * 1_000
+    result = call(t["grep"], pattern="^three$")
+    assert result.error is None, result.error
+    assert [(m.path, m.line) for m in result.details.matches] == [(deep + "f.txt", 3)]
+    result = call(t["glob"], pattern="**/f.txt")
+    assert result.details.matches == [deep + "f.txt"], result.error

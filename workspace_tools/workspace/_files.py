@@ -174,15 +174,27 @@ def open_dir(root: str, rel: str) -> int:
     return fd
 
 
+# The most fds of directories below the root a DirFds keeps open; the ancestors above them
+# are reached again by ".." (checked), so a tree deeper than the process's fd limit works.
+_HELD_LEVELS = 64
+
+
 class DirFds:
     """fds of directories below ``root``, each reached without following a symlink, for
-    opening many files in path order: the fds of the current directory's ancestors are
-    kept, so moving to a sibling directory costs one ``openat``. At most one fd per level
-    of depth is open. Close with :meth:`close` (or use as a context manager).
+    opening many files in path order: the fds of the current directory's nearest
+    ancestors are kept, so moving to a sibling directory costs one ``openat``. Close with
+    :meth:`close` (or use as a context manager).
 
     A move costs the ``openat`` of the names not shared with the directory before and a
     comparison of the two paths as strings: no per-level work for the levels kept, so a
-    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps.
+    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps. At most
+    :data:`_HELD_LEVELS` fds below the root are open (a tree deeper than the process's fd
+    limit must not fail with ``EMFILE``): the fd of an ancestor farther up is closed, its
+    device and inode noted, and a move back up to it opens ``..`` level by level, each
+    checked to be the directory that level had: one moved out from under its parent
+    meanwhile fails with ``ELOOP``, as a swapped one does on the way down (one moved
+    together with its ancestors stays reachable, as through a kept fd). Moving up costs a
+    level an ``openat``, as moving down does, so the total stays linear.
 
     Args:
         root: the workspace root (a real path).
@@ -195,27 +207,31 @@ class DirFds:
         self._root = root
         self._flags = _PATH_FLAGS if search_only else _DIR_FLAGS
         self._current = ""  # the directory last asked for
-        self._ends: list[int] = []  # where each held directory's path ends in _current
-        self._fds: list[int] = []  # fds[0] is the root's, fds[i] the directory _current[:ends[i]]
+        self._ends: list[int] = []  # where each level's path ends in _current (root: 0)
+        self._fds: list[int] = []  # each level's fd, -1 once closed (the root's stays open)
+        self._ids: dict[int, tuple[int, int]] = {}  # a closed level's (st_dev, st_ino)
+        self._low = 1  # the shallowest level below the root whose fd is open
 
     def get(self, rel_dir: str) -> int:
         """The fd of the directory ``rel_dir`` (``""`` for the root); valid until the next
         call or :meth:`close`.
 
         Raises:
-            OSError: as :func:`open_dir`.
+            OSError: as :func:`open_dir`; ``ELOOP`` when an ancestor left by ``..`` is no
+                longer the directory it was.
         """
         fds, ends = self._fds, self._ends
         if not fds:
             fds.append(os.open(self._root, self._flags))
             ends.append(0)
         current = self._current
-        while len(ends) > 1:
-            end = ends[-1]
+        keep = len(ends)
+        while keep > 1:
+            end = ends[keep - 1]
             if rel_dir[end : end + 1] in ("", "/") and rel_dir.startswith(current[:end]):
                 break
-            ends.pop()
-            os.close(fds.pop())
+            keep -= 1
+        self._up_to(keep)
         self._current = rel_dir
         position = ends[-1]
         while position < len(rel_dir):
@@ -225,14 +241,59 @@ class DirFds:
             fds.append(_open_dir(rel_dir[start:after], fds[-1], self._flags))
             ends.append(after)
             position = after
+            if len(fds) - self._low > _HELD_LEVELS:
+                low = self._low
+                info = os.fstat(fds[low])
+                self._ids[low] = (info.st_dev, info.st_ino)
+                os.close(fds[low])
+                fds[low] = -1
+                self._low = low + 1
         return fds[-1]
+
+    def _up_to(self, keep: int) -> None:
+        """Leave the first ``keep`` levels, the deepest of them with its fd open."""
+        fds = self._fds
+        target = keep - 1
+        if target >= len(fds) - 1:
+            return
+        if fds[target] < 0:
+            # Closed: climb from the shallowest open level by "..", checking each.
+            level = self._low
+            fd, fds[level] = fds[level], -1
+            while level > target:
+                level -= 1
+                try:
+                    parent = os.open("..", self._flags, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                fd = parent
+                info = os.fstat(fd)
+                if (info.st_dev, info.st_ino) != self._ids[level]:
+                    os.close(fd)
+                    self._drop_from(1)
+                    raise OSError(errno.ELOOP, "moved while it was walked")
+            fds[target] = fd
+            self._low = target
+        self._drop_from(keep)
+
+    def _drop_from(self, keep: int) -> None:
+        """Forget every level from ``keep`` on, closing those still open."""
+        fds = self._fds
+        while len(fds) > keep:
+            fd = fds.pop()
+            self._ends.pop()
+            self._ids.pop(len(fds), None)
+            if fd >= 0:
+                os.close(fd)
+        self._low = min(self._low, max(len(fds), 1))
+        if len(fds) <= 1:
+            self._current = ""
 
     def close(self) -> None:
         """Close every fd held."""
-        while self._fds:
-            os.close(self._fds.pop())
-        self._ends.clear()
-        self._current = ""
+        self._drop_from(0)
+        self._ids.clear()
+        self._low = 1
 
     def __enter__(self) -> DirFds:
         return self
