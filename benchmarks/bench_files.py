@@ -6,8 +6,11 @@
 2. ``read_file`` of lines 500,000-500,100 of a 1 GiB file, against a plain read of those lines
    (``itertools.islice`` over the file): the first read of the file, then later windows of
    the same unchanged file (read from its line index: target under 5 ms).
+3. ``--deep``: each file tool on a file at the bottom of a chain of directories 500, 1,000
+   and 2,000 levels deep (``d/d/.../f.txt``): what a hostile tree costs a call. The work
+   is linear in the depth (one lookup a level, never the whole path again per level).
 
-Run: ``python benchmarks/bench_files.py [--dir DIR] [--repeat N]``. Peak memory is what
+Run: ``python benchmarks/bench_files.py [--dir DIR] [--repeat N] [--deep]``. Peak memory is what
 ``tracemalloc`` sees of Python allocations during one call; times are the median of N runs.
 """
 
@@ -17,6 +20,7 @@ import argparse
 import itertools
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 import tracemalloc
@@ -199,14 +203,99 @@ def bench_read(root: Path, repeat: int) -> None:
     _report(name + ", later windows of the unchanged file", later, _measure(plain_run, repeat))
 
 
+DEEP_LEVELS = (500, 1_000, 2_000)
+
+
+def _chain(root: Path, depth: int) -> None:
+    """``root/d/.../d/f.txt``, ``depth`` levels, made by fd (past PATH_MAX, too)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    fd = os.open(root, flags)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", flags, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    out = os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(out, b"one\ntwo\nthree\n")
+    os.close(out)
+    os.close(fd)
+
+
+Arguments = Callable[[int], dict[str, object]]
+
+
+def _deep_calls(deep: str) -> dict[str, tuple[str, Arguments]]:
+    """Each timed call at the bottom of ``deep``: its tool and its arguments for run ``i``
+    (every run changes something: a no-op edit is refused)."""
+
+    def flip(i: int, old: str, new: str) -> tuple[str, str]:
+        return (old, new) if i % 2 == 0 else (new, old)
+
+    def patch(i: int) -> dict[str, object]:
+        old, new = flip(i, "two", "TWO")
+        return {
+            "patch": f"*** Begin Patch\n*** Add File: {deep}p{i}/q.txt\n+q\n"
+            f"*** Update File: {deep}f.txt\n@@\n-{old}\n+{new}\n*** End Patch\n"
+        }
+
+    def edit(i: int) -> dict[str, object]:
+        old, new = flip(i, "one", "ONE")
+        return {"path": deep + "f.txt", "old_text": old, "new_text": new}
+
+    return {
+        "read_file": ("read_file", lambda i: {"path": deep + "f.txt"}),
+        "write_file (new, 2 parents)": (
+            "write_file",
+            lambda i: {"path": f"{deep}n{i}/m/new.txt", "content": "x\n"},
+        ),
+        "write_file (overwrite)": (
+            "write_file",
+            lambda i: {"path": deep + "f.txt", "content": f"one\ntwo\nthree\n# {i}\n"},
+        ),
+        "edit_file": ("edit_file", edit),
+        "apply_patch (add+update)": ("apply_patch", patch),
+        "list_files (the deep dir)": ("list_files", lambda i: {"path": deep}),
+        "glob **/f.txt": ("glob", lambda i: {"pattern": "**/f.txt"}),
+        "grep": ("grep", lambda i: {"pattern": "three"}),
+    }
+
+
+def bench_deep(base: Path, repeat: int) -> None:
+    print("file tools at the bottom of a chain of directories (ms, median):")
+    rows: dict[str, list[float]] = {}
+    for depth in DEEP_LEVELS:
+        root = base / f"deep{depth}"
+        root.mkdir()
+        _chain(root, depth)
+        tools = {t.name: t for t in workspace_tools(root, fsync=False)}
+        calls = _deep_calls("d/" * depth)
+        for label, (name, arguments) in calls.items():
+            times = []
+            for i in range(repeat):
+                started = time.perf_counter()
+                result = invoke_tool_sync(tools[name], arguments(i))
+                times.append(time.perf_counter() - started)
+                assert result.error is None, (label, result.error)
+            rows.setdefault(label, []).append(statistics.median(times))
+        # rm walks by fd; shutil.rmtree recurses once a level.
+        subprocess.run(["rm", "-rf", str(root)], check=True)
+    print(f"  {'depth':<28}" + "".join(f"{d:>9,}" for d in DEEP_LEVELS))
+    for label, values in rows.items():
+        print(f"  {label:<28}" + "".join(f"{v * 1000:9.1f}" for v in values))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=None, help="where to build the files")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--edit-only", action="store_true", help="only the edit figures")
     parser.add_argument("--read-only", action="store_true", help="only the read figures")
+    parser.add_argument("--deep", action="store_true", help="only the deep-path figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as temp:
+        if args.deep:
+            bench_deep(Path(temp), args.repeat)
+            return
         if not args.read_only:
             bench_edit(Path(temp), args.repeat)
         if not args.edit_only:

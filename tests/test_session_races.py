@@ -152,17 +152,17 @@ def test_resolution_retries_after_a_link_changed_under_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: int
 ) -> None:
     (tmp_path / "a.txt").write_text("a\n")
-    realpath = os.path.realpath
+    resolve = _paths._resolve
     failures = iter([OSError(error, os.strerror(error))] * (_paths._RESOLVE_ATTEMPTS - 1))
 
-    def racing(path: str, **options: Any) -> str:
+    def racing(path: str) -> Any:
         failure = next(failures, None)
         if failure is not None:
-            raise failure
-        return realpath(path, **options)
+            raise failure  # what readlink says of a link swapped or removed mid-walk
+        return resolve(path)
 
     workspace = Workspace(tmp_path)
-    monkeypatch.setattr(_paths.os.path, "realpath", racing)
+    monkeypatch.setattr(_paths, "_resolve", racing)
     resolved = workspace.resolve("a.txt")
     assert (resolved.rel, resolved.real) == ("a.txt", tmp_path.resolve() / "a.txt")
 
@@ -170,11 +170,11 @@ def test_resolution_retries_after_a_link_changed_under_it(
 def test_a_path_that_keeps_changing_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def racing(path: str, **options: Any) -> str:
+    def racing(path: str) -> Any:
         raise OSError(errno.EINVAL, "Invalid argument", path)
 
     read_file = {t.name: t for t in workspace_tools(tmp_path)}["read_file"]
-    monkeypatch.setattr(_paths.os.path, "realpath", racing)
+    monkeypatch.setattr(_paths, "_resolve", racing)
     result = invoke_tool_sync(read_file, {"path": "sw/a.txt"})
     assert (result.error_code, result.error) == (
         ErrorCode.OUTSIDE_WORKSPACE,

@@ -26,25 +26,39 @@ def new_file_newline(root: Path, real: Path) -> str:
 
 
 def _end_of_line(root: Path, real: Path) -> str | None:
+    root_text, real_text = str(root), str(real)
+    prefix = root_text.rstrip("/") + "/"
+    if not real_text.startswith(prefix):
+        return None
+    # The directories from the root down to the file's, walked by fd one name at a time:
+    # opening each .editorconfig by its whole path would make the kernel walk every
+    # ancestor again for each level (a path n levels deep costing n² lookups).
+    names = real_text[len(prefix) :].split("/")[:-1]
+    configs: list[tuple[int, configparser.RawConfigParser]] = []  # (where rel starts, parser)
+    start = len(prefix)
+    fd = os.open(root_text, _DIR_FLAGS)
+    try:
+        for depth in range(len(names) + 1):
+            parser = _load(fd)
+            if parser is not None:
+                if parser.defaults().get("root", "").lower() == "true":
+                    configs.clear()  # nothing above a root = true file applies
+                configs.append((start, parser))
+            if depth == len(names):
+                break
+            try:
+                child = os.open(names[depth], _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                break  # not made yet (or not a directory): no .editorconfig below
+            os.close(fd)
+            fd = child
+            start += len(names[depth]) + 1
+    finally:
+        os.close(fd)
+    # Nearest file wins: applied from the farthest (from the last root=true) to the nearest.
     found: str | None = None
-    directory = real.parent
-    chain: list[Path] = []
-    while True:
-        chain.append(directory)
-        if directory == root or root not in directory.parents:
-            break
-        directory = directory.parent
-    # Nearest file wins, so apply from the farthest (after the last root=true) to the nearest.
-    configs: list[tuple[Path, configparser.RawConfigParser]] = []
-    for folder in chain:
-        parser = _load(folder / ".editorconfig")
-        if parser is None:
-            continue
-        configs.append((folder, parser))
-        if parser.defaults().get("root", "").lower() == "true":
-            break
-    for folder, parser in reversed(configs):
-        rel = real.relative_to(folder).as_posix()
+    for start, parser in configs:
+        rel = real_text[start:]
         for section in parser.sections():
             if _glob_matches(section, rel):
                 value = parser.get(section, "end_of_line", fallback=None)
@@ -53,15 +67,19 @@ def _end_of_line(root: Path, real: Path) -> str | None:
     return found
 
 
+_DIR_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
 # An .editorconfig is a few lines; a bigger one is read this far (a file a command grows
 # without end must not hold up a write).
 _MAX_EDITORCONFIG = 1 << 20
 
 
-def _load(path: Path) -> configparser.RawConfigParser | None:
+def _load(dir_fd: int) -> configparser.RawConfigParser | None:
+    """The ``.editorconfig`` in the directory ``dir_fd``, parsed; ``None`` when absent or
+    unreadable."""
     try:
         # Non-blocking, and regular files only: a FIFO named .editorconfig would block.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(".editorconfig", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError:
         return None
     try:

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -23,7 +22,15 @@ from workspace_tools.text._patch_apply import LEVEL_NAMES, PatchedText, apply_ch
 from workspace_tools.text._patch_diff import spans_diff
 from workspace_tools.text._patch_parse import FileOp, PatchSyntaxError, parse_patch
 from workspace_tools.workspace import ResolvedPath, Workspace
-from workspace_tools.workspace._files import atomic_write, open_parent, os_error, read_bytes
+from workspace_tools.workspace._files import (
+    MadeDirs,
+    atomic_write,
+    missing_parents,
+    open_parent,
+    os_error,
+    read_bytes,
+    remove_made,
+)
 from workspace_tools.workspace._textfile import BatchWrite, load_text, text_diff
 
 DESCRIPTION = """\
@@ -286,7 +293,7 @@ def _read(workspace: Workspace, path: ResolvedPath) -> _State:
         return _read_binary(workspace, path, exc)
     state = _State(path, current.text, current.format, current.newline, current.text, 0o100644)
     if current.text is not None:
-        _stat_into(state)
+        _stat_into(workspace, state)
     return state
 
 
@@ -303,14 +310,16 @@ def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -
         refusal.code,
     )
     state = _State(path, "", UTF8, "\n", "", 0o100644, data=data, binary=binary)
-    _stat_into(state)
+    _stat_into(workspace, state)
     return state
 
 
-def _stat_into(state: _State) -> None:
+def _stat_into(workspace: Workspace, state: _State) -> None:
     """Record the existing file's mode and owner, which a rollback gives back."""
     try:
-        st = os.stat(state.resolved.real, follow_symlinks=False)
+        # By name in its directory's fd: a whole path past PATH_MAX is refused by the kernel.
+        with open_parent(workspace.root, state.resolved.real) as (dir_fd, name):
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise os_error(exc, state.resolved.rel) from exc
     state.mode, state.owner = st.st_mode, (st.st_uid, st.st_gid)
@@ -470,25 +479,14 @@ def _delete(workspace: Workspace, path: ResolvedPath) -> None:
         raise os_error(exc, path.rel) from exc
 
 
-def _missing_directories(workspace: Workspace, paths: list[ResolvedPath]) -> list[Path]:
-    """The directories writing ``paths`` will make (absent now, below the root), deepest
-    first: a rollback removes them again."""
-    missing: set[Path] = set()
-    for path in paths:
-        parent = path.real.parent
-        while parent != workspace.root and parent not in missing:
-            try:
-                os.lstat(parent)
-                break
-            except FileNotFoundError:
-                missing.add(parent)
-                parent = parent.parent
-            except OSError:
-                break  # not ours to judge: the write reports it
-    return sorted(missing, key=lambda p: len(p.parts), reverse=True)
+def _missing_directories(workspace: Workspace, paths: list[ResolvedPath]) -> list[MadeDirs]:
+    """The directories writing ``paths`` will make (absent now, below the root), one chain
+    a path: a rollback removes them again."""
+    made = (missing_parents(workspace.root, path.real) for path in paths)
+    return [chain for chain in made if chain is not None]
 
 
-def _roll_back(workspace: Workspace, done: list[tuple[str, _State]], made: list[Path]) -> None:
+def _roll_back(workspace: Workspace, done: list[tuple[str, _State]], made: list[MadeDirs]) -> None:
     """Put back the paths in ``done`` as they were (a deleted file with its bytes, mode
     and, where this process may set it, owner and group), then remove the directories
     the writes made (``made``, deepest first) unless something else is in them now; best
@@ -504,12 +502,11 @@ def _roll_back(workspace: Workspace, done: list[tuple[str, _State]], made: list[
                 _reown(workspace, state)
         except (ToolError, OSError):
             continue  # the other files are still put back
-    for directory in made:
-        try:
-            with open_parent(workspace.root, directory) as (dir_fd, name):
-                os.rmdir(name, dir_fd=dir_fd)
-        except OSError:
-            continue  # not empty (someone else wrote there) or gone: left as it is
+    for chain in made:
+        # Each chain up to its first directory that is not empty (someone else wrote
+        # there, or another chain still holds a file) or gone: that one is left as it is;
+        # a directory two chains share goes with the last of them.
+        remove_made(workspace.root, chain)
 
 
 def _reown(workspace: Workspace, state: _State) -> None:

@@ -29,6 +29,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -36,6 +37,8 @@ from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Looks a directory up with search permission alone (no listing); never follows a link.
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Opens an existing file for writing without changing it; O_NONBLOCK: a FIFO put in its
 # place never blocks the open.
 _WRITE_FLAGS = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -137,9 +140,9 @@ def open_parent(
         os.close(fd)
 
 
-def _open_dir(name: str, dir_fd: int) -> int:
+def _open_dir(name: str, dir_fd: int, flags: int = _DIR_FLAGS) -> int:
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        return os.open(name, flags, dir_fd=dir_fd)
     except NotADirectoryError:
         # O_DIRECTORY wins over O_NOFOLLOW: a directory swapped for a link since the path
         # was resolved fails as ENOTDIR; say what it is. (A directory again by now was
@@ -171,51 +174,126 @@ def open_dir(root: str, rel: str) -> int:
     return fd
 
 
+# The most fds of directories below the root a DirFds keeps open; the ancestors above them
+# are reached again by ".." (checked), so a tree deeper than the process's fd limit works.
+_HELD_LEVELS = 64
+
+
 class DirFds:
     """fds of directories below ``root``, each reached without following a symlink, for
-    opening many files in path order: the fds of the current directory's ancestors are
-    kept, so moving to a sibling directory costs one ``openat``. At most one fd per level
-    of depth is open. Close with :meth:`close` (or use as a context manager).
+    opening many files in path order: the fds of the current directory's nearest
+    ancestors are kept, so moving to a sibling directory costs one ``openat``. Close with
+    :meth:`close` (or use as a context manager).
+
+    A move costs the ``openat`` of the names not shared with the directory before and a
+    comparison of the two paths as strings: no per-level work for the levels kept, so a
+    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps. At most
+    :data:`_HELD_LEVELS` fds below the root are open (a tree deeper than the process's fd
+    limit must not fail with ``EMFILE``): the fd of an ancestor farther up is closed, its
+    device and inode noted, and a move back up to it opens ``..`` level by level, each
+    checked to be the directory that level had: one moved out from under its parent
+    meanwhile fails with ``ELOOP``, as a swapped one does on the way down (one moved
+    together with its ancestors stays reachable, as through a kept fd). Moving up costs a
+    level an ``openat``, as moving down does, so the total stays linear.
 
     Args:
         root: the workspace root (a real path).
+        search_only: open the directories with ``O_PATH`` where there is one: search
+            permission is enough, and the fds serve only to look names up (``fstatat``,
+            ``openat``), never to list.
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, search_only: bool = False) -> None:
         self._root = root
-        self._parts: list[str] = []
-        self._fds: list[int] = []  # fds[0] is the root's, fds[i + 1] is parts[i]'s
+        self._flags = _PATH_FLAGS if search_only else _DIR_FLAGS
+        self._current = ""  # the directory last asked for
+        self._ends: list[int] = []  # where each level's path ends in _current (root: 0)
+        self._fds: list[int] = []  # each level's fd, -1 once closed (the root's stays open)
+        self._ids: dict[int, tuple[int, int]] = {}  # a closed level's (st_dev, st_ino)
+        self._low = 1  # the shallowest level below the root whose fd is open
 
     def get(self, rel_dir: str) -> int:
         """The fd of the directory ``rel_dir`` (``""`` for the root); valid until the next
         call or :meth:`close`.
 
         Raises:
-            OSError: as :func:`open_dir`.
+            OSError: as :func:`open_dir`; ``ELOOP`` when an ancestor left by ``..`` is no
+                longer the directory it was.
         """
-        parts = rel_dir.split("/") if rel_dir else []
-        fds = self._fds
+        fds, ends = self._fds, self._ends
         if not fds:
-            fds.append(os.open(self._root, _DIR_FLAGS))
-        have = self._parts
-        keep = 0
-        limit = min(len(have), len(parts))
-        while keep < limit and have[keep] == parts[keep]:
-            keep += 1
-        while len(have) > keep:
-            have.pop()
-            os.close(fds.pop())
-        for part in parts[keep:]:
-            fd = _open_dir(part, fds[-1])
-            fds.append(fd)
-            have.append(part)
+            fds.append(os.open(self._root, self._flags))
+            ends.append(0)
+        current = self._current
+        keep = len(ends)
+        while keep > 1:
+            end = ends[keep - 1]
+            if rel_dir[end : end + 1] in ("", "/") and rel_dir.startswith(current[:end]):
+                break
+            keep -= 1
+        self._up_to(keep)
+        self._current = rel_dir
+        position = ends[-1]
+        while position < len(rel_dir):
+            start = position + 1 if position else 0
+            after = rel_dir.find("/", start)
+            after = len(rel_dir) if after < 0 else after
+            fds.append(_open_dir(rel_dir[start:after], fds[-1], self._flags))
+            ends.append(after)
+            position = after
+            if len(fds) - self._low > _HELD_LEVELS:
+                low = self._low
+                info = os.fstat(fds[low])
+                self._ids[low] = (info.st_dev, info.st_ino)
+                os.close(fds[low])
+                fds[low] = -1
+                self._low = low + 1
         return fds[-1]
+
+    def _up_to(self, keep: int) -> None:
+        """Leave the first ``keep`` levels, the deepest of them with its fd open."""
+        fds = self._fds
+        target = keep - 1
+        if target >= len(fds) - 1:
+            return
+        if fds[target] < 0:
+            # Closed: climb from the shallowest open level by "..", checking each.
+            level = self._low
+            fd, fds[level] = fds[level], -1
+            while level > target:
+                level -= 1
+                try:
+                    parent = os.open("..", self._flags, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                fd = parent
+                info = os.fstat(fd)
+                if (info.st_dev, info.st_ino) != self._ids[level]:
+                    os.close(fd)
+                    self._drop_from(1)
+                    raise OSError(errno.ELOOP, "moved while it was walked")
+            fds[target] = fd
+            self._low = target
+        self._drop_from(keep)
+
+    def _drop_from(self, keep: int) -> None:
+        """Forget every level from ``keep`` on, closing those still open."""
+        fds = self._fds
+        while len(fds) > keep:
+            fd = fds.pop()
+            self._ends.pop()
+            self._ids.pop(len(fds), None)
+            if fd >= 0:
+                os.close(fd)
+        self._low = min(self._low, max(len(fds), 1))
+        if len(fds) <= 1:
+            self._current = ""
 
     def close(self) -> None:
         """Close every fd held."""
-        while self._fds:
-            os.close(self._fds.pop())
-        self._parts.clear()
+        self._drop_from(0)
+        self._ids.clear()
+        self._low = 1
 
     def __enter__(self) -> DirFds:
         return self
@@ -612,3 +690,76 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+@dataclass(frozen=True)
+class MadeDirs:
+    """The directories a write of a file will make: the file's parents below the root
+    (``parts``, one name each, the root's child first) from ``parts[first]`` down."""
+
+    parts: tuple[str, ...]
+    first: int
+
+
+def missing_parents(root: Path, real: Path) -> MadeDirs | None:
+    """The parents of ``real`` (strictly below ``root``) that do not exist, found by one
+    walk from the root by fd (each name looked up in the directory above it, so a path
+    ``n`` levels deep costs ``n`` lookups, not ``n²``); ``None`` when all exist or the walk
+    stops for another reason (a file, a link: the write reports it)."""
+    parts = tuple(str(real)[len(str(root).rstrip(os.sep)) + 1 :].split(os.sep)[:-1])
+    fd = os.open(root, _PATH_FLAGS)
+    try:
+        for index, part in enumerate(parts):
+            try:
+                child = os.open(part, _PATH_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                return MadeDirs(parts, index)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return None
+
+
+def remove_made(root: Path, made: MadeDirs) -> None:
+    """Remove the directories of ``made`` that are still empty, deepest first, stopping at
+    the first that is not (or is gone); never raises.
+
+    One walk down from the root by fd without following links, then up by ``..``: each
+    parent reached that way must be the very directory passed on the way down (device
+    and inode), so a directory moved meanwhile (perhaps out of the root) stops the removal
+    instead of leading it elsewhere. Linear in the depth.
+    """
+    try:
+        fd = os.open(root, _PATH_FLAGS)
+    except OSError:
+        return
+    seen: list[tuple[int, int]] = []  # of the directories from the first made one's parent
+    reached = 0
+    try:
+        for index, part in enumerate(made.parts):
+            if index >= made.first:
+                info = os.fstat(fd)
+                seen.append((info.st_dev, info.st_ino))
+            try:
+                child = os.open(part, _PATH_FLAGS, dir_fd=fd)
+            except OSError:
+                break
+            os.close(fd)
+            fd = child
+            reached = index + 1
+        # fd is made.parts[reached - 1]; remove it and climb while it is one of ours.
+        for index in range(reached - 1, made.first - 1, -1):
+            parent = os.open("..", _PATH_FLAGS, dir_fd=fd)
+            info = os.fstat(parent)
+            os.close(fd)
+            fd = parent
+            if (info.st_dev, info.st_ino) != seen[index - made.first]:
+                return
+            os.rmdir(made.parts[index], dir_fd=fd)
+    except OSError:
+        return
+    finally:
+        os.close(fd)

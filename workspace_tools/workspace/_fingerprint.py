@@ -142,11 +142,24 @@ def _walk_stats(workspace: Workspace, top: str, recursive: bool, recent: int) ->
 
 
 def _ignore_context(directory: Path, root: Path, recent: int) -> Iterator[str]:
-    """Stat lines of the ignore files above ``directory`` and of the git index and exclude."""
-    for ancestor in (directory, *directory.parents):
-        for name in _IGNORE_FILES:
-            candidate = ancestor / name
-            yield _stat_line(str(candidate), str(candidate), recent)
+    """Stat lines of the ignore files above ``directory`` and of the git index and exclude.
+
+    Each ancestor's files are looked up by name in an fd of it, walked from ``/`` by name
+    (:class:`~._files.DirFds`), and named in the lines by their level: by whole paths, a
+    directory ``n`` levels deep would cost ``n²`` lookups and bytes."""
+    names = str(directory).strip("/").split("/") if str(directory) != "/" else []
+    with DirFds("/", search_only=True) as dirs:
+        for level in range(len(names), -1, -1):
+            try:
+                dir_fd: int | None = dirs.get("/".join(names[:level]) if level else "")
+            except OSError:
+                dir_fd = None
+            for name in _IGNORE_FILES:
+                label = f"{level}/{name}"
+                if dir_fd is None:
+                    yield f"{label}\0-\n"
+                else:
+                    yield _stat_line(name, label, recent, dir_fd)
     for git_dir in _git_dirs(root):
         for name in ("index", os.path.join("info", "exclude")):
             candidate = git_dir / name

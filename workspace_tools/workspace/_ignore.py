@@ -47,12 +47,34 @@ class FileStamp:
             return cls(path, None, follow)
         return cls(path, (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns), follow)
 
+    @classmethod
+    def at(cls, path: str, dir_fd: int, name: str | None) -> FileStamp:
+        """The stamp of ``path``, found as ``name`` in the directory ``dir_fd`` (never
+        following a link), or of that directory itself when ``name`` is ``None``."""
+        return cls(path, stat_at(dir_fd, name))
+
     def current(self) -> bool:
         """Whether the file still has the stamp taken earlier."""
         return FileStamp.take(self.path, follow=self.follow).stamp == self.stamp
 
 
-def read_ignore_file(path: str, *, follow: bool = False) -> tuple[bytes, bool] | None:
+def stat_at(dir_fd: int, name: str | None) -> tuple[int, int, int, int] | None:
+    """What a :class:`FileStamp` holds of ``name`` in the directory ``dir_fd`` (a link's
+    own stat), or of the directory itself when ``name`` is ``None``; ``None`` when absent."""
+    try:
+        st = (
+            os.fstat(dir_fd)
+            if name is None
+            else os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        )
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def read_ignore_file(
+    path: str, *, follow: bool = False, dir_fd: int | None = None
+) -> tuple[bytes, bool] | None:
     """The bytes of an ignore file that are applied, and whether the file had more: the
     first :data:`MAX_IGNORE_BYTES` at most, cut after the last whole line, and within them
     the first :data:`MAX_IGNORE_PATTERNS` pattern lines, with any line over
@@ -62,9 +84,11 @@ def read_ignore_file(path: str, *, follow: bool = False) -> tuple[bytes, bool] |
 
     git itself reads the whole file; a hostile or generated one of megabytes would cost
     every walk seconds and gigabytes (each pattern is matched against each path), so the
-    rest is treated as not read and the discovery tools say so (:func:`cut_note`)."""
+    rest is treated as not read and the discovery tools say so (:func:`cut_note`). With
+    ``dir_fd``, ``path`` is a name in that directory."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -208,7 +232,7 @@ def _compile(parts: list[str]) -> list[_Matcher]:
 
 
 def rules_in_directory(
-    abs_dir: str, base: str, cut: list[str] | None = None
+    abs_dir: str, base: str, cut: list[str] | None = None, *, dir_fd: int | None = None
 ) -> tuple[list[GitignoreRule], list[FileStamp]]:
     """The rules of the ignore files directly in ``abs_dir`` (``.gitignore`` then ``.ignore``)
     and stamps of those files (absent ones too), for cache validation. The path of a file
@@ -217,16 +241,18 @@ def rules_in_directory(
     Args:
         abs_dir: the directory's absolute path.
         base: the directory relative to the rules' top, ``""`` for the top.
+        dir_fd: an fd of that directory: the files are looked up in it by name, not by
+            their whole path (which the kernel would walk again from ``/``).
     """
     rules: list[GitignoreRule] = []
     stamps: list[FileStamp] = []
     for name in IGNORE_FILE_NAMES:
         path = os.path.join(abs_dir, name)
-        stamp = FileStamp.take(path)
+        stamp = FileStamp.take(path) if dir_fd is None else FileStamp.at(path, dir_fd, name)
         stamps.append(stamp)
         if stamp.stamp is None:
             continue
-        read = read_ignore_file(path)
+        read = read_ignore_file(path) if dir_fd is None else read_ignore_file(name, dir_fd=dir_fd)
         if read is not None:
             rules.extend(parse_gitignore(read[0], base))
             if read[1] and cut is not None:

@@ -20,6 +20,10 @@ from workspace_tools.workspace._paths import resolve_path
 # ``path:12`` and ``path:12:5``, as compilers, linters and grep name a place in a file.
 _LINE_SUFFIX = re.compile(r"(?::\d+){1,2}$")
 
+# Directories are listed as os.scandir(path) lists them (links followed: what is suggested
+# is checked against the root by resolve_path).
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
 # A directory with more entries than this is not scanned for a case-insensitive twin.
 _MAX_ENTRIES = 10_000
 
@@ -63,21 +67,36 @@ def _case_folded(root: str, candidate: str) -> str | None:
     if rel == ".":
         return None
     parts: list[str] = []
-    here = root
-    for name in rel.split("/"):
-        try:
-            with os.scandir(here) as entries:
-                names = [entry.name for entry in itertools.islice(entries, _MAX_ENTRIES + 1)]
-        except OSError:
-            return None
-        if name not in names:
-            if len(names) > _MAX_ENTRIES:
+    # Each level listed through an fd of the one above (names looked up one at a time, as
+    # the whole path would make the kernel walk every level again: n² for n levels).
+    try:
+        here = os.open(root, _LIST_FLAGS)
+    except OSError:
+        return None
+    try:
+        wanted = rel.split("/")
+        for name in wanted:
+            try:
+                with os.scandir(here) as entries:
+                    names = [e.name for e in itertools.islice(entries, _MAX_ENTRIES + 1)]
+            except OSError:
                 return None
-            twins = [n for n in names if n.casefold() == name.casefold()]
-            if len(twins) != 1:
-                return None
-            name = twins[0]
-        parts.append(name)
-        here = os.path.join(here, name)
+            if name not in names:
+                if len(names) > _MAX_ENTRIES:
+                    return None
+                twins = [n for n in names if n.casefold() == name.casefold()]
+                if len(twins) != 1:
+                    return None
+                name = twins[0]
+            parts.append(name)
+            if len(parts) < len(wanted):
+                try:
+                    child = os.open(name, _LIST_FLAGS, dir_fd=here)
+                except OSError:
+                    return None
+                os.close(here)
+                here = child
+    finally:
+        os.close(here)
     found = "/".join(parts)
     return _existing(root, found) if found != rel else None

@@ -1,13 +1,15 @@
 """Confining paths to a workspace root.
 
-A path is inside when its real location (every symlink resolved, as ``os.path.realpath``)
-is the root or below it. Sibling prefixes (``/w`` vs ``/w-evil``) are outside.
+A path is inside when its real location (every symlink resolved, as ``os.path.realpath``
+gives it, found in time linear in the path's depth) is the root or below it. Sibling
+prefixes (``/w`` vs ``/w-evil``) are outside.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,15 +106,19 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
             ErrorCode.INVALID_ARGUMENTS,
         ) from None
     joined = os.path.join(root, os.path.expanduser(path) if path.startswith("~") else path)
-    real = _realpath(path, joined)
+    found = _realpath(path, joined)
+    real = found.path
     if not is_within(root, real):
         raise ToolError(
             f"Path {_shown(path)} is outside the workspace root; use a path inside it",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
-    _refuse_link_loop(path, real)
+    if found.loop:
+        raise ToolError(
+            f"Path {_shown(path)} goes through a symbolic link loop", ErrorCode.NOT_FOUND
+        )
     directory_form = path.endswith(("/", "/."))
-    if directory_form and os.path.exists(real) and not os.path.isdir(real):
+    if directory_form and found.kind == "other":
         # As open("f.txt/") fails: a trailing slash names a directory, never the file.
         raise ToolError(
             f"Path {_shown(path)} ends with a slash, but {to_rel(root, real)} is not a directory",
@@ -120,23 +126,29 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
         )
     # Show the path as the caller named it when it names the same place (a link inside the
     # root keeps its own name); otherwise its real location. ``a/..`` with ``a`` a link is
-    # not its lexical parent, hence the second realpath (not needed when no link was met).
+    # not its lexical parent, hence the second resolution (not needed when no link was met).
     lexical = os.path.normpath(joined)
-    same = lexical == real or (is_within(root, lexical) and _realpath(path, lexical) == real)
+    same = lexical == real or (is_within(root, lexical) and _realpath(path, lexical).path == real)
     rel = to_rel(root, lexical if same else real)
     return ResolvedPath(real=Path(real), rel=rel, directory_form=directory_form)
 
 
-def _realpath(path: str, target: str) -> str:
-    """``os.path.realpath(target)``; ``path`` is how the caller named it, for messages.
+def _realpath(path: str, target: str) -> _Real:
+    """:func:`_resolve` of ``target``; ``path`` is how the caller named it, for messages.
 
-    A non-strict realpath still calls ``readlink`` on each component ``lstat`` showed as a
-    link; when a rename swaps that link for a directory (``EINVAL``) or removes it
-    (``ENOENT``) in between, resolving again sees one state or the other.
+    When a rename swaps a link on the way for a directory (``EINVAL`` from ``readlink``)
+    or removes it (``ENOENT``) between its lookup and its reading, resolving again sees
+    one state or the other.
     """
     for _ in range(_RESOLVE_ATTEMPTS):
         try:
-            return os.path.realpath(target)
+            return _resolve(target)
+        except _TooManyLinks:
+            raise ToolError(
+                f"Path {_shown(path)} goes through more than {_MAX_LINKS} symbolic links; "
+                "name the file by a path with fewer links",
+                ErrorCode.NOT_FOUND,
+            ) from None
         except OSError as exc:
             if exc.errno not in _RACED:
                 raise os_error(exc, path) from exc
@@ -148,14 +160,126 @@ def _realpath(path: str, target: str) -> str:
     )
 
 
-def _refuse_link_loop(path: str, real: str) -> None:
-    # A non-strict realpath leaves the links of a loop unresolved (and every other link
-    # resolved): following what is left fails with ELOOP exactly when there is a loop.
+# Most symbolic links one resolution follows, as the kernel's own path walk (``MAXSYMLINKS``
+# of Linux): each costs a walk of its target, so a chain of links that double one another
+# cannot cost more than this many walks.
+_MAX_LINKS = 40
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class _Real:
+    """What :func:`_resolve` found: ``path`` as ``os.path.realpath`` gives it, ``kind`` of
+    what it names (``"dir"``, ``"other"`` or ``None`` when absent), and ``loop``: a link
+    on the way leads back to itself, left unresolved in ``path`` (as realpath leaves it)."""
+
+    path: str
+    kind: str | None
+    loop: bool = False
+
+
+class _TooManyLinks(Exception):
+    """A resolution followed more than :data:`_MAX_LINKS` symbolic links."""
+
+
+class _LinkEnd:
+    """Marks, among the components still to resolve, where a link's target ends."""
+
+    __slots__ = ("link",)
+
+    def __init__(self, link: tuple[int, int]) -> None:
+        self.link = link
+
+
+def _resolve(target: str) -> _Real:
+    """``os.path.realpath(target)`` (``target`` absolute) in time linear in its components.
+
+    realpath ``lstat``s each prefix of the path as one string, so the kernel walks the
+    whole prefix again for every component (a path ``n`` levels deep costs ``n²``
+    lookups) and a path longer than ``PATH_MAX`` cannot be resolved at all. Here the walk
+    holds an fd of the directory reached (``O_PATH``, ``O_NOFOLLOW``) and looks up one
+    name in it at a time; a link's target is walked in turn (from ``/`` when absolute),
+    ``..`` is the parent of the directory held. A name that is missing, not a directory
+    or not searchable ends the walk by fds: the rest is applied lexically (``..`` taking
+    back one such name, after which the walk by fds resumes), as realpath does. The
+    result is a string only: what opens it later walks it again from the root without
+    following links (:func:`~._files.open_parent`), so a link swapped in meanwhile is
+    refused there.
+
+    Raises:
+        _TooManyLinks: past :data:`_MAX_LINKS` links.
+        OSError: what ``readlink`` raises for a link swapped or removed during the walk
+            (``EINVAL``, ``ENOENT``).
+    """
+    parts: list[str] = []  # the real location reached, by component
+    lexical: list[str | None] = []  # kinds of the trailing parts not held by an fd
+    pending: list[str | _LinkEnd] = target.split("/")[::-1]  # a stack, next on top
+    expanding: set[tuple[int, int]] = set()  # links whose target is being walked
+    followed = 0
+    fd = os.open("/", _PATH_FLAGS)
     try:
-        os.stat(real)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolError(
-                f"Path {_shown(path)} goes through a symbolic link loop",
-                ErrorCode.NOT_FOUND,
-            ) from exc
+        while pending:
+            name = pending.pop()
+            if isinstance(name, _LinkEnd):
+                expanding.discard(name.link)
+                continue
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if lexical:
+                    lexical.pop()
+                    parts.pop()
+                elif parts:
+                    parent = os.open("..", _PATH_FLAGS, dir_fd=fd)
+                    os.close(fd)
+                    fd = parent
+                    parts.pop()
+                continue
+            if lexical:
+                parts.append(name)
+                lexical.append(None)
+                continue
+            try:
+                child = os.open(name, _PATH_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno != errno.ENOTDIR:
+                    parts.append(name)
+                    lexical.append(None)
+                    continue
+            else:
+                os.close(fd)
+                fd = child
+                parts.append(name)
+                continue
+            # ENOTDIR: a link, or a file (or a directory swapped for a link just now).
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                parts.append(name)
+                lexical.append(None)
+                continue
+            if not stat.S_ISLNK(info.st_mode):
+                parts.append(name)
+                lexical.append("dir" if stat.S_ISDIR(info.st_mode) else "other")
+                continue
+            link = (info.st_dev, info.st_ino)
+            if link in expanding:
+                rest = [p for p in reversed(pending) if isinstance(p, str)]
+                # As realpath: the rest joined to the link unresolved, then normalized.
+                unresolved = "/" + "/".join([*parts, name, *rest])
+                return _Real(os.path.normpath(unresolved), None, loop=True)
+            followed += 1
+            if followed > _MAX_LINKS:
+                raise _TooManyLinks
+            value = os.readlink(name, dir_fd=fd)
+            expanding.add(link)
+            pending.append(_LinkEnd(link))
+            pending.extend(value.split("/")[::-1])
+            if value.startswith("/"):
+                os.close(fd)
+                fd = os.open("/", _PATH_FLAGS)
+                parts.clear()
+        kind = lexical[-1] if lexical else "dir"
+        return _Real("/" + "/".join(parts), kind)
+    finally:
+        os.close(fd)

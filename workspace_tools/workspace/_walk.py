@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from workspace_tools.workspace._files import open_dir
+from workspace_tools.workspace._files import DirFds, open_dir
 from workspace_tools.workspace._git import (
     GitRepo,
     GlobalExcludes,
@@ -49,6 +49,7 @@ from workspace_tools.workspace._ignore import (
     IgnoreRules,
     read_ignore_file,
     rules_in_directory,
+    stat_at,
 )
 from workspace_tools.workspace._tempfiles import is_temp_name
 
@@ -113,13 +114,92 @@ class Walk:
         return [rel for rel, kind in self.entries if kind is not DIRECTORY]
 
 
+_Stamp = tuple[int, int, int, int] | None
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _ancestors(
+    top: str, parts: tuple[str, ...], rules: list[GitignoreRule] | None, cut: list[str]
+) -> tuple[_Stamp, ...]:
+    """Stamps of the directories ``top``, ``top/parts[0]``, ... down to the parent of
+    ``top/parts`` and of the ignore files in each (three a level), walked from ``top`` by
+    fd one name at a time (never by a whole path, which the kernel would walk again from
+    ``/`` for each level: a start directory ``n`` levels deep would cost ``n²`` lookups);
+    with ``rules``, the rules of those ignore files are appended to it (files not applied
+    whole to ``cut``). A directory that cannot be opened ends the list."""
+    members: list[_Stamp] = []
+    try:
+        fd = os.open(top, _PATH_FLAGS)
+    except OSError:
+        return ()
+    try:
+        for depth in range(len(parts)):
+            members.append(stat_at(fd, None))
+            for name in IGNORE_FILE_NAMES:
+                stamp = stat_at(fd, name)
+                members.append(stamp)
+                if stamp is None or rules is None:
+                    continue
+                read = read_ignore_file(name, dir_fd=fd)
+                if read is not None:
+                    rules.extend(parse_gitignore(read[0], "/".join(parts[:depth])))
+                    if read[1]:
+                        cut.append(os.path.join(top, *parts[:depth], name))
+            if depth + 1 == len(parts):
+                break
+            try:
+                child = os.open(parts[depth], _PATH_FLAGS, dir_fd=fd)
+            except OSError:
+                break
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    return tuple(members)
+
+
+@dataclass(frozen=True)
+class _AncestorStamp:
+    """The stamps of the start directory's ancestors and their ignore files
+    (:func:`_ancestors`), validated by one walk down from ``top``."""
+
+    top: str
+    parts: tuple[str, ...]
+    members: tuple[_Stamp, ...]
+
+    @property
+    def stamp(self) -> _Stamp:
+        """The newest member's stamp (by mtime), what decides whether a walk is cacheable."""
+        present = [m for m in self.members if m is not None]
+        return max(present) if present else None
+
+    def current(self) -> bool:
+        """Whether every member still has its stamp."""
+        return _ancestors(self.top, self.parts, None, []) == self.members
+
+
 @dataclass
 class _Cached:
     walk: Walk
-    stamps: list[FileStamp]
+    stamps: list[FileStamp | _AncestorStamp]
 
     def current(self) -> bool:
-        return all(stamp.current() for stamp in self.stamps)
+        # Each stamp's file looked up by name in an fd of its directory, those of the last
+        # directory's ancestors kept (the stamps come in walk order): lstat of whole paths
+        # would make the kernel walk every component again, n² lookups for a chain n deep.
+        with DirFds("/", search_only=True) as dirs:
+            for stamp in self.stamps:
+                if isinstance(stamp, FileStamp) and not stamp.follow and stamp.path[:1] == "/":
+                    directory, _, name = stamp.path.rpartition("/")
+                    try:
+                        found = stat_at(dirs.get(directory[1:]), name)
+                    except OSError:
+                        found = None
+                    if found != stamp.stamp:
+                        return False
+                elif not stamp.current():
+                    return False
+        return True
 
 
 class _Scan:
@@ -141,7 +221,7 @@ class _Scan:
         # Ignore rules and tracked paths are relative to the repository top.
         self.prefix = "" if rel_root == "." else rel_root + "/"
         self.top = top
-        self.stamps: list[FileStamp] = []
+        self.stamps: list[FileStamp | _AncestorStamp] = []
         self.entries: list[Entry] = []
         self.ignored = 0
         self.skipped: list[Entry] = []
@@ -165,16 +245,14 @@ class _Scan:
                     if read[1]:
                         self.cut.append(exclude)
         rel = os.path.relpath(start_abs, self.top)
-        parts = [] if rel == "." else rel.split(os.sep)
-        current = self.top
-        for depth in range(len(parts)):
-            self.stamps.append(FileStamp.take(current))
-            rules = rules.extend(self._dir_rules(current, "/".join(parts[:depth])))
-            current = os.path.join(current, parts[depth])
-        return rules
+        parts = () if rel == "." else tuple(rel.split(os.sep))
+        found: list[GitignoreRule] = []
+        members = _ancestors(self.top, parts, found, self.cut)
+        self.stamps.append(_AncestorStamp(self.top, parts, members))
+        return rules.extend(found)
 
-    def _dir_rules(self, abs_dir: str, base: str) -> list[GitignoreRule]:
-        found, stamps = rules_in_directory(abs_dir, base, self.cut)
+    def _dir_rules(self, abs_dir: str, base: str, dir_fd: int) -> list[GitignoreRule]:
+        found, stamps = rules_in_directory(abs_dir, base, self.cut, dir_fd=dir_fd)
         self.stamps.extend(s for s in stamps if s.stamp is not None)
         return found
 
@@ -217,7 +295,7 @@ class _Scan:
                         listing = []
                     has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
                     if has_rules and not include_ignored and not tracked_only:
-                        d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel))
+                        d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel, here.fd))
                     lead = d_rel + "/" if d_rel else ""
                     for name, kind in listing:
                         rel = lead + name
