@@ -13,7 +13,9 @@ caller runs the search in a process it can kill.
 
 Speed comes from working on whole file buffers: a file is read in one call, a file without
 a match costs one search (or one substring test for a literal pattern) over its bytes, and
-line numbers are counted only for files that match. RE2 searches UTF-8 bytes: a pure-ASCII
+line numbers are counted only for files that match. A plain literal is searched in the
+bytes of any BOM-less or UTF-8-BOM file, and only the lines it keeps are decoded. RE2
+searches UTF-8 bytes: a pure-ASCII
 or UTF-8 file as it is, any other one decoded (BOM, then strict UTF-8, else latin-1) and
 encoded again. Python's engine searches an ASCII file as bytes, with the pattern compiled
 for bytes, which matches exactly what the ``str`` pattern matches on ASCII text, and any
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, islice, repeat
 from operator import sub
@@ -296,9 +299,10 @@ class Matcher:
             data = data[len(codecs.BOM_UTF8) :]
             hi = None if hi is None else hi - len(codecs.BOM_UTF8)
         ascii_search = self._ascii
-        # Only counting, a plain literal (ASCII, no CR or LF) matches the same lines in the
-        # bytes as in the text they decode to (UTF-8 or latin-1): no decoding needed.
-        if ascii_search is not False and ((not keep and self._literal) or data.isascii()):
+        # A plain literal (ASCII, no CR or LF) matches the same lines in the bytes as in
+        # the text they decode to (UTF-8 or latin-1): it is searched in the bytes, and only
+        # the lines it keeps are decoded (see _scan_literal).
+        if ascii_search is not False and (self._literal or data.isascii()):
             return _scan(
                 data,
                 ascii_search,
@@ -397,6 +401,10 @@ def _ascii(value: bytes) -> str:
     return value.decode("ascii")
 
 
+def _latin1(value: bytes) -> str:
+    return value.decode("latin-1")
+
+
 def _same(value: str) -> str:
     return value
 
@@ -428,10 +436,7 @@ def _scan(  # type: ignore[no-untyped-def]
         count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
         return FileMatches(count) if count else None
     if isinstance(rx, LiteralSearch) and not multiline and counter is not None:
-        result = _scan_literal(buf, rx, nl, keep, to_str, lo, hi, first_line)
-        if context and result is not None and result.lines:
-            _add_context(buf, nl, result, context, to_str, first_line)
-        return result
+        return _scan_literal(buf, rx, nl, keep, context, lo, hi, first_line)
     # ASCII bytes and str: a character is one item, so columns need no decoding.
     one_per_char = to_str is _ascii or to_str is _same
     m = search(buf, lo)
@@ -492,15 +497,22 @@ def _scan(  # type: ignore[no-untyped-def]
 
 
 def _scan_literal(  # type: ignore[no-untyped-def]
-    buf, literal: LiteralSearch, nl, keep: int, to_str, lo: int, hi: int, first_line: int
+    buf, literal: LiteralSearch, nl, keep: int, context: int, lo: int, hi: int, first_line: int
 ) -> FileMatches | None:
-    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf``, ASCII bytes or
-    str (one item per character). ``literal.lines`` gives each matching line's first
-    occurrence and end; the rest is worked out for all kept lines at once by C loops
-    (``map``, ``zip``, ``accumulate``), not by Python code per line: the newline before
-    each occurrence (``rfind`` from it, so the line's length bounds the cost), the line
-    numbers as running sums of the newlines between line starts, the columns and texts.
-    At most ``keep`` lines are kept; the rest are counted by one ``findall``."""
+    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf``: str, or the bytes
+    of a text read as UTF-8 when they are valid UTF-8, else as latin-1 (an ASCII literal
+    holding no LF matches the same lines and places in the bytes as in such a text, and
+    no line of the bytes splits a character).
+
+    ``literal.lines`` gives each matching line's first occurrence and end; the rest is
+    worked out for all kept lines at once by C loops (``map``, ``zip``, ``accumulate``),
+    not by Python code per line: the newline before each occurrence (``rfind`` from it, so
+    the line's length bounds the cost), the line numbers as running sums of the newlines
+    between occurrences, the columns, and the texts, sliced from the newline before each
+    line to its end, joined, decoded once and split at those newlines. Only the kept lines
+    are decoded, and the file only when one of them is not ASCII (to tell UTF-8 from
+    latin-1, and to count a column in characters). At most ``keep`` lines are kept; the
+    rest are counted by one ``findall``."""
     lines_rx = literal.lines
     matches = list(islice(lines_rx.finditer(buf, lo, hi), keep))
     if not matches:
@@ -512,21 +524,49 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     starts = list(map(_MATCH_START, matches))
     # The newline before each occurrence, or -1 on the buffer's first line.
     before = list(map(buf.rfind, repeat(nl), repeat(0), starts))
-    line_starts = list(map(_plus_one, before))
-    steps = list(map(buf.count, repeat(nl), [0, *line_starts[:-1]], line_starts))
+    steps = list(map(buf.count, repeat(nl), [0, *starts[:-1]], starts))
     steps[0] += first_line
-    texts: Any = map(buf.__getitem__, map(slice, line_starts, ends))
-    if to_str is _ascii:
-        # One decode for all the lines (ASCII, so no line holds the LF joining them).
-        texts = b"\n".join(texts).decode("ascii").split("\n")
-    columns = map(sub, starts, before)
-    rows = list(zip(accumulate(steps), columns, texts, repeat(literal.size)))
-    return FileMatches(count, rows)
+    columns: Any = list(map(sub, starts, before))
+    # Each line's slice starts at the newline before it, so that the joined slices split
+    # back into the lines; on the buffer's first line (the first match only: a match runs
+    # to its line's end) there is none, and no empty text before the first line's.
+    leading = before[0] >= 0
+    if not leading:
+        before[0] = 0
+    joined = buf[:0].join(map(buf.__getitem__, map(slice, before, ends)))
+    decode = _same
+    if isinstance(joined, bytes):
+        decode = _ascii
+        if not joined.isascii():
+            decode = _text_decoder(buf)
+            columns = [
+                len(decode(buf[start - column + 1 : start])) + 1
+                for start, column in zip(starts, columns, strict=True)
+            ]
+    texts = decode(joined).split("\n")
+    rows = zip(accumulate(steps), columns, islice(texts, leading, None), repeat(literal.size))
+    result = FileMatches(count, list(rows))
+    if context:
+        if decode is _ascii:
+            decode = _text_decoder(buf)  # the context lines may not be ASCII
+        _add_context(buf, nl, result, context, decode, first_line)
+    return result
+
+
+def _text_decoder(data: bytes) -> Callable[[bytes], str]:
+    """How the lines of BOM-less bytes decode: as ASCII, UTF-8 when they are valid UTF-8,
+    else as latin-1 (see ``_decode_text``)."""
+    if data.isascii():
+        return _ascii
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _latin1
+    return _utf8
 
 
 _MATCH_START = re.Match.start
 _MATCH_END = re.Match.end
-_plus_one = (1).__add__
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
