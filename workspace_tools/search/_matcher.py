@@ -15,11 +15,10 @@ Speed comes from working on whole file buffers: a file is read in one call, a fi
 a match costs one search (or one substring test for a literal pattern) over its bytes, and
 line numbers are counted only for files that match. A plain literal is searched in the
 bytes of any BOM-less or UTF-8-BOM file, and only the lines it keeps are decoded. RE2
-searches UTF-8 bytes: a pure-ASCII
-or UTF-8 file as it is, any other one decoded (BOM, then strict UTF-8, else latin-1) and
-encoded again. Python's engine searches an ASCII file as bytes, with the pattern compiled
-for bytes, which matches exactly what the ``str`` pattern matches on ASCII text, and any
-other file as decoded text.
+searches UTF-8 bytes: a pure-ASCII or UTF-8 file as it is, any other one decoded (BOM,
+then strict UTF-8, else latin-1) and encoded again. Python's engine searches an ASCII file
+as bytes, with the pattern compiled for bytes, which matches exactly what the ``str``
+pattern matches on ASCII text, and any other file as decoded text.
 """
 
 from __future__ import annotations
