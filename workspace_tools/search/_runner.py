@@ -5,6 +5,7 @@ search needs, so that the searcher process (``_searcher``) starts quickly."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from operator import itemgetter
 from pathlib import Path
 
@@ -21,6 +22,9 @@ MAX_LINE = 2000
 # thousands of lines, each copied or wrapped would cost, and they cross from searcher processes
 # as they are.
 FileRows = tuple[str, list[LineMatch]]
+
+# Called with each file's path and matching lines as a run keeps them (see GrepRun).
+FoundHook = Callable[[str, list[LineMatch]], None]
 
 # kept lines by file, files (path, count), context lines by path, and the totals
 # (match_count, files_matched, files_searched, binary_skipped).
@@ -39,12 +43,26 @@ class GrepRun:
 
     ``kept_before``: matching lines that searches of earlier files (a split search's
     earlier blocks) kept already, so that this run keeps at most ``limit - kept_before``
-    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``)."""
+    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``).
 
-    def __init__(self, matcher: Matcher, *, limit: int, context: int, kept_before: int = 0) -> None:
+    ``on_found``: called with each file's path and kept lines as they are added to
+    :attr:`found` (in order, each file once, its lines final), so that what is made of
+    them (the model text, result models) is made while a split search is still running
+    rather than after it."""
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        *,
+        limit: int,
+        context: int,
+        kept_before: int = 0,
+        on_found: FoundHook | None = None,
+    ) -> None:
         self.matcher = matcher
         self.limit = limit
         self.context = context
+        self.on_found = on_found
         # Kept matching lines by file, in order, and how many in all (with kept_before).
         self.found: list[FileRows] = []
         self.kept = min(kept_before, limit)
@@ -154,6 +172,8 @@ class GrepRun:
             room -= len(kept)
             self.found.append((rel, kept))
             self.kept += len(kept)
+            if self.on_found is not None:
+                self.on_found(rel, kept)
             near_lines = context_lines.get(rel)
             if not near_lines and len(kept) == len(rows):
                 continue
@@ -222,6 +242,8 @@ class GrepRun:
                 rows = [_clipped(row) for row in rows]
             self.found.append((rel, rows))
             self.kept += len(rows)
+            if self.on_found is not None:
+                self.on_found(rel, rows)
         if found.context:
             self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
 

@@ -419,7 +419,8 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
     # waits for them about as long as one of its own blocks took, and when nothing came,
     # searches a missing block itself (the last first) rather than wait on for a searcher
     # that the machine's load may have left without a CPU: whichever result comes first
-    # is kept. Results are merged back block by block, in path order.
+    # is kept. Results are merged back block by block, in path order, as soon as the
+    # blocks before are in: what the run's on_found makes of them is made meanwhile.
     count = (len(helpers) + 1) * BLOCKS_PER_WORKER
     size = -(-len(files) // count)
     blocks = [files[i : i + size] for i in range(0, len(files), size)]
@@ -428,6 +429,14 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
         run.search_files(root, files)
         return
     states: dict[int, RunState] = {}
+    merged = 0  # blocks merged into run, in order
+
+    def merge_ready() -> None:
+        nonlocal merged
+        while merged in states:
+            run.merge(states[merged])
+            merged += 1
+
     jobs: dict[Searcher, int] = {}
     matcher = run.matcher
     job: Job = (
@@ -451,10 +460,12 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
             states[index] = _search_block(run, root, blocks, index, states, buffer)
             searched += 1
             _collect(jobs, states, run, root, blocks, buffer)
+            merge_ready()
         # A searcher on its last block normally sends it within about a block's time.
         patience = (time.monotonic() - started) / max(searched, 1)
         while True:
             _collect(jobs, states, run, root, blocks, buffer)
+            merge_ready()
             missing = [i for i in range(len(blocks)) if i not in states]
             if not missing:
                 break
@@ -469,8 +480,7 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
             while os.read(queue, 1 << 16):
                 pass
         os.close(queue)
-    for index in range(len(blocks)):
-        run.merge(states[index])
+    merge_ready()
 
 
 def _collect(
