@@ -184,3 +184,13 @@ def test_literal_lines_match_a_naive_reference(
     count, kept, near = scanned(found)
     assert (count, kept) == (len(rows), rows[:keep] if keep else []), data
     assert near == (reference(data, "TypeVar", keep, context)[2] if keep else {}), data
+    if encoding == "utf-8-sig" or not rows:
+        return
+    # The same file searched where grep reads it, in a reused buffer whose bytes past
+    # the file are another file's (CRLFs not read as LFs before).
+    buffer = bytearray(data + b"TypeVar\r\n\xff TypeVar\n")
+    matcher = Matcher("TypeVar")
+    assert matcher.plain and matcher.find_required is not None
+    first = matcher.find_required(buffer, 0, len(data))
+    found = matcher.find_plain(buffer, len(data), first, keep)
+    assert scanned(found)[:2] == (len(rows), rows[:keep] if keep else []), data

@@ -73,6 +73,7 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+EVERY_BOM = (codecs.BOM_UTF8, *WIDE_BOMS)
 
 
 # A matching line: 1-based line number, 1-based column (in characters) of the first match
@@ -112,6 +113,8 @@ class Matcher:
 
     Attributes:
         key: ``(pattern, ignore_case, multiline)``.
+        plain: the pattern is a plain literal (see ``plain_literal``), which
+            :meth:`find_plain` searches.
         needs_worker: the pattern needs Python's engine for some text (always, or for
             non-ASCII text), so the search should run where it can be killed.
 
@@ -141,12 +144,16 @@ class Matcher:
         self.text_rx = compile_pattern(pattern, flags)
         self.multiline = multiline
         self.in_process = in_process
-        self.required = required_literal(pattern, flags)
+        literal = None if multiline else plain_literal(pattern, flags)
+        self.plain = literal is not None
+        # A plain literal is its own required literal: find_required finds its first
+        # occurrence, where find_plain starts.
+        self.required = (
+            required_literal(pattern, flags) if literal is None else literal.encode("ascii")
+        )
         # How to find it: a first offset, or -1 (see literal_finder).
         self.find_required = None if self.required is None else literal_finder(self.required)
         self._probe = bytearray(PROBE_BUFFER)
-        literal = None if multiline else plain_literal(pattern, flags)
-        self._literal = literal is not None
         # What _scan searches (and counts lines past the kept ones) with, by kind of text:
         # ASCII bytes (RE2, a literal, or Python's engine compiled for bytes; False: the
         # text route), UTF-8 bytes (RE2; None: not compiled yet, False: none), and str
@@ -201,7 +208,7 @@ class Matcher:
                 self._utf8_counter = compile_counter(self._unicode_source, self._shape)
             self._unicode_source = None
         if not self._utf8:
-            if self.in_process and not self._literal:
+            if self.in_process and not self.plain:
                 raise NeedsWorker
             return None
         return self._utf8  # type: ignore[no-any-return]
@@ -228,6 +235,19 @@ class Matcher:
                 text = text.replace("\r\n", "\n")
             return self._find_text(text, keep, context, 0, None, 1)
         return self._find_in(data, keep, context)
+
+    def find_plain(self, buffer: Any, size: int, first: int, keep: int) -> FileMatches | None:
+        """:meth:`find` without context lines for a plain literal (:attr:`plain`) in the
+        file held by ``buffer[:size]`` (bytes or a bytearray read into; the rest of it is
+        not the file's), which starts with no BOM and holds the literal first at
+        ``first``. The buffer is searched as it is, with no copy: its CRLFs are left as
+        they are, and only the CR of the kept lines' CRLFs is cut (see ``_scan_literal``).
+        """
+        literal = self._ascii
+        if keep <= 0:
+            # A literal holds no LF: there is a matching line from ``first`` on.
+            return FileMatches(len(literal.findall(buffer, first, size)))
+        return _scan_literal(buffer, literal, b"\n", keep, 0, first, size, 1, size, crlf=True)
 
     def find_in_file(self, fd: int, head: bytes, keep: int, context: int) -> FileMatches | None:
         """Search an open file whose first bytes ``head`` filled a whole first read.
@@ -301,7 +321,7 @@ class Matcher:
         # A plain literal (ASCII, no CR or LF) matches the same lines in the bytes as in
         # the text they decode to (UTF-8 or latin-1): it is searched in the bytes, and only
         # the lines it keeps are decoded (see _scan_literal).
-        if ascii_search is not False and (self._literal or data.isascii()):
+        if ascii_search is not False and (self.plain or data.isascii()):
             return _scan(
                 data,
                 ascii_search,
@@ -315,7 +335,7 @@ class Matcher:
                 hi,
                 line,
             )
-        utf8 = None if self._literal else self._utf8_search()
+        utf8 = None if self.plain else self._utf8_search()
         if utf8 is not None:
             try:
                 data.decode("utf-8")
@@ -341,7 +361,7 @@ class Matcher:
                 data, self._ascii, self.bytes_counter, b"\n", self.multiline, keep, context,
                 _ascii, lo, hi, line,
             )  # fmt: skip
-        utf8 = None if self._literal else self._utf8_search()
+        utf8 = None if self.plain else self._utf8_search()
         if utf8 is not None:
             data = text.encode("utf-8")
             lo = len(text[:lo].encode("utf-8"))
@@ -435,7 +455,7 @@ def _scan(  # type: ignore[no-untyped-def]
         count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
         return FileMatches(count) if count else None
     if isinstance(rx, LiteralSearch) and not multiline and counter is not None:
-        return _scan_literal(buf, rx, nl, keep, context, lo, hi, first_line)
+        return _scan_literal(buf, rx, nl, keep, context, lo, hi, first_line, n)
     # ASCII bytes and str: a character is one item, so columns need no decoding.
     one_per_char = to_str is _ascii or to_str is _same
     m = search(buf, lo)
@@ -496,12 +516,24 @@ def _scan(  # type: ignore[no-untyped-def]
 
 
 def _scan_literal(  # type: ignore[no-untyped-def]
-    buf, literal: LiteralSearch, nl, keep: int, context: int, lo: int, hi: int, first_line: int
+    buf,
+    literal: LiteralSearch,
+    nl,
+    keep: int,
+    context: int,
+    lo: int,
+    hi: int,
+    first_line: int,
+    size: int,
+    *,
+    crlf: bool = False,
 ) -> FileMatches | None:
-    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf``: str, or the bytes
-    of a text read as UTF-8 when they are valid UTF-8, else as latin-1 (an ASCII literal
-    holding no LF matches the same lines and places in the bytes as in such a text, and
-    no line of the bytes splits a character).
+    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf[:size]``: str, or
+    the bytes of a text read as UTF-8 when they are valid UTF-8, else as latin-1 (an
+    ASCII literal holding no LF matches the same lines and places in the bytes as in such
+    a text, and no line of the bytes splits a character). With ``crlf`` the bytes' CRLFs
+    are not read as LFs yet: a kept line's CR before its LF is cut from its text (no
+    count, column or line number changes with it).
 
     ``literal.lines`` gives each matching line's first occurrence and end; the rest is
     worked out for all kept lines at once by C loops (``map``, ``zip``, ``accumulate``),
@@ -523,7 +555,8 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     starts = list(map(_MATCH_START, matches))
     # The newline before each occurrence, or -1 on the buffer's first line.
     before = list(map(buf.rfind, repeat(nl), repeat(0), starts))
-    steps = list(map(buf.count, repeat(nl), [0, *starts[:-1]], starts))
+    # Newlines from one matching line's end to the next occurrence.
+    steps = list(map(buf.count, repeat(nl), [0, *ends[:-1]], starts))
     steps[0] += first_line
     columns: Any = list(map(sub, starts, before))
     # Each line's slice starts at the newline before it, so that the joined slices split
@@ -533,11 +566,16 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     if not leading:
         before[0] = 0
     joined = buf[:0].join(map(buf.__getitem__, map(slice, before, ends)))
+    if crlf and joined.find(b"\r") >= 0:
+        # A line's CR before its LF ends up before the LF of the next line's slice.
+        joined = joined.replace(b"\r\n", b"\n")
+        if joined.endswith(b"\r") and buf[ends[-1] : ends[-1] + 1] == b"\n":
+            joined = joined[:-1]
     decode = _same
-    if isinstance(joined, bytes):
+    if not isinstance(joined, str):
         decode = _ascii
         if not joined.isascii():
-            decode = _text_decoder(buf)
+            decode = _text_decoder(buf, size)
             columns = [
                 len(decode(buf[start - column + 1 : start])) + 1
                 for start, column in zip(starts, columns, strict=True)
@@ -547,14 +585,16 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     result = FileMatches(count, list(rows))
     if context:
         if decode is _ascii:
-            decode = _text_decoder(buf)  # the context lines may not be ASCII
+            decode = _text_decoder(buf, size)  # the context lines may not be ASCII
         _add_context(buf, nl, result, context, decode, first_line)
     return result
 
 
-def _text_decoder(data: bytes) -> Callable[[bytes], str]:
-    """How the lines of BOM-less bytes decode: as ASCII, UTF-8 when they are valid UTF-8,
-    else as latin-1 (see ``_decode_text``)."""
+def _text_decoder(data: Any, size: int) -> Callable[[bytes], str]:
+    """How the lines of the BOM-less bytes ``data[:size]`` decode: as ASCII, UTF-8 when
+    they are valid UTF-8, else as latin-1 (see ``_decode_text``)."""
+    if size < len(data):
+        data = data[:size]
     if data.isascii():
         return _ascii
     try:

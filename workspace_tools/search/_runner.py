@@ -10,7 +10,14 @@ from operator import itemgetter
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
+from workspace_tools.search._matcher import (
+    BINARY_PROBE,
+    EVERY_BOM,
+    WIDE_BOMS,
+    FileMatches,
+    LineMatch,
+    Matcher,
+)
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
 
@@ -98,7 +105,10 @@ class GrepRun:
         """
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
-        find_required = self.matcher.find_required
+        matcher = self.matcher
+        find_required = matcher.find_required
+        # A plain literal without context lines is searched in the read buffer itself.
+        in_buffer = matcher.plain and not self.context and find_required is not None
         if buffer is None:
             buffer = bytearray(WHOLE_READ)
         size = len(buffer)
@@ -136,12 +146,14 @@ class GrepRun:
                         count += readv(fd, tail)
                     if count == size:
                         self.add(rel, view[:first].tobytes(), fd)
-                    elif (
-                        find_required is not None
-                        and find_required(buffer, 0, count) < 0
-                        and not buffer.startswith(wide, 0, count)
-                    ):
+                        continue
+                    at = 0 if find_required is None else find_required(buffer, 0, count)
+                    if at < 0 and not buffer.startswith(wide, 0, count):
                         self.files_searched += 1
+                    elif in_buffer and not buffer.startswith(EVERY_BOM, 0, count):
+                        self.files_searched += 1
+                        keep = self.limit - self.kept
+                        self._record(rel, matcher.find_plain(buffer, count, at, keep), count)
                     else:
                         self.add(rel, view[:count].tobytes())
                 except OSError:
@@ -229,6 +241,10 @@ class GrepRun:
             found = self.matcher.find(data, keep, self.context)
         else:
             found = self.matcher.find_in_file(fd, data, keep, self.context)
+        self._record(rel, found, len(data))
+
+    def _record(self, rel: str, found: FileMatches | None, size: int) -> None:
+        """Record what the search of one file of ``size`` bytes found."""
         if found is None:
             return
         self.match_count += found.count
@@ -238,7 +254,7 @@ class GrepRun:
         rows = found.lines
         if rows:
             # A text of at most MAX_LINE bytes has no line longer than MAX_LINE characters.
-            if len(data) > MAX_LINE and max(map(len, map(itemgetter(2), rows))) > MAX_LINE:
+            if size > MAX_LINE and max(map(len, map(itemgetter(2), rows))) > MAX_LINE:
                 rows = [_clipped(row) for row in rows]
             self.found.append((rel, rows))
             self.kept += len(rows)
