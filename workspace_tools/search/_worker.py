@@ -42,6 +42,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from itertools import pairwise
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._reading import WHOLE_READ
@@ -421,9 +422,8 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
     # that the machine's load may have left without a CPU: whichever result comes first
     # is kept. Results are merged back block by block, in path order, as soon as the
     # blocks before are in: what the run's on_found makes of them is made meanwhile.
-    count = (len(helpers) + 1) * BLOCKS_PER_WORKER
-    size = -(-len(files) // count)
-    blocks = [files[i : i + size] for i in range(0, len(files), size)]
+    starts = block_starts(len(files), len(helpers) + 1)
+    blocks = [files[a:b] for a, b in pairwise(starts)]
     queue = _block_queue(len(blocks))
     if queue is None:
         run.search_files(root, files)
@@ -447,7 +447,7 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
         run.context,
         root,
         files,
-        size,
+        starts,
     )
     try:
         for searcher in helpers:
@@ -481,6 +481,23 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
                 pass
         os.close(queue)
     merge_ready()
+
+
+def block_starts(count: int, processes: int) -> list[int]:
+    """Where each block of a search of ``count`` files split between ``processes`` starts,
+    and ``count``: blocks of ``count / (processes * BLOCKS_PER_WORKER)`` files, then, when
+    what is left would make fewer than two a process, each ``1 / (2 * processes)`` of what
+    is left, down to an eighth of the first size. The process that takes the last block
+    then ends soon after the others instead of up to a whole block later (measured over
+    mypy's sources with equal blocks: the caller waited about 3 ms for the searcher's
+    last block)."""
+    first = max(1, -(-count // (processes * BLOCKS_PER_WORKER)))
+    least = max(1, first // 8)
+    starts, at = [0], 0
+    while at < count:
+        at = min(count, at + max(least, min(first, -(-(count - at) // (2 * processes)))))
+        starts.append(at)
+    return starts
 
 
 def _collect(
@@ -610,7 +627,7 @@ def search_in_worker(
     try:
         if queue is None:
             raise ToolError("grep could not start its search: no pipe to be had")
-        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, len(files))
+        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, [0, 1])
         try:
             number = searcher.start_job(job, queue)
         except OSError:
