@@ -627,7 +627,7 @@ def search_in_worker(
     try:
         if queue is None:
             raise ToolError("grep could not start its search: no pipe to be had")
-        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, [0, 1])
+        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, [0, len(files)])
         try:
             number = searcher.start_job(job, queue)
         except OSError:
