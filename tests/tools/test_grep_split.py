@@ -67,14 +67,14 @@ def test_blocks_cover_the_files_once_in_order_the_last_ones_smaller(
     sizes = [b - a for a, b in pairwise(starts)]
     first = -(-count // (processes * _worker.BLOCKS_PER_WORKER))
     assert (starts[0], starts[-1]) == (0, count), starts
-    # Equal blocks, then shrinking ones down to an eighth of the first size (the last
-    # block holds what is left), at most twice as many as equal blocks would make.
+    # Equal blocks, then shrinking ones down to a quarter of the first size (the last
+    # block holds what is left), at most two more a process than equal blocks.
     assert sizes == sorted(sizes, reverse=True), sizes
     assert all(0 < size <= first for size in sizes), sizes
-    assert all(size >= max(1, first // 8) for size in sizes[:-1]), sizes
-    assert len(sizes) <= 2 * processes * _worker.BLOCKS_PER_WORKER, len(sizes)
+    assert all(size >= max(1, first // 4) for size in sizes[:-1]), sizes
+    assert len(sizes) <= processes * (_worker.BLOCKS_PER_WORKER + 2), len(sizes)
     if count >= 4 * processes * _worker.BLOCKS_PER_WORKER:
-        assert sizes[-2] <= max(1, first // 4), sizes
+        assert sizes[-2] <= max(1, first // 2), sizes
 
 
 @pytest.mark.parametrize("limit, context", [(1, 0), (2, 3), (7, 1), (50, 2), (10_000, 0)])
