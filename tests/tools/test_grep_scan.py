@@ -140,3 +140,57 @@ def test_literal_lines_hold_their_first_occurrence_and_number() -> None:
         3,
         [(1, 3, "x TypeVar TypeVar", 7), (4, 1, "TypeVar", 7)],
     )
+
+
+# Lines for the literal path: the literal at a line's start, end, twice, next to
+# characters of two, three and four UTF-8 bytes, with CRLF endings and lone CRs.
+LITERAL_PIECES = ["TypeVar", "x TypeVar TypeVar", "é", "€ TypeVar", "𝄞TypeVar€", "", "\r", "Ty"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(LITERAL_PIECES), max_size=12),
+    separators=st.lists(st.sampled_from(["\n", "\r\n", ""]), min_size=12, max_size=12),
+    final=st.sampled_from(["", "\n", "\r\n"]),
+    encoding=st.sampled_from(["utf-8", "latin-1", "utf-8-sig"]),
+    keep=st.sampled_from([0, 1, 2, 10_000]),
+    context=st.integers(0, 1),
+)
+def test_literal_lines_match_a_naive_reference(
+    pieces: list[str],
+    separators: list[str],
+    final: str,
+    encoding: str,
+    keep: int,
+    context: int,
+) -> None:
+    # Line numbers, columns in characters, texts and the count past those kept, as a
+    # reader of the decoded file sees them: a literal at the file's start or end, a file
+    # without a final newline, several occurrences on a line (one matching line, as
+    # ripgrep counts it), non-ASCII lines in UTF-8 and in latin-1 (not valid UTF-8).
+    text = "".join(p + s for p, s in zip(pieces, separators, strict=False)) + final
+    data = encoded(text, encoding)
+    lines = text.replace("\r\n", "\n").split("\n")
+    if encoding == "latin-1":
+        lines = data.decode("latin-1").replace("\r\n", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    rows = [
+        (number, line.index("TypeVar") + 1, line, 7)
+        for number, line in enumerate(lines, 1)
+        if "TypeVar" in line
+    ]
+    found = Matcher("TypeVar").find(data, keep, context)
+    count, kept, near = scanned(found)
+    assert (count, kept) == (len(rows), rows[:keep] if keep else []), data
+    assert near == (reference(data, "TypeVar", keep, context)[2] if keep else {}), data
+    if encoding == "utf-8-sig" or not rows:
+        return
+    # The same file searched where grep reads it, in a reused buffer whose bytes past
+    # the file are another file's (CRLFs not read as LFs before).
+    buffer = bytearray(data + b"TypeVar\r\n\xff TypeVar\n")
+    matcher = Matcher("TypeVar")
+    assert matcher.plain and matcher.find_required is not None
+    first = matcher.find_required(buffer, 0, len(data))
+    found = matcher.find_plain(buffer, len(data), first, keep)
+    assert scanned(found)[:2] == (len(rows), rows[:keep] if keep else []), data

@@ -16,6 +16,7 @@ import tempfile
 import termios
 import threading
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,25 @@ def make_tree(root: Path) -> list[str]:
         (root / rel).write_bytes(body.encode() if i % 11 else b"hit\0binary")
         files.append(rel)
     return sorted(files)
+
+
+@settings(max_examples=300, deadline=None)
+@given(count=st.integers(0, 300_000), processes=st.integers(2, 4))
+def test_blocks_cover_the_files_once_in_order_the_last_ones_smaller(
+    count: int, processes: int
+) -> None:
+    starts = _worker.block_starts(count, processes)
+    sizes = [b - a for a, b in pairwise(starts)]
+    first = -(-count // (processes * _worker.BLOCKS_PER_WORKER))
+    assert (starts[0], starts[-1]) == (0, count), starts
+    # Equal blocks, then shrinking ones down to a quarter of the first size (the last
+    # block holds what is left), at most two more a process than equal blocks.
+    assert sizes == sorted(sizes, reverse=True), sizes
+    assert all(0 < size <= first for size in sizes), sizes
+    assert all(size >= max(1, first // 4) for size in sizes[:-1]), sizes
+    assert len(sizes) <= processes * (_worker.BLOCKS_PER_WORKER + 2), len(sizes)
+    if count >= 4 * processes * _worker.BLOCKS_PER_WORKER:
+        assert sizes[-2] <= max(1, first // 2), sizes
 
 
 @pytest.mark.parametrize("limit, context", [(1, 0), (2, 3), (7, 1), (50, 2), (10_000, 0)])
@@ -129,7 +149,7 @@ def searched_by_a_searcher(
     queue = _worker._block_queue(len(files))
     assert queue is not None
     try:
-        job = (0, matcher.key, True, limit, context, root, files, 1)
+        job = (0, matcher.key, True, limit, context, root, files, list(range(len(files) + 1)))
         number = searcher.start_job(job, queue)  # type: ignore[arg-type]
     finally:
         os.close(queue)
@@ -423,9 +443,8 @@ def test_a_big_job_is_sent_while_the_searcher_sends_an_old_jobs_answers(tmp_path
         for job_files, limit in ((files, 10**6), (many, 10)):
             queue = _worker._block_queue(1 if job_files is many else 64)
             assert queue is not None
-            job = (0, ("hit", False, False), True, limit, 0, str(tmp_path), job_files, 1)
-            if job_files is many:
-                job = (*job[:7], len(many))
+            starts = [0, len(many)] if job_files is many else list(range(65))
+            job = (0, ("hit", False, False), True, limit, 0, str(tmp_path), job_files, starts)
             sent: list[int] = []
             sender = threading.Thread(
                 target=lambda job=job, queue=queue, sent=sent: sent.append(

@@ -4,22 +4,37 @@ limit with a note giving the totals, and the files that could not be read."""
 from __future__ import annotations
 
 from workspace_tools.search._discovery import note, shown_path, unreadable_note
+from workspace_tools.search._matcher import LineMatch
 from workspace_tools.search._runner import GrepRun
 
 
-def format_grep(run: GrepRun, output_mode: str) -> str:
-    """The text the model reads for ``run`` in ``output_mode``."""
-    text = _format_found(run, output_mode)
+def format_grep(run: GrepRun, output_mode: str, matching: list[str] | None = None) -> str:
+    """The text the model reads for ``run`` in ``output_mode``; ``matching``: the lines
+    :func:`matching_lines` made of ``run.found`` already (content mode, no context)."""
+    text = _format_found(run, output_mode, matching)
     if run.unreadable:
         text += "\n" + unreadable_note(sorted(run.unreadable), "searched")
     return text
 
 
-def _format_found(run: GrepRun, output_mode: str) -> str:
+def matching_lines(path: str, rows: list[LineMatch], multiline: bool) -> list[str]:
+    """The model text's lines for one file's kept matching lines, without context."""
+    if not multiline:
+        # One line a match: one string each, built with the path's part once a file.
+        prefix = shown_path(path) + ":"
+        return [f"{prefix}{line}:{text}" for line, _, text, _ in rows]
+    out = []
+    for line, _, text, _ in rows:
+        for offset, part in enumerate(text.split("\n")):
+            out.append(f"{shown_path(path)}:{line + offset}:{part}")
+    return out
+
+
+def _format_found(run: GrepRun, output_mode: str, matching: list[str] | None) -> str:
     if not run.match_count:
         return "No matches"
     if output_mode == "content":
-        lines = _content_lines(run)
+        lines = _content_lines(run) if matching is None else list(matching)
         if run.kept < run.match_count:
             lines.append(
                 note(
@@ -48,16 +63,8 @@ def _content_lines(run: GrepRun) -> list[str]:
     if run.context:
         return _with_context(run)
     out: list[str] = []
-    if not run.matcher.multiline:
-        # One line a match: one string each, built with the path's part once a file.
-        for path, rows in run.found:
-            prefix = shown_path(path) + ":"
-            out += [f"{prefix}{line}:{text}" for line, _, text, _ in rows]
-        return out
     for path, rows in run.found:
-        for line, _, text, _ in rows:
-            for offset, part in enumerate(text.split("\n")):
-                out.append(f"{shown_path(path)}:{line + offset}:{part}")
+        out += matching_lines(path, rows, run.matcher.multiline)
     return out
 
 

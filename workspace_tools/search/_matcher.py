@@ -13,17 +13,19 @@ caller runs the search in a process it can kill.
 
 Speed comes from working on whole file buffers: a file is read in one call, a file without
 a match costs one search (or one substring test for a literal pattern) over its bytes, and
-line numbers are counted only for files that match. RE2 searches UTF-8 bytes: a pure-ASCII
-or UTF-8 file as it is, any other one decoded (BOM, then strict UTF-8, else latin-1) and
-encoded again. Python's engine searches an ASCII file as bytes, with the pattern compiled
-for bytes, which matches exactly what the ``str`` pattern matches on ASCII text, and any
-other file as decoded text.
+line numbers are counted only for files that match. A plain literal is searched in the
+bytes of any BOM-less or UTF-8-BOM file, and only the lines it keeps are decoded. RE2
+searches UTF-8 bytes: a pure-ASCII or UTF-8 file as it is, any other one decoded (BOM,
+then strict UTF-8, else latin-1) and encoded again. Python's engine searches an ASCII file
+as bytes, with the pattern compiled for bytes, which matches exactly what the ``str``
+pattern matches on ASCII text, and any other file as decoded text.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, islice, repeat
 from operator import sub
@@ -71,6 +73,7 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+EVERY_BOM = (codecs.BOM_UTF8, *WIDE_BOMS)
 
 
 # A matching line: 1-based line number, 1-based column (in characters) of the first match
@@ -110,6 +113,8 @@ class Matcher:
 
     Attributes:
         key: ``(pattern, ignore_case, multiline)``.
+        plain: the pattern is a plain literal (see ``plain_literal``), which
+            :meth:`find_plain` searches.
         needs_worker: the pattern needs Python's engine for some text (always, or for
             non-ASCII text), so the search should run where it can be killed.
 
@@ -139,12 +144,16 @@ class Matcher:
         self.text_rx = compile_pattern(pattern, flags)
         self.multiline = multiline
         self.in_process = in_process
-        self.required = required_literal(pattern, flags)
+        literal = None if multiline else plain_literal(pattern, flags)
+        self.plain = literal is not None
+        # A plain literal is its own required literal: find_required finds its first
+        # occurrence, where find_plain starts.
+        self.required = (
+            required_literal(pattern, flags) if literal is None else literal.encode("ascii")
+        )
         # How to find it: a first offset, or -1 (see literal_finder).
         self.find_required = None if self.required is None else literal_finder(self.required)
         self._probe = bytearray(PROBE_BUFFER)
-        literal = None if multiline else plain_literal(pattern, flags)
-        self._literal = literal is not None
         # What _scan searches (and counts lines past the kept ones) with, by kind of text:
         # ASCII bytes (RE2, a literal, or Python's engine compiled for bytes; False: the
         # text route), UTF-8 bytes (RE2; None: not compiled yet, False: none), and str
@@ -199,7 +208,7 @@ class Matcher:
                 self._utf8_counter = compile_counter(self._unicode_source, self._shape)
             self._unicode_source = None
         if not self._utf8:
-            if self.in_process and not self._literal:
+            if self.in_process and not self.plain:
                 raise NeedsWorker
             return None
         return self._utf8  # type: ignore[no-any-return]
@@ -226,6 +235,19 @@ class Matcher:
                 text = text.replace("\r\n", "\n")
             return self._find_text(text, keep, context, 0, None, 1)
         return self._find_in(data, keep, context)
+
+    def find_plain(self, buffer: Any, size: int, first: int, keep: int) -> FileMatches | None:
+        """:meth:`find` without context lines for a plain literal (:attr:`plain`) in the
+        file held by ``buffer[:size]`` (bytes or a bytearray read into; the rest of it is
+        not the file's), which starts with no BOM and holds the literal first at
+        ``first``. The buffer is searched as it is, with no copy: its CRLFs are left as
+        they are, and only the CR of the kept lines' CRLFs is cut (see ``_scan_literal``).
+        """
+        literal = self._ascii
+        if keep <= 0:
+            # A literal holds no LF: there is a matching line from ``first`` on.
+            return FileMatches(len(literal.findall(buffer, first, size)))
+        return _scan_literal(buffer, literal, b"\n", keep, 0, first, size, 1, size, crlf=True)
 
     def find_in_file(self, fd: int, head: bytes, keep: int, context: int) -> FileMatches | None:
         """Search an open file whose first bytes ``head`` filled a whole first read.
@@ -296,9 +318,10 @@ class Matcher:
             data = data[len(codecs.BOM_UTF8) :]
             hi = None if hi is None else hi - len(codecs.BOM_UTF8)
         ascii_search = self._ascii
-        # Only counting, a plain literal (ASCII, no CR or LF) matches the same lines in the
-        # bytes as in the text they decode to (UTF-8 or latin-1): no decoding needed.
-        if ascii_search is not False and ((not keep and self._literal) or data.isascii()):
+        # A plain literal (ASCII, no CR or LF) matches the same lines in the bytes as in
+        # the text they decode to (UTF-8 or latin-1): it is searched in the bytes, and only
+        # the lines it keeps are decoded (see _scan_literal).
+        if ascii_search is not False and (self.plain or data.isascii()):
             return _scan(
                 data,
                 ascii_search,
@@ -312,7 +335,7 @@ class Matcher:
                 hi,
                 line,
             )
-        utf8 = None if self._literal else self._utf8_search()
+        utf8 = None if self.plain else self._utf8_search()
         if utf8 is not None:
             try:
                 data.decode("utf-8")
@@ -338,7 +361,7 @@ class Matcher:
                 data, self._ascii, self.bytes_counter, b"\n", self.multiline, keep, context,
                 _ascii, lo, hi, line,
             )  # fmt: skip
-        utf8 = None if self._literal else self._utf8_search()
+        utf8 = None if self.plain else self._utf8_search()
         if utf8 is not None:
             data = text.encode("utf-8")
             lo = len(text[:lo].encode("utf-8"))
@@ -397,6 +420,10 @@ def _ascii(value: bytes) -> str:
     return value.decode("ascii")
 
 
+def _latin1(value: bytes) -> str:
+    return value.decode("latin-1")
+
+
 def _same(value: str) -> str:
     return value
 
@@ -428,10 +455,7 @@ def _scan(  # type: ignore[no-untyped-def]
         count = _count_by_line(counter, buf, nl, lo, hi) if lo < hi else 0
         return FileMatches(count) if count else None
     if isinstance(rx, LiteralSearch) and not multiline and counter is not None:
-        result = _scan_literal(buf, rx, nl, keep, to_str, lo, hi, first_line)
-        if context and result is not None and result.lines:
-            _add_context(buf, nl, result, context, to_str, first_line)
-        return result
+        return _scan_literal(buf, rx, nl, keep, context, lo, hi, first_line, n)
     # ASCII bytes and str: a character is one item, so columns need no decoding.
     one_per_char = to_str is _ascii or to_str is _same
     m = search(buf, lo)
@@ -492,15 +516,34 @@ def _scan(  # type: ignore[no-untyped-def]
 
 
 def _scan_literal(  # type: ignore[no-untyped-def]
-    buf, literal: LiteralSearch, nl, keep: int, to_str, lo: int, hi: int, first_line: int
+    buf,
+    literal: LiteralSearch,
+    nl,
+    keep: int,
+    context: int,
+    lo: int,
+    hi: int,
+    first_line: int,
+    size: int,
+    *,
+    crlf: bool = False,
 ) -> FileMatches | None:
-    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf``, ASCII bytes or
-    str (one item per character). ``literal.lines`` gives each matching line's first
-    occurrence and end; the rest is worked out for all kept lines at once by C loops
-    (``map``, ``zip``, ``accumulate``), not by Python code per line: the newline before
-    each occurrence (``rfind`` from it, so the line's length bounds the cost), the line
-    numbers as running sums of the newlines between line starts, the columns and texts.
-    At most ``keep`` lines are kept; the rest are counted by one ``findall``."""
+    """``_scan`` for a plain literal (see ``plain_literal``) in ``buf[:size]``: str, or
+    the bytes of a text read as UTF-8 when they are valid UTF-8, else as latin-1 (an
+    ASCII literal holding no LF matches the same lines and places in the bytes as in such
+    a text, and no line of the bytes splits a character). With ``crlf`` the bytes' CRLFs
+    are not read as LFs yet: a kept line's CR before its LF is cut from its text (no
+    count, column or line number changes with it).
+
+    ``literal.lines`` gives each matching line's first occurrence and end; the rest is
+    worked out for all kept lines at once by C loops (``map``, ``zip``, ``accumulate``),
+    not by Python code per line: the newline before each occurrence (``rfind`` from it, so
+    the line's length bounds the cost), the line numbers as running sums of the newlines
+    between occurrences, the columns, and the texts, sliced from the newline before each
+    line to its end, joined, decoded once and split at those newlines. Only the kept lines
+    are decoded, and the file only when one of them is not ASCII (to tell UTF-8 from
+    latin-1, and to count a column in characters). At most ``keep`` lines are kept; the
+    rest are counted by one ``findall``."""
     lines_rx = literal.lines
     matches = list(islice(lines_rx.finditer(buf, lo, hi), keep))
     if not matches:
@@ -512,21 +555,57 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     starts = list(map(_MATCH_START, matches))
     # The newline before each occurrence, or -1 on the buffer's first line.
     before = list(map(buf.rfind, repeat(nl), repeat(0), starts))
-    line_starts = list(map(_plus_one, before))
-    steps = list(map(buf.count, repeat(nl), [0, *line_starts[:-1]], line_starts))
+    # Newlines from one matching line's end to the next occurrence.
+    steps = list(map(buf.count, repeat(nl), [0, *ends[:-1]], starts))
     steps[0] += first_line
-    texts: Any = map(buf.__getitem__, map(slice, line_starts, ends))
-    if to_str is _ascii:
-        # One decode for all the lines (ASCII, so no line holds the LF joining them).
-        texts = b"\n".join(texts).decode("ascii").split("\n")
-    columns = map(sub, starts, before)
-    rows = list(zip(accumulate(steps), columns, texts, repeat(literal.size)))
-    return FileMatches(count, rows)
+    columns: Any = list(map(sub, starts, before))
+    # Each line's slice starts at the newline before it, so that the joined slices split
+    # back into the lines; on the buffer's first line (the first match only: a match runs
+    # to its line's end) there is none, and no empty text before the first line's.
+    leading = before[0] >= 0
+    if not leading:
+        before[0] = 0
+    joined = buf[:0].join(map(buf.__getitem__, map(slice, before, ends)))
+    if crlf and joined.find(b"\r") >= 0:
+        # A line's CR before its LF ends up before the LF of the next line's slice.
+        joined = joined.replace(b"\r\n", b"\n")
+        if joined.endswith(b"\r") and buf[ends[-1] : ends[-1] + 1] == b"\n":
+            joined = joined[:-1]
+    decode = _same
+    if not isinstance(joined, str):
+        decode = _ascii
+        if not joined.isascii():
+            decode = _text_decoder(buf, size)
+            columns = [
+                len(decode(buf[start - column + 1 : start])) + 1
+                for start, column in zip(starts, columns, strict=True)
+            ]
+    texts = decode(joined).split("\n")
+    rows = zip(accumulate(steps), columns, islice(texts, leading, None), repeat(literal.size))
+    result = FileMatches(count, list(rows))
+    if context:
+        if decode is _ascii:
+            decode = _text_decoder(buf, size)  # the context lines may not be ASCII
+        _add_context(buf, nl, result, context, decode, first_line)
+    return result
+
+
+def _text_decoder(data: Any, size: int) -> Callable[[bytes], str]:
+    """How the lines of the BOM-less bytes ``data[:size]`` decode: as ASCII, UTF-8 when
+    they are valid UTF-8, else as latin-1 (see ``_decode_text``)."""
+    if size < len(data):
+        data = data[:size]
+    if data.isascii():
+        return _ascii
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _latin1
+    return _utf8
 
 
 _MATCH_START = re.Match.start
 _MATCH_END = re.Match.end
-_plus_one = (1).__add__
 
 
 def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]

@@ -5,11 +5,19 @@ search needs, so that the searcher process (``_searcher``) starts quickly."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from operator import itemgetter
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.search._matcher import BINARY_PROBE, WIDE_BOMS, LineMatch, Matcher
+from workspace_tools.search._matcher import (
+    BINARY_PROBE,
+    EVERY_BOM,
+    WIDE_BOMS,
+    FileMatches,
+    LineMatch,
+    Matcher,
+)
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
 from workspace_tools.workspace._files import DirFds, open_read
 
@@ -21,6 +29,9 @@ MAX_LINE = 2000
 # thousands of lines, each copied or wrapped would cost, and they cross from searcher processes
 # as they are.
 FileRows = tuple[str, list[LineMatch]]
+
+# Called with each file's path and matching lines as a run keeps them (see GrepRun).
+FoundHook = Callable[[str, list[LineMatch]], None]
 
 # kept lines by file, files (path, count), context lines by path, and the totals
 # (match_count, files_matched, files_searched, binary_skipped).
@@ -39,12 +50,26 @@ class GrepRun:
 
     ``kept_before``: matching lines that searches of earlier files (a split search's
     earlier blocks) kept already, so that this run keeps at most ``limit - kept_before``
-    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``)."""
+    (those it keeps are all in :attr:`found`; the files it lists are cut at ``limit``).
 
-    def __init__(self, matcher: Matcher, *, limit: int, context: int, kept_before: int = 0) -> None:
+    ``on_found``: called with each file's path and kept lines as they are added to
+    :attr:`found` (in order, each file once, its lines final), so that what is made of
+    them (the model text, result models) is made while a split search is still running
+    rather than after it."""
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        *,
+        limit: int,
+        context: int,
+        kept_before: int = 0,
+        on_found: FoundHook | None = None,
+    ) -> None:
         self.matcher = matcher
         self.limit = limit
         self.context = context
+        self.on_found = on_found
         # Kept matching lines by file, in order, and how many in all (with kept_before).
         self.found: list[FileRows] = []
         self.kept = min(kept_before, limit)
@@ -80,7 +105,10 @@ class GrepRun:
         """
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
-        find_required = self.matcher.find_required
+        matcher = self.matcher
+        find_required = matcher.find_required
+        # A plain literal without context lines is searched in the read buffer itself.
+        in_buffer = matcher.plain and not self.context and find_required is not None
         if buffer is None:
             buffer = bytearray(WHOLE_READ)
         size = len(buffer)
@@ -118,12 +146,14 @@ class GrepRun:
                         count += readv(fd, tail)
                     if count == size:
                         self.add(rel, view[:first].tobytes(), fd)
-                    elif (
-                        find_required is not None
-                        and find_required(buffer, 0, count) < 0
-                        and not buffer.startswith(wide, 0, count)
-                    ):
+                        continue
+                    at = 0 if find_required is None else find_required(buffer, 0, count)
+                    if at < 0 and not buffer.startswith(wide, 0, count):
                         self.files_searched += 1
+                    elif in_buffer and not buffer.startswith(EVERY_BOM, 0, count):
+                        self.files_searched += 1
+                        keep = self.limit - self.kept
+                        self._record(rel, matcher.find_plain(buffer, count, at, keep), count)
                     else:
                         self.add(rel, view[:count].tobytes())
                 except OSError:
@@ -154,6 +184,8 @@ class GrepRun:
             room -= len(kept)
             self.found.append((rel, kept))
             self.kept += len(kept)
+            if self.on_found is not None:
+                self.on_found(rel, kept)
             near_lines = context_lines.get(rel)
             if not near_lines and len(kept) == len(rows):
                 continue
@@ -208,6 +240,10 @@ class GrepRun:
             found = self.matcher.find(data, keep, self.context)
         else:
             found = self.matcher.find_in_file(fd, data, keep, self.context)
+        self._record(rel, found, len(data))
+
+    def _record(self, rel: str, found: FileMatches | None, size: int) -> None:
+        """Record what the search of one file of ``size`` bytes found."""
         if found is None:
             return
         self.match_count += found.count
@@ -217,10 +253,12 @@ class GrepRun:
         rows = found.lines
         if rows:
             # A text of at most MAX_LINE bytes has no line longer than MAX_LINE characters.
-            if len(data) > MAX_LINE and max(map(len, map(itemgetter(2), rows))) > MAX_LINE:
+            if size > MAX_LINE and max(map(len, map(itemgetter(2), rows))) > MAX_LINE:
                 rows = [_clipped(row) for row in rows]
             self.found.append((rel, rows))
             self.kept += len(rows)
+            if self.on_found is not None:
+                self.on_found(rel, rows)
         if found.context:
             self.context_lines[rel] = {n: clip_head(t) for n, t in found.context.items()}
 

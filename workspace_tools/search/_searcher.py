@@ -53,9 +53,9 @@ ANSWER_HEADER = struct.Struct("<IiII")
 FOUND, REFUSED, FAILED, DONE = range(4)
 # A job: number, (pattern, ignore_case, multiline), in_process, limit, context, root,
 # files (a list of paths relative to root, (real, rel) of a file the call named, or None:
-# the list of the job before), and
-# the files of each block (how many a block holds but the last).
-Job = tuple[int, tuple[str, bool, bool], bool, int, int, str, object, int]
+# the list of the job before), and where in the files each block starts (and the files'
+# count last): block i is files[starts[i]:starts[i + 1]].
+Job = tuple[int, tuple[str, bool, bool], bool, int, int, str, object, list[int]]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -115,7 +115,7 @@ def _run_job(
     matchers: OrderedDict[tuple[str, bool, bool], Matcher],
     buffer: bytearray,
 ) -> None:
-    number, key, in_process, limit, context, root, files, size = job
+    number, key, in_process, limit, context, root, files, starts = job
     matcher = matchers.pop(key, None)
     if matcher is None:
         pattern, ignore_case, multiline = key
@@ -137,7 +137,7 @@ def _run_job(
             if isinstance(files, tuple):
                 run.search_named_file(root, *files)
             else:
-                run.search_files(root, files[index * size : (index + 1) * size], buffer)
+                run.search_files(root, files[starts[index] : starts[index + 1]], buffer)
             answer = run.state()
             kept = run.kept
         except ToolError as exc:

@@ -42,6 +42,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from itertools import pairwise
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._reading import WHOLE_READ
@@ -419,15 +420,23 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
     # waits for them about as long as one of its own blocks took, and when nothing came,
     # searches a missing block itself (the last first) rather than wait on for a searcher
     # that the machine's load may have left without a CPU: whichever result comes first
-    # is kept. Results are merged back block by block, in path order.
-    count = (len(helpers) + 1) * BLOCKS_PER_WORKER
-    size = -(-len(files) // count)
-    blocks = [files[i : i + size] for i in range(0, len(files), size)]
+    # is kept. Results are merged back block by block, in path order, as soon as the
+    # blocks before are in: what the run's on_found makes of them is made meanwhile.
+    starts = block_starts(len(files), len(helpers) + 1)
+    blocks = [files[a:b] for a, b in pairwise(starts)]
     queue = _block_queue(len(blocks))
     if queue is None:
         run.search_files(root, files)
         return
     states: dict[int, RunState] = {}
+    merged = 0  # blocks merged into run, in order
+
+    def merge_ready() -> None:
+        nonlocal merged
+        while merged in states:
+            run.merge(states[merged])
+            merged += 1
+
     jobs: dict[Searcher, int] = {}
     matcher = run.matcher
     job: Job = (
@@ -438,7 +447,7 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
         run.context,
         root,
         files,
-        size,
+        starts,
     )
     try:
         for searcher in helpers:
@@ -451,10 +460,12 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
             states[index] = _search_block(run, root, blocks, index, states, buffer)
             searched += 1
             _collect(jobs, states, run, root, blocks, buffer)
+            merge_ready()
         # A searcher on its last block normally sends it within about a block's time.
         patience = (time.monotonic() - started) / max(searched, 1)
         while True:
             _collect(jobs, states, run, root, blocks, buffer)
+            merge_ready()
             missing = [i for i in range(len(blocks)) if i not in states]
             if not missing:
                 break
@@ -469,8 +480,24 @@ def _split(run: GrepRun, root: str, files: list[str], helpers: list[Searcher]) -
             while os.read(queue, 1 << 16):
                 pass
         os.close(queue)
-    for index in range(len(blocks)):
-        run.merge(states[index])
+    merge_ready()
+
+
+def block_starts(count: int, processes: int) -> list[int]:
+    """Where each block of a search of ``count`` files split between ``processes`` starts,
+    and ``count``: blocks of ``count / (processes * BLOCKS_PER_WORKER)`` files, then, once
+    what is left is less than a block a process, each ``1 / processes`` of what is left
+    (guided self-scheduling), down to a quarter of the first size. The process that takes
+    the last block then ends soon after the others instead of up to a whole block later
+    (measured over mypy's sources with equal blocks: the caller waited about 3 ms for the
+    searcher's last block), for a few blocks more."""
+    first = max(1, -(-count // (processes * BLOCKS_PER_WORKER)))
+    least = max(1, first // 4)
+    starts, at = [0], 0
+    while at < count:
+        at = min(count, at + max(least, min(first, -(-(count - at) // processes))))
+        starts.append(at)
+    return starts
 
 
 def _collect(
@@ -600,7 +627,7 @@ def search_in_worker(
     try:
         if queue is None:
             raise ToolError("grep could not start its search: no pipe to be had")
-        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, len(files))
+        job: Job = (0, run.matcher.key, False, run.limit, run.context, root, files, [0, len(files)])
         try:
             number = searcher.start_job(job, queue)
         except OSError:

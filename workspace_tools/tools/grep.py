@@ -22,9 +22,9 @@ from workspace_tools.search._discovery import (
     resolve_start,
     with_limit_default,
 )
-from workspace_tools.search._format import format_grep
+from workspace_tools.search._format import format_grep, matching_lines
 from workspace_tools.search._index import SearchIndex
-from workspace_tools.search._matcher import Matcher, NeedsWorker
+from workspace_tools.search._matcher import LineMatch, Matcher, NeedsWorker
 from workspace_tools.search._runner import GrepRun
 from workspace_tools.search._worker import (
     Searchers,
@@ -182,6 +182,23 @@ class MatcherPool:
                 self._idle.popitem(last=False)
 
 
+class _Kept:
+    """What a call returns of the matching lines a run keeps, made as the run keeps them
+    (its ``on_found``, see :class:`GrepRun`): the result models and, in content mode
+    without context, the model text's lines. A split search hands the caller each block's
+    lines while the searchers are still at work, so this costs the call little time."""
+
+    def __init__(self, output_mode: str, context: int, multiline: bool) -> None:
+        self.matches: list[GrepMatch] = []
+        self.text: list[str] | None = [] if output_mode == "content" and not context else None
+        self.multiline = multiline
+
+    def __call__(self, path: str, rows: list[LineMatch]) -> None:
+        self.matches += [GrepMatch(path, line, column, text) for line, column, text, _ in rows]
+        if self.text is not None:
+            self.text += matching_lines(path, rows, self.multiline)
+
+
 def _search_in_worker(
     run: GrepRun,
     searchers: Searchers,
@@ -286,8 +303,9 @@ def _execute(
     searchers = workspace.kept(SEARCHERS_KEY, Searchers)
 
     run: GrepRun | None = None
+    kept = _Kept(args.output_mode, args.context, args.multiline)
     if not matcher.needs_worker:
-        run = GrepRun(matcher, limit=limit, context=args.context)
+        run = GrepRun(matcher, limit=limit, context=args.context, on_found=kept)
         matcher.in_process = True
         try:
             if start.is_dir:
@@ -301,7 +319,8 @@ def _execute(
     if run is None:
         # Python's engine may backtrack for ever: it runs in a searcher process, killed
         # at the call's deadline or when the call is over.
-        run = GrepRun(matcher, limit=limit, context=args.context)
+        kept = _Kept(args.output_mode, args.context, args.multiline)
+        run = GrepRun(matcher, limit=limit, context=args.context, on_found=kept)
         named = (start.real, start.rel)
         _search_in_worker(run, searchers, root, searched if start.is_dir else named, context)
     if selection is not None:
@@ -311,18 +330,14 @@ def _execute(
         index.after_search(walker, walked)
     run.ignored = ignored
     run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
-    content = format_grep(run, args.output_mode)
+    content = format_grep(run, args.output_mode, kept.text)
     if cut_ignore_files:
         content += "\n" + cut_note(cut_ignore_files)
     # Built from values of the right types: no validation, which would cost as much
     # as the search for a result of thousands of matches.
     details = GrepDetails.model_construct(
         pattern=args.pattern,
-        matches=[
-            GrepMatch(path, line, column, text)
-            for path, rows in run.found
-            for line, column, text, _ in rows
-        ],
+        matches=kept.matches,
         files=[GrepFile(p, c) for p, c in run.files],
         match_count=run.match_count,
         files_matched=run.files_matched,
