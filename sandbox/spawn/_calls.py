@@ -193,6 +193,9 @@ class CallWorkers:
         self._kept: dict[bytes, None] = {}
         #: How the call pickler treats each type (``_kind_of``), across calls.
         self._kinds: dict[type, int] = {}
+        #: Per kind (``reuse``): set once the worker started ahead of the calls
+        #: (:meth:`start_ahead`) is in the pool, or its start failed.
+        self._ahead: dict[bool, threading.Event] = {}
         self._closed = False
         self.owner = os.getpid()
 
@@ -236,6 +239,32 @@ class CallWorkers:
                     raise SandboxError(_unserved(fn, exc)) from None
                 fresh_tried = True
 
+    def start_ahead(self, calls: tuple[Call, ...], reuse: bool = False) -> threading.Event | None:
+        """Start one worker (``reuse``: whose one child runs the calls one after another)
+        ahead of the calls, in a thread of its own, holding what ``calls`` name (each
+        pickled, never run; one that does not pickle is left out); it waits in the pool
+        for the first call, which waits for it rather than starting another. Returns at
+        once: the event set when it is in the pool or could not be started (silently: a
+        call then starts its own and reports its own error); ``None`` when one is there
+        or on its way already."""
+        with self._lock:
+            if self._closed or self._once or reuse in self._ahead or self._workers:
+                return None
+            ahead = self._ahead[reuse] = threading.Event()
+
+        def start() -> None:
+            try:
+                with contextlib.suppress(Exception):  # the first call reports its own
+                    for fn, args, kwargs in calls:
+                        with contextlib.suppress(UnpicklableCall):
+                            self._pickle(fn, args, kwargs)
+                    self._give_back(self._start(reuse), healthy=True)
+            finally:
+                ahead.set()
+
+        threading.Thread(target=start, name="sandbox-calls-ahead", daemon=True).start()
+        return ahead
+
     def _pickle(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[bytes, tuple[str | bytes, ...]]:
@@ -267,8 +296,12 @@ class CallWorkers:
         state (``reuse``) one whose child is reused (or, while those there are all busy,
         one forking a child per call), else one forking a child per call; ``fresh``, or
         none idle: one started for it, waited for in a thread so that the event loop
-        goes on (a wait cancelled lets the worker go when its start is over)."""
+        goes on (a wait cancelled lets the worker go when its start is over). A worker
+        being started ahead of the calls (:meth:`start_ahead`) is waited for first."""
         if not fresh and not self._once:
+            ahead = self._ahead.get(reuse)
+            if ahead is not None and not ahead.is_set():
+                await anyio.to_thread.run_sync(ahead.wait, abandon_on_cancel=True)
             with self._lock:
                 if self._idle[reuse]:
                     return self._idle[reuse].pop()
@@ -302,10 +335,21 @@ class CallWorkers:
         finally:
             self._give_back(worker, healthy)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (a closed object starts no worker)."""
+        return self._closed
+
     def close(self) -> None:
         """Stop the warm workers (SIGKILL, with the call each may be running)."""
         with self._lock:
             self._closed = True
+            ahead = list(self._ahead.values())
+        # A worker being started ahead is let go once it started (closed: not pooled),
+        # before the caller stops the spawn server that started it.
+        for event in ahead:
+            event.wait(_GONE_WAIT)
+        with self._lock:
             workers = list(self._workers)
             self._workers.clear()
             self._idle = {False: [], True: []}
@@ -341,6 +385,8 @@ class CallWorkers:
                 object is closed.
         """
         with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox was closed")
             preload, kept = tuple(self._preload), tuple(self._kept)
         setup = dataclasses.replace(self._setup(), reuse=reuse)
         try:
