@@ -15,8 +15,11 @@ before anything runs (:class:`sandbox.UnpicklableCall`, naming it).
 
 **Workers per configuration.** The workers of one configuration are pooled (at most
 :data:`POOL_SIZE` idle ones kept): a call takes an idle one, or waits for a new one (the
-first call, or one while the others are busy, under the call's own timeout). A call that
-must join a cgroup of its own gets a worker of its own (``once``), let go after it.
+first call, or one while the others are busy, under the call's own timeout). Where a
+call is sure to come (tools bound to a sandbox), one worker is started ahead, in a thread
+(:meth:`CallWorkers.start_ahead`), holding what those calls name; the first call waits for
+it rather than starting another. A call that must join a cgroup of its own gets a worker
+of its own (``once``), let go after it.
 
 **The worker's children.** A worker keeps one child forked ahead, set up (session,
 subreaper, nested domain) and waiting on the worker's socket; that child takes the next
