@@ -25,7 +25,11 @@ Prints medians in milliseconds and ratios:
   by a worker's one reused child against the same tool undeclared, a fresh child per
   call, latency and CPU;
 - the first call of the closure tool in a new sandbox (its spawn server and worker
-  started for it), latency.
+  started for it), latency;
+- the first call (``read_file``) of a new ``ToolSession(root, sandbox=box)``, timed from
+  the session's creation, with no gap and with 200 ms before the call (an agent's first
+  model turn): the session starts the spawn server and a worker ahead, in the background,
+  against the same with that start turned off (as before: the call starts them).
 
 Each figure is measured twice: calls back to back, and calls 20 ms apart (untimed), as an
 agent's calls are separated by model turns. The sandbox's warm worker forks the child for
@@ -60,7 +64,7 @@ from _small_tool import HEAD_TOOL, closure_head_tool
 
 from sandbox import Sandbox
 from sandbox.spawn._tree import descendants
-from workspace_tools import Tool, invoke_tool, invoke_tool_sync
+from workspace_tools import Tool, ToolSession, invoke_tool, invoke_tool_sync
 from workspace_tools.tools import workspace_tools
 
 GAPS = (0.0, 0.02)
@@ -215,6 +219,34 @@ async def first_call_rows(label: str, tool_: Tool[Any], path: str, runs: int) ->
         f"{label:<56} {statistics.median(samples):6.2f} ms median, "
         f"{max(samples):6.2f} ms the slowest of {runs}"
     )
+
+
+async def session_first_call_rows(root: str, runs: int) -> None:
+    """Milliseconds from ``ToolSession(root, sandbox=Sandbox())`` to the end of its first
+    call (``read_file``), median and slowest of ``runs``, the call made at once or after
+    200 ms; the session starting its processes ahead, and not (as before)."""
+    ahead = Sandbox.start_calls_ahead
+    for gap in (0.0, 0.2):
+        for label, start in (("started ahead", ahead), ("not started ahead (before)", None)):
+            samples = []
+            for _ in range(runs):
+                if start is None:
+                    Sandbox.start_calls_ahead = lambda *_, **__: None  # type: ignore[method-assign]
+                box = Sandbox()
+                began = time.perf_counter()
+                session = ToolSession(root, sandbox=box)
+                Sandbox.start_calls_ahead = ahead  # type: ignore[method-assign]
+                await anyio.sleep(gap)
+                result = await session.call("read_file", {"path": "sample.py"})
+                samples.append((time.perf_counter() - began) * 1000)
+                session.close()
+                box.close()
+                assert result.error is None, result.error
+            print(
+                f"{f'session first call, {gap * 1000:.0f} ms gap, {label}':<56} "
+                f"{statistics.median(samples):6.2f} ms median, "
+                f"{max(samples):6.2f} ms the slowest of {runs}"
+            )
 
 
 async def caller_cpu_rows(
@@ -468,6 +500,7 @@ async def main(runs: int, calls_only: bool) -> None:
         await first_call_rows(
             "first call of the closure tool, a new sandbox", closure_tool, str(sample), 20
         )
+        await session_first_call_rows(root, 20)
 
         probe = await invoke_tool(tools["read_file"], {"path": "sample.py"})
         if probe.error is not None:

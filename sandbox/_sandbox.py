@@ -160,6 +160,9 @@ class Sandbox:
         # Whether /proc/self/fd/N names this process's descriptors (Linux), asked once.
         self._fd_links = os.path.isdir("/proc/self/fd")
         self._launcher = Launcher()
+        #: The calls' workers of this sandbox and of its clones (``confined_to``), which
+        #: share its spawn server: ``close`` stops them all with it.
+        self._callers: weakref.WeakSet[CallWorkers] = weakref.WeakSet()
         self._private_tmp: str | None = None
         self._caller: CallWorkers | None = None
         self._caller_absent: list[str] = []
@@ -174,13 +177,14 @@ class Sandbox:
         another process, a sandboxed call's, runs commands as this one does, without
         probing again), not its spawn server, workers or caches: a copy starts its own."""
         state = self.__dict__.copy()
-        for name in ("_launcher", "_caller", "_caller_absent", "_with_tmp", "_plans"):
+        for name in ("_launcher", "_callers", "_caller", "_caller_absent", "_with_tmp", "_plans"):
             del state[name]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._launcher = Launcher()
+        self._callers = weakref.WeakSet()
         self._caller = None
         self._caller_absent = []
         self._with_tmp = None
@@ -209,6 +213,18 @@ class Sandbox:
         found = enforced(self._plan.calls, self._confinement_with_tmp({}))
         found.update(signal_scoping(found, self._plan))
         return found
+
+    def copy(self) -> Sandbox:
+        """A sandbox like this one (its settings, the layers it found, its temp dir) with a
+        spawn server and workers of its own, started when first needed: closing either
+        stops only its own (a session's, say)."""
+        clone = object.__new__(Sandbox)
+        clone.__dict__.update(self.__dict__)
+        clone._launcher = Launcher()
+        clone._callers = weakref.WeakSet()
+        clone._caller = None
+        clone._caller_absent = []
+        return clone
 
     def confined_to(self, *writable: str) -> Sandbox:
         """A sandbox like this one whose writes are confined to ``writable`` as well.
@@ -432,14 +448,38 @@ class Sandbox:
             if group is not None:
                 cgroup.remove(group)
 
+    def start_calls_ahead(
+        self,
+        *calls: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]],
+        reuse_process: bool = False,
+    ) -> None:
+        """Start this sandbox's spawn server and one warm worker of calls now, in a thread
+        of its own, where a call is sure to come (tools bound to this sandbox), so that the
+        first call finds them ready or on their way rather than starting them. The worker
+        holds what ``calls`` name (``(fn, args, kwargs)``, as :meth:`call` takes them:
+        pickled, never run); ``reuse_process`` as for :meth:`call`. Returns at once;
+        nothing is reported (a call made later reports its own errors). Nothing starts
+        when calls cannot run here (a protection no layer gives them), or when each call
+        gets a worker of its own (``max_processes``). :meth:`close` stops them."""
+        try:
+            self._check_calls()
+        except SandboxUnavailable:
+            return
+        mechanisms = self.call_capabilities
+        if PROCESS_CAP in mechanisms:
+            return
+        self._call_workers(self._absent_protected(mechanisms)).start_ahead(calls, reuse_process)
+
     def _call_workers(self, absent: list[str]) -> CallWorkers:
         """The calls' warm worker; a new one when a protected path appeared or went since
         it was set up (its layers bound what existed)."""
         caller = self._caller
-        if caller is None or caller.owner != os.getpid() or absent != self._caller_absent:
+        stale = caller is None or caller.closed or caller.owner != os.getpid()
+        if stale or absent != self._caller_absent:
             if caller is not None and caller.owner == os.getpid():
                 caller.close()
             caller = self._caller = CallWorkers(self._call_setup(None), self._launcher.call_worker)
+            self._callers.add(caller)
             self._caller_absent = absent
             weakref.finalize(self, caller.close)
         return caller
@@ -504,13 +544,16 @@ class Sandbox:
         return setup
 
     def close(self) -> None:
-        """Stop the spawn server and the calls' warm workers. Also done when the sandbox
-        is collected or the process exits."""
-        if self._caller is not None:
-            # First, so that no worker is left of the server the launcher stops; a later
-            # call starts both again, as a later command starts the server.
-            self._caller.close()
-            self._caller = None
+        """Stop the spawn server and the calls' warm workers (those of the sandboxes
+        :meth:`confined_to` made from this one too: they share its server). Also done when
+        the sandbox is collected or the process exits."""
+        # First, so that no worker is left of the server the launcher stops; a later
+        # call starts both again, as a later command starts the server.
+        for caller in list(self._callers):
+            if caller.owner == os.getpid():
+                caller.close()
+        self._callers.clear()
+        self._caller = None
         self._launcher.close()
 
     def _check_enforceable(self) -> None:

@@ -15,8 +15,11 @@ before anything runs (:class:`sandbox.UnpicklableCall`, naming it).
 
 **Workers per configuration.** The workers of one configuration are pooled (at most
 :data:`POOL_SIZE` idle ones kept): a call takes an idle one, or waits for a new one (the
-first call, or one while the others are busy, under the call's own timeout). A call that
-must join a cgroup of its own gets a worker of its own (``once``), let go after it.
+first call, or one while the others are busy, under the call's own timeout). Where a
+call is sure to come (tools bound to a sandbox), one worker is started ahead, in a thread
+(:meth:`CallWorkers.start_ahead`), holding what those calls name; the first call waits for
+it rather than starting another. A call that must join a cgroup of its own gets a worker
+of its own (``once``), let go after it.
 
 **The worker's children.** A worker keeps one child forked ahead, set up (session,
 subreaper, nested domain) and waiting on the worker's socket; that child takes the next
@@ -63,10 +66,16 @@ and, for each object passed to calls whose class says it may be kept that way
 (``sandbox_by_reference = True``: a workspace, a command runner), one copy made from its
 pickle (a workspace: from its settings), shared by its children: a call naming an object
 that pickles the same gets that copy, by reference. Its caches start empty (the worker runs
-no call) and what a fresh child fills ends with it. What the calls name that a worker
-lacks (new since it started), its children import or make themselves; a new worker gets
-all of it. A call its child cannot load (a module the worker cannot import, as when
-``sys.path`` changed since it started) gets one new worker, then a clear error.
+no call) and what a fresh child fills ends with it. What a call names that its worker
+lacks (new since the worker started) goes ahead of the call as a message of its own
+(:func:`_learn_frame`): the child waiting for a call sees it and exits, leaving it to the
+worker (:func:`_to_learn`), which imports those modules and makes those objects, confined
+as at its start (:func:`_learn`), then forks the child that takes the call; so each is
+imported or made once per worker, not once per call (a worker holds at most
+:data:`_KEPT_SIZE` objects, the oldest let go first). The one child of a worker of reused
+children takes that message itself and holds what it says, keeping its warm caches. A
+call its child cannot load (a module the worker cannot import, as when ``sys.path``
+changed since it started) gets one new worker, then a clear error.
 """
 
 from __future__ import annotations
@@ -80,6 +89,7 @@ import gc
 import importlib
 import inspect
 import io
+import marshal
 import math
 import os
 import pickle
@@ -131,17 +141,22 @@ _PRELOAD_SIZE = 256
 _KEPT_SIZE = 16
 #: Seconds a worker let go may take to be gone.
 _GONE_WAIT = 10.0
+#: Set in a message's length: the message tells the worker what to hold (:func:`_learn`),
+#: it carries no call.
+_LEARN_FLAG = 1 << 63
 
 
 @dataclass(eq=False)
 class _Worker:
-    """The caller's side of a warm worker the spawn server forked: ``known``, the modules
-    it imported and the pickles of the objects it keeps; ``pidfd``, a pidfd of it (the
-    server, its parent, reaps it)."""
+    """The caller's side of a warm worker the spawn server forked: ``modules``, the modules
+    it imported, and ``kept``, the pickles of the objects it keeps, oldest first (at its
+    start, and told since: :func:`_learn`, which keeps the same order and bound);
+    ``pidfd``, a pidfd of it (the server, its parent, reaps it)."""
 
     pid: int
     sock: socket.socket
-    known: frozenset[str | bytes] = field(default_factory=frozenset)
+    modules: set[str] = field(default_factory=set)
+    kept: dict[bytes, None] = field(default_factory=dict)
     #: Its one child runs the calls one after another (``CallSetup.reuse``).
     reuse: bool = False
     pidfd: int | None = None
@@ -181,6 +196,9 @@ class CallWorkers:
         self._kept: dict[bytes, None] = {}
         #: How the call pickler treats each type (``_kind_of``), across calls.
         self._kinds: dict[type, int] = {}
+        #: Per kind (``reuse``): set once the worker started ahead of the calls
+        #: (:meth:`start_ahead`) is in the pool, or its start failed.
+        self._ahead: dict[bool, threading.Event] = {}
         self._closed = False
         self.owner = os.getpid()
 
@@ -209,13 +227,13 @@ class CallWorkers:
                 the call cannot be loaded in a worker started for it.
             Exception: whatever ``fn`` raised (re-created from its pickle).
         """
-        request = self._pickle(fn, args, kwargs)
+        request, needs = self._pickle(fn, args, kwargs)
         kind = True if self._once else reuse
         fresh_tried = False
         while True:
             worker = await self._take(kind, fresh=fresh_tried)
             try:
-                return await self._serve(worker, request, grace)
+                return await self._serve(worker, request, needs, grace)
             except (_WorkerGone, _Unservable) as exc:
                 # Nothing ran. A worker that died before it took the call, or one whose
                 # child could not load it (started with another sys.path): one more try
@@ -224,11 +242,38 @@ class CallWorkers:
                     raise SandboxError(_unserved(fn, exc)) from None
                 fresh_tried = True
 
+    def start_ahead(self, calls: tuple[Call, ...], reuse: bool = False) -> threading.Event | None:
+        """Start one worker (``reuse``: whose one child runs the calls one after another)
+        ahead of the calls, in a thread of its own, holding what ``calls`` name (each
+        pickled, never run; one that does not pickle is left out); it waits in the pool
+        for the first call, which waits for it rather than starting another. Returns at
+        once: the event set when it is in the pool or could not be started (silently: a
+        call then starts its own and reports its own error); ``None`` when one is there
+        or on its way already."""
+        with self._lock:
+            if self._closed or self._once or reuse in self._ahead or self._workers:
+                return None
+            ahead = self._ahead[reuse] = threading.Event()
+
+        def start() -> None:
+            try:
+                with contextlib.suppress(Exception):  # the first call reports its own
+                    for fn, args, kwargs in calls:
+                        with contextlib.suppress(UnpicklableCall):
+                            self._pickle(fn, args, kwargs)
+                    self._give_back(self._start(reuse), healthy=True)
+            finally:
+                ahead.set()
+
+        threading.Thread(target=start, name="sandbox-calls-ahead", daemon=True).start()
+        return ahead
+
     def _pickle(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> bytes:
-        """The call as its request (:class:`_CallPickler`); what the workers should hold
-        for it is noted.
+    ) -> tuple[bytes, tuple[str | bytes, ...]]:
+        """The call as its request (:class:`_CallPickler`) and what a worker should hold
+        for it (the modules it names, the pickles of the objects it keeps); that is noted
+        for the workers started later too.
 
         Raises:
             UnpicklableCall: naming the part that does not pickle and why.
@@ -247,15 +292,19 @@ class CallWorkers:
             for wanted, size in ((self._preload, _PRELOAD_SIZE), (self._kept, _KEPT_SIZE)):
                 while len(wanted) > size:
                     del wanted[next(iter(wanted))]  # type: ignore[call-overload]
-        return buffer.getvalue()
+        return buffer.getvalue(), (*pickler.modules, *pickler.kept)
 
     async def _take(self, reuse: bool, fresh: bool = False) -> _Worker:
         """An idle worker for a call, taken out of the pool: for a call that keeps no
         state (``reuse``) one whose child is reused (or, while those there are all busy,
         one forking a child per call), else one forking a child per call; ``fresh``, or
         none idle: one started for it, waited for in a thread so that the event loop
-        goes on (a wait cancelled lets the worker go when its start is over)."""
+        goes on (a wait cancelled lets the worker go when its start is over). A worker
+        being started ahead of the calls (:meth:`start_ahead`) is waited for first."""
         if not fresh and not self._once:
+            ahead = self._ahead.get(reuse)
+            if ahead is not None and not ahead.is_set():
+                await anyio.to_thread.run_sync(ahead.wait, abandon_on_cancel=True)
             with self._lock:
                 if self._idle[reuse]:
                     return self._idle[reuse].pop()
@@ -270,10 +319,13 @@ class CallWorkers:
             raise
         return started[0]
 
-    async def _serve(self, worker: _Worker, request: bytes, grace: float) -> Any:
-        """Run ``request`` on ``worker`` (taken out of the pool) and give it back."""
+    async def _serve(
+        self, worker: _Worker, request: bytes, needs: tuple[str | bytes, ...], grace: float
+    ) -> Any:
+        """Run ``request`` on ``worker`` (taken out of the pool) and give it back; what
+        the call ``needs`` that the worker lacks, the worker is told to hold first."""
         try:
-            data, status = await _run_on_worker(worker, request, grace)
+            data, status = await _run_on_worker(worker, request, grace, _lacking(worker, needs))
             healthy = data is not None  # else orphans of the call may be left with it
         except BaseException:
             self._give_back(worker, healthy=False)
@@ -286,10 +338,21 @@ class CallWorkers:
         finally:
             self._give_back(worker, healthy)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (a closed object starts no worker)."""
+        return self._closed
+
     def close(self) -> None:
         """Stop the warm workers (SIGKILL, with the call each may be running)."""
         with self._lock:
             self._closed = True
+            ahead = list(self._ahead.values())
+        # A worker being started ahead is let go once it started (closed: not pooled),
+        # before the caller stops the spawn server that started it.
+        for event in ahead:
+            event.wait(_GONE_WAIT)
+        with self._lock:
             workers = list(self._workers)
             self._workers.clear()
             self._idle = {False: [], True: []}
@@ -325,13 +388,15 @@ class CallWorkers:
                 object is closed.
         """
         with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox was closed")
             preload, kept = tuple(self._preload), tuple(self._kept)
         setup = dataclasses.replace(self._setup(), reuse=reuse)
         try:
             sock, pid, pidfd = self._spawn(WantCallWorker(setup, preload, kept))
         except OSError as exc:
             raise SandboxError(f"cannot start the sandbox's worker process: {exc}") from None
-        worker = _Worker(pid, sock, frozenset((*preload, *kept)), reuse=reuse, pidfd=pidfd)
+        worker = _Worker(pid, sock, set(preload), dict.fromkeys(kept), reuse=reuse, pidfd=pidfd)
         with self._lock:
             closed = self._closed
             if not closed:
@@ -497,12 +562,7 @@ def serve_calls(
     copies: dict[bytes, Any] = {}
 
     def prepare() -> None:
-        for name in preload:
-            with contextlib.suppress(Exception):
-                importlib.import_module(name)
-        for data in kept:
-            with contextlib.suppress(Exception):
-                copies[data] = pickle.loads(data)
+        _hold(preload, kept, copies)
 
     gc.enable()  # the server runs without its collector; the calls run with it
     reuse = _budget(setup) if setup.reuse else None
@@ -601,9 +661,17 @@ def _worker_main(
                     continue
                 mine.discard(pid)
                 if pid == waiting:
-                    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_MORE_CALLS:
+                    waiting = None  # killed from outside while waiting, or it left
+                    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+                    if code == _NO_MORE_CALLS:
                         return
-                    waiting = None  # killed from outside while waiting
+                    if code == _LEARN:
+                        # It took no call: the next child is forked holding more.
+                        if not _learn(sock, copies, failed):
+                            return
+                        if hint is not None:
+                            planned = _prefault.plan(_prefault.parse(hint))  # new mappings
+                        continue
                 sock.sendall(_REPORT.pack(b"E", pid, status))
     except OSError:
         return
@@ -673,6 +741,11 @@ def _reused_child(
         env = dict(os.environ)
         cwd = os.getcwd()
         while True:
+            if _to_learn(sock):
+                # This child stays (its caches are warm) and holds what the worker lacks.
+                if not _learn(sock, copies, failed):
+                    return
+                continue
             received = _receive_call(sock)
             if received is None:
                 return
@@ -704,6 +777,56 @@ def _threads_ended(timeout: float = 0.05) -> bool:
             if thread.is_alive():
                 return False
     return True
+
+
+def _to_learn(sock: socket.socket) -> bool:
+    """Whether the next message on ``sock`` tells the worker what to hold (it is left
+    there for the worker, :func:`_learn`); waits for a message."""
+    try:
+        first = sock.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return False  # the next read says what it is
+    return bool(first) and first[0] & 0x80 != 0
+
+
+def _learn(sock: socket.socket, copies: dict[bytes, Any], failed: BaseException | None) -> bool:
+    """In a worker, between calls: read the message that tells it to hold more (the modules
+    a call names and the pickles of the objects it keeps, new since the worker started:
+    :func:`_learn_frame`), import those modules and make those objects, as at its start
+    and as confined, so that its later children hold them (in the one child of a worker
+    of reused children: that child, which runs the later calls); nothing when the set-up
+    failed (``failed``: the calls fail with that). False at end of file."""
+    header = _receive_exactly(sock, 8)
+    if header is None:
+        return False
+    data = _receive_exactly(sock, int.from_bytes(header, "big") & ~_LEARN_FLAG)
+    if data is None:
+        return False
+    if failed is not None:
+        return True
+    try:
+        modules, kept = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return True  # not the caller's message: the calls load what they need themselves
+    _hold(modules, kept, copies)
+    gc.freeze()  # as at the start: the children's collections leave these pages shared
+    return True
+
+
+def _hold(modules: tuple[str, ...], kept: tuple[bytes, ...], copies: dict[bytes, Any]) -> None:
+    """Import ``modules`` and make one copy of each object pickled in ``kept`` (into
+    ``copies``, newest last, at most :data:`_KEPT_SIZE`: the caller's :func:`_told` keeps
+    the same); what fails, a call that needs it meets itself (``None``: not held)."""
+    for name in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    for data in kept:
+        copies.pop(data, None)
+        try:
+            copies[data] = pickle.loads(data)
+        except Exception:
+            copies[data] = None
+    _trim(copies)
 
 
 def _receive_call(sock: socket.socket) -> tuple[bytes, int] | None:
@@ -812,6 +935,9 @@ def _drain(fd: int) -> bool:
 _NO_MORE_CALLS = 3
 #: The exit code of a reused child that is to be replaced (``_reused_child``).
 _RENEWED = 4
+#: The exit code of a worker's child that met a message telling the worker what to hold
+#: (:func:`_learn`), left for the worker to read.
+_LEARN = 5
 #: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
 #: for the first call of a worker and after this many more.
 _LEARN_EVERY = 16
@@ -845,6 +971,9 @@ def _call_child(
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
             _prefault_while_waiting(sock, given_r, planned)
+        if _to_learn(sock):
+            code = _LEARN
+            return
         received = _receive_call(sock)
         if received is None:
             code = _NO_MORE_CALLS
@@ -947,10 +1076,49 @@ class _WorkerGone(Exception):
     """The worker died before it started the call: the call may run elsewhere."""
 
 
-async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple[Any, Any]:
+def _lacking(worker: _Worker, needs: tuple[str | bytes, ...]) -> tuple[str | bytes, ...]:
+    """What of ``needs`` (module names, pickles of kept objects) ``worker`` does not hold."""
+    modules, kept = worker.modules, worker.kept
+    return tuple(
+        need
+        for need in needs
+        if (need not in modules if isinstance(need, str) else need not in kept)
+    )
+
+
+def _told(worker: _Worker, lacking: tuple[str | bytes, ...]) -> None:
+    """Note that ``worker`` holds ``lacking`` now, as :func:`_hold` keeps it (at most
+    :data:`_KEPT_SIZE` kept objects, the oldest let go first)."""
+    for need in lacking:
+        if isinstance(need, str):
+            worker.modules.add(need)
+        else:
+            worker.kept[need] = None
+    _trim(worker.kept)
+
+
+def _trim(kept: dict[bytes, Any]) -> None:
+    while len(kept) > _KEPT_SIZE:
+        del kept[next(iter(kept))]
+
+
+def _learn_frame(lacking: tuple[str | bytes, ...]) -> bytes:
+    """The message that tells a worker to hold ``lacking`` (:func:`_learn`): the length
+    with :data:`_LEARN_FLAG` set, then the modules and the pickles, marshalled."""
+    modules = tuple(need for need in lacking if isinstance(need, str))
+    kept = tuple(need for need in lacking if isinstance(need, bytes))
+    data = marshal.dumps((modules, kept))
+    return (len(data) | _LEARN_FLAG).to_bytes(8, "big") + data
+
+
+async def _run_on_worker(
+    worker: _Worker, request: bytes, grace: float, lacking: tuple[str | bytes, ...] = ()
+) -> tuple[Any, Any]:
     """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
     None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
-    it stops the call's tree first (the caller then lets the worker go).
+    it stops the call's tree first (the caller then lets the worker go). What the call
+    needs that the worker lacks (``lacking``) goes first, for the worker to hold from now
+    on (:func:`_learn`).
 
     Raises:
         _WorkerGone: the worker died before it started the call.
@@ -958,6 +1126,9 @@ async def _run_on_worker(worker: _Worker, request: bytes, grace: float) -> tuple
     result_r, result_w = os.pipe()
     sock = worker.sock
     try:
+        if lacking:
+            sock.sendall(_learn_frame(lacking))
+            _told(worker, lacking)
         frame = len(request).to_bytes(8, "big") + request
         # One message, so that the child wakes once, with the whole of a small request.
         sent = socket.send_fds(sock, [frame], [result_w])

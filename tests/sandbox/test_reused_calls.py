@@ -117,7 +117,7 @@ async def _reusing_worker(box: Sandbox, module: str = __name__, other_than: int 
     ``module`` (and is not the worker ``other_than``)."""
     return await wait_until_async(
         lambda: call_worker(box, reuse=True),
-        lambda w: w is not None and module in w.known and w.pid != other_than,
+        lambda w: w is not None and module in w.modules and w.pid != other_than,
         f"a reusing worker that imported {module}",
     )
 

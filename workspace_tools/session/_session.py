@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError, echoed
 from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
@@ -52,7 +53,13 @@ from workspace_tools.session._undo import (
     undo_tool,
     with_changed_files,
 )
-from workspace_tools.tools import SHELL_TOOL_NAMES, ShellSession, shell_tools, workspace_tools
+from workspace_tools.tools import (
+    SHELL_TOOL_NAMES,
+    ShellSession,
+    shell_tools,
+    start_ahead,
+    workspace_tools,
+)
 from workspace_tools.workspace import Workspace, as_workspace
 
 logger = logging.getLogger("workspace_tools")
@@ -88,6 +95,10 @@ class ToolSession:
             tool that is not read-only) forgets every cached result.
         cache: ``False`` turns the cache off.
         timeout, max_result_length, sandbox: as for :func:`invoke_tool`, for every call.
+            The session runs its calls in a copy of ``sandbox`` (``Sandbox.copy``: the same
+            settings, processes of its own), whose spawn server and first warm worker
+            start at once in the background (a call is sure to come), and stop on
+            :meth:`close`.
         shell: ``True`` adds the shell tools (``shell``, ``start_process``,
             ``read_process_output``, ``write_process_stdin``, ``stop_process``,
             ``list_processes``) over a :class:`ShellSession` of the workspace, whose shell
@@ -142,6 +153,11 @@ class ToolSession:
             self.workspace = (
                 as_workspace(workspace) if workspace is not None else _carried(tool_list)
             )
+        if isinstance(sandbox, Sandbox):
+            # The session's own spawn server and workers, with the sandbox's settings:
+            # started ahead below, stopped by close().
+            sandbox = sandbox.copy()
+        self._sandbox: Sandbox | None = sandbox
         self.shell: ShellSession | None = None
         if shell is not False:
             if isinstance(shell, ShellSession):
@@ -179,6 +195,8 @@ class ToolSession:
             run_call, timeout=timeout, max_result_length=self._max_result_length
         )
         self._owned = frozenset(SHELL_TOOL_NAMES) if self.shell is not None else frozenset()
+        if isinstance(sandbox, Sandbox):
+            start_ahead(sandbox, [t for t in tool_list if t.name not in self._owned])
         self._record = SessionRecord()
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
@@ -198,16 +216,22 @@ class ToolSession:
 
     def close(self) -> None:
         """End what the session owns: its :class:`ShellSession` (the shell and every
-        background process, each whole tree, and the output area) and its checkpoint store
-        (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given). Idempotent;
+        background process, each whole tree, and the output area), its checkpoint store
+        (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given) and the
+        processes its calls run in (the spawn server and warm workers of its copy of
+        ``sandbox``; a later call starts them again). Idempotent;
         the calls recorded stay readable; a writing call or a restore after it fails (its
         checkpoint cannot be taken or read)."""
         try:
             if self.shell is not None:
                 self.shell.close()
         finally:
-            if self.checkpoints is not None:
-                self.checkpoints.close()
+            try:
+                if self.checkpoints is not None:
+                    self.checkpoints.close()
+            finally:
+                if self._sandbox is not None:
+                    self._sandbox.close()
 
     def __enter__(self) -> ToolSession:
         return self

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from sandbox import Sandbox
@@ -74,12 +75,31 @@ def workspace_tools(
         return [module.build(workspace) for module in modules]
     box = sandbox.confined_to(str(workspace.root))
     file_tools = (read_file, write_file, edit_file, list_files, glob, grep)
-    return [
+    tools = [
         # Tool.sandbox: the call pipeline runs their execute in a child of box.
         *(dataclasses.replace(module.build(workspace), sandbox=box) for module in file_tools),
         run_command.build(workspace, sandbox=box),
         dataclasses.replace(apply_patch.build(workspace), sandbox=box),
     ]
+    start_ahead(box, tools)
+    return tools
+
+
+def start_ahead(box: Sandbox, tools: Sequence[Tool[Any]]) -> None:
+    """Tools bound to ``box``: a call is sure to come, so its spawn server and one warm
+    worker of calls start now, in the background (:meth:`Sandbox.start_calls_ahead`),
+    holding what the calls of ``tools`` name (each one's ``execute``, argument model,
+    workspace and runner, as the call pipeline sends them): the first call need not wait
+    for them. Returns at once; a call reports its own errors."""
+    samples = tuple(
+        (
+            t.execute,
+            (t.parameters.model_construct(),),
+            {"workspace": t.workspace, "runner": t.runner},
+        )
+        for t in tools
+    )
+    box.start_calls_ahead(*samples, reuse_process=any(t.stateless for t in tools))
 
 
 def shell_tools(session: ShellSession) -> list[Tool[Any]]:
