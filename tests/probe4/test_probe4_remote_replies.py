@@ -4,18 +4,27 @@ the cap), and a server that stalls mid-reply ends at the call's timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 pytest.importorskip("mcp")
 
 from tests.probe4._hostile_server import hostile
+from tests.remote._served import serve
 from workspace_tools import ErrorCode, invoke_tool
-from workspace_tools.adapters.remote import MAX_REPLY_BYTES, RemoteWorkspace
+from workspace_tools.adapters.remote import (
+    MAX_REPLY_BYTES,
+    RemoteWorkspace,
+    _Reply,
+    _ReplyTooLarge,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +203,74 @@ async def test_a_broken_presentation_is_left_out() -> None:
             result = await invoke_tool(remote.tools[0], {"path": "a.txt"})
     assert (result.error, result.content, result.details) == (None, "hi", {"n": 1})
     assert result.presentation == remote.tools[0].present(remote.tools[0].parameters(path="a.txt"))
+
+
+class _Chunks(httpx.AsyncByteStream):
+    """A response body that arrives as the given chunks."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            yield chunk
+
+
+async def _read_events(*chunks: bytes, limit: int) -> tuple[bytes, list[str]]:
+    refused: list[str] = []
+    reply = _Reply(_Chunks(*chunks), limit, declared=None, events=True, refuse=refused.append)
+    got = b""
+    with contextlib.suppress(_ReplyTooLarge):
+        async for chunk in reply:
+            got += chunk
+    return got, refused
+
+
+OVER = ["its answer passed the 100 bytes a reply may be (max_reply_bytes); it was not read further"]
+
+
+@pytest.mark.parametrize(
+    ("chunks", "passed", "refused"),
+    [
+        # An event over the cap whole in one chunk, alone or after a small one.
+        ((b"data: " + b"x" * 200 + b"\n\n",), b"", OVER),
+        ((b"data: a\n\ndata: " + b"x" * 200 + b"\r\n\r\n",), b"", OVER),
+        # Its end in the next chunk, the blank line split between the two.
+        (
+            (b"data: a\n\ndata: " + b"x" * 90, b"y" * 20 + b"\n", b"\n"),
+            b"data: a\n\ndata: " + b"x" * 90,
+            OVER,
+        ),
+        # Many events under the cap in one chunk, and one that ends exactly at it.
+        ((b"data: a\n\n" * 50,), b"data: a\n\n" * 50, []),
+        (
+            (b"data: " + b"x" * 92 + b"\n\n", b"data: b\r\r"),
+            b"data: " + b"x" * 92 + b"\n\ndata: b\r\r",
+            [],
+        ),
+    ],
+)
+async def test_every_sse_event_is_held_to_the_cap(
+    chunks: tuple[bytes, ...], passed: bytes, refused: list[str]
+) -> None:
+    assert await _read_events(*chunks, limit=100) == (passed, refused)
+
+
+async def test_a_real_server_answer_just_over_the_cap_is_refused(tmp_path: Path) -> None:
+    # A real server sends a call's answer as one SSE event, here in one chunk: it is held
+    # to the cap as a long stream is.
+    (tmp_path / "big.txt").write_text("line of a file a little over the cap\n" * 300)
+    with (
+        serve(tmp_path, "--no-checkpoints") as server,
+        RemoteWorkspace(server.url, server.token, max_reply_bytes=2000) as remote,
+        anyio.fail_after(60),
+    ):
+        result = await invoke_tool(remote.tools[0], {"path": "big.txt"})
+        whole = await invoke_tool(remote.tools[0], {"path": "big.txt", "limit": 10})
+    assert (result.error_code, result.error) == (
+        ErrorCode.WORKSPACE_UNAVAILABLE,
+        UNAVAILABLE.format(url=server.url)
+        + "its answer passed the 2,000 bytes a reply may be (max_reply_bytes); it was not "
+        "read further",
+    )
+    assert whole.error is None, whole.error

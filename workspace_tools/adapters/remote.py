@@ -131,14 +131,16 @@ class _Reply(httpx.AsyncByteStream):
                 self._refuse(why)
                 raise _ReplyTooLarge(why)
             async for chunk in self._inner:
-                pending += len(chunk)
                 if self._events:
+                    # Every event that ends in this chunk is measured, not only the last
+                    # one's remainder: an event whole in one chunk counts too.
                     seen = tail + chunk
-                    ends = [at + len(sep) for sep in _EVENT_ENDS if (at := seen.rfind(sep)) >= 0]
-                    if ends:
-                        pending = len(seen) - max(ends)
+                    pending, longest = _event_sizes(seen, pending - len(tail))
                     tail = seen[-3:]
-                if pending > self._limit:
+                else:
+                    pending += len(chunk)
+                    longest = pending
+                if longest > self._limit:
                     why = (
                         f"its answer passed the {self._limit:,} bytes a reply may be "
                         "(max_reply_bytes); it was not read further"
@@ -158,6 +160,24 @@ class _Reply(httpx.AsyncByteStream):
 
 _EVENT_ENDS = (b"\n\n", b"\r\r", b"\r\n\r\n")
 """How an SSE event ends: a blank line, in any of the three line ends."""
+
+
+def _event_sizes(seen: bytes, before: int) -> tuple[int, int]:
+    """Measure the SSE events in ``seen``, whose first byte is byte ``before`` of an event
+    still open: return the bytes of the event open at its end and the size of the longest
+    event it ended or left open (bytes, separators included)."""
+    start = -before  # where the open event began, relative to ``seen``
+    longest = 0
+    at = 0
+    while True:
+        ends = [found + len(sep) for sep in _EVENT_ENDS if (found := seen.find(sep, at)) >= 0]
+        if not ends:
+            break
+        at = min(ends)
+        longest = max(longest, at - start)
+        start = at
+    pending = len(seen) - start
+    return pending, max(longest, pending)
 
 
 class _CallStreamWatch(httpx.AsyncBaseTransport):
