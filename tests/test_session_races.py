@@ -229,10 +229,11 @@ BAD_INPUTS = [
     ),
     (
         "grep",
+        # Past PATH_MAX, yet looked up one name at a time as the walk would: not there.
         {"pattern": "x", "path": "/".join(["d"] * 2100)},
-        ErrorCode.INVALID_ARGUMENTS,
-        "Path " + "/".join(["d"] * 2100) + " is too long: a name in it, or the whole path, is "
-        "longer than the file system allows; use a shorter path",
+        ErrorCode.NOT_FOUND,
+        "Path '" + "/".join(["d"] * 2100) + "' does not exist; list_files on its parent shows "
+        "what is there",
     ),
 ]
 

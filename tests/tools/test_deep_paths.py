@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tests.file_support import call, tools
-from workspace_tools import ErrorCode, Workspace
+from workspace_tools import ErrorCode, ToolSession, Workspace, invoke_tool_sync
+from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.tools import apply_patch
 
@@ -141,15 +142,67 @@ def test_every_file_tool_works_at_depth(deep_root: Path, depth: int) -> None:
     result = call(t["grep"], pattern="^moved$")
     assert result.error is None, result.error
     assert [(m.path, m.line) for m in result.details.matches] == [(deep + "moved.txt", 1)]
-    if depth < 2_000:  # list_files stats its start by the whole path: PATH_MAX applies
-        result = call(t["list_files"], path=deep)
-        assert result.error is None, result.error
-        assert [e.path for e in result.details.entries] == [
-            deep + "a",
-            deep + "f.txt",
-            deep + "moved.txt",
-            deep + "n",
-        ]
+    result = call(t["list_files"], path=deep)
+    assert result.error is None, result.error
+    assert [e.path for e in result.details.entries] == [
+        deep + "a",
+        deep + "f.txt",
+        deep + "moved.txt",
+        deep + "n",
+    ]
+
+
+def test_a_deep_path_past_path_max_names_where_tools_start(
+    deep_root: Path, clock_moved_on: None
+) -> None:
+    # A directory or file past PATH_MAX given as the place to start (discovery's `path`,
+    # run_command's `cwd`, a glob without wildcards, the text editor's `view`, a patch's
+    # Delete File) is found as the walk finds it, never refused as "too long".
+    make_chain(deep_root, 2_100)
+    os.symlink("f.txt", "link", dir_fd=(fd := walk_to(deep_root, "d/" * 2_100)))
+    os.close(fd)
+    t = tools(Workspace(deep_root, fsync=False))
+    deep = "d/" * 2_100
+    assert len(deep) > 4096
+
+    result = call(t["list_files"], path=deep)
+    assert result.error is None, result.error
+    assert [e.path for e in result.details.entries] == [deep + "f.txt", deep + "link"]
+    result = call(t["glob"], pattern="*.txt", path=deep)
+    assert (result.error, result.details.matches) == (None, [deep + "f.txt"]), result.error
+    result = call(t["glob"], pattern=deep + "f.txt")
+    assert (result.error, result.details.matches) == (None, [deep + "f.txt"]), result.error
+    result = call(t["grep"], pattern="two", path=deep)
+    assert result.error is None, result.error
+    assert [(m.path, m.line) for m in result.details.matches] == [(deep + "f.txt", 2)]
+    result = call(t["grep"], pattern="two", path=deep + "f.txt")
+    assert [(m.path, m.line) for m in result.details.matches] == [(deep + "f.txt", 2)]
+    result = call(t["run_command"], command="cat f.txt; pwd | wc -c", cwd=deep)
+    assert result.error is None, result.error
+    assert result.content["stdout"] == f"one\ntwo\nthree\n{len(str(deep_root)) + 2 * 2_100 + 1}\n"
+
+    result = call(t["apply_patch"], patch=patch(f"*** Delete File: {deep}link\n"))
+    assert result.error_code == ErrorCode.INVALID_ARGUMENTS, result.error
+    assert result.error.startswith(f"Delete File: {deep}link is a symbolic link (to f.txt)")
+
+    # A session serves the repeated search from its cache: the fingerprint of a directory
+    # past PATH_MAX is taken as the walk reaches it.
+    with ToolSession(deep_root) as session:
+        first = session.call_sync("grep", {"pattern": "two", "path": deep})
+        second = session.call_sync("read_file", {"path": deep + "f.txt"})
+        again = session.call_sync("grep", {"pattern": "two", "path": deep})
+        twice = session.call_sync("read_file", {"path": deep + "f.txt"})
+    assert (first.error, second.error) == (None, None), (first.error, second.error)
+    assert (again.content, twice.content) == (first.content, second.content)
+    assert [s.cached for s in session.record().steps] == [False, False, True, True]
+
+    editor = text_editor_tool(Workspace(deep_root, fsync=False))
+    result = invoke_tool_sync(editor, {"command": "view", "path": deep + "f.txt"})
+    assert result.error is None, result.error
+    assert result.model_text().endswith("     1\tone\n     2\ttwo\n     3\tthree\n")
+    result = invoke_tool_sync(editor, {"command": "view", "path": deep})
+    assert result.error is None, result.error
+    assert result.model_text().splitlines()[1:] == [deep + "f.txt", deep + "link"]
 
 
 def test_a_failed_patch_removes_the_deep_directories_its_add_made(

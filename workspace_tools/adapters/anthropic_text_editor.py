@@ -47,6 +47,7 @@ the next lines by what this package knows more (the nearest lines, the matching 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -65,7 +66,7 @@ from workspace_tools.text._decode import convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
-from workspace_tools.workspace._files import open_dir, os_error, read_bytes
+from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 VERSIONS: dict[str, str] = {
@@ -273,7 +274,7 @@ def _view(
     workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, limit: int | None
 ) -> object:
     try:
-        mode = os.stat(resolved.real).st_mode
+        mode = stat_below(workspace.root, resolved.real).st_mode
     except FileNotFoundError:
         raise ToolError(
             f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
@@ -602,7 +603,12 @@ def _undo_checkpointed(
 ) -> object:
     """``undo_edit`` through a session's checkpoints: ``path`` as before the last step that
     changed it; refused, changing nothing, when it was changed since by someone else."""
-    if os.path.isdir(resolved.real) and not os.path.islink(resolved.real):
+    is_dir = False
+    with contextlib.suppress(OSError):
+        is_dir = stat.S_ISDIR(
+            stat_below(workspace.root, resolved.real, follow_symlinks=False).st_mode
+        )
+    if is_dir:
         raise ToolError(
             f"Error: {path} is a directory; undo_edit undoes the last change to a file.",
             ErrorCode.IS_A_DIRECTORY,
@@ -638,7 +644,7 @@ def _bytes_and_mode(workspace: Workspace, resolved: ResolvedPath) -> tuple[bytes
     if data is None:
         return None
     try:
-        return data, os.lstat(resolved.real).st_mode
+        return data, stat_below(workspace.root, resolved.real, follow_symlinks=False).st_mode
     except OSError as exc:
         raise os_error(exc, resolved.rel) from exc
 

@@ -14,7 +14,7 @@ from wcmatch import glob as wcglob
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.workspace import ResolvedPath, Workspace
-from workspace_tools.workspace._files import open_dir, os_error, special_kind
+from workspace_tools.workspace._files import open_dir, os_error, special_kind, stat_below
 from workspace_tools.workspace._near_miss import not_found_hint
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
@@ -56,7 +56,7 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
     resolved: ResolvedPath = workspace.resolve(path)
     real = str(resolved.real)
     try:
-        st = os.stat(real)
+        st = stat_below(workspace.root, resolved.real)
     except FileNotFoundError:
         raise ToolError(
             f"Path {path!r} does not exist"

@@ -256,8 +256,11 @@ def _refuse_link(workspace: Workspace, op: FileOp) -> None:
     parent, name = os.path.split(op.path.rstrip("/"))
     try:
         where = workspace.resolve(parent or ".").real / name
-        target = os.readlink(where) if stat.S_ISLNK(os.lstat(where).st_mode) else None
-    except (ToolError, OSError):
+        # From the parent's fd, as the file tools reach it: a path past PATH_MAX too.
+        with open_parent(workspace.root, where) as (dir_fd, entry):
+            mode = os.stat(entry, dir_fd=dir_fd, follow_symlinks=False).st_mode
+            target = os.readlink(entry, dir_fd=dir_fd) if stat.S_ISLNK(mode) else None
+    except (ToolError, OSError, ValueError):
         return  # resolving the path itself reports what is wrong with it
     if target is not None:
         verb = "Delete File" if op.kind == "delete" else "Update File"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
+import stat
 
 from pydantic import BaseModel, Field
 from wcmatch import glob as wcglob
@@ -23,6 +23,7 @@ from workspace_tools.search._discovery import (
     with_limit_default,
 )
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import stat_below
 from workspace_tools.workspace._fingerprint import tree_fingerprint
 from workspace_tools.workspace._ignore import cut_note
 
@@ -142,6 +143,11 @@ def _named(
     except ToolError:
         return []
     rel = resolved.rel
-    if ".git" in rel.split("/") or not os.path.isfile(resolved.real):
+    if ".git" in rel.split("/"):
+        return []
+    try:
+        if not stat.S_ISREG(stat_below(workspace.root, resolved.real).st_mode):
+            return []
+    except OSError:
         return []
     return [rel] if matcher.match(rel[cut:]) else []

@@ -32,7 +32,7 @@ from workspace_tools.tools._command_output import (
     stopped_note,
 )
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import open_dir, os_error
+from workspace_tools.workspace._files import open_dir, os_error, stat_below
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -376,7 +376,7 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
     resolved = workspace.resolve(path)
     real = str(resolved.real)
     try:
-        mode = os.stat(real).st_mode
+        mode = stat_below(workspace.root, resolved.real).st_mode
     except (FileNotFoundError, NotADirectoryError):
         raise ToolError(
             f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND

@@ -174,6 +174,21 @@ def open_dir(root: str, rel: str) -> int:
     return fd
 
 
+def stat_below(root: Path, real: Path, *, follow_symlinks: bool = True) -> os.stat_result:
+    """Stat ``real`` (``root`` itself or a path below it) from its parent's fd, reached
+    from ``root`` one name at a time without following a symlink, so that a path deeper
+    than ``PATH_MAX`` is found as the file tools find it (``os.stat`` by path fails with
+    ``ENAMETOOLONG`` there).
+
+    Raises:
+        OSError: as ``openat`` and ``fstatat``.
+    """
+    if real == root:
+        return os.stat(real, follow_symlinks=follow_symlinks)
+    with open_parent(root, real) as (dir_fd, name):
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+
+
 # The most fds of directories below the root a DirFds keeps open; the ancestors above them
 # are reached again by ".." (checked), so a tree deeper than the process's fd limit works.
 _HELD_LEVELS = 64

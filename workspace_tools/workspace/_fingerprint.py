@@ -31,7 +31,7 @@ from time import time_ns
 
 from workspace_tools._errors import ToolError
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import DirFds
+from workspace_tools.workspace._files import DirFds, open_parent, stat_below
 
 _CHUNK = 1 << 20
 #: A change this close to a tree's fingerprint may not have moved the clock yet; such a
@@ -49,7 +49,8 @@ def file_fingerprint(workspace: Workspace, path: str) -> str | None:
     except ToolError:
         return None
     try:
-        mode = os.stat(real).st_mode
+        # From the parent's fd, as the tools reach the file: a path past PATH_MAX too.
+        mode = stat_below(workspace.root, real).st_mode
     except FileNotFoundError:
         return "missing"
     except OSError:
@@ -61,7 +62,10 @@ def file_fingerprint(workspace: Workspace, path: str) -> str | None:
         return None
     digest = hashlib.blake2b()
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with open_parent(workspace.root, real) as (dir_fd, name):
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+            )
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -87,7 +91,11 @@ def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = Tr
         real = workspace.resolve(path).real
     except ToolError:
         return None
-    if not real.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(stat_below(workspace.root, real).st_mode)
+    except OSError:
+        is_dir = False
+    if not is_dir:
         return file_fingerprint(workspace, path)
     digest = hashlib.blake2b()
     recent = time_ns() - RACY_NS
