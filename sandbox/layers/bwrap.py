@@ -171,7 +171,15 @@ def wrap_argv(
     executable = shutil.which("bwrap")
     if executable is None:
         raise FileNotFoundError(f"bubblewrap is not installed ({INSTALL_HINT})")
-    args = [executable, *_BASE, *_mounts(confinement, _kept_from_tmp(env))]
+    base, mounts = list(_BASE), _mounts(confinement, _kept_from_tmp(env))
+    if mounts[:3] == ["--bind", "/", "/"]:
+        # The whole tree writable (no write confinement): bound in place of the read-only
+        # root, before the private /dev, /proc and /tmp. Bound after them, its recursive
+        # bind would put the host's back over them (the host's processes in /proc).
+        root_at = base.index("--ro-bind")
+        base[root_at : root_at + 3] = mounts[:3]
+        mounts = mounts[3:]
+    args = [executable, *base, *mounts]
     if not confinement.network:
         args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
     args += ["--chdir", cwd if cwd_identity is None else "/", "--clearenv"]

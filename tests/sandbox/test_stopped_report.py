@@ -112,3 +112,25 @@ async def test_a_command_killed_by_a_signal_keeps_its_exit_code(
     signal = None if mode == "bubblewrap" else "SIGKILL"
     seen = (result.exit_code, result.signal, result.stderr.complete, result.stopped_processes)
     assert seen == (137, signal, b"", 0)
+
+
+@pytest.mark.parametrize("writable", ["none", "root"])
+async def test_without_write_confinement_the_namespace_keeps_its_own_proc_and_tmp(
+    new_box: NewBox, writable: str, tmp_path: Path
+) -> None:
+    # With nothing confined, the whole tree is bound writable; the PID namespace's /proc,
+    # the minimal /dev and the private /tmp still cover the host's: a command that
+    # left nothing running reports nothing (not every process of the host) and /tmp stays
+    # private.
+    if bwrap.available() is not None:
+        pytest.skip(f"bubblewrap does not work here: {bwrap.available()}")
+    box = new_box(writable=[] if writable == "none" else ["/"])
+    assert BUBBLEWRAP in box.capabilities.values(), box.capabilities
+    name = f"wt-private-{secrets.token_hex(8)}"
+
+    result = await _run(box, f"cat /proc/1/comm; touch /tmp/{name}")
+
+    seen = (result.exit_code, result.stdout.complete, result.stderr.complete)
+    assert seen == (0, b"bwrap\n", b"")
+    assert (result.stopped_processes, result.stopped_names) == (0, ())
+    assert not (Path("/tmp") / name).exists()
