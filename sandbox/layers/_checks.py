@@ -63,17 +63,21 @@ class Check:
 
 
 def run_checks(checks: Sequence[Check | Verdict], *, path: Sequence[str] = ()) -> list[Verdict]:
-    """The verdict of each check, in order, all run in one spawned interpreter; a verdict
-    given in place of a check (one known without running anything) is passed through.
+    """The verdict of each check, in order, each run in a child of its own, all at once:
+    children of one spawned interpreter when this process runs other threads, else its
+    own. A verdict given in place of a check (one known without running anything) is
+    passed through.
 
-    ``path`` names directories to import the checks' modules from besides this package's
-    own. A check that raises does not hold, and its verdict carries the exception
-    (``"PermissionError(13, ...)"``), as it carries a check that answered False or a
-    child that died.
+    ``path`` names directories the spawned interpreter imports the checks' modules from
+    besides this package's own (a process with one thread imports them from its own
+    ``sys.path``). A check that raises does not hold, and its verdict carries the
+    exception (``"PermissionError(13, ...)"``), as it carries a check that answered False
+    or a child that died.
 
     Raises:
-        OSError: the interpreter could not be started, or failed or timed out without
-            verdicts (that says nothing of the layers, so it is not a verdict).
+        OSError: a fork failed (e.g. EAGAIN under a process limit), or the interpreter
+            could not be started, or failed or timed out without verdicts (that says
+            nothing of the layers, so it is not a verdict).
     """
     to_run = [check for check in checks if isinstance(check, Check)]
     if not to_run:
@@ -81,7 +85,7 @@ def run_checks(checks: Sequence[Check | Verdict], *, path: Sequence[str] = ()) -
     elif _threads() > 1:
         ran = iter(_spawn(to_run, path))
     else:
-        ran = iter(_in_children(to_run, path))
+        ran = iter(_in_children(to_run))
     return [next(ran) if isinstance(check, Check) else check for check in checks]
 
 
@@ -117,19 +121,24 @@ def _threads() -> int:
         return threading.active_count()
 
 
-def _in_children(checks: list[Check], path: Sequence[str]) -> list[Verdict]:
-    for directory in path:
-        if directory not in sys.path:
-            sys.path.append(directory)
-    children = [_start(check.module, check.function, list(check.args)) for check in checks]
+def _in_children(checks: list[Check]) -> list[Verdict]:
+    children: list[tuple[int, int]] = []
+    try:
+        for check in checks:
+            children.append(_start(check.module, check.function, list(check.args)))
+    except BaseException:
+        # A fork failed: the children already started are still waited for (no zombie).
+        for pid, read_end in children:
+            _verdict(pid, read_end)
+        raise
     return [_verdict(pid, read_end) for pid, read_end in children]
 
 
 def serve(spec: str) -> None:  # pragma: no cover - runs in the spawned interpreter
     """The spawned side: fork one child per check of ``spec`` (JSON ``[[module, function,
     args], ...]``), then write ``[[held, why], ...]`` as JSON on stdout."""
-    children = [_start(module, function, args) for module, function, args in json.loads(spec)]
-    verdicts = [_verdict(pid, read_end) for pid, read_end in children]
+    checks = [Check(module, function, tuple(args)) for module, function, args in json.loads(spec)]
+    verdicts = _in_children(checks)
     sys.stdout.write(json.dumps([[verdict.held, verdict.why] for verdict in verdicts]))
     sys.stdout.flush()
 
