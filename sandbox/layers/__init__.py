@@ -9,7 +9,12 @@ one-line message for a protection nobody can give.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Mapping
+
 from sandbox.layers import bwrap, cgroup, landlock, mountns, seccomp, userns
+from sandbox.layers._checks import run_checks
+from sandbox.layers._syscall import Verdict
 
 WRITE_CONFINEMENT = "write_confinement"
 READ_DENIAL = "read_denial"
@@ -45,15 +50,36 @@ _MISSING = {
 }
 
 
-def probe() -> dict[str, str]:
+def check_all() -> dict[str, Verdict]:
+    """The verdict of every check `probe` and a sandbox's plan need, keyed `LANDLOCK`
+    (denies a write), `SIGNAL_SCOPING` (Landlock's), `MOUNT_NAMESPACE`, `SECCOMP` and
+    `USER_NAMESPACE_NPROC`: all run in one spawned interpreter, each in a child of its own
+    there, so nothing is forked from this (possibly threaded) process.
+
+    Raises:
+        OSError: the interpreter could not run the checks (says nothing of the layers).
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        wanted = {
+            LANDLOCK: landlock.write_check(scratch),
+            SIGNAL_SCOPING: landlock.signal_check(),
+            MOUNT_NAMESPACE: mountns.check(scratch),
+            SECCOMP: seccomp.check(),
+            USER_NAMESPACE_NPROC: userns.check(),
+        }
+        return dict(zip(wanted, run_checks(list(wanted.values())), strict=True))
+
+
+def probe(verdicts: Mapping[str, Verdict] | None = None) -> dict[str, str]:
     """Each protection this host can enforce -> the mechanism that gives it.
 
     Keys are from `PROTECTIONS`; values are `BUBBLEWRAP`, `LANDLOCK`, `SECCOMP`,
     `MOUNT_NAMESPACE`, `CGROUP_V2`, `CGROUP_V1` or `USER_NAMESPACE_NPROC`; a protection no
     layer gives is absent. Every mechanism is tried for real: bubblewrap runs `true` with
     the options `bwrap.wrap_argv` uses, Landlock, seccomp, the mount namespace and the
-    user namespace's process cap are applied in a forked child that then checks their
-    effect, and a trial cgroup is created and removed.
+    user namespace's process cap are applied in children of one spawned interpreter that
+    then check their effect (`check_all`; pass its `verdicts` when they are at hand), and
+    a trial cgroup is created and removed.
     Takes a few tens of milliseconds; keep the result.
 
     Confined writes (contents and metadata: mode, owner, timestamps, extended attributes)
@@ -67,33 +93,39 @@ def probe() -> dict[str, str]:
     second wall where ABI >= 4). A caller that cannot exec bubblewrap (a forked Python
     callable) can ask `landlock.works()` and `seccomp.works()` directly.
     """
+    verdicts = check_all() if verdicts is None else verdicts
     found: dict[str, str] = {}
     has_bwrap = bwrap.available() is None
-    has_landlock = landlock.works()
-    has_seccomp = seccomp.works()
+    has_landlock = verdicts[LANDLOCK]
+    has_seccomp = verdicts[SECCOMP]
     if has_bwrap:
         found[WRITE_CONFINEMENT] = found[READ_DENIAL] = BUBBLEWRAP
         found[HOST_EXEC_PROTECTION] = BUBBLEWRAP
     elif has_landlock:
         found[READ_DENIAL] = LANDLOCK
-        if mountns.works():
+        if verdicts[MOUNT_NAMESPACE]:
             found[WRITE_CONFINEMENT] = found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
     if has_seccomp:
         found[NETWORK_OFF] = BUBBLEWRAP if has_bwrap else SECCOMP
-    process_cap = process_cap_mechanism()
+    process_cap = process_cap_mechanism(by_userns=verdicts[USER_NAMESPACE_NPROC])
     if process_cap:
         found[PROCESS_CAP] = process_cap
     return found
 
 
-def process_cap_mechanism(parent: str | None = None) -> str | None:
+def process_cap_mechanism(
+    parent: str | None = None, *, by_userns: Verdict | None = None
+) -> str | None:
     """`CGROUP_V2` or `CGROUP_V1` when `cgroup.locate(parent)` finds where to cap
     processes (a cgroup also kills what the child leaves), else `USER_NAMESPACE_NPROC`
-    when `userns.works()` (a caller that is not root), else None."""
+    when `by_userns` (default: `userns.works()`) held (a caller that is not root), else
+    None."""
     try:
         located = cgroup.locate(parent)
     except OSError:
-        return USER_NAMESPACE_NPROC if userns.works() else None
+        if by_userns is None:
+            by_userns = userns.works()
+        return USER_NAMESPACE_NPROC if by_userns else None
     return CGROUP_V1 if cgroup.is_v1(located) else CGROUP_V2
 
 

@@ -28,6 +28,7 @@ from sandbox.layers import (
     WRITE_CONFINEMENT,
     bwrap,
     cgroup,
+    check_all,
     landlock,
     missing,
     mountns,
@@ -36,7 +37,6 @@ from sandbox.layers import (
     userns,
 )
 from sandbox.layers._confinement import Confinement
-from sandbox.layers._syscall import Verdict
 
 #: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
 SECCOMP_FD = 3
@@ -65,30 +65,29 @@ class LayerPlan:
 
 
 def plan_layers() -> LayerPlan:
-    """Probe every layer for real (tens of milliseconds; keep the result)."""
-    commands = probe()
+    """Probe every layer for real (tens of milliseconds; keep the result): the checks that
+    apply a layer all run in one spawned interpreter (`check_all`), none in a fork of
+    this process."""
+    verdicts = check_all()
+    commands = probe(verdicts)
     calls: dict[str, str] = {}
     missing_why: dict[str, str] = {}
     scopes_signals = False
-    by_landlock = landlock.works()
+    by_landlock = verdicts[LANDLOCK]
     if by_landlock:
         calls[READ_DENIAL] = LANDLOCK
-        by_mounts = (
-            Verdict(True)
-            if commands.get(HOST_EXEC_PROTECTION) == MOUNT_NAMESPACE
-            else mountns.works()
-        )
+        by_mounts = verdicts[MOUNT_NAMESPACE]
         if by_mounts:
             calls[WRITE_CONFINEMENT] = calls[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
         else:
             why = f"the mount namespace check failed here: {by_mounts.why}"
             missing_why[WRITE_CONFINEMENT] = missing_why[HOST_EXEC_PROTECTION] = why
-        scopes_signals = bool(landlock.scopes_signals())
+        scopes_signals = bool(verdicts[SIGNAL_SCOPING])
     else:
         why = f"the Landlock check failed here: {by_landlock.why}"
         for protection in (READ_DENIAL, WRITE_CONFINEMENT, HOST_EXEC_PROTECTION):
             missing_why[protection] = why
-    by_seccomp = seccomp.works()
+    by_seccomp = verdicts[SECCOMP]
     if by_seccomp:
         calls[NETWORK_OFF] = SECCOMP
     else:

@@ -11,10 +11,7 @@ import ctypes
 import errno
 import os
 import platform
-from collections.abc import Callable
 from dataclasses import dataclass
-
-from sandbox.spawn._forking import fork_in_threaded_process
 
 PR_SET_NO_NEW_PRIVS = 38
 
@@ -139,59 +136,3 @@ class Verdict:
 
     def __bool__(self) -> bool:
         return self.held
-
-
-#: The longest reason a check's child sends back (one pipe write, never blocking).
-_WHY_LIMIT = 1000
-
-
-def in_child(check: Callable[[], bool]) -> Verdict:
-    """Run `check` in a forked child and return its verdict, so that the irreversible
-    restrictions a check applies stay in the child. An exception in the check does not
-    hold, and the verdict carries it (``"PermissionError(13, ...)"``), as it carries a
-    check that answered False or a child that died.
-
-    Forking a multithreaded parent is safe here: the child runs only `check` and exits.
-
-    Raises:
-        OSError: the fork itself failed (e.g. EAGAIN under a process limit): that says
-            nothing of the layer, so it is not a verdict.
-    """
-    read_end, write_end = os.pipe()
-    try:
-        pid = fork_in_threaded_process()
-    except BaseException:
-        os.close(read_end)
-        os.close(write_end)
-        raise
-    if pid == 0:  # pragma: no cover - the child
-        status, why = 1, "the check ran but the layer's effect was not seen"
-        try:
-            os.close(read_end)
-            if check():
-                status, why = 0, ""
-        except BaseException as exc:
-            why = repr(exc)
-        finally:
-            try:
-                os.write(write_end, why.encode(errors="replace")[:_WHY_LIMIT])
-            finally:
-                os._exit(status)
-    os.close(write_end)
-    try:
-        _, status = os.waitpid(pid, 0)
-        # The child wrote (at most one pipe buffer) before it exited; processes the check
-        # left running may still hold the write end, so read what is there, never to EOF.
-        os.set_blocking(read_end, False)
-        try:
-            why = os.read(read_end, _WHY_LIMIT).decode(errors="replace")
-        except BlockingIOError:
-            why = ""
-    finally:
-        os.close(read_end)
-    code = os.waitstatus_to_exitcode(status)
-    if code == 0:
-        return Verdict(True)
-    if code < 0:
-        why = f"the check's child was killed by signal {-code}"
-    return Verdict(False, why or f"the check's child exited with status {code}")

@@ -19,8 +19,9 @@ import os
 import tempfile
 from collections.abc import Iterable
 
+from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._confinement import Confinement
-from sandbox.layers._syscall import Verdict, in_child, require_arch, set_no_new_privs, syscall
+from sandbox.layers._syscall import Verdict, require_arch, set_no_new_privs, syscall
 
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
@@ -103,40 +104,54 @@ def abi_version() -> int:
 
 
 def works() -> Verdict:
-    """Whether `apply` really denies a write here, checked in a forked child (a verdict
-    that is True when it does, else says why not)."""
+    """Whether `apply` really denies a write here (`denies_write`, in a child of a spawned
+    interpreter): a verdict that is True when it does, else says why not."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return run_checks([write_check(scratch)])[0]
+
+
+def write_check(scratch: str) -> Check | Verdict:
+    """The check behind `works`, making a directory in `scratch` (an existing directory
+    the caller removes afterwards); or the verdict already known without one (no ABI)."""
     if abi_version() < 1:
         return Verdict(False, "the kernel offers no Landlock ABI")
-    with tempfile.TemporaryDirectory() as outside:
+    return Check(__name__, denies_write.__name__, (scratch,))
 
-        def denies_write() -> bool:
-            apply(Confinement())
-            try:
-                os.mkdir(os.path.join(outside, "probe"))
-            except PermissionError:
-                return True
-            return False
 
-        return in_child(denies_write)
+def denies_write(scratch: str) -> bool:
+    """Apply a confinement with nothing writable, then try to make a directory in
+    `scratch`: True when refused. Irreversible: only for a child of its own."""
+    apply(Confinement())
+    try:
+        os.mkdir(os.path.join(scratch, "probe"))
+    except PermissionError:
+        return True
+    return False
 
 
 def scopes_signals() -> Verdict:
     """Whether `apply` really keeps a child from signalling a process outside its domain
-    here (a verdict, True when it does): a forked child under it gets EPERM sending
-    signal 0 to its parent."""
+    here (`refuses_signal`, in a child of a spawned interpreter): a verdict, True when it
+    does."""
+    return run_checks([signal_check()])[0]
+
+
+def signal_check() -> Check | Verdict:
+    """The check behind `scopes_signals`, or the verdict already known (ABI too old)."""
     if abi_version() < SCOPE_ABI:
         return Verdict(False, f"the kernel's Landlock ABI is below {SCOPE_ABI}")
-    parent = os.getpid()
+    return Check(__name__, refuses_signal.__name__)
 
-    def refuses_signal() -> bool:
-        apply(Confinement(writable=("/",)))
-        try:
-            os.kill(parent, 0)
-        except PermissionError:
-            return True
-        return False
 
-    return in_child(refuses_signal)
+def refuses_signal() -> bool:
+    """Apply a confinement, then send signal 0 to the parent process (outside the
+    domain): True when refused with EPERM. Irreversible: only for a child of its own."""
+    apply(Confinement(writable=("/",)))
+    try:
+        os.kill(os.getppid(), 0)
+    except PermissionError:
+        return True
+    return False
 
 
 def handled_fs(abi: int) -> int:

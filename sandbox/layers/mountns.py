@@ -29,7 +29,8 @@ import stat
 import tempfile
 from collections.abc import Iterable
 
-from sandbox.layers._syscall import Verdict, in_child, libc
+from sandbox.layers._checks import Check, run_checks
+from sandbox.layers._syscall import Verdict, libc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -109,31 +110,39 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
 
 
 def works() -> Verdict:
-    """A verdict, True when `confine` really turns writes into EROFS here (forked child): changing
-    the mode of a file outside the writable directory and writing a path bound read-only
-    inside it, while a file inside it can still be written."""
-    with tempfile.TemporaryDirectory() as directory:
-        writable = os.path.join(directory, "writable")
-        protected = os.path.join(writable, "protected")
-        outside = os.path.join(directory, "outside")
-        os.mkdir(writable)
-        for path in (protected, outside):
-            with open(path, "w"):
-                pass
+    """A verdict, True when `confine` really turns writes into EROFS here (`confines`, in a
+    child of a spawned interpreter)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return run_checks([check(scratch)])[0]
 
-        def confines() -> bool:
-            confine([writable], [protected])
-            refused = 0
-            for attempt in (lambda: os.truncate(protected, 0), lambda: os.chmod(outside, 0o600)):
-                try:
-                    attempt()
-                except OSError as exc:
-                    refused += exc.errno == errno.EROFS
-            with open(os.path.join(writable, "new"), "w"):
-                pass
-            return refused == 2
 
-        return in_child(confines)
+def check(scratch: str) -> Check:
+    """The check behind `works`, on files it makes in `scratch` (an existing directory
+    the caller removes afterwards)."""
+    writable = os.path.join(scratch, "writable")
+    protected = os.path.join(writable, "protected")
+    outside = os.path.join(scratch, "outside")
+    os.mkdir(writable)
+    for path in (protected, outside):
+        with open(path, "w"):
+            pass
+    return Check(__name__, confines.__name__, (writable, protected, outside))
+
+
+def confines(writable: str, protected: str, outside: str) -> bool:
+    """Confine to `writable` with `protected` bound read-only: True when changing the mode
+    of `outside` and truncating `protected` fail with EROFS while a file inside `writable`
+    can still be written. Irreversible: only for a child of its own."""
+    confine([writable], [protected])
+    refused = 0
+    for attempt in (lambda: os.truncate(protected, 0), lambda: os.chmod(outside, 0o600)):
+        try:
+            attempt()
+        except OSError as exc:
+            refused += exc.errno == errno.EROFS
+    with open(os.path.join(writable, "new"), "w"):
+        pass
+    return refused == 2
 
 
 def _enter() -> None:

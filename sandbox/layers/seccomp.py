@@ -28,10 +28,10 @@ import functools
 import socket
 import struct
 
+from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._syscall import (
     Arch,
     Verdict,
-    in_child,
     prctl,
     require_arch,
     set_no_new_privs,
@@ -118,15 +118,22 @@ def deny_network() -> None:
 
 
 def works() -> Verdict:
-    """Whether `deny_network` really refuses a UDP socket here, checked in a forked child
-    (a verdict that is True when it does, else says why not)."""
+    """Whether `deny_network` really refuses a UDP socket here (`denies_socket`, in a child
+    of a spawned interpreter): a verdict that is True when it does, else says why not."""
+    return run_checks([check()])[0]
 
-    def denies_socket() -> bool:
-        deny_network()
-        try:
-            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
-        except PermissionError:
-            return True
-        return False
 
-    return in_child(denies_socket)
+def check() -> Check:
+    """The check behind `works`, for `sandbox.layers._checks.run_checks`."""
+    return Check(__name__, denies_socket.__name__)
+
+
+def denies_socket() -> bool:
+    """Apply `deny_network`, then try a UDP socket: True when refused. Irreversible: only
+    for a child of its own."""
+    deny_network()
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
+    except PermissionError:
+        return True
+    return False

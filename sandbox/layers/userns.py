@@ -26,7 +26,8 @@ import errno
 import os
 import resource
 
-from sandbox.layers._syscall import Verdict, in_child, libc
+from sandbox.layers._checks import Check, run_checks
+from sandbox.layers._syscall import Verdict, libc
 
 CLONE_NEWUSER = 0x10000000
 
@@ -61,35 +62,41 @@ def cap_processes(max_processes: int) -> None:
 
 
 def works() -> Verdict:
-    """A verdict, True when `cap_processes` caps a tree here (forked child, a few
-    milliseconds): with a cap of 2, the child's first fork succeeds although this process
-    (outside the new namespace, same uid) is running, so the count is per namespace; its
-    second fork, while the first child lives, fails with EAGAIN, so the cap binds this
-    caller (it does not bind root)."""
+    """A verdict, True when `cap_processes` caps a tree here (`caps_a_tree`, in a child of
+    a spawned interpreter, a few milliseconds)."""
+    return run_checks([check()])[0]
 
-    def caps() -> bool:
-        cap_processes(2)
-        read_end, write_end = os.pipe()
-        first = os.fork()
-        if first == 0:
-            os.close(write_end)
-            os.read(read_end, 1)  # lives until the parent is done
-            os._exit(0)
-        try:
-            second: int | None = os.fork()
-        except BlockingIOError:
-            second = None
-        if second == 0:
-            os._exit(0)
+
+def check() -> Check:
+    """The check behind `works`, for `sandbox.layers._checks.run_checks`."""
+    return Check(__name__, caps_a_tree.__name__)
+
+
+def caps_a_tree() -> bool:
+    """With a cap of 2, this process's first fork succeeds although its parent (outside
+    the new namespace, same uid) is running, so the count is per namespace; its second
+    fork, while the first child lives, fails with EAGAIN, so the cap binds this caller (it
+    does not bind root). Irreversible: only for a child of its own."""
+    cap_processes(2)
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
         os.close(write_end)
-        os.close(read_end)
-        os.waitpid(first, 0)
-        if second is None:
-            return True
-        os.waitpid(second, 0)
-        return False
-
-    return in_child(caps)
+        os.read(read_end, 1)  # lives until the parent is done
+        os._exit(0)
+    try:
+        second: int | None = os.fork()
+    except BlockingIOError:
+        second = None
+    if second == 0:
+        os._exit(0)
+    os.close(write_end)
+    os.close(read_end)
+    os.waitpid(first, 0)
+    if second is None:
+        return True
+    os.waitpid(second, 0)
+    return False
 
 
 def _write(path: str, text: str) -> None:

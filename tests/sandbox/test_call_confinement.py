@@ -339,7 +339,7 @@ async def test_without_a_mount_namespace_calls_get_no_write_confinement(
     new_box: NewBox, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A host where neither root nor user namespaces allow a mount namespace.
-    monkeypatch.setattr(mountns, "works", lambda: Verdict(False, "EPERM from the test"))
+    monkeypatch.setattr(mountns, "check", lambda scratch: Verdict(False, "EPERM from the test"))
     box = new_box(writable=[str(workspace)], host_exec_paths=(), best_effort=["network_off"])
     if not landlock.works():
         pytest.skip("Landlock does not work here")

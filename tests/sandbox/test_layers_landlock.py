@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from sandbox.layers import landlock
 from sandbox.layers._confinement import Confinement
-from sandbox.layers._syscall import in_child
-from sandbox.spawn._forking import fork_in_threaded_process
+from sandbox.layers._syscall import Verdict
+from tests.sandbox._layer_checks import in_fork
 
 _ABI = landlock.abi_version()
 needs_landlock = pytest.mark.skipif(_ABI < 1, reason="Landlock is absent or disabled here")
@@ -130,20 +130,14 @@ def test_planned_rules_never_grant_reading_a_denied_path(
 
 
 def test_apply_refuses_relative_paths() -> None:
-    def attempt() -> None:
-        landlock.apply(Confinement(writable=("relative/dir",)))
-
-    pid = fork_in_threaded_process()
-    if pid == 0:
-        code = 1
+    def attempt() -> bool:
         try:
-            attempt()
+            landlock.apply(Confinement(writable=("relative/dir",)))
         except OSError as exc:
-            code = 0 if exc.errno == errno.EINVAL else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+            return exc.errno == errno.EINVAL
+        return False
+
+    assert in_fork(attempt) == Verdict(True)
 
 
 # A fixed tree; the property draws which of its nodes are writable and which denied.
@@ -216,4 +210,5 @@ def test_kernel_accepts_every_planned_ruleset(
         landlock.apply(confinement)
         return True
 
-    assert in_child(confine)
+    verdict = in_fork(confine)
+    assert verdict, verdict

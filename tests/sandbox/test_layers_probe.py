@@ -6,15 +6,29 @@ import os
 import signal
 import socket
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sandbox import Sandbox, SandboxUnavailable, layers
-from sandbox.layers import HOST_EXEC_PROTECTION, bwrap, cgroup, landlock, mountns, seccomp, userns
+from sandbox.layers import (
+    HOST_EXEC_PROTECTION,
+    _checks,
+    bwrap,
+    cgroup,
+    landlock,
+    mountns,
+    seccomp,
+    userns,
+)
+from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._plan import why_missing
-from sandbox.layers._syscall import Verdict, host_arch, in_child
+from sandbox.layers._syscall import Verdict, host_arch
+from tests.sandbox._layer_checks import ROOT
+
+_CHECKS = "tests.sandbox._layer_checks"
 
 
 @pytest.fixture(scope="module")
@@ -88,51 +102,97 @@ def test_missing_names_the_mechanism_and_the_fix(protection: str, names: tuple[s
     assert "\n" not in message
 
 
-def _raises() -> bool:
-    raise PermissionError(13, "refused by the test")
-
-
-def _answers_no() -> bool:
-    return False
-
-
-def _dies() -> bool:
-    os.kill(os.getpid(), signal.SIGKILL)
-    return True
+@pytest.fixture(params=["one thread", "threaded"])
+def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The test process as the checks find it: alone (they fork it), or running another
+    thread (they run in a spawned interpreter)."""
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    if request.param == "one thread":
+        # Idle threads earlier tests left (anyio's workers) hold no lock these checks need.
+        monkeypatch.setattr(_checks, "_threads", lambda: 1)
+    else:
+        other.start()
+    try:
+        yield request.param
+    finally:
+        release.set()
+        if other.is_alive():
+            other.join()
 
 
 @pytest.mark.parametrize(
-    ("check", "expected"),
+    ("function", "expected"),
     [
-        (lambda: True, Verdict(True, "")),
-        (_raises, Verdict(False, "PermissionError(13, 'refused by the test')")),
-        (_answers_no, Verdict(False, "the check ran but the layer's effect was not seen")),
-        (_dies, Verdict(False, f"the check's child was killed by signal {signal.SIGKILL}")),
+        ("holds", Verdict(True, "")),
+        ("raises", Verdict(False, "PermissionError(13, 'refused by the test')")),
+        ("answers_no", Verdict(False, "the check ran but the layer's effect was not seen")),
+        ("dies", Verdict(False, f"the check's child was killed by signal {signal.SIGKILL}")),
     ],
     ids=["held", "raised", "answered-no", "killed"],
 )
-def test_a_check_that_does_not_hold_says_why(check: Any, expected: Verdict) -> None:
-    verdict = in_child(check)
-    assert verdict == expected
-    assert bool(verdict) is expected.held
+def test_a_check_that_does_not_hold_says_why(
+    threads: str, function: str, expected: Verdict
+) -> None:
+    verdict = run_checks([Check(_CHECKS, function)], path=[ROOT])
+    assert verdict == [expected]
+    assert bool(verdict[0]) is expected.held
 
 
-def test_a_process_the_check_leaves_running_does_not_hold_up_the_verdict() -> None:
+def test_checks_run_together_in_order_and_known_verdicts_pass_through(threads: str) -> None:
+    known = Verdict(False, "known without a check")
+    checks = [Check(_CHECKS, "dies"), known, Check(_CHECKS, "holds"), Check(_CHECKS, "raises")]
+    assert run_checks(checks, path=[ROOT]) == [
+        Verdict(False, f"the check's child was killed by signal {signal.SIGKILL}"),
+        known,
+        Verdict(True, ""),
+        Verdict(False, "PermissionError(13, 'refused by the test')"),
+    ]
+
+
+def test_a_process_the_check_leaves_running_does_not_hold_up_the_verdict(
+    threads: str, tmp_path: Path
+) -> None:
     # The straggler keeps the verdict pipe's write end open until the test lets it go.
-    release_read, release_write = os.pipe()
-
-    def leaves_a_process() -> bool:
-        if os.fork() == 0:
-            os.close(release_write)
-            os.read(release_read, 1)
-            os._exit(0)
-        raise RuntimeError("left one behind")
-
+    release = tmp_path / "release"
+    os.mkfifo(release)
+    check = Check(_CHECKS, "leaves_a_process", (str(release),))
     try:
-        assert in_child(leaves_a_process) == Verdict(False, "RuntimeError('left one behind')")
+        assert run_checks([check], path=[ROOT]) == [
+            Verdict(False, "RuntimeError('left one behind')")
+        ]
     finally:
-        os.close(release_write)
-        os.close(release_read)
+        # Blocks until the straggler opened the FIFO; closing it lets the straggler go.
+        with open(release, "wb"):
+            pass
+
+
+def test_a_sandbox_made_in_a_threaded_process_forks_nothing_from_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        unpatched = Sandbox()
+        try:
+            expected = (unpatched.capabilities, unpatched.call_capabilities)
+        finally:
+            unpatched.close()
+
+        def no_fork() -> int:
+            raise AssertionError("os.fork called in the threaded test process")
+
+        monkeypatch.setattr(os, "fork", no_fork)
+        box = Sandbox()
+        try:
+            assert (box.capabilities, box.call_capabilities) == expected
+        finally:
+            box.close()
+    finally:
+        release.set()
+        other.join()
+    assert expected[1], "no layer held for calls here: the probes were not exercised"
 
 
 @pytest.mark.anyio
@@ -145,11 +205,10 @@ async def test_a_refusal_for_calls_names_what_the_layer_s_check_met(
     if not landlock.works():
         pytest.skip("without Landlock no mount namespace is checked for calls")
 
-    def refused(writable: Any, read_only: Any) -> None:
-        raise PermissionError(1, "mount /: refused by the test")
+    def refused(scratch: str) -> Check:
+        return Check("sandbox.layers.userns", "cap_processes", (0,))
 
-    monkeypatch.setattr(mountns, "confine", refused)
-    assert mountns.works() == Verdict(False, "PermissionError(1, 'mount /: refused by the test')")
+    monkeypatch.setattr(mountns, "check", refused)
     box = Sandbox(writable=[str(tmp_path)])
     try:
         with pytest.raises(SandboxUnavailable) as raised:
@@ -159,6 +218,6 @@ async def test_a_refusal_for_calls_names_what_the_layer_s_check_met(
     assert raised.value.protection == HOST_EXEC_PROTECTION
     assert raised.value.fix == (
         f"{why_missing(HOST_EXEC_PROTECTION, 'calls')} (the mount namespace check failed here: "
-        "PermissionError(1, 'mount /: refused by the test')); to run without it, pass "
+        "OSError(22, 'max_processes must be at least 1, got 0')); to run without it, pass "
         "best_effort=True (or best_effort=['host_exec_protection']) or host_exec_paths=()"
     )
