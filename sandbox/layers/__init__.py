@@ -53,8 +53,9 @@ _MISSING = {
 def check_all() -> dict[str, Verdict]:
     """The verdict of every check `probe` and a sandbox's plan need, keyed `LANDLOCK`
     (denies a write), `SIGNAL_SCOPING` (Landlock's), `MOUNT_NAMESPACE`, `SECCOMP` and
-    `USER_NAMESPACE_NPROC`: all run in one spawned interpreter, each in a child of its own
-    there, so nothing is forked from this (possibly threaded) process.
+    `USER_NAMESPACE_NPROC`: all at once, each in a child of its own (`run_checks`), forked
+    from this process only while it runs no other thread, else from one spawned
+    interpreter.
 
     Raises:
         OSError: the interpreter could not run the checks (says nothing of the layers).

@@ -66,8 +66,7 @@ class LayerPlan:
 
 def plan_layers() -> LayerPlan:
     """Probe every layer for real (tens of milliseconds; keep the result): the checks that
-    apply a layer all run in one spawned interpreter (`check_all`), none in a fork of
-    this process."""
+    apply a layer run together (`check_all`), never in a fork of a threaded process."""
     verdicts = check_all()
     commands = probe(verdicts)
     calls: dict[str, str] = {}
