@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import secrets
 import time
 
 import pytest
@@ -36,3 +37,12 @@ def clock_moved_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
     ahead = _fingerprint.RACY_NS * 2
     monkeypatch.setattr(_fingerprint, "time_ns", lambda: time.time_ns() + ahead)
+
+
+@pytest.fixture
+def marker(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A random value in the environment of every process the test starts, so that
+    ``tests._processes.survivors(marker)`` finds what the test left running."""
+    value = secrets.token_hex(12)
+    monkeypatch.setenv("WT_TEST_MARKER", value)
+    return f"WT_TEST_MARKER={value}"

@@ -4,7 +4,6 @@ local_shell, each checked against the SDK's own types."""
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,6 @@ from workspace_tools.adapters.openai_shell import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture

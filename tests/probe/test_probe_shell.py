@@ -4,7 +4,6 @@ ends when it ends, in the same shell, and the next command's output is captured 
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.anyio
 #: Seconds a command may take: far above what any of these needs, far below the 60 s the
 #: test waits, so a command that hides its trailer shows up as a timeout, not a hang.
 TIMEOUT = 20
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ model may send (NUL bytes, a 100 KB id)."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,13 +15,6 @@ from tests._processes import survivors
 from workspace_tools import ErrorCode, ShellSession, invoke_tool, shell_tools, workspace_tools
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture

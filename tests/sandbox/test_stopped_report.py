@@ -28,13 +28,6 @@ def _until_running(program: str) -> str:
     return f'until [ "$(cat /proc/$!/comm 2>/dev/null)" = {program} ]; do :; done'
 
 
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
-
-
 def _box(new_box: NewBox, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
     allow = ("PATH", "WT_TEST_MARKER")
     if mode == "plain":

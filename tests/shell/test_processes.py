@@ -4,7 +4,6 @@ bounded in memory; nothing left once stopped or once the session ends."""
 from __future__ import annotations
 
 import resource
-import secrets
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -20,13 +19,6 @@ from tests._waiting import wait_until
 from workspace_tools import ErrorCode, ShellSession, invoke_tool, shell_tools
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture

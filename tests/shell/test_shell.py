@@ -4,7 +4,6 @@ timeouts and restarts leave a working shell, and nothing outlives the session.""
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,14 +21,6 @@ from workspace_tools.shell import PersistentShell, make_area, remove_area
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A random value in the environment of every process the test starts."""
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture

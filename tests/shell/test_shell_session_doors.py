@@ -4,7 +4,6 @@ pydantic-ai too."""
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,6 @@ from workspace_tools import Policy, PolicyRule, ShellSession, ToolSession
 from workspace_tools.adapters.mcp import create_server
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 async def test_over_mcp_with_a_policy(tmp_path: Path, marker: str) -> None:

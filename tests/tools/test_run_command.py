@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import resource
-import secrets
 from pathlib import Path
 
 import anyio
@@ -17,14 +16,6 @@ from workspace_tools import ErrorCode, ToolUpdate, invoke_tool
 from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def marker(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A random value in the environment every command of the test inherits."""
-    value = secrets.token_hex(12)
-    monkeypatch.setenv("WT_TEST_MARKER", value)
-    return f"WT_TEST_MARKER={value}"
 
 
 @pytest.fixture
