@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,7 +33,8 @@ def test_ctrl_c_cancels_the_call_stops_its_command_and_raises(tmp_path: Path) ->
     started = tmp_path / "started"
     script = textwrap.dedent(
         f"""
-        import sys
+        import faulthandler, signal, sys
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's report of a hang
         sys.path.insert(0, {str(REPO)!r})
         from workspace_tools import invoke_tool_sync, workspace_tools
         tools = {{t.name: t for t in workspace_tools({str(tmp_path)!r})}}
@@ -46,19 +48,44 @@ def test_ctrl_c_cancels_the_call_stops_its_command_and_raises(tmp_path: Path) ->
     )
     env = {**os.environ, marker: "1"}
     child = subprocess.Popen(
-        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         seen = poll(started.exists, bool)
         assert seen, "the command never started"
         child.send_signal(signal.SIGINT)
-        out, _ = child.communicate(timeout=30)
+        try:
+            out, err = child.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit 30 s after SIGINT:\n{_hang_report(child)}")
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert (out, child.returncode) == ("interrupted\n", 0)
+    assert (out, child.returncode) == ("interrupted\n", 0), err
     assert survivors(marker) == []
+
+
+def _hang_report(child: subprocess.Popen[str]) -> str:
+    """What a child that did not exit was doing: its signal state and each thread's
+    kernel wait (/proc), then its Python stacks (faulthandler, on SIGUSR1); kills it."""
+    lines = []
+    with contextlib.suppress(OSError):
+        status = Path(f"/proc/{child.pid}/status").read_text().splitlines()
+        lines += [line for line in status if line.startswith(("Sig", "ShdPnd", "State"))]
+        for task in os.listdir(f"/proc/{child.pid}/task"):
+            wchan = Path(f"/proc/{child.pid}/task/{task}/wchan").read_text()
+            lines.append(f"thread {task}: {wchan}")
+    child.send_signal(signal.SIGUSR1)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=2)
+    child.kill()
+    out, err = child.communicate()
+    return "\n".join([*lines, f"stdout: {out!r}", err])
 
 
 def test_tasks_the_call_left_are_cancelled_before_it_returns() -> None:
