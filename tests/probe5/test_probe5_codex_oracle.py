@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
-from typing import Any
 
 import codex_apply_patch
 import pytest
@@ -275,9 +274,9 @@ REJECTED_BY_BOTH = {
 
 @pytest.mark.parametrize("patch", REJECTED_BY_BOTH.values(), ids=REJECTED_BY_BOTH.keys())
 def test_patches_codexs_parser_rejects_we_reject(patch: str) -> None:
-    with pytest.raises(ValueError, match="^invalid (patch|hunk)"):
+    with pytest.raises(ValueError, match=r"^invalid (patch|hunk)"):
         codex_apply_patch.parse_patch(patch)
-    with pytest.raises(PatchSyntaxError, match="^invalid patch: "):
+    with pytest.raises(PatchSyntaxError, match=r"^invalid patch: "):
         parse_patch(patch)
 
 
@@ -305,7 +304,7 @@ ACCEPTED_HERE = {
 def test_patches_codexs_parser_rejects_we_accept_where_the_readme_says(
     patch: str, readme: str
 ) -> None:
-    with pytest.raises(ValueError, match="^invalid (patch|hunk)"):
+    with pytest.raises(ValueError, match=r"^invalid (patch|hunk)"):
         codex_apply_patch.parse_patch(patch)
     assert parse_patch(patch)
     said_in_readme(readme)

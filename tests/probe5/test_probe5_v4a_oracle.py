@@ -9,7 +9,6 @@ that says we differ."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import count
