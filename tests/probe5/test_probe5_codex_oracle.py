@@ -8,6 +8,7 @@ lists the leniency."""
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
@@ -308,3 +309,37 @@ def test_patches_codexs_parser_rejects_we_accept_where_the_readme_says(
         codex_apply_patch.parse_patch(patch)
     assert parse_patch(patch)
     said_in_readme(readme)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operations=patches())
+def test_the_diffs_we_report_are_what_git_apply_needs_to_make_the_same_tree(
+    roots: Roots, operations: list[Operation]
+) -> None:
+    before = {op.path: op.edit.data for op in operations if op.edit is not None}
+    here = roots.root / f"g{next(roots.names)}"
+    write_tree(here / "ours", before)
+    write_tree(here / "git", before)
+    tool = tools(here / "ours")["apply_patch"]
+    result = call(tool, patch=envelope(operations))
+    if result.error is not None:
+        return  # refusals are the test above's
+    diff = "".join(entry.diff for entry in result.details.files)
+    subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", "-"],
+        input=diff.encode(),
+        cwd=here / "git",
+        check=True,
+        capture_output=True,
+    )
+    assert read_tree(here / "git") == read_tree(here / "ours") == truth(operations), diff
+
+
+def write_tree(root: Path, tree: Tree) -> None:
+    for rel, data in tree.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
