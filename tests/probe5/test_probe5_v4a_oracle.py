@@ -268,3 +268,44 @@ def test_create_file_ends_its_last_line_where_the_sdk_leaves_it_open(
 def test_encodings_the_sdk_cannot_read_are_kept(files: Files, data: bytes, encoded: bytes) -> None:
     ours, output = files.update(data, "@@\n-b\n+B\n")
     assert (ours, output["status"]) == (encoded, "completed"), output
+
+
+CLASSES = (
+    b"class A:\n    def f(self):\n        x = 1\n\nclass B:\n    def f(self):\n        x = 1\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("diff", "expected"),
+    [
+        (
+            "@@ class A:\n@@     def f(self):\n-        x = 1\n+        x = 2\n",
+            CLASSES.replace(b"x = 1", b"x = 2", 1),
+        ),
+        (
+            "@@ class B:\n@@     def f(self):\n-        x = 1\n+        x = 2\n",
+            CLASSES[:-2] + b"2\n",
+        ),
+        (
+            "@@ class A:\n@@ def f(self):\n-        x = 1\n+        x = 2\n",
+            CLASSES.replace(b"x = 1", b"x = 2", 1),
+        ),
+    ],
+)
+def test_stacked_anchors_name_the_method_inside_the_class_the_first_one_names(
+    files: Files, diff: str, expected: bytes
+) -> None:
+    # The SDK takes the first `def f` after `class A:`; so do we, because it is the one in
+    # the block `class A:` opens (the one in B is not), not because it comes first.
+    assert theirs(CLASSES, diff) == expected
+    ours, output = files.update(CLASSES, diff)
+    assert (ours, output["status"]) == (expected, "completed"), output
+    said_in_readme("stack a `@@ class` line above it")
+
+
+def test_a_repeated_end_patch_after_the_diff_is_read_as_the_sdk_reads_it(files: Files) -> None:
+    diff = "@@\n a\n-b\n+c\n*** End Patch\n"
+    assert theirs(b"a\nb\n", diff) == b"a\nc\n"
+    ours, output = files.update(b"a\nb\n", diff)
+    assert (ours, output["status"]) == (b"a\nc\n", "completed"), output
+    said_in_readme("`*** End Patch` repeated")
