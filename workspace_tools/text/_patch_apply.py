@@ -586,8 +586,11 @@ def _anchor_hits(
     lines: _Lines, anchors: tuple[str, ...], cursor: Position, where: str
 ) -> list[Position] | _Failure:
     """The lines where the last anchor occurs after the ones before it, or the
-    ``NO_MATCH`` of the first anchor not found."""
+    ``NO_MATCH`` of the first anchor not found. A stacked anchor's occurrences inside the
+    block the one above it opens are taken when there are any (``@@ class A`` then ``@@
+    def f`` names A's ``f``, not a later class's)."""
     low = cursor
+    above: list[Position] = []
     for k, anchor in enumerate(anchors):
         last = k == len(anchors) - 1
         for level, (_, normalise) in enumerate(LEVELS):
@@ -597,8 +600,11 @@ def _anchor_hits(
                 break
         else:
             return partial(_anchor_missing, lines, anchor, cursor[0], where)
+        if above:
+            hits = _enclosed(lines, above, hits) or hits
         if last:
             return hits
+        above = hits[:1]
         low = _next_line(lines, hits[0])
     return []  # no anchors: the caller does not ask
 

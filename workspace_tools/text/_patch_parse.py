@@ -18,7 +18,8 @@ Leniency, each for a way models are known to send patches: CRLF line breaks in t
 are read as LF; a whole-patch heredoc wrapper (``<<'EOF'`` … ``EOF``, with or without a
 leading command such as ``apply_patch``) is removed; an empty line inside a chunk is an
 empty context line; blank lines around the envelope and between operations are skipped;
-the envelope's markers and the operation headers may be padded with spaces.
+the envelope's markers and the operation headers may be padded with spaces; the end marker
+may be repeated (an ``update_file`` diff that ends with its own ``*** End Patch``).
 Errors are :class:`PatchSyntaxError` naming the patch's line number and what was expected.
 """
 
@@ -139,6 +140,8 @@ def parse_patch(text: str) -> list[FileOp]:
         raise PatchSyntaxError(f"invalid patch: the first line of the patch must be '{BEGIN}'")
     if end - 1 == start or lines[end - 1].strip() != END:
         raise PatchSyntaxError(f"invalid patch: the last line of the patch must be '{END}'")
+    while end - 2 > start and lines[end - 2].strip() == END:
+        end -= 1  # the end marker repeated (a V4A diff that ends with its own)
     ops: list[FileOp] = []
     i = start + 1
     stop = end - 1
