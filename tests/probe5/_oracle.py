@@ -38,13 +38,13 @@ def check_refusal(edit: Edit, output: str) -> None:
         return
     if UNPLACED in output:
         number = int(re.search(r"chunk (\d+)", output).group(1))  # type: ignore[union-attr]
-        anchor, body, eof = body_of[number - 1]
+        anchor, body, eof, _ = body_of[number - 1]
         assert anchor is None and not old_lines(body) and not eof, output
         said_in_readme("without one (and without `*** End of File`) it is refused")
         return
     repeated = ANCHOR_REPEATED.search(output)
     if repeated:
-        anchor, body, _ = body_of[int(repeated.group(1)) - 1]
+        anchor, body, _, _ = body_of[int(repeated.group(1)) - 1]
         assert anchor is not None and not old_lines(body), output
         assert len(occurrences(edit.lines, [anchor])) >= 2, output
         said_in_readme("A chunk of only `+` lines goes right after its `@@` line, which must")

@@ -54,6 +54,7 @@ class Edit:
     context: int
     anchors: tuple[bool, ...]
     end_of_file: bool
+    stacked: bool = False
 
     @property
     def data(self) -> bytes:
@@ -81,12 +82,16 @@ def join(lines: tuple[str, ...], newline: str, final_newline: bool) -> str:
     return newline.join(lines) + (newline if final_newline else "")
 
 
-def chunks(edit: Edit) -> list[tuple[str | None, list[tuple[str, str]], bool]]:
-    """The chunks a model writes for ``edit``: ``(anchor, lines, end_of_file)`` with the
-    anchor ``None`` for a bare ``@@``, ``lines`` as ``(kind, text)``. Regions closer than
-    twice the context are one chunk, the lines between them context, as ``diff -u`` groups
-    hunks; an anchor names the line just above a chunk's first line when there is one
-    after the previous chunk."""
+Chunk = tuple[str | None, list[tuple[str, str]], bool, str | None]
+
+
+def chunks(edit: Edit) -> list[Chunk]:
+    """The chunks a model writes for ``edit``: ``(anchor, lines, end_of_file, outer)`` with
+    the anchor ``None`` for a bare ``@@``, ``lines`` as ``(kind, text)``. Regions closer
+    than twice the context are one chunk, the lines between them context, as ``diff -u``
+    groups hunks; an anchor names the line just above a chunk's first line when there is
+    one after the previous chunk; with ``edit.stacked``, ``outer`` names the nearest line
+    above that one indented less (its enclosing block, stacked above it)."""
     groups: list[list[Region]] = []
     for region in edit.regions:
         if groups and region.start - groups[-1][-1].end <= 2 * edit.context:
@@ -112,7 +117,18 @@ def chunks(edit: Edit) -> list[tuple[str | None, list[tuple[str, str]], bool]]:
         if wants_anchor and begin - 1 >= previous_end and edit.lines[begin - 1].strip():
             anchor = edit.lines[begin - 1]
         eof = edit.end_of_file and stop == len(edit.lines) and number == len(groups) - 1
-        out.append((anchor, body, eof))
+        outer = None
+        if anchor is not None and edit.stacked:
+            depth = len(anchor) - len(anchor.lstrip())
+            outer = next(
+                (
+                    line
+                    for line in reversed(edit.lines[previous_end : begin - 1])
+                    if line.strip() and len(line) - len(line.lstrip()) < depth
+                ),
+                None,
+            )
+        out.append((anchor, body, eof, outer))
         previous_end = stop
     return out
 
@@ -120,7 +136,9 @@ def chunks(edit: Edit) -> list[tuple[str | None, list[tuple[str, str]], bool]]:
 def v4a(edit: Edit) -> str:
     """The V4A diff of ``edit``: each chunk opened by an ``@@`` line (the first one too)."""
     text = []
-    for anchor, body, eof in chunks(edit):
+    for anchor, body, eof, outer in chunks(edit):
+        if outer is not None:
+            text.append(f"@@ {outer}")
         text.append("@@" if anchor is None else f"@@ {anchor}")
         text += [kind + line for kind, line in body]
         if eof:
@@ -173,4 +191,5 @@ def edits(draw: st.DrawFn, *, crlf: bool = True, max_lines: int = 12) -> Edit:
         context=draw(st.integers(0, 3)),
         anchors=tuple(draw(st.lists(st.booleans(), min_size=1, max_size=3))),
         end_of_file=draw(st.booleans()),
+        stacked=draw(st.booleans()),
     )

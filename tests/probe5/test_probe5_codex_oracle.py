@@ -131,7 +131,7 @@ def envelope(operations: list[Operation]) -> str:
             text.append(f"*** Update File: {op.path}")
             if op.kind == "move":
                 text.append(f"*** Move to: moved/{op.path}")
-            for number, (anchor, body, eof) in enumerate(chunks(op.edit)):
+            for number, (anchor, body, eof, _) in enumerate(chunks(op.edit)):
                 if not (number == 0 and anchor is None and op.omit_first_at):
                     text.append("@@" if anchor is None else f"@@ {anchor}")
                 text += [kind + line for kind, line in body]
@@ -157,6 +157,7 @@ def patches(draw: st.DrawFn) -> list[Operation]:
             edit.context,
             edit.anchors,
             edit.end_of_file,
+            stacked=False,  # the port's parser takes one @@ line a chunk
         )
         kind = draw(st.sampled_from(["update", "update", "move", "delete"]))
         operations.append(

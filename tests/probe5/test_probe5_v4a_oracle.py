@@ -309,3 +309,68 @@ def test_a_repeated_end_patch_after_the_diff_is_read_as_the_sdk_reads_it(files: 
     ours, output = files.update(b"a\nb\n", diff)
     assert (ours, output["status"]) == (b"a\nc\n", "completed"), output
     said_in_readme("`*** End Patch` repeated")
+
+
+@st.composite
+def classes(draw: st.DrawFn) -> tuple[list[str], int, int, int, int]:
+    """A module of classes whose methods share names (``class C0`` … each with methods
+    drawn from ``f``, ``g``, ``h``, bodies of repeated lines), and the line to change: its
+    class, its method and its index, and the context lines around it."""
+    lines: list[str] = []
+    places = []
+    for c in range(draw(st.integers(1, 3))):
+        class_line = len(lines)
+        lines.append(f"class C{c}:")
+        for name in draw(st.lists(st.sampled_from("fgh"), min_size=1, max_size=3, unique=True)):
+            method_line = len(lines)
+            lines.append(f"    def {name}(self):")
+            for _ in range(draw(st.integers(1, 3))):
+                places.append((class_line, method_line, len(lines)))
+                lines.append("        " + draw(st.sampled_from(["x = 1", "return x", "pass"])))
+        lines.append("")
+    class_line, method_line, target = draw(st.sampled_from(places))
+    return lines, class_line, method_line, target, draw(st.integers(0, 2))
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(module=classes())
+def test_stacked_class_and_method_lines_place_a_change_as_the_sdk_does(
+    files: Files, module: tuple[list[str], int, int, int, int]
+) -> None:
+    lines, class_line, method_line, target, context = module
+    before = lines[max(method_line + 1, target - context) : target]
+    after = []
+    for line in lines[target + 1 : target + 1 + context]:
+        if not line.startswith("        "):
+            break  # the context stays inside the method
+        after.append(line)
+    diff = "\n".join(
+        [f"@@ {lines[class_line]}", f"@@ {lines[method_line]}"]
+        + [" " + line for line in before]
+        + ["-" + lines[target], "+        changed = True"]
+        + [" " + line for line in after]
+    )
+    data = ("\n".join(lines) + "\n").encode()
+    expected = (
+        "\n".join([*lines[:target], "        changed = True", *lines[target + 1 :]]) + "\n"
+    ).encode()
+    ours, output = files.update(data, diff + "\n")
+    if output["status"] == "completed":
+        assert ours == expected == theirs(data, diff), diff
+        return
+    # Refused only when the lines occur twice inside that method: then neither is named.
+    body_end = next(
+        (i for i in range(method_line + 1, len(lines)) if not lines[i].startswith("        ")),
+        len(lines),
+    )
+    wanted = [*before, lines[target], *after]
+    inside = [
+        i
+        for i in range(method_line + 1, body_end - len(wanted) + 1)
+        if lines[i : i + len(wanted)] == wanted
+    ]
+    assert len(inside) >= 2 and "matches" in output["output"], (diff, output["output"])
