@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import codex_apply_patch
 import pytest
 from agents.apply_diff import apply_diff
 from hypothesis import HealthCheck, given, settings
@@ -374,3 +375,42 @@ def test_stacked_class_and_method_lines_place_a_change_as_the_sdk_does(
         if lines[i : i + len(wanted)] == wanted
     ]
     assert len(inside) >= 2 and "matches" in output["output"], (diff, output["output"])
+
+
+@pytest.mark.parametrize(
+    ("data", "diff", "expected"),
+    [
+        (b"a\nb\n", "@@\n-b\n+c\n\n", b"a\nc\n"),
+        (b"a\nb\n", "@@\n a\n-b\n+c\n \n", b"a\nc\n"),
+        (b"a\nb\n", "@@\n b\n+c\n \n*** End of File\n", b"a\nb\nc\n"),
+        (b"a\n", "@@\n+x\n \n", b"a\nx\n"),
+    ],
+)
+def test_a_blank_context_line_after_the_files_last_line_stands_for_its_end(
+    files: Files, data: bytes, diff: str, expected: bytes
+) -> None:
+    # A diff ending with a blank line (or a ' ' line) past the file's last line: the SDK
+    # matches it with the end of the text, Codex's engine drops it and retries.
+    assert codex_update(data, diff) == expected
+    if not diff.endswith("*** End of File\n"):
+        assert theirs(data, diff) == expected
+    ours, output = files.update(data, diff)
+    assert (ours, output["status"]) == (expected, "completed"), output
+    said_in_readme("blank context lines after the file's last line")
+
+
+def test_a_blank_context_line_that_is_not_at_the_end_still_has_to_match(files: Files) -> None:
+    data, diff = b"a\nb\nc\n", "@@\n a\n-b\n+B\n \n"
+    assert isinstance(theirs(data, diff), str)
+    ours, output = files.update(data, diff)
+    assert (ours, output["status"]) == (data, "failed"), output
+
+
+def codex_update(data: bytes, diff: str) -> bytes | None:
+    """Codex's engine (the codex-apply-patch port) on one file's update."""
+    patch = f"*** Begin Patch\n*** Update File: f.txt\n{diff}*** End Patch\n"
+    try:
+        files = codex_apply_patch.apply_patch_in_memory(patch, {"f.txt": data.decode()}).files
+    except RuntimeError:
+        return None
+    return files["f.txt"].encode()
