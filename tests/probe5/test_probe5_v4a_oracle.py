@@ -383,7 +383,6 @@ def test_stacked_class_and_method_lines_place_a_change_as_the_sdk_does(
         (b"a\nb\n", "@@\n-b\n+c\n\n", b"a\nc\n"),
         (b"a\nb\n", "@@\n a\n-b\n+c\n \n", b"a\nc\n"),
         (b"a\nb\n", "@@\n b\n+c\n \n*** End of File\n", b"a\nb\nc\n"),
-        (b"a\n", "@@\n+x\n \n", b"a\nx\n"),
     ],
 )
 def test_a_blank_context_line_after_the_files_last_line_stands_for_its_end(

@@ -43,7 +43,7 @@ import difflib
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate
 
@@ -281,8 +281,10 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
     spans: list[tuple[int, int, int, int]] = []
     offsets: list[tuple[int, int]] = []
     pieces: list[tuple[int, int]] = []
-    for number, chunk in enumerate(chunks, 1):
-        start, start_at, level = _locate(lines, chunk, (cursor, cursor_at), number, path)
+    for number, given in enumerate(chunks, 1):
+        chunk, start, start_at, level = _locate_chunk(
+            lines, given, (cursor, cursor_at), number, path
+        )
         loosest = max(loosest, level)
         # Lines added after a last line without a break give that line one: it changes
         # too, so it is a piece of its own, in the chunk's span.
@@ -425,6 +427,29 @@ Position = tuple[int, int]
 
 _END = sys.maxsize
 """The end of a scope that runs to the end of the file."""
+
+
+def _locate_chunk(
+    lines: _Lines, chunk: Chunk, cursor: Position, number: int, path: str
+) -> tuple[Chunk, int, int, int]:
+    """``chunk`` (or what stands for it) and where it goes, as :func:`_locate`. A chunk
+    ending with blank context lines that the file does not hold is tried again without
+    them, at the end of the file: a blank line after the last one stands for the file's
+    end, as Codex's engine (which drops them) and openai-agents' (which matches them with
+    the text's end) read it."""
+    try:
+        return (chunk, *_locate(lines, chunk, cursor, number, path))
+    except ToolError as exc:
+        blank = 0
+        while blank < len(chunk.lines) and chunk.lines[-1 - blank] == (" ", ""):
+            blank += 1
+        if exc.code is not ErrorCode.NO_MATCH or not blank or blank == len(chunk.lines):
+            raise
+        trimmed = replace(chunk, lines=chunk.lines[:-blank], end_of_file=True)
+        try:
+            return (trimmed, *_locate(lines, trimmed, cursor, number, path))
+        except ToolError:
+            raise exc from None
 
 
 def _locate(
