@@ -413,3 +413,22 @@ def codex_update(data: bytes, diff: str) -> bytes | None:
     except RuntimeError:
         return None
     return files["f.txt"].encode()
+
+
+REJECTED_BY_THE_SDK = {
+    "line of no kind": "@@\n a\nxb\n",
+    "a *** line": "@@\n a\n*** junk\n",
+    "a bare *** line": " a\n-b\n+c\n***\n",
+    "@@ with no lines": "@@\n",
+    "a last @@ with no lines": "-b\n+c\n@@\n",
+    "stacked @@ line not in the file": "@@ a\n@@ zz\n-b\n+c\n",
+    "chunks out of order": "@@\n-b\n+B\n@@\n-a\n+A\n",
+    "expected lines not in the file": "@@\n a\n\n-b\n",
+}
+
+
+@pytest.mark.parametrize("diff", REJECTED_BY_THE_SDK.values(), ids=REJECTED_BY_THE_SDK.keys())
+def test_diffs_the_sdk_rejects_we_reject(files: Files, diff: str) -> None:
+    assert isinstance(theirs(b"a\nb\n", diff), str)
+    ours, output = files.update(b"a\nb\n", diff)
+    assert (ours, output["status"]) == (b"a\nb\n", "failed"), output
