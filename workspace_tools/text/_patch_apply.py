@@ -2,18 +2,22 @@
 
 Where a chunk goes. Chunks are placed in order, each after the previous one's lines (a
 patch lists its changes from the top of the file down). A chunk's ``@@`` anchors are found
-first, in order, each the first line after the one before that equals it; the chunk's
-expected lines (context and removed) must then occur after the last anchor. When the last
-anchor line occurs more than once, the places after each occurrence count together: lines
-found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
-it), never the first method's taken, and a chunk may start at a later occurrence of its
-anchor line. An anchor line found only above the previous chunk (each chunk of a function
-naming it, as git's hunk headers do) still counts when the lines are found after that
-chunk. Among several places, the one place inside the block an anchor line opens
-(every non-blank line between them indented deeper than the anchor line: ``@@ def f``
-names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the chunk
-is ambiguous. A chunk of only added lines goes right after its anchor, which must then occur
-once. A chunk marked ``*** End of File`` must end at the file's end.
+first, in order, each the first line after the one before that equals it (inside the block
+the one before opens, when it occurs there: ``@@ class A`` then ``@@ def f`` is A's ``f``);
+the chunk's expected lines (context and removed) must then occur after the last anchor.
+When the last anchor line occurs more than once, the places after each occurrence count
+together: lines found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@
+class`` line above it), never the first method's taken, and a chunk may start at a later
+occurrence of its anchor line. An anchor line found only above the previous chunk (each
+chunk of a function naming it, as git's hunk headers do) still counts when the lines are
+found after that chunk. Among several places, the one place inside the block an anchor line
+opens (every non-blank line between them indented deeper than the anchor line: ``@@ def f``
+names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the
+chunk is ambiguous. A chunk of only added lines goes right after its anchor, which must
+then occur once. A chunk marked ``*** End of File`` must end at the file's end; a chunk
+whose last lines are blank context lines the file does not hold is placed without them at
+the file's end (a blank line after the last one stands for the end, as both OpenAI
+executors read it).
 
 Lines are compared by these levels in turn, the first level with a match deciding:
 ``exact``, ``trailing_whitespace`` (ignored), ``surrounding_whitespace`` (leading and
