@@ -203,7 +203,7 @@ def test_parser_reads_stacked_anchors_end_of_file_and_empty_context_lines() -> N
         " x\n\n-y\n+z\n*** End of File\n*** End Patch"
     )
     [chunk] = op.chunks
-    assert chunk.anchors == ("class A:", "def f(self):")
+    assert chunk.anchors == ("class A:", "    def f(self):")  # indentation kept, as Codex
     assert chunk.lines == ((" ", "x"), (" ", ""), ("-", "y"), ("+", "z"))
     assert (chunk.end_of_file, chunk.line, chunk.old, chunk.new) == (
         True,

@@ -2,18 +2,22 @@
 
 Where a chunk goes. Chunks are placed in order, each after the previous one's lines (a
 patch lists its changes from the top of the file down). A chunk's ``@@`` anchors are found
-first, in order, each the first line after the one before that equals it; the chunk's
-expected lines (context and removed) must then occur after the last anchor. When the last
-anchor line occurs more than once, the places after each occurrence count together: lines
-found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@ class`` line above
-it), never the first method's taken, and a chunk may start at a later occurrence of its
-anchor line. An anchor line found only above the previous chunk (each chunk of a function
-naming it, as git's hunk headers do) still counts when the lines are found after that
-chunk. Among several places, the one place inside the block an anchor line opens
-(every non-blank line between them indented deeper than the anchor line: ``@@ def f``
-names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the chunk
-is ambiguous. A chunk of only added lines goes right after its anchor, which must then occur
-once. A chunk marked ``*** End of File`` must end at the file's end.
+first, in order, each the first line after the one before that equals it (inside the block
+the one before opens, when it occurs there: ``@@ class A`` then ``@@ def f`` is A's ``f``);
+the chunk's expected lines (context and removed) must then occur after the last anchor.
+When the last anchor line occurs more than once, the places after each occurrence count
+together: lines found after two ``@@ def __init__`` lines are ambiguous (stack a ``@@
+class`` line above it), never the first method's taken, and a chunk may start at a later
+occurrence of its anchor line. An anchor line found only above the previous chunk (each
+chunk of a function naming it, as git's hunk headers do) still counts when the lines are
+found after that chunk. Among several places, the one place inside the block an anchor line
+opens (every non-blank line between them indented deeper than the anchor line: ``@@ def f``
+names the lines in ``f``, not the same lines in a later ``g``) is taken; otherwise the
+chunk is ambiguous. A chunk of only added lines goes right after its anchor, which must
+then occur once. A chunk marked ``*** End of File`` must end at the file's end; a chunk
+whose last lines are blank context lines the file does not hold is placed without them at
+the file's end (a blank line after the last one stands for the end, as both OpenAI
+executors read it).
 
 Lines are compared by these levels in turn, the first level with a match deciding:
 ``exact``, ``trailing_whitespace`` (ignored), ``surrounding_whitespace`` (leading and
@@ -43,7 +47,7 @@ import difflib
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate
 
@@ -281,8 +285,10 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
     spans: list[tuple[int, int, int, int]] = []
     offsets: list[tuple[int, int]] = []
     pieces: list[tuple[int, int]] = []
-    for number, chunk in enumerate(chunks, 1):
-        start, start_at, level = _locate(lines, chunk, (cursor, cursor_at), number, path)
+    for number, given in enumerate(chunks, 1):
+        chunk, start, start_at, level = _locate_chunk(
+            lines, given, (cursor, cursor_at), number, path
+        )
         loosest = max(loosest, level)
         # Lines added after a last line without a break give that line one: it changes
         # too, so it is a piece of its own, in the chunk's span.
@@ -425,6 +431,29 @@ Position = tuple[int, int]
 
 _END = sys.maxsize
 """The end of a scope that runs to the end of the file."""
+
+
+def _locate_chunk(
+    lines: _Lines, chunk: Chunk, cursor: Position, number: int, path: str
+) -> tuple[Chunk, int, int, int]:
+    """``chunk`` (or what stands for it) and where it goes, as :func:`_locate`. A chunk
+    ending with blank context lines that the file does not hold is tried again without
+    them, at the end of the file: a blank line after the last one stands for the file's
+    end, as Codex's engine (which drops them) and openai-agents' (which matches them with
+    the text's end) read it."""
+    try:
+        return (chunk, *_locate(lines, chunk, cursor, number, path))
+    except ToolError as exc:
+        blank = 0
+        while blank < len(chunk.lines) and chunk.lines[-1 - blank] == (" ", ""):
+            blank += 1
+        if exc.code is not ErrorCode.NO_MATCH or not blank or blank == len(chunk.lines):
+            raise
+        trimmed = replace(chunk, lines=chunk.lines[:-blank], end_of_file=True)
+        try:
+            return (trimmed, *_locate(lines, trimmed, cursor, number, path))
+        except ToolError:
+            raise exc from None
 
 
 def _locate(
@@ -586,8 +615,11 @@ def _anchor_hits(
     lines: _Lines, anchors: tuple[str, ...], cursor: Position, where: str
 ) -> list[Position] | _Failure:
     """The lines where the last anchor occurs after the ones before it, or the
-    ``NO_MATCH`` of the first anchor not found."""
+    ``NO_MATCH`` of the first anchor not found. A stacked anchor's occurrences inside the
+    block the one above it opens are taken when there are any (``@@ class A`` then ``@@
+    def f`` names A's ``f``, not a later class's)."""
     low = cursor
+    above: list[Position] = []
     for k, anchor in enumerate(anchors):
         last = k == len(anchors) - 1
         for level, (_, normalise) in enumerate(LEVELS):
@@ -597,8 +629,11 @@ def _anchor_hits(
                 break
         else:
             return partial(_anchor_missing, lines, anchor, cursor[0], where)
+        if above:
+            hits = _enclosed(lines, above, hits) or hits
         if last:
             return hits
+        above = hits[:1]
         low = _next_line(lines, hits[0])
     return []  # no anchors: the caller does not ask
 

@@ -18,7 +18,8 @@ Leniency, each for a way models are known to send patches: CRLF line breaks in t
 are read as LF; a whole-patch heredoc wrapper (``<<'EOF'`` … ``EOF``, with or without a
 leading command such as ``apply_patch``) is removed; an empty line inside a chunk is an
 empty context line; blank lines around the envelope and between operations are skipped;
-the envelope's markers and the operation headers may be padded with spaces.
+the envelope's markers and the operation headers may be padded with spaces; the end marker
+may be repeated (an ``update_file`` diff that ends with its own ``*** End Patch``).
 Errors are :class:`PatchSyntaxError` naming the patch's line number and what was expected.
 """
 
@@ -139,6 +140,8 @@ def parse_patch(text: str) -> list[FileOp]:
         raise PatchSyntaxError(f"invalid patch: the first line of the patch must be '{BEGIN}'")
     if end - 1 == start or lines[end - 1].strip() != END:
         raise PatchSyntaxError(f"invalid patch: the last line of the patch must be '{END}'")
+    while end - 2 > start and lines[end - 2].strip() == END:
+        end -= 1  # the end marker repeated (a V4A diff that ends with its own)
     ops: list[FileOp] = []
     i = start + 1
     stop = end - 1
@@ -214,15 +217,17 @@ def parse_chunks(lines: list[str], path: str, *, first_line: int = 1) -> list[Ch
     body: list[tuple[str, str]] = []
     begun = first_line
 
+    headed = False  # an @@ line opened the chunk being read
+
     def close(end_of_file: bool, at: int) -> None:
-        nonlocal anchors, body
+        nonlocal anchors, body, headed
         if not body:
             raise PatchSyntaxError(
                 f"invalid patch: the chunk of '{path}' at line {at} has no lines; after its "
                 "@@ line give the context (' '), removed ('-') and added ('+') lines"
             )
         chunks.append(Chunk(tuple(anchors), tuple(body), end_of_file, begun))
-        anchors, body = [], []
+        anchors, body, headed = [], [], False
 
     for offset, line in enumerate(lines):
         if line[:1] in _BODY and "***" not in line:
@@ -238,11 +243,8 @@ def parse_chunks(lines: list[str], path: str, *, first_line: int = 1) -> list[Ch
                 close(False, begun)
             if not anchors:
                 begun = number
-            anchor = line[2:].strip()
-            numbered = _UNIFIED_RANGE.match(anchor)
-            if numbered is not None:
-                # A unified-diff range (``@@ -1,3 +1,4 @@ def f``): keep the section text.
-                anchor = anchor[numbered.end() :].strip()
+            headed = True
+            anchor = _anchor(line)
             if anchor:
                 anchors.append(anchor)
         elif line.strip() == END_OF_FILE:
@@ -256,9 +258,21 @@ def parse_chunks(lines: list[str], path: str, *, first_line: int = 1) -> list[Ch
                 f"invalid patch: line {number} of the update of '{path}', '{line}', starts "
                 "with none of ' ' (context), '-' (removed), '+' (added) or '@@' (anchor)"
             )
-    if body or anchors:
-        close(False, begun)
+    if body or headed:
+        close(False, begun)  # a last @@ line with no lines after it is refused
     return chunks
+
+
+def _anchor(line: str) -> str:
+    """The text an ``@@`` line names: what follows ``"@@ "``, its indentation kept (``@@
+    def run():`` indented names the method, not a function of that name at the top), or
+    ``""`` for a bare ``@@``. A unified-diff range (``@@ -1,3 +1,4 @@ def f``) is dropped,
+    keeping the section text; ``@@def`` without the space is read as ``@@ def``."""
+    rest = line[2:]
+    numbered = _UNIFIED_RANGE.match(rest.strip())
+    if numbered is not None:
+        rest = rest.strip()[numbered.end() :]
+    return rest.removeprefix(" ") if rest.strip() else ""
 
 
 def parse_v4a_create(diff: str, path: str) -> str:
