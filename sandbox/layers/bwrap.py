@@ -80,6 +80,10 @@ _ENTER_AND_CHECK_PY = (
 )
 
 
+#: How :func:`available`'s answer begins when bubblewrap is there but refuses to run.
+INSTALLED_PREFIX = "bubblewrap is installed but fails here: "
+
+
 def available() -> str | None:
     """None when bubblewrap runs here with the options `wrap_argv` uses, else why not.
 
@@ -102,7 +106,7 @@ def available() -> str | None:
     if completed.returncode != 0:
         detail = completed.stderr.decode(errors="replace").strip().splitlines()
         reason = detail[-1] if detail else f"exit status {completed.returncode}"
-        return f"bubblewrap is installed but fails here: {reason}"
+        return f"{INSTALLED_PREFIX}{reason}"
     return None
 
 
