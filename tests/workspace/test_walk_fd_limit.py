@@ -60,6 +60,16 @@ try:
     deepest = "s/" * DEEPEST
     changed = call("write_file", path=deepest + "b/leaf.txt", content="changed\n")
     added = call("write_file", path=deepest + "new/dir/new.txt", content="new\n")
+    # One patch over every level: a file changed and one added in each of its directories.
+    levels = range(DEEPEST + 1)
+    patch = "*** Begin Patch\n"
+    update = "*** Update File: {}f.txt\n@@\n-needle {}\n+patched {}\n"
+    patch += "".join(update.format("s/" * i, i, i) for i in levels)
+    patch += "".join(f"*** Add File: {'s/' * i}a/new.txt\n+new {i}\n" for i in levels)
+    patch += "*** End Patch\n"
+    call("apply_patch", patch=patch)
+    patched = call("grep", pattern="^(patched|new) [0-9]+$", output_mode="count", limit=100_000)
+    out["patched"] = patched.match_count
     checkpoints.after(0)
     restored = checkpoints.restore(0)
     out["restore"] = [bool(restored.applied), restored.conflicts, restored.not_restorable]
@@ -154,9 +164,16 @@ def test_the_index_reads_every_file(results: tuple[Path, dict]) -> None:
     assert out["index_read"] == sorted(p for p, kind in _find(root) if kind == "file")
 
 
-def test_a_checkpoint_restores_the_tree_exactly(results: tuple[Path, dict]) -> None:
+def test_a_patch_over_every_level_lands_and_a_checkpoint_restores_the_tree_exactly(
+    results: tuple[Path, dict],
+) -> None:
     root, out = results
+    assert out["patched"] == 2 * DEPTH
     assert out["restore"] == [True, [], []]
+    assert _find(root) == out["list_all"]  # what was listed before the changes
+    assert [(root / ("s/" * i) / "f.txt").read_text() for i in range(DEPTH)] == [
+        f"needle {i}\n" for i in range(DEPTH)
+    ]
     deepest = root.joinpath(*["s"] * (DEPTH - 1))
     assert (deepest / "b" / "leaf.txt").read_text() == "needle in b\n"
     assert not (deepest / "new").exists()
