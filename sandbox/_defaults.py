@@ -9,6 +9,8 @@ import pwd
 import secrets
 from collections.abc import Iterable, Mapping
 
+from sandbox.layers._realpath import realpath
+
 #: Credential locations no sandboxed child may read by default. ``~/`` entries are taken in
 #: the account's home (from the password database) and in ``$HOME`` when they differ.
 #: ``Sandbox(allow_read=[...])`` brings one back.
@@ -69,7 +71,7 @@ def homes(environ: Mapping[str, str]) -> list[str]:
         found.append(pwd.getpwuid(os.getuid()).pw_dir)
     if os.path.isabs(environ.get("HOME", "")):
         found.append(environ["HOME"])
-    return list(dict.fromkeys(os.path.realpath(home) for home in found))
+    return list(dict.fromkeys(realpath(home) for home in found))
 
 
 def credential_paths(home_dirs: Iterable[str]) -> list[str]:

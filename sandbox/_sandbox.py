@@ -54,6 +54,7 @@ from sandbox.layers._plan import (
     wanted,
     why_missing,
 )
+from sandbox.layers._realpath import realpath
 from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
 from sandbox.spawn._jobs import CallSetup, CommandJob
@@ -137,12 +138,12 @@ class Sandbox:
         self.limits = limits or SandboxLimits()
         self.host_exec_paths = tuple(host_exec_paths)
         denied = [*credential_paths(homes(os.environ)), *read_denied]
-        writable_dirs = tuple(os.path.realpath(p) for p in writable)
+        writable_dirs = tuple(realpath(p) for p in writable)
         self.confinement = Confinement(
             writable=writable_dirs,
             read_denied=without_allowed(
-                dict.fromkeys(os.path.realpath(p) for p in denied),
-                [os.path.realpath(p) for p in allow_read],
+                dict.fromkeys(realpath(p) for p in denied),
+                [realpath(p) for p in allow_read],
             ),
             read_only=read_only_paths(writable_dirs, self.host_exec_paths),
             network=network,
@@ -231,7 +232,7 @@ class Sandbox:
         It shares this one's probe and spawn server."""
         clone = object.__new__(Sandbox)
         clone.__dict__.update(self.__dict__)
-        added = tuple(os.path.realpath(p) for p in writable)
+        added = tuple(realpath(p) for p in writable)
         clone.confinement = dataclasses.replace(
             self.confinement,
             writable=(*self.confinement.writable, *added),

@@ -310,3 +310,19 @@ def test_closure_step_runs_the_closure_elsewhere_and_refuses_the_one_over_a_lock
         "(no lock, socket, open file or generator)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_wrong_shaped_item_step_answers_in_the_item_s_shape(tmp_path: Path) -> None:
+    from workspace_tools.cli._demo import _wrong_shaped_item
+
+    out = io.StringIO()
+    assert anyio.run(_wrong_shaped_item, tmp_path, _Printer(out), 21) == 0
+    assert out.getvalue().splitlines() == [
+        "",
+        "21. an OpenAI custom tool call of the wrong shape, then the right one",
+        "  input a list: Error: The custom_tool_call's input is array, not text: send the whole "
+        "patch, from *** Begin Patch to *** End Patch, as the input",
+        "  input the patch: Success. Updated the following files:",
+        "A item-demo.txt",
+    ]
+    assert not (tmp_path / "item-demo.txt").exists()

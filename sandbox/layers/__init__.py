@@ -94,24 +94,87 @@ def probe(verdicts: Mapping[str, Verdict] | None = None) -> dict[str, str]:
     second wall where ABI >= 4). A caller that cannot exec bubblewrap (a forked Python
     callable) can ask `landlock.works()` and `seccomp.works()` directly.
     """
+    return probe_with_reasons(verdicts)[0]
+
+
+def probe_with_reasons(
+    verdicts: Mapping[str, Verdict] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """What `probe` finds, and for each protection no layer gives a command, what the
+    probe met on the way: why bubblewrap does not run here, the failed checks' verdicts
+    (`Verdict.why`), why no cgroup caps processes; ``"; "``-joined, for a refusal to name
+    (`SandboxUnavailable`)."""
     verdicts = check_all() if verdicts is None else verdicts
     found: dict[str, str] = {}
-    has_bwrap = bwrap.available() is None
+    why: dict[str, list[str]] = {protection: [] for protection in PROTECTIONS}
+    bwrap_refused = bwrap.available()
+    has_bwrap = bwrap_refused is None
+    disabled = userns_disabled()
     has_landlock = verdicts[LANDLOCK]
     has_seccomp = verdicts[SECCOMP]
+    files = (WRITE_CONFINEMENT, READ_DENIAL, HOST_EXEC_PROTECTION)
     if has_bwrap:
         found[WRITE_CONFINEMENT] = found[READ_DENIAL] = BUBBLEWRAP
         found[HOST_EXEC_PROTECTION] = BUBBLEWRAP
-    elif has_landlock:
+    else:
+        runs = bwrap_refused is not None and bwrap_refused.startswith(bwrap.INSTALLED_PREFIX)
+        refused = f"{bwrap_refused} ({disabled})" if runs and disabled else str(bwrap_refused)
+        for protection in files:
+            why[protection].append(refused)
+    if not has_bwrap and has_landlock:
         found[READ_DENIAL] = LANDLOCK
         if verdicts[MOUNT_NAMESPACE]:
             found[WRITE_CONFINEMENT] = found[HOST_EXEC_PROTECTION] = MOUNT_NAMESPACE
+        else:
+            failed = f"the mount namespace check failed here: {verdicts[MOUNT_NAMESPACE].why}"
+            why[WRITE_CONFINEMENT].append(failed)
+            why[HOST_EXEC_PROTECTION].append(failed)
+    elif not has_bwrap:
+        for protection in files:
+            why[protection].append(f"the Landlock check failed here: {has_landlock.why}")
     if has_seccomp:
         found[NETWORK_OFF] = BUBBLEWRAP if has_bwrap else SECCOMP
-    process_cap = process_cap_mechanism(by_userns=verdicts[USER_NAMESPACE_NPROC])
+    else:
+        why[NETWORK_OFF].append(f"the seccomp check failed here: {has_seccomp.why}")
+    by_userns = verdicts[USER_NAMESPACE_NPROC]
+    process_cap = process_cap_mechanism(by_userns=by_userns)
     if process_cap:
         found[PROCESS_CAP] = process_cap
-    return found
+    else:
+        try:
+            cgroup.locate()
+        except OSError as exc:
+            why[PROCESS_CAP].append(f"no cgroup caps processes here: {exc.strerror or exc}")
+        if not by_userns:
+            failed = f"the user namespace check failed here: {by_userns.why}"
+            why[PROCESS_CAP].append(f"{failed} ({disabled})" if disabled else failed)
+    reasons = {p: "; ".join(met) for p, met in why.items() if p not in found and met}
+    return found, reasons
+
+
+#: Switches that turn unprivileged user namespaces off (bubblewrap needs them as a user),
+#: each with the value that does.
+_USERNS_SWITCHES = (
+    ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+    ("/proc/sys/user/max_user_namespaces", "0"),
+    ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+)
+
+
+def userns_disabled() -> str | None:
+    """``user namespaces disabled: <switch> = <value>`` for each kernel switch here that
+    turns unprivileged user namespaces off (the usual reason bubblewrap and the user
+    namespace layer fail), else None (none of them exists, or none is set so)."""
+    found = []
+    for path, off in _USERNS_SWITCHES:
+        try:
+            with open(path, encoding="ascii") as switch:
+                value = switch.read().strip()
+        except (OSError, ValueError):
+            continue
+        if value == off:
+            found.append(f"{path} = {value}")
+    return f"user namespaces disabled: {', '.join(found)}" if found else None
 
 
 def process_cap_mechanism(

@@ -32,7 +32,7 @@ from sandbox.layers import (
     landlock,
     missing,
     mountns,
-    probe,
+    probe_with_reasons,
     seccomp,
     userns,
 )
@@ -55,6 +55,9 @@ class LayerPlan:
         calls_missing: protection -> why the layer that would give it to a call failed its
             check here (the check's exception or the effect it did not see), for the
             refusal to name.
+        commands_missing: the same for a command: why bubblewrap does not run here (with
+            the kernel switch that turns user namespaces off, when one does), the failed
+            checks' verdicts, why no cgroup caps processes.
     """
 
     commands: dict[str, str] = field(default_factory=dict)
@@ -62,13 +65,14 @@ class LayerPlan:
     cgroup_parent: str | None = None
     landlock_scopes_signals: bool = False
     calls_missing: dict[str, str] = field(default_factory=dict)
+    commands_missing: dict[str, str] = field(default_factory=dict)
 
 
 def plan_layers() -> LayerPlan:
     """Probe every layer for real (tens of milliseconds; keep the result): the checks that
     apply a layer run together (`check_all`), never in a fork of a threaded process."""
     verdicts = check_all()
-    commands = probe(verdicts)
+    commands, commands_why = probe_with_reasons(verdicts)
     calls: dict[str, str] = {}
     missing_why: dict[str, str] = {}
     scopes_signals = False
@@ -94,10 +98,12 @@ def plan_layers() -> LayerPlan:
     parent = None
     if PROCESS_CAP in commands:
         calls[PROCESS_CAP] = commands[PROCESS_CAP]
+    elif PROCESS_CAP in commands_why:
+        missing_why[PROCESS_CAP] = commands_why[PROCESS_CAP]
     if commands.get(PROCESS_CAP) in (CGROUP_V2, CGROUP_V1):
         with contextlib.suppress(OSError):
             parent = cgroup.locate()
-    return LayerPlan(commands, calls, parent, scopes_signals, missing_why)
+    return LayerPlan(commands, calls, parent, scopes_signals, missing_why, commands_why)
 
 
 def wanted(confinement: Confinement) -> list[str]:
@@ -134,9 +140,13 @@ def signal_scoping(mechanisms: dict[str, str], plan: LayerPlan) -> dict[str, str
 
 def why_missing(protection: str, kind: str, plan: LayerPlan | None = None) -> str:
     """The fix for a protection no layer gives to ``kind`` (``"commands"``/``"calls"``),
-    followed by what the check of its layer met on this host when ``plan`` recorded it."""
+    followed by what the probe of its layers met on this host when ``plan`` recorded it
+    (``"... (bubblewrap is installed but fails here: ...; the Landlock check failed here:
+    ...)"``)."""
     fix = _fix(protection, kind)
-    found = plan.calls_missing.get(protection) if plan is not None and kind == "calls" else None
+    found = None
+    if plan is not None:
+        found = (plan.calls_missing if kind == "calls" else plan.commands_missing).get(protection)
     return f"{fix} ({found})" if found else fix
 
 

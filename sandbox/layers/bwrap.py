@@ -16,6 +16,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 
 from sandbox.layers._confinement import Confinement
+from sandbox.layers._realpath import realpath
 
 INSTALL_HINT = "apt-get install bubblewrap"
 # The namespaces and mounts every wrapped command gets; the probe runs exactly these.
@@ -79,6 +80,10 @@ _ENTER_AND_CHECK_PY = (
 )
 
 
+#: How :func:`available`'s answer begins when bubblewrap is there but refuses to run.
+INSTALLED_PREFIX = "bubblewrap is installed but fails here: "
+
+
 def available() -> str | None:
     """None when bubblewrap runs here with the options `wrap_argv` uses, else why not.
 
@@ -101,7 +106,7 @@ def available() -> str | None:
     if completed.returncode != 0:
         detail = completed.stderr.decode(errors="replace").strip().splitlines()
         reason = detail[-1] if detail else f"exit status {completed.returncode}"
-        return f"bubblewrap is installed but fails here: {reason}"
+        return f"{INSTALLED_PREFIX}{reason}"
     return None
 
 
@@ -213,15 +218,15 @@ def _kept_from_tmp(env: Mapping[str, str]) -> set[str]:
     prefixes and the `PATH` entries there (a `bin` entry with its prefix, as a virtual
     environment's `lib` sits beside its `bin`). The private `/tmp` would hide them, and a
     checkout or virtual environment in `/tmp` is common in CI."""
-    tmp = os.path.realpath("/tmp")
+    tmp = realpath("/tmp")
     candidates = {sys.prefix, sys.exec_prefix, sys.base_prefix}
     for entry in env.get("PATH", "").split(os.pathsep):
         if os.path.isabs(entry):
-            real = os.path.realpath(entry)
+            real = realpath(entry)
             candidates.add(os.path.dirname(real) if os.path.basename(real) == "bin" else real)
     kept = set()
     for path in candidates:
-        real = os.path.realpath(path)
+        real = realpath(path)
         if real.startswith(tmp + os.sep) and os.path.isdir(real):
             kept.add(real)
     return kept
@@ -237,7 +242,7 @@ def _mounts(confinement: Confinement, visible: Collection[str] = ()) -> list[str
     entries = [(path, _WRITABLE) for path in confinement.writable]
     entries += [(path, _VISIBLE) for path in (*visible, *confinement.read_only)]
     entries += [(path, _DENIED) for path in confinement.read_denied]
-    resolved = {(os.path.realpath(path), kind) for path, kind in entries if os.path.lexists(path)}
+    resolved = {(realpath(path), kind) for path, kind in entries if os.path.lexists(path)}
     options: list[str] = []
     # Made read-only only after every mount, since binds beneath need their mount points.
     read_only: list[str] = []

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._confinement import Confinement
+from sandbox.layers._realpath import realpath
 from sandbox.layers._syscall import Verdict, require_arch, set_no_new_privs, syscall
 
 CREATE_RULESET_VERSION = 1 << 0
@@ -294,7 +295,7 @@ def _add_path_rule(add_rule: int, ruleset: int, path: str, rights: int) -> None:
 
 
 def _existing(paths: Iterable[str]) -> set[str]:
-    return {os.path.realpath(path) for path in paths if os.path.lexists(path)}
+    return {realpath(path) for path in paths if os.path.lexists(path)}
 
 
 def _entries(directory: str) -> list[os.DirEntry[str]]:

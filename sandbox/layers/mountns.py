@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterable
 
 from sandbox.layers._checks import Check, run_checks
+from sandbox.layers._realpath import realpath
 from sandbox.layers._syscall import Verdict, libc
 
 CLONE_NEWNS = 0x00020000
@@ -201,7 +202,7 @@ _REOPEN_FLAGS = os.O_ACCMODE | os.O_DIRECTORY | os.O_NONBLOCK | os.O_APPEND | _O
 
 
 def _existing(paths: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+    return list(dict.fromkeys(realpath(p) for p in paths if os.path.lexists(p)))
 
 
 def _contains(directory: str, path: str) -> bool:

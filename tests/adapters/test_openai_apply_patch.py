@@ -301,7 +301,7 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
             {"call_id": "c", "operation": {"type": "delete_file", "path": ["x.txt"]}},
             "The apply_patch_call names no path",
         ),
-        ("delete x.txt", "expected a dict or an SDK model, got str"),
+        ("delete x.txt", "The apply_patch_call is str, not an object with call_id and operation"),
     ],
 )
 def test_a_malformed_item_is_a_failed_output(tmp_path: Path, item: Any, refusal: str) -> None:

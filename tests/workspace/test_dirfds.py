@@ -69,3 +69,48 @@ def test_climbing_out_of_a_directory_moved_out_of_the_root_is_refused(
             assert _identity(fds.get("a/b")) == _identity(fd)  # walked afresh from the root
         finally:
             os.close(fd)
+
+
+def test_out_of_fds_the_shallowest_levels_are_closed_and_the_open_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = _tree(tmp_path)
+    expected = {}
+    for rel in dirs:
+        fd = open_dir(str(tmp_path), rel)
+        expected[rel] = _identity(fd)
+        os.close(fd)
+    baseline = len(os.listdir("/proc/self/fd"))
+    real_open = os.open
+    refused: list[str] = []
+
+    def scarce_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        # listdir itself holds one fd while it counts.
+        if len(os.listdir("/proc/self/fd")) - 1 - baseline >= 4:
+            refused.append(path)
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    with DirFds(str(tmp_path)) as fds:
+        monkeypatch.setattr(os, "open", scarce_open)
+        for rel in sorted(dirs) + sorted(dirs, reverse=True):
+            assert _identity(fds.get(rel)) == expected[rel], rel
+        monkeypatch.undo()
+    assert refused, "the limit was never reached"
+    assert len(os.listdir("/proc/self/fd")) == baseline
+
+
+def test_a_released_level_is_closed_and_climbed_through_later(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b" / "c" / "d").mkdir(parents=True)
+    with DirFds(str(tmp_path)) as fds:
+        baseline = len(os.listdir("/proc/self/fd"))
+        fds.get("a/b/c/d")
+        fds.release(1)
+        fds.release(2)
+        fds.release(4)  # the deepest stays open
+        assert len(os.listdir("/proc/self/fd")) == baseline + 3  # the root, c and d
+        fd = os.open(tmp_path / "a", os.O_RDONLY)
+        try:
+            assert _identity(fds.get("a")) == _identity(fd)
+        finally:
+            os.close(fd)

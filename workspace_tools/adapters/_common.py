@@ -138,10 +138,60 @@ def item_object(item: Any, what: str, fields: str) -> dict[str, Any]:
         ValueError: it is no object; the message names ``what`` it should be and its
             ``fields`` (``The bash tool_use is str, not an object with id and input``).
     """
-    data = jsonable(item)
+    try:
+        data = jsonable(item)
+    except ValueError:  # pydantic's PydanticSerializationError: no JSON data in it
+        data = None
     if not isinstance(data, dict):
         raise ValueError(f"The {what} is {type(item).__name__}, not an object with {fields}")
     return data
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of a parsed JSON value (``array``, ``string``, ``null``, ...), as a
+    message to a model names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
+
+
+def item_id(data: dict[str, Any], what: str, *keys: str) -> str:
+    """The id of a provider's item (:func:`item_object`'s dict): the first of ``keys`` it
+    carries (neither absent, ``null`` nor empty), which must be a string, as every provider
+    sends it.
+
+    Raises:
+        ValueError: no such key, or its value is no string
+            (``The shell_call's call_id is number, not a string``).
+    """
+    for key in keys:
+        value = data.get(key)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"The {what}'s {key} is {json_kind(value)}, not a string")
+        return value
+    raise ValueError(f"The {what} has no {keys[0]}")
+
+
+def item_field(data: dict[str, Any], key: str, what: str, fields: str) -> dict[str, Any]:
+    """The field ``key`` of a provider's item that must be an object (a ``tool_use``'s
+    ``input``, a ``shell_call``'s ``action``): ``{}`` when absent or ``null``.
+
+    Raises:
+        ValueError: it is no object (``The shell_call's action is array, not an object
+            with commands``).
+    """
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"The {what}'s {key} is {json_kind(value)}, not an object with {fields}")
+    return value
 
 
 def seconds_of_ms(milliseconds: float) -> float:

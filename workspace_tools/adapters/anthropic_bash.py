@@ -24,6 +24,8 @@ from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
     CallFunction,
     invoke_call,
+    item_field,
+    item_id,
     item_object,
     model_text,
     seconds_of_ms,
@@ -93,13 +95,13 @@ async def call_anthropic_bash(
     runner = call or invoke_call()
     try:
         block = item_object(tool_use, "bash tool_use", "id and input")
-        if block.get("id") is None:
-            raise ValueError("The bash tool_use has no id")
+        use_id = item_id(block, "bash tool_use", "id")
     except ValueError as exc:
         # Nothing to run, and no id to answer to: an error the caller's loop can show.
         return {"type": "tool_result", "tool_use_id": "", "content": str(exc), "is_error": True}
-    given = block.get("input") or {}
-    # Input that is no object goes to the call as it came, for validation to refuse.
-    arguments = bash_arguments(given) if isinstance(given, Mapping) else given
-    result = await runner(shell_tool, arguments, str(block["id"]), None)
+    try:
+        given = item_field(block, "input", "bash tool_use", "command or restart")
+    except ValueError as exc:
+        return {"type": "tool_result", "tool_use_id": use_id, "content": str(exc), "is_error": True}
+    result = await runner(shell_tool, bash_arguments(given), use_id, None)
     return anthropic_bash_result(result)

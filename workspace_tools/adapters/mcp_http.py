@@ -16,6 +16,16 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
   application runs, log lines are cut (:func:`~workspace_tools.adapters.mcp.clipped_sdk_logs`).
 - ``/health``: ``GET`` answers ``{"status": "ok", ...}`` without a token, for orchestrators'
   liveness probes; it says nothing about the workspace.
+- Live MCP sessions are capped (:data:`DEFAULT_MAX_SESSIONS`, ``max_sessions``): while that
+  many are open, a request that would open another gets 503 with a JSON-RPC error saying
+  so, and the sessions open are unaffected; room frees up as a client ends its session
+  (``DELETE``) or a session goes :data:`DEFAULT_SESSION_IDLE_TIMEOUT` without a request
+  and is closed. Both are the SDK's session manager's own (``StreamableHTTPSessionManager``
+  ``max_sessions`` and ``session_idle_timeout``, mcp 1.30: "While that many sessions are
+  open, a request that would open another one receives a 503 response; existing sessions
+  are unaffected and room frees up as they end or expire"); it closes no session to make
+  room, so neither does this server. Every session shares the one token, so the cap is per
+  token too.
 
 A ``tools/call`` whose HTTP connection goes away before its answer is cancelled on the
 server (``run_command`` then stops its process tree): a client that died must not leave
@@ -27,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import ipaddress
+import json
 import logging
 import secrets
 import socket
@@ -44,6 +55,7 @@ try:
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
     from mcp.server.auth.provider import AccessToken
     from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from starlette.applications import Starlette
     from starlette.datastructures import Headers
@@ -58,6 +70,13 @@ try:
     from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
+
+DEFAULT_MAX_SESSIONS = 32
+"""Most MCP sessions a server keeps open at once: a workspace serves one agent or a few,
+and each session holds a server task and its calls' state."""
+
+DEFAULT_SESSION_IDLE_TIMEOUT = 30 * 60.0
+"""Seconds without a request after which a session is closed (its id then answers 404)."""
 
 TOKEN_ENV = "WORKSPACE_TOOLS_TOKEN"
 """The environment variable ``workspace-tools serve`` takes its bearer token from."""
@@ -199,6 +218,51 @@ class _HostOriginCheck:
         await self.app(scope, receive, send)
 
 
+class _SessionCapWording:
+    """Words the session manager's 503 to a request that would open one session too many
+    (``Too many open sessions``): the JSON-RPC error keeps its code and says what the limit
+    is and how room is made. Any other response passes as it is."""
+
+    def __init__(self, send: Send, message: str) -> None:
+        self._send = send
+        self._message = message
+        self._start: Message | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 503:
+            self._start = message  # sent with the worded body
+            return
+        if self._start is None or message["type"] != "http.response.body":
+            await self._send(message)
+            return
+        body = message.get("body", b"")
+        try:
+            answer = json.loads(body)
+            answer["error"]["message"] = self._message
+            body = json.dumps(answer).encode()
+        except (ValueError, TypeError, KeyError):
+            pass  # not the SDK's JSON-RPC error: sent as it came
+        headers = [(k, v) for k, v in self._start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self._send({**self._start, "headers": headers})
+        self._start = None
+        await self._send({**message, "body": body})
+
+
+def session_cap_message(max_sessions: int, idle_timeout: float | None) -> str:
+    """The error message of a request refused for opening one session too many."""
+    wait = (
+        f" or wait: a session without a request for {idle_timeout:g} seconds is closed"
+        if idle_timeout is not None
+        else ""
+    )
+    return (
+        f"Too many open sessions: this server keeps at most {max_sessions:,} MCP sessions open "
+        "and all are in use (workspace-tools serve --max-sessions); end a session you no "
+        f"longer use (an HTTP DELETE with its Mcp-Session-Id){wait}, then initialize again"
+    )
+
+
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
     """The ``Host`` header values a server bound to ``host``:``port`` answers: that address,
     and for a loopback address every loopback name (``localhost``, ``127.0.0.1``,
@@ -221,7 +285,8 @@ def create_http_app(
     server: Server[Any, Any],
     token: str,
     *,
-    session_idle_timeout: float = 30 * 60,
+    session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
     hosts: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The ASGI application serving ``server`` at :data:`MCP_PATH` behind ``token``, with
@@ -230,19 +295,28 @@ def create_http_app(
     Args:
         server: a low-level MCP server (:func:`workspace_tools.adapters.mcp.create_server`).
         token: the bearer token every MCP request must carry.
-        session_idle_timeout: seconds after which an MCP session nobody used is closed.
+        session_idle_timeout: seconds after which an MCP session nobody used is closed
+            (``None``: never).
+        max_sessions: most MCP sessions open at once; a request that would open another
+            gets 503 and a JSON-RPC error (:func:`session_cap_message`).
         hosts: the ``Host`` values (``name:port``, lower case) to answer, from
             :func:`allowed_hosts`; any other is refused with 421 and an ``Origin`` naming
             another host with 403 (DNS rebinding). Empty: any ``Host``, and an ``Origin``
             must name the ``Host`` it was sent to.
 
     Raises:
-        ValueError: an empty token.
+        ValueError: an empty token, ``max_sessions`` below 1, or a ``session_idle_timeout``
+            that is not a positive number of seconds.
     """
     verifier = StaticTokenVerifier(token)
-    manager = StreamableHTTPSessionManager(server, session_idle_timeout=session_idle_timeout)
+    manager = StreamableHTTPSessionManager(
+        server, session_idle_timeout=session_idle_timeout, max_sessions=max_sessions
+    )
+    refusal = session_cap_message(max_sessions, session_idle_timeout)
 
     async def mcp_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        if MCP_SESSION_ID_HEADER not in Headers(scope=scope):
+            send = _SessionCapWording(send, refusal)  # a request that opens a session
         await manager.handle_request(scope, receive, send)
 
     async def health(request: Request) -> JSONResponse:
@@ -323,22 +397,36 @@ class _QuietClosedStream(logging.Filter):
         return not (closed and record.getMessage() == "Error in standalone SSE writer")
 
 
-async def serve_http(server: Server[Any, Any], token: str, sock: socket.socket) -> None:
+async def serve_http(
+    server: Server[Any, Any],
+    token: str,
+    sock: socket.socket,
+    *,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
+) -> None:
     """Run ``server`` over streamable HTTP on ``sock`` until SIGINT/SIGTERM; calls in
-    flight are cancelled at shutdown (their processes stopped)."""
+    flight are cancelled at shutdown (their processes stopped). ``max_sessions`` and
+    ``session_idle_timeout`` as :func:`create_http_app` takes them."""
     logger = logging.getLogger("mcp.server.streamable_http")
     quiet = _QuietClosedStream()
     logger.addFilter(quiet)
     try:
-        await _serve(server, token, sock)
+        app = create_http_app(
+            server,
+            token,
+            max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
+            hosts=allowed_hosts(*sock.getsockname()[:2]),
+        )
+        await _serve(app, sock)
     finally:
         logger.removeFilter(quiet)
 
 
-async def _serve(server: Server[Any, Any], token: str, sock: socket.socket) -> None:
-    host, port = sock.getsockname()[:2]
+async def _serve(app: Starlette, sock: socket.socket) -> None:
     config = uvicorn.Config(
-        create_http_app(server, token, hosts=allowed_hosts(host, port)),
+        app,
         log_level="warning",
         # Streams of calls in flight would hold a graceful shutdown open indefinitely.
         timeout_graceful_shutdown=2,

@@ -33,6 +33,9 @@ from workspace_tools.adapters._common import (
     CallFunction,
     Finished,
     invoke_call,
+    item_id,
+    item_object,
+    json_kind,
     model_text,
 )
 from workspace_tools.text._patch_parse import (
@@ -103,13 +106,13 @@ def openai_apply_patch_custom_tool(name: str = "apply_patch") -> dict[str, Any]:
     }
 
 
-def _as_dict(item: Any) -> dict[str, Any]:
-    if isinstance(item, Mapping):
-        return dict(item)
-    dump = getattr(item, "model_dump", None)
-    if dump is None:
-        raise TypeError(f"expected a dict or an SDK model, got {type(item).__name__}")
-    return dump(mode="json")  # type: ignore[no-any-return]
+def _item(item: Any, what: str, fields: str) -> dict[str, Any]:
+    """``item`` as a dict (:func:`item_object`); one that is no object is
+    ``INVALID_ARGUMENTS``."""
+    try:
+        return item_object(item, what, fields)
+    except ValueError as exc:
+        raise ToolError(str(exc), ErrorCode.INVALID_ARGUMENTS) from None
 
 
 def _lines(text: str) -> str:
@@ -127,11 +130,14 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
     Delete File: ...``, ``*** Move to: ...``), is refused rather than run.
 
     Raises:
-        ToolError: ``INVALID_ARGUMENTS`` for an item without a known operation or path, a
-            path the envelope cannot hold, a ``create_file`` diff with a line that is not
-            ``+``, or a diff that would change more than the operation's one file.
+        ToolError: ``INVALID_ARGUMENTS`` for an item that is no object, one without a known
+            operation or path, a path the envelope cannot hold, a ``create_file`` diff with a
+            line that is not ``+``, or a diff that would change more than the operation's one
+            file.
     """
-    operation = _as_dict(item).get("operation") or {}
+    operation = _item(item, "apply_patch_call", "call_id and operation").get("operation")
+    if operation is None:
+        operation = {}
     if not isinstance(operation, Mapping):
         raise ToolError(
             f"The apply_patch_call's operation is {type(operation).__name__}, not an object "
@@ -271,12 +277,13 @@ async def invoke_apply_patch_call(
     ``apply_patch_call_output`` item. ``call`` runs the call (default :func:`invoke_call`;
     a session's call function adds its policy, confirmation and steps).
 
-    A malformed item becomes a ``failed`` output, as any failed call."""
+    A malformed item becomes a ``failed`` output, as any failed call: one that is no object
+    or whose ``call_id`` is no string answers to the call id ``""``."""
     try:
-        data = _as_dict(item)
-    except TypeError as exc:
+        data = item_object(item, "apply_patch_call", "call_id and operation")
+        call_id = item_id(data, "apply_patch_call", "call_id", "id")
+    except ValueError as exc:
         return _failed("", str(exc))
-    call_id = str(data.get("call_id") or data.get("id") or "")
     try:
         arguments = apply_patch_call_arguments(data)
     except ToolError as exc:
@@ -296,8 +303,51 @@ def _failed(call_id: str, text: str) -> dict[str, Any]:
 
 def custom_tool_call_arguments(item: Any) -> dict[str, Any]:
     """The arguments of our ``apply_patch`` tool for a ``custom_tool_call`` item (a dict or the
-    SDK's ``ResponseCustomToolCall``): its ``input`` is the patch."""
-    return {"patch": str(_as_dict(item).get("input") or "")}
+    SDK's ``ResponseCustomToolCall``): its ``input`` is the patch.
+
+    Raises:
+        ToolError: ``INVALID_ARGUMENTS`` for an item that is no object, or whose ``input``
+            is absent or no text (a list, a number, ``null``): the message says which.
+    """
+    data = _item(item, "custom_tool_call", "call_id and input")
+    patch = data.get("input")
+    if patch is None:
+        raise ToolError("The custom_tool_call has no input", ErrorCode.INVALID_ARGUMENTS)
+    if not isinstance(patch, str):
+        raise ToolError(
+            f"The custom_tool_call's input is {json_kind(patch)}, not text: send the whole "
+            "patch, from *** Begin Patch to *** End Patch, as the input",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    return {"patch": patch}
+
+
+async def invoke_custom_tool_call(
+    tool: Tool[Any], item: Any, call: CallFunction | None = None
+) -> dict[str, Any]:
+    """Run one ``custom_tool_call`` item of the custom tool
+    :func:`openai_apply_patch_custom_tool` declares with ``tool`` (our ``apply_patch``) and
+    return its ``custom_tool_call_output`` item (:func:`custom_tool_call_output`). ``call``
+    runs the call (default :func:`invoke_call`; a session's call function adds its policy,
+    confirmation and steps).
+
+    A malformed item becomes an ``Error:`` output naming what is wrong, as any failed call:
+    one that is no object or whose ``call_id`` is no string answers to the call id ``""``."""
+    try:
+        data = item_object(item, "custom_tool_call", "call_id and input")
+        call_id = item_id(data, "custom_tool_call", "call_id")
+    except ValueError as exc:
+        return _custom_failed("", str(exc))
+    try:
+        arguments = custom_tool_call_arguments(data)
+    except ToolError as exc:
+        return _custom_failed(call_id, exc.message)
+    result = await (call or invoke_call())(tool, arguments, call_id, None)
+    return custom_tool_call_output(result)
+
+
+def _custom_failed(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "custom_tool_call_output", "call_id": call_id, "output": f"Error: {text}"}
 
 
 def custom_tool_call_output(result: Finished) -> dict[str, Any]:

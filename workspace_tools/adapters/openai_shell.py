@@ -41,6 +41,8 @@ from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
     CallFunction,
     invoke_call,
+    item_field,
+    item_id,
     item_object,
     model_text,
     seconds_of_ms,
@@ -101,15 +103,15 @@ async def call_openai_shell(
     runner = call or invoke_call()
     try:
         data = item_object(item, "shell_call", "call_id and action")
-        if data.get("call_id") is None and data.get("id") is None:
-            raise ValueError("The shell_call has no call_id")
+        call_id = item_id(data, "shell_call", "call_id", "id")
     except ValueError as exc:
         return _refused("", str(exc))
-    call_id = str(data.get("call_id") or data.get("id"))
     try:
-        action = ShellAction.model_validate(data.get("action") or {})
-    except ValidationError as exc:
-        return _refused(call_id, format_validation_error("shell_call", exc))
+        action = ShellAction.model_validate(item_field(data, "action", "shell_call", "commands"))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        if isinstance(exc, ValidationError):
+            return _refused(call_id, format_validation_error("shell_call", exc))
+        return _refused(call_id, str(exc))
     limit = action.max_output_length
     outputs = []
     for index, command in enumerate(action.commands):
@@ -195,17 +197,17 @@ async def call_local_shell(
     runner = call or invoke_call()
     try:
         item = item_object(item, "local_shell_call", "call_id and action")
-        if item.get("call_id") is None and item.get("id") is None:
-            raise ValueError("The local_shell_call has no call_id")
+        call_id = item_id(item, "local_shell_call", "call_id", "id")
     except ValueError as exc:
         return _local_output({"call_id": ""}, str(exc), NOT_RUN_EXIT_CODE, 0.0)
     try:
-        action = LocalShellAction.model_validate(item.get("action") or {})
-    except ValidationError as exc:
-        return _local_output(
-            item, format_validation_error("local_shell_call", exc), NOT_RUN_EXIT_CODE, 0.0
+        action = LocalShellAction.model_validate(
+            item_field(item, "action", "local_shell_call", "command")
         )
-    call_id = str(item.get("call_id") or item.get("id"))
+    except ValueError as exc:  # pydantic's ValidationError is one
+        if isinstance(exc, ValidationError):
+            exc = ValueError(format_validation_error("local_shell_call", exc))
+        return _local_output(item, str(exc), NOT_RUN_EXIT_CODE, 0.0)
     argv: Sequence[str] = action.command
     env: Mapping[str, str] = action.env
     timeout_ms = action.timeout_ms

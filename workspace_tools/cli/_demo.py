@@ -304,6 +304,7 @@ async def _drive(
     failed += await _stopped_background(root, by_name["run_command"], printer, number + 6)
     failed += await _shipped_call(root, printer, number + 7)
     failed += await _closure_call(root, printer, number + 8)
+    failed += await _wrong_shaped_item(root, printer, number + 9)
     return failed
 
 
@@ -686,3 +687,26 @@ async def _closure_call(root: Path, printer: _Printer, number: int) -> int:
     printer.line(f"  over a lock: {refused.error_code}: {refused.error}")
     elsewhere = ran.error is None and not str(ran.content).endswith(f"pid {os.getpid()}")
     return int(not elsewhere or refused.error_code is not ErrorCode.SANDBOX_ERROR)
+
+
+async def _wrong_shaped_item(root: Path, printer: _Printer, number: int) -> int:
+    """An OpenAI ``custom_tool_call`` for apply_patch whose ``input`` is a list, not the
+    patch: answered in the item's own shape with what is wrong, nothing run; the same
+    call with the patch as its input runs it. Returns 1 when not, else 0."""
+    from workspace_tools.adapters.openai_apply_patch import invoke_custom_tool_call
+
+    printer.line(f"\n{number}. an OpenAI custom tool call of the wrong shape, then the right one")
+    patcher = next(t for t in workspace_tools(root) if t.name == "apply_patch")
+    path = "item-demo.txt"
+    patch = f"*** Begin Patch\n*** Add File: {path}\n+added\n*** End Patch\n"
+    item = {"type": "custom_tool_call", "call_id": "demo", "name": "apply_patch"}
+    try:
+        wrong = await invoke_custom_tool_call(patcher, {**item, "input": [patch]})
+        created = (root / path).exists()
+        right = await invoke_custom_tool_call(patcher, {**item, "input": patch})
+        printer.line(f"  input a list: {wrong['output']}")
+        printer.line(f"  input the patch: {right['output']}")
+        ran = (root / path).read_text() == "added\n"
+    finally:
+        (root / path).unlink(missing_ok=True)
+    return int(created or not ran or not wrong["output"].startswith("Error: "))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
+import math
 import os
 import re
 import sys
@@ -447,8 +449,35 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
             token = new_token()
             out.write(f"token {token}\n")
         out.flush()
-        anyio.run(serve_http, server, token, sock)
+        # What is not given keeps serve_http's defaults (the help texts name them).
+        limits = {
+            "max_sessions": args.max_sessions,
+            "session_idle_timeout": args.session_idle_timeout,
+        }
+        given = {name: value for name, value in limits.items() if value is not None}
+        anyio.run(functools.partial(serve_http, **given), server, token, sock)
     return 0
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        shown = clipped(text, ECHO_LIMIT)
+        raise argparse.ArgumentTypeError(f"{shown}: give a whole number, 1 or more")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{clipped(text, ECHO_LIMIT)}: give a number of seconds above 0"
+        )
+    return value
 
 
 def run_schema(args: argparse.Namespace, out: TextIO) -> int:
@@ -525,6 +554,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="where to listen (default 127.0.0.1:8765, this machine only; port 0 picks one). "
         "The token comes from $WORKSPACE_TOOLS_TOKEN, else a new one is printed",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        metavar="N",
+        help="most MCP sessions open at once (default 32); a client that would open one more "
+        "gets HTTP 503 until a session ends or goes idle",
+    )
+    serve.add_argument(
+        "--session-idle-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="close a session after this long without a request (default 1800)",
     )
     _add_server_arguments(serve)
     serve.set_defaults(handler=run_serve)

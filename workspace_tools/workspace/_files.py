@@ -25,6 +25,7 @@ import ctypes
 import errno
 import os
 import posixpath
+import resource
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -192,6 +193,18 @@ def stat_below(root: Path, real: Path, *, follow_symlinks: bool = True) -> os.st
 # The most fds of directories below the root a DirFds keeps open; the ancestors above them
 # are reached again by ".." (checked), so a tree deeper than the process's fd limit works.
 _HELD_LEVELS = 64
+# Under a low fd limit a DirFds keeps fewer: at most this share of the limit, so that the
+# files its user opens beside it (and other DirFds of other threads) still find fds.
+_LIMIT_SHARE = 16
+
+
+def held_levels() -> int:
+    """How many levels below the root a :class:`DirFds` keeps open: :data:`_HELD_LEVELS`,
+    fewer under a low ``RLIMIT_NOFILE`` (a sixteenth of its soft value, at least 2)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return _HELD_LEVELS
+    return min(_HELD_LEVELS, max(2, soft // _LIMIT_SHARE))
 
 
 class DirFds:
@@ -202,11 +215,16 @@ class DirFds:
 
     A move costs the ``openat`` of the names not shared with the directory before and a
     comparison of the two paths as strings: no per-level work for the levels kept, so a
-    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps. At most
-    :data:`_HELD_LEVELS` fds below the root are open (a tree deeper than the process's fd
-    limit must not fail with ``EMFILE``): the fd of an ancestor farther up is closed, its
-    device and inode noted, and a move back up to it opens ``..`` level by level, each
-    checked to be the directory that level had: one moved out from under its parent
+    walk of a chain ``n`` directories deep costs ``n`` opens, not ``n²`` steps.
+
+    The fds held are bounded whatever the tree's depth and breadth (a tree deeper than the
+    process's fd limit must not fail with ``EMFILE``): at most :func:`held_levels` levels
+    below the root are open (64, fewer under a low fd limit), the shallowest closed first;
+    an open that fails with ``EMFILE`` or ``ENFILE`` closes the shallowest open level and
+    is tried again (until only the parent is left); a walker closes the levels it will
+    not come back to (:meth:`release`). A closed level's device and inode are noted, and
+    a move back up to it opens ``..`` level by level from the nearest open level below it,
+    each checked to be the directory that level had: one moved out from under its parent
     meanwhile fails with ``ELOOP``, as a swapped one does on the way down (one moved
     together with its ancestors stays reachable, as through a kept fd). Moving up costs a
     level an ``openat``, as moving down does, so the total stays linear.
@@ -225,7 +243,8 @@ class DirFds:
         self._ends: list[int] = []  # where each level's path ends in _current (root: 0)
         self._fds: list[int] = []  # each level's fd, -1 once closed (the root's stays open)
         self._ids: dict[int, tuple[int, int]] = {}  # a closed level's (st_dev, st_ino)
-        self._low = 1  # the shallowest level below the root whose fd is open
+        self._open = 0  # how many levels below the root have their fd open
+        self._held = held_levels()
 
     def get(self, rel_dir: str) -> int:
         """The fd of the directory ``rel_dir`` (``""`` for the root); valid until the next
@@ -253,17 +272,49 @@ class DirFds:
             start = position + 1 if position else 0
             after = rel_dir.find("/", start)
             after = len(rel_dir) if after < 0 else after
-            fds.append(_open_dir(rel_dir[start:after], fds[-1], self._flags))
+            fds.append(self._open_below(rel_dir[start:after]))
             ends.append(after)
+            self._open += 1
             position = after
-            if len(fds) - self._low > _HELD_LEVELS:
-                low = self._low
-                info = os.fstat(fds[low])
-                self._ids[low] = (info.st_dev, info.st_ino)
-                os.close(fds[low])
-                fds[low] = -1
-                self._low = low + 1
+            if self._open > self._held:
+                self._close_shallowest()
         return fds[-1]
+
+    def release(self, level: int) -> None:
+        """Close the fd of ``level`` (0: the root, 1: a directory right below it, ...) of
+        the directory last asked for, if open, when the caller will not ask for a
+        directory right below it again; the root's and the deepest level's stay open. A
+        later move through it climbs by ``..`` as through any closed level."""
+        if 0 < level < len(self._fds) - 1 and self._fds[level] >= 0:
+            self._close(level)
+
+    def _open_below(self, name: str) -> int:
+        """``name`` opened in the deepest level; out of fds, the shallowest open levels
+        are closed one by one (the deepest is needed) and the open tried again."""
+        while True:
+            try:
+                return _open_dir(name, self._fds[-1], self._flags)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._close_shallowest():
+                    raise
+
+    def _close_shallowest(self) -> bool:
+        """Close the shallowest open level below the root but the deepest; whether any."""
+        fds = self._fds
+        for level in range(1, len(fds) - 1):
+            if fds[level] >= 0:
+                self._close(level)
+                return True
+        return False
+
+    def _close(self, level: int) -> None:
+        """Close ``level``'s fd, noting its identity for a climb back through it."""
+        fd = self._fds[level]
+        info = os.fstat(fd)
+        self._ids[level] = (info.st_dev, info.st_ino)
+        os.close(fd)
+        self._fds[level] = -1
+        self._open -= 1
 
     def _up_to(self, keep: int) -> None:
         """Leave the first ``keep`` levels, the deepest of them with its fd open."""
@@ -272,23 +323,28 @@ class DirFds:
         if target >= len(fds) - 1:
             return
         if fds[target] < 0:
-            # Closed: climb from the shallowest open level by "..", checking each.
-            level = self._low
+            # Closed: climb by ".." from the nearest open level below it, checking each.
+            level = next(lv for lv in range(target + 1, len(fds)) if fds[lv] >= 0)
             fd, fds[level] = fds[level], -1
-            while level > target:
-                level -= 1
-                try:
-                    parent = os.open("..", self._flags, dir_fd=fd)
-                finally:
-                    os.close(fd)
-                fd = parent
-                info = os.fstat(fd)
-                if (info.st_dev, info.st_ino) != self._ids[level]:
-                    os.close(fd)
-                    self._drop_from(1)
-                    raise OSError(errno.ELOOP, "moved while it was walked")
+            self._open -= 1
+            try:
+                while level > target:
+                    level -= 1
+                    try:
+                        parent = os.open("..", self._flags, dir_fd=fd)
+                    finally:
+                        os.close(fd)
+                    fd = parent
+                    info = os.fstat(fd)
+                    if (info.st_dev, info.st_ino) != self._ids[level]:
+                        os.close(fd)
+                        raise OSError(errno.ELOOP, "moved while it was walked")
+            except BaseException:
+                self._drop_from(1)  # the next move starts again from the root
+                raise
             fds[target] = fd
-            self._low = target
+            self._open += 1
+            self._ids.pop(target, None)
         self._drop_from(keep)
 
     def _drop_from(self, keep: int) -> None:
@@ -300,15 +356,16 @@ class DirFds:
             self._ids.pop(len(fds), None)
             if fd >= 0:
                 os.close(fd)
-        self._low = min(self._low, max(len(fds), 1))
+                if fds:
+                    self._open -= 1
         if len(fds) <= 1:
             self._current = ""
+            self._open = 0
 
     def close(self) -> None:
         """Close every fd held."""
         self._drop_from(0)
         self._ids.clear()
-        self._low = 1
 
     def __enter__(self) -> DirFds:
         return self

@@ -8,6 +8,7 @@ rank just above the ``.gitignore`` of the same directory.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -89,7 +90,9 @@ def read_ignore_file(
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags, dir_fd=dir_fd)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise  # out of fds says nothing of the file: its rules must not go missing
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):

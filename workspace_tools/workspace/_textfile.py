@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import fcntl
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from workspace_tools.workspace._files import (
     _take_owner,
     _write_all,
     atomic_write,
+    held_levels,
     open_parent,
     os_error,
     read_bytes,
@@ -161,14 +165,16 @@ def start_writeback(fd: int) -> None:
 
 @dataclass
 class _Staged:
-    """A file's new content in its temp file, written, not yet renamed over the target."""
+    """A file's new content in its temp file, written, not yet renamed over the target.
+    ``fd`` is the temp file's (holding its lock), ``-1`` once let go to bound the fds a
+    batch holds (its data then already flushed); ``identity`` is its device and inode."""
 
     real: Path
     rel: str
-    dir_fd: int
     name: str
     temp: str
     fd: int
+    identity: tuple[int, int]
     created: bool
     renamed: bool = False
 
@@ -189,13 +195,20 @@ class BatchWrite:
     other work between :meth:`stage` and :meth:`flush`, while the disk writes. Never
     ``syncfs(2)``, though it is cheaper for many small files: it also waits for every
     other process's dirty data on the file system, so a call's time would depend on what
-    others write. Each directory is opened once a batch. A crash before a rename leaves that
+    others write. A crash before a rename leaves that
     file's old content, after it the new, never a half-written file; :meth:`close` (or
     leaving the ``with`` block) removes every temp file not renamed. A file whose temp
     file cannot take its owner or whose directory is not writable is written by
     :func:`~._files.atomic_write` at :meth:`replace` (in place, as it does). With ``fsync``
     off (the workspace's ``fsync`` option) nothing is flushed: :meth:`flush` and
     :meth:`sync` do nothing, the batch stays all or nothing and each file atomic.
+
+    The fds a batch holds are bounded whatever its number of files and directories
+    (:func:`~._files.held_levels` of each kind): past that, the oldest temp file is
+    flushed at once and its fd closed (to be renamed, it is opened again, checked to be
+    the same file and locked), and the least recently used directory's fd is closed
+    (opened again from the root without following a link when needed, and checked to be
+    the same directory: one swapped meanwhile fails the file with ``ELOOP``).
     """
 
     def __init__(self, root: Path, *, write_read_only: bool = False, fsync: bool = True) -> None:
@@ -204,8 +217,12 @@ class BatchWrite:
         self._fsync = fsync
         self._staged: dict[Path, _Staged] = {}
         self._direct: dict[Path, tuple[str, bytes]] = {}
-        self._dirs: list[int] = []  # fds of directories to sync, closed by close()
-        self._parents: dict[Path, int] = {}  # of the staged files, among _dirs
+        self._held = held_levels()
+        self._holding: list[_Staged] = []  # staged files whose fd is open, oldest first
+        # Directories of the staged files and of the removals: the identity of each, and
+        # the fds of those used last (closed by close()).
+        self._dir_ids: dict[Path, tuple[int, int]] = {}
+        self._dir_fds: OrderedDict[Path, int] = OrderedDict()
         self._cleaned: set[tuple[int, int]] = set()  # directories rid of stale temps
 
     def __enter__(self) -> BatchWrite:
@@ -236,21 +253,34 @@ class BatchWrite:
             outcome = "nothing was written" if old is None else "the file was left unchanged"
             raise ToolError(f"{error.message}; {outcome}", error.code) from exc
 
-    def _parent(self, real: Path, guard: CommitGuard) -> int:
+    def _parent(self, real: Path, guard: CommitGuard = nullcontext, *, create: bool = True) -> int:
         """An fd of ``real``'s directory, reached from the root without following a
-        symlink (:func:`~._files.open_parent`) once a batch, and rid of stale temp files
-        then (its own temp files are not stale); closed by :meth:`close`."""
+        symlink (:func:`~._files.open_parent`) and kept among the ones used last; the
+        first time rid of stale temp files (its own temp files are not stale), each time
+        after checked to be the directory first found there.
+
+        Raises:
+            OSError: as ``open_parent``; ``ELOOP`` for a directory that is no longer the
+                one the batch first found there.
+        """
         parent = real.parent
-        fd = self._parents.get(parent)
-        if fd is None:
-            with open_parent(self._root, real, create=True, guard=guard) as (dir_fd, _):
-                fd = os.dup(dir_fd)
-            self._dirs.append(fd)
-            self._parents[parent] = fd
-            info = os.fstat(fd)
-            if (info.st_dev, info.st_ino) not in self._cleaned:
-                remove_stale_temps(fd)
-                self._cleaned.add((info.st_dev, info.st_ino))
+        fd = self._dir_fds.get(parent)
+        if fd is not None:
+            self._dir_fds.move_to_end(parent)
+            return fd
+        with open_parent(self._root, real, create=create, guard=guard) as (dir_fd, _):
+            fd = os.dup(dir_fd)
+        info = os.fstat(fd)
+        identity = (info.st_dev, info.st_ino)
+        if self._dir_ids.setdefault(parent, identity) != identity:
+            os.close(fd)
+            raise OSError(errno.ELOOP, "the directory changed while the files were written")
+        self._dir_fds[parent] = fd
+        while len(self._dir_fds) > self._held:
+            os.close(self._dir_fds.popitem(last=False)[1])
+        if identity not in self._cleaned:
+            remove_stale_temps(fd)
+            self._cleaned.add(identity)
         return fd
 
     def _stage_in(
@@ -264,10 +294,11 @@ class BatchWrite:
             # file, and rewrites an existing writable one in place.
             self._direct[real] = (rel, data)
             return
-        staged = _Staged(real, rel, dir_fd, name, temp, fd, old is None)
+        info = os.fstat(fd)
+        staged = _Staged(real, rel, name, temp, fd, (info.st_dev, info.st_ino), old is None)
         self._staged[real] = staged
         if old is not None and not _take_owner(fd, old):
-            self._discard(staged)
+            self._discard(staged, dir_fd)
             self._direct[real] = (rel, data)
             return
         _write_all(fd, data)
@@ -276,16 +307,33 @@ class BatchWrite:
             os.fchmod(fd, stat.S_IMODE(old.st_mode))
         if self._fsync:
             start_writeback(fd)
+        self._holding.append(staged)
+        if len(self._holding) > self._held:
+            self._let_go(self._holding.pop(0))
+
+    def _let_go(self, item: _Staged) -> None:
+        """Flush ``item``'s temp file now and close its fd (see the class docstring).
+
+        Raises:
+            OSError: the flush failed; no target is changed.
+        """
+        try:
+            if self._fsync:
+                os.fsync(item.fd)
+        finally:
+            os.close(item.fd)
+            item.fd = -1
 
     def flush(self) -> None:
-        """Make every staged file's data durable, before any rename.
+        """Make every staged file's data durable, before any rename (those let go were
+        flushed then).
 
         Raises:
             ToolError: the flush failed (``DISK_FULL``, ...); no target is changed.
         """
         if not self._fsync:
             return
-        for item in self._staged.values():
+        for item in self._holding:
             try:
                 os.fsync(item.fd)
             except OSError as exc:
@@ -312,21 +360,39 @@ class BatchWrite:
             return
         item = self._staged[real]
         try:
-            with guard():
+            dir_fd = self._parent(real, create=False)
+            with self._locked(item, dir_fd), guard():
                 if self._fsync or item.created:
-                    os.replace(item.temp, item.name, src_dir_fd=item.dir_fd, dst_dir_fd=item.dir_fd)
+                    os.replace(item.temp, item.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 else:
-                    swap_in(item.dir_fd, item.temp, item.name)
+                    swap_in(dir_fd, item.temp, item.name)
         except OSError as exc:
             error = os_error(exc, item.rel)
             outcome = "nothing was written" if item.created else "the file was left unchanged"
             raise ToolError(f"{error.message}; {outcome}", error.code) from exc
         item.renamed = True
 
+    @contextlib.contextmanager
+    def _locked(self, item: _Staged, dir_fd: int) -> Iterator[None]:
+        """Hold ``item``'s temp file locked (see :mod:`._tempfiles`): by its own fd, or for
+        one let go, by the file opened again, checked to be the one written, and locked."""
+        if item.fd >= 0:
+            yield
+            return
+        fd = os.open(item.temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != item.identity:
+                raise OSError(errno.ENOENT, "the written copy is gone")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def removed(self, real: Path) -> None:
         """Note that ``real`` was removed: :meth:`sync` makes its removal durable."""
-        with contextlib.suppress(OSError), open_parent(self._root, real) as (dir_fd, _):
-            self._dirs.append(os.dup(dir_fd))
+        with contextlib.suppress(OSError):
+            self._parent(real, create=False)
 
     def sync(self) -> None:
         """Make the renames and noted removals durable.
@@ -336,13 +402,13 @@ class BatchWrite:
         """
         if not self._fsync:
             return
-        seen: dict[tuple[int, int], int] = {}
-        for fd in self._dirs:
-            info = os.fstat(fd)
-            seen.setdefault((info.st_dev, info.st_ino), fd)
+        seen: set[tuple[int, int]] = set()
         try:
-            for fd in seen.values():
-                os.fsync(fd)
+            for parent, identity in list(self._dir_ids.items()):
+                if identity not in seen:
+                    seen.add(identity)
+                    # _parent takes a path in the directory (its name is not used).
+                    os.fsync(self._parent(parent / "_", create=False))
         except OSError as exc:
             raise ToolError(
                 f"Cannot make the changes durable: {exc.strerror or exc}", ErrorCode.TOOL_ERROR
@@ -353,18 +419,22 @@ class BatchWrite:
         for item in self._staged.values():
             if not item.renamed:
                 with contextlib.suppress(OSError):
-                    os.unlink(item.temp, dir_fd=item.dir_fd)
-            with contextlib.suppress(OSError):
-                os.close(item.fd)  # drops the temp file's lock, only now
+                    dir_fd = self._parent(item.real, create=False)
+                    with self._locked(item, dir_fd):
+                        os.unlink(item.temp, dir_fd=dir_fd)
+            if item.fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(item.fd)  # drops the temp file's lock, only now
         self._staged.clear()
-        for fd in self._dirs:
+        self._holding.clear()
+        for fd in self._dir_fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._dirs.clear()
-        self._parents.clear()
+        self._dir_fds.clear()
+        self._dir_ids.clear()
 
-    def _discard(self, item: _Staged) -> None:
+    def _discard(self, item: _Staged, dir_fd: int) -> None:
         del self._staged[item.real]
         with contextlib.suppress(OSError):
-            os.unlink(item.temp, dir_fd=item.dir_fd)
+            os.unlink(item.temp, dir_fd=dir_fd)
         os.close(item.fd)

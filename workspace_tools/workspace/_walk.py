@@ -14,7 +14,9 @@ The walk goes by directory fd, never by path: the start directory is opened from
 one component at a time and each subdirectory relative to its parent's fd, all with
 ``O_NOFOLLOW | O_DIRECTORY``, and entries are typed by ``fstatat`` relative to that fd. A
 directory swapped for a link to outside during the walk fails to open and is skipped: no
-outside name is ever listed. At most one fd per level of depth is open.
+outside name is ever listed. The fds are :class:`~._files.DirFds`'s: a bounded number of
+levels, however deep and branching the tree (a tree whose levels outnumber the fd limit is
+walked whole); a walk that runs out of fds anyway raises rather than leave entries out.
 
 Each :class:`~._workspace.Workspace` owns one :class:`Walker` (``workspace.walker``), which
 list_files, glob, grep and the session's fingerprints share. Walks are cached per walker. A
@@ -26,6 +28,7 @@ returns a stale file set.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from workspace_tools.workspace._files import DirFds, open_dir
+from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._git import (
     GitRepo,
     GlobalExcludes,
@@ -61,9 +64,10 @@ SYMLINK: EntryType = "symlink"
 # Timestamps this close to the walk's start may not yet have ticked for a change made just
 # after the listing (coarse file-system clocks); such a walk is not reused.
 _RACY_NS = 2_000_000_000
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # One walker serves the three discovery tools and the fingerprints (eight walks each before).
 _CACHE_SIZE = 24
+# Errors that say nothing of the directory, only of this process: raised, never skipped.
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
 
 class Entry(NamedTuple):
@@ -258,79 +262,76 @@ class _Scan:
 
     def run(self, start_abs: str, start_rel: str, recursive: bool, include_ignored: bool) -> None:
         rules = IgnoreRules() if include_ignored else self.base_rules(start_abs)
-        start = _Dir(open_dir(self.root, start_rel))
-        # Depth first. A task names a directory by its parent's fd (never by a path), so a
-        # directory swapped for a symlink during the walk fails to open (ELOOP/ENOTDIR) and
-        # is skipped: nothing outside the root is listed. A parent's fd stays open until its
-        # last child directory is opened: at most one fd per level of depth.
-        stack: list[tuple[_Dir | None, str, str, str, IgnoreRules, bool]] = [
-            (None, "", start_abs, start_rel, rules, False)
-        ]
+        # Depth first, each directory reached by its parent's fd (never by a path) through
+        # one DirFds: a directory swapped for a symlink during the walk fails to open
+        # (ELOOP/ENOTDIR) and is skipped, so nothing outside the root is listed, and the
+        # fds held stay bounded (DirFds: its nearest levels, fewer under a low fd limit)
+        # however deep and branching the tree; a task is a path, not an fd, so the
+        # directories waiting on the stack hold none.
+        stack: list[tuple[str, str, IgnoreRules, bool]] = [(start_abs, start_rel, rules, False)]
+        # Tasks still on the stack below each level's directory on the current path (the
+        # stack holds only children of that path's directories): a level with none left
+        # is never come back to, and its fd is released once its last child is opened.
+        pending: dict[int, int] = {}
+        start_level = start_rel.count("/") + 1 if start_rel else 0
         tracked, prefix = self.tracked, self.prefix
         fsencode = os.fsencode
-        try:
+        with DirFds(self.root) as dirs:
+            # The start directory's failure is the caller's to report.
+            dirs.get(start_rel)
             while stack:
-                parent, name, d_abs, d_rel, d_rules, tracked_only = stack.pop()
-                if parent is None:
-                    here = start
-                else:
-                    try:
-                        here = _Dir(os.open(name, _DIR_FLAGS, dir_fd=parent.fd))
-                    except PermissionError:
-                        self.unreadable.append(d_rel)
-                        self.stamps.append(FileStamp(d_abs, None))
-                        continue
-                    except OSError:
-                        # Swapped for a link or file, removed, or unreadable since listed.
-                        self.stamps.append(FileStamp(d_abs, None))
-                        continue
-                    finally:
-                        parent.release()
-                children = 0
+                d_abs, d_rel, d_rules, tracked_only = stack.pop()
+                level = d_rel.count("/") + 1 if d_rel else 0
                 try:
-                    self.stamps.append(_fd_stamp(d_abs, here.fd))
-                    listing = _list_dir(here.fd)
-                    if listing is None:
-                        self.unreadable.append(d_rel)
-                        listing = []
-                    has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
-                    if has_rules and not include_ignored and not tracked_only:
-                        d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel, here.fd))
-                    lead = d_rel + "/" if d_rel else ""
-                    for name, kind in listing:
-                        rel = lead + name
-                        is_dir = kind is DIRECTORY
-                        child_tracked_only = tracked_only
-                        if tracked_only:
-                            full = prefix + rel
-                            if full not in (tracked.dirs if is_dir else tracked.files):
+                    fd = dirs.get(d_rel)
+                except PermissionError:
+                    self.unreadable.append(d_rel)
+                    self.stamps.append(FileStamp(d_abs, None))
+                    continue
+                except OSError as exc:
+                    if exc.errno in _OUT_OF_FDS:
+                        raise  # a walk missing what it could not open is no walk
+                    # Swapped for a link or file, removed, or unreadable since listed.
+                    self.stamps.append(FileStamp(d_abs, None))
+                    continue
+                finally:
+                    if level > start_level:
+                        pending[level - 1] -= 1
+                        if not pending[level - 1]:
+                            dirs.release(level - 1)
+                self.stamps.append(_fd_stamp(d_abs, fd))
+                listing = _list_dir(fd)
+                if listing is None:
+                    self.unreadable.append(d_rel)
+                    listing = []
+                has_rules = any(name in IGNORE_FILE_NAMES for name, _ in listing)
+                if has_rules and not include_ignored and not tracked_only:
+                    d_rules = d_rules.extend(self._dir_rules(d_abs, prefix + d_rel, fd))
+                lead = d_rel + "/" if d_rel else ""
+                for name, kind in listing:
+                    rel = lead + name
+                    is_dir = kind is DIRECTORY
+                    child_tracked_only = tracked_only
+                    if tracked_only:
+                        full = prefix + rel
+                        if full not in (tracked.dirs if is_dir else tracked.files):
+                            self.ignored += 1
+                            self.skipped.append(Entry(rel, kind))
+                            continue
+                    elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
+                        # git lists a tracked file whatever the rules say, and the
+                        # tracked files inside an ignored directory.
+                        full = prefix + rel
+                        if full not in tracked.files:
+                            if not (is_dir and full in tracked.dirs):
                                 self.ignored += 1
                                 self.skipped.append(Entry(rel, kind))
                                 continue
-                        elif d_rules and d_rules.ignored(fsencode(prefix + rel), is_dir):
-                            # git lists a tracked file whatever the rules say, and the
-                            # tracked files inside an ignored directory.
-                            full = prefix + rel
-                            if full not in tracked.files:
-                                if not (is_dir and full in tracked.dirs):
-                                    self.ignored += 1
-                                    self.skipped.append(Entry(rel, kind))
-                                    continue
-                                child_tracked_only = True
-                        self.entries.append(Entry(rel, kind))
-                        if is_dir and recursive:
-                            stack.append(
-                                (here, name, d_abs + "/" + name, rel, d_rules, child_tracked_only)
-                            )
-                            children += 1
-                finally:
-                    here.hold(children)
-        finally:
-            # Left by an error: close what the pending tasks still hold.
-            for parent, *_ in stack:
-                if parent is not None:
-                    parent.release()
-            start.close()
+                            child_tracked_only = True
+                    self.entries.append(Entry(rel, kind))
+                    if is_dir and recursive:
+                        stack.append((d_abs + "/" + name, rel, d_rules, child_tracked_only))
+                        pending[level] = pending.get(level, 0) + 1
 
     def cacheable(self, started_ns: int) -> bool:
         # Modifying a directory or file sets its mtime to "now"; an mtime safely before the
@@ -338,33 +339,6 @@ class _Scan:
         # change whose mtime was then set back is still seen.)
         limit = started_ns - _RACY_NS
         return all(s.stamp is None or s.stamp[0] < limit for s in self.stamps)
-
-
-class _Dir:
-    """An open directory fd and how many of its subdirectories are still to be opened."""
-
-    __slots__ = ("fd", "pending")
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pending = 0
-
-    def hold(self, children: int) -> None:
-        """Keep the fd open for ``children`` more opens; close it if there are none."""
-        self.pending = children
-        if not children:
-            self.close()
-
-    def release(self) -> None:
-        """One child was opened (or given up): close the fd after the last."""
-        self.pending -= 1
-        if self.pending == 0:
-            self.close()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 def _fd_stamp(path: str, fd: int) -> FileStamp:
@@ -397,7 +371,9 @@ def _list_dir(fd: int) -> list[tuple[str, EntryType]] | None:
                     continue
     except PermissionError:
         return None
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _OUT_OF_FDS:
+            raise  # listed as empty, the walk would silently miss what is there
         return []
     return out
 
