@@ -223,7 +223,7 @@ def test_served_step_without_the_mcp_sdk_names_the_command_that_installs_it(
         0,
         "0 \n17. serve the workspace over HTTP on 127.0.0.1 and call it remotely\n"
         "  (skipped: mcp is not installed; install it with: "
-        f"{shlex.quote(sys.executable)} -m pip install 'mcp<2,>=1.20')\n",
+        f"{shlex.quote(sys.executable)} -m pip install 'mcp<2,>=1.30')\n",
     ), done.stderr
 
 

@@ -35,7 +35,7 @@ def test_core_imports_no_adapter_and_no_sdk() -> None:
 @pytest.mark.parametrize(
     ("module", "sdk", "requirement"),
     [
-        ("workspace_tools.adapters.mcp", "mcp", "'mcp<2,>=1.20'"),
+        ("workspace_tools.adapters.mcp", "mcp", "'mcp<2,>=1.30'"),
         ("workspace_tools.adapters.pydantic_ai", "pydantic_ai", "'pydantic-ai-slim>=2.18'"),
     ],
 )
@@ -77,5 +77,5 @@ def test_cli_without_the_mcp_sdk_says_how_to_install_it_in_one_line() -> None:
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         "workspace-tools: error: mcp is not installed; install it with: "
-        f"{shlex.quote(sys.executable)} -m pip install 'mcp<2,>=1.20'\n"
+        f"{shlex.quote(sys.executable)} -m pip install 'mcp<2,>=1.30'\n"
     )

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
     ("module", "sdk", "requirement"),
     [
         ("workspace_tools.adapters.ray", "ray", "'ray<3,>=2.40'"),
-        ("workspace_tools.adapters.remote", "mcp", "'mcp<2,>=1.20'"),
-        ("workspace_tools.adapters.mcp_http", "mcp", "'mcp<2,>=1.20'"),
+        ("workspace_tools.adapters.remote", "mcp", "'mcp<2,>=1.30'"),
+        ("workspace_tools.adapters.mcp_http", "mcp", "'mcp<2,>=1.30'"),
     ],
 )
 def test_a_missing_sdk_names_the_command_that_installs_it(

@@ -25,7 +25,7 @@ DISTRIBUTION = "agent-workspace-tools"
 
 
 def extra_requirements(extra: str) -> list[str]:
-    """The requirements (``mcp<2,>=1.20``) that this package's ``extra`` adds, from its
+    """The requirements (``mcp<2,>=1.30``) that this package's ``extra`` adds, from its
     installed metadata; empty when it is not installed (a source tree on ``sys.path``).
     Markers beyond ``extra == "..."`` are not evaluated (this package's extras have none)."""
     try:
