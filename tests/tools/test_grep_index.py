@@ -179,11 +179,14 @@ def test_the_index_selects_only_files_holding_the_literal(indexed_tree) -> None:
     chosen = index.select(files, b"rarely_used")
     assert chosen is not None
     assert (chosen.files, chosen.skipped_text, chosen.skipped_binary) == (["d/e.py"], 2, 1)
+    assert chosen.size == len(b"x = rarely_used_name\n")
     # A file written in place since the build is read again, whatever the index holds.
     (root / "b.py").write_bytes(b"y = rarely_used\n")
     chosen = index.select(files, b"rarely_used")
     assert chosen is not None
     assert (chosen.files, chosen.skipped_text) == (["b.py", "d/e.py"], 1)
+    # Sizes as the build read them: b.py's old one.
+    assert chosen.size == len(b"def bar():\n    pass\n") + len(b"x = rarely_used_name\n")
     assert index.memory > 0
 
 
@@ -250,24 +253,25 @@ def test_a_tree_with_too_many_words_gets_no_index(
 def test_an_index_whose_candidates_are_most_files_leaves_the_search_whole(
     tmp_path: Path,
 ) -> None:
-    # Rewritten since the build, every file is a candidate: reading the candidates would
-    # cost what the full search does, so the index steps aside.
+    # A word every file holds, or files rewritten since the build: leaving out fewer than
+    # a sixteenth of the files saves too little, so the index steps aside.
     names = [f"f{i:02d}.py" for i in range(40)]
-    make_tree(tmp_path, {name: b"x = 1\n" for name in names})
+    make_tree(tmp_path, {name: b"value = 1\n" for name in names})
     workspace = Workspace(tmp_path)
     index = SearchIndex(str(workspace.root), min_files=1)
     try:
         invoke_tool_sync(grep_tool.build(workspace, index=index), {"pattern": "x"})
         assert index.wait(30)
+        assert index.select(names, b"value") is None
         chosen = index.select(names, b"rarely_used")
         assert chosen is not None
         assert (chosen.files, chosen.skipped_text) == ([], 40)
-        for name in names[:21]:
+        for name in names[:37]:
             (tmp_path / name).write_bytes(b"y = rarely_used\n")
         chosen = index.select(names, b"rarely_used")
         assert chosen is not None
-        assert (chosen.files, chosen.skipped_text) == (names[:21], 19)
-        (tmp_path / names[21]).write_bytes(b"z = 2\n")
+        assert (chosen.files, chosen.skipped_text) == (names[:37], 3)
+        (tmp_path / names[37]).write_bytes(b"z = 2\n")
         assert index.select(names, b"rarely_used") is None
     finally:
         index.close()
