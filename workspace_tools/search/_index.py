@@ -71,9 +71,10 @@ MIN_WORD = 3
 # What the index costs and saves, in microseconds of CPU, measured over mypy's 1,873 files
 # (2 CPUs, Python 3.11): a file left out saves its open, read and close (12.4 ms for all
 # of them); finding the files holding a word costs a pass over the distinct words (0.4 ms
-# for 78,650), then, per distinct word holding it, a lookup of its files, and per file
-# found a set insertion (TypeVar: 516 words, 1,210 files found, 1.3 ms; Type: 3,613 and
-# 7,106, 4.5 ms). The search of a word whose files cost more to find than leaving the
+# for 78,650, paid by any word, and repaid by a word no file holds), then, per distinct
+# word holding it, a lookup of its files, and per file found a set insertion (TypeVar:
+# 516 words, 1,210 files found, 1.3 ms; def: 945 and 4,809, 1.9 ms; Type: 3,613 and
+# 7,106, 4.3 ms). The search of a word whose files cost more to find than leaving the
 # others out saves gives up on the index and reads every file.
 READ_COST_US = 6.6
 WORD_COST_US = 1.0
@@ -82,9 +83,11 @@ FOUND_COST_US = 0.1
 # take another path than the full search (mypy: under 0.8 ms).
 MIN_SKIPPED_FRACTION = 1 / 16
 # The files holding each of the last words searched for are kept with the index (it does
-# not change; files changed since the build are candidates besides), at most this many
-# words, and at most as many file ids in all as the index holds (file, word) pairs.
+# not change; files changed since the build are candidates besides): at most KEPT_WORDS
+# words, holding at most KEPT_IDS_PER_FILE file ids a file of the tree in all (4 bytes
+# each: 6.4 MB for 200,000 files, beside the index's 45).
 KEPT_WORDS = 64
+KEPT_IDS_PER_FILE = 8
 
 _WORDS = re.compile(rb"[A-Za-z0-9_]{%d,}" % MIN_WORD)
 
@@ -168,7 +171,7 @@ class _Built:
         found = _holders(self, word)
         kept = None if found is None else array("I", found)
         self.holders[word] = kept
-        budget = len(self.postings)
+        budget = KEPT_IDS_PER_FILE * len(self.rels)
         while len(self.holders) > KEPT_WORDS or (
             sum(len(a) for a in self.holders.values() if a is not None) > budget
         ):
