@@ -156,7 +156,9 @@ class _Built:
         of the last words searched for (an estimate)."""
         paths = sum(len(r) + 49 for r in self.rels) + 48 * len(self.rels)
         arrays = (self.word_ends, self.postings, self.posting_ends, self.sizes)
-        kept = [a for a in self.holders.values() if a is not None]
+        # A copy first: a search may change the kept words meanwhile (this is read
+        # without the index's lock).
+        kept = [a for a in list(self.holders.values()) if a is not None]
         held = sum(a.itemsize * len(a) for a in (*arrays, *kept))
         return held + len(self.words) + len(self.binary) + paths
 
