@@ -311,7 +311,10 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}, median of {RUNS} warm calls; rg {_rg_version()}")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     cpus = os.cpu_count()
-    print(f"load average {load} on {cpus} CPUs (grep searches in one process at load {cpus}+)")
+    print(
+        f"load average {load} on {cpus} CPUs (a search of fewer than 10,000 files splits "
+        f"while fewer than {cpus} other tasks run at the call)"
+    )
     with (
         anyio.from_thread.start_blocking_portal() as portal,
         tempfile.TemporaryDirectory() as tmp,

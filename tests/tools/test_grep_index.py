@@ -179,11 +179,14 @@ def test_the_index_selects_only_files_holding_the_literal(indexed_tree) -> None:
     chosen = index.select(files, b"rarely_used")
     assert chosen is not None
     assert (chosen.files, chosen.skipped_text, chosen.skipped_binary) == (["d/e.py"], 2, 1)
+    assert chosen.size == len(b"x = rarely_used_name\n")
     # A file written in place since the build is read again, whatever the index holds.
     (root / "b.py").write_bytes(b"y = rarely_used\n")
     chosen = index.select(files, b"rarely_used")
     assert chosen is not None
     assert (chosen.files, chosen.skipped_text) == (["b.py", "d/e.py"], 1)
+    # Sizes as the build read them: b.py's old one.
+    assert chosen.size == len(b"def bar():\n    pass\n") + len(b"x = rarely_used_name\n")
     assert index.memory > 0
 
 
@@ -250,24 +253,65 @@ def test_a_tree_with_too_many_words_gets_no_index(
 def test_an_index_whose_candidates_are_most_files_leaves_the_search_whole(
     tmp_path: Path,
 ) -> None:
-    # Rewritten since the build, every file is a candidate: reading the candidates would
-    # cost what the full search does, so the index steps aside.
+    # A word every file holds, or files rewritten since the build: leaving out fewer than
+    # a sixteenth of the files saves too little, so the index steps aside.
     names = [f"f{i:02d}.py" for i in range(40)]
-    make_tree(tmp_path, {name: b"x = 1\n" for name in names})
+    make_tree(tmp_path, {name: b"value = 1\n" for name in names})
     workspace = Workspace(tmp_path)
     index = SearchIndex(str(workspace.root), min_files=1)
     try:
         invoke_tool_sync(grep_tool.build(workspace, index=index), {"pattern": "x"})
         assert index.wait(30)
+        assert index.select(names, b"value") is None
         chosen = index.select(names, b"rarely_used")
         assert chosen is not None
         assert (chosen.files, chosen.skipped_text) == ([], 40)
-        for name in names[:21]:
+        for name in names[:37]:
             (tmp_path / name).write_bytes(b"y = rarely_used\n")
         chosen = index.select(names, b"rarely_used")
         assert chosen is not None
-        assert (chosen.files, chosen.skipped_text) == (names[:21], 19)
-        (tmp_path / names[21]).write_bytes(b"z = 2\n")
+        assert (chosen.files, chosen.skipped_text) == (names[:37], 3)
+        (tmp_path / names[37]).write_bytes(b"z = 2\n")
         assert index.select(names, b"rarely_used") is None
+    finally:
+        index.close()
+
+
+def test_the_files_of_the_last_words_are_kept_within_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each word's files are found once and kept for the next searches; the oldest words
+    # go past KEPT_WORDS, or past KEPT_IDS_PER_FILE ids a file in all.
+    names = [f"f{i}.py" for i in range(8)]
+    make_tree(
+        tmp_path,
+        {name: f"common word{i} pair{i // 2}\n".encode() for i, name in enumerate(names)},
+    )
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    try:
+        invoke_tool_sync(grep_tool.build(workspace, index=index), {"pattern": "x"})
+        assert index.wait(30)
+        built = index._built
+        assert built is not None
+        found: list[bytes] = []
+        holders = _index._holders
+        monkeypatch.setattr(_index, "_holders", lambda b, w: found.append(w) or holders(b, w))
+        monkeypatch.setattr(_index, "KEPT_WORDS", 3)
+        for word in (b"word1", b"word2", b"word1", b"word3", b"word4"):
+            chosen = index.select(names, word)
+            assert chosen is not None
+            assert chosen.files == [f"f{word[-1] - ord('0')}.py"], word
+        assert found == [b"word1", b"word2", b"word3", b"word4"]  # word1 found once
+        assert list(built.holders) == [b"word1", b"word3", b"word4"]  # word2 the oldest
+        assert index.select(names, b"common") is None  # in every file: steps aside
+        assert list(built.holders) == [b"word3", b"word4", b"common"]
+        monkeypatch.setattr(_index, "KEPT_WORDS", 64)
+        monkeypatch.setattr(_index, "KEPT_IDS_PER_FILE", 1)  # 8 ids in all
+        for word in (b"pair0", b"pair1", b"pair2", b"pair3", b"word5"):
+            chosen = index.select(names, word)
+            assert chosen is not None and len(chosen.files) == 1 + word.startswith(b"pair")
+        # 2 ids a pair and 1 for word5 (the newest), 8 at most: pair0 and the older went.
+        assert list(built.holders) == [b"pair1", b"pair2", b"pair3", b"word5"]
     finally:
         index.close()

@@ -498,23 +498,30 @@ def test_a_closed_workspace_searches_again_with_a_new_searcher(tmp_path: Path) -
         workspace.close()
 
 
-def test_a_search_splits_only_onto_cpus_nothing_else_runs_on(
+def test_a_search_splits_onto_one_more_process_than_cpus_nothing_else_runs_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cpus = len(os.sched_getaffinity(0))
-    every_cpu = min(cpus, _worker.MAX_PROCESSES)
+    monkeypatch.setattr(_worker, "_every_cpu", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     busy = _worker.MIN_FILES_TO_SPLIT_BUSY
     counts = {}
-    for running in (None, 0, cpus - 1, cpus, cpus + 3):
+    for running in (None, 0, 1, 2, 5):
         monkeypatch.setattr(_worker, "_running_now", lambda running=running: running)
         counts[running] = (_worker._worker_count(1000), _worker._worker_count(busy))
     assert counts == {
-        None: (every_cpu, every_cpu),  # unknown: as on an idle machine
-        0: (every_cpu, every_cpu),
-        cpus - 1: (1, every_cpu),  # one CPU free: the caller's own
-        cpus: (1, every_cpu),
-        cpus + 3: (1, every_cpu),
+        None: (2, 2),  # unknown: as on an idle machine
+        0: (2, 2),
+        1: (2, 2),  # the other CPU busy: a searcher still gets a share of the two
+        2: (1, 2),  # both taken besides the caller: the searcher would only wait
+        5: (1, 2),
     }
+    monkeypatch.setattr(_worker, "_every_cpu", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    counts = {}
+    for running in (0, 2, 3, 4):
+        monkeypatch.setattr(_worker, "_running_now", lambda running=running: running)
+        counts[running] = _worker._worker_count(1000)
+    assert counts == {0: 4, 2: 3, 3: 2, 4: 1}
 
 
 def test_running_now_reads_the_tasks_running_besides_this_thread() -> None:
@@ -523,3 +530,30 @@ def test_running_now_reads_the_tasks_running_besides_this_thread() -> None:
     running = _worker._running_now()
     # At least this thread runs: the others are fewer than all tasks.
     assert running is not None and 0 <= running < total, (running, total)
+
+
+def test_a_short_list_of_big_files_splits(
+    tmp_path: Path, searchers: Searchers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The warm index's selection: fewer files than MIN_FILES_TO_SPLIT, each holding the
+    # literal; their bytes decide.
+    files = make_tree(tmp_path)
+    matcher = Matcher("hit")
+    single = GrepRun(matcher, limit=1000, context=0)
+    single.search_files(str(tmp_path), files)
+    monkeypatch.setattr(_worker, "_running_now", lambda: 0)  # a CPU free for a searcher
+    jobs: list[int] = []
+    start_job = Searcher.start_job
+    monkeypatch.setattr(Searcher, "start_job", lambda *args: jobs.append(1) or start_job(*args))
+    split_by = {}
+    for size in (None, _worker.MIN_BYTES_TO_SPLIT - 1, _worker.MIN_BYTES_TO_SPLIT):
+        jobs.clear()
+        run = GrepRun(matcher, limit=1000, context=0)
+        search_files(run, str(tmp_path), files, searchers, size=size, processes=2)
+        assert run.state() == single.state(), size
+        split_by[size] = bool(jobs)
+    assert split_by == {
+        None: False,
+        _worker.MIN_BYTES_TO_SPLIT - 1: False,
+        _worker.MIN_BYTES_TO_SPLIT: True,
+    }

@@ -68,6 +68,12 @@ _REAP_SECONDS = 1.0
 # over mypy's sources, a search of 400 files split with a ready searcher took 2.1-3.6 ms
 # against 3.0-5.7 in one process, of 200 files 2.0-2.1 against 1.6-3.4.
 MIN_FILES_TO_SPLIT = 500
+# A list of fewer files splits when they hold at least this many bytes (when known: the
+# warm index's selection, files that each hold the pattern's literal, so each is searched,
+# not only read). Over mypy's sources, TypeVar's 445 files (11.9 MB) took 26-30 ms in one
+# process against 23-26 split; Optional's 179 (9.0 MB) 21 against 21; mypy.nodes' 156 (6.3
+# MB) 7-16 against 8-10, at load average 3 (medians of 15, CPU 4-20% more when split).
+MIN_BYTES_TO_SPLIT = 8 << 20
 # Processes a search is split between at most (the caller and its searchers), as
 # ripgrep runs a thread per CPU.
 MAX_PROCESSES = 4
@@ -387,16 +393,20 @@ def search_files(
     searchers: Searchers | None,
     *,
     min_files: int = MIN_FILES_TO_SPLIT,
+    size: int | None = None,
     processes: int | None = None,
     start: bool = True,
 ) -> None:
     """Search ``files`` (relative to ``root``, in order) into ``run``, split with the idle
     searchers of ``searchers`` (up to ``processes`` in all, by default one per CPU, at most
-    :data:`MAX_PROCESSES`, on Linux) when there are at least ``min_files``. A search that
+    :data:`MAX_PROCESSES`, on Linux) when there are at least ``min_files``, or when they
+    hold at least :data:`MIN_BYTES_TO_SPLIT` bytes (``size``, when known). A search that
     would split but finds too few searchers ready starts them for the next calls, unless
     ``start`` is false (a process that lives for one call)."""
     # Multiline matches span lines that a merge would have to split; they stay in one process.
-    big_enough = len(files) >= min_files and not run.matcher.multiline
+    big_enough = (
+        len(files) >= min_files or (size is not None and size >= MIN_BYTES_TO_SPLIT)
+    ) and not run.matcher.multiline
     helpers = []
     if big_enough and searchers is not None and _every_cpu() > 1:
         workers = processes or _worker_count(len(files))
@@ -677,13 +687,21 @@ def _died() -> ToolError:
 def _worker_count(files: int) -> int:
     """How many processes search ``files`` files: one per CPU (at most
     :data:`MAX_PROCESSES`), but below :data:`MIN_FILES_TO_SPLIT_BUSY` files no more than
-    the CPUs that no other task is running on at this instant (:func:`_running_now`): a
-    searcher that has no CPU of its own searches nothing before the caller is done, and
-    the split's cost (2-3 ms of CPU over mypy's sources: the job sent, the answers
-    received and merged) is then lost. Measured on 2 CPUs over mypy's 1,873 files, median
-    ms in one process against split with a ready searcher: TypeVar's 8,103 matches 35
-    against 19 with a CPU free; at load average 2-2.4, where the other CPU is seldom
-    free, 37-44 against 39-44 (CPU 37-44 against 40-44)."""
+    one more than the CPUs that no other task is running on at this instant
+    (:func:`_running_now`).
+
+    Tasks share the CPUs about evenly, so ``k`` processes among ``r`` other running tasks
+    on ``c`` CPUs get ``k * min(1, c / (r + k))`` CPUs: with every CPU but the caller's busy
+    (``r = c - 1``), a searcher still raises the search's share from 1 CPU to ``2c / (c +
+    1)`` (4/3 on 2 CPUs), for the split's cost (2-3 ms of CPU over mypy's sources: the job
+    sent, the answers received and merged); past that, a searcher waits for a CPU while
+    the caller is done, and only costs. Which tasks run changes from one millisecond to
+    the next: a search that split only onto CPUs idle at that instant split or not by the
+    draw of one sample whenever another process ran now and then (over mypy's sources at
+    load average 0.7, 21.9 ms one run, 15.8 the next). Measured on 2 CPUs over mypy's
+    1,873 files, median ms in one process against split with a ready searcher: TypeVar's
+    8,103 matches 35 against 19 with a CPU free; at load average 2-2.4, 37-44 against
+    39-44 (CPU 37-44 against 40-44)."""
     every_cpu = _every_cpu()
     if files >= MIN_FILES_TO_SPLIT_BUSY:
         return every_cpu
@@ -694,7 +712,7 @@ def _worker_count(files: int) -> int:
         cpus = len(os.sched_getaffinity(0))
     except (OSError, AttributeError):
         cpus = os.cpu_count() or 1
-    return max(1, min(every_cpu, cpus - running))
+    return max(1, min(every_cpu, cpus - running + 1))
 
 
 def _running_now() -> int | None:

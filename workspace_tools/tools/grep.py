@@ -311,7 +311,14 @@ def _execute(
             if start.is_dir:
                 # A sandboxed call's copy of the workspace lives for the call: a searcher
                 # started there would die before any later call could use it.
-                search_files(run, root, searched, searchers, start=not workspace.one_call)
+                search_files(
+                    run,
+                    root,
+                    searched,
+                    searchers,
+                    size=None if selection is None else selection.size,
+                    start=not workspace.one_call,
+                )
             else:
                 run.search_named_file(root, start.real, start.rel)
         except NeedsWorker:
