@@ -19,8 +19,9 @@ Prints medians in milliseconds and ratios:
   awaited on the event loop as the caller awaits its supervisor, each beside
   ``subprocess.run``; what is above the hop's figure is the software's, not the hop's;
   and the same hop with its child forked ahead, waiting for the request, so that only an
-  execve is on the path (an exec from a forked Python process, not a vfork, unmaps its
-  copy of the heap: measured slower than the spawn);
+  execve is on the path (measured slower than the spawn, 20 ms apart too, when the fork is
+  made in the gap: the child of a fork, not of a vfork, copies each page of the heap it
+  touches before its exec, and the exec tears its copy of the address space down);
 - a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
