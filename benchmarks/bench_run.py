@@ -1,6 +1,8 @@
 """Latency of run_command and of a sandboxed tool call, each beside its peer.
 
-Run from the repository root: ``python benchmarks/bench_run.py [--runs N]``.
+Run from the repository root: ``python benchmarks/bench_run.py [--runs N]
+[--calls-only | --commands-only]`` (``--commands-only``: run_command's rows alone, about a
+minute).
 
 Prints medians in milliseconds and ratios:
 - ``run_command("true")`` through ``invoke_tool`` in a running event loop, and through
@@ -16,6 +18,10 @@ Prints medians in milliseconds and ratios:
   in this process, and one hop to another Python process that spawns and waits for it,
   awaited on the event loop as the caller awaits its supervisor, each beside
   ``subprocess.run``; what is above the hop's figure is the software's, not the hop's;
+  and the same hop with its child forked ahead, waiting for the request, so that only an
+  execve is on the path (measured slower than the spawn, 20 ms apart too, when the fork is
+  made in the gap: the child of a fork, not of a vfork, copies each page of the heap it
+  touches before its exec, and the exec tears its copy of the address space down);
 - a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
@@ -338,21 +344,39 @@ while (asked := sock.recv(1)):
     sock.send(b"q")
 """
 
+#: The other end of :func:`floor_rows`' hop with the fork forked ahead (an idea for taking
+#: the spawn off a command's path): a child forked before the request waits for it on the
+#: socket, then starts ``bash -c true`` in a new session with execve alone; the process
+#: waits for it, answers ``q`` and forks the next child.
+_FORK_AHEAD_PEER = """
+import os, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+bash = sys.argv[2]
+env = dict(os.environ)
+while True:
+    child = os.fork()
+    if child == 0:
+        if not sock.recv(1):
+            os._exit(1)  # end of file: the bench is over
+        os.setsid()
+        os.execve(bash, [bash, "-c", "true"], env)
+    if os.waitpid(child, 0)[1] != 0:
+        break
+    sock.send(b"q")
+"""
+
 
 async def floor_rows(runs: int) -> None:
     """The floor of a supervisor hop here: what the physics of two processes cost, beside
     ``subprocess.run`` in one run. A round trip of one byte between two Python processes
     (blocking); ``posix_spawn`` of ``bash -c true`` and its wait in this process; and the
     hop itself: another Python process spawns and waits for that bash, and this one awaits
-    the answer on the event loop (a reader callback, as the caller awaits its supervisor).
-    Interleaved, medians; and the CPU each costs this process."""
+    the answer on the event loop (a reader callback, as the caller awaits its supervisor);
+    and that hop with the peer's child forked ahead, so that the request meets a child that
+    only has to execve bash. Interleaved, medians; and the CPU each costs this process."""
     bash = shutil.which("bash") or "/bin/bash"
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    peer = subprocess.Popen(
-        [sys.executable, "-c", _FLOOR_PEER, str(theirs.fileno()), bash],
-        pass_fds=[theirs.fileno()],
-    )
-    theirs.close()
+    ours, peer = _floor_peer(_FLOOR_PEER, bash)
+    ahead, ahead_peer = _floor_peer(_FORK_AHEAD_PEER, bash)
     env = dict(os.environ)
     loop = asyncio.get_running_loop()
 
@@ -363,15 +387,21 @@ async def floor_rows(runs: int) -> None:
     async def spawn_here() -> None:
         os.waitpid(os.posix_spawn(bash, [bash, "-c", "true"], env, setsid=True), 0)
 
-    async def hop() -> None:
-        ours.send(b"s")
+    async def hop_on(sock: socket.socket, asked: bytes) -> None:
+        sock.send(asked)
         answered = loop.create_future()
-        loop.add_reader(ours.fileno(), answered.set_result, None)
+        loop.add_reader(sock.fileno(), answered.set_result, None)
         try:
             await answered
         finally:
-            loop.remove_reader(ours.fileno())
-        ours.recv(1)
+            loop.remove_reader(sock.fileno())
+        sock.recv(1)
+
+    async def hop() -> None:
+        await hop_on(ours, b"s")
+
+    async def hop_forked_ahead() -> None:
+        await hop_on(ahead, b"s")
 
     async def subprocess_true() -> None:
         subprocess.run([bash, "-c", "true"], check=True)
@@ -381,6 +411,7 @@ async def floor_rows(runs: int) -> None:
             ("floor: one round trip between two processes", ping),
             ("floor: posix_spawn + wait of bash, in process", spawn_here),
             ("floor: a hop that spawns bash, awaited", hop),
+            ("the same hop, its child forked ahead (execve only)", hop_forked_ahead),
         ):
             await compare(
                 label,
@@ -395,8 +426,20 @@ async def floor_rows(runs: int) -> None:
                 label, call, "subprocess.run(bash -c true)", subprocess_true, max(runs, 500)
             )
     finally:
-        ours.close()
-        peer.wait()
+        for sock, process in ((ours, peer), (ahead, ahead_peer)):
+            sock.close()
+            process.wait()
+
+
+def _floor_peer(script: str, bash: str) -> tuple[socket.socket, subprocess.Popen[bytes]]:
+    """Our end of a socket to a fresh interpreter running ``script`` (its end's fd and
+    ``bash`` in its argv), and the interpreter."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    peer = subprocess.Popen(
+        [sys.executable, "-c", script, str(theirs.fileno()), bash], pass_fds=[theirs.fileno()]
+    )
+    theirs.close()
+    return ours, peer
 
 
 def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
@@ -456,15 +499,16 @@ async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> Non
     plain.close()
 
 
-async def main(runs: int, calls_only: bool) -> None:
+async def main(runs: int, calls_only: bool, commands_only: bool = False) -> None:
     with tempfile.TemporaryDirectory() as root:
         sample = Path(root, "sample.py")
         sample.write_text("".join(f"line {i}\n" for i in range(200)))
         tools = {t.name: t for t in workspace_tools(root)}
-        box = Sandbox()
-
         if not calls_only:
             await command_rows(root, tools, runs)
+        if commands_only:
+            return
+        box = Sandbox()
 
         async def head(sandbox: Sandbox | None) -> None:
             result = await invoke_tool(HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
@@ -565,8 +609,10 @@ async def main(runs: int, calls_only: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="timed calls per figure")
-    parser.add_argument("--calls-only", action="store_true", help="no command rows")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--calls-only", action="store_true", help="no command rows")
+    only.add_argument("--commands-only", action="store_true", help="only the command rows")
     parsed = parser.parse_args()
-    anyio.run(main, parsed.runs, parsed.calls_only)
+    anyio.run(main, parsed.runs, parsed.calls_only, parsed.commands_only)
     if not parsed.calls_only:
         sync_rows(parsed.runs)

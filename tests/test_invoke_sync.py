@@ -158,3 +158,42 @@ async def test_a_session_call_sync_is_refused_inside_a_running_loop() -> None:
     echo = tool(name="echo", description="e", parameters=NoArgs, execute=lambda a, c: "x")
     with pytest.raises(RuntimeError, match="cannot block inside a running"):
         ToolSession([echo]).call_sync("echo", {})
+
+
+def _sigint_probe() -> tuple[list[object], object]:
+    """A tool that records the SIGINT handler in place while it runs."""
+    seen: list[object] = []
+
+    async def execute(args: NoArgs, context: ToolContext) -> str:
+        seen.append(signal.getsignal(signal.SIGINT))
+        return "done"
+
+    probe = tool(
+        name="probe", description="records SIGINT's handler", parameters=NoArgs, execute=execute
+    )
+    return seen, probe
+
+
+def test_python_s_sigint_handler_is_put_back_after_the_call() -> None:
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    seen, probe = _sigint_probe()
+    result = invoke_tool_sync(probe, {})
+    assert (result.content, result.error) == ("done", None)
+    # The call's own handler while it ran (Ctrl-C cancels it), Python's again after.
+    assert len(seen) == 1 and seen[0] is not signal.default_int_handler, seen
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_sigint_handler_of_the_application_is_left_in_place() -> None:
+    def own(signum: int, frame: object) -> None:
+        raise AssertionError("no SIGINT is sent")
+
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        seen, probe = _sigint_probe()
+        result = invoke_tool_sync(probe, {})
+        after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (result.content, result.error) == ("done", None)
+    assert seen == [own] and after is own, (seen, after)
