@@ -23,7 +23,7 @@ from sandbox.layers import SIGNAL_SCOPING, WRITE_CONFINEMENT
 from sandbox.spawn._tree import descendants
 from tests._processes import survivors
 from tests._waiting import wait_until, wait_until_async
-from tests.sandbox._boxes import NewBox, call_worker
+from tests.sandbox._boxes import NewBox, call_on_a_new_worker, call_worker
 from workspace_tools import ErrorCode, invoke_tool
 from workspace_tools.tools import workspace_tools
 
@@ -125,7 +125,7 @@ async def _reusing_worker(box: Sandbox, module: str = __name__, other_than: int 
 async def _warm(box: Sandbox, other_than: int = 0) -> tuple[Any, int]:
     """The reusing worker, once it serves ``box``'s stateless calls, and the pid of its
     child that runs them."""
-    await box.call(_pids, reuse_process=True)  # the first call starts it
+    await call_on_a_new_worker(box, _pids, reuse_process=True)  # the first call starts it
     worker = await _reusing_worker(box, other_than=other_than)
     pid, parent = await box.call(_pids, reuse_process=True)
     assert parent == worker.pid, (parent, worker.pid)
@@ -268,7 +268,7 @@ async def test_a_timeout_ends_the_process_and_its_tree(
     with pytest.raises(TimeoutError):
         await box.call(_hang_leaving_a_process, reuse_process=True)
     left = survivors(f"WT_TEST_MARKER={marker}")
-    served = await box.call(_pids, reuse_process=True)  # on a worker started for it
+    served = await call_on_a_new_worker(box, _pids, reuse_process=True)  # a new worker
     replaced = call_worker(box, reuse=True)
     assert left == []
     assert served[1] == replaced.pid != worker.pid and served[0] != pid

@@ -33,7 +33,7 @@ from sandbox.layers._plan import LayerPlan
 from sandbox.spawn._tree import descendants
 from tests._processes import command_line, marked_processes, survivors
 from tests._waiting import DEADLINE, poll_async
-from tests.sandbox._boxes import NewBox, call_worker
+from tests.sandbox._boxes import NewBox, call_on_a_new_worker, call_worker
 from workspace_tools import ErrorCode, invoke_tool, tool
 from workspace_tools.tools import workspace_tools
 
@@ -755,7 +755,7 @@ async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
         return os.getppid()
 
     for how in ("crash", "hang"):
-        answer = await _answered_within_the_limit(box, work)
+        answer = await call_on_a_new_worker(box, work, "answer")
         worker = _served_by(box)
         assert answer == worker.pid
         with pytest.raises((SandboxError, TimeoutError)) as raised:
@@ -770,19 +770,6 @@ async def test_a_crash_or_a_timeout_on_the_warm_worker_replaces_it(
         assert survivors(f"WT_TEST_MARKER={marker}") == []
         with pytest.raises(ChildProcessError):
             os.waitpid(worker.pid, os.WNOHANG)  # that worker was let go, and reaped
-
-
-async def _answered_within_the_limit(box: Sandbox, work: Any) -> int:
-    """``work("answer")`` on ``box``, whose 1 s limit also covers waiting for a new worker:
-    on a loaded host that start can take longer, and the worker it started then serves
-    the next try (a call's timeout gives back the worker started for it)."""
-    deadline = anyio.current_time() + DEADLINE
-    while True:
-        try:
-            return int(await box.call(work, "answer"))
-        except TimeoutError:
-            if anyio.current_time() > deadline:
-                raise
 
 
 async def test_a_call_can_neither_signal_nor_tamper_with_its_warm_worker(

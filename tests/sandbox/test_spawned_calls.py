@@ -21,7 +21,7 @@ from sandbox import Sandbox, SandboxError, SandboxLimits
 from sandbox.spawn._tree import descendants
 from tests._processes import command_line, survivors
 from tests._waiting import wait_until, wait_until_async
-from tests.sandbox._boxes import call_worker
+from tests.sandbox._boxes import call_on_a_new_worker, call_worker
 from workspace_tools import invoke_tool
 from workspace_tools.tools import read_file as read_file_module
 from workspace_tools.tools import workspace_tools
@@ -200,12 +200,12 @@ async def test_nothing_of_a_spawned_worker_outlives_a_timeout_or_close(
         limits=SandboxLimits(timeout_seconds=2, grace_seconds=0.2),
     )
     try:
-        await box.call(_parent_pid)
+        await call_on_a_new_worker(box, _parent_pid)
         worker = call_worker(box)
         with pytest.raises(TimeoutError):
             await box.call(_hang_leaving_a_process)
         left_after_timeout = survivors(f"WT_TEST_MARKER={marker}")
-        served = await box.call(_parent_pid)  # on a worker started for it
+        served = await call_on_a_new_worker(box, _parent_pid)  # on a worker started for it
         replaced = call_worker(box)
         assert served == replaced.pid != worker.pid
         # The child forked ahead: the worker forks it once the previous one took its
