@@ -80,6 +80,7 @@ changed since it started) gets one new worker, then a clear error.
 
 from __future__ import annotations
 
+import _random
 import contextlib
 import ctypes
 import dataclasses
@@ -539,8 +540,8 @@ def _enter_child(env: dict[str, str]) -> None:
     tempfile.tempdir = None
 
 
-def _nest(setup: CallSetup) -> Callable[[], None] | None:
-    return landlock.nest if setup.nest else None
+def _nest(setup: CallSetup) -> Callable[[], Callable[[], None]] | None:
+    return landlock.prepare_nest if setup.nest else None
 
 
 def serve_calls(
@@ -572,7 +573,7 @@ def serve_calls(
 
 def _worker_main(
     setup: Callable[[], None],
-    nest: Callable[[], None] | None,
+    nest: Callable[[], Callable[[], None]] | None,
     copies: dict[bytes, Any],
     sock: socket.socket,
     reuse: _Budget | None = None,
@@ -582,13 +583,17 @@ def _worker_main(
     end (``E``) until the caller hangs up. Its own only: adopted orphans of a call that
     did not deliver are reaped silently (the caller lets this worker go after such a call).
     With ``reuse`` (each call's share of the limits), its one child runs the calls one
-    after another instead (:func:`_serve_with_one_child`)."""
+    after another instead (:func:`_serve_with_one_child`). ``nest`` prepares, once set
+    up, what each child calls to enter its nested domain (``landlock.prepare_nest``)."""
     try:
         # A crash here is reported by the caller (SandboxError naming the signal); a fault
         # handler would only print a second, alarming dump.
         faulthandler.disable()
+        enter: Callable[[], None] | None = None
         try:
             setup()
+            # The ruleset made once here: each child makes one system call to enter it.
+            enter = None if nest is None else nest()
             failed: BaseException | None = None
         except BaseException as exc:
             failed = exc
@@ -596,7 +601,7 @@ def _worker_main(
         # in a child, would otherwise touch (and so copy) every page of it.
         gc.freeze()
         if reuse is not None:
-            _serve_with_one_child(sock, nest, copies, failed, reuse)
+            _serve_with_one_child(sock, enter, copies, failed, reuse)
             return
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
@@ -633,7 +638,7 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, copies, failed, took_w, hints, planned, policy)
+                    _call_child(sock, enter, copies, failed, took_w, hints, planned, policy)
                 mine.add(waiting)
                 if hint is not None:
                     hinted = waiting  # forked with the hint planned
@@ -879,10 +884,16 @@ def _hookless_fork() -> Callable[[], int]:
 
 
 def _reseed_random() -> None:
-    """What ``random``'s at-fork hook does: a child's ``random`` numbers are not its
-    siblings' (:func:`_hookless_fork` runs no hook)."""
+    """What ``random``'s at-fork hook does (``Random.seed()``: from the system's entropy,
+    and no Gaussian held): a child's ``random`` numbers are not its siblings'
+    (:func:`_hookless_fork` runs no hook). The C type's own ``seed``: the hook's Python
+    method around it costs a child several times as much, in pages copied."""
     module = sys.modules.get("random")
-    if module is not None:
+    shared = getattr(module, "_inst", None)
+    if isinstance(shared, _random.Random):
+        _random.Random.seed(shared)
+        shared.gauss_next = None
+    elif module is not None:
         module.seed()
 
 
