@@ -81,6 +81,7 @@ changed since it started) gets one new worker, then a clear error.
 from __future__ import annotations
 
 import _random
+import _signal
 import contextlib
 import ctypes
 import dataclasses
@@ -119,7 +120,7 @@ from sandbox.layers._plan import apply_child_layers
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
+from sandbox.spawn._tree import become_subreaper, descendants
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -622,23 +623,19 @@ def _worker_main(
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
-        worker = os.getpid()
-        policy = _yield_to_calls()
+        start = _child_start(os.getpid())
+        back = _yield_to_calls()
         fork = _hookless_fork()
         while True:
             if waiting is None:
                 learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
                 waiting = fork()  # this process runs no other thread
                 if waiting == 0:
-                    # A worker killed from outside must not leave a child that takes a call.
-                    die_with_parent(worker)
-                    _reseed_random()
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    start()
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, enter, copies, failed, took_w, hints, planned, policy)
+                    _call_child(sock, enter, copies, failed, took_w, hints, planned, back)
                 mine.add(waiting)
                 if hint is not None:
                     hinted = waiting  # forked with the hint planned
@@ -701,17 +698,14 @@ def _serve_with_one_child(
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    worker = os.getpid()
+    start = _child_start(os.getpid())
     fork = _hookless_fork()
     child: int | None = None
     while True:
         if child is None:
             child = fork()  # this process runs no other thread
             if child == 0:
-                die_with_parent(worker)
-                _reseed_random()
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                start()
                 os.close(wake_r)
                 os.close(wake_w)
                 _reused_child(sock, nest, copies, failed, budget)
@@ -883,6 +877,34 @@ def _hookless_fork() -> Callable[[], int]:
     return fork
 
 
+def _child_start(worker: int) -> Callable[[], None]:
+    """What each child of the worker ``worker`` (this process) does first, prepared here
+    once: it dies with the worker (``PR_SET_PDEATHSIG``: a worker killed from outside must
+    not leave a child that takes a call), and exits at once when the worker is gone
+    already; reseeds ``random`` (:func:`_reseed_random`); and gives SIGCHLD its default
+    action and no wakeup fd (the worker's). Each page a child writes is a page copied
+    from the worker, so the C functions are bound here and take plain ints: no ``ctypes``
+    lookups and none of ``signal``'s enum conversions (``_signal``), which cost a child
+    several times the system calls themselves."""
+    prctl = ctypes.CDLL(None, use_errno=True)["prctl"] if sys.platform == "linux" else None
+    kill, child_ended, default = int(signal.SIGKILL), int(signal.SIGCHLD), int(signal.SIG_DFL)
+
+    def start() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != worker:
+            os._exit(0)
+        _reseed_random()
+        _signal.set_wakeup_fd(-1)
+        _signal.signal(child_ended, default)
+
+    return start
+
+
+#: linux/prctl.h
+_PR_SET_PDEATHSIG = 1
+
+
 def _reseed_random() -> None:
     """What ``random``'s at-fork hook does (``Random.seed()``: from the system's entropy,
     and no Gaussian held): a child's ``random`` numbers are not its siblings'
@@ -897,18 +919,25 @@ def _reseed_random() -> None:
         module.seed()
 
 
-def _yield_to_calls() -> int | None:
+def _yield_to_calls() -> Callable[[], None] | None:
     """Put this worker under ``SCHED_BATCH`` when it runs under ``SCHED_OTHER``: woken
     (a child took its call, another ended), it then does not preempt the call running
     on its core to fork the next child, which would hold that call up by the fork's
-    time. Returns the policy the children go back to, or ``None`` when it is unchanged."""
+    time. Returns what a child calls to run under ``SCHED_OTHER`` again (its parameter
+    made here, once), or ``None`` when the policy is unchanged."""
+    param = os.sched_param(0)
     try:
         if os.sched_getscheduler(0) != os.SCHED_OTHER:
             return None  # the caller's own choice: kept for the calls too
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        os.sched_setscheduler(0, os.SCHED_BATCH, param)
     except (AttributeError, OSError):
         return None  # not Linux, or refused (a seccomp filter): the calls wait a little
-    return os.SCHED_OTHER
+
+    def back() -> None:
+        with contextlib.suppress(OSError):  # the worker could: so can its child
+            os.sched_setscheduler(0, os.SCHED_OTHER, param)
+
+    return back
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -962,7 +991,7 @@ def _call_child(
     took_w: int,
     hints: tuple[int | None, int | None],
     planned: list[tuple[int, int]],
-    policy: int | None,
+    back: Callable[[], None] | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
     call comes; while it waits, the pages of the hint the worker had planned when it forked
@@ -970,15 +999,14 @@ def _call_child(
     (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
-    under the caller's scheduling ``policy`` again, when the worker left it
+    under the caller's scheduling policy again (``back``), when the worker left it
     (``_yield_to_calls``)."""
     code = 0
     given_r, learned_w = hints
     try:
         failed = _set_up_child(nest, failed)
-        if policy is not None:
-            with contextlib.suppress(OSError):  # the worker could: so can its child
-                os.sched_setscheduler(0, policy, os.sched_param(0))
+        if back is not None:
+            back()
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
             _prefault_while_waiting(sock, given_r, planned)
@@ -1253,15 +1281,15 @@ class _Reports:
         if pid is None:
             return  # not started, or the worker is gone with it: letting it go stops it
         tree = set(descendants(pid))
-        _signal(tree, pid, signal.SIGTERM)
+        _signal_tree(tree, pid, signal.SIGTERM)
         with anyio.move_on_after(grace):
             while self.status is None and not self.gone:
                 await anyio.wait_readable(self._worker.sock)
                 self.read()
         tree.update(descendants(pid))
         # Stopped first, so that nothing forks between listing the tree and killing it.
-        _signal(tree, pid, signal.SIGSTOP)
-        _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
+        _signal_tree(tree, pid, signal.SIGSTOP)
+        _signal_tree(tree | set(descendants(pid)), pid, signal.SIGKILL)
 
 
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
@@ -1441,7 +1469,7 @@ def _read_available(fd: int, received: bytearray) -> bool:
     return True
 
 
-def _signal(tree: set[int], pid: int, sig: int) -> None:
+def _signal_tree(tree: set[int], pid: int, sig: int) -> None:
     for target in (*tree, -pid, pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(target, sig)
