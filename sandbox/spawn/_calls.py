@@ -85,6 +85,7 @@ import _signal
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import faulthandler
 import functools
 import gc
@@ -117,6 +118,7 @@ from sandbox._errors import SandboxError, UnpicklableCall
 from sandbox._limits import address_space_bytes, apply_rlimits
 from sandbox.layers import landlock
 from sandbox.layers._plan import apply_child_layers
+from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
@@ -146,6 +148,9 @@ _GONE_WAIT = 10.0
 #: Set in a message's length: the message tells the worker what to hold (:func:`_learn`),
 #: it carries no call.
 _LEARN_FLAG = 1 << 63
+#: Set in a request's length: the call names no kept object, so its child loads it as a
+#: plain pickle (no unpickler of its own made: a fresh child copies fewer pages).
+_PLAIN_FLAG = 1 << 62
 
 
 @dataclass(eq=False)
@@ -327,7 +332,9 @@ class CallWorkers:
         """Run ``request`` on ``worker`` (taken out of the pool) and give it back; what
         the call ``needs`` that the worker lacks, the worker is told to hold first."""
         try:
-            data, status = await _run_on_worker(worker, request, grace, _lacking(worker, needs))
+            plain = not any(isinstance(need, bytes) for need in needs)
+            lacking = _lacking(worker, needs)
+            data, status = await _run_on_worker(worker, request, grace, lacking, plain)
             healthy = data is not None  # else orphans of the call may be left with it
         except BaseException:
             self._give_back(worker, healthy=False)
@@ -645,17 +652,21 @@ def _worker_main(
                 with contextlib.suppress(OSError):
                     os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
                 hinted = waiting
-            select.select([took_r, wake_r, learned_r], [], [])
-            _drain(wake_r)
-            learned = _prefault.latest(_read_all(learned_r))
-            if learned is not None:
-                hint, since_learned = learned, 0
-                planned = _prefault.plan(_prefault.parse(hint))
+            # Each descriptor read only when select says it holds something: an empty read
+            # raises, and an exception touches dozens of pages, each a copy after a fork.
+            ready = select.select([took_r, wake_r, learned_r], [], [])[0]
+            if wake_r in ready:
+                _read_ready(wake_r)
+            if learned_r in ready:
+                learned = _prefault.latest(_read_ready(learned_r))
+                if learned is not None:
+                    hint, since_learned = learned, 0
+                    planned = _prefault.plan(_prefault.parse(hint))
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
             ended = _reaped()
-            if _drain(took_r):
+            if (took_r in ready or (ended and _readable(took_r))) and _read_ready(took_r):
                 waiting = None  # one child waits at a time: the byte is its
                 since_learned += 1
             for pid, status in ended:
@@ -710,7 +721,7 @@ def _serve_with_one_child(
                 os.close(wake_w)
                 _reused_child(sock, nest, copies, failed, budget)
         select.select([wake_r], [], [])
-        _drain(wake_r)
+        _read_ready(wake_r)
         for pid, status in _reaped():
             if pid != child:
                 continue  # an orphan of a call that did not deliver
@@ -748,9 +759,9 @@ def _reused_child(
             received = _receive_call(sock)
             if received is None:
                 return
-            data, result_w = received
+            data, result_w, plain = received
             sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
-            outcome = _outcome_of(data, copies, failed, budget.grant)
+            outcome = _outcome_of(data, plain, copies, failed, budget.grant)
             _deliver(outcome, result_w)
             os.close(result_w)
             del data, outcome  # nothing of a call is kept for the next
@@ -828,18 +839,34 @@ def _hold(modules: tuple[str, ...], kept: tuple[bytes, ...], copies: dict[bytes,
     _trim(copies)
 
 
-def _receive_call(sock: socket.socket) -> tuple[bytes, int] | None:
-    """The next request on ``sock`` and the write end of its result pipe; ``None`` at end
-    of file (the caller hung up) or on a malformed request."""
-    header, fds, _, _ = socket.recv_fds(sock, 8, 1)
+def _receive_call(sock: socket.socket) -> tuple[bytes, int, bool] | None:
+    """The next request on ``sock``, the write end of its result pipe and whether the
+    request is a plain pickle (:data:`_PLAIN_FLAG`); ``None`` at end of file (the caller
+    hung up) or on a malformed request."""
+    # recvmsg rather than socket.recv_fds, which imports array on every call.
+    header, ancillary, _, _ = sock.recvmsg(8, _ONE_FD)
+    fds = [
+        fd
+        for level, kind, fields in ancillary
+        if (level, kind) == _RIGHTS
+        for (fd,) in _FD.iter_unpack(fields[: len(fields) - len(fields) % _FD.size])
+    ]
     rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
     size = int.from_bytes(header + (rest or b""), "big")
-    data = _receive_exactly(sock, size) if len(fds) == 1 and rest is not None else None
+    data = None
+    if len(fds) == 1 and rest is not None:
+        data = _receive_exactly(sock, size & ~_PLAIN_FLAG)
     if data is None:
         for fd in fds:
             os.close(fd)
         return None
-    return data, fds[0]
+    return data, fds[0], bool(size & _PLAIN_FLAG)
+
+
+#: A descriptor in ``SCM_RIGHTS`` ancillary data, and the space of one.
+_FD = struct.Struct("i")
+_ONE_FD = socket.CMSG_LEN(_FD.size) if hasattr(socket, "CMSG_LEN") else 0
+_RIGHTS = (socket.SOL_SOCKET, getattr(socket, "SCM_RIGHTS", 1))
 
 
 def _hookless_fork() -> Callable[[], int]:
@@ -934,8 +961,10 @@ def _yield_to_calls() -> Callable[[], None] | None:
         return None  # not Linux, or refused (a seccomp filter): the calls wait a little
 
     def back() -> None:
-        with contextlib.suppress(OSError):  # the worker could: so can its child
+        try:
             os.sched_setscheduler(0, os.SCHED_OTHER, param)
+        except OSError:
+            return  # the worker could: so can its child
 
     return back
 
@@ -953,22 +982,20 @@ def _reaped() -> list[tuple[int, int]]:
         ended.append((pid, status))
 
 
-def _read_all(fd: int) -> bytes:
-    """What the non-blocking ``fd`` holds."""
-    data = bytearray()
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    return bytes(data)
+def _read_ready(fd: int) -> bytes:
+    """What the non-blocking pipe ``fd`` holds, read once (a pipe holds at most 64 KiB:
+    no hint, took byte or wakeup pipe here ever holds that much), for a pipe that
+    ``select`` said is readable; ``b""`` at end of file, or when it held nothing after
+    all."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
 
 
-def _drain(fd: int) -> bool:
-    """Read what the non-blocking ``fd`` holds; whether there was anything."""
-    got = False
-    with contextlib.suppress(BlockingIOError):
-        while os.read(fd, 4096):
-            got = True
-    return got
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` can be read now (``select``, which raises nothing when it cannot)."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 #: The exit code of a worker's child that met end of file instead of a call.
@@ -1017,16 +1044,17 @@ def _call_child(
         if received is None:
             code = _NO_MORE_CALLS
             return
-        data, result_w = received
+        data, result_w, plain = received
         if given_r is not None:
             # Before the took byte, after which the worker gives the next child its hint.
-            _read_all(given_r)
+            if _readable(given_r):
+                _read_ready(given_r)
             os.close(given_r)
         os.write(took_w, b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
-        _deliver(_outcome_of(data, copies, failed), result_w)
+        _deliver(_outcome_of(data, plain, copies, failed), result_w)
         if learned_w is not None:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
@@ -1052,18 +1080,20 @@ def _set_up_child(
 
 def _outcome_of(
     data: bytes,
+    plain: bool,
     copies: dict[bytes, Any],
     failed: BaseException | None,
     grant: Callable[[], None] | None = None,
 ) -> tuple[str, Any]:
-    """The outcome of the call ``data`` requests: ``failed`` when the child could not be
-    set up; ``unservable`` when it cannot be loaded here (nothing ran: the caller runs it
-    in a child of its own); an error when its limits cannot be granted (``grant``, a
-    reused child's); else what running it gave."""
+    """The outcome of the call ``data`` requests (``plain``: :data:`_PLAIN_FLAG`, else
+    naming objects kept in ``copies``): ``failed`` when the child could not be set up;
+    ``unservable`` when it cannot be loaded here (nothing ran: the caller runs it in a
+    child of its own); an error when its limits cannot be granted (``grant``, a reused
+    child's); else what running it gave."""
     if failed is not None:
         return ("error", failed)
     try:
-        call = _load_request(data, copies)
+        call = pickle.loads(data) if plain else _load_request(data, copies)
     except BaseException as exc:
         return ("unservable", f"{type(exc).__name__}: {exc}")
     if grant is not None:
@@ -1084,21 +1114,27 @@ def _prefault_while_waiting(
         ready, _, _ = select.select([sock, given_r], [], [])
         if sock in ready:
             return
-        data = _read_all(given_r)
+        data = _read_ready(given_r)
         if not data:
             return  # the worker is gone: the socket says so too
         _prefault.populate(_prefault.plan(_prefault.parse(data)), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
-    with contextlib.suppress(Exception):
+    # try rather than contextlib.suppress here and on the children's path: no object made,
+    # no Python code run, so no pages of them copied.
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
+    except Exception:
+        pass
     # Before the result: once the caller has it, nothing of the call may be left.
     _kill_leftovers()
     result = _dumps(outcome)
-    with contextlib.suppress(OSError):
+    try:
         _write_all(result_w, len(result).to_bytes(8, "big") + result)
+    except OSError:
+        return  # the caller is gone
 
 
 def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -1151,13 +1187,17 @@ def _learn_frame(lacking: tuple[str | bytes, ...]) -> bytes:
 
 
 async def _run_on_worker(
-    worker: _Worker, request: bytes, grace: float, lacking: tuple[str | bytes, ...] = ()
+    worker: _Worker,
+    request: bytes,
+    grace: float,
+    lacking: tuple[str | bytes, ...] = (),
+    plain: bool = False,
 ) -> tuple[Any, Any]:
     """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
     None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
     it stops the call's tree first (the caller then lets the worker go). What the call
     needs that the worker lacks (``lacking``) goes first, for the worker to hold from now
-    on (:func:`_learn`).
+    on (:func:`_learn`). ``plain``: the request names no kept object (:data:`_PLAIN_FLAG`).
 
     Raises:
         _WorkerGone: the worker died before it started the call.
@@ -1168,7 +1208,7 @@ async def _run_on_worker(
         if lacking:
             sock.sendall(_learn_frame(lacking))
             _told(worker, lacking)
-        frame = len(request).to_bytes(8, "big") + request
+        frame = (len(request) | (_PLAIN_FLAG if plain else 0)).to_bytes(8, "big") + request
         # One message, so that the child wakes once, with the whole of a small request.
         sent = socket.send_fds(sock, [frame], [result_w])
         sock.sendall(frame[sent:])
@@ -1295,11 +1335,17 @@ class _Reports:
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
     try:
         value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
+        if type(value) not in _NEVER_AWAITED and inspect.isawaitable(value):
             value = anyio.run(_await, value)
         return ("ok", value)
     except BaseException as exc:
         return ("error", exc)
+
+
+#: Types whose instances are no awaitables: a call's value of one of them skips
+#: ``inspect.isawaitable``'s walk through the abstract base classes, which writes (and so
+#: copies) dozens of pages in a fresh child. (A tool call's value is a tuple.)
+_NEVER_AWAITED = frozenset({type(None), bool, int, float, str, bytes, tuple, list, dict})
 
 
 async def _await(value: Awaitable[Any]) -> Any:
@@ -1444,15 +1490,29 @@ def _kill_leftovers() -> None:
     """
     me = os.getpid()
     while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] != 0:
-                pass
-        except ChildProcessError:
+        while (reaped := _reap_any()) > 0:
+            pass
+        if reaped < 0:
             return
         for pid in descendants(me):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.001)
+
+
+#: C's waitpid, bound once (in a worker: before it forks the children that call it).
+_WAITPID = libc().waitpid if os.name == "posix" else None
+
+
+def _reap_any() -> int:
+    """``waitpid(-1, WNOHANG)``: the pid reaped, 0 while children are left running, -1
+    when there is none; C's, which says "none" as -1 (ECHILD) where ``os.waitpid`` raises
+    ``ChildProcessError``, an exception that copies dozens of pages in a fresh child (the
+    common case: the call left nothing)."""
+    reaped = int(_WAITPID(-1, None, os.WNOHANG))
+    if reaped >= 0:
+        return reaped
+    return -1 if ctypes.get_errno() == errno.ECHILD else 0
 
 
 def _complete(received: bytearray) -> bool:
