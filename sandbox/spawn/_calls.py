@@ -32,6 +32,16 @@ are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks
 preempt the call running on its core. Its heap is frozen for the collector
 (``gc.freeze``) once set up, so that a child's collections do not copy its pages.
 
+**What a child writes.** Every page a child writes is a page copied from the worker
+(Python writes an object's reference count to read it), and freed again when it exits: a
+few microseconds each, the larger part of a fresh child's cost. So the worker prepares
+what each child does before its call, once: the nested domain's ruleset (the child enters
+it with one system call, ``landlock.prepare_nest``), the C functions bound
+(:func:`_child_start`), the scheduling parameter; and the children's path raises no
+exception and makes no helper object where a plain call does (an empty pipe is not read,
+``waitpid`` is C's, a request that names no kept object is a plain pickle,
+:data:`_PLAIN_FLAG`): an exception alone copies dozens of pages.
+
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
 lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
