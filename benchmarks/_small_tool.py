@@ -1,5 +1,6 @@
 """The small custom tool of ``bench_run.py``, in a module of its own: its ``execute``
-pickles by import (by reference); and the same tool made by a function, whose
+pickles by import (by reference); the same tool declared stateless (its calls may share
+one long-lived confined process in a sandbox); and the same tool made by a function, whose
 ``execute`` is a closure (it pickles by value)."""
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ def head(args: HeadArgs, context: object) -> str:
 
 
 HEAD_TOOL = tool(name="head", description="First 20 lines", parameters=HeadArgs, execute=head)
+#: ``head`` keeps nothing between calls: declared so, the public way.
+STATELESS_HEAD_TOOL = tool(
+    name="head", description="First 20 lines", parameters=HeadArgs, execute=head, stateless=True
+)
 
 
 def closure_head_tool(lines: int = 20) -> Tool[HeadArgs]:

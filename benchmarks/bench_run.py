@@ -25,8 +25,12 @@ Prints medians in milliseconds and ratios:
 - a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
-  machine the steadier figure); ``read_file`` again once the workspace has read 2,000
+  machine the steadier figure), split between the caller, the warm workers and the
+  calls' children (Linux); ``read_file`` again once the workspace has read 2,000
   other files (a sandboxed call carries the hashes of the files it names, not all);
+- the same small tool declared stateless (``tool(..., stateless=True)``: its calls share
+  one long-lived confined child) against its default, a fresh child per call, latency
+  and CPU;
 - ``read_file`` (whose ``execute`` declares it keeps no state: ``Tool.stateless``) served
   by a worker's one reused child against the same tool undeclared, a fresh child per
   call, latency and CPU;
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import resource
@@ -66,7 +71,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _small_tool import HEAD_TOOL, closure_head_tool
+from _small_tool import HEAD_TOOL, STATELESS_HEAD_TOOL, closure_head_tool
 
 from sandbox import Sandbox
 from sandbox.spawn._tree import descendants
@@ -169,18 +174,54 @@ def _own_cpu_seconds() -> float:
 
 def _descendants_cpu_seconds() -> float:
     """CPU seconds this process's descendants spent, running or reaped: the spawn servers,
-    the warm workers and their children (``/proc``), and those this process reaped."""
-    ticks = 0
+    the warm workers and their children (``/proc``: a live one's own time to the
+    nanosecond from its schedstat, what it reaped in clock ticks), and those this process
+    reaped."""
+    seconds = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
     for pid in descendants(os.getpid()):
         try:
             with open(f"/proc/{pid}/stat", encoding="ascii") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            own = _sched(pid)[0]
         except OSError:
             continue  # ended meanwhile: its time is its parent's now
-        # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
-        ticks += sum(int(value) for value in fields[11:15])
+        # cutime, cstime: fields 16 and 17 of proc(5), in clock ticks.
+        seconds += own + (int(fields[13]) + int(fields[14])) / tick
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ticks / os.sysconf("SC_CLK_TCK") + reaped.ru_utime + reaped.ru_stime
+    return seconds + reaped.ru_utime + reaped.ru_stime
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (``/proc``, Linux; none elsewhere): the
+    spawn server is started from whichever thread made the first call."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{thread}/children") as f:
+                found += [int(child) for child in f.read().split()]
+    return found
+
+
+def _workers_cpu_seconds() -> tuple[float, float]:
+    """CPU seconds of the calls' warm workers themselves (children of the spawn servers,
+    this process's children) and of their children, running or reaped by them (``/proc``,
+    Linux; zeros elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    own = children = 0.0
+    for worker in (w for server in _children(os.getpid()) for w in _children(server)):
+        try:
+            with open(f"/proc/{worker}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime: fields 14 to 17 of proc(5), in clock ticks.
+        own += (int(fields[11]) + int(fields[12])) / tick
+        children += (int(fields[13]) + int(fields[14])) / tick
+        for child in _children(worker):
+            with contextlib.suppress(OSError):
+                children += _sched(child)[0]
+    return own, children
 
 
 async def cpu_rows(
@@ -191,22 +232,29 @@ async def cpu_rows(
 ) -> None:
     """CPU milliseconds a sandboxed call costs in all processes (the caller, the warm
     workers, their children), back to back and 20 ms apart: a figure the machine's other
-    load hardly moves. A fresh sandbox each (``make()``), measured once warm."""
+    load hardly moves; and how it splits between the caller, the workers and the
+    children that ran the calls. A fresh sandbox each (``make()``), measured once warm."""
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
         box = make()
         for _ in range(max(3, runs // 10)):
             await call(box)
         others_before, caller_before = _descendants_cpu_seconds(), _own_cpu_seconds()
+        split_before = _workers_cpu_seconds()
         for _ in range(runs):
             await anyio.sleep(gap)
             await call(box)
         caller = (_own_cpu_seconds() - caller_before) / runs * 1000
         others = (_descendants_cpu_seconds() - others_before) / runs * 1000
+        workers, children = (
+            (after - before) / runs * 1000
+            for after, before in zip(_workers_cpu_seconds(), split_before, strict=True)
+        )
         box.close()
         print(
             f"{f'{label} [{spacing}]':<56} CPU a call {caller + others:6.2f} ms in all "
-            f"processes, {caller:5.2f} ms in the caller"
+            f"processes, {caller:5.2f} ms in the caller, {workers:5.2f} in the workers, "
+            f"{children:5.2f} in the calls' children"
         )
 
 
@@ -525,6 +573,25 @@ async def main(runs: int, calls_only: bool, commands_only: bool = False) -> None
         )
 
         await cpu_rows("custom tool in the sandbox", head, runs)
+
+        async def head_stateless(sandbox: Sandbox | None) -> None:
+            result = await invoke_tool(STATELESS_HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
+            assert result.error is None, result.error
+
+        # Declared stateless, its calls share one long-lived confined child; by default,
+        # each gets a fresh child.
+        fresh = Sandbox()
+        await compare(
+            "custom tool declared stateless in the sandbox",
+            lambda: head_stateless(box),
+            "by default: a fresh child per call",
+            lambda: head(fresh),
+            "target < 2 ms",
+            runs,
+            interleave=False,
+        )
+        fresh.close()
+        await cpu_rows("custom tool declared stateless in the sandbox", head_stateless, runs)
         closure_tool = closure_head_tool()
 
         async def head_closure(sandbox: Sandbox | None) -> None:

@@ -17,7 +17,7 @@ import ctypes
 import errno
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._confinement import Confinement
@@ -337,6 +337,22 @@ def nest() -> None:
 
     Raises OSError from the underlying calls; the child must not go on then.
     """
+    prepare_nest()()
+
+
+def prepare_nest() -> Callable[[], None]:
+    """:func:`nest` in two steps, for a process whose many children each enter the nested
+    domain (a warm worker of calls): the domain's ruleset is made now, once, with
+    PR_SET_NO_NEW_PRIVS set (which children inherit); the function returned puts the
+    calling thread in the domain with one system call and closes its copy of the
+    ruleset's descriptor (close-on-exec), so that nothing that runs after it holds it.
+    Each child calls it once; this process keeps the descriptor for the next child. (The
+    ruleset grants every right it handles, so no rule added to it could loosen anything:
+    the scoping is the domain's, not a rule's.)
+
+    Raises OSError: here, Landlock is absent or the ruleset refused; from the function
+    returned, the domain refused (the child must not go on then).
+    """
     abi = abi_version()
     if abi < 1:
         raise OSError(errno.EOPNOTSUPP, "Landlock is not available on this kernel")
@@ -359,6 +375,15 @@ def nest() -> None:
             # What the enclosing domain allows stays allowed: domains only intersect.
             _add_path_rule(arch.landlock_add_rule, ruleset, "/", handled)
         set_no_new_privs()
-        syscall(arch.landlock_restrict_self, ruleset, ctypes.c_uint32(0))
-    finally:
+    except BaseException:
         os.close(ruleset)
+        raise
+    restrict = arch.landlock_restrict_self
+
+    def enter() -> None:
+        try:
+            syscall(restrict, ruleset, ctypes.c_uint32(0))
+        finally:
+            os.close(ruleset)
+
+    return enter

@@ -32,6 +32,16 @@ are safe and cost only the fork: fork(2) itself, without Python's at-fork hooks
 preempt the call running on its core. Its heap is frozen for the collector
 (``gc.freeze``) once set up, so that a child's collections do not copy its pages.
 
+**What a child writes.** Every page a child writes is a page copied from the worker
+(Python writes an object's reference count to read it), and freed again when it exits: a
+few microseconds each, the larger part of a fresh child's cost. So the worker prepares
+what each child does before its call, once: the nested domain's ruleset (the child enters
+it with one system call, ``landlock.prepare_nest``), the C functions bound
+(:func:`_child_start`), the scheduling parameter; and the children's path raises no
+exception and makes no helper object where a plain call does (an empty pipe is not read,
+``waitpid`` is C's, a request that names no kept object is a plain pickle,
+:data:`_PLAIN_FLAG`): an exception alone copies dozens of pages.
+
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
 lists the pages it wrote (``_prefault.learn``: the first call of a worker, then one in
@@ -80,9 +90,12 @@ changed since it started) gets one new worker, then a clear error.
 
 from __future__ import annotations
 
+import _random
+import _signal
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import faulthandler
 import functools
 import gc
@@ -115,10 +128,11 @@ from sandbox._errors import SandboxError, UnpicklableCall
 from sandbox._limits import address_space_bytes, apply_rlimits
 from sandbox.layers import landlock
 from sandbox.layers._plan import apply_child_layers
+from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import become_subreaper, descendants, die_with_parent
+from sandbox.spawn._tree import become_subreaper, descendants
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -144,6 +158,9 @@ _GONE_WAIT = 10.0
 #: Set in a message's length: the message tells the worker what to hold (:func:`_learn`),
 #: it carries no call.
 _LEARN_FLAG = 1 << 63
+#: Set in a request's length: the call names no kept object, so its child loads it as a
+#: plain pickle (no unpickler of its own made: a fresh child copies fewer pages).
+_PLAIN_FLAG = 1 << 62
 
 
 @dataclass(eq=False)
@@ -325,7 +342,9 @@ class CallWorkers:
         """Run ``request`` on ``worker`` (taken out of the pool) and give it back; what
         the call ``needs`` that the worker lacks, the worker is told to hold first."""
         try:
-            data, status = await _run_on_worker(worker, request, grace, _lacking(worker, needs))
+            plain = not any(isinstance(need, bytes) for need in needs)
+            lacking = _lacking(worker, needs)
+            data, status = await _run_on_worker(worker, request, grace, lacking, plain)
             healthy = data is not None  # else orphans of the call may be left with it
         except BaseException:
             self._give_back(worker, healthy=False)
@@ -539,8 +558,8 @@ def _enter_child(env: dict[str, str]) -> None:
     tempfile.tempdir = None
 
 
-def _nest(setup: CallSetup) -> Callable[[], None] | None:
-    return landlock.nest if setup.nest else None
+def _nest(setup: CallSetup) -> Callable[[], Callable[[], None]] | None:
+    return landlock.prepare_nest if setup.nest else None
 
 
 def serve_calls(
@@ -572,7 +591,7 @@ def serve_calls(
 
 def _worker_main(
     setup: Callable[[], None],
-    nest: Callable[[], None] | None,
+    nest: Callable[[], Callable[[], None]] | None,
     copies: dict[bytes, Any],
     sock: socket.socket,
     reuse: _Budget | None = None,
@@ -582,13 +601,17 @@ def _worker_main(
     end (``E``) until the caller hangs up. Its own only: adopted orphans of a call that
     did not deliver are reaped silently (the caller lets this worker go after such a call).
     With ``reuse`` (each call's share of the limits), its one child runs the calls one
-    after another instead (:func:`_serve_with_one_child`)."""
+    after another instead (:func:`_serve_with_one_child`). ``nest`` prepares, once set
+    up, what each child calls to enter its nested domain (``landlock.prepare_nest``)."""
     try:
         # A crash here is reported by the caller (SandboxError naming the signal); a fault
         # handler would only print a second, alarming dump.
         faulthandler.disable()
+        enter: Callable[[], None] | None = None
         try:
             setup()
+            # The ruleset made once here: each child makes one system call to enter it.
+            enter = None if nest is None else nest()
             failed: BaseException | None = None
         except BaseException as exc:
             failed = exc
@@ -596,7 +619,7 @@ def _worker_main(
         # in a child, would otherwise touch (and so copy) every page of it.
         gc.freeze()
         if reuse is not None:
-            _serve_with_one_child(sock, nest, copies, failed, reuse)
+            _serve_with_one_child(sock, enter, copies, failed, reuse)
             return
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
@@ -617,23 +640,19 @@ def _worker_main(
         since_learned = 0  # calls taken since the hint was learned
         mine: set[int] = set()
         waiting: int | None = None
-        worker = os.getpid()
-        policy = _yield_to_calls()
+        start = _child_start(os.getpid())
+        back = _yield_to_calls()
         fork = _hookless_fork()
         while True:
             if waiting is None:
                 learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
                 waiting = fork()  # this process runs no other thread
                 if waiting == 0:
-                    # A worker killed from outside must not leave a child that takes a call.
-                    die_with_parent(worker)
-                    _reseed_random()
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    start()
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if prefault else None, learned_w if learn else None)
-                    _call_child(sock, nest, copies, failed, took_w, hints, planned, policy)
+                    _call_child(sock, enter, copies, failed, took_w, hints, planned, back)
                 mine.add(waiting)
                 if hint is not None:
                     hinted = waiting  # forked with the hint planned
@@ -643,17 +662,21 @@ def _worker_main(
                 with contextlib.suppress(OSError):
                     os.write(given_w, hint)  # at most PIPE_BUF bytes: whole or not at all
                 hinted = waiting
-            select.select([took_r, wake_r, learned_r], [], [])
-            _drain(wake_r)
-            learned = _prefault.latest(_read_all(learned_r))
-            if learned is not None:
-                hint, since_learned = learned, 0
-                planned = _prefault.plan(_prefault.parse(hint))
+            # Each descriptor read only when select says it holds something: an empty read
+            # raises, and an exception touches dozens of pages, each a copy after a fork.
+            ready = select.select([took_r, wake_r, learned_r], [], [])[0]
+            if wake_r in ready:
+                _read_ready(wake_r)
+            if learned_r in ready:
+                learned = _prefault.latest(_read_ready(learned_r))
+                if learned is not None:
+                    hint, since_learned = learned, 0
+                    planned = _prefault.plan(_prefault.parse(hint))
             # Reaped first, then the took byte read: a child that took its call and ended
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
             ended = _reaped()
-            if _drain(took_r):
+            if (took_r in ready or (ended and _readable(took_r))) and _read_ready(took_r):
                 waiting = None  # one child waits at a time: the byte is its
                 since_learned += 1
             for pid, status in ended:
@@ -696,22 +719,19 @@ def _serve_with_one_child(
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    worker = os.getpid()
+    start = _child_start(os.getpid())
     fork = _hookless_fork()
     child: int | None = None
     while True:
         if child is None:
             child = fork()  # this process runs no other thread
             if child == 0:
-                die_with_parent(worker)
-                _reseed_random()
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                start()
                 os.close(wake_r)
                 os.close(wake_w)
                 _reused_child(sock, nest, copies, failed, budget)
         select.select([wake_r], [], [])
-        _drain(wake_r)
+        _read_ready(wake_r)
         for pid, status in _reaped():
             if pid != child:
                 continue  # an orphan of a call that did not deliver
@@ -749,9 +769,9 @@ def _reused_child(
             received = _receive_call(sock)
             if received is None:
                 return
-            data, result_w = received
+            data, result_w, plain = received
             sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
-            outcome = _outcome_of(data, copies, failed, budget.grant)
+            outcome = _outcome_of(data, plain, copies, failed, budget.grant)
             _deliver(outcome, result_w)
             os.close(result_w)
             del data, outcome  # nothing of a call is kept for the next
@@ -829,18 +849,34 @@ def _hold(modules: tuple[str, ...], kept: tuple[bytes, ...], copies: dict[bytes,
     _trim(copies)
 
 
-def _receive_call(sock: socket.socket) -> tuple[bytes, int] | None:
-    """The next request on ``sock`` and the write end of its result pipe; ``None`` at end
-    of file (the caller hung up) or on a malformed request."""
-    header, fds, _, _ = socket.recv_fds(sock, 8, 1)
+def _receive_call(sock: socket.socket) -> tuple[bytes, int, bool] | None:
+    """The next request on ``sock``, the write end of its result pipe and whether the
+    request is a plain pickle (:data:`_PLAIN_FLAG`); ``None`` at end of file (the caller
+    hung up) or on a malformed request."""
+    # recvmsg rather than socket.recv_fds, which imports array on every call.
+    header, ancillary, _, _ = sock.recvmsg(8, _ONE_FD)
+    fds = [
+        fd
+        for level, kind, fields in ancillary
+        if (level, kind) == _RIGHTS
+        for (fd,) in _FD.iter_unpack(fields[: len(fields) - len(fields) % _FD.size])
+    ]
     rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
     size = int.from_bytes(header + (rest or b""), "big")
-    data = _receive_exactly(sock, size) if len(fds) == 1 and rest is not None else None
+    data = None
+    if len(fds) == 1 and rest is not None:
+        data = _receive_exactly(sock, size & ~_PLAIN_FLAG)
     if data is None:
         for fd in fds:
             os.close(fd)
         return None
-    return data, fds[0]
+    return data, fds[0], bool(size & _PLAIN_FLAG)
+
+
+#: A descriptor in ``SCM_RIGHTS`` ancillary data, and the space of one.
+_FD = struct.Struct("i")
+_ONE_FD = socket.CMSG_LEN(_FD.size) if hasattr(socket, "CMSG_LEN") else 0
+_RIGHTS = (socket.SOL_SOCKET, getattr(socket, "SCM_RIGHTS", 1))
 
 
 def _hookless_fork() -> Callable[[], int]:
@@ -878,26 +914,69 @@ def _hookless_fork() -> Callable[[], int]:
     return fork
 
 
+def _child_start(worker: int) -> Callable[[], None]:
+    """What each child of the worker ``worker`` (this process) does first, prepared here
+    once: it dies with the worker (``PR_SET_PDEATHSIG``: a worker killed from outside must
+    not leave a child that takes a call), and exits at once when the worker is gone
+    already; reseeds ``random`` (:func:`_reseed_random`); and gives SIGCHLD its default
+    action and no wakeup fd (the worker's). Each page a child writes is a page copied
+    from the worker, so the C functions are bound here and take plain ints: no ``ctypes``
+    lookups and none of ``signal``'s enum conversions (``_signal``), which cost a child
+    several times the system calls themselves."""
+    prctl = ctypes.CDLL(None, use_errno=True)["prctl"] if sys.platform == "linux" else None
+    kill, child_ended, default = int(signal.SIGKILL), int(signal.SIGCHLD), int(signal.SIG_DFL)
+
+    def start() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != worker:
+            os._exit(0)
+        _reseed_random()
+        _signal.set_wakeup_fd(-1)
+        _signal.signal(child_ended, default)
+
+    return start
+
+
+#: linux/prctl.h
+_PR_SET_PDEATHSIG = 1
+
+
 def _reseed_random() -> None:
-    """What ``random``'s at-fork hook does: a child's ``random`` numbers are not its
-    siblings' (:func:`_hookless_fork` runs no hook)."""
+    """What ``random``'s at-fork hook does (``Random.seed()``: from the system's entropy,
+    and no Gaussian held): a child's ``random`` numbers are not its siblings'
+    (:func:`_hookless_fork` runs no hook). The C type's own ``seed``: the hook's Python
+    method around it costs a child several times as much, in pages copied."""
     module = sys.modules.get("random")
-    if module is not None:
+    shared = getattr(module, "_inst", None)
+    if isinstance(shared, _random.Random):
+        _random.Random.seed(shared)
+        shared.gauss_next = None
+    elif module is not None:
         module.seed()
 
 
-def _yield_to_calls() -> int | None:
+def _yield_to_calls() -> Callable[[], None] | None:
     """Put this worker under ``SCHED_BATCH`` when it runs under ``SCHED_OTHER``: woken
     (a child took its call, another ended), it then does not preempt the call running
     on its core to fork the next child, which would hold that call up by the fork's
-    time. Returns the policy the children go back to, or ``None`` when it is unchanged."""
+    time. Returns what a child calls to run under ``SCHED_OTHER`` again (its parameter
+    made here, once), or ``None`` when the policy is unchanged."""
+    param = os.sched_param(0)
     try:
         if os.sched_getscheduler(0) != os.SCHED_OTHER:
             return None  # the caller's own choice: kept for the calls too
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        os.sched_setscheduler(0, os.SCHED_BATCH, param)
     except (AttributeError, OSError):
         return None  # not Linux, or refused (a seccomp filter): the calls wait a little
-    return os.SCHED_OTHER
+
+    def back() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_OTHER, param)
+        except OSError:
+            return  # the worker could: so can its child
+
+    return back
 
 
 def _reaped() -> list[tuple[int, int]]:
@@ -913,22 +992,20 @@ def _reaped() -> list[tuple[int, int]]:
         ended.append((pid, status))
 
 
-def _read_all(fd: int) -> bytes:
-    """What the non-blocking ``fd`` holds."""
-    data = bytearray()
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 65536):
-            data += chunk
-    return bytes(data)
+def _read_ready(fd: int) -> bytes:
+    """What the non-blocking pipe ``fd`` holds, read once (a pipe holds at most 64 KiB:
+    no hint, took byte or wakeup pipe here ever holds that much), for a pipe that
+    ``select`` said is readable; ``b""`` at end of file, or when it held nothing after
+    all."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return b""
 
 
-def _drain(fd: int) -> bool:
-    """Read what the non-blocking ``fd`` holds; whether there was anything."""
-    got = False
-    with contextlib.suppress(BlockingIOError):
-        while os.read(fd, 4096):
-            got = True
-    return got
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` can be read now (``select``, which raises nothing when it cannot)."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 #: The exit code of a worker's child that met end of file instead of a call.
@@ -951,7 +1028,7 @@ def _call_child(
     took_w: int,
     hints: tuple[int | None, int | None],
     planned: list[tuple[int, int]],
-    policy: int | None,
+    back: Callable[[], None] | None,
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
     call comes; while it waits, the pages of the hint the worker had planned when it forked
@@ -959,15 +1036,14 @@ def _call_child(
     (``hints[0]``); then take one call from ``sock``, tell the worker (``took_w``) and the
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
-    under the caller's scheduling ``policy`` again, when the worker left it
+    under the caller's scheduling policy again (``back``), when the worker left it
     (``_yield_to_calls``)."""
     code = 0
     given_r, learned_w = hints
     try:
         failed = _set_up_child(nest, failed)
-        if policy is not None:
-            with contextlib.suppress(OSError):  # the worker could: so can its child
-                os.sched_setscheduler(0, policy, os.sched_param(0))
+        if back is not None:
+            back()
         inherited = _prefault.mappings() if learned_w is not None else []
         if given_r is not None:
             _prefault_while_waiting(sock, given_r, planned)
@@ -978,16 +1054,17 @@ def _call_child(
         if received is None:
             code = _NO_MORE_CALLS
             return
-        data, result_w = received
+        data, result_w, plain = received
         if given_r is not None:
             # Before the took byte, after which the worker gives the next child its hint.
-            _read_all(given_r)
+            if _readable(given_r):
+                _read_ready(given_r)
             os.close(given_r)
         os.write(took_w, b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
-        _deliver(_outcome_of(data, copies, failed), result_w)
+        _deliver(_outcome_of(data, plain, copies, failed), result_w)
         if learned_w is not None:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
@@ -1013,18 +1090,20 @@ def _set_up_child(
 
 def _outcome_of(
     data: bytes,
+    plain: bool,
     copies: dict[bytes, Any],
     failed: BaseException | None,
     grant: Callable[[], None] | None = None,
 ) -> tuple[str, Any]:
-    """The outcome of the call ``data`` requests: ``failed`` when the child could not be
-    set up; ``unservable`` when it cannot be loaded here (nothing ran: the caller runs it
-    in a child of its own); an error when its limits cannot be granted (``grant``, a
-    reused child's); else what running it gave."""
+    """The outcome of the call ``data`` requests (``plain``: :data:`_PLAIN_FLAG`, else
+    naming objects kept in ``copies``): ``failed`` when the child could not be set up;
+    ``unservable`` when it cannot be loaded here (nothing ran: the caller runs it in a
+    child of its own); an error when its limits cannot be granted (``grant``, a reused
+    child's); else what running it gave."""
     if failed is not None:
         return ("error", failed)
     try:
-        call = _load_request(data, copies)
+        call = pickle.loads(data) if plain else _load_request(data, copies)
     except BaseException as exc:
         return ("unservable", f"{type(exc).__name__}: {exc}")
     if grant is not None:
@@ -1045,21 +1124,27 @@ def _prefault_while_waiting(
         ready, _, _ = select.select([sock, given_r], [], [])
         if sock in ready:
             return
-        data = _read_all(given_r)
+        data = _read_ready(given_r)
         if not data:
             return  # the worker is gone: the socket says so too
         _prefault.populate(_prefault.plan(_prefault.parse(data)), sock.fileno())
 
 
 def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
-    with contextlib.suppress(Exception):
+    # try rather than contextlib.suppress here and on the children's path: no object made,
+    # no Python code run, so no pages of them copied.
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
+    except Exception:
+        pass
     # Before the result: once the caller has it, nothing of the call may be left.
     _kill_leftovers()
     result = _dumps(outcome)
-    with contextlib.suppress(OSError):
+    try:
         _write_all(result_w, len(result).to_bytes(8, "big") + result)
+    except OSError:
+        return  # the caller is gone
 
 
 def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -1112,13 +1197,17 @@ def _learn_frame(lacking: tuple[str | bytes, ...]) -> bytes:
 
 
 async def _run_on_worker(
-    worker: _Worker, request: bytes, grace: float, lacking: tuple[str | bytes, ...] = ()
+    worker: _Worker,
+    request: bytes,
+    grace: float,
+    lacking: tuple[str | bytes, ...] = (),
+    plain: bool = False,
 ) -> tuple[Any, Any]:
     """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
     None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
     it stops the call's tree first (the caller then lets the worker go). What the call
     needs that the worker lacks (``lacking``) goes first, for the worker to hold from now
-    on (:func:`_learn`).
+    on (:func:`_learn`). ``plain``: the request names no kept object (:data:`_PLAIN_FLAG`).
 
     Raises:
         _WorkerGone: the worker died before it started the call.
@@ -1129,7 +1218,7 @@ async def _run_on_worker(
         if lacking:
             sock.sendall(_learn_frame(lacking))
             _told(worker, lacking)
-        frame = len(request).to_bytes(8, "big") + request
+        frame = (len(request) | (_PLAIN_FLAG if plain else 0)).to_bytes(8, "big") + request
         # One message, so that the child wakes once, with the whole of a small request.
         sent = socket.send_fds(sock, [frame], [result_w])
         sock.sendall(frame[sent:])
@@ -1242,25 +1331,31 @@ class _Reports:
         if pid is None:
             return  # not started, or the worker is gone with it: letting it go stops it
         tree = set(descendants(pid))
-        _signal(tree, pid, signal.SIGTERM)
+        _signal_tree(tree, pid, signal.SIGTERM)
         with anyio.move_on_after(grace):
             while self.status is None and not self.gone:
                 await anyio.wait_readable(self._worker.sock)
                 self.read()
         tree.update(descendants(pid))
         # Stopped first, so that nothing forks between listing the tree and killing it.
-        _signal(tree, pid, signal.SIGSTOP)
-        _signal(tree | set(descendants(pid)), pid, signal.SIGKILL)
+        _signal_tree(tree, pid, signal.SIGSTOP)
+        _signal_tree(tree | set(descendants(pid)), pid, signal.SIGKILL)
 
 
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
     try:
         value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
+        if type(value) not in _NEVER_AWAITED and inspect.isawaitable(value):
             value = anyio.run(_await, value)
         return ("ok", value)
     except BaseException as exc:
         return ("error", exc)
+
+
+#: Types whose instances are no awaitables: a call's value of one of them skips
+#: ``inspect.isawaitable``'s walk through the abstract base classes, which writes (and so
+#: copies) dozens of pages in a fresh child. (A tool call's value is a tuple.)
+_NEVER_AWAITED = frozenset({type(None), bool, int, float, str, bytes, tuple, list, dict})
 
 
 async def _await(value: Awaitable[Any]) -> Any:
@@ -1405,15 +1500,29 @@ def _kill_leftovers() -> None:
     """
     me = os.getpid()
     while True:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] != 0:
-                pass
-        except ChildProcessError:
+        while (reaped := _reap_any()) > 0:
+            pass
+        if reaped < 0:
             return
         for pid in descendants(me):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.001)
+
+
+#: C's waitpid, bound once (in a worker: before it forks the children that call it).
+_WAITPID = libc().waitpid if os.name == "posix" else None
+
+
+def _reap_any() -> int:
+    """``waitpid(-1, WNOHANG)``: the pid reaped, 0 while children are left running, -1
+    when there is none; C's, which says "none" as -1 (ECHILD) where ``os.waitpid`` raises
+    ``ChildProcessError``, an exception that copies dozens of pages in a fresh child (the
+    common case: the call left nothing)."""
+    reaped = int(_WAITPID(-1, None, os.WNOHANG))
+    if reaped >= 0:
+        return reaped
+    return -1 if ctypes.get_errno() == errno.ECHILD else 0
 
 
 def _complete(received: bytearray) -> bool:
@@ -1430,7 +1539,7 @@ def _read_available(fd: int, received: bytearray) -> bool:
     return True
 
 
-def _signal(tree: set[int], pid: int, sig: int) -> None:
+def _signal_tree(tree: set[int], pid: int, sig: int) -> None:
     for target in (*tree, -pid, pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(target, sig)

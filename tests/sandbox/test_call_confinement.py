@@ -384,3 +384,27 @@ async def test_descriptors_the_caller_holds_do_not_reach_the_call(
 
     assert str(outside) not in names and str(outside.parent) not in names, names
     assert snapshot(outside) == before
+
+
+def signal_parent() -> tuple[int, str]:
+    """The parent's pid, and what sending it SIGURG (ignored unless handled) gave."""
+    try:
+        os.kill(os.getppid(), signal.SIGURG)
+    except OSError as exc:
+        return os.getppid(), errno.errorcode[exc.errno or 0]
+    return os.getppid(), "ok"
+
+
+@pytest.mark.parametrize("reuse", [False, True], ids=["fresh child", "reused child"])
+async def test_a_call_cannot_signal_the_worker_it_was_forked_from(
+    new_box: NewBox, workspace: Path, reuse: bool
+) -> None:
+    # Each call's child enters a Landlock domain nested in its worker's (its ruleset made
+    # once by the worker): what the call runs cannot tamper with what later calls fork from.
+    box = new_box(writable=[str(workspace)], best_effort=True)
+    if box.call_capabilities.get(SIGNAL_SCOPING) != LANDLOCK:
+        pytest.skip(f"calls get no Landlock signal scoping here: {box.call_capabilities}")
+    seen = [await box.call(signal_parent, reuse_process=reuse) for _ in range(2)]
+    worker = seen[0][0]
+    assert worker != os.getpid()
+    assert seen == [(worker, "EPERM")] * 2, seen

@@ -10,8 +10,10 @@ import os
 import random
 import resource
 import secrets
+import signal
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable
 
@@ -300,3 +302,32 @@ async def test_the_worker_keeps_one_copy_of_a_kept_object_by_its_pickle() -> Non
     assert first == by_closure == (worker, worker, "before", "before"), (first, by_closure)
     assert changed[0] == changed[1] == worker, changed
     assert changed[2:] == ("after", "after"), changed
+
+
+def _start_state() -> tuple[int, int, int, bool]:
+    """The parent's pid, the signal this process gets when its parent dies
+    (``PR_GET_PDEATHSIG``), the wakeup fd it had, and whether SIGCHLD has its default
+    action."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    death = ctypes.c_int(-1)
+    assert libc.prctl(2, ctypes.byref(death), 0, 0, 0) == 0, ctypes.get_errno()
+    wakeup = signal.set_wakeup_fd(-1)
+    return os.getppid(), death.value, wakeup, signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+@pytest.mark.parametrize("reuse", [False, True], ids=["fresh child", "reused child"])
+@pytest.mark.anyio
+async def test_a_calls_child_dies_with_its_worker_and_keeps_none_of_its_signal_handling(
+    reuse: bool,
+) -> None:
+    # What the worker sets up to hear its children end stays the worker's; the child gets
+    # SIGKILL when the worker dies, so that no child is left to take a call.
+    box = Sandbox(layers=False)
+    try:
+        seen = [await box.call(_start_state, reuse_process=reuse) for _ in range(2)]
+    finally:
+        box.close()
+    worker = seen[0][0]
+    assert worker != os.getpid()
+    assert seen == [(worker, signal.SIGKILL, -1, True)] * 2, seen
