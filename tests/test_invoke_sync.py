@@ -35,6 +35,9 @@ def test_ctrl_c_cancels_the_call_stops_its_command_and_raises(tmp_path: Path) ->
         f"""
         import faulthandler, signal, sys
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test's report of a hang
+        # Python's own Ctrl-C, as an interactive Python has it: a test run started as a
+        # background job of a shell inherits SIGINT ignored (POSIX), and so would this.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(REPO)!r})
         from workspace_tools import invoke_tool_sync, workspace_tools
         tools = {{t.name: t for t in workspace_tools({str(tmp_path)!r})}}
@@ -175,13 +178,19 @@ def _sigint_probe() -> tuple[list[object], object]:
 
 
 def test_python_s_sigint_handler_is_put_back_after_the_call() -> None:
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    seen, probe = _sigint_probe()
-    result = invoke_tool_sync(probe, {})
+    # Python's own handler, as an interactive Python has it (a test run started as a
+    # background job of a shell has SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        seen, probe = _sigint_probe()
+        result = invoke_tool_sync(probe, {})
+        after = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert (result.content, result.error) == ("done", None)
     # The call's own handler while it ran (Ctrl-C cancels it), Python's again after.
     assert len(seen) == 1 and seen[0] is not signal.default_int_handler, seen
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert after is signal.default_int_handler, after
 
 
 def test_a_sigint_handler_of_the_application_is_left_in_place() -> None:
