@@ -32,11 +32,12 @@ async def test_timeout_kills_background_loop_and_keeps_partial_output(
     root: Path, marker: str
 ) -> None:
     # Only the timeout can end this command; the outer deadline turns a broken timeout
-    # into a failure instead of a hang.
+    # into a failure instead of a hang. Its 1 s is many times what the loop needs to
+    # start and print twice; the tests below start their trees within 1 s too.
     with anyio.fail_after(60):
         result = await invoke_tool(
             run_command(root),
-            {"command": "(while true; do echo c; sleep 0.1; done) & sleep 1000", "timeout": 2},
+            {"command": "(while true; do echo c; sleep 0.1; done) & sleep 1000", "timeout": 1},
         )
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
     assert result.details.timed_out is True
@@ -49,7 +50,7 @@ async def test_timeout_kills_background_loop_and_keeps_partial_output(
 async def test_timeout_kills_busy_loops_nothing_reparented(root: Path, marker: str) -> None:
     result = await invoke_tool(
         run_command(root),
-        {"command": "for i in 1 2; do (while :; do :; done) & done; sleep 100", "timeout": 2},
+        {"command": "for i in 1 2; do (while :; do :; done) & done; sleep 100", "timeout": 1},
     )
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
     assert survivors(marker) == []
