@@ -64,11 +64,32 @@ def workspace_server(root: Path, *flags: str) -> tuple[str, ...]:
     return ("-m", "workspace_tools", "mcp", "--root", str(root), *flags)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
     # The subprocess server always runs on asyncio; the client's backend is not under test.
     # The server on both backends is covered in-process by test_mcp_in_memory.py.
     return "asyncio"
+
+
+# One server per module for the tests that only read from it (each start costs most of a
+# second); a test that writes, needs flags or watches every notification starts its own.
+@pytest.fixture(scope="module")
+async def shared_workspace(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[Path, ClientSession]]:
+    """A server of the default tools on a root holding ``notes.txt`` ("alpha\nbeta\n"),
+    for calls of read-only tools and of invalid ones only."""
+    root = tmp_path_factory.mktemp("shared-root")
+    (root / "notes.txt").write_text("alpha\nbeta\n")
+    async with connect(*workspace_server(root)) as session:
+        yield root, session
+
+
+@pytest.fixture(scope="module")
+async def custom_session() -> AsyncIterator[ClientSession]:
+    """The custom server, whose tools keep no state between calls."""
+    async with connect(str(CUSTOM_SERVER)) as session:
+        yield session
 
 
 async def test_server_introduces_itself_with_this_package_version(tmp_path: Path) -> None:
@@ -84,10 +105,12 @@ async def test_server_introduces_itself_with_this_package_version(tmp_path: Path
     )
 
 
-async def test_lists_the_seven_tools_with_schemas_titles_and_hints(tmp_path: Path) -> None:
-    async with connect(*workspace_server(tmp_path)) as session:
-        listed = (await session.list_tools()).tools
-    expected = {t.name: t for t in workspace_tools(tmp_path)}
+async def test_lists_the_seven_tools_with_schemas_titles_and_hints(
+    shared_workspace: tuple[Path, ClientSession],
+) -> None:
+    root, session = shared_workspace
+    listed = (await session.list_tools()).tools
+    expected = {t.name: t for t in workspace_tools(root)}
     assert [t.name for t in listed] == list(TOOL_NAMES)
     for item in listed:
         label, icon = PRESENTATIONS[item.name]
@@ -112,9 +135,11 @@ async def test_read_only_serves_only_read_only_tools(tmp_path: Path) -> None:
     assert not (tmp_path / "a.txt").exists()
 
 
-async def test_invalid_arguments_are_an_error_result_with_code(tmp_path: Path) -> None:
-    async with connect(*workspace_server(tmp_path)) as session:
-        result = await session.call_tool("read_file", {"offset": 0})
+async def test_invalid_arguments_are_an_error_result_with_code(
+    shared_workspace: tuple[Path, ClientSession],
+) -> None:
+    _, session = shared_workspace
+    result = await session.call_tool("read_file", {"offset": 0})
     assert result.isError is True
     assert result.content == [
         types.TextContent(
@@ -141,29 +166,31 @@ async def test_unknown_tool_is_an_error_result_naming_the_tools(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("tool_name", ["count_sync", "count_async"])
-async def test_progress_notifications_follow_updates_in_order(tool_name: str) -> None:
+async def test_progress_notifications_follow_updates_in_order(
+    custom_session: ClientSession, tool_name: str
+) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
-    async with connect(str(CUSTOM_SERVER)) as session:
-        result = await session.call_tool(tool_name, {"n": 3}, progress_callback=on_progress)
+    result = await custom_session.call_tool(tool_name, {"n": 3}, progress_callback=on_progress)
     assert seen == [(1.0, None, "line 1"), (2.0, None, "line 2"), (3.0, None, "line 3")]
     assert result.isError is False
     assert result.structuredContent == {"total": 3}
 
 
-async def test_progress_reaches_the_client_while_the_call_runs(tmp_path: Path) -> None:
+async def test_progress_reaches_the_client_while_the_call_runs(
+    custom_session: ClientSession, tmp_path: Path
+) -> None:
     flag = tmp_path / "seen"
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         flag.write_text(message or "")
 
-    async with connect(str(CUSTOM_SERVER)) as session:
-        result = await session.call_tool(
-            "wait_for_file", {"path": str(flag)}, progress_callback=on_progress
-        )
+    result = await custom_session.call_tool(
+        "wait_for_file", {"path": str(flag)}, progress_callback=on_progress
+    )
     assert result.content == [types.TextContent(type="text", text="seen")]
     assert flag.read_text() == "waiting"
 
@@ -176,10 +203,11 @@ async def test_no_progress_without_a_progress_token() -> None:
     assert [n for n in notifications if isinstance(n, types.ProgressNotification)] == []
 
 
-async def test_structured_content_matches_the_output_schema_and_meta_stays_apart() -> None:
-    async with connect(str(CUSTOM_SERVER)) as session:
-        listed = {t.name: t for t in (await session.list_tools()).tools}
-        result = await session.call_tool("count_sync", {"n": 2})
+async def test_structured_content_matches_the_output_schema_and_meta_stays_apart(
+    custom_session: ClientSession,
+) -> None:
+    listed = {t.name: t for t in (await custom_session.list_tools()).tools}
+    result = await custom_session.call_tool("count_sync", {"n": 2})
     schema = listed["count_sync"].outputSchema
     assert schema == {
         "properties": {"total": {"title": "Total", "type": "integer"}},
@@ -198,26 +226,25 @@ async def test_structured_content_matches_the_output_schema_and_meta_stays_apart
     assert listed["count_async"].outputSchema == schema
 
 
-async def test_tool_error_sets_is_error_text_and_code() -> None:
-    async with connect(str(CUSTOM_SERVER)) as session:
-        result = await session.call_tool("fail", {})
+async def test_tool_error_sets_is_error_text_and_code(custom_session: ClientSession) -> None:
+    result = await custom_session.call_tool("fail", {})
     assert result.isError is True
     assert result.content == [types.TextContent(type="text", text="no such thing")]
     assert result.structuredContent is None
     assert result.meta == {NS + "details": {"looked_in": "shelf"}, NS + "errorCode": "NOT_FOUND"}
 
 
-async def test_content_its_schema_denies_is_an_error_not_structured_content() -> None:
-    async with connect(str(CUSTOM_SERVER)) as session:
-        result = await session.call_tool("wrong_shape", {})
+async def test_content_its_schema_denies_is_an_error_not_structured_content(
+    custom_session: ClientSession,
+) -> None:
+    result = await custom_session.call_tool("wrong_shape", {})
     assert result.isError is True
     assert result.structuredContent is None
     assert result.meta == {NS + "errorCode": "TOOL_ERROR"}
 
 
-async def test_images_travel_as_image_blocks() -> None:
-    async with connect(str(CUSTOM_SERVER)) as session:
-        result = await session.call_tool("picture", {})
+async def test_images_travel_as_image_blocks(custom_session: ClientSession) -> None:
+    result = await custom_session.call_tool("picture", {})
     assert result.content == [
         types.TextContent(type="text", text="A pixel:"),
         types.ImageContent(
@@ -259,12 +286,22 @@ AFTER = {
     [pytest.param(*call, id=call[0]) for call in REAL_CALLS],
 )
 async def test_calls_each_real_tool(
-    tmp_path: Path, name: str, arguments: dict[str, Any], detail: str
+    tmp_path: Path,
+    shared_workspace: tuple[Path, ClientSession],
+    name: str,
+    arguments: dict[str, Any],
+    detail: str,
 ) -> None:
-    (tmp_path / "notes.txt").write_text("alpha\nbeta\n")
-    async with connect(*workspace_server(tmp_path)) as session:
+    if name in READ_ONLY:  # changes nothing: the shared server will do
+        root, session = shared_workspace
         listed = {t.name: t for t in (await session.list_tools()).tools}
         result = await session.call_tool(name, arguments)
+    else:
+        root = tmp_path
+        (root / "notes.txt").write_text("alpha\nbeta\n")
+        async with connect(*workspace_server(root)) as session:
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            result = await session.call_tool(name, arguments)
     assert result.isError is False, result.content
     label, icon = PRESENTATIONS[name]
     assert result.meta is not None
@@ -277,16 +314,18 @@ async def test_calls_each_real_tool(
     if result.structuredContent is not None:
         assert json.loads(text) == result.structuredContent
     for path, content in AFTER.get(name, {"notes.txt": "alpha\nbeta\n"}).items():
-        assert (tmp_path / path).read_text() == content
+        assert (root / path).read_text() == content
 
 
 @pytest.mark.parametrize(
     ("path", "code"),
     [("missing.txt", "NOT_FOUND"), ("../outside.txt", "OUTSIDE_WORKSPACE")],
 )
-async def test_bad_path_is_an_error_with_its_code(tmp_path: Path, path: str, code: str) -> None:
-    async with connect(*workspace_server(tmp_path)) as session:
-        result = await session.call_tool("read_file", {"path": path})
+async def test_bad_path_is_an_error_with_its_code(
+    shared_workspace: tuple[Path, ClientSession], path: str, code: str
+) -> None:
+    _, session = shared_workspace
+    result = await session.call_tool("read_file", {"path": path})
     assert result.isError is True
     assert result.meta is not None
     assert result.meta[NS + "errorCode"] == code

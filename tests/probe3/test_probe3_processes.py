@@ -78,7 +78,9 @@ async def test_a_write_to_a_process_that_exited_is_a_clear_error(session: ShellS
 async def test_a_full_pipe_ends_the_write_at_the_calls_timeout(session: ShellSession) -> None:
     await call(session, "start_process", command="echo started; sleep 60")
     await output_until(session, "p1", "started")
-    result = await call(session, "write_process_stdin", timeout=3, id="p1", input="x" * 1_000_000)
+    # The process runs (seen above) and the write fills its pipe at once: the call's 1 s is
+    # then pure waiting for the deadline.
+    result = await call(session, "write_process_stdin", timeout=1, id="p1", input="x" * 1_000_000)
     assert result.error_code == ErrorCode.TOOL_TIMEOUT, result
     # The process is still there to be stopped, and a later call is served.
     listed = await call(session, "list_processes")

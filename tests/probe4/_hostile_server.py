@@ -128,7 +128,11 @@ def hostile(mode: str) -> Iterator[_Server]:
     ``http://127.0.0.1:PORT/mcp`` with ``server.server_address[1]``."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.mode = mode
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: a short interval ends each test's
+    # server at once rather than after the default half second of pure waiting.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     try:
         yield server

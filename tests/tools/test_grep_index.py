@@ -7,12 +7,16 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sandbox import Sandbox
 from workspace_tools import invoke_tool_sync
 from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
@@ -109,6 +113,26 @@ def results(tool, pattern: str, ignore_case: bool, scope: dict) -> tuple[str, di
     return result.model_text(), details
 
 
+@pytest.fixture(scope="module")
+def one_build_server() -> Iterator[Callable[..., Any]]:
+    """``_index._in_child`` on one spawn server for the whole module: each build still runs
+    in a child of a clean interpreter, with the same limits and no environment, but the
+    server (most of a build's cost) starts once, not once per example. ``_in_child``'s own
+    server is what the tests on ``indexed_tree`` below use."""
+    box = Sandbox(layers=False, env_allowlist=(), limits=_index._BUILD_LIMITS)
+
+    def in_child(work: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return anyio.run(box.call, work, *args)
+        except Exception:
+            return None
+
+    try:
+        yield in_child
+    finally:
+        box.close()
+
+
 @settings(
     max_examples=40,
     deadline=None,
@@ -128,8 +152,13 @@ def results(tool, pattern: str, ignore_case: bool, scope: dict) -> tuple[str, di
     ),
 )
 def test_indexed_search_matches_reading_every_file(
-    initial: dict[str, bytes], changes: list[tuple[str, str, bytes]], scope: dict
+    one_build_server: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
+    initial: dict[str, bytes],
+    changes: list[tuple[str, str, bytes]],
+    scope: dict,
 ) -> None:
+    monkeypatch.setattr(_index, "_in_child", one_build_server)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_tree(root, {**initial, ".gitignore": b"other/\n"})

@@ -32,11 +32,12 @@ async def test_timeout_kills_background_loop_and_keeps_partial_output(
     root: Path, marker: str
 ) -> None:
     # Only the timeout can end this command; the outer deadline turns a broken timeout
-    # into a failure instead of a hang.
+    # into a failure instead of a hang. Its 1 s is many times what the loop needs to
+    # start and print twice; the tests below start their trees within 1 s too.
     with anyio.fail_after(60):
         result = await invoke_tool(
             run_command(root),
-            {"command": "(while true; do echo c; sleep 0.1; done) & sleep 1000", "timeout": 2},
+            {"command": "(while true; do echo c; sleep 0.1; done) & sleep 1000", "timeout": 1},
         )
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
     assert result.details.timed_out is True
@@ -49,7 +50,7 @@ async def test_timeout_kills_background_loop_and_keeps_partial_output(
 async def test_timeout_kills_busy_loops_nothing_reparented(root: Path, marker: str) -> None:
     result = await invoke_tool(
         run_command(root),
-        {"command": "for i in 1 2; do (while :; do :; done) & done; sleep 100", "timeout": 2},
+        {"command": "for i in 1 2; do (while :; do :; done) & done; sleep 100", "timeout": 1},
     )
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
     assert survivors(marker) == []
@@ -250,7 +251,7 @@ async def test_stderr_is_kept_apart(root: Path) -> None:
 
 
 CALL_TIMEOUT_ERROR = (
-    "Command timed out after the call's timeout of 4 s; it and every process it started "
+    "Command timed out after the call's timeout of 3 s; it and every process it started "
     "were killed.\nstdout so far:\npartial-out\n\nstderr so far:\nerr-out\n"
 )
 
@@ -264,8 +265,9 @@ async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
     # The command stops itself a little before the call's deadline: the same result as
     # its own timeout gives, naming the call's timeout. The marker is exported by the
     # command, so a sandbox's environment allowlist cannot hide the processes it leaves.
-    # The timeout leaves a loaded machine seconds to start the command (bubblewrap too)
-    # and let it print before the deadline.
+    # The call's timeout of 3 s stops the command at 2 s (a third is kept for stopping
+    # the tree): 2 s, many times what a loaded machine needs, to start the command
+    # (bubblewrap too) and let it print before the deadline; after that it only waits.
     command = (
         f"export {marker}; echo partial-out; echo err-out >&2; (setsid sleep 300 &); sleep 300"
     )
@@ -276,7 +278,7 @@ async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
         else:
             tool, sandbox = run_command(root), box
         with anyio.fail_after(60):
-            result = await invoke_tool(tool, {"command": command}, timeout=4, sandbox=sandbox)
+            result = await invoke_tool(tool, {"command": command}, timeout=3, sandbox=sandbox)
     finally:
         if box is not None:
             box.close()
