@@ -34,6 +34,7 @@ from workspace_tools import (
     workspace_tools,
 )
 from workspace_tools._output import ImagePart
+from workspace_tools.adapters import remote as remote_module
 from workspace_tools.adapters.mcp import META_PREFIX
 from workspace_tools.adapters.mcp_http import parse_address
 from workspace_tools.adapters.openai import openai_responses_output, openai_responses_tool
@@ -223,7 +224,12 @@ def test_a_client_killed_mid_call_leaves_no_process(served: Served) -> None:
     wait_gone(marker)
 
 
-def test_a_server_gone_mid_call_is_an_error_result_not_a_hang(tmp_path: Path) -> None:
+def test_a_server_gone_mid_call_is_an_error_result_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing is on its way once the connection is gone: the call ends without waiting
+    # out the grace a reply the SDK could not read is given (an hour here).
+    monkeypatch.setattr(remote_module, "ANSWER_GRACE", 3600.0)
     marker = f"{30 + uuid.uuid4().int % 1000 / 1000:.3f}"
     with serve(tmp_path) as server:
         remote = RemoteWorkspace(server.url, server.token)

@@ -60,8 +60,9 @@ CALL_TIMEOUT = 900.0
 """Seconds a call's answer may take (the server's own timeouts normally end it first)."""
 
 ANSWER_GRACE = 5.0
-"""Seconds the answer may still take to reach the session once the HTTP stream that
-carries it has ended; after that the connection was lost before the answer."""
+"""Seconds at most that a reply the SDK could not read may still take to reach the
+session once the HTTP stream that carried it has ended (normally it is there as soon as
+the session's tasks have run); after that the connection was lost before the answer."""
 
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024
@@ -276,10 +277,9 @@ class _Connection:
         self.refused: str | None = None
         self._oversized = anyio.Event()
         # When and why the SDK could not read replies (not JSON-RPC), not yet claimed by a
-        # call whose answer stream ended without its answer; ``_garbled_news`` is set at
-        # each. Bounded: a server may send garbage no call claims (on its GET stream).
+        # call whose answer stream ended without its answer. Bounded: a server may send
+        # garbage no call claims (on its GET stream).
         self._garbled: collections.deque[tuple[float, str]] = collections.deque(maxlen=16)
-        self._garbled_news = anyio.Event()
         self.session: ClientSession | None = None
         self.error: Exception | None = None
         self.stop = anyio.Event()
@@ -337,8 +337,6 @@ class _Connection:
             # ended without its answer claims it (``_claim_garbled``).
             why = f"its answer could not be read ({_reason(message)})"
             self._garbled.append((anyio.current_time(), why))
-            self._garbled_news.set()
-            self._garbled_news = anyio.Event()
             return
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ProgressNotification
@@ -443,17 +441,26 @@ class _Connection:
 
     async def _claim_garbled(self, watch: _Watch, since: float) -> None:
         """Once ``watch``'s stream ended without its answer: take the first reply the SDK
-        could not read since the call was sent (``since``), if one comes within
-        :data:`ANSWER_GRACE` (it is reported before the stream closes, so it is this call's,
-        or one of calls that ended alike)."""
+        could not read since the call was sent (``since``), if there is one (it is this
+        call's, or one of calls that ended alike).
+
+        The SDK hands such a reply to its session's receive loop before it reads on, so
+        before the stream ends; the loop reports it (:meth:`_on_message`) when it next runs.
+        So the wait ends once every other task of the loop waits (nothing is on its way:
+        a server that died is reported at once), or at the latest after
+        :data:`ANSWER_GRACE`."""
         with anyio.move_on_after(ANSWER_GRACE):
+            settled = False
             while True:
                 while self._garbled and self._garbled[0][0] < since:
                     self._garbled.popleft()  # older than the call: not its answer
                 if self._garbled:
                     watch.refused = self._garbled.popleft()[1]
                     return
-                await self._garbled_news.wait()
+                if settled:
+                    return
+                await anyio.wait_all_tasks_blocked()
+                settled = True
 
     async def _cancel(self, watch: _Watch) -> None:
         """Tell the server to stop a call it may be running (its command's processes)."""
