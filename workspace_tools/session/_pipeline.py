@@ -105,6 +105,13 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if not_json is not None:
         message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
         return _invalid(tool, call_id, raw, message)
+    if raw is None or isinstance(raw, (list, str, int, float)):  # JSON, but no object
+        expected = ", ".join(tool.parameters.model_fields) or "none"
+        message = (
+            f"Invalid arguments for {tool.name}: the arguments are {_json_kind(raw)}, not an "
+            f"object of named arguments (the arguments are: {expected})"
+        )
+        return _invalid(tool, call_id, raw, message)
     unknown = _unknown_arguments(tool, raw)
     try:
         args = tool.parameters.model_validate(raw)
@@ -118,6 +125,17 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
             tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
         )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
+
+
+def _json_kind(value: list[Any] | str | int | float | None) -> str:
+    """How a model names the JSON type of ``value``: ``an array``, ``a string``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "an array" if isinstance(value, list) else "a string"
 
 
 def _invalid(
