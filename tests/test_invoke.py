@@ -598,3 +598,16 @@ def test_arguments_that_are_json_but_no_object_are_named_so(
         f"Invalid arguments for read_file: the arguments are {kind}, not an object of named "
         "arguments (the arguments are: path, offset, limit)"
     ), result.error
+
+
+def test_an_argument_that_should_be_an_object_is_named_in_json_words(tmp_path: Path) -> None:
+    edit_file = {t.name: t for t in workspace_tools(tmp_path)}["edit_file"]
+    result = invoke_tool_sync(edit_file, {"path": "a.py", "edits": ["x", 5, None, [1]]})
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error == (
+        "Invalid arguments for edit_file:\n"
+        "- edits.0: Input should be an object, not a string\n"
+        "- edits.1: Input should be an object, not a number\n"
+        "- edits.2: Input should be an object, not null\n"
+        "- edits.3: Input should be an object, not an array"
+    ), result.error

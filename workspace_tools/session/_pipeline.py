@@ -49,7 +49,12 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        lines.append(f"- {clipped(where, ECHO_LIMIT)}: {err['msg']}")
+        message = err["msg"]
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            # pydantic names the Python class ("a valid dictionary or instance of Edit"),
+            # which the model never saw; it wrote JSON.
+            message = f"Input should be an object, not {_json_kind(err['input'])}"
+        lines.append(f"- {clipped(where, ECHO_LIMIT)}: {message}")
     if len(errors) > _MAX_LISTED:
         lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
     return "\n".join(lines)
@@ -127,15 +132,18 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
 
 
-def _json_kind(value: list[Any] | str | int | float | None) -> str:
-    """How a model names the JSON type of ``value``: ``an array``, ``a string``, ..."""
+def _json_kind(value: object) -> str:
+    """How a model names the JSON type of ``value``: ``an array``, ``a string``, ...;
+    a value of no JSON type by its Python type's name."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, (int, float)):
         return "a number"
-    return "an array" if isinstance(value, list) else "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 def _invalid(
