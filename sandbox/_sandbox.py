@@ -43,11 +43,11 @@ from sandbox.layers import (
 )
 from sandbox.layers._confinement import Confinement
 from sandbox.layers._plan import (
-    LayerPlan,
     child_layers,
     enforced,
     layer_confinement,
     layered_command,
+    no_layers,
     plan_layers,
     seccomp_filter,
     signal_scoping,
@@ -157,7 +157,7 @@ class Sandbox:
         else:
             self.best_effort = accepted
         self.env_allowlist = frozenset(env_allowlist)
-        self._plan = plan_layers() if layers else LayerPlan()
+        self._plan = plan_layers() if layers else no_layers()
         # Whether /proc/self/fd/N names this process's descriptors (Linux), asked once.
         self._fd_links = os.path.isdir("/proc/self/fd")
         self._launcher = Launcher()

@@ -102,8 +102,8 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         ),
         (
             ["call", "read_file", "--json", "[1]"],
-            "workspace-tools: error: Invalid arguments for read_file: - (arguments): Input "
-            "should be a valid dictionary or instance of ReadFileArgs",
+            "workspace-tools: error: Invalid arguments for read_file: the arguments are an "
+            "array, not an object of named arguments (the arguments are: path, offset, limit)",
         ),
     ],
 )

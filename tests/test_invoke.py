@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from workspace_tools import (
     tool,
     tool_output,
     tool_output_content,
+    workspace_tools,
 )
 from workspace_tools.adapters._common import invoke_call
 
@@ -570,3 +572,42 @@ async def test_a_context_without_a_timeout_has_no_time_left() -> None:
     t = tool(name="plain", description="", parameters=EchoArgs, execute=execute)
     result = await invoke_tool(t, {"text": "x"})
     assert result.content == "None None None"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kind"),
+    [
+        ("[1]", "an array"),
+        ([1], "an array"),
+        ('"path"', "a string"),
+        ("5", "a number"),
+        ("2.5", "a number"),
+        ("true", "a boolean"),
+        ("null", "null"),
+    ],
+)
+def test_arguments_that_are_json_but_no_object_are_named_so(
+    tmp_path: Path, arguments: object, kind: str
+) -> None:
+    # A model reads this: JSON's names for the type, and the tool's arguments, never the
+    # Python class pydantic would name.
+    read_file = {t.name: t for t in workspace_tools(tmp_path)}["read_file"]
+    result = invoke_tool_sync(read_file, arguments)
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error == (
+        f"Invalid arguments for read_file: the arguments are {kind}, not an object of named "
+        "arguments (the arguments are: path, offset, limit)"
+    ), result.error
+
+
+def test_an_argument_that_should_be_an_object_is_named_in_json_words(tmp_path: Path) -> None:
+    edit_file = {t.name: t for t in workspace_tools(tmp_path)}["edit_file"]
+    result = invoke_tool_sync(edit_file, {"path": "a.py", "edits": ["x", 5, None, [1]]})
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert result.error == (
+        "Invalid arguments for edit_file:\n"
+        "- edits.0: Input should be an object, not a string\n"
+        "- edits.1: Input should be an object, not a number\n"
+        "- edits.2: Input should be an object, not null\n"
+        "- edits.3: Input should be an object, not an array"
+    ), result.error

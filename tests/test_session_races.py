@@ -420,8 +420,8 @@ def test_a_working_directory_removed_as_the_command_starts_is_not_found(
         (
             "read_file",
             [1],
-            "Invalid arguments for read_file:\n- (arguments): Input should be a valid "
-            "dictionary or instance of ReadFileArgs",
+            "Invalid arguments for read_file: the arguments are an array, not an object of "
+            "named arguments (the arguments are: path, offset, limit)",
         ),
         (
             123,

@@ -106,6 +106,22 @@ def plan_layers() -> LayerPlan:
     return LayerPlan(commands, calls, parent, scopes_signals, missing_why, commands_why)
 
 
+def no_layers() -> LayerPlan:
+    """The plan of a sandbox made with ``layers=False``: nothing probed, nothing enforced
+    beyond the portable level, and a refusal (of a ``require``d protection) that says so
+    instead of pointing at layers this host may well have."""
+    why = "layers=False: this sandbox neither probes nor uses a layer; pass layers=True"
+    protections = (
+        WRITE_CONFINEMENT,
+        READ_DENIAL,
+        NETWORK_OFF,
+        PROCESS_CAP,
+        HOST_EXEC_PROTECTION,
+    )
+    reasons = dict.fromkeys(protections, why)
+    return LayerPlan(calls_missing=reasons, commands_missing=dict(reasons))
+
+
 def wanted(confinement: Confinement) -> list[str]:
     """The protections ``confinement`` asks for."""
     asked = []

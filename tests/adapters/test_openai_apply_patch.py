@@ -299,7 +299,27 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
         ),
         (
             {"call_id": "c", "operation": {"type": "delete_file", "path": ["x.txt"]}},
+            "The apply_patch_call's path is list, not text",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "update_file", "path": 5, "diff": "@@\n-a\n"}},
+            "The apply_patch_call's path is int, not text",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "delete_file"}},
             "The apply_patch_call names no path",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "create_file", "path": "new.txt"}},
+            "The apply_patch_call's create_file operation has no diff",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": None}},
+            "The apply_patch_call's update_file operation has no diff",
+        ),
+        (
+            {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 0}},
+            "The apply_patch_call's diff is int, not text",
         ),
         ("delete x.txt", "The apply_patch_call is str, not an object with call_id and operation"),
     ],
@@ -310,6 +330,7 @@ def test_a_malformed_item_is_a_failed_output(tmp_path: Path, item: Any, refusal:
     assert sdk_valid(ResponseInputItemParam, output)
     assert (output["status"], output["output"]) == ("failed", refusal)
     assert (tmp_path / "x.txt").read_bytes() == b"a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.txt"]
 
 
 FILE = b"def f():\n    a = 1\n    b = 2\n    c = 'Add File 1'\n"

@@ -154,3 +154,22 @@ def test_a_bad_limit_is_a_usage_error(flags: list[str], capsys: pytest.CaptureFi
         build_parser().parse_args(["serve", *flags])
     assert exited.value.code == 2
     assert f"argument {flags[0]}: {flags[1]}: give" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "told"),
+    [
+        (["--session-idle-timeout", "inf"], "give a finite number of seconds above 0"),
+        (["--session-idle-timeout", "nan"], "give a finite number of seconds above 0"),
+        (["--max-sessions", "\u00b2"], "give a whole number, 1 or more"),
+        (["--max-sessions", "1.5"], "give a whole number, 1 or more"),
+    ],
+)
+def test_a_bad_limit_says_what_to_give(
+    flags: list[str], told: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["serve", *flags])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.endswith(f"error: argument {flags[0]}: {flags[1]}: {told}\n"), err

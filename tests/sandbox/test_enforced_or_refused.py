@@ -179,3 +179,25 @@ def test_unknown_protection_in_best_effort_is_refused() -> None:
     with pytest.raises(ValueError) as raised:
         Sandbox(layers=False, best_effort=["process_caps"])
     assert str(raised.value).startswith("unknown protection 'process_caps'; one of (")
+
+
+@pytest.mark.parametrize(
+    ("protection", "asks"),
+    [
+        ("write_confinement", {}),
+        ("read_denial", {"read_denied": ["/nonexistent-secret"]}),
+        ("process_cap", {"max_processes": 8}),
+    ],
+)
+def test_a_requirement_without_layers_names_layers_false(
+    protection: str, asks: dict[str, object]
+) -> None:
+    # With layers=False the host's layers are never probed: the refusal must not send the
+    # user to install bubblewrap (which may well be there) without saying why it is unused.
+    with pytest.raises(SandboxUnavailable) as raised:
+        Sandbox(layers=False, require=[protection], **asks)  # type: ignore[arg-type]
+    message = str(raised.value)
+    assert message.startswith(f"sandbox cannot enforce {protection}: "), message
+    assert message.endswith(
+        " (layers=False: this sandbox neither probes nor uses a layer; pass layers=True)"
+    ), message

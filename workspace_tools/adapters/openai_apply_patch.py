@@ -131,9 +131,10 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
 
     Raises:
         ToolError: ``INVALID_ARGUMENTS`` for an item that is no object, one without a known
-            operation or path, a path the envelope cannot hold, a ``create_file`` diff with a
-            line that is not ``+``, or a diff that would change more than the operation's one
-            file.
+            operation or path (or a path that is not text), a ``create_file`` or
+            ``update_file`` without a diff, a path the envelope cannot hold, a
+            ``create_file`` diff with a line that is not ``+``, or a diff that would change
+            more than the operation's one file.
     """
     operation = _item(item, "apply_patch_call", "call_id and operation").get("operation")
     if operation is None:
@@ -145,7 +146,12 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
             ErrorCode.INVALID_ARGUMENTS,
         )
     kind, path = operation.get("type"), operation.get("path")
-    if not isinstance(path, str) or not path:
+    if path is not None and not isinstance(path, str):
+        raise ToolError(
+            f"The apply_patch_call's path is {type(path).__name__}, not text",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    if not path:
         raise ToolError("The apply_patch_call names no path", ErrorCode.INVALID_ARGUMENTS)
     if path != path.strip() or "\n" in path or "\r" in path:
         raise ToolError(
@@ -153,7 +159,15 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
             "a patch cannot name; give the file's path alone",
             ErrorCode.INVALID_ARGUMENTS,
         )
-    diff = operation.get("diff") or ""
+    diff = operation.get("diff")
+    if diff is None and kind in ("create_file", "update_file"):
+        # Not taken as empty: a create_file would make an empty file of a call that
+        # lost its content on the way.
+        raise ToolError(
+            f"The apply_patch_call's {kind} operation has no diff",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    diff = "" if diff is None else diff
     if not isinstance(diff, str):
         raise ToolError(
             f"The apply_patch_call's diff is {type(diff).__name__}, not text",

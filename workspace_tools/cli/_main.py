@@ -461,7 +461,9 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def _positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
-    if not text.isdigit() or int(text) < 1:
+    # isdecimal, not isdigit: int() refuses a superscript digit ('²'), which argparse would
+    # then report under this function's name.
+    if not text.isdecimal() or int(text) < 1:
         shown = clipped(text, ECHO_LIMIT)
         raise argparse.ArgumentTypeError(f"{shown}: give a whole number, 1 or more")
     return int(text)
@@ -475,7 +477,7 @@ def _positive_seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(
-            f"{clipped(text, ECHO_LIMIT)}: give a number of seconds above 0"
+            f"{clipped(text, ECHO_LIMIT)}: give a finite number of seconds above 0"
         )
     return value
 

@@ -49,7 +49,12 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        lines.append(f"- {clipped(where, ECHO_LIMIT)}: {err['msg']}")
+        message = err["msg"]
+        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
+            # pydantic names the Python class ("a valid dictionary or instance of Edit"),
+            # which the model never saw; it wrote JSON.
+            message = f"Input should be an object, not {_json_kind(err['input'])}"
+        lines.append(f"- {clipped(where, ECHO_LIMIT)}: {message}")
     if len(errors) > _MAX_LISTED:
         lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
     return "\n".join(lines)
@@ -105,6 +110,13 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if not_json is not None:
         message = f"Invalid arguments for {tool.name}: not valid JSON ({not_json})"
         return _invalid(tool, call_id, raw, message)
+    if raw is None or isinstance(raw, (list, str, int, float)):  # JSON, but no object
+        expected = ", ".join(tool.parameters.model_fields) or "none"
+        message = (
+            f"Invalid arguments for {tool.name}: the arguments are {_json_kind(raw)}, not an "
+            f"object of named arguments (the arguments are: {expected})"
+        )
+        return _invalid(tool, call_id, raw, message)
     unknown = _unknown_arguments(tool, raw)
     try:
         args = tool.parameters.model_validate(raw)
@@ -118,6 +130,20 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
             tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
         )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
+
+
+def _json_kind(value: object) -> str:
+    """How a model names the JSON type of ``value``: ``an array``, ``a string``, ...;
+    a value of no JSON type by its Python type's name."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return "a string" if isinstance(value, str) else type(value).__name__
 
 
 def _invalid(
