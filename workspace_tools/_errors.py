@@ -116,3 +116,20 @@ def clipped(text: str, limit: int = PATH_ECHO_LIMIT) -> str:
     """``text`` as it is when it has at most ``limit`` characters, else its first ``limit``
     followed by ``… (N characters)`` (for a path in a message, shown unquoted)."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def json_kind(value: object) -> str:
+    """The JSON type of a parsed JSON value (``object``, ``array``, ``string``,
+    ``number``, ``boolean``, ``null``), as a message to a model names it; a value of no
+    JSON type by its Python type's name."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return "string" if isinstance(value, str) else type(value).__name__

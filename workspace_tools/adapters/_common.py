@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from workspace_tools._errors import json_kind
 from workspace_tools._history import ToolHistoryEntry
 from workspace_tools._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
 from workspace_tools._result import ToolResult, truncate_text, utf8_safe
@@ -145,18 +146,6 @@ def item_object(item: Any, what: str, fields: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"The {what} is {type(item).__name__}, not an object with {fields}")
     return data
-
-
-def json_kind(value: Any) -> str:
-    """The JSON type of a parsed JSON value (``array``, ``string``, ``null``, ...), as a
-    message to a model names it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
 
 
 def item_id(data: dict[str, Any], what: str, *keys: str) -> str:

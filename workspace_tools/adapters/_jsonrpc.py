@@ -57,7 +57,7 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
 
-from workspace_tools._errors import ECHO_LIMIT, echoed
+from workspace_tools._errors import ECHO_LIMIT, echoed, json_kind
 
 logger = logging.getLogger(__name__)
 
@@ -109,16 +109,6 @@ def _server_id(value: str | int) -> str | int:
         return int(value)
     except ValueError:
         return value
-
-
-def _json_kind(value: object) -> str:
-    """The JSON type name of a parsed value (``array``, ``string``, …), for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    kinds = {dict: "object", list: "array", str: "string", int: "number", float: "number"}
-    return kinds[type(value)]
 
 
 def _reject_constant(name: str) -> None:
@@ -177,7 +167,7 @@ class JsonRpcGate:
             reason = "an empty array" if not value else "a batch (MCP 2025-06-18 has no batching)"
             return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")
         if not isinstance(value, dict):
-            reason = f"expected a JSON object, got {_json_kind(value)}"
+            reason = f"expected a JSON object, got {json_kind(value)}"
             return error_response(None, types.INVALID_REQUEST, f"Invalid Request: {reason}")
         if "method" not in value and ("result" in value or "error" in value):
             return self._response(value)
@@ -199,7 +189,7 @@ class JsonRpcGate:
             return self._notification(value, method)
         params = value.get("params", {})
         if not isinstance(params, dict):
-            message = f"Invalid params: params must be an object, got {_json_kind(params)}"
+            message = f"Invalid params: params must be an object, got {json_kind(params)}"
             return error_response(request_id, types.INVALID_PARAMS, message)
         model = _REQUEST_TYPES.get(method)
         if model is None:

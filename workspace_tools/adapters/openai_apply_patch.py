@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, json_kind
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
     QUOTED_SPANS,
@@ -35,7 +35,6 @@ from workspace_tools.adapters._common import (
     invoke_call,
     item_id,
     item_object,
-    json_kind,
     model_text,
 )
 from workspace_tools.text._patch_parse import (

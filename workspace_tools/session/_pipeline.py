@@ -27,7 +27,7 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
@@ -133,17 +133,19 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
 
 
 def _json_kind(value: object) -> str:
-    """How a model names the JSON type of ``value``: ``an array``, ``a string``, ...;
-    a value of no JSON type by its Python type's name."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return "a string" if isinstance(value, str) else type(value).__name__
+    """How a model names the JSON type of ``value`` in a sentence: ``an array``,
+    ``a string``, ``null``, ...; a value of no JSON type by its Python type's name."""
+    kind = json_kind(value)
+    return _WITH_ARTICLE.get(kind, kind)
+
+
+_WITH_ARTICLE = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "number": "a number",
+    "boolean": "a boolean",
+}
 
 
 def _invalid(
