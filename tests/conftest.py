@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import compileall
+import os
 import secrets
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -21,6 +24,19 @@ settings.register_profile(
     "explore", deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("deterministic")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        # pytest-xdist starts its workers in the runner's process group. Tests that find what
+        # they left running by process group (forked searchers carry no environment marker)
+        # must not see another worker's processes, so each worker leads a group of its own.
+        os.setpgid(0, 0)
+    # The suite starts hundreds of Python processes that import the package (servers, the
+    # CLI, spawned workers). Where PYTHONDONTWRITEBYTECODE is set, as on some hosts and CI
+    # images, each would compile it from source again; written once here, they read it.
+    for package in ("workspace_tools", "sandbox"):
+        compileall.compile_dir(Path(config.rootpath, package), quiet=1)
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -128,6 +128,9 @@ def test_populating_stops_when_a_call_is_waiting() -> None:
         # This module's own code (read-only, not private writable memory).
         struct.pack("<HQ", 1, (id(_prefault.populate.__code__) // PAGE << 16) | 1),
     ],
+    # Named, not shown: the last one holds an address, and test ids must be the same in
+    # every process that collects them (pytest-xdist's workers compare them).
+    ids=["too-many-runs", "cut-short", "one-byte", "beyond-user-space", "page-1", "code-page"],
 )
 def test_a_garbage_hint_changes_nothing(garbage: bytes) -> None:
     # What a call's code may have written in place of a hint: parsed with bounds, then
