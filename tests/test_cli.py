@@ -207,15 +207,6 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
     assert lines[-1] == "done"
 
 
-def test_demo_works_on_a_copy_of_any_directory(tmp_path: Path) -> None:
-    (tmp_path / "README.md").write_text("# Something\n\nTODO: write more\n")
-    before = sorted(p.name for p in tmp_path.iterdir())
-    done = cli("demo", "--root", str(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "● Read file [file-text] README.md" in done.stdout.splitlines()
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
-
-
 def test_mcp_exits_cleanly_when_the_client_closes_stdin(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path)],
@@ -453,11 +444,18 @@ def test_visible_controls(text: str, shown: str) -> None:
     assert visible_controls(text) == shown
 
 
-def test_demo_on_a_terminal_shows_control_characters(tmp_path: Path) -> None:
-    (tmp_path / "README.md").write_bytes(b"# Title\x1b]0;pwned\x07\x1b[2J TODO\n")
+def test_demo_works_on_a_copy_of_any_directory_and_shows_control_characters(
+    tmp_path: Path,
+) -> None:
+    # One run for both (the demo takes seconds): on a terminal, of a directory of the user's.
+    readme = b"# Title\x1b]0;pwned\x07\x1b[2J TODO\n"
+    (tmp_path / "README.md").write_bytes(readme)
     code, out, err = on_terminal("demo", "--root", str(tmp_path), cwd=tmp_path)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, ""), out.decode(errors="replace")
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
+    assert (tmp_path / "README.md").read_bytes() == readme
     lines = out.decode().splitlines()
+    assert "● Read file [file-text] README.md" in lines
     assert "  README.md:1:# Title^[]0;pwned^G^[[2J TODO" in lines
     assert "       1\t# Title^[]0;pwned^G^[[2J TODO" in lines
     assert b"\x1b" not in out and b"\x07" not in out
