@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -407,3 +408,31 @@ def test_literal_patterns_match_the_lines_a_line_by_line_search_finds(
     assert (0 if found is None else found.count) == len(expected)
     got = [] if found is None else [(line, column, text) for line, column, text, _ in found.lines]
     assert got == expected[:keep]
+
+
+@pytest.mark.parametrize("number", [errno.EMFILE, errno.ENFILE])
+def test_a_file_the_process_has_no_fd_left_for_is_an_error_not_a_silent_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    # Out of file descriptors says nothing of the file: skipping it as if it were gone would
+    # answer with fewer matches than the tree holds and no word of it.
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("needle\n")
+    grep_tool = tools(tmp_path)["grep"]
+    real_open = os.open
+
+    def open_short_of_fds(path: str, flags: int, mode: int = 0o777, **kwargs: object) -> int:
+        if path == "b.txt":
+            raise OSError(number, os.strerror(number), path)
+        return real_open(path, flags, mode, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", open_short_of_fds)
+    result = invoke_tool_sync(grep_tool, {"pattern": "needle"})
+    expected = {
+        errno.EMFILE: "Cannot open b.txt: this process has too many files open; try again "
+        "when fewer calls run at once",
+        errno.ENFILE: "Cannot open b.txt: the system has too many files open; try again later",
+    }[number]
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, expected), (
+        result.model_text()
+    )

@@ -18,32 +18,6 @@ WINDOW = 1024 * 1024
 PROBE_BUFFER = 256 * 1024
 
 
-def read_bytes(path: str, *, follow: bool = False) -> bytes | None:
-    """The whole content of the regular file ``path``; ``None`` when it cannot be read.
-
-    Without ``follow`` a symlink is not opened (``O_NOFOLLOW``), so a file swapped for a
-    link after the walk is not read through it. A small file costs three system calls
-    (open, one read, close): most source files fit in the first read.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return None
-    try:
-        data = os.read(fd, FIRST_READ)
-        if len(data) < FIRST_READ:
-            return data
-        chunks = [data, os.read(fd, max(os.fstat(fd).st_size - len(data), 0) + 1)]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 20))
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def read_window(fd: int, offset: int, context: int) -> tuple[bytes, int]:
     """Bytes from ``offset``: a window ending at a line end (its length is returned too),
     followed by ``context`` more whole lines where the file has them."""

@@ -19,7 +19,7 @@ from workspace_tools.search._matcher import (
     Matcher,
 )
 from workspace_tools.search._reading import FIRST_READ, WHOLE_READ
-from workspace_tools.workspace._files import DirFds, open_read
+from workspace_tools.workspace._files import OUT_OF_FDS, DirFds, open_read
 
 # Lines longer than this are cut in results (a minified file is one huge line).
 MAX_LINE = 2000
@@ -123,7 +123,9 @@ class GrepRun:
                     directory = rel[: max(slash, 0)]
                     try:
                         dir_fd = dirs.get(directory)
-                    except OSError:
+                    except OSError as exc:
+                        if exc.errno in OUT_OF_FDS:
+                            raise  # a search missing what it could not open is no search
                         dir_fd = -1  # swapped for a link, or gone, since the walk
                 if dir_fd < 0:
                     continue
@@ -132,8 +134,10 @@ class GrepRun:
                 except PermissionError:
                     self.unreadable.append(rel)
                     continue
-                except OSError:
-                    continue
+                except OSError as exc:
+                    if exc.errno in OUT_OF_FDS:
+                        raise OSError(exc.errno, exc.strerror, rel) from None
+                    continue  # gone, or swapped for a link, since the walk
                 try:
                     # A short read is the end of a regular file.
                     count = readv(fd, head)

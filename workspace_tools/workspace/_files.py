@@ -37,6 +37,10 @@ from typing import BinaryIO
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 
+#: Errors that say nothing of a file, only of this process (out of file descriptors): a
+#: walk or a search raises them, never skips the file as if it were gone.
+OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Looks a directory up with search permission alone (no listing); never follows a link.
 _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -97,6 +101,15 @@ _ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
     errno.EFBIG: (
         "Cannot write {rel}: over the file size limit of this process",
         ErrorCode.FILE_TOO_LARGE,
+    ),
+    errno.EMFILE: (
+        "Cannot open {rel}: this process has too many files open; try again when fewer calls "
+        "run at once",
+        ErrorCode.TOOL_ERROR,
+    ),
+    errno.ENFILE: (
+        "Cannot open {rel}: the system has too many files open; try again later",
+        ErrorCode.TOOL_ERROR,
     ),
 }
 
@@ -295,7 +308,7 @@ class DirFds:
             try:
                 return _open_dir(name, self._fds[-1], self._flags)
             except OSError as exc:
-                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._close_shallowest():
+                if exc.errno not in OUT_OF_FDS or not self._close_shallowest():
                     raise
 
     def _close_shallowest(self) -> bool:

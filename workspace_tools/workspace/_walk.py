@@ -28,7 +28,6 @@ returns a stale file set.
 
 from __future__ import annotations
 
-import errno
 import os
 import threading
 import time
@@ -37,7 +36,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, NamedTuple
 
-from workspace_tools.workspace._files import DirFds
+from workspace_tools.workspace._files import OUT_OF_FDS, DirFds
 from workspace_tools.workspace._git import (
     GitRepo,
     GlobalExcludes,
@@ -66,8 +65,6 @@ SYMLINK: EntryType = "symlink"
 _RACY_NS = 2_000_000_000
 # One walker serves the three discovery tools and the fingerprints (eight walks each before).
 _CACHE_SIZE = 24
-# Errors that say nothing of the directory, only of this process: raised, never skipped.
-_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
 
 class Entry(NamedTuple):
@@ -289,7 +286,7 @@ class _Scan:
                     self.stamps.append(FileStamp(d_abs, None))
                     continue
                 except OSError as exc:
-                    if exc.errno in _OUT_OF_FDS:
+                    if exc.errno in OUT_OF_FDS:
                         raise  # a walk missing what it could not open is no walk
                     # Swapped for a link or file, removed, or unreadable since listed.
                     self.stamps.append(FileStamp(d_abs, None))
@@ -372,7 +369,7 @@ def _list_dir(fd: int) -> list[tuple[str, EntryType]] | None:
     except PermissionError:
         return None
     except OSError as exc:
-        if exc.errno in _OUT_OF_FDS:
+        if exc.errno in OUT_OF_FDS:
             raise  # listed as empty, the walk would silently miss what is there
         return []
     return out
