@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic
@@ -176,7 +177,9 @@ async def checkpoint_before(checkpoints: Checkpoints) -> ToolError | None:
     try:
         await anyio.to_thread.run_sync(checkpoints.before)
     except OSError as exc:
-        error = os_error(exc, "the checkpoint store")
+        # The workspace's files are named relative to its root; the store's by absolute path.
+        named = isinstance(exc.filename, str) and not os.path.isabs(exc.filename)
+        error = os_error(exc, exc.filename if named else "the checkpoint store")
         return ToolError(
             f"Not run: the checkpoint before this call failed: {error.message}", error.code
         )

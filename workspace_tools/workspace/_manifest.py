@@ -17,7 +17,7 @@ import stat
 import time
 from typing import Literal, NamedTuple
 
-from workspace_tools.workspace._files import DirFds
+from workspace_tools.workspace._files import OUT_OF_FDS, DirFds
 from workspace_tools.workspace._store import BlobStore
 from workspace_tools.workspace._workspace import Workspace
 
@@ -118,7 +118,10 @@ class Manifests:
                             last_head, dir_fd = None, dirs.get(head)
                             last_head = head
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                    except OSError:
+                    except OSError as exc:
+                        if exc.errno in OUT_OF_FDS:
+                            # A checkpoint missing a file could not restore it.
+                            raise OSError(exc.errno, exc.strerror, rel) from None
                         continue  # gone since it was listed
                     entry = self._entry(dir_fd, name, rel, st, tracked, store, now)
                     if entry is not None:
@@ -150,7 +153,10 @@ class Manifests:
         cached = self._hashes.get(rel)
         digest = cached[1] if cached is not None and cached[0] == key else None
         if digest is None or (store and digest not in self._stored):
-            data = read_entry(dir_fd, name, kind, st)
+            try:
+                data = read_entry(dir_fd, name, kind, st)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, rel) from None
             if data is None:
                 return Entry(kind, mode, st.st_size, st.st_mtime_ns, None, False)
             digest = hashlib.sha256(data).hexdigest()
@@ -173,7 +179,9 @@ def read_entry(dir_fd: int, name: str, kind: EntryType, st: os.stat_result) -> b
         if kind == "symlink":
             return os.fsencode(os.readlink(name, dir_fd=dir_fd))
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in OUT_OF_FDS:
+            raise  # the file would be kept by stat only: no content to restore
         return None
     try:
         info = os.fstat(fd)
