@@ -5,11 +5,11 @@ left the file changed, "never stored")."""
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 import pytest
 
+from tests._fds import OUT_OF_FDS_WORDS, short_of_fds_at
 from workspace_tools import ErrorCode, ToolSession
 
 
@@ -20,24 +20,13 @@ def test_a_checkpoint_short_of_fds_refuses_the_call_and_nothing_changes(
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text(name)
     session = ToolSession(tmp_path, checkpoints=True)
-    real_open = os.open
-
-    def open_short_of_fds(path: str, flags: int, mode: int = 0o777, **kwargs: object) -> int:
-        if path == "b.txt":
-            raise OSError(number, os.strerror(number), path)
-        return real_open(path, flags, mode, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "open", open_short_of_fds)
+    short_of_fds_at(monkeypatch, "b.txt", number)
     result = session.call_sync("run_command", {"command": "echo changed > b.txt"})
     monkeypatch.undo()
-    words = {
-        errno.EMFILE: "this process has too many files open; try again when fewer calls run "
-        "at once",
-        errno.ENFILE: "the system has too many files open; try again later",
-    }[number]
     assert (result.error_code, result.error) == (
         ErrorCode.TOOL_ERROR,
-        f"Not run: the checkpoint before this call failed: Cannot open b.txt: {words}",
+        "Not run: the checkpoint before this call failed: Cannot open b.txt: "
+        + OUT_OF_FDS_WORDS[number],
     )
     assert (tmp_path / "b.txt").read_text() == "b.txt"
     assert session.checkpoints is not None

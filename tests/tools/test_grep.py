@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._fds import OUT_OF_FDS_WORDS, short_of_fds_at
 from tests.discovery_helpers import tools
 from workspace_tools import ErrorCode, ToolPresentation, invoke_tool_sync
 from workspace_tools.search._matcher import Matcher
@@ -419,20 +420,9 @@ def test_a_file_the_process_has_no_fd_left_for_is_an_error_not_a_silent_miss(
     for name in ("a.txt", "b.txt", "c.txt"):
         (tmp_path / name).write_text("needle\n")
     grep_tool = tools(tmp_path)["grep"]
-    real_open = os.open
-
-    def open_short_of_fds(path: str, flags: int, mode: int = 0o777, **kwargs: object) -> int:
-        if path == "b.txt":
-            raise OSError(number, os.strerror(number), path)
-        return real_open(path, flags, mode, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(os, "open", open_short_of_fds)
+    short_of_fds_at(monkeypatch, "b.txt", number)
     result = invoke_tool_sync(grep_tool, {"pattern": "needle"})
-    expected = {
-        errno.EMFILE: "Cannot open b.txt: this process has too many files open; try again "
-        "when fewer calls run at once",
-        errno.ENFILE: "Cannot open b.txt: the system has too many files open; try again later",
-    }[number]
+    expected = f"Cannot open b.txt: {OUT_OF_FDS_WORDS[number]}"
     assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, expected), (
         result.model_text()
     )
