@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._fds import fds_under
 from workspace_tools.workspace import _files
 from workspace_tools.workspace._files import DirFds, open_dir
 
@@ -43,12 +44,11 @@ def test_every_move_gives_the_directory_asked_for(
         os.close(fd)
     orders = [sorted(dirs), sorted(dirs, reverse=True), sorted(dirs, key=len)]
     orders.append(random.Random(7).sample(dirs, len(dirs)))
-    baseline = len(os.listdir("/proc/self/fd"))
     for order in orders:
         with DirFds(str(tmp_path), search_only=search_only) as fds:
             for rel in order:
                 assert _identity(fds.get(rel)) == expected[rel], rel
-                held = len(os.listdir("/proc/self/fd")) - baseline
+                held = fds_under(tmp_path)
                 assert held <= 4 + 1, held  # the root and four levels below it
 
 
@@ -80,13 +80,11 @@ def test_out_of_fds_the_shallowest_levels_are_closed_and_the_open_retried(
         fd = open_dir(str(tmp_path), rel)
         expected[rel] = _identity(fd)
         os.close(fd)
-    baseline = len(os.listdir("/proc/self/fd"))
     real_open = os.open
     refused: list[str] = []
 
     def scarce_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
-        # listdir itself holds one fd while it counts.
-        if len(os.listdir("/proc/self/fd")) - 1 - baseline >= 4:
+        if fds_under(tmp_path) >= 4:
             refused.append(path)
             raise OSError(errno.EMFILE, "Too many open files")
         return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
@@ -97,18 +95,17 @@ def test_out_of_fds_the_shallowest_levels_are_closed_and_the_open_retried(
             assert _identity(fds.get(rel)) == expected[rel], rel
         monkeypatch.undo()
     assert refused, "the limit was never reached"
-    assert len(os.listdir("/proc/self/fd")) == baseline
+    assert fds_under(tmp_path) == 0
 
 
 def test_a_released_level_is_closed_and_climbed_through_later(tmp_path: Path) -> None:
     (tmp_path / "a" / "b" / "c" / "d").mkdir(parents=True)
     with DirFds(str(tmp_path)) as fds:
-        baseline = len(os.listdir("/proc/self/fd"))
         fds.get("a/b/c/d")
         fds.release(1)
         fds.release(2)
         fds.release(4)  # the deepest stays open
-        assert len(os.listdir("/proc/self/fd")) == baseline + 3  # the root, c and d
+        assert fds_under(tmp_path) == 3  # the root, c and d
         fd = os.open(tmp_path / "a", os.O_RDONLY)
         try:
             assert _identity(fds.get("a")) == _identity(fd)
