@@ -27,6 +27,7 @@ from workspace_tools.search import _worker
 from workspace_tools.search._matcher import MAX_PATTERN, Matcher, NeedsWorker
 from workspace_tools.search._re2 import _CASE_EXTRA, translate
 from workspace_tools.search._runner import MAX_LINE, GrepRun
+from workspace_tools.search._searcher import BOOT
 from workspace_tools.search._worker import Searchers
 from workspace_tools.text._lines import read_lines
 from workspace_tools.tools import grep as grep_module
@@ -43,7 +44,9 @@ def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
 
 
 def children(pid: int) -> set[int]:
-    """The live child processes of ``pid``, from the process table."""
+    """The live grep searchers ``pid`` started, from the process table. Only searchers: a
+    spawn server another test's tools start ahead, in a thread of their own, may come at
+    any time (``/proc/PID/cmdline`` tells them apart)."""
     found: set[int] = set()
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -55,7 +58,16 @@ def children(pid: int) -> set[int]:
                 found.update(int(p) for p in f.read().split())
         except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended meanwhile
-    return {p for p in found if _alive(p)}
+    return {p for p in found if _alive(p) and _is_searcher(p)}
+
+
+def _is_searcher(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return argv[1:3] == [b"-c", BOOT.encode()]
 
 
 def _alive(pid: int) -> bool:
