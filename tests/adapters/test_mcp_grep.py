@@ -13,8 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
+from tests._processes import command_line
 from tests.adapters.test_mcp import REPO, connect, workspace_server
-from tests.tools.test_grep_engine import children, wait_for
+from tests.tools.test_grep_engine import child_processes, children, wait_for
 
 pytestmark = [
     pytest.mark.anyio,
@@ -40,7 +41,9 @@ def root(tmp_path: Path) -> Path:
 
 def server_and_worker(before: set[int]) -> tuple[int, int] | None:
     """The server this test started (a new child of this process) and its grep worker."""
-    for server in children(os.getpid()) - before:
+    for server in child_processes(os.getpid()) - before:
+        if "mcp" not in command_line(server):
+            continue  # a spawn server another test's tools started ahead
         workers = children(server)
         if workers:
             return server, min(workers)
@@ -56,7 +59,7 @@ async def wait_async(predicate: Any, what: str, seconds: float = 20.0) -> Any:
 
 
 async def test_tools_list_answers_while_a_backtracking_grep_runs(root: Path) -> None:
-    before = children(os.getpid())
+    before = child_processes(os.getpid())
     results: list[Any] = []
     async with connect(*workspace_server(root)) as session:
 
@@ -77,7 +80,7 @@ async def test_tools_list_answers_while_a_backtracking_grep_runs(root: Path) -> 
             assert worker in children(server)
             tg.cancel_scope.cancel()
     # Leaving the client closed the server's stdin: the server and its worker are gone.
-    wait_for(lambda: server not in children(os.getpid()), "the server to exit")
+    wait_for(lambda: server not in child_processes(os.getpid()), "the server to exit")
     wait_for(lambda: not os.path.exists(f"/proc/{worker}"), "the worker to be gone")
 
 

@@ -43,10 +43,8 @@ def grep(root: Path, **args: object):  # type: ignore[no-untyped-def]
     return invoke_tool_sync(tools(root)["grep"], args)
 
 
-def children(pid: int) -> set[int]:
-    """The live grep searchers ``pid`` started, from the process table. Only searchers: a
-    spawn server another test's tools start ahead, in a thread of their own, may come at
-    any time (``/proc/PID/cmdline`` tells them apart)."""
+def child_processes(pid: int) -> set[int]:
+    """The live child processes of ``pid``, from the process table."""
     found: set[int] = set()
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -58,7 +56,14 @@ def children(pid: int) -> set[int]:
                 found.update(int(p) for p in f.read().split())
         except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended meanwhile
-    return {p for p in found if _alive(p) and _is_searcher(p)}
+    return {p for p in found if _alive(p)}
+
+
+def children(pid: int) -> set[int]:
+    """The live grep searchers ``pid`` started. Only searchers: a spawn server another
+    test's tools start ahead, in a thread of their own, may come at any time
+    (``/proc/PID/cmdline`` tells them apart)."""
+    return {p for p in child_processes(pid) if _is_searcher(p)}
 
 
 def _is_searcher(pid: int) -> bool:
