@@ -58,17 +58,26 @@ class RunCommandArgs(BaseModel):
     @field_validator("command")
     @classmethod
     def _encodable(cls, value: str) -> str:
-        # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
-        # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
-        # A NUL ends a C string: bash would run a command cut there, exec refuses it.
-        if "\0" in value:
-            raise ValueError("contains a NUL byte, which no command line can hold")
-        try:
-            os.fsencode(value)
-        except UnicodeEncodeError as exc:
-            bad = exc.object[exc.start : exc.end]
-            raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
-        return value
+        return command_text(value)
+
+
+def command_text(value: str) -> str:
+    """``value`` unless no command line can hold it: a NUL or a lone surrogate from JSON.
+
+    Raises:
+        ValueError: naming the character.
+    """
+    # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
+    # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
+    # A NUL ends a C string: bash would run a command cut there, exec refuses it.
+    if "\0" in value:
+        raise ValueError("contains a NUL character, which no command line can hold")
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
+    return value
 
 
 class RunCommandContent(BaseModel):

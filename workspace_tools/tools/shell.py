@@ -3,7 +3,6 @@ exported variables and functions live on between calls."""
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
 import anyio
@@ -17,7 +16,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import CommandOutcome, StreamView
 from workspace_tools.tools._command_output import ProgressBatcher, model_view
 from workspace_tools.tools._shell_session import ShellSession, session_of
-from workspace_tools.tools.run_command import UPDATE_INTERVAL
+from workspace_tools.tools.run_command import UPDATE_INTERVAL, command_text
 
 
 class ShellArgs(BaseModel):
@@ -43,23 +42,7 @@ class ShellArgs(BaseModel):
     @field_validator("command")
     @classmethod
     def _writable(cls, value: str | None) -> str | None:
-        return None if value is None else shell_text(value)
-
-
-def shell_text(value: str) -> str:
-    """``value`` unless no shell can be given it: a NUL or a lone surrogate from JSON.
-
-    Raises:
-        ValueError: naming the character.
-    """
-    if "\0" in value:
-        raise ValueError("contains a NUL character, which no shell command can hold")
-    try:
-        os.fsencode(value)
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
-        raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
-    return value
+        return None if value is None else command_text(value)
 
 
 class ShellContent(BaseModel):
