@@ -320,7 +320,7 @@ async def _run_in(
         )
     env = commands.env(workspace)
     path = env.get("PATH", os.defpath)
-    shell = shells.get(path) or shells.setdefault(path, _shell(path))
+    shell = shells.get(path) or shells.setdefault(path, shell_on(path))
     argv = [shell, "-c", args.command]
     try:
         if commands.reports_progress and context.reports_progress:
@@ -426,7 +426,9 @@ def _linked(fd: int, opened: os.stat_result) -> int:
     return fd
 
 
-def _shell(path: str) -> str:
+def shell_on(path: str) -> str:
+    """The shell commands run with, found on ``path`` (a ``PATH`` value): bash, else sh,
+    else ``/bin/sh``."""
     return shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
 
 
