@@ -132,7 +132,7 @@ from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import become_subreaper, descendants
+from sandbox.spawn._tree import PR_SET_PDEATHSIG, become_subreaper, descendants
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -928,7 +928,7 @@ def _child_start(worker: int) -> Callable[[], None]:
 
     def start() -> None:
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
         if os.getppid() != worker:
             os._exit(0)
         _reseed_random()
@@ -936,10 +936,6 @@ def _child_start(worker: int) -> Callable[[], None]:
         _signal.signal(child_ended, default)
 
     return start
-
-
-#: linux/prctl.h
-_PR_SET_PDEATHSIG = 1
 
 
 def _reseed_random() -> None:
