@@ -1,15 +1,24 @@
 """Each kind of stale answer the state machine (test_probe6_stale_machine.py) found, as a
-test of its own: what is read outside the tree, and the file-system clock's tick."""
+test of its own: what is read outside the tree, the file-system clock's tick, and a
+file's other names."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
+from sandbox import Sandbox
 from workspace_tools import ToolSession, invoke_tool_sync, workspace_tools
+from workspace_tools.search import _index
+from workspace_tools.search._index import SearchIndex
+from workspace_tools.tools.grep import INDEX_KEY
 from workspace_tools.workspace import Workspace, _walk
 
 OLD_NS = 1_600_000_000_123_456_789
@@ -133,3 +142,108 @@ def test_a_walk_is_not_reused_while_an_ignore_file_changed_within_the_tick(
     assert invoke_tool_sync(tool, {"path": "."}).model_text() == ".gitignore\na.txt"
     assert invoke_tool_sync(tool, {"path": "."}).model_text() == ".gitignore\na.txt"
     assert len(walks) == 2, walks
+
+
+@pytest.fixture(scope="module")
+def build_server() -> Iterator[Callable[..., Any]]:
+    """The warm index's builds on one spawn server (each in a child of a clean interpreter)."""
+    box = Sandbox(layers=False, env_allowlist=(), limits=_index._BUILD_LIMITS)
+
+    def in_child(work: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return anyio.run(box.call, work, *args)
+        except Exception:
+            return None
+
+    try:
+        yield in_child
+    finally:
+        box.close()
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as handle:  # in place, through this name
+        handle.write(data)
+
+
+def _link_in_place(root: Path) -> None:
+    os.link(root / "f1.txt", root / "f1-link.txt")
+    _append(root / "f1-link.txt", b"WRITTEN_THROUGH\n")
+
+
+def _link_in_other_directory(root: Path) -> None:
+    os.link(root / "f1.txt", root / "sub" / "b.txt")
+    _append(root / "sub" / "b.txt", b"WRITTEN_THROUGH\n")
+
+
+def _link_in_a_new_directory(root: Path) -> None:
+    (root / "new" / "deeper").mkdir(parents=True)
+    os.link(root / "f1.txt", root / "new" / "deeper" / "x.txt")
+    _append(root / "new" / "deeper" / "x.txt", b"WRITTEN_THROUGH\n")
+
+
+def _link_moved_into_a_new_directory(root: Path) -> None:
+    (root / "new").mkdir()
+    os.link(root / "f1.txt", root / "tmp.txt")
+    os.rename(root / "tmp.txt", root / "new" / "x.txt")
+    _append(root / "new" / "x.txt", b"WRITTEN_THROUGH\n")
+
+
+def _link_written_and_removed(root: Path) -> None:
+    os.link(root / "f1.txt", root / "tmp.txt")
+    _append(root / "tmp.txt", b"WRITTEN_THROUGH\n")
+    os.unlink(root / "tmp.txt")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the index is inotify's")
+@pytest.mark.parametrize(
+    ("change", "kept"),
+    [
+        (_link_in_place, True),
+        (_link_in_other_directory, True),
+        (_link_in_a_new_directory, True),
+        (_link_moved_into_a_new_directory, True),
+        # The name is gone: which file it was a link to cannot be told any more.
+        (_link_written_and_removed, False),
+    ],
+)
+def test_the_warm_index_sees_a_write_through_a_link_made_after_its_build(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    build_server: Callable[..., Any],
+    change: Callable[[Path], None],
+    kept: bool,
+) -> None:
+    """inotify reports a write under the name written through; a hard link made after the
+    build is a name the index did not know for a file it holds."""
+    monkeypatch.setattr(_index, "_in_child", build_server)
+    (tmp_path / "sub").mkdir()
+    for n in range(20):
+        (tmp_path / f"f{n}.txt").write_bytes(b"alpha %d\n" % n)
+    workspace = Workspace(tmp_path)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    workspace.keep(INDEX_KEY, index)
+    grep = {t.name: t for t in workspace_tools(workspace)}["grep"]
+    args = {"pattern": "WRITTEN_THROUGH", "output_mode": "files_with_matches"}
+    try:
+        assert invoke_tool_sync(grep, args).model_text() == "No matches"
+        assert index.wait(30), "the index was not built"
+        built = index._built
+        change(tmp_path)
+        seen = invoke_tool_sync(grep, args).model_text()
+        assert seen == fresh(tmp_path, "grep", args), seen
+        assert "f1.txt" in seen.splitlines(), seen
+        # The build still serves, or it was dropped (a new one may be under way).
+        assert (index._built is built) is kept
+        if kept:
+            # Later links in a directory that appeared are seen as they are made.
+            where = tmp_path / ("new" if (tmp_path / "new").is_dir() else "sub")
+            os.link(tmp_path / "f2.txt", where / "y.txt")
+            _append(where / "y.txt", b"AGAIN_THROUGH\n")
+            again = {"pattern": "AGAIN_THROUGH", "output_mode": "files_with_matches"}
+            seen = invoke_tool_sync(grep, again).model_text()
+            assert "f2.txt" in seen.splitlines(), seen
+            assert seen == fresh(tmp_path, "grep", again), seen
+    finally:
+        index.wait(30)  # a build under way ends before its server is closed
+        workspace.close()
