@@ -247,3 +247,44 @@ def test_the_warm_index_sees_a_write_through_a_link_made_after_its_build(
     finally:
         index.wait(30)  # a build under way ends before its server is closed
         workspace.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the index is inotify's")
+def test_a_new_directory_swapped_for_a_link_out_is_not_walked_or_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_server: Callable[..., Any]
+) -> None:
+    """A directory that appears is walked for links and watched; one swapped for a link to
+    a directory outside (``/``, say) before the next search must not take the walk, or a
+    watch, out of the tree."""
+    monkeypatch.setattr(_index, "_in_child", build_server)
+    root = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "o.txt").write_bytes(b"OUTSIDE\n")
+    root.mkdir()
+    for n in range(20):
+        (root / f"f{n}.txt").write_bytes(b"alpha %d\n" % n)
+    workspace = Workspace(root)
+    index = SearchIndex(str(workspace.root), min_files=1)
+    workspace.keep(INDEX_KEY, index)
+    grep = {t.name: t for t in workspace_tools(workspace)}["grep"]
+    args = {"pattern": "alpha 1$", "output_mode": "files_with_matches"}
+    try:
+        assert invoke_tool_sync(grep, args).model_text() == "f1.txt"
+        assert index.wait(30), "the index was not built"
+        built = index._built
+        watched: list[str] = []
+        add_watch = built.notify.add_watch
+        monkeypatch.setattr(
+            built.notify,
+            "add_watch",
+            lambda path, mask: watched.append(path) or add_watch(path, mask),
+        )
+        (root / "new").mkdir()
+        (root / "new").rmdir()
+        (root / "new").symlink_to(outside)
+        assert invoke_tool_sync(grep, args).model_text() == "f1.txt"
+        assert watched == [], watched
+    finally:
+        index.wait(30)
+        workspace.close()

@@ -248,7 +248,10 @@ class _Built:
                 self._mark_inode(info.st_ino)
         for rel in sorted(new_dirs):
             top = os.path.join(self.root, rel)
-            for directory, _dirs, names in os.walk(top):
+            # By fds, following no link, the top one included (fwalk checks it is what
+            # lstat saw): a directory swapped for a link to / since its event must not
+            # have this walk, and its watches, go through the host's tree.
+            for directory, _dirs, names, dir_fd in os.fwalk(top, follow_symlinks=False):
                 if len(self.wds) >= MAX_WATCHES:
                     self.lost = True
                     return
@@ -260,7 +263,7 @@ class _Built:
                 self.wds[wd] = os.path.relpath(directory, self.root).replace(os.sep, "/")
                 for name in names:
                     try:
-                        info = os.lstat(os.path.join(directory, name))
+                        info = os.lstat(name, dir_fd=dir_fd)
                     except OSError:
                         continue
                     if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
