@@ -326,7 +326,9 @@ async def _run_in(
         if commands.reports_progress and context.reports_progress:
             batcher = ProgressBatcher(lambda content, details: context.update(content, details))
             result = await batcher.flushing(
-                lambda: runner.run(argv, cwd=cwd, env=env, timeout=limit, on_output=batcher.feed)
+                lambda: runner.run(
+                    argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=batcher.feed
+                )
             )
         else:
             result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
