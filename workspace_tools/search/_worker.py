@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import marshal
 import os
-import pickle
 import select
 import signal
 import socket
@@ -742,23 +741,3 @@ def worker_timeout(seconds: float) -> ToolError:
         "or narrow the path.",
         ErrorCode.TOOL_TIMEOUT,
     )
-
-
-def read_to_end(fd: int) -> bytes:
-    """What the pipe ``fd`` carries until its writer closes it (the caller closes ``fd``)."""
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def send_pickled(fd: int, value: object) -> None:
-    """Write ``value`` pickled to the pipe ``fd`` (the parent reads to end of file, see
-    :func:`read_to_end`)."""
-    _write_all(fd, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 from workspace_tools._errors import ErrorCode
 from workspace_tools._output import ToolPresentation
@@ -99,7 +99,6 @@ TraceEvent = Annotated[
     CallEvent | PolicyEvent | ConfirmEvent | CacheEvent | ToolRunEvent,
     Field(discriminator="type"),
 ]
-trace_event_adapter: TypeAdapter[TraceEvent] = TypeAdapter(TraceEvent)
 
 StepState = Literal["ran", "failed", "cached", "denied", "declined", "missing"]
 
