@@ -346,10 +346,6 @@ class StaleCaches(RuleBasedStateMachine):
     )
     @_change
     def ignore(self, which: str, rules: list[str], same_size: bool) -> None:
-        if which == "global" and self.sandbox is not None:
-            # A sandboxed call's environment has another home: the user's global
-            # excludes file is not what it reads (not a cache's doing).
-            return
         path = _tree.ignore_path(self.root, self.home, which)
         if not _tree.parent_is_dir(path.parent.parent, path.parent.name + "/x"):
             return

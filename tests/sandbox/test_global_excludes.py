@@ -1,0 +1,54 @@
+"""A sandboxed listing ignores what git and an unsandboxed listing ignore, the user's global
+excludes file included: found through ``XDG_CONFIG_HOME`` (git's default place for it),
+which the sandbox's environment keeps (before, it dropped it, and the sandboxed tools
+listed every file that file hides)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox import Sandbox
+from workspace_tools import invoke_tool_sync, workspace_tools
+
+
+@pytest.mark.parametrize("layers", [False, True], ids=["portable", "layers"])
+def test_the_global_excludes_file_applies_in_the_sandbox_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: bool
+) -> None:
+    config = tmp_path / "config"
+    (config / "git").mkdir(parents=True)
+    (config / "git" / "ignore").write_text("*.log\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    root = tmp_path / "ws"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for name in ("a.log", "b.txt", "c.py"):
+        (root / name).write_text(name)
+    listed_by_git = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    box = Sandbox(layers=layers)
+    try:
+        listed = {}
+        for where, sandbox in (("in process", None), ("sandboxed", box)):
+            tools = {t.name: t for t in workspace_tools(root, sandbox=sandbox)}
+            result = invoke_tool_sync(tools["list_files"], {})
+            listed[where] = result.model_text().splitlines()
+    finally:
+        box.close()
+    assert (
+        listed
+        == {"in process": listed_by_git, "sandboxed": listed_by_git}
+        == {
+            "in process": ["b.txt", "c.py"],
+            "sandboxed": ["b.txt", "c.py"],
+        }
+    )
