@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 #: Variables a child keeps by default: what programs need to find tools, speak the right
-#: locale and find a home, their configuration (``XDG_CONFIG_HOME``: git's global excludes
-#: file among others, so that a sandboxed listing ignores what an unsandboxed one does)
-#: and a temp dir. Nothing that carries credentials.
+#: locale and find a home, their configuration (``XDG_CONFIG_HOME``, and git's global config
+#: file ``GIT_CONFIG_GLOBAL``: where git's global excludes file is, so that a sandboxed
+#: listing ignores what an unsandboxed one does) and a temp dir. Nothing that carries
+#: credentials.
 DEFAULT_ENV_ALLOWLIST: frozenset[str] = frozenset(
     {
         "PATH",
         "HOME",
         "XDG_CONFIG_HOME",
+        "GIT_CONFIG_GLOBAL",
         "USER",
         "LOGNAME",
         "SHELL",
