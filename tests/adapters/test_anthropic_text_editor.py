@@ -186,11 +186,25 @@ def test_undo_edit_exists_only_in_the_versions_that_have_it(tmp_path: Path) -> N
     assert (tmp_path / "u.txt").read_bytes() == b"v1\n"
     nothing = invoke_tool_sync(tool, {"command": "undo_edit", "path": "u.txt"})
     assert nothing.error == "Error: No edit history found for u.txt."
-    newer = run(tmp_path, command="undo_edit", path="u.txt")
-    assert newer.error_code == ErrorCode.INVALID_ARGUMENTS
-    assert newer.error.startswith(
-        "Error: the undo_edit command does not exist in text_editor_20250728"
-    )
+    for version in ("20250728", "20250429"):
+        newer = invoke_tool_sync(
+            text_editor_tool(tmp_path, version=version), {"command": "undo_edit", "path": "u.txt"}
+        )
+        assert (newer.error_code, newer.error) == (
+            ErrorCode.INVALID_ARGUMENTS,
+            "Invalid arguments for str_replace_based_edit_tool:\n- command: the undo_edit command "
+            "does not exist in this version of the text editor; make the reverse edit with "
+            "str_replace instead",
+        )
+        # An unknown command is answered with the commands this version has.
+        unknown = invoke_tool_sync(
+            text_editor_tool(tmp_path, version=version), {"command": "undo", "path": "u.txt"}
+        )
+        assert unknown.error == (
+            "Invalid arguments for str_replace_based_edit_tool:\n- command: Input should be "
+            "'view', 'create', 'str_replace' or 'insert'"
+        )
+    assert (tmp_path / "u.txt").read_bytes() == b"v1\n"
 
 
 def test_presentation_names_the_command_and_path(tmp_path: Path) -> None:

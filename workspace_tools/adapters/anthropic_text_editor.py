@@ -54,7 +54,8 @@ import stat
 import threading
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from workspace_tools._errors import ErrorCode, ToolError, shown_number
 from workspace_tools._output import ToolPresentation, tool_output
@@ -97,6 +98,26 @@ class TextEditorArgs(BaseModel):
     new_str: str | None = Field(None, description="Replacement, or text to insert")
     insert_line: int | None = Field(None, description="Insert after this line (0: top)")
     insert_text: str | None = Field(None, description="Text to insert (as new_str)")
+
+
+class CurrentTextEditorArgs(TextEditorArgs):
+    """The input of the versions without ``undo_edit`` (20250728, 20250429): an invalid
+    command is answered with the four commands they have, never one they lack."""
+
+    command: Literal["view", "create", "str_replace", "insert"] = Field(  # type: ignore[assignment]
+        description="view, create, str_replace or insert"
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _no_undo_edit(cls, value: object) -> object:
+        if value == "undo_edit":
+            raise PydanticCustomError(
+                "no_undo_edit",
+                "the undo_edit command does not exist in this version of the text editor; "
+                "make the reverse edit with str_replace instead",
+            )
+        return value
 
 
 class TextEditorDetails(BaseModel):
@@ -166,12 +187,6 @@ def text_editor_tool(
     history = _History()
 
     def execute(args: TextEditorArgs, context: ToolContext) -> object:
-        if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
-            raise ToolError(
-                f"Error: the undo_edit command does not exist in text_editor_{version}; "
-                "make the reverse edit with str_replace instead",
-                ErrorCode.INVALID_ARGUMENTS,
-            )
         # The workspace the call runs on: in a sandbox child, the copy holding the hashes
         # of the file it names (ToolContext.workspace).
         working = context.workspace or workspace
@@ -224,7 +239,7 @@ def text_editor_tool(
     editor = tool(
         name=name,
         description=f"Anthropic's text editor (text_editor_{version}) over the workspace.",
-        parameters=TextEditorArgs,
+        parameters=TextEditorArgs if version in _UNDO_VERSIONS else CurrentTextEditorArgs,
         execute=execute,
         presentation=present,
         workspace=workspace,
