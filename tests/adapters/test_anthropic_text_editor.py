@@ -212,3 +212,26 @@ def test_presentation_names_the_command_and_path(tmp_path: Path) -> None:
     args = tool.parameters.model_validate({"command": "str_replace", "path": "a.py"})
     presented = tool.present(args)
     assert (presented.label, presented.icon, presented.detail) == ("Edit file", "file-pen", "a.py")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"command": "view", "path": "SRC/app.py"},
+        {"command": "view", "path": "src/App.py:2"},
+        {"command": "str_replace", "path": "SRC/app.py", "old_str": "x", "new_str": "y"},
+        {"command": "insert", "path": "SRC/app.py", "insert_line": 0, "new_str": "y"},
+    ],
+)
+def test_a_missing_file_names_the_one_most_likely_meant(
+    tmp_path: Path, arguments: dict[str, object]
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "App.py").write_bytes(b"x = 1\n")
+    result = invoke_tool_sync(text_editor_tool(tmp_path), arguments)
+    assert (result.error_code, result.error) == (
+        ErrorCode.NOT_FOUND,
+        f"Error: File not found\nThe path {arguments['path']} does not exist. "
+        "Did you mean 'src/App.py'?",
+    )
+    assert (tmp_path / "src" / "App.py").read_bytes() == b"x = 1\n"

@@ -68,6 +68,7 @@ from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
+from workspace_tools.workspace._near_miss import near_miss
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 VERSIONS: dict[str, str] = {
@@ -291,9 +292,7 @@ def _view(
     try:
         mode = stat_below(workspace.root, resolved.real).st_mode
     except FileNotFoundError:
-        raise ToolError(
-            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
-        ) from None
+        raise _not_found(workspace, args.path) from None
     except OSError as exc:
         raise os_error(exc, resolved.rel) from exc
     if stat.S_ISDIR(mode):
@@ -314,9 +313,7 @@ def _view(
         workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
     )
     if data is None:
-        raise ToolError(
-            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
-        )
+        raise _not_found(workspace, args.path)
     current = decode_text(data)
     workspace.file_states.record(resolved.real, data)
     lines = [line.removesuffix("\n").removesuffix("\r") for line in split_lines(current.text)]
@@ -446,10 +443,18 @@ def _create(
 def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
     current = load_text(workspace, resolved)
     if current.text is None:
-        raise ToolError(
-            f"Error: File not found\nThe path {path} does not exist.", ErrorCode.NOT_FOUND
-        )
+        raise _not_found(workspace, path)
     return current
+
+
+def _not_found(workspace: Workspace, path: str) -> ToolError:
+    """The documented ``Error: File not found``, naming the file the model most likely meant
+    when there is one (``Did you mean 'src/App.py'?``), as every tool's ``NOT_FOUND`` does."""
+    found = near_miss(str(workspace.root), path)
+    hint = "" if found is None else f" Did you mean {found!r}?"
+    return ToolError(
+        f"Error: File not found\nThe path {path} does not exist.{hint}", ErrorCode.NOT_FOUND
+    )
 
 
 #: Our engine's messages name edit_file's arguments and the other tools; the text editor's
