@@ -160,13 +160,8 @@ class Sandbox:
         self._plan = plan_layers() if layers else no_layers()
         # Whether /proc/self/fd/N names this process's descriptors (Linux), asked once.
         self._fd_links = os.path.isdir("/proc/self/fd")
-        self._launcher = Launcher()
-        #: The calls' workers of this sandbox and of its clones (``confined_to``), which
-        #: share its spawn server: ``close`` stops them all with it.
-        self._callers: weakref.WeakSet[CallWorkers] = weakref.WeakSet()
+        self._own_processes()
         self._private_tmp: str | None = None
-        self._caller: CallWorkers | None = None
-        self._caller_absent: list[str] = []
         # The last confinement with the temp dir, and the last command plan, with what
         # each was made from (see _confinement_with_tmp, _command_plan).
         self._with_tmp: tuple[Confinement, str, Confinement] | None = None
@@ -184,12 +179,19 @@ class Sandbox:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._launcher = Launcher()
-        self._callers = weakref.WeakSet()
-        self._caller = None
-        self._caller_absent = []
+        self._own_processes()
         self._with_tmp = None
         self._plans = None
+
+    def _own_processes(self) -> None:
+        """A spawn server and calls' workers of its own, none started yet (a new sandbox,
+        an unpickled one, a copy)."""
+        self._launcher = Launcher()
+        #: The calls' workers of this sandbox and of its clones (``confined_to``), which
+        #: share its spawn server: ``close`` stops them all with it.
+        self._callers: weakref.WeakSet[CallWorkers] = weakref.WeakSet()
+        self._caller: CallWorkers | None = None
+        self._caller_absent: list[str] = []
 
     @property
     def capabilities(self) -> dict[str, str]:
@@ -221,10 +223,7 @@ class Sandbox:
         stops only its own (a session's, say)."""
         clone = object.__new__(Sandbox)
         clone.__dict__.update(self.__dict__)
-        clone._launcher = Launcher()
-        clone._callers = weakref.WeakSet()
-        clone._caller = None
-        clone._caller_absent = []
+        clone._own_processes()
         return clone
 
     def confined_to(self, *writable: str) -> Sandbox:

@@ -168,9 +168,11 @@ def userns_disabled() -> str | None:
     found = []
     for path, off in _USERNS_SWITCHES:
         try:
-            with open(path, encoding="ascii") as switch:
-                value = switch.read().strip()
-        except (OSError, ValueError):
+            # Bytes, decoded without the codec registry: a process that dropped privileges
+            # may no longer be able to import a codec module from its interpreter's home.
+            with open(path, "rb") as switch:
+                value = switch.read().strip().decode("ascii", "replace")
+        except OSError:
             continue
         if value == off:
             found.append(f"{path} = {value}")

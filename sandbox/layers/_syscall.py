@@ -22,40 +22,20 @@ class Arch:
 
     audit_arch: int
     socket: int
-    io_uring_setup: int
-    io_uring_enter: int
-    io_uring_register: int
-    pidfd_getfd: int
-    landlock_create_ruleset: int
-    landlock_add_rule: int
-    landlock_restrict_self: int
+    # Syscalls numbered 424 and up (Linux 5.1 on) have one number on every architecture.
+    io_uring_setup: int = 425
+    io_uring_enter: int = 426
+    io_uring_register: int = 427
+    pidfd_getfd: int = 438
+    landlock_create_ruleset: int = 444
+    landlock_add_rule: int = 445
+    landlock_restrict_self: int = 446
     # x86_64 also accepts x32 syscalls: the native number with this bit set.
     x32_bit: int | None = None
 
 
-_X86_64 = Arch(
-    audit_arch=0xC000003E,
-    socket=41,
-    io_uring_setup=425,
-    io_uring_enter=426,
-    io_uring_register=427,
-    pidfd_getfd=438,
-    landlock_create_ruleset=444,
-    landlock_add_rule=445,
-    landlock_restrict_self=446,
-    x32_bit=0x40000000,
-)
-_AARCH64 = Arch(
-    audit_arch=0xC00000B7,
-    socket=198,
-    io_uring_setup=425,
-    io_uring_enter=426,
-    io_uring_register=427,
-    pidfd_getfd=438,
-    landlock_create_ruleset=444,
-    landlock_add_rule=445,
-    landlock_restrict_self=446,
-)
+_X86_64 = Arch(audit_arch=0xC000003E, socket=41, x32_bit=0x40000000)
+_AARCH64 = Arch(audit_arch=0xC00000B7, socket=198)
 
 
 def host_arch() -> Arch | None:

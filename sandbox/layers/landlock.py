@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterable
 from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._confinement import Confinement
 from sandbox.layers._realpath import realpath
-from sandbox.layers._syscall import Verdict, require_arch, set_no_new_privs, syscall
+from sandbox.layers._syscall import (
+    Arch,
+    Verdict,
+    require_arch,
+    set_no_new_privs,
+    syscall,
+)
 
 CREATE_RULESET_VERSION = 1 << 0
 RULE_PATH_BENEATH = 1
@@ -255,12 +261,7 @@ def apply(confinement: Confinement) -> None:
         if abi >= SCOPE_ABI:
             attr.scoped |= SCOPE_ABSTRACT_UNIX_SOCKET
     rules = plan_rules(confinement, abi)
-    ruleset = syscall(
-        arch.landlock_create_ruleset,
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
-    )
+    ruleset = _create_ruleset(arch, attr)
     try:
         for path, rights in rules:
             _add_path_rule(arch.landlock_add_rule, ruleset, path, rights)
@@ -268,6 +269,16 @@ def apply(confinement: Confinement) -> None:
         syscall(arch.landlock_restrict_self, ruleset, ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
+
+
+def _create_ruleset(arch: Arch, attr: _RulesetAttr) -> int:
+    """A new ruleset's fd: what ``attr`` says it handles, no rules yet."""
+    return syscall(
+        arch.landlock_create_ruleset,
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+        ctypes.c_uint32(0),
+    )
 
 
 def _add_path_rule(add_rule: int, ruleset: int, path: str, rights: int) -> None:
@@ -364,12 +375,7 @@ def prepare_nest() -> Callable[[], None]:
     if abi < SCOPE_ABI:
         handled |= ACCESS_FS_EXECUTE
     attr = _RulesetAttr(handled_access_fs=handled, scoped=SCOPE_SIGNAL if abi >= SCOPE_ABI else 0)
-    ruleset = syscall(
-        arch.landlock_create_ruleset,
-        ctypes.byref(attr),
-        ctypes.c_size_t(ctypes.sizeof(attr)),
-        ctypes.c_uint32(0),
-    )
+    ruleset = _create_ruleset(arch, attr)
     try:
         if handled:
             # What the enclosing domain allows stays allowed: domains only intersect.

@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._realpath import realpath
 from sandbox.layers._syscall import Verdict, libc
+from sandbox.layers.userns import map_ids
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -154,9 +155,7 @@ def _enter() -> None:
         if _unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"unshare(CLONE_NEWUSER | CLONE_NEWNS): {os.strerror(code)}")
-        _write("/proc/self/setgroups", "deny")  # required before gid_map (user_namespaces(7))
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+        map_ids(uid, gid)
     _mount(None, "/", MS_REC | MS_PRIVATE)
 
 
@@ -245,8 +244,3 @@ def _mount(source: str | None, target: str, flags: int) -> None:
     if result != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"mount {target}: {os.strerror(code)}", target)
-
-
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(text)

@@ -55,10 +55,19 @@ def cap_processes(max_processes: int) -> None:
     if libc().unshare(ctypes.c_int(CLONE_NEWUSER)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"unshare(CLONE_NEWUSER): {os.strerror(code)}")
-    _write("/proc/self/setgroups", "deny")  # required before gid_map (user_namespaces(7))
+    map_ids(uid, gid)
+    resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+
+
+def map_ids(uid: int, gid: int) -> None:
+    """Map ``uid`` and ``gid``, this process's before it entered the user namespace it is
+    in now, onto themselves there (``setgroups`` denied first, as user_namespaces(7)
+    requires before a ``gid_map`` is written).
+
+    Raises OSError from writing ``/proc/self``'s maps (a namespace whose maps are set)."""
+    _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
 
 
 def works() -> Verdict:

@@ -132,7 +132,7 @@ from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import become_subreaper, descendants
+from sandbox.spawn._tree import PR_SET_PDEATHSIG, become_subreaper, descendants
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -350,6 +350,8 @@ class CallWorkers:
             self._give_back(worker, healthy=False)
             raise
         try:
+            if data is None and self._closed:
+                raise SandboxError("the sandbox was closed while the call ran; it was stopped")
             return _outcome(data, status)
         except _Unservable:
             healthy = False  # it lacks what this process has: let it go
@@ -372,11 +374,16 @@ class CallWorkers:
         for event in ahead:
             event.wait(_GONE_WAIT)
         with self._lock:
-            workers = list(self._workers)
+            idle = [worker for pool in self._idle.values() for worker in pool]
+            busy = [worker for worker in self._workers if worker not in idle]
             self._workers.clear()
             self._idle = {False: [], True: []}
-        for worker in workers:
+        for worker in idle:
             _discard(worker)
+        # A worker running a call (in another thread) is killed, not let go: its call still
+        # reads its socket, and lets it go (_give_back) as the call ends, at once now.
+        for worker in busy:
+            _kill(worker)
 
     def _give_back(self, worker: _Worker, healthy: bool) -> None:
         """After a call on ``worker``: back in the pool if ``healthy`` and there is room,
@@ -426,8 +433,8 @@ class CallWorkers:
         return worker
 
 
-def _discard(worker: _Worker) -> None:
-    """Let a worker go: SIGKILL it and the call it may be running; wait until it is gone."""
+def _kill(worker: _Worker) -> None:
+    """SIGKILL a worker and the call it may be running (its descriptors stay open)."""
     with contextlib.suppress(OSError):
         tree = descendants(worker.pid)
         if worker.pidfd is None:
@@ -439,6 +446,13 @@ def _discard(worker: _Worker) -> None:
         for pid in tree:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _discard(worker: _Worker) -> None:
+    """Let a worker go: SIGKILL it and the call it may be running; wait until it is gone,
+    and close its descriptors. Called once a worker, by whoever holds it (a call, or
+    :meth:`CallWorkers.close` for an idle one)."""
+    _kill(worker)
     worker.sock.close()
     if worker.pidfd is not None:
         select.select([worker.pidfd], [], [], _GONE_WAIT)
@@ -928,7 +942,7 @@ def _child_start(worker: int) -> Callable[[], None]:
 
     def start() -> None:
         if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
         if os.getppid() != worker:
             os._exit(0)
         _reseed_random()
@@ -936,10 +950,6 @@ def _child_start(worker: int) -> Callable[[], None]:
         _signal.signal(child_ended, default)
 
     return start
-
-
-#: linux/prctl.h
-_PR_SET_PDEATHSIG = 1
 
 
 def _reseed_random() -> None:

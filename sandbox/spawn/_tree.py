@@ -160,17 +160,6 @@ def become_subreaper() -> bool:
     return bool(_libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
 
 
-def die_with_parent(parent: int) -> None:
-    """SIGKILL this process when ``parent``, its parent now, exits (Linux; elsewhere
-    nothing); exit at once if it already did (then this process has another parent).
-    Not for a process that runs a command: the kernel sends it when the parent's thread
-    that forked exits."""
-    if sys.platform.startswith("linux"):
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(0)
-
-
 @functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
     # Loading libc costs a few milliseconds: the spawn server does it once, before forking.

@@ -11,6 +11,7 @@ import pytest
 
 from tests._fds import fds_under
 from tests.discovery_helpers import git
+from workspace_tools.workspace import _walk
 from workspace_tools.workspace._walk import Entry, Walker
 
 OLD = time.time() - 3600
@@ -29,7 +30,12 @@ def walk(walker: Walker, root: Path, include_ignored: bool = False) -> list[Entr
 
 
 @pytest.fixture
-def tree(tmp_path: Path) -> Path:
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Dating the entries back sets their ctimes to now: the walker judges them as a few
+    # seconds later, once the file-system clock has moved on (any later change still
+    # shows in the ctime it sets).
+    ahead = 2 * _walk._RACY_NS
+    monkeypatch.setattr(_walk, "time_ns", lambda: time.time_ns() + ahead)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("a\n")
     (tmp_path / ".gitignore").write_text("*.log\n")

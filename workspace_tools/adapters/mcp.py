@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from workspace_tools import __version__
 from workspace_tools._errors import ECHO_LIMIT, ErrorCode, echoed
-from workspace_tools._output import ImagePart, TextPart, ToolContent
+from workspace_tools._output import ImagePart, TextPart, ToolContent, ToolPresentation
 from workspace_tools._result import ToolResult, ToolUpdate, content_text
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
@@ -97,12 +97,7 @@ def mcp_tool(tool: Tool[Any]) -> types.Tool:
 
 def mcp_result(result: ToolResult) -> types.CallToolResult:
     """The ``tools/call`` result for ``result`` (see the module docstring for the layout)."""
-    meta: dict[str, Any] = {}
-    if result.details is not None:
-        meta[META_PREFIX + "details"] = jsonable(result.details)
-    if result.presentation is not None:
-        presented = result.presentation.model_dump(exclude_none=True)
-        meta[META_PREFIX + "presentation"] = jsonable(presented)
+    meta = _meta(result.details, result.presentation)
     if result.error_code is not None:
         meta[META_PREFIX + "errorCode"] = result.error_code.value
     blocks: list[types.TextContent | types.ImageContent] = [
@@ -123,6 +118,17 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
         isError=result.is_error,
         _meta=meta or None,
     )
+
+
+def _meta(details: Any, presentation: ToolPresentation | None) -> dict[str, Any]:
+    """The ``_meta`` entries of a result or a progress notification for the application:
+    its details and presentation as JSON, each only when there is one."""
+    meta: dict[str, Any] = {}
+    if details is not None:
+        meta[META_PREFIX + "details"] = jsonable(details)
+    if presentation is not None:
+        meta[META_PREFIX + "presentation"] = jsonable(presentation.model_dump(exclude_none=True))
+    return meta
 
 
 def _blocks_carry_content(result: ToolResult, structured: Any) -> bool:
@@ -220,12 +226,7 @@ async def _send_progress(
 def _progress_notification(
     update: ToolUpdate, token: str | int, count: int
 ) -> types.ServerNotification:
-    meta: dict[str, Any] = {}
-    if update.details is not None:
-        meta[META_PREFIX + "details"] = jsonable(update.details)
-    if update.presentation is not None:
-        presented = update.presentation.model_dump(exclude_none=True)
-        meta[META_PREFIX + "presentation"] = jsonable(presented)
+    meta = _meta(update.details, update.presentation)
     params = types.ProgressNotificationParams(
         progressToken=token,
         progress=count,

@@ -490,15 +490,10 @@ class _Link:
     the first call and stopped by :meth:`close`. It refers to no :class:`RemoteWorkspace`,
     so that a workspace nobody holds is collected (and its link closed)."""
 
-    def __init__(
-        self,
-        url: str,
-        token: str,
-        connect_timeout: float,
-        call_timeout: float,
-        max_reply_bytes: int = MAX_REPLY_BYTES,
-    ) -> None:
-        self._settings = (url, token, connect_timeout, call_timeout, max_reply_bytes)
+    def __init__(self, url: str, connect: Callable[[], _Connection]) -> None:
+        self._url = url
+        # Opens a session anew: the first call, and each after one failed.
+        self._connect = connect
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._portal: BlockingPortal | None = None
@@ -536,7 +531,7 @@ class _Link:
         # A daemon: a workspace left open must not hold the interpreter at exit (its
         # finalizer closes the session then).
         self._thread = threading.Thread(
-            target=anyio.run, args=(run,), name=f"RemoteWorkspace {self._settings[0]}", daemon=True
+            target=anyio.run, args=(run,), name=f"RemoteWorkspace {self._url}", daemon=True
         )
         self._thread.start()
         self._portal = ready.get()
@@ -567,7 +562,7 @@ class _Link:
         async with self._connecting:
             connection = self._connection
             if connection is None or connection.gone.is_set():
-                connection = _Connection(*self._settings)
+                connection = self._connect()
                 await self._tasks.start(connection.hold)
                 if connection.session is None:
                     raise _failure(connection.error or RuntimeError("no session"), False)
@@ -658,7 +653,10 @@ class RemoteWorkspace:
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self.max_reply_bytes = max_reply_bytes
-        self._link = _Link(url, token, connect_timeout, call_timeout, max_reply_bytes)
+        connect = functools.partial(
+            _Connection, url, token, connect_timeout, call_timeout, max_reply_bytes
+        )
+        self._link = _Link(url, connect)
         self._finalizer = weakref.finalize(self, self._link.close)
         self.tools: list[Tool[Any]] = proxy_tools(self._execute, **options)
 

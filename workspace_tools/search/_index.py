@@ -19,9 +19,14 @@ caused it returns, so every change finished before a search is known to it: a fi
 in an event is a candidate from then on, a directory created, moved or removed makes all
 files below it candidates, and a lost event (queue overflow) drops the index. Files with
 more than one link are never indexed (a write through a link in an unwatched directory
-reports nothing here). What inotify cannot see, it cannot report: a file changed only
-through a shared memory map, by another host on a network file system, or through a hard
-link made after the build from a directory outside the tree; the walk (the file set) is
+reports nothing here); a file given another name in the tree after the build (a write
+through it is reported under that name only) is found by the new name's link count and
+is a candidate from then on (a directory that appears is watched and its files' link
+counts read; a name that appeared and was unlinked again before the search, which may
+have been such a link, drops the index). What inotify cannot see, it cannot report: a
+file changed only through a shared memory map, by another host on a network file system,
+or through a hard link made after the build from a directory outside the tree or not
+watched (ignored); the walk (the file set) is
 validated by stat as before.
 
 The index is built after a search of a big tree (:data:`MIN_FILES`), by a child of a spawn
@@ -106,6 +111,7 @@ if INotify is not None:
     )
     _WATCH_MASK = _FILE_EVENTS | in_flags.ONLYDIR | in_flags.DONT_FOLLOW
     _SELF_GONE = in_flags.DELETE_SELF | in_flags.MOVE_SELF | in_flags.IGNORED | in_flags.UNMOUNT
+    _APPEARED = in_flags.CREATE | in_flags.MOVED_TO
 
 
 @dataclass
@@ -127,9 +133,13 @@ class _Built:
     """One build: the files it read, the words they hold, and the watches keeping it
     fresh."""
 
-    def __init__(self, files: list[str], state: tuple[Any, ...], notify: Any, wds: dict) -> None:
-        positions, binary, sizes, words, word_ends, postings, posting_ends = state
+    def __init__(
+        self, root: str, files: list[str], state: tuple[Any, ...], notify: Any, wds: dict
+    ) -> None:
+        positions, binary, sizes, words, word_ends, postings, posting_ends, inodes = state
+        self.root = root
         self.rels: list[str] = [files[p] for p in positions]
+        self.inodes: array[int] = inodes  # of each file at the build
         self.ids = {rel: i for i, rel in enumerate(self.rels)}
         self.binary: bytes = binary
         self.sizes: array[int] = sizes  # bytes of each file at the build
@@ -155,7 +165,7 @@ class _Built:
         """Bytes held: the word sets, offsets, flags, sizes, the path table and the files
         of the last words searched for (an estimate)."""
         paths = sum(len(r) + 49 for r in self.rels) + 48 * len(self.rels)
-        arrays = (self.word_ends, self.postings, self.posting_ends, self.sizes)
+        arrays = (self.word_ends, self.postings, self.posting_ends, self.sizes, self.inodes)
         # A copy first: a search may change the kept words meanwhile (this is read
         # without the index's lock).
         kept = [a for a in list(self.holders.values()) if a is not None]
@@ -182,6 +192,10 @@ class _Built:
 
     def drain(self) -> None:
         """Apply the changes the kernel reported since the last drain."""
+        # Names that appeared (created, linked or moved in), and those unlinked since.
+        appeared: set[str] = set()
+        new_dirs: set[str] = set()
+        deleted: set[str] = set()
         while True:
             try:
                 events = self.notify.read(timeout=0)
@@ -189,7 +203,7 @@ class _Built:
                 self.lost = True
                 return
             if not events:
-                return
+                break
             for event in events:
                 mask = event.mask
                 if mask & in_flags.Q_OVERFLOW:
@@ -204,8 +218,65 @@ class _Built:
                 rel = f"{where}/{event.name}" if where else event.name
                 if mask & in_flags.ISDIR:
                     self.dirty_dirs.add(rel + "/")
+                    if mask & _APPEARED:
+                        new_dirs.add(rel)
                 else:
                     self.dirty.add(rel)
+                    if mask & _APPEARED:
+                        appeared.add(rel)
+                    elif mask & in_flags.DELETE:
+                        deleted.add(rel)
+        self._find_links(appeared, deleted, new_dirs)
+
+    def _find_links(self, appeared: set[str], deleted: set[str], new_dirs: set[str]) -> None:
+        """An indexed file given another name since the build (``ln``, ``cp -l``) may be
+        written through that name, and the kernel reports such a write only under the
+        name used: the file itself is a candidate from then on. Such a name is found by
+        its link count: among the names that appeared (a name gone again that was
+        unlinked may have been one, written through: the index is then dropped), and in
+        the directories that appeared, which are watched from now on (their files are
+        always read: the index does not know them)."""
+        for rel in appeared:
+            try:
+                info = os.lstat(os.path.join(self.root, rel))
+            except OSError:
+                if rel in deleted:
+                    self.lost = True
+                    return
+                continue  # moved on: its new name appeared too, or it left the tree
+            if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                self._mark_inode(info.st_ino)
+        for rel in sorted(new_dirs):
+            top = os.path.join(self.root, rel)
+            for directory, _dirs, names in os.walk(top):
+                if len(self.wds) >= MAX_WATCHES:
+                    self.lost = True
+                    return
+                try:
+                    # The watch first: a link made after the listing below is reported.
+                    wd = self.notify.add_watch(directory, _WATCH_MASK)
+                except OSError:
+                    continue  # gone since, or no watch to be had: its files are unknown
+                self.wds[wd] = os.path.relpath(directory, self.root).replace(os.sep, "/")
+                for name in names:
+                    try:
+                        info = os.lstat(os.path.join(directory, name))
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                        self._mark_inode(info.st_ino)
+
+    def _mark_inode(self, inode: int) -> None:
+        """Every indexed file with this inode is a candidate from now on."""
+        inodes = self.inodes
+        at = 0
+        while True:
+            try:
+                at = inodes.index(inode, at)
+            except ValueError:
+                return
+            self.dirty.add(self.rels[at])
+            at += 1
 
     def stale(self) -> bool:
         """Whether so much changed that a new build pays."""
@@ -336,7 +407,7 @@ def _build(root: str, walker: Walker) -> _Built | None:
         if state is None:
             notify.close()
             return None
-        return _Built(files, state, notify, wds)
+        return _Built(root, files, state, notify, wds)
     except BaseException:
         notify.close()
         raise
@@ -347,12 +418,13 @@ def _read_tree(
 ) -> tuple[Any, ...]:
     """What the index holds of ``files``: positions (in ``files``) of the files read, a
     binary flag for each, the distinct words and the files holding each (see
-    :class:`_Built`). Files in a directory not ``watched`` are left out (always read).
-    Raises MemoryError past ``max_postings`` (file, word) pairs."""
+    :class:`_Built`), and each file's inode. Files in a directory not ``watched`` are
+    left out (always read). Raises MemoryError past ``max_postings`` (file, word) pairs."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     positions = array("I")
     binary = bytearray()
     sizes = array("I")
+    inodes = array("Q")
     vocabulary: dict[bytes, int] = {}
     holders: list[array[int]] = []
     findall = _WORDS.findall
@@ -393,6 +465,7 @@ def _read_tree(
             positions.append(position)
             binary.append(is_binary)
             sizes.append(len(data))
+            inodes.append(st.st_ino)
             if is_binary:
                 continue
             found = set(findall(data))
@@ -412,7 +485,7 @@ def _read_tree(
     for ids in holders:
         postings.extend(ids)
         posting_ends.append(len(postings))
-    return positions, bytes(binary), sizes, words, word_ends, postings, posting_ends
+    return positions, bytes(binary), sizes, words, word_ends, postings, posting_ends, inodes
 
 
 def _holders(built: _Built, word: bytes) -> set[int] | None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import codecs
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
 
 from sandbox import CapturedOutput
+
+T = TypeVar("T")
 
 #: Bytes of each stream's head and tail the model reads; both streams together stay well
 #: inside the default 50,000-character result limit.
@@ -16,6 +20,9 @@ TAIL_BYTES = 7_000
 
 #: Most new output one progress update carries; the rest of a burst is counted, not sent.
 UPDATE_BYTES = 64 * 1024
+
+#: Seconds between progress updates while output keeps coming.
+UPDATE_INTERVAL = 0.1
 
 
 def model_view(captured: CapturedOutput, name: str) -> tuple[str, bool]:
@@ -101,6 +108,24 @@ class ProgressBatcher:
             self._pending, self._pending_bytes, self._skipped = [], 0, 0
             totals = {f"{name}_bytes": count for name, count in self._totals.items()}
         self._emit(text, totals)
+
+    async def flushing(self, run: Callable[[], Awaitable[T]]) -> T:
+        """What ``run()`` returns, flushing every :data:`UPDATE_INTERVAL` seconds while it
+        runs and once when it is done."""
+
+        async def flush_periodically() -> None:
+            while True:
+                await anyio.sleep(UPDATE_INTERVAL)
+                self.flush()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(flush_periodically)
+            try:
+                outcome = await run()
+            finally:
+                group.cancel_scope.cancel()
+        self.flush()
+        return outcome
 
 
 def stopped_note(count: int, names: tuple[str, ...]) -> str:

@@ -4,7 +4,6 @@ the output area; closing it ends every process it started."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import weakref
 from pathlib import Path
@@ -15,7 +14,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._tool import ToolContext
 from workspace_tools.shell import PersistentShell, ProcessRegistry, make_area, remove_area
 from workspace_tools.tools._command_output import HEAD_BYTES, TAIL_BYTES
-from workspace_tools.tools.run_command import command_env, plain_runner
+from workspace_tools.tools.run_command import command_env, plain_runner, shell_on
 from workspace_tools.workspace import Workspace, as_workspace
 
 #: Background processes running at once, by default.
@@ -102,8 +101,7 @@ class ShellSession:
 
     def shell_path(self) -> str:
         """The shell found on the environment's PATH (bash, else sh)."""
-        path = self.environment().get("PATH", os.defpath)
-        return shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
+        return shell_on(self.environment().get("PATH", os.defpath))
 
     @property
     def shell(self) -> PersistentShell:

@@ -19,13 +19,12 @@ from workspace_tools.search._discovery import (
     note,
     resolve_start,
     shown_path,
-    unreadable_note,
     with_limit_default,
 )
+from workspace_tools.tools._walk_notes import walk_notes
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import stat_below
 from workspace_tools.workspace._fingerprint import tree_fingerprint
-from workspace_tools.workspace._ignore import cut_note
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \
@@ -94,11 +93,8 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
                 "path, or raise limit, to see the rest"
             )
         )
-    unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
-    if unreadable:
-        lines.append(unreadable_note(unreadable, "searched"))
-    if walk.cut_ignore_files:
-        lines.append(cut_note(walk.cut_ignore_files))
+    unreadable, notes = walk_notes(walk, "searched")
+    lines += notes
     details = GlobDetails(
         pattern=args.pattern,
         matches=shown,

@@ -32,6 +32,7 @@ from workspace_tools.search._worker import (
     search_in_worker,
     worker_timeout,
 )
+from workspace_tools.tools._walk_notes import unreadable_dirs
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._fingerprint import tree_fingerprint
 from workspace_tools.workspace._ignore import cut_note
@@ -275,7 +276,7 @@ def _execute(
     files: list[str] = []
     walked = 0
     ignored = 0
-    unreadable_dirs: list[str] = []
+    unreadable: list[str] = []
     cut_ignore_files: list[str] = []
     if start.is_dir:
         walk = walker.walk(
@@ -290,7 +291,7 @@ def _execute(
                 p for p in files if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
             ]
         ignored = walk.ignored
-        unreadable_dirs = [rel + "/" if rel else "./" for rel in walk.unreadable]
+        unreadable = unreadable_dirs(walk)
         cut_ignore_files = walk.cut_ignore_files
 
     # Files the warm index knows cannot hold the pattern's required literal are
@@ -336,7 +337,7 @@ def _execute(
     if start.is_dir:
         index.after_search(walker, walked)
     run.ignored = ignored
-    run.unreadable = sorted([*unreadable_dirs, *run.unreadable])
+    run.unreadable = sorted([*unreadable, *run.unreadable])
     content = format_grep(run, args.output_mode, kept.text)
     if cut_ignore_files:
         content += "\n" + cut_note(cut_ignore_files)

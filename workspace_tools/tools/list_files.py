@@ -15,13 +15,12 @@ from workspace_tools.search._discovery import (
     note,
     resolve_start,
     shown_path,
-    unreadable_note,
     with_limit_default,
 )
+from workspace_tools.tools._walk_notes import walk_notes
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._fingerprint import tree_fingerprint
-from workspace_tools.workspace._ignore import cut_note
 from workspace_tools.workspace._walk import DIRECTORY
 
 DESCRIPTION = """\
@@ -99,11 +98,8 @@ def execute(args: ListFilesArgs, context: ToolContext) -> ToolOutput:
                 "limit to see the rest"
             )
         )
-    unreadable = [rel + "/" if rel else "./" for rel in walk.unreadable]
-    if unreadable:
-        lines.append(unreadable_note(unreadable, "listed"))
-    if walk.cut_ignore_files:
-        lines.append(cut_note(walk.cut_ignore_files))
+    unreadable, notes = walk_notes(walk, "listed")
+    lines += notes
     details = ListFilesDetails(
         path=start.shown,
         entries=entries,

@@ -24,8 +24,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import BackgroundProcess, ProcessInfo, ProcessState, RunningProcess
 from workspace_tools.tools._command_output import model_view
 from workspace_tools.tools._shell_session import ShellSession, session_of
-from workspace_tools.tools.run_command import _open_working_dir
-from workspace_tools.tools.shell import shell_text
+from workspace_tools.tools.run_command import _open_working_dir, command_text
 
 #: Most seconds read_process_output waits for output.
 MAX_WAIT = 300.0
@@ -47,7 +46,7 @@ class StartProcessArgs(BaseModel):
     @field_validator("command")
     @classmethod
     def _writable(cls, value: str) -> str:
-        return shell_text(value)
+        return command_text(value)
 
 
 class ProcessArgs(BaseModel):

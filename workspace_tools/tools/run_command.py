@@ -10,7 +10,6 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-import anyio
 from pydantic import (
     BaseModel,
     Field,
@@ -37,9 +36,6 @@ from workspace_tools.workspace._files import open_dir, os_error, stat_below
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
-#: Seconds between progress updates while output keeps coming.
-UPDATE_INTERVAL = 0.1
-
 
 class RunCommandArgs(BaseModel):
     """Run a shell command in the workspace."""
@@ -58,17 +54,26 @@ class RunCommandArgs(BaseModel):
     @field_validator("command")
     @classmethod
     def _encodable(cls, value: str) -> str:
-        # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
-        # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
-        # A NUL ends a C string: bash would run a command cut there, exec refuses it.
-        if "\0" in value:
-            raise ValueError("contains a NUL byte, which no command line can hold")
-        try:
-            os.fsencode(value)
-        except UnicodeEncodeError as exc:
-            bad = exc.object[exc.start : exc.end]
-            raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
-        return value
+        return command_text(value)
+
+
+def command_text(value: str) -> str:
+    """``value`` unless no command line can hold it: a NUL or a lone surrogate from JSON.
+
+    Raises:
+        ValueError: naming the character.
+    """
+    # A lone surrogate from JSON (\ud800) has no bytes; one that stands for a byte of a
+    # non-UTF-8 file name (\udcff, surrogateescape) does, and is passed on as that byte.
+    # A NUL ends a C string: bash would run a command cut there, exec refuses it.
+    if "\0" in value:
+        raise ValueError("contains a NUL character, which no command line can hold")
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
+    return value
 
 
 class RunCommandContent(BaseModel):
@@ -307,7 +312,7 @@ async def _run_in(
     if not linked and os.fstat(cwd_fd).st_nlink == 0:
         raise _changed(rel)  # removed since it was opened: a chdir would still enter it
     timeout = args.timeout or workspace.options.command_timeout
-    limit, by_call = _time_limit(timeout, context, runner.limits.grace_seconds)
+    limit, by_call = time_limit(timeout, context, runner.limits.grace_seconds)
     if by_call:
         # The backstop, should the call's timeout fire while the tree is being stopped.
         context.timeout_error = ToolError(
@@ -315,11 +320,14 @@ async def _run_in(
         )
     env = commands.env(workspace)
     path = env.get("PATH", os.defpath)
-    shell = shells.get(path) or shells.setdefault(path, _shell(path))
+    shell = shells.get(path) or shells.setdefault(path, shell_on(path))
     argv = [shell, "-c", args.command]
     try:
         if commands.reports_progress and context.reports_progress:
-            result = await _run_with_progress(runner, argv, cwd, env, limit, context)
+            batcher = ProgressBatcher(lambda content, details: context.update(content, details))
+            result = await batcher.flushing(
+                lambda: runner.run(argv, cwd=cwd, env=env, timeout=limit, on_output=batcher.feed)
+            )
         else:
             result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
     except SandboxError as exc:
@@ -418,42 +426,18 @@ def _linked(fd: int, opened: os.stat_result) -> int:
     return fd
 
 
-def _shell(path: str) -> str:
+def shell_on(path: str) -> str:
+    """The shell commands run with, found on ``path`` (a ``PATH`` value): bash, else sh,
+    else ``/bin/sh``."""
     return shutil.which("bash", path=path) or shutil.which("sh", path=path) or "/bin/sh"
 
 
-async def _run_with_progress(
-    runner: Sandbox,
-    argv: list[str],
-    cwd: str,
-    env: dict[str, str],
-    timeout: float,
-    context: ToolContext,
-) -> ProcessResult:
-    batcher = ProgressBatcher(lambda content, details: context.update(content, details))
-
-    async def flush_periodically() -> None:
-        while True:
-            await anyio.sleep(UPDATE_INTERVAL)
-            batcher.flush()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(flush_periodically)
-        try:
-            result = await runner.run(
-                argv, cwd=cwd, env=env, timeout=timeout, on_output=batcher.feed
-            )
-        finally:
-            tg.cancel_scope.cancel()
-    batcher.flush()
-    return result
-
-
-def _time_limit(timeout: float, context: ToolContext, grace: float) -> tuple[float, bool]:
-    """Seconds the command may run, and whether the call's timeout sets them rather than
-    the command's own ``timeout``: the command is stopped early enough before the call's
-    deadline (its tree stopped within the sandbox's ``grace``) that it reports its own
-    timeout, with the output so far, rather than the call's bare one."""
+def time_limit(timeout: float, context: ToolContext, grace: float) -> tuple[float, bool]:
+    """Seconds a command (run_command's, the shell's) may run, and whether the call's
+    timeout sets them rather than the command's own ``timeout``: the command is stopped
+    early enough before the call's deadline (its tree stopped, or the shell killed, within
+    the sandbox's ``grace``) that it reports its own timeout, with the output so far,
+    rather than the call's bare one."""
     left = context.seconds_left()
     if left is None:
         return timeout, False

@@ -3,7 +3,6 @@ exported variables and functions live on between calls."""
 
 from __future__ import annotations
 
-import os
 from functools import partial
 
 import anyio
@@ -17,7 +16,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import CommandOutcome, StreamView
 from workspace_tools.tools._command_output import ProgressBatcher, model_view
 from workspace_tools.tools._shell_session import ShellSession, session_of
-from workspace_tools.tools.run_command import UPDATE_INTERVAL
+from workspace_tools.tools.run_command import command_text, time_limit
 
 
 class ShellArgs(BaseModel):
@@ -43,23 +42,7 @@ class ShellArgs(BaseModel):
     @field_validator("command")
     @classmethod
     def _writable(cls, value: str | None) -> str | None:
-        return None if value is None else shell_text(value)
-
-
-def shell_text(value: str) -> str:
-    """``value`` unless no shell can be given it: a NUL or a lone surrogate from JSON.
-
-    Raises:
-        ValueError: naming the character.
-    """
-    if "\0" in value:
-        raise ValueError("contains a NUL character, which no shell command can hold")
-    try:
-        os.fsencode(value)
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end]
-        raise ValueError(f"contains {bad!r}, a character no command line can hold") from None
-    return value
+        return None if value is None else command_text(value)
 
 
 class ShellContent(BaseModel):
@@ -123,8 +106,8 @@ async def execute(args: ShellArgs, context: ToolContext) -> object:
     if args.command is None:
         raise ToolError("command is required unless restart is true", ErrorCode.INVALID_ARGUMENTS)
     timeout = args.timeout or workspace.options.command_timeout
-    limit = _time_limit(timeout, context, grace)
-    if limit < timeout and context.timeout is not None:
+    limit, by_call = time_limit(timeout, context, grace)
+    if by_call and context.timeout is not None:
         when = f"the call's timeout of {context.timeout:g} s"
     else:
         when = f"{timeout:g} s"
@@ -134,7 +117,9 @@ async def execute(args: ShellArgs, context: ToolContext) -> object:
         batcher = ProgressBatcher(lambda content, details: context.update(content, details))
     run = partial(shell.run, args.command, limit, batcher.feed if batcher else None)
     try:
-        outcome = await _run(run, batcher)
+        # In a worker thread, abandoned on cancellation: the shell is killed, which ends it.
+        in_thread = partial(anyio.to_thread.run_sync, run, abandon_on_cancel=True)
+        outcome = await (batcher.flushing(in_thread) if batcher else in_thread())
     except anyio.get_cancelled_exc_class():
         shell.kill_now()  # the command's state is unknown: the next one gets a new shell
         raise
@@ -166,36 +151,6 @@ def build(session: ShellSession) -> Tool[ShellArgs]:
         workspace=session.workspace,
         runner=session,
     )
-
-
-async def _run(run: partial[CommandOutcome], batcher: ProgressBatcher | None) -> CommandOutcome:
-    """``run()`` in a worker thread (abandoned on cancellation: the caller kills the shell,
-    which ends it), flushing progress meanwhile."""
-    if batcher is None:
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-
-    async def flush_periodically() -> None:
-        while True:
-            await anyio.sleep(UPDATE_INTERVAL)
-            batcher.flush()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(flush_periodically)
-        try:
-            outcome = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-        finally:
-            group.cancel_scope.cancel()
-    batcher.flush()
-    return outcome
-
-
-def _time_limit(timeout: float, context: ToolContext, grace: float) -> float:
-    """Seconds the command may run: its own timeout, or less, so that it ends (and the
-    shell is killed, within ``grace``) before the call's own timeout fires."""
-    left = context.seconds_left()
-    if left is None:
-        return timeout
-    return min(timeout, left - min(grace + 0.5, left / 3))
 
 
 def stream_view(session: ShellSession, view: StreamView, name: str) -> tuple[str, list[str]]:

@@ -9,14 +9,16 @@ as the call itself:
 - A directory tree: one ``lstat`` per entry, no reads: path, type, size, inode, mtime and
   ctime (nanoseconds) of every entry below the directory, not descending into symlinked
   directories, skipping ``.git`` (never discovered) but including the files that decide
-  ignore rules: ``.gitignore``/``.ignore`` of every ancestor, and the git index and
-  ``info/exclude`` (worktrees included). ctime is set by the kernel on every write, rename
-  and chmod and cannot be set back by ``touch -r``; an atomic write (temp file and rename)
-  gets a new inode. A file system's clock is coarse (a kernel tick, a few milliseconds;
-  seconds on some): an in-place rewrite keeping the size within the same tick as the
-  previous change would keep every field. So, as git treats "racily clean" entries, a tree
-  with an entry changed within :data:`RACY_NS` of the fingerprint has none (``None``: the
-  call is not cached); once the clock has moved on, any change shows. Hashing every file
+  ignore rules: ``.gitignore``/``.ignore`` of every ancestor, the git index and
+  ``info/exclude`` (worktrees included), and in a repository the global excludes file
+  and the config files that may name it (``core.excludesFile``). ctime is set by the
+  kernel on every write, rename and chmod and cannot be set back by ``touch -r``; an
+  atomic write (temp file and rename) gets a new inode. A file system's clock is coarse
+  (a kernel tick, a few milliseconds; seconds on some): an in-place rewrite keeping the
+  size within the same tick as the previous change would keep every field. So, as git
+  treats "racily clean" entries, a tree with an entry changed within :data:`RACY_NS` of
+  the fingerprint has none (``None``: the call is not cached); once the clock has moved
+  on, any change shows. Hashing every file
   instead would cost what ``grep`` costs, which would make the cache pointless.
 """
 
@@ -32,6 +34,7 @@ from time import time_ns
 from workspace_tools._errors import ToolError
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds, open_parent, stat_below
+from workspace_tools.workspace._walk import Walker
 
 _CHUNK = 1 << 20
 #: A change this close to a tree's fingerprint may not have moved the clock yet; such a
@@ -100,7 +103,7 @@ def tree_fingerprint(workspace: Workspace, path: str = ".", recursive: bool = Tr
     digest = hashlib.blake2b()
     recent = time_ns() - RACY_NS
     try:
-        for line in _ignore_context(real, workspace.root, recent):
+        for line in _ignore_context(real, workspace.root, workspace.walker, recent):
             digest.update(line.encode("utf-8", "surrogateescape"))
         for line in _walk_stats(workspace, str(real), recursive, recent):
             digest.update(line.encode("utf-8", "surrogateescape"))
@@ -113,9 +116,11 @@ class _TooRecent(Exception):
     """An entry changed too recently for its stat to vouch for its content."""
 
 
-def _stat_line(path: str, name: str, recent: int, dir_fd: int | None = None) -> str:
+def _stat_line(
+    path: str, name: str, recent: int, dir_fd: int | None = None, *, follow: bool = False
+) -> str:
     try:
-        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=follow)
     except OSError:
         return f"{name}\0-\n"
     if st.st_mtime_ns >= recent or st.st_ctime_ns >= recent:
@@ -149,8 +154,9 @@ def _walk_stats(workspace: Workspace, top: str, recursive: bool, recent: int) ->
             yield _stat_line(name, entry_rel, recent, dir_fd)
 
 
-def _ignore_context(directory: Path, root: Path, recent: int) -> Iterator[str]:
-    """Stat lines of the ignore files above ``directory`` and of the git index and exclude.
+def _ignore_context(directory: Path, root: Path, walker: Walker, recent: int) -> Iterator[str]:
+    """Stat lines of the ignore files above ``directory``, of the git index and exclude,
+    and of the global excludes file and the config files naming it (``walker``'s).
 
     Each ancestor's files are looked up by name in an fd of it, walked from ``/`` by name
     (:class:`~._files.DirFds`), and named in the lines by their level: by whole paths, a
@@ -172,6 +178,10 @@ def _ignore_context(directory: Path, root: Path, recent: int) -> Iterator[str]:
         for name in ("index", os.path.join("info", "exclude")):
             candidate = git_dir / name
             yield _stat_line(str(candidate), str(candidate), recent)
+    # The global excludes file and the config files that name it, read by the walk in a
+    # repository as git reads them: through a symlink.
+    for path in walker.global_ignore_files():
+        yield _stat_line(path, path, recent, follow=True)
 
 
 def _git_dirs(root: Path) -> list[Path]:

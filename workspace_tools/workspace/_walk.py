@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from time import time_ns
 from typing import Literal, NamedTuple
 
 from workspace_tools.workspace._files import OUT_OF_FDS, DirFds
@@ -169,10 +169,10 @@ class _AncestorStamp:
     members: tuple[_Stamp, ...]
 
     @property
-    def stamp(self) -> _Stamp:
-        """The newest member's stamp (by mtime), what decides whether a walk is cacheable."""
-        present = [m for m in self.members if m is not None]
-        return max(present) if present else None
+    def changed_ns(self) -> int | None:
+        """When a member last changed (its newest mtime or ctime), what decides whether a
+        walk is cacheable; ``None`` when none is there."""
+        return max((_changed_ns(m) for m in self.members if m is not None), default=None)
 
     def current(self) -> bool:
         """Whether every member still has its stamp."""
@@ -331,11 +331,22 @@ class _Scan:
                         pending[level] = pending.get(level, 0) + 1
 
     def cacheable(self, started_ns: int) -> bool:
-        # Modifying a directory or file sets its mtime to "now"; an mtime safely before the
-        # walk therefore moves with any later change. (ctime is part of the stamp too, so a
-        # change whose mtime was then set back is still seen.)
+        # Modifying a directory or file sets its mtime and ctime to "now"; a stamp whose
+        # both are safely before the walk therefore moves with any later change. ctime
+        # counts as mtime does: a change whose mtime was then set back (tar x, rsync -a,
+        # cp -p, touch -d) is as recent, and a second one within the clock's tick would
+        # keep every field, the mtime set back again and the ctime of the same tick.
         limit = started_ns - _RACY_NS
-        return all(s.stamp is None or s.stamp[0] < limit for s in self.stamps)
+        for s in self.stamps:
+            changed = s.changed_ns if isinstance(s, _AncestorStamp) else _changed_ns(s.stamp)
+            if changed is not None and changed >= limit:
+                return False
+        return True
+
+
+def _changed_ns(stamp: _Stamp) -> int | None:
+    """The newer of a stamp's mtime and ctime (see :class:`~._ignore.FileStamp`)."""
+    return None if stamp is None else max(stamp[0], stamp[3])
 
 
 def _fd_stamp(path: str, fd: int) -> FileStamp:
@@ -412,7 +423,7 @@ class Walker:
             with self._lock:
                 self._cache.move_to_end(key)
             return cached.walk
-        started = time.time_ns()
+        started = time_ns()
         repo = find_repo(self._root)
         tracked = TrackedSet(frozenset(), frozenset())
         scan_stamps: list[FileStamp] = []
@@ -438,6 +449,19 @@ class Walker:
             else:
                 self._cache.pop(key, None)
         return result
+
+    def global_ignore_files(self) -> list[str]:
+        """The files outside the tree that decide a walk's ignore rules besides the git
+        directory's: the global excludes file (``core.excludesFile`` or git's default)
+        and the config files that may name it, as absolute paths (none outside a git
+        repository, where the walk reads none of them). For a fingerprint of what a walk
+        depends on: their stats, each followed through a symlink as git reads it."""
+        repo = find_repo(self._root)
+        if repo is None:
+            return []
+        _, excludes = self._repo_state(repo)
+        path, config_stamps = excludes.get()
+        return [*(stamp.path for stamp in config_stamps), path]
 
     def _repo_state(self, repo: GitRepo) -> tuple[TrackedFiles, GlobalExcludes]:
         with self._lock:
