@@ -618,12 +618,15 @@ def call_os_error(
         if workspace is None:
             return os_error(exc, subject)
         root = str(workspace.root)
+        # Only a path placed under the root is named from it: a relative one the tool
+        # opened itself is relative to the process's directory, not the root.
+        placed = subject == path
         if os.path.isabs(subject) and (
             subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
         ):
-            subject = workspace.rel(subject)
+            subject, placed = workspace.rel(subject), True
         error = os_error(exc, subject)
-        if error.code is ErrorCode.NOT_FOUND and not os.path.isabs(subject):
+        if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
             hint = not_found_hint(root, subject)
             if hint:
                 return ToolError(error.message + hint, error.code, details=error.details)
