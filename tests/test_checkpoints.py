@@ -29,6 +29,13 @@ from workspace_tools.session._checkpoints import ChangedFile, Checkpoints
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._store import BlobStore, StoreError
 
+# What a model reads when no change is left to undo: never that nothing changed, since
+# every change may have been undone already.
+UNDONE_ALL = (
+    "Nothing to undo: no change of this session is left to undo (no step changed a file, or "
+    "each change was undone already)."
+)
+
 Tree = dict[str, tuple[Any, ...]]
 
 
@@ -278,9 +285,7 @@ def test_undo_tool_runs_through_policy_and_records_its_changes(
     assert session.steps[1].changed_files == rows(
         ("new.txt", "deleted", "file"), ("notes.txt", "created", "file")
     )
-    assert session.call_sync(undo, {}).model_text() == (
-        "Nothing to undo: no step of this session changed a file."
-    )
+    assert session.call_sync(undo, {}).model_text() == UNDONE_ALL
     denying = ToolSession(
         project,
         checkpoints=True,

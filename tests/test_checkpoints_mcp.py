@@ -13,6 +13,13 @@ import pytest
 from tests.adapters.test_mcp import NS, REPO, connect, workspace_server
 from tests.test_checkpoints import tree
 
+# What a model reads when no change is left to undo: never that nothing changed, since
+# every change may have been undone already.
+UNDONE_ALL = (
+    "Nothing to undo: no change of this session is left to undo (no step changed a file, or "
+    "each change was undone already)."
+)
+
 pytestmark = pytest.mark.anyio
 
 
@@ -67,7 +74,7 @@ async def test_undo_tool_undoes_a_command_in_the_served_workspace(
         "kept.txt",
         "made.txt",
     ]
-    assert again.content[0].text == "Nothing to undo: no step of this session changed a file."  # type: ignore[union-attr]
+    assert again.content[0].text == UNDONE_ALL  # type: ignore[union-attr]
     assert tree(root) == before
 
 

@@ -323,6 +323,6 @@ def test_wrong_shaped_item_step_answers_in_the_item_s_shape(tmp_path: Path) -> N
         "  input a list: Error: The custom_tool_call's input is array, not text: send the whole "
         "patch, from *** Begin Patch to *** End Patch, as the input",
         "  input the patch: Success. Updated the following files:",
-        "A item-demo.txt",
+        "    A item-demo.txt",
     ]
     assert not (tmp_path / "item-demo.txt").exists()

@@ -21,6 +21,7 @@ from workspace_tools import (
     ToolPresentation,
     ToolSession,
     ToolUpdate,
+    Workspace,
     invoke_tool,
     invoke_tool_sync,
     tool,
@@ -226,6 +227,44 @@ async def test_async_execute_errors_become_results() -> None:
     t = tool(name="echo", description="", parameters=EchoArgs, execute=execute)
     result = await invoke_tool(t, {"text": "x"})
     assert result.error_code is ErrorCode.AMBIGUOUS_MATCH
+
+
+class PathArgs(BaseModel):
+    path: str
+
+
+def _open_resolved(args: PathArgs, context: ToolContext) -> str:
+    with open(context.workspace.resolve(args.path).real, "rb") as handle:
+        return handle.read().decode()
+
+
+@pytest.mark.parametrize(
+    ("path", "message", "code"),
+    [
+        ("SRC/app.py", "File not found: SRC/app.py; did you mean 'src/App.py'?", "NOT_FOUND"),
+        ("src/App.py:3", "File not found: src/App.py:3; did you mean 'src/App.py'?", "NOT_FOUND"),
+        ("nope/x.py", "File not found: nope/x.py", "NOT_FOUND"),
+        ("src", "src is a directory; use list_files to see its entries", "IS_A_DIRECTORY"),
+    ],
+)
+async def test_an_os_error_of_a_custom_tool_names_the_file_as_results_do(
+    tmp_path: Path, path: str, message: str, code: str
+) -> None:
+    # The README's custom tool opens ``resolve(path).real``, an absolute host path: the
+    # model reads the path relative to the root, with the file it most likely meant.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "App.py").write_text("x = 1\n")
+    t = tool(
+        name="cat",
+        description="",
+        parameters=PathArgs,
+        execute=_open_resolved,
+        workspace=Workspace(tmp_path),
+        read_only=True,
+    )
+    result = await invoke_tool(t, {"path": path})
+    assert (result.error, result.error_code) == (message, ErrorCode(code)), result
+    assert str(tmp_path) not in result.model_text()
 
 
 # Rule 5: timeout.

@@ -186,11 +186,25 @@ def test_undo_edit_exists_only_in_the_versions_that_have_it(tmp_path: Path) -> N
     assert (tmp_path / "u.txt").read_bytes() == b"v1\n"
     nothing = invoke_tool_sync(tool, {"command": "undo_edit", "path": "u.txt"})
     assert nothing.error == "Error: No edit history found for u.txt."
-    newer = run(tmp_path, command="undo_edit", path="u.txt")
-    assert newer.error_code == ErrorCode.INVALID_ARGUMENTS
-    assert newer.error.startswith(
-        "Error: the undo_edit command does not exist in text_editor_20250728"
-    )
+    for version in ("20250728", "20250429"):
+        newer = invoke_tool_sync(
+            text_editor_tool(tmp_path, version=version), {"command": "undo_edit", "path": "u.txt"}
+        )
+        assert (newer.error_code, newer.error) == (
+            ErrorCode.INVALID_ARGUMENTS,
+            "Invalid arguments for str_replace_based_edit_tool:\n- command: the undo_edit command "
+            "does not exist in this version of the text editor; make the reverse edit with "
+            "str_replace instead",
+        )
+        # An unknown command is answered with the commands this version has.
+        unknown = invoke_tool_sync(
+            text_editor_tool(tmp_path, version=version), {"command": "undo", "path": "u.txt"}
+        )
+        assert unknown.error == (
+            "Invalid arguments for str_replace_based_edit_tool:\n- command: Input should be "
+            "'view', 'create', 'str_replace' or 'insert'"
+        )
+    assert (tmp_path / "u.txt").read_bytes() == b"v1\n"
 
 
 def test_presentation_names_the_command_and_path(tmp_path: Path) -> None:
@@ -198,3 +212,26 @@ def test_presentation_names_the_command_and_path(tmp_path: Path) -> None:
     args = tool.parameters.model_validate({"command": "str_replace", "path": "a.py"})
     presented = tool.present(args)
     assert (presented.label, presented.icon, presented.detail) == ("Edit file", "file-pen", "a.py")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"command": "view", "path": "SRC/app.py"},
+        {"command": "view", "path": "src/App.py:2"},
+        {"command": "str_replace", "path": "SRC/app.py", "old_str": "x", "new_str": "y"},
+        {"command": "insert", "path": "SRC/app.py", "insert_line": 0, "new_str": "y"},
+    ],
+)
+def test_a_missing_file_names_the_one_most_likely_meant(
+    tmp_path: Path, arguments: dict[str, object]
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "App.py").write_bytes(b"x = 1\n")
+    result = invoke_tool_sync(text_editor_tool(tmp_path), arguments)
+    assert (result.error_code, result.error) == (
+        ErrorCode.NOT_FOUND,
+        f"Error: File not found\nThe path {arguments['path']} does not exist. "
+        "Did you mean 'src/App.py'?",
+    )
+    assert (tmp_path / "src" / "App.py").read_bytes() == b"x = 1\n"

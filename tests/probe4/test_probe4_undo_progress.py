@@ -11,6 +11,13 @@ import pytest
 
 from workspace_tools import ToolSession, Workspace, workspace_tools
 
+# What a model reads when no change is left to undo: never that nothing changed, since
+# every change may have been undone already.
+UNDONE_ALL = (
+    "Nothing to undo: no change of this session is left to undo (no step changed a file, or "
+    "each change was undone already)."
+)
+
 pytestmark = pytest.mark.anyio
 
 
@@ -36,7 +43,7 @@ async def test_undo_passes_over_a_change_it_cannot_restore(tmp_path: Path) -> No
         "Restored 1 path(s) as before step 0:\n  changed a.txt\n"
         "Not restorable (never stored; left as they are):\n  big"
     )
-    assert third.model_text() == "Nothing to undo: no step of this session changed a file."
+    assert third.model_text() == UNDONE_ALL
     assert (tmp_path / "a.txt").read_text() == "one\n"
     # An explicit restore of that step still tries the path again, and says so.
     again = session.restore(1)

@@ -443,3 +443,25 @@ async def test_a_root_removed_once_opened_is_refused_and_nothing_runs(
     ), (result.error, result.content)
     assert not root.exists()
     assert len(opened) == 1, opened
+
+
+@pytest.mark.parametrize(
+    ("cwd", "message"),
+    [
+        ("Sub", "Working directory not found: Sub; did you mean 'sub'?"),
+        ("./sub/ ", "Working directory not found: sub/ ; did you mean 'sub'?"),
+        ("nope", "Working directory not found: nope"),
+    ],
+)
+async def test_a_missing_working_directory_names_the_one_most_likely_meant(
+    root: Path, cwd: str, message: str
+) -> None:
+    from workspace_tools import ShellSession, shell_tools
+
+    result = await invoke_tool(run_command(root), {"command": "touch ran", "cwd": cwd})
+    assert (result.error_code, result.error) == (ErrorCode.NOT_FOUND, message)
+    with ShellSession(root, sandbox=None) as shells:
+        start = next(t for t in shell_tools(shells) if t.name == "start_process")
+        started = await invoke_tool(start, {"command": "touch ran", "cwd": cwd})
+    assert (started.error_code, started.error) == (ErrorCode.NOT_FOUND, message)
+    assert not (root / "ran").exists() and not (root / "sub" / "ran").exists()

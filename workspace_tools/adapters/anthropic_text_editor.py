@@ -54,7 +54,8 @@ import stat
 import threading
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from workspace_tools._errors import ErrorCode, ToolError, shown_number
 from workspace_tools._output import ToolPresentation, tool_output
@@ -67,6 +68,7 @@ from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
+from workspace_tools.workspace._near_miss import near_miss
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 VERSIONS: dict[str, str] = {
@@ -97,6 +99,26 @@ class TextEditorArgs(BaseModel):
     new_str: str | None = Field(None, description="Replacement, or text to insert")
     insert_line: int | None = Field(None, description="Insert after this line (0: top)")
     insert_text: str | None = Field(None, description="Text to insert (as new_str)")
+
+
+class CurrentTextEditorArgs(TextEditorArgs):
+    """The input of the versions without ``undo_edit`` (20250728, 20250429): an invalid
+    command is answered with the four commands they have, never one they lack."""
+
+    command: Literal["view", "create", "str_replace", "insert"] = Field(  # type: ignore[assignment]
+        description="view, create, str_replace or insert"
+    )
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _no_undo_edit(cls, value: object) -> object:
+        if value == "undo_edit":
+            raise PydanticCustomError(
+                "no_undo_edit",
+                "the undo_edit command does not exist in this version of the text editor; "
+                "make the reverse edit with str_replace instead",
+            )
+        return value
 
 
 class TextEditorDetails(BaseModel):
@@ -166,12 +188,6 @@ def text_editor_tool(
     history = _History()
 
     def execute(args: TextEditorArgs, context: ToolContext) -> object:
-        if args.command == "undo_edit" and version not in _UNDO_VERSIONS:
-            raise ToolError(
-                f"Error: the undo_edit command does not exist in text_editor_{version}; "
-                "make the reverse edit with str_replace instead",
-                ErrorCode.INVALID_ARGUMENTS,
-            )
         # The workspace the call runs on: in a sandbox child, the copy holding the hashes
         # of the file it names (ToolContext.workspace).
         working = context.workspace or workspace
@@ -224,7 +240,7 @@ def text_editor_tool(
     editor = tool(
         name=name,
         description=f"Anthropic's text editor (text_editor_{version}) over the workspace.",
-        parameters=TextEditorArgs,
+        parameters=TextEditorArgs if version in _UNDO_VERSIONS else CurrentTextEditorArgs,
         execute=execute,
         presentation=present,
         workspace=workspace,
@@ -276,9 +292,7 @@ def _view(
     try:
         mode = stat_below(workspace.root, resolved.real).st_mode
     except FileNotFoundError:
-        raise ToolError(
-            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
-        ) from None
+        raise _not_found(workspace, args.path) from None
     except OSError as exc:
         raise os_error(exc, resolved.rel) from exc
     if stat.S_ISDIR(mode):
@@ -299,9 +313,7 @@ def _view(
         workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
     )
     if data is None:
-        raise ToolError(
-            f"Error: File not found\nThe path {args.path} does not exist.", ErrorCode.NOT_FOUND
-        )
+        raise _not_found(workspace, args.path)
     current = decode_text(data)
     workspace.file_states.record(resolved.real, data)
     lines = [line.removesuffix("\n").removesuffix("\r") for line in split_lines(current.text)]
@@ -431,10 +443,18 @@ def _create(
 def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
     current = load_text(workspace, resolved)
     if current.text is None:
-        raise ToolError(
-            f"Error: File not found\nThe path {path} does not exist.", ErrorCode.NOT_FOUND
-        )
+        raise _not_found(workspace, path)
     return current
+
+
+def _not_found(workspace: Workspace, path: str) -> ToolError:
+    """The documented ``Error: File not found``, naming the file the model most likely meant
+    when there is one (``Did you mean 'src/App.py'?``), as every tool's ``NOT_FOUND`` does."""
+    found = near_miss(str(workspace.root), path)
+    hint = "" if found is None else f" Did you mean {found!r}?"
+    return ToolError(
+        f"Error: File not found\nThe path {path} does not exist.{hint}", ErrorCode.NOT_FOUND
+    )
 
 
 #: Our engine's messages name edit_file's arguments and the other tools; the text editor's

@@ -705,7 +705,8 @@ async def _wrong_shaped_item(root: Path, printer: _Printer, number: int) -> int:
         created = (root / path).exists()
         right = await invoke_custom_tool_call(patcher, {**item, "input": patch})
         printer.line(f"  input a list: {wrong['output']}")
-        printer.line(f"  input the patch: {right['output']}")
+        answer = right["output"].replace("\n", "\n    ")  # its file lines under the heading
+        printer.line(f"  input the patch: {answer}")
         ran = (root / path).read_text() == "added\n"
     finally:
         (root / path).unlink(missing_ok=True)

@@ -122,7 +122,10 @@ class RestoreResult(Encodable):
             lines.extend(f"  {path}" for path in self.conflicts)
             return "\n".join(lines)
         if self.step is None:
-            return "Nothing to undo: no step of this session changed a file."
+            return (
+                "Nothing to undo: no change of this session is left to undo (no step changed a "
+                "file, or each change was undone already)."
+            )
         if not self.files:
             lines.append(f"Nothing to restore: no file changed from step {self.step} on.")
         else:

@@ -34,6 +34,7 @@ from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import os_error
+from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
 logger = logging.getLogger("workspace_tools")
@@ -395,7 +396,7 @@ async def run_call(
         except (SandboxError, SandboxUnavailable) as exc:
             error = sandbox_tool_error(exc)
         except OSError as exc:
-            error = call_os_error(exc, tool.name, call.args)
+            error = call_os_error(exc, tool.name, call.args, tool.workspace)
         except Exception as exc:
             error = ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
         finally:
@@ -594,12 +595,19 @@ def _changes(
     return carried, None if state is None else state[1](state[2])
 
 
-def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:
+def call_os_error(
+    exc: OSError, tool_name: str, args: BaseModel, workspace: Workspace | None = None
+) -> ToolError:
     """The result error for an ``OSError`` that left a call of ``tool_name``: the code and
     words of :func:`os_error` for the file the error names, else for the call's ``path``
     argument; an error that names neither says which tool failed. An ``OSError`` without an
     errno (``TimeoutError("upstream did not answer")``) keeps its own message, as any
-    exception does."""
+    exception does.
+
+    With the tool's ``workspace``, a file the error names by its absolute path under the
+    root is named as results name paths, relative to the root (a custom tool's ``open`` of
+    ``resolve(path).real`` never shows the model the host's directories), and a missing one
+    gets the path the model most likely meant (``; did you mean 'README.md'?``)."""
     if exc.errno is None:
         return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
     path = getattr(args, "path", None)
@@ -607,7 +615,22 @@ def call_os_error(exc: OSError, tool_name: str, args: BaseModel) -> ToolError:
     if isinstance(subject, bytes):
         subject = os.fsdecode(subject)
     if isinstance(subject, str):
-        return os_error(exc, subject)
+        if workspace is None:
+            return os_error(exc, subject)
+        root = str(workspace.root)
+        # Only a path placed under the root is named from it: a relative one the tool
+        # opened itself is relative to the process's directory, not the root.
+        placed = subject == path
+        if os.path.isabs(subject) and (
+            subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
+        ):
+            subject, placed = workspace.rel(subject), True
+        error = os_error(exc, subject)
+        if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
+            hint = not_found_hint(root, subject)
+            if hint:
+                return ToolError(error.message + hint, error.code, details=error.details)
+        return error
     error = os_error(exc, tool_name)
     return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
 

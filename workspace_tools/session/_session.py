@@ -605,7 +605,7 @@ class ToolSession:
         :class:`ToolError` its own; anything else is a ``PERMISSION_DENIED`` refusal."""
         tool = call.tool
         if isinstance(exc, OSError):
-            error = call_os_error(exc, tool.name, call.args)  # type: ignore[arg-type]
+            error = call_os_error(exc, tool.name, call.args, tool.workspace)  # type: ignore[arg-type]
         elif isinstance(exc, ToolError):
             error = exc
         else:

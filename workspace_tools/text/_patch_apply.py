@@ -642,9 +642,26 @@ def _anchor_missing(lines: _Lines, anchor: str, cursor: int, where: str) -> Tool
     return ToolError(
         f"{where}: its @@ line '{escape(anchor)}' is not in the file"
         + (" after the previous chunk" if cursor else "")
-        + _closest_single(lines, anchor, cursor),
+        + (_line_starting_with(lines, anchor, cursor) or _closest_single(lines, anchor, cursor)),
         ErrorCode.NO_MATCH,
     )
+
+
+def _line_starting_with(lines: _Lines, anchor: str, cursor: int) -> str:
+    """Names the first line from ``cursor`` on that begins with ``anchor`` (both stripped),
+    or ``""``: an @@ line written as the start of a line (``@@ def f`` for ``def f(x):``)
+    is matched against whole lines, as Codex's engine does, so the model is told to give all
+    of it; a long line is too unlike its start for the most similar line to name it."""
+    wanted = anchor.strip()
+    if not wanted:
+        return ""
+    for index in range(cursor, len(lines.bare)):
+        if lines.bare[index].strip().startswith(wanted):
+            return (
+                f". Line {index + 1} starts with it: '{escape(lines.bare[index])}'; an @@ line "
+                "is a whole line of the file: give all of it"
+            )
+    return ""
 
 
 def _ambiguous_anchor(where: str, anchor: str, hits: list[int]) -> ToolError:

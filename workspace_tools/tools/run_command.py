@@ -32,6 +32,7 @@ from workspace_tools.tools._command_output import (
 )
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_dir, os_error, stat_below
+from workspace_tools.workspace._near_miss import not_found_hint
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
@@ -388,8 +389,9 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
     try:
         mode = stat_below(workspace.root, resolved.real).st_mode
     except (FileNotFoundError, NotADirectoryError):
+        hint = not_found_hint(str(workspace.root), path)
         raise ToolError(
-            f"Working directory not found: {resolved.rel}", ErrorCode.NOT_FOUND
+            f"Working directory not found: {resolved.rel}{hint}", ErrorCode.NOT_FOUND
         ) from None
     except OSError as exc:
         raise os_error(exc, resolved.rel) from None
