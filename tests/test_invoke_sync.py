@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -206,3 +207,52 @@ def test_a_sigint_handler_of_the_application_is_left_in_place() -> None:
         signal.signal(signal.SIGINT, previous)
     assert (result.content, result.error) == ("done", None)
     assert seen == [own] and after is own, (seen, after)
+
+
+_NO_FD_LEFT = r"""
+import json, os, resource, sys
+from workspace_tools import ToolSession, invoke_tool_sync, workspace_tools
+
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))  # few to fill
+root = sys.argv[1]
+tools = {t.name: t for t in workspace_tools(root)}
+session = ToolSession(root)
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+results = [
+    invoke_tool_sync(tools["read_file"], {"path": "a.txt"}, call_id="c1"),
+    session.call_sync("read_file", {"path": "a.txt"}, call_id="c2"),
+]
+for fd in held:
+    os.close(fd)
+results.append(invoke_tool_sync(tools["read_file"], {"path": "a.txt"}, call_id="c3"))
+print(json.dumps([[r.call_id, r.error_code, r.error, r.content] for r in results]))
+"""
+
+
+def test_no_fd_left_for_the_event_loop_is_a_result_not_an_exception(tmp_path: Path) -> None:
+    # The blocking twins make an event loop per call (an epoll and a wake-up pipe): out of
+    # descriptors, that is the call's result, with the words every tool gives for it.
+    (tmp_path / "a.txt").write_text("x\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_FD_LEFT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    refused = (
+        "read_file did not run: Cannot open an event loop for the call: this process has "
+        "too many files open; try again when fewer calls run at once"
+    )
+    assert json.loads(done.stdout) == [
+        ["c1", "TOOL_ERROR", refused, None],
+        ["c2", "TOOL_ERROR", refused, None],
+        ["c3", None, None, "     1\tx"],
+    ]

@@ -653,10 +653,28 @@ def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResu
         RuntimeError: when called from inside a running event loop's thread.
         KeyboardInterrupt: the call was interrupted by Ctrl-C.
     """
-    return run_on_own_loop(partial(invoke_tool, tool, arguments, **kwargs))
+    return run_on_own_loop(
+        partial(invoke_tool, tool, arguments, **kwargs),
+        no_loop=partial(not_started, tool.name, arguments, kwargs.get("call_id")),
+    )
 
 
-def run_on_own_loop(run: Callable[[], Awaitable[T]]) -> T:
+def not_started(name: str, arguments: Any, call_id: str | None, exc: OSError) -> ToolResult:
+    """The result of a blocking call whose event loop could not be made (``exc``: out of
+    file descriptors, for its epoll and wake-up pipe): it did not run."""
+    error = os_error(exc, "an event loop for the call")
+    return ToolResult(
+        call_id=call_id or new_call_id(),
+        name=name,
+        arguments=arguments,
+        error=f"{name} did not run: {error.message}",
+        error_code=error.code,
+    )
+
+
+def run_on_own_loop(
+    run: Callable[[], Awaitable[T]], *, no_loop: Callable[[OSError], T] | None = None
+) -> T:
     """``run()`` on an asyncio event loop of its own, as ``asyncio.run`` would run it,
     without what a short call cannot afford: ``anyio.run`` and ``asyncio.Runner`` cost
     about 80 µs a call more (context and debug set-up, a pass of the loop per shutdown
@@ -664,6 +682,9 @@ def run_on_own_loop(run: Callable[[], Awaitable[T]]) -> T:
     kept: SIGINT cancels the main task (then ``KeyboardInterrupt``), tasks it left are
     cancelled and awaited, async generators and the default executor are shut down (at
     the end of the main task, in the same pass of the loop).
+
+    ``no_loop(error)`` is returned instead when the loop cannot be made (its epoll and
+    wake-up pipe need descriptors: ``OSError``, raised without ``no_loop``).
 
     Raises:
         RuntimeError: an event loop already runs in this thread.
@@ -674,7 +695,12 @@ def run_on_own_loop(run: Callable[[], Awaitable[T]]) -> T:
         raise RuntimeError(
             f"cannot block inside a running {running} event loop: await the call instead"
         )
-    loop = asyncio.new_event_loop()
+    try:
+        loop = asyncio.new_event_loop()
+    except OSError as exc:
+        if no_loop is None:
+            raise
+        return no_loop(exc)
     try:
         task = loop.create_task(_then_shut_down(run, loop))
         interrupted: list[bool] = []

@@ -26,6 +26,7 @@ from workspace_tools.session._pipeline import (
     OnUpdate,
     call_os_error,
     new_call_id,
+    not_started,
     parse_arguments,
     prepare,
     run_call,
@@ -322,7 +323,8 @@ class ToolSession:
         """
         with self._sync_lock:
             call = partial(self._call, tool, arguments, call_id, on_update, confirm)
-            return run_on_own_loop(call)
+            name = tool if isinstance(tool, str) else tool.name
+            return run_on_own_loop(call, no_loop=partial(not_started, name, arguments, call_id))
 
     async def _call(
         self,
