@@ -323,7 +323,8 @@ class ToolSession:
         """
         with self._sync_lock:
             call = partial(self._call, tool, arguments, call_id, on_update, confirm)
-            name = tool if isinstance(tool, str) else tool.name
+            # A target that is no tool is the call's own error, once it runs.
+            name = tool if isinstance(tool, str) else getattr(tool, "name", str(tool))
             return run_on_own_loop(call, no_loop=partial(not_started, name, arguments, call_id))
 
     async def _call(
