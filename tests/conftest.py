@@ -36,7 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # CLI, spawned workers). Where PYTHONDONTWRITEBYTECODE is set, as on some hosts and CI
     # images, each would compile it from source again; written once here, they read it.
     for package in ("workspace_tools", "sandbox"):
-        compileall.compile_dir(Path(config.rootpath, package), quiet=1)
+        source = Path(config.rootpath, package)
+        if source.is_dir():  # not so when the tests run against an installed wheel
+            compileall.compile_dir(source, quiet=1)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
