@@ -36,6 +36,17 @@ from workspace_tools.tools.grep import SEARCHERS_KEY
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 
+@pytest.fixture(autouse=True)
+def at_least_two_cpus() -> Iterator[None]:
+    """The split's mechanics are tested on any host: with one CPU (a small runner, or a run
+    pinned to one core) a search never splits, and these tests would check nothing. A
+    patch of its own, which a test's ``monkeypatch.undo()`` leaves in place."""
+    every = _worker._every_cpu()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_worker, "_every_cpu", lambda: max(every, 2))
+        yield
+
+
 @pytest.fixture(scope="module")
 def searchers() -> Iterator[Searchers]:
     """Two searchers, ready (started once for the module's tests)."""
