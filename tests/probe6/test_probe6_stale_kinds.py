@@ -11,10 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from sandbox import Sandbox
+from tests._index_builds import index_build_server
 from workspace_tools import ToolSession, invoke_tool_sync, workspace_tools
 from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
@@ -147,18 +146,8 @@ def test_a_walk_is_not_reused_while_an_ignore_file_changed_within_the_tick(
 @pytest.fixture(scope="module")
 def build_server() -> Iterator[Callable[..., Any]]:
     """The warm index's builds on one spawn server (each in a child of a clean interpreter)."""
-    box = Sandbox(layers=False, env_allowlist=(), limits=_index._BUILD_LIMITS)
-
-    def in_child(work: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return anyio.run(box.call, work, *args)
-        except Exception:
-            return None
-
-    try:
+    with index_build_server() as in_child:
         yield in_child
-    finally:
-        box.close()
 
 
 def _append(path: Path, data: bytes) -> None:

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -38,6 +37,7 @@ from hypothesis.stateful import (
 )
 
 from sandbox import Sandbox
+from tests._index_builds import index_build_server
 from tests.probe6 import _tree
 from tests.probe6._tree import DIRS, IGNORE_FILES, NAMES, OLD_NS, RULES, WORDS
 from workspace_tools import ToolSession, invoke_tool_sync, workspace_tools
@@ -458,19 +458,9 @@ def clock_moved_on_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
 def one_build_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The index's builds on one spawn server (each still in a child of a clean
     interpreter): most of a build's cost is starting the server."""
-    box = Sandbox(layers=False, env_allowlist=(), limits=_index._BUILD_LIMITS)
-
-    def in_child(work: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return anyio.run(box.call, work, *args)
-        except Exception:
-            return None
-
-    monkeypatch.setattr(_index, "_in_child", in_child)
-    try:
+    with index_build_server() as in_child:
+        monkeypatch.setattr(_index, "_in_child", in_child)
         yield
-    finally:
-        box.close()
 
 
 def test_no_cache_answers_stale(

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox import Sandbox
+from tests._index_builds import index_build_server
 from workspace_tools import invoke_tool_sync
 from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
@@ -119,18 +118,8 @@ def one_build_server() -> Iterator[Callable[..., Any]]:
     in a child of a clean interpreter, with the same limits and no environment, but the
     server (most of a build's cost) starts once, not once per example. ``_in_child``'s own
     server is what the tests on ``indexed_tree`` below use."""
-    box = Sandbox(layers=False, env_allowlist=(), limits=_index._BUILD_LIMITS)
-
-    def in_child(work: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return anyio.run(box.call, work, *args)
-        except Exception:
-            return None
-
-    try:
+    with index_build_server() as in_child:
         yield in_child
-    finally:
-        box.close()
 
 
 @settings(
