@@ -6,12 +6,12 @@ that file hides)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from sandbox import Sandbox
+from tests.discovery_helpers import git, git_listed
 from workspace_tools import invoke_tool_sync, workspace_tools
 
 
@@ -34,16 +34,10 @@ def test_the_global_excludes_file_applies_in_the_sandbox_too(
         monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     root = tmp_path / "ws"
     root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    git(root, "init", "-q")
     for name in ("a.log", "b.txt", "c.py"):
         (root / name).write_text(name)
-    listed_by_git = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    listed_by_git = sorted(git_listed(root))
     box = Sandbox(layers=layers)
     try:
         listed = {}
