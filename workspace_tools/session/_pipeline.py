@@ -655,13 +655,16 @@ def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResu
     """
     return run_on_own_loop(
         partial(invoke_tool, tool, arguments, **kwargs),
-        no_loop=partial(not_started, tool.name, arguments, kwargs.get("call_id")),
+        no_loop=partial(not_started, tool, arguments, kwargs.get("call_id")),
     )
 
 
-def not_started(name: str, arguments: Any, call_id: str | None, exc: OSError) -> ToolResult:
-    """The result of a blocking call whose event loop could not be made (``exc``: out of
-    file descriptors, for its epoll and wake-up pipe): it did not run."""
+def not_started(target: object, arguments: Any, call_id: str | None, exc: OSError) -> ToolResult:
+    """The result of a blocking call of ``target`` (a tool, or a tool's name) whose event
+    loop could not be made (``exc``: out of file descriptors, for its epoll and wake-up
+    pipe): it did not run."""
+    # A target that is no tool is the call's own error once it runs; here it is only named.
+    name = target if isinstance(target, str) else getattr(target, "name", str(target))
     error = os_error(exc, "an event loop for the call")
     return ToolResult(
         call_id=call_id or new_call_id(),

@@ -323,9 +323,7 @@ class ToolSession:
         """
         with self._sync_lock:
             call = partial(self._call, tool, arguments, call_id, on_update, confirm)
-            # A target that is no tool is the call's own error, once it runs.
-            name = tool if isinstance(tool, str) else getattr(tool, "name", str(tool))
-            return run_on_own_loop(call, no_loop=partial(not_started, name, arguments, call_id))
+            return run_on_own_loop(call, no_loop=partial(not_started, tool, arguments, call_id))
 
     async def _call(
         self,
