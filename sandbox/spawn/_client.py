@@ -149,6 +149,7 @@ class Launcher:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()  # the process the lock was made in
         self._owner = -1
         self._idle: dict[Hashable, list[Supervisor]] = {}
         self._finalizer: weakref.finalize | None = None
@@ -160,10 +161,7 @@ class Launcher:
         Raises:
             OSError: the server could not be started or reached.
         """
-        if self._owner != os.getpid():
-            # A fork copies the lock in whatever state another thread left it.
-            self._lock = threading.Lock()
-        with self._lock:
+        with self._own_lock():
             idle = self._connect_pool().setdefault(limits, [])
             if idle:
                 return idle.pop()
@@ -176,11 +174,17 @@ class Launcher:
         Raises:
             OSError: the server could not be started or reached.
         """
-        if self._owner != os.getpid():
-            self._lock = threading.Lock()  # as in acquire
-        with self._lock:
+        with self._own_lock():
             self._connect_pool()
             return _ask(lambda channel: _new_call_worker(channel, want))
+
+    def _own_lock(self) -> threading.Lock:
+        """This object's lock, made anew in a forked child (a fork copies it in whatever
+        state another thread left it). Only then: threads of one process that replaced it
+        on first use would each hold a lock of their own, and each lease the server."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        return self._lock
 
     def release(self, limits: Hashable, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""

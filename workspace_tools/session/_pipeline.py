@@ -33,7 +33,7 @@ from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolU
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import os_error
+from workspace_tools.workspace._files import OUT_OF_FDS_WORDS, os_error
 from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
@@ -632,7 +632,9 @@ def call_os_error(
                 return ToolError(error.message + hint, error.code, details=error.details)
         return error
     error = os_error(exc, tool_name)
-    return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
+    # Out of descriptors (a pipe or socket of a command, say): what to do about it.
+    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or exc
+    return ToolError(f"{tool_name} failed: {words}", error.code)
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:

@@ -185,6 +185,11 @@ class _EnvCache:
         return entry[1]
 
 
+#: Under this key a workspace keeps the runner of its commands run without a sandbox
+#: (:meth:`Workspace.kept`), shared by the run_command tools built over it.
+RUNNER_KEY = "run_command.runner"
+
+
 def plain_runner() -> Sandbox:
     """What runs commands when no sandbox is asked for: the sandbox's portable process level
     only (a new session, whole-tree stop on timeout), the network on, no resource limits
@@ -230,6 +235,14 @@ class CommandRunner:
         # root -> (st_dev, st_ino) of the directory found there while its real path was
         # the root's (see open_root).
         self.roots: dict[str, tuple[int, int]] = {}
+
+    def close(self) -> None:
+        """Stop what the plain runner made here holds (its idle supervisors; its lease on
+        the process's spawn server), as :meth:`Workspace.close` does for what the tools
+        keep: a workspace closed leaves no process of its commands behind. A sandbox given
+        is its owner's to close. A later command starts them again."""
+        if self.sandbox is None:
+            self.runner.close()
 
     def open_root(self, workspace: Workspace) -> int | None:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
@@ -364,7 +377,8 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         ),
         output_schema=RunCommandContent,
         workspace=workspace,
-        runner=CommandRunner(sandbox),
+        # Without a sandbox, one runner a workspace, kept with it: Workspace.close stops it.
+        runner=CommandRunner(sandbox) if sandbox else workspace.kept(RUNNER_KEY, CommandRunner),
     )
 
 

@@ -65,7 +65,7 @@ def os_error(exc: OSError, rel: str) -> ToolError:
     special = _ERRNO_ERRORS.get(exc.errno or 0)
     if special is not None:
         text, code = special
-        return ToolError(text.format(rel=rel), code)
+        return ToolError(text.format(rel=rel, fds=OUT_OF_FDS_WORDS.get(exc.errno or 0)), code)
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"File not found: {rel}", ErrorCode.NOT_FOUND)
     if isinstance(exc, IsADirectoryError):
@@ -102,15 +102,15 @@ _ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
         "Cannot write {rel}: over the file size limit of this process",
         ErrorCode.FILE_TOO_LARGE,
     ),
-    errno.EMFILE: (
-        "Cannot open {rel}: this process has too many files open; try again when fewer calls "
-        "run at once",
-        ErrorCode.TOOL_ERROR,
-    ),
-    errno.ENFILE: (
-        "Cannot open {rel}: the system has too many files open; try again later",
-        ErrorCode.TOOL_ERROR,
-    ),
+    errno.EMFILE: ("Cannot open {rel}: {fds}", ErrorCode.TOOL_ERROR),
+    errno.ENFILE: ("Cannot open {rel}: {fds}", ErrorCode.TOOL_ERROR),
+}
+
+#: What running out of descriptors means and when to try again, by errno (the end of the
+#: message of a call that ran out of them, whatever it was opening).
+OUT_OF_FDS_WORDS = {
+    errno.EMFILE: "this process has too many files open; try again when fewer calls run at once",
+    errno.ENFILE: "the system has too many files open; try again later",
 }
 
 

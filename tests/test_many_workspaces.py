@@ -1,0 +1,179 @@
+"""Many workspaces in one process: what runs out, and what each one gives back.
+
+Each scenario runs in a fresh interpreter (``tests/_many_child.py``) so that its figures
+(descriptors, threads, processes, inotify instances) count from a clean start, whatever
+the tests before it left in this one.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._fds import OUT_OF_FDS_WORDS
+from tests._many_child import NEEDLE
+
+REPO = Path(__file__).resolve().parent.parent
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="inotify, /proc and the spawn server's counts"
+)
+
+
+def _child(*args: str, prefix: tuple[str, ...] = (), timeout: float = 120) -> dict[str, Any]:
+    """Run ``tests._many_child`` with ``args`` (behind ``prefix``, a command that runs it)
+    and return its JSON."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "tests._many_child", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _big_tree(root: Path, files: int = 1000) -> None:
+    """``files`` small text files in directories of 50; only ``d00/f007.txt`` holds
+    :data:`NEEDLE` (enough files for grep's warm index and its searcher processes)."""
+    for i in range(files):
+        directory = root / f"d{i // 50:02d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        text = f"line one {i}\nword_{i} common\n"
+        if i == 7:
+            text += f"the {NEEDLE} here\n"
+        (directory / f"f{i:03d}.txt").write_text(text)
+
+
+def _rg(root: Path, pattern: str) -> str:
+    """The oracle: ripgrep's ``path:line:text`` lines, sorted by path, as grep shows them."""
+    done = subprocess.run(
+        ["rg", "-n", "--no-heading", "--sort", "path", pattern],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.rstrip("\n") or "No matches"
+
+
+def _in_user_namespace_with_inotify_instances(count: int) -> tuple[str, ...]:
+    """A command prefix running its command in a user namespace of its own whose inotify
+    instance limit is ``count``: the host's limit and other processes are left alone.
+    Skips where there are no user namespaces or the limit cannot be set."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1)")
+    prefix = (
+        unshare,
+        "-U",
+        "-r",
+        "sh",
+        "-c",
+        f'echo {count} > /proc/sys/user/max_inotify_instances && exec "$@"',
+        "sh",
+    )
+    probe = subprocess.run(
+        [*prefix, "cat", "/proc/sys/user/max_inotify_instances"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0 or probe.stdout.strip() != str(count):
+        pytest.skip(f"cannot set an inotify limit in a user namespace: {probe.stderr}")
+    return prefix
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("rg") is None, reason="the oracle is ripgrep")
+def test_a_workspace_past_the_users_inotify_instances_greps_every_file_and_indexes_later(
+    tmp_path: Path,
+) -> None:
+    # Three workspaces where the user may hold two inotify instances (as the 129th index
+    # under the default limit of 128): the third gets no index, and its searches read
+    # every file (the same lines as rg, changes seen at once); once the first workspace is
+    # closed, a later build of the third one's index finds the instance freed.
+    roots = [tmp_path / f"ws{i}" for i in range(3)]
+    for root in roots:
+        _big_tree(root)
+    prefix = _in_user_namespace_with_inotify_instances(2)
+    before = _rg(roots[0], NEEDLE)
+    out = _child("inotify", *map(str, roots), prefix=prefix)
+    after = _rg(roots[2], NEEDLE)
+    assert before == f"d00/f007.txt:3:the {NEEDLE} here", before
+    assert after == f"d00/f000.txt:3:added {NEEDLE}\n{before}", after
+    assert out["ready"] == [True, True, False], out
+    assert out["first"] == [before] * 3, out
+    assert out["indexed"] == [before] * 3, out
+    assert out["changed"] == [after] * 3, out
+    assert out["after_close"] == after, out
+    assert out["last_ready"] is True, out
+    assert out["last_rebuilt"] == after, out
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["close", "drop"])
+def test_many_workspaces_give_back_every_fd_thread_process_and_watch(
+    tmp_path: Path, how: str
+) -> None:
+    # 80 small workspaces and 4 big ones (grep's searchers and warm index), a quarter in
+    # sessions with checkpoints, a shell and a background process, a third sandboxed (one
+    # sandbox shared, one of its own), all driven at once. Closed, or dropped without a
+    # close and collected, they leave this process as it was before them.
+    small, big = tmp_path / "small", tmp_path / "big"
+    for i in range(80):
+        root = small / f"ws{i:03d}"
+        root.mkdir(parents=True)
+        (root / "a.txt").write_text("one\n")
+    for i in range(4):
+        root = big / f"ws{i}"
+        _big_tree(root / "tree")
+        (root / "a.txt").write_text("one\n")
+    out = _child("release", how, str(small), str(big))
+    assert out["errors"] == [], out["errors"]
+    # The big workspaces that grep in this process (not sandboxed) built their index.
+    assert out["indexes"] == 3, out
+    driven, baseline, end = out["driven"], out["baseline"], out["end"]
+    assert driven["inotify"] == 3 and driven["children"] > 80, driven
+    for figure in ("fds", "threads", "children", "inotify"):
+        assert end[figure] == baseline[figure], (figure, baseline, driven, end)
+    assert end["fd_kinds"] == baseline["fd_kinds"], (baseline, end)
+
+
+@linux_only
+@pytest.mark.slow
+def test_calls_short_of_fds_get_a_clear_error_and_leave_files_whole(tmp_path: Path) -> None:
+    # 60 workspaces driven at once in a process allowed 64 descriptors: each call either
+    # works or says it ran out of them (an error code and a sentence, no trace), nothing
+    # hangs, and each edited file holds its old bytes or its new ones.
+    for i in range(60):
+        root = tmp_path / f"ws{i:02d}"
+        root.mkdir()
+        (root / "a.txt").write_text("one\n")
+    out = _child("fds", str(tmp_path), "64")
+    results = out["results"]
+    assert len(results) == 60 * 5, len(results)
+    failed = [r for r in results if r[1] is not None]
+    assert failed, "the limit was never reached: the test checks nothing"
+    words = OUT_OF_FDS_WORDS[errno.EMFILE]
+    for name, code, message in failed:
+        assert code == "TOOL_ERROR" and message.endswith(f": {words}"), (name, code, message)
+    # Commands ran out of them too (their pipes), not only the file tools.
+    assert {name for name, _, _ in failed} >= {"run_command"}, failed
+    assert sorted(set(out["files"])) in (["one\n"], ["two\n"], ["one\n", "two\n"]), out["files"]
+    edits = [r for r in results if r[0] == "edit_file"]
+    edited = sum(r[1] is None for r in edits)
+    assert out["files"].count("two\n") == edited, (edited, out["files"])
