@@ -10,6 +10,10 @@
   (the big ones grep enough files for searchers and the warm index), sessions, shells,
   sandboxes; then closed, or dropped without closing and collected; the process's
   figures before, after the calls and at the end.
+- ``servers PARENT``: a workspace per directory of ``PARENT``, a third of them each in a
+  session over one shared sandbox, a third in a sandbox of their own, a third plain, all
+  running a command at once from the start (no server yet); the spawn servers seen then,
+  after closing all but the last workspace (which runs a command again), and at the end.
 - ``fds PARENT``: a workspace per directory of ``PARENT``, driven at once under a low
   ``RLIMIT_NOFILE``: each call's error code and message, and each edited file's bytes.
 """
@@ -199,6 +203,63 @@ def release(how: str, small_parent: str, big_parent: str) -> dict[str, Any]:
     return out
 
 
+def spawn_servers() -> int:
+    """This process's spawn servers (children running ``sandbox.spawn._server``; what they
+    fork keeps their command line but is not this process's child)."""
+    count = 0
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read()
+        except OSError:
+            continue
+        count += parent == os.getpid() and b"sandbox.spawn._server" in argv
+    return count
+
+
+def servers(parent: str) -> dict[str, Any]:
+    roots = sorted(Path(parent).iterdir())
+    shared = Sandbox(layers=False)
+    owners: list[Any] = []  # what each workspace is closed by
+    runs: list[Any] = []  # each workspace's run_command
+    for i, root in enumerate(roots):
+        if i % 3 == 0:
+            session = ToolSession(root, sandbox=shared)
+            owners.append(session)
+            runs.append(lambda arguments, s=session: s.call("run_command", arguments))
+        else:
+            box = Sandbox(layers=False) if i % 3 == 1 else None
+            tools = {t.name: t for t in workspace_tools(root, sandbox=box)}
+            owners.append(box or tools["run_command"].workspace)
+            runs.append(lambda arguments, t=tools["run_command"]: invoke_tool(t, arguments))
+
+    async def run_all(which: list[Any]) -> list[str]:
+        outputs: list[str] = []
+
+        async def one(run: Any) -> None:
+            result = await run({"command": "echo ok"})
+            outputs.append(result.error or result.content["stdout"])
+
+        async with anyio.create_task_group() as group:
+            for run in which:
+                group.start_soon(one, run)
+        return outputs
+
+    out: dict[str, Any] = {"first": anyio.run(run_all, runs), "servers_first": spawn_servers()}
+    for owner in owners[:-1]:
+        owner.close()
+    out["last"] = anyio.run(run_all, runs[-1:])
+    out["servers_last"] = spawn_servers()
+    owners[-1].close()
+    shared.close()
+    out["servers_end"] = settled({"fds": 10**6, "threads": 10**6, "children": 0, "inotify": 0})[
+        "children"
+    ]
+    return out
+
+
 def fds(parent: str, limit: int) -> dict[str, Any]:
     roots = sorted(Path(parent).iterdir())
     benches = [{t.name: t for t in workspace_tools(root)} for root in roots]
@@ -237,6 +298,8 @@ def main() -> None:
         out = inotify(args)
     elif scenario == "release":
         out = release(*args)
+    elif scenario == "servers":
+        out = servers(args[0])
     else:
         out = fds(args[0], int(args[1]))
     print(json.dumps(out))

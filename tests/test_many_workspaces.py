@@ -124,6 +124,20 @@ def test_a_workspace_past_the_users_inotify_instances_greps_every_file_and_index
 
 
 @linux_only
+def test_sandboxes_sessions_and_plain_workspaces_share_one_spawn_server(tmp_path: Path) -> None:
+    # 24 workspaces whose first commands all start at once, before any server runs: one
+    # spawn server for the process (not one a sandbox, a session's copy or a workspace's
+    # plain runner), kept while a workspace still uses it, gone with the last one.
+    for i in range(24):
+        (tmp_path / f"ws{i:02d}").mkdir()
+    out = _child("servers", str(tmp_path))
+    assert out["first"] == ["ok\n"] * 24, out
+    assert out["servers_first"] == 1, out
+    assert (out["last"], out["servers_last"]) == (["ok\n"], 1), out
+    assert out["servers_end"] == 0, out
+
+
+@linux_only
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["close", "drop"])
 def test_many_workspaces_give_back_every_fd_thread_process_and_watch(
