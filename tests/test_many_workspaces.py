@@ -13,15 +13,21 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox import Sandbox
 from tests._fds import OUT_OF_FDS_WORDS
 from tests._many_child import NEEDLE
+from workspace_tools import ToolSession, invoke_tool, workspace_tools
+from workspace_tools.tools.grep import INDEX_KEY
 
 REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.anyio
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="inotify, /proc and the spawn server's counts"
@@ -191,3 +197,44 @@ def test_calls_short_of_fds_get_a_clear_error_and_leave_files_whole(tmp_path: Pa
     edits = [r for r in results if r[0] == "edit_file"]
     edited = sum(r[1] is None for r in edits)
     assert out["files"].count("two\n") == edited, (edited, out["files"])
+
+
+@linux_only
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_process_past_1024_descriptors_runs_every_kind_of_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hundreds of workspaces hold well over 1,024 descriptors, and every new one is
+    # numbered above them: nothing may wait on one with select() (FD_SETSIZE), which
+    # refuses such numbers. Sandboxed calls (their workers let go on close), the warm
+    # index's build (its own spawn server's worker), commands and a shell all run.
+    errors: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda hook: errors.append(repr(hook.exc_value)))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        _big_tree(tmp_path / "big")
+        tools = {t.name: t for t in workspace_tools(tmp_path / "big")}
+        for _ in range(2):
+            result = await invoke_tool(tools["grep"], {"pattern": NEEDLE})
+            assert result.content == f"d00/f007.txt:3:the {NEEDLE} here", result
+        index = tools["grep"].workspace.kept(INDEX_KEY, lambda: None)
+        assert index is not None and index.wait(60), errors
+        command = await invoke_tool(tools["run_command"], {"command": "echo ok"})
+        assert (command.error, command.content["stdout"]) == (None, "ok\n"), command
+        box = Sandbox(layers=False)
+        try:
+            assert await box.call(len, "four") == 4
+            boxed = {t.name: t for t in workspace_tools(tmp_path / "big", sandbox=box)}
+            read = await invoke_tool(boxed["read_file"], {"path": "d00/f007.txt"})
+            assert read.error is None, read
+        finally:
+            box.close()
+        with ToolSession(tmp_path / "big", shell=True) as session:
+            answer = await session.call("shell", {"command": "echo $((6 * 7))"})
+            assert (answer.error, answer.content["stdout"]) == (None, "42\n"), answer
+        tools["grep"].workspace.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert errors == []
