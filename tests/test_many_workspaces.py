@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,14 @@ import pytest
 
 from sandbox import Sandbox
 from tests._fds import OUT_OF_FDS_WORDS
+from tests._index_builds import index_build_server
 from tests._many_child import NEEDLE
+from tests._waiting import poll, wait_until
 from workspace_tools import ToolSession, invoke_tool, workspace_tools
+from workspace_tools.search import _index
+from workspace_tools.search._index import SearchIndex
 from workspace_tools.tools.grep import INDEX_KEY
+from workspace_tools.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -238,3 +244,54 @@ async def test_a_process_past_1024_descriptors_runs_every_kind_of_call(
         for fd in held:
             os.close(fd)
     assert errors == []
+
+
+@pytest.fixture
+def build_server() -> Iterator[Callable[..., Any]]:
+    """The warm index's builds on one spawn server's worker (each in a child of its own)."""
+    with index_build_server() as in_child:
+        yield in_child
+
+
+@linux_only
+def test_index_builds_of_many_workspaces_take_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build_server: Callable[..., Any]
+) -> None:
+    # Six workspaces' first big searches at once: their builds read one tree at a time
+    # (the process's build slots, one here), not six at once; each index is built.
+    monkeypatch.setattr(_index, "_BUILD_SLOTS", threading.BoundedSemaphore(1))
+    real_in_child = build_server
+    guard = threading.Lock()
+    inside: list[int] = []
+    most: list[int] = []
+    gate = threading.Event()
+
+    def counted(work: Any, *args: Any) -> Any:
+        with guard:
+            inside.append(1)
+            most.append(len(inside))
+        gate.wait(60)
+        try:
+            return real_in_child(work, *args)
+        finally:
+            with guard:
+                inside.pop()
+
+    monkeypatch.setattr(_index, "_in_child", counted)
+    indexes = []
+    for i in range(6):
+        root = tmp_path / f"ws{i}"
+        (root / "d").mkdir(parents=True)
+        (root / "d" / "a.txt").write_text(f"word_{i}\n")
+        workspace = Workspace(root)
+        index = SearchIndex(str(workspace.root), min_files=1)
+        index.after_search(workspace.walker, 1)
+        indexes.append(index)
+    # One build is waiting at the gate; no other may join it, however long they get.
+    wait_until(lambda: len(most), lambda n: n >= 1, "a build under way")
+    assert poll(lambda: max(most), lambda n: n > 1, timeout=2.0) == 1, most
+    gate.set()
+    assert [index.wait(60) for index in indexes] == [True] * 6, most
+    assert max(most) == 1 and len(most) == 6, most
+    for index in indexes:
+        index.close()
