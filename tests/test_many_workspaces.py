@@ -28,6 +28,7 @@ from tests._waiting import poll, wait_until
 from workspace_tools import ToolSession, invoke_tool, workspace_tools
 from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
+from workspace_tools.session._cache import MAX_ENTRIES
 from workspace_tools.tools.grep import INDEX_KEY
 from workspace_tools.workspace import Workspace
 
@@ -295,3 +296,25 @@ def test_index_builds_of_many_workspaces_take_turns(
     assert max(most) == 1 and len(most) == 6, most
     for index in indexes:
         index.close()
+
+
+def test_a_session_keeps_its_last_results_only(tmp_path: Path) -> None:
+    # A session of read-only calls keeps the results of the last MAX_ENTRIES distinct
+    # calls used, not of every call it ever made: the oldest one runs again.
+    for i in range(MAX_ENTRIES + 1):
+        (tmp_path / f"f{i:03d}.txt").write_text(f"{i}\n")
+    with ToolSession(tmp_path) as session:
+        session.call_sync("read_file", {"path": "f000.txt"})
+        for i in range(1, MAX_ENTRIES):
+            session.call_sync("read_file", {"path": f"f{i:03d}.txt"})
+        again = session.call_sync("read_file", {"path": "f000.txt"})  # used: kept
+        session.call_sync("read_file", {"path": f"f{MAX_ENTRIES:03d}.txt"})  # f001 goes
+        first = session.call_sync("read_file", {"path": "f000.txt"})
+        dropped = session.call_sync("read_file", {"path": "f001.txt"})
+        states = [step.cached for step in session.steps[-4:]]
+    assert (again.content, first.content, dropped.content) == (
+        "     1\t0",
+        "     1\t0",
+        "     1\t1",
+    )
+    assert states == [True, False, True, False], states
