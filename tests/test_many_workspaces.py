@@ -318,3 +318,25 @@ def test_a_session_keeps_its_last_results_only(tmp_path: Path) -> None:
         "     1\t1",
     )
     assert states == [True, False, True, False], states
+
+
+@linux_only
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_sandboxed_workspace_greps_with_pythons_engine_call_after_call(
+    tmp_path: Path,
+) -> None:
+    # A pattern only Python's engine runs exactly (\b) is searched in a searcher process;
+    # in a sandboxed workspace that process belongs to the call's child, which kills what
+    # a call left running: the next call must start another, not send it its job.
+    for i in range(10):
+        (tmp_path / f"f{i}.py").write_text(f"x_{i} = 1\n")
+    box = Sandbox(layers=False)
+    try:
+        grep = {t.name: t for t in workspace_tools(tmp_path, sandbox=box)}["grep"]
+        seen = []
+        for i in range(4):
+            result = await invoke_tool(grep, {"pattern": f"x_{i}\\b"})
+            seen.append((result.error, result.content))
+    finally:
+        box.close()
+    assert seen == [(None, f"f{i}.py:1:x_{i} = 1") for i in range(4)], seen

@@ -135,7 +135,8 @@ class Workspace:
 
     def close(self) -> None:
         """Release what the tools keep with this workspace that holds a process or a
-        watch (grep's searcher processes and warm index: each kept object's ``close``);
+        watch (grep's searcher processes and warm index, run_command's idle supervisors
+        when it runs without a sandbox: each kept object's ``close``);
         they are made again if a tool is used after this. Collecting the workspace, or
         the interpreter's exit, does the same."""
         with self._kept_lock:
