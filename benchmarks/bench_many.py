@@ -273,7 +273,10 @@ def main() -> None:
     args = parser.parse_args()
     n = args.workspaces
     with open("/proc/sys/fs/inotify/max_user_instances") as f:
-        print(f"fs.inotify.max_user_instances {f.read().strip()}; {os.cpu_count()} CPUs; {n} ws")
+        limit = f.read().strip()
+    with open("/proc/sys/user/max_inotify_instances") as f:  # this user namespace's
+        here = f.read().strip()
+    print(f"inotify instances: {limit} a user, {here} in this namespace; {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as parent:
         started = time.perf_counter()
         roots = []
