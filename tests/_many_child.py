@@ -260,6 +260,28 @@ def servers(parent: str) -> dict[str, Any]:
     return out
 
 
+def processes(parent: str) -> dict[str, Any]:
+    """Each workspace of ``parent`` runs a command at once (run where the process count is
+    capped): each one's error code and message, or its output."""
+    benches = [
+        {t.name: t for t in workspace_tools(root)} for root in sorted(Path(parent).iterdir())
+    ]
+    results: list[tuple[str | None, str | None, Any]] = []
+
+    async def one(tools: dict[str, Any]) -> None:
+        result = await invoke_tool(tools["run_command"], {"command": "sleep 1; echo ok"})
+        code = None if result.error_code is None else result.error_code.value
+        results.append((code, result.error, None if result.error else result.content["stdout"]))
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            for tools in benches:
+                group.start_soon(one, tools)
+
+    anyio.run(run)
+    return {"results": results}
+
+
 def fds(parent: str, limit: int) -> dict[str, Any]:
     roots = sorted(Path(parent).iterdir())
     benches = [{t.name: t for t in workspace_tools(root)} for root in roots]
@@ -300,6 +322,8 @@ def main() -> None:
         out = release(*args)
     elif scenario == "servers":
         out = servers(args[0])
+    elif scenario == "processes":
+        out = processes(args[0])
     else:
         out = fds(args[0], int(args[1]))
     print(json.dumps(out))

@@ -343,3 +343,47 @@ async def test_a_sandboxed_workspace_greps_with_pythons_engine_call_after_call(
     finally:
         box.close()
     assert seen == [(None, f"f{i}.py:1:x_{i} = 1") for i in range(4)], seen
+
+
+def _pids_cgroup(tmp_path: Path) -> Path:
+    """A pids cgroup (v1) of this test's own; skips where there is none to be made."""
+    top = Path("/sys/fs/cgroup/pids")
+    if not (top / "cgroup.procs").exists() or os.geteuid() != 0:
+        pytest.skip("no pids cgroup (v1) this test may make")
+    group = top / f"wt-test-{tmp_path.name}-{os.getpid()}"
+    try:
+        group.mkdir()
+    except OSError as exc:
+        pytest.skip(f"cannot make a pids cgroup: {exc}")
+    return group
+
+
+@linux_only
+@pytest.mark.slow
+def test_commands_past_the_process_limit_get_a_clear_error(tmp_path: Path) -> None:
+    # 30 workspaces start a command at once in a process allowed 30 processes and
+    # threads in all (a pids cgroup; RLIMIT_NPROC does not bind root): each command runs
+    # or is refused with what to do, the spawn server serving on; none hangs.
+    for i in range(30):
+        (tmp_path / f"ws{i:02d}").mkdir()
+    group = _pids_cgroup(tmp_path)
+    try:
+        (group / "pids.max").write_text("30")
+        prefix = ("sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh")
+        out = _child("processes", str(tmp_path), prefix=prefix)
+    finally:
+        wait_until(lambda: (group / "pids.current").read_text().strip(), "0".__eq__, "no pid")
+        group.rmdir()
+    refused = (
+        "TOOL_ERROR",
+        "No new process could be started: Resource temporarily unavailable (the limit on "
+        "processes, or memory, is reached); try again when fewer commands run at once",
+        None,
+    )
+    kinds = {tuple(result) for result in out["results"]}
+    assert len(out["results"]) == 30 and (None, None, "ok\n") in kinds, kinds
+    for kind in kinds - {(None, None, "ok\n"), refused}:
+        # The command's own start (its supervisor's fork and exec) may be what fails.
+        code, message, _ = kind
+        assert code == "SANDBOX_ERROR" and "Resource temporarily unavailable" in message, kind
+    assert refused in kinds or len(kinds) > 1, kinds

@@ -12,7 +12,13 @@ import weakref
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-from sandbox.spawn._jobs import CallWorkerReady, SupervisorReady, WantCallWorker, WantSupervisor
+from sandbox.spawn._jobs import (
+    CallWorkerReady,
+    StartFailed,
+    SupervisorReady,
+    WantCallWorker,
+    WantSupervisor,
+)
 from sandbox.spawn._wire import Channel
 
 # The directory that holds the ``sandbox`` package (this file is sandbox/spawn/_client.py).
@@ -41,6 +47,17 @@ class Supervisor(Channel):
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock)
         self.env: Mapping[str, str] | None = None
+
+
+class SpawnRefused(OSError):
+    """The spawn server could not fork a process for the caller (the limit on processes
+    reached, or memory short); it serves on. The message says what to do."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"No new process could be started: {cause} (the limit on processes, or memory, "
+            "is reached); try again when fewer commands run at once"
+        )
 
 
 class _SharedServer:
@@ -225,6 +242,8 @@ def _ask(request: Callable[[Channel], T]) -> T:
     with _SERVER.lock:
         try:
             return request(_SERVER.connect())
+        except SpawnRefused:
+            raise  # the server lives on: another one could fork no more
         except OSError:
             _SERVER.stop()
             return request(_SERVER.connect())
@@ -233,6 +252,8 @@ def _ask(request: Callable[[Channel], T]) -> T:
 def _new_supervisor(server: Channel) -> Supervisor:
     server.send(WantSupervisor())
     reply = server.receive()
+    if isinstance(reply, StartFailed):
+        raise SpawnRefused(reply.error)
     fds = server.take_fds(1)
     if not isinstance(reply, SupervisorReady) or not fds:
         raise ConnectionError("the sandbox spawn server exited")
@@ -244,6 +265,8 @@ def _new_call_worker(
 ) -> tuple[socket.socket, int, int | None]:
     server.send(want)
     reply = server.receive()
+    if isinstance(reply, StartFailed):
+        raise SpawnRefused(reply.error)
     fds = server.take_fds(2)
     if not isinstance(reply, CallWorkerReady) or not fds:
         for fd in fds:
