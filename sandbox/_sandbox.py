@@ -545,8 +545,13 @@ class Sandbox:
 
     def close(self) -> None:
         """Stop the spawn server and the calls' warm workers (those of the sandboxes
-        :meth:`confined_to` made from this one too: they share its server). Also done when
-        the sandbox is collected or the process exits."""
+        :meth:`confined_to` made from this one too: they share its server), and every
+        command running through it, each whole tree (SIGTERM, ``limits.grace_seconds``,
+        SIGKILL; detached and double-forked processes included). A call or command
+        running meanwhile raises :class:`SandboxError` ("the sandbox was closed while the
+        call ran; it was stopped", "... the command ran ..."), a command's with its
+        result so far (``result``: its output until then). Also done when the sandbox
+        is collected or the process exits; a later call or command starts them again."""
         # First, so that no worker is left of the server the launcher stops; a later
         # call starts both again, as a later command starts the server.
         for caller in list(self._callers):
@@ -554,7 +559,7 @@ class Sandbox:
                 caller.close()
         self._callers.clear()
         self._caller = None
-        self._launcher.close()
+        self._launcher.close(self.limits.grace_seconds)
 
     def _check_enforceable(self) -> None:
         """Raise for a protection asked for that commands cannot get here (see
