@@ -7,8 +7,12 @@ subreaper sees it."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -18,7 +22,16 @@ import pytest
 
 from sandbox import Sandbox, SandboxError
 from tests._waiting import poll, wait_until, wait_until_async
-from workspace_tools import ErrorCode, ToolSession, Workspace, invoke_tool, workspace_tools
+from tests.remote._served import serve
+from workspace_tools import (
+    ErrorCode,
+    ToolSession,
+    Workspace,
+    invoke_tool,
+    invoke_tool_sync,
+    workspace_tools,
+)
+from workspace_tools.adapters.remote import RemoteWorkspace
 
 pytestmark = pytest.mark.anyio
 
@@ -163,3 +176,111 @@ async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path) -> 
     assert left == []
     [result] = results
     assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
+
+
+def _rpc(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+
+
+def test_the_mcp_stdio_server_stops_running_commands_at_end_of_input(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path), "--shell"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        _rpc(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # Writing calls run one at a time here: the background process first (its call
+        # answers at once), then the command.
+        background = f"M={marker[:4]}''{marker[4:]}; exec sh -c 'sleep 3600; :' \"$M-d\""
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "start_process", "arguments": {"command": background}},
+            },
+        )
+        command = _command(marker, flag)
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"command": command}},
+            },
+        )
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        wait_until(lambda: _by_cmdline(marker), lambda f: len(f) >= 4, "the four sleepers")
+        assert server.stdin is not None
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
+def _remote_run(remote: RemoteWorkspace, command: str, out: list[object]) -> None:
+    [run_command] = [t for t in remote.tools if t.name == "run_command"]
+    out.append(invoke_tool_sync(run_command, {"command": command, "timeout": 600}))
+
+
+def test_serve_stops_running_commands_on_sigterm(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    out: list[object] = []
+    with serve(tmp_path, token_line=True) as served:
+        remote = RemoteWorkspace(served.url, served.token, retries=0)
+        thread = threading.Thread(
+            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
+        )
+        thread.start()
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=60) == 0
+        thread.join(60)
+        remote.close()
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
+def test_closing_a_remote_workspace_stops_its_running_command(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    out: list[object] = []
+    with serve(tmp_path, token_line=True) as served:
+        remote = RemoteWorkspace(served.url, served.token, retries=0)
+        thread = threading.Thread(
+            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
+        )
+        thread.start()
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        remote.close()
+        thread.join(60)
+        assert not thread.is_alive()
+        # The server goes on; what the closed session's call ran does not.
+        left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+        assert left == []
+        assert served.process.poll() is None
