@@ -287,7 +287,9 @@ class Sandbox:
         Raises:
             SandboxError: the command could not be started; with ``cwd_fd``, also when
                 the directory entered was not that descriptor's (the message names
-                ``cwd`` and says it changed; nothing ran).
+                ``cwd`` and says it changed; nothing ran); or :meth:`close` stopped it
+                while it ran ("the sandbox was closed while the command ran; it was
+                stopped", its result so far in ``.result``).
         """
         cwd = os.path.abspath(cwd or os.getcwd())
         child_env = dict(env) if env is not None else self.child_env()
