@@ -27,7 +27,14 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind
+from workspace_tools._errors import (
+    ECHO_LIMIT,
+    ErrorCode,
+    ToolError,
+    clipped,
+    json_error_message,
+    json_kind_phrase,
+)
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
@@ -50,11 +57,7 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        message = err["msg"]
-        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
-            # pydantic names the Python class ("a valid dictionary or instance of Edit"),
-            # which the model never saw; it wrote JSON.
-            message = f"Input should be an object, not {_json_kind(err['input'])}"
+        message = json_error_message(err)
         lines.append(f"- {clipped(where, ECHO_LIMIT)}: {message}")
     if len(errors) > _MAX_LISTED:
         lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
@@ -114,7 +117,7 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if raw is None or isinstance(raw, (list, str, int, float)):  # JSON, but no object
         expected = ", ".join(tool.parameters.model_fields) or "none"
         message = (
-            f"Invalid arguments for {tool.name}: the arguments are {_json_kind(raw)}, not an "
+            f"Invalid arguments for {tool.name}: the arguments are {json_kind_phrase(raw)}, not an "
             f"object of named arguments (the arguments are: {expected})"
         )
         return _invalid(tool, call_id, raw, message)
@@ -131,22 +134,6 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
             tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
         )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
-
-
-def _json_kind(value: object) -> str:
-    """How a model names the JSON type of ``value`` in a sentence: ``an array``,
-    ``a string``, ``null``, ...; a value of no JSON type by its Python type's name."""
-    kind = json_kind(value)
-    return _WITH_ARTICLE.get(kind, kind)
-
-
-_WITH_ARTICLE = {
-    "object": "an object",
-    "array": "an array",
-    "string": "a string",
-    "number": "a number",
-    "boolean": "a boolean",
-}
 
 
 def _invalid(
