@@ -13,8 +13,6 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-import anyio
-
 from sandbox._defaults import (
     HOST_EXEC_PATHS,
     credential_paths,
@@ -408,8 +406,10 @@ class Sandbox:
         deliver (a crash, a timeout, a cancellation). What the call leaves in memory may
         reach later calls of the same kind. Other calls ignore it.
 
-        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
-        cancelled, taking the child's whole tree down.
+        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``), counted from
+        when a child of a worker took the call (not while a worker starts for it, which
+        ``limits.start_seconds`` bounds), or when cancelled, taking the child's whole tree
+        down.
 
         Raises:
             SandboxUnavailable: a protection asked for that no layer can give to a Python
@@ -417,8 +417,10 @@ class Sandbox:
             UnpicklableCall: ``fn`` or an argument cannot be pickled (a lock, a socket, an
                 open file, a generator); the message names it. Nothing ran.
             SandboxError: the child died by a signal (``.signal`` names it, e.g.
-                ``"SIGSEGV"``) or exited without a result.
-            TimeoutError: ``limits.timeout_seconds`` passed.
+                ``"SIGSEGV"``) or exited without a result; or no worker took the call
+                within ``limits.start_seconds`` ("the sandbox could not start a worker
+                for the call within N s (SandboxLimits.start_seconds); nothing ran").
+            TimeoutError: ``limits.timeout_seconds`` passed once the call was taken.
             Exception: whatever ``fn`` raised.
         """
         self._check_calls()
@@ -439,10 +441,15 @@ class Sandbox:
         else:
             caller = self._call_workers(absent)
         try:
-            with anyio.fail_after(limits.timeout_seconds):
-                return await caller.call(
-                    fn, args, kwargs, limits.grace_seconds, reuse=reuse_process
-                )
+            return await caller.call(
+                fn,
+                args,
+                kwargs,
+                limits.grace_seconds,
+                reuse=reuse_process,
+                timeout=limits.timeout_seconds,
+                start_within=limits.start_seconds,
+            )
         finally:
             set_aside(absent)
             if cap is not None:
