@@ -51,6 +51,7 @@ class Supervisor(Channel):
         # whether it went out; both under the lock (close() may run in another thread).
         self._stop_grace: float | None = None
         self._job_sent = False
+        self._job_over = False
         self._stop_lock = threading.Lock()
 
     def job_sent(self) -> None:
@@ -63,10 +64,20 @@ class Supervisor(Channel):
             with contextlib.suppress(OSError):
                 self.send(StopTree(grace))
 
+    def job_over(self) -> bool:
+        """The job's tree is gone: a later close has nothing of it to stop. Whether a
+        close stopped it (:attr:`stopped_by_close`)."""
+        with self._stop_lock:
+            self._job_over = True
+            return self.stopped_by_close
+
     def stop_for_close(self, grace: float) -> None:
         """Ask the supervisor to stop the job's tree (SIGTERM, ``grace`` seconds, SIGKILL)
-        because its launcher is closing: now if the job is out, else as soon as it is."""
+        because its launcher is closing: now if the job is out, else as soon as it is;
+        nothing once the job is over."""
         with self._stop_lock:
+            if self._job_over:
+                return
             self.stopped_by_close = True
             self._stop_grace = grace
             sent = self._job_sent

@@ -225,6 +225,7 @@ async def run_process(
         if not streams.drained:
             # The tree is gone; only a process outside it could still hold a pipe.
             await streams.serve_until(streams.is_drained, _deadline(drain))
+        closed = supervisor.job_over()
         if watch.error is not None:
             raise SandboxError(watch.error)
     finally:
@@ -264,7 +265,7 @@ async def run_process(
         stopped.stopped,
         stopped.stopped_names,
     )
-    if supervisor.stopped_by_close:
+    if closed:
         # Stopped by Launcher.close (the sandbox's close), not by this call: an error, as
         # a Python call the sandbox is closed under is one, with the output so far.
         raise SandboxError(CLOSED_DURING_COMMAND, killed_by, result)
