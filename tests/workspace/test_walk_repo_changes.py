@@ -156,3 +156,38 @@ def test_sandboxed_tools_see_a_git_init_in_a_parent(tmp_path: Path) -> None:
         assert _file_sets(tools) == (want,) * 3
     finally:
         box.close()
+
+
+def test_a_linked_worktree_sees_its_common_config_change_the_excludes_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a linked worktree, git reads ``core.excludesFile`` from the common directory's
+    config: a change there is a change of the top-level ignore sources."""
+    monkeypatch.setattr(_walk, "_RACY_NS", -60_000_000_000)
+    main = tmp_path / "main"
+    _git_init(main)
+    git(
+        main,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "0",
+    )
+    git(main, "worktree", "add", "-q", str(tmp_path / "linked"))
+    root = tmp_path / "linked"
+    _tree(root)
+    tools = {t.name: t for t in workspace_tools(root)}
+    before = git_listed(root)
+    assert before == ALL, before
+    assert _file_sets(tools) == (before,) * 3
+    excludes = tmp_path / "excludes"
+    excludes.write_text("*.log\n")
+    git(main, "config", "core.excludesFile", str(excludes))
+    after = git_listed(root)
+    assert after == ALL - {"notes.log"}, after
+    assert _file_sets(tools) == (after,) * 3
