@@ -701,6 +701,7 @@ def run_on_own_loop(
     try:
         loop = asyncio.new_event_loop()
     except OSError as exc:
+        _discard_half_made_loop(exc)
         if no_loop is None:
             raise
         return no_loop(exc)
@@ -718,6 +719,26 @@ def run_on_own_loop(
             restore()
     finally:
         loop.close()
+
+
+def _discard_half_made_loop(exc: OSError) -> None:
+    """Let go of the loop an asyncio loop constructor left half made when ``exc`` stopped
+    it (no descriptor for its epoll or its wake-up socket pair). Collected as it is, its
+    ``__del__`` would close it, meet the socket pair that was never made and print an
+    ``AttributeError`` traceback to stderr ("Exception ignored in ... '_ssock'") for every
+    such call; and the epoll it did get would stay open until then. So: its selector is
+    closed now and the loop counts as closed, which leaves its ``__del__`` nothing to do.
+    A loop of another kind (uvloop's) is not one of asyncio's and is left alone."""
+    trace = exc.__traceback__
+    while trace is not None:
+        loop = trace.tb_frame.f_locals.get("self")
+        if isinstance(loop, asyncio.BaseEventLoop):
+            selector = getattr(loop, "_selector", None)
+            if selector is not None:
+                selector.close()
+            loop._closed = True  # type: ignore[attr-defined]  # what close() ends with
+            return
+        trace = trace.tb_next
 
 
 def _running_async_library() -> str | None:
