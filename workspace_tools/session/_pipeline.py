@@ -33,7 +33,7 @@ from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolU
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import os_error
+from workspace_tools.workspace._files import OUT_OF_FDS, OUT_OF_FDS_WORDS, os_error
 from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
@@ -607,13 +607,20 @@ def call_os_error(
     With the tool's ``workspace``, a file the error names by its absolute path under the
     root is named as results name paths, relative to the root (a custom tool's ``open`` of
     ``resolve(path).real`` never shows the model the host's directories), and a missing one
-    gets the path the model most likely meant (``; did you mean 'README.md'?``)."""
+    gets the path the model most likely meant (``; did you mean 'README.md'?``).
+
+    Out of file descriptors, the call failed for want of them, not for a file: the words
+    say so with or without a file, and a host path outside the root that the call's
+    ``path`` did not name (one the sandbox opened for itself, a module imported on the way)
+    is not shown."""
     if exc.errno is None:
         return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
     path = getattr(args, "path", None)
     subject = exc.filename if exc.filename is not None else path
     if isinstance(subject, bytes):
         subject = os.fsdecode(subject)
+    if exc.errno in OUT_OF_FDS and _host_path(subject, path, workspace):
+        subject = None
     if isinstance(subject, str):
         if workspace is None:
             return os_error(exc, subject)
@@ -621,9 +628,7 @@ def call_os_error(
         # Only a path placed under the root is named from it: a relative one the tool
         # opened itself is relative to the process's directory, not the root.
         placed = subject == path
-        if os.path.isabs(subject) and (
-            subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
-        ):
+        if _under(subject, root):
             subject, placed = workspace.rel(subject), True
         error = os_error(exc, subject)
         if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
@@ -632,7 +637,26 @@ def call_os_error(
                 return ToolError(error.message + hint, error.code, details=error.details)
         return error
     error = os_error(exc, tool_name)
-    return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
+    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or str(exc)
+    return ToolError(f"{tool_name} failed: {words}", error.code)
+
+
+def _under(subject: str, root: str) -> bool:
+    """Whether the absolute path ``subject`` is ``root`` or below it (lexically)."""
+    return os.path.isabs(subject) and (
+        subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
+    )
+
+
+def _host_path(subject: object, path: object, workspace: Workspace | None) -> bool:
+    """Whether ``subject`` is an absolute path neither the call's ``path`` nor under the
+    workspace's root: a file the tool, the sandbox or an import opened for itself."""
+    return (
+        isinstance(subject, str)
+        and os.path.isabs(subject)
+        and subject != path
+        and (workspace is None or not _under(subject, str(workspace.root)))
+    )
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
@@ -701,6 +725,7 @@ def run_on_own_loop(
     try:
         loop = asyncio.new_event_loop()
     except OSError as exc:
+        _discard_half_made_loop(exc)
         if no_loop is None:
             raise
         return no_loop(exc)
@@ -718,6 +743,26 @@ def run_on_own_loop(
             restore()
     finally:
         loop.close()
+
+
+def _discard_half_made_loop(exc: OSError) -> None:
+    """Let go of the loop an asyncio loop constructor left half made when ``exc`` stopped
+    it (no descriptor for its epoll or its wake-up socket pair). Collected as it is, its
+    ``__del__`` would close it, meet the socket pair that was never made and print an
+    ``AttributeError`` traceback to stderr ("Exception ignored in ... '_ssock'") for every
+    such call; and the epoll it did get would stay open until then. So: its selector is
+    closed now and the loop counts as closed, which leaves its ``__del__`` nothing to do.
+    A loop of another kind (uvloop's) is not one of asyncio's and is left alone."""
+    trace = exc.__traceback__
+    while trace is not None:
+        loop = trace.tb_frame.f_locals.get("self")
+        if isinstance(loop, asyncio.BaseEventLoop):
+            selector = getattr(loop, "_selector", None)
+            if selector is not None:
+                selector.close()
+            loop._closed = True  # type: ignore[attr-defined]  # what close() ends with
+            return
+        trace = trace.tb_next
 
 
 def _running_async_library() -> str | None:
