@@ -268,3 +268,20 @@ async def test_run_command_run_in_a_sandbox_takes_its_runner_across(tmp_path: Pa
     assert result.error is None, result
     assert result.content == {"exit_code": 0, "stdout": "made\n", "stderr": ""}
     assert (tmp_path / "made.txt").read_text() == "made\n"
+
+
+async def test_a_custom_tool_s_worker_imports_only_what_its_call_needs() -> None:
+    """A custom tool's call runs in a process that imported the tool's module and the
+    stage that runs it, not the package's other tools, sessions, search or adapters."""
+    from tests.sandbox._light_tool import IMPORTED_PARTS
+
+    box = Sandbox()
+    try:
+        result = await invoke_tool(IMPORTED_PARTS, {}, sandbox=box)
+    finally:
+        box.close()
+    assert result.error is None, result.error
+    imported = result.content.splitlines()
+    heavy = ("session", "tools", "search", "adapters", "cli", "shell")
+    assert [m for m in imported if m.split(".")[1:2] and m.split(".")[1] in heavy] == [], imported
+    assert "workspace_tools._child_call" in imported, imported
