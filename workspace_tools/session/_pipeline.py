@@ -27,6 +27,7 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
+from workspace_tools._child_call import PortableArgs, execute_in_child
 from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
@@ -35,7 +36,6 @@ from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import OUT_OF_FDS, OUT_OF_FDS_WORDS, os_error
 from workspace_tools.workspace._near_miss import not_found_hint
-from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
 logger = logging.getLogger("workspace_tools")
 
@@ -512,10 +512,6 @@ async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
     await anyio.to_thread.run_sync(take)
 
 
-#: Arguments as :func:`portable_args` sends them: ``(model, values, fields set)``.
-PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]
-
-
 def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
     """``args`` as they can reach a process that imports what a call names (a sandbox's
     worker forked by its spawn server): as they are when their model is importable, else
@@ -536,63 +532,6 @@ def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
 def _importable(cls: type) -> bool:
     module = sys.modules.get(cls.__module__)
     return module is not None and getattr(module, cls.__qualname__, None) is cls
-
-
-#: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
-CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
-
-
-def execute_in_child(
-    execute: Any,
-    args: BaseModel | PortableArgs,
-    call_id: str,
-    tool_name: str,
-    timing: tuple[float | None, float | None] = (None, None),
-    workspace: Workspace | None = None,
-    files: FileSnapshot | None = None,
-    state: CarriedState | None = None,
-    runner: Any = None,
-) -> Any:
-    """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
-    interpreter) and return ``(value, (file changes, state changes))``: with a context
-    nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
-    timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
-    (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
-    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
-    only primitives, the arguments and the workspace's settings cross the process
-    boundary. ``args`` may come as :func:`portable_args` sends them."""
-    if isinstance(args, tuple):
-        model, values, fields_set = args
-        args = model.model_construct(fields_set, **values)  # validated by the caller
-    if workspace is not None and files is not None:
-        workspace.restore_files(files)
-    if state is not None:
-        state[0](state[2])
-    deadline, timeout = timing
-    context = ToolContext(
-        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
-    )
-    value = execute(args, context)
-    if inspect.isawaitable(value):
-        # Only an async tool needs the event loop the child starts for an awaitable.
-        return _with_changes(value, workspace, files, state)
-    return value, _changes(workspace, files, state)
-
-
-async def _with_changes(
-    value: Awaitable[Any],
-    workspace: Workspace | None,
-    files: FileSnapshot | None,
-    state: CarriedState | None,
-) -> tuple[Any, Any]:
-    return await value, _changes(workspace, files, state)
-
-
-def _changes(
-    workspace: Workspace | None, files: FileSnapshot | None, state: CarriedState | None
-) -> tuple[FileChanges | None, Any]:
-    carried = None if workspace is None or files is None else workspace.file_changes(files)
-    return carried, None if state is None else state[1](state[2])
 
 
 def call_os_error(
