@@ -570,6 +570,13 @@ class Sandbox:
         self._caller = None
         self._launcher.close(self.limits.grace_seconds)
 
+    def __enter__(self) -> Sandbox:
+        """``with Sandbox(...) as box:`` closes it at the end (:meth:`close`)."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _check_enforceable(self) -> None:
         """Raise for a protection asked for that commands cannot get here (see
         ``best_effort``), or a required one nobody asked for."""

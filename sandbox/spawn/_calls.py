@@ -117,6 +117,7 @@ import threading
 import time
 import types
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +162,12 @@ _LEARN_FLAG = 1 << 63
 #: Set in a request's length: the call names no kept object, so its child loads it as a
 #: plain pickle (no unpickler of its own made: a fresh child copies fewer pages).
 _PLAIN_FLAG = 1 << 62
+
+
+#: Set while a worker or its child imports what calls name (:func:`_importing`): a call
+#: started then is that module's own code, run at import, which would start a worker that
+#: imports it again, and so on (:meth:`CallWorkers.call` refuses it).
+_IMPORTING: ContextVar[bool] = ContextVar("importing_for_calls", default=False)
 
 
 @dataclass(eq=False)
@@ -251,10 +258,18 @@ class CallWorkers:
             SandboxError: the child died by a signal (the message and ``.signal`` name
                 it, e.g. SIGSEGV) or exited without a result; no worker could be started,
                 or none took the call within ``start_within``; the call cannot be loaded
-                in a worker started for it.
+                in a worker started for it; the call was started by a module's code at
+                import, in a worker importing it for calls.
             TimeoutError: ``timeout`` passed once the call was taken.
             Exception: whatever ``fn`` raised (re-created from its pickle).
         """
+        if _IMPORTING.get():
+            raise SandboxError(
+                "a sandboxed call was started by a module's code while a sandbox's process "
+                "imported that module to run a call: each process that imports it would "
+                "start another. Start the module's calls under "
+                '`if __name__ == "__main__":` or from a function.'
+            )
         request, needs = self._pickle(fn, args, kwargs)
         kind = True if self._once else reuse
         fresh_tried = False
@@ -878,9 +893,13 @@ def _hold(modules: tuple[str, ...], kept: tuple[bytes, ...], copies: dict[bytes,
     """Import ``modules`` and make one copy of each object pickled in ``kept`` (into
     ``copies``, newest last, at most :data:`_KEPT_SIZE`: the caller's :func:`_told` keeps
     the same); what fails, a call that needs it meets itself (``None``: not held)."""
-    for name in modules:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+    importing = _IMPORTING.set(True)
+    try:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+    finally:
+        _IMPORTING.reset(importing)
     for data in kept:
         copies.pop(data, None)
         try:
@@ -1139,10 +1158,13 @@ def _outcome_of(
     child's); else what running it gave."""
     if failed is not None:
         return ("error", failed)
+    importing = _IMPORTING.set(True)  # what the call names may be imported now
     try:
         call = pickle.loads(data) if plain else _load_request(data, copies)
     except BaseException as exc:
         return ("unservable", f"{type(exc).__name__}: {exc}")
+    finally:
+        _IMPORTING.reset(importing)
     if grant is not None:
         try:
             grant()

@@ -373,6 +373,14 @@ FILE = b"def f():\n    a = 1\n    b = 2\n    c = 'Add File 1'\n"
             "(context), '-' (removed), '+' (added) or '@@' (anchor)",
         ),
         (
+            # Already in the file: sent again, it would fail again; the model leaves it out.
+            {"type": "update_file", "path": "t.py", "diff": "@@\n-    b = 1\n+    b = 2\n"},
+            "t.py: chunk 1 (diff line 2) is already applied: its resulting lines are in the "
+            "file at line 3; do not send this change again\n"
+            "No file was changed: send the apply_patch_call again without that chunk, if its "
+            "diff holds anything else.",
+        ),
+        (
             # What the message quotes of the file keeps its words: "Add File" here is text.
             {"type": "update_file", "path": "t.py", "diff": "@@\n-    c = 'Add File 2'\n+c\n"},
             "t.py: chunk 1 (diff line 2): its expected lines (the ' ' and '-' lines) are not in "

@@ -247,6 +247,12 @@ _OPERATION_TERMS: tuple[tuple[str, str], ...] = (
         r"\bNo file was changed: correct this part and send the whole patch again\.",
         "No file was changed: correct the operation and send the apply_patch_call again.",
     ),
+    (
+        r"\bNo file was changed: send the patch again without that chunk, if it holds "
+        r"anything else\.",
+        "No file was changed: send the apply_patch_call again without that chunk, if its "
+        "diff holds anything else.",
+    ),
 )
 
 #: The envelope's lines before an operation's diff: ``*** Begin Patch`` and its header.

@@ -597,7 +597,7 @@ def run_demo(root: str | None, out: TextIO) -> int:
 #: value and the hashes the call changed) to stdout.
 SHIPPED_CALL = """\
 import pickle, sys
-from workspace_tools.session._pipeline import execute_in_child
+from workspace_tools._child_call import execute_in_child
 sys.stdout.buffer.write(pickle.dumps(execute_in_child(*pickle.load(sys.stdin.buffer))))
 """
 

@@ -27,6 +27,7 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
+from workspace_tools._child_call import PortableArgs, execute_in_child
 from workspace_tools._errors import (
     ECHO_LIMIT,
     ErrorCode,
@@ -40,9 +41,8 @@ from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolU
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import os_error
+from workspace_tools.workspace._files import OUT_OF_FDS, OUT_OF_FDS_WORDS, os_error
 from workspace_tools.workspace._near_miss import not_found_hint
-from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
 logger = logging.getLogger("workspace_tools")
 
@@ -499,10 +499,6 @@ async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
     await anyio.to_thread.run_sync(take)
 
 
-#: Arguments as :func:`portable_args` sends them: ``(model, values, fields set)``.
-PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]
-
-
 def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
     """``args`` as they can reach a process that imports what a call names (a sandbox's
     worker forked by its spawn server): as they are when their model is importable, else
@@ -525,63 +521,6 @@ def _importable(cls: type) -> bool:
     return module is not None and getattr(module, cls.__qualname__, None) is cls
 
 
-#: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
-CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
-
-
-def execute_in_child(
-    execute: Any,
-    args: BaseModel | PortableArgs,
-    call_id: str,
-    tool_name: str,
-    timing: tuple[float | None, float | None] = (None, None),
-    workspace: Workspace | None = None,
-    files: FileSnapshot | None = None,
-    state: CarriedState | None = None,
-    runner: Any = None,
-) -> Any:
-    """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
-    interpreter) and return ``(value, (file changes, state changes))``: with a context
-    nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
-    timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
-    (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
-    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
-    only primitives, the arguments and the workspace's settings cross the process
-    boundary. ``args`` may come as :func:`portable_args` sends them."""
-    if isinstance(args, tuple):
-        model, values, fields_set = args
-        args = model.model_construct(fields_set, **values)  # validated by the caller
-    if workspace is not None and files is not None:
-        workspace.restore_files(files)
-    if state is not None:
-        state[0](state[2])
-    deadline, timeout = timing
-    context = ToolContext(
-        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
-    )
-    value = execute(args, context)
-    if inspect.isawaitable(value):
-        # Only an async tool needs the event loop the child starts for an awaitable.
-        return _with_changes(value, workspace, files, state)
-    return value, _changes(workspace, files, state)
-
-
-async def _with_changes(
-    value: Awaitable[Any],
-    workspace: Workspace | None,
-    files: FileSnapshot | None,
-    state: CarriedState | None,
-) -> tuple[Any, Any]:
-    return await value, _changes(workspace, files, state)
-
-
-def _changes(
-    workspace: Workspace | None, files: FileSnapshot | None, state: CarriedState | None
-) -> tuple[FileChanges | None, Any]:
-    carried = None if workspace is None or files is None else workspace.file_changes(files)
-    return carried, None if state is None else state[1](state[2])
-
-
 def call_os_error(
     exc: OSError, tool_name: str, args: BaseModel, workspace: Workspace | None = None
 ) -> ToolError:
@@ -594,13 +533,20 @@ def call_os_error(
     With the tool's ``workspace``, a file the error names by its absolute path under the
     root is named as results name paths, relative to the root (a custom tool's ``open`` of
     ``resolve(path).real`` never shows the model the host's directories), and a missing one
-    gets the path the model most likely meant (``; did you mean 'README.md'?``)."""
+    gets the path the model most likely meant (``; did you mean 'README.md'?``).
+
+    Out of file descriptors, the call failed for want of them, not for a file: the words
+    say so with or without a file, and a host path outside the root that the call's
+    ``path`` did not name (one the sandbox opened for itself, a module imported on the way)
+    is not shown."""
     if exc.errno is None:
         return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
     path = getattr(args, "path", None)
     subject = exc.filename if exc.filename is not None else path
     if isinstance(subject, bytes):
         subject = os.fsdecode(subject)
+    if exc.errno in OUT_OF_FDS and _host_path(subject, path, workspace):
+        subject = None
     if isinstance(subject, str):
         if workspace is None:
             return os_error(exc, subject)
@@ -608,9 +554,7 @@ def call_os_error(
         # Only a path placed under the root is named from it: a relative one the tool
         # opened itself is relative to the process's directory, not the root.
         placed = subject == path
-        if os.path.isabs(subject) and (
-            subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
-        ):
+        if _under(subject, root):
             subject, placed = workspace.rel(subject), True
         error = os_error(exc, subject)
         if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
@@ -619,7 +563,26 @@ def call_os_error(
                 return ToolError(error.message + hint, error.code, details=error.details)
         return error
     error = os_error(exc, tool_name)
-    return ToolError(f"{tool_name} failed: {exc.strerror or exc}", error.code)
+    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or str(exc)
+    return ToolError(f"{tool_name} failed: {words}", error.code)
+
+
+def _under(subject: str, root: str) -> bool:
+    """Whether the absolute path ``subject`` is ``root`` or below it (lexically)."""
+    return os.path.isabs(subject) and (
+        subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
+    )
+
+
+def _host_path(subject: object, path: object, workspace: Workspace | None) -> bool:
+    """Whether ``subject`` is an absolute path neither the call's ``path`` nor under the
+    workspace's root: a file the tool, the sandbox or an import opened for itself."""
+    return (
+        isinstance(subject, str)
+        and os.path.isabs(subject)
+        and subject != path
+        and (workspace is None or not _under(subject, str(workspace.root)))
+    )
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
@@ -688,6 +651,7 @@ def run_on_own_loop(
     try:
         loop = asyncio.new_event_loop()
     except OSError as exc:
+        _discard_half_made_loop(exc)
         if no_loop is None:
             raise
         return no_loop(exc)
@@ -705,6 +669,26 @@ def run_on_own_loop(
             restore()
     finally:
         loop.close()
+
+
+def _discard_half_made_loop(exc: OSError) -> None:
+    """Let go of the loop an asyncio loop constructor left half made when ``exc`` stopped
+    it (no descriptor for its epoll or its wake-up socket pair). Collected as it is, its
+    ``__del__`` would close it, meet the socket pair that was never made and print an
+    ``AttributeError`` traceback to stderr ("Exception ignored in ... '_ssock'") for every
+    such call; and the epoll it did get would stay open until then. So: its selector is
+    closed now and the loop counts as closed, which leaves its ``__del__`` nothing to do.
+    A loop of another kind (uvloop's) is not one of asyncio's and is left alone."""
+    trace = exc.__traceback__
+    while trace is not None:
+        loop = trace.tb_frame.f_locals.get("self")
+        if isinstance(loop, asyncio.BaseEventLoop):
+            selector = getattr(loop, "_selector", None)
+            if selector is not None:
+                selector.close()
+            loop._closed = True  # type: ignore[attr-defined]  # what close() ends with
+            return
+        trace = trace.tb_next
 
 
 def _running_async_library() -> str | None:

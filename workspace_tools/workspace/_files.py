@@ -41,6 +41,12 @@ from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 #: walk or a search raises them, never skips the file as if it were gone.
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
+#: What each of those means to the model, and what to do about it.
+OUT_OF_FDS_WORDS = {
+    errno.EMFILE: "this process has too many files open; try again when fewer calls run at once",
+    errno.ENFILE: "the system has too many files open; try again later",
+}
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Looks a directory up with search permission alone (no listing); never follows a link.
 _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -102,15 +108,8 @@ _ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
         "Cannot write {rel}: over the file size limit of this process",
         ErrorCode.FILE_TOO_LARGE,
     ),
-    errno.EMFILE: (
-        "Cannot open {rel}: this process has too many files open; try again when fewer calls "
-        "run at once",
-        ErrorCode.TOOL_ERROR,
-    ),
-    errno.ENFILE: (
-        "Cannot open {rel}: the system has too many files open; try again later",
-        ErrorCode.TOOL_ERROR,
-    ),
+    errno.EMFILE: ("Cannot open {rel}: " + OUT_OF_FDS_WORDS[errno.EMFILE], ErrorCode.TOOL_ERROR),
+    errno.ENFILE: ("Cannot open {rel}: " + OUT_OF_FDS_WORDS[errno.ENFILE], ErrorCode.TOOL_ERROR),
 }
 
 

@@ -145,6 +145,13 @@ class Workspace:
             if callable(close):
                 close()
 
+    def __enter__(self) -> Workspace:
+        """``with Workspace(root) as workspace:`` closes it at the end (:meth:`close`)."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def named_files(self, paths: Iterable[str]) -> list[Path]:
         """The real paths of the files ``paths`` name (tool path arguments), distinct and
         sorted; a path that does not resolve is left out: the call itself reports it."""
