@@ -373,7 +373,13 @@ class Sandbox:
         return result
 
     async def call(
-        self, fn: Callable[..., Any], /, *args: Any, reuse_process: bool = False, **kwargs: Any
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        reuse_process: bool = False,
+        on_taken: Callable[[], None] | None = None,
+        **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
@@ -405,6 +411,10 @@ class Sandbox:
         call that left a thread running), and the child replaced after a call that did not
         deliver (a crash, a timeout, a cancellation). What the call leaves in memory may
         reach later calls of the same kind. Other calls ignore it.
+
+        ``on_taken`` is called (in this task) once a child took the call, so that a
+        caller with a deadline of its own (a tool call's timeout) can count it from then
+        too; a call that ends before that is seen may not call it.
 
         Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``), counted from
         when a child of a worker took the call (not while a worker starts for it, which
@@ -449,6 +459,7 @@ class Sandbox:
                 reuse=reuse_process,
                 timeout=limits.timeout_seconds,
                 start_within=limits.start_seconds,
+                on_taken=on_taken,
             )
         finally:
             set_aside(absent)

@@ -235,6 +235,7 @@ class CallWorkers:
         reuse: bool = False,
         timeout: float | None = None,
         start_within: float | None = None,
+        on_taken: Callable[[], None] | None = None,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) in a child;
         return its result or raise its exception.
@@ -248,7 +249,7 @@ class CallWorkers:
         taken or started for it; then its tree is stopped and ``TimeoutError`` raised.
         ``start_within``: seconds until a child takes it (an idle worker's at once; a new
         worker's once it set up and imported what the calls name), else ``SandboxError``
-        and nothing ran.
+        and nothing ran. ``on_taken``: called when the call is seen taken.
 
         Cancelling the call stops the child and everything it started (SIGTERM, ``grace``
         seconds, SIGKILL).
@@ -281,7 +282,7 @@ class CallWorkers:
             except TimeoutError:
                 raise SandboxError(_not_started(start_within)) from None
             try:
-                return await self._serve(worker, request, needs, grace, timeout, start_by)
+                return await self._serve(worker, request, needs, grace, timeout, start_by, on_taken)
             except _NotTaken:
                 raise SandboxError(_not_started(start_within)) from None
             except (_WorkerGone, _Unservable) as exc:
@@ -377,15 +378,16 @@ class CallWorkers:
         grace: float,
         timeout: float | None = None,
         start_by: float | None = None,
+        on_taken: Callable[[], None] | None = None,
     ) -> Any:
         """Run ``request`` on ``worker`` (taken out of the pool) and give it back; what
         the call ``needs`` that the worker lacks, the worker is told to hold first;
-        ``timeout`` and ``start_by`` as :func:`_run_on_worker` takes them."""
+        ``timeout``, ``start_by`` and ``on_taken`` as :func:`_run_on_worker` takes them."""
         try:
             plain = not any(isinstance(need, bytes) for need in needs)
             lacking = _lacking(worker, needs)
             data, status = await _run_on_worker(
-                worker, request, grace, lacking, plain, timeout, start_by
+                worker, request, grace, lacking, plain, timeout, start_by, on_taken
             )
             healthy = data is not None  # else orphans of the call may be left with it
         except BaseException:
@@ -1274,6 +1276,7 @@ async def _run_on_worker(
     plain: bool = False,
     timeout: float | None = None,
     start_by: float | None = None,
+    on_taken: Callable[[], None] | None = None,
 ) -> tuple[Any, Any]:
     """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
     None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
@@ -1281,7 +1284,8 @@ async def _run_on_worker(
     needs that the worker lacks (``lacking``) goes first, for the worker to hold from now
     on (:func:`_learn`). ``plain``: the request names no kept object (:data:`_PLAIN_FLAG`).
     ``timeout``: seconds from the child's start report (the call taken) to its result;
-    ``start_by``: the ``time.monotonic()`` by which a child must have taken the call.
+    ``start_by``: the ``time.monotonic()`` by which a child must have taken the call;
+    ``on_taken()`` is called when its start report is seen.
 
     Raises:
         _WorkerGone: the worker died before it started the call.
@@ -1309,6 +1313,7 @@ async def _run_on_worker(
     call = _Reports(worker)
     finished = False
     run_by: float | None = None
+    taken = False
     try:
         result_open = True
         while True:
@@ -1332,8 +1337,12 @@ async def _run_on_worker(
             # the worker (its setup, its imports) is bounded by start_by.
             end = start_by
             if call.pid is not None:
-                if run_by is None and timeout is not None:
-                    run_by = time.monotonic() + timeout
+                if not taken:
+                    taken = True
+                    if timeout is not None:
+                        run_by = time.monotonic() + timeout
+                    if on_taken is not None:
+                        on_taken()
                 end = run_by
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxError, SandboxLimits
+from workspace_tools import invoke_tool, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -36,6 +37,13 @@ def slow_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mod
         "    return ('ran in', os.getpid() != " + str(os.getpid()) + ", x * 2)\n"
         "def forever():\n"
         "    time.sleep(3600)\n"
+        "from pydantic import BaseModel\n"
+        "class Args(BaseModel):\n"
+        "    x: int\n"
+        "def execute(args, context):\n"
+        "    # The time the call's own deadline leaves it as it starts, in tenths.\n"
+        "    left = context.deadline - time.monotonic()\n"
+        "    return {'x': args.x, 'time left': left > 0.3}\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module(name)
@@ -80,3 +88,24 @@ async def test_a_worker_that_does_not_start_in_time_is_a_clear_error(
         )
     finally:
         box.close()
+
+
+async def test_a_tool_calls_timeout_does_not_count_the_workers_start(
+    slow_module: ModuleType,
+) -> None:
+    """The same for a tool call's timeout (``invoke_tool(..., timeout=)``): it counts
+    from when a child took the call, in the caller as in the child's context."""
+    slow_tool = tool(
+        name="slow_start", description="d", parameters=slow_module.Args, execute=slow_module.execute
+    )
+    box = Sandbox(layers=False)
+    try:
+        with anyio.fail_after(60):
+            result = await invoke_tool(slow_tool, {"x": 7}, timeout=0.5, sandbox=box)
+    finally:
+        box.close()
+    assert (result.error_code, result.error, result.content) == (
+        None,
+        None,
+        {"x": 7, "time left": True},
+    )
