@@ -5,6 +5,7 @@ only calls (a sandbox's warm worker) does not import the rest of the package."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,13 +31,16 @@ def execute_in_child(
     files: FileSnapshot | None = None,
     state: CarriedState | None = None,
     runner: Any = None,
+    left: float | None = None,
 ) -> Any:
     """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
     interpreter) and return ``(value, (file changes, state changes))``: with a context
     nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
     timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
     (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
-    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
+    as carried; ``runner``, its :attr:`Tool.runner`; ``left``, the seconds of the call's
+    timeout left when the child took it (its deadline counts from here, not from before a
+    worker started for it). The context is made here, so that
     only primitives, the arguments and the workspace's settings cross the process
     boundary. ``args`` may come as :func:`portable_args` sends them."""
     if isinstance(args, tuple):
@@ -47,6 +51,8 @@ def execute_in_child(
     if state is not None:
         state[0](state[2])
     deadline, timeout = timing
+    if left is not None:
+        deadline = time.monotonic() + left
     context = ToolContext(
         call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
     )

@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -28,7 +29,14 @@ from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
 from workspace_tools._child_call import PortableArgs, execute_in_child
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind
+from workspace_tools._errors import (
+    ECHO_LIMIT,
+    ErrorCode,
+    ToolError,
+    clipped,
+    json_error_message,
+    json_kind_phrase,
+)
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
@@ -50,11 +58,7 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        message = err["msg"]
-        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
-            # pydantic names the Python class ("a valid dictionary or instance of Edit"),
-            # which the model never saw; it wrote JSON.
-            message = f"Input should be an object, not {_json_kind(err['input'])}"
+        message = json_error_message(err)
         lines.append(f"- {clipped(where, ECHO_LIMIT)}: {message}")
     if len(errors) > _MAX_LISTED:
         lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
@@ -114,7 +118,7 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if raw is None or isinstance(raw, (list, str, int, float)):  # JSON, but no object
         expected = ", ".join(tool.parameters.model_fields) or "none"
         message = (
-            f"Invalid arguments for {tool.name}: the arguments are {_json_kind(raw)}, not an "
+            f"Invalid arguments for {tool.name}: the arguments are {json_kind_phrase(raw)}, not an "
             f"object of named arguments (the arguments are: {expected})"
         )
         return _invalid(tool, call_id, raw, message)
@@ -131,22 +135,6 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
             tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
         )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
-
-
-def _json_kind(value: object) -> str:
-    """How a model names the JSON type of ``value`` in a sentence: ``an array``,
-    ``a string``, ``null``, ...; a value of no JSON type by its Python type's name."""
-    kind = json_kind(value)
-    return _WITH_ARTICLE.get(kind, kind)
-
-
-_WITH_ARTICLE = {
-    "object": "an object",
-    "array": "an array",
-    "string": "a string",
-    "number": "a number",
-    "boolean": "a boolean",
-}
 
 
 def _invalid(
@@ -234,13 +222,19 @@ def _schema_mismatch(tool: Tool[Any], detail: str) -> ToolError:
     )
 
 
-async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
-    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it),
-    else in process (a sync tool in a worker thread)."""
+async def _execute(
+    call: Call,
+    context: ToolContext,
+    sandbox: Sandbox | None,
+    scope: anyio.CancelScope | None = None,
+) -> Any:
+    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it;
+    ``scope``, the call's timeout, held while a worker starts for it), else in process (a
+    sync tool in a worker thread)."""
     tool, args = call.tool, call.args
     if sandbox is not None:
         timing = (context.deadline, context.timeout)
-        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing)  # type: ignore[arg-type]
+        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing, scope)  # type: ignore[arg-type]
     try:
         if tool.is_async:
             return await tool.execute(args, context)
@@ -372,7 +366,7 @@ async def run_call(
         )
         try:
             with _deadline(effective_timeout) as scope:
-                value = await _execute(call, context, box)
+                value = await _execute(call, context, box, scope)
             if scope is not None and scope.cancelled_caught:
                 # A TimeoutError the tool raises itself is an ordinary failure, below. The
                 # tool's own words for its timeout, when it gave them, whichever fired first.
@@ -417,6 +411,25 @@ async def run_call(
     )
 
 
+class _PausedDeadline:
+    """A call's timeout (its cancel scope's deadline) held from now until :meth:`resume`,
+    then running on with the time that was left then (:attr:`left`, seconds; ``None``
+    when there is no deadline or it runs again)."""
+
+    def __init__(self, scope: anyio.CancelScope | None) -> None:
+        self._scope = scope
+        self.left: float | None = None
+        if scope is not None and scope.deadline != math.inf:
+            self.left = max(0.0, scope.deadline - anyio.current_time())
+            scope.deadline = math.inf
+
+    def resume(self) -> None:
+        """Run the deadline on from now (once; later calls do nothing)."""
+        if self._scope is not None and self.left is not None:
+            self._scope.deadline = anyio.current_time() + self.left
+            self._scope = None
+
+
 def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
     # No cancel scope without a timeout: setting one up costs more than a short call.
     return nullcontext() if seconds is None else anyio.move_on_after(seconds)
@@ -428,8 +441,14 @@ async def call_in_sandbox(
     args: BaseModel,
     call_id: str,
     timing: tuple[float | None, float | None] = (None, None),
+    scope: anyio.CancelScope | None = None,
 ) -> Any:
     """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
+
+    ``scope``: the cancel scope of the call's timeout, whose deadline is held while the
+    sandbox starts a worker for the call and runs on, with the time that was left, from
+    when a child took it (the child's deadline likewise): the timeout counts the call,
+    not a worker's start (which ``SandboxLimits.start_seconds`` bounds).
 
     ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
     (``time.monotonic()`` is one clock for every process of the host).
@@ -470,6 +489,7 @@ async def call_in_sandbox(
         before = None
         if state is not None:
             before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
+        paused = _PausedDeadline(scope)
         try:
             value, changes = await sandbox.call(
                 execute_in_child,
@@ -483,10 +503,14 @@ async def call_in_sandbox(
                 files=files,
                 state=None if state is None else (state.restore, state.changes, before),
                 runner=tool.runner,
+                left=paused.left,
                 reuse_process=tool.stateless,
+                on_taken=paused.resume,
             )
         except UnpicklableCall as exc:
             raise exc.about(f"the tool {tool.name!r}") from None
+        finally:
+            paused.resume()
         file_changes, state_changes = changes
         if workspace is not None and file_changes is not None:
             workspace.apply_file_changes(file_changes)
