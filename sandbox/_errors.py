@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox.spawn._process import ProcessResult
+
 
 class SandboxUnavailable(RuntimeError):
     """A protection asked for (by an argument, a default or ``require=``) that no
@@ -30,14 +35,19 @@ class SandboxError(RuntimeError):
 
     Attributes:
         signal: the name of the signal that killed the child (``"SIGSEGV"``), or ``None``.
+        result: for a command the sandbox was closed under (``Sandbox.close`` stopped
+            its whole tree), how it ended, with its output so far; else ``None``.
     """
 
-    def __init__(self, message: str, signal: str | None = None) -> None:
+    def __init__(
+        self, message: str, signal: str | None = None, result: ProcessResult | None = None
+    ) -> None:
         super().__init__(message)
         self.signal = signal
+        self.result = result
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (str(self), self.signal))
+        return (type(self), (str(self), self.signal, self.result))
 
 
 class UnpicklableCall(SandboxError):

@@ -24,7 +24,13 @@ class SandboxLimits:
             (``MemoryError`` in Python, ENOMEM elsewhere).
         output_bytes: bytes of each output stream kept (half the head, half the tail); the
             rest is counted, not stored, so memory stays bounded whatever a command prints.
-        timeout_seconds: wall time before the whole process tree is stopped.
+        timeout_seconds: wall time before the whole process tree is stopped. For a
+            Python call it counts from when a child of a warm worker took the call, not
+            while a worker is started for it (see ``start_seconds``).
+        start_seconds: for a Python call, how long it may wait for a worker to take it
+            (a new worker sets up and imports what the calls name: a few hundred ms);
+            past it the call fails with ``SandboxError`` ("the sandbox could not start a
+            worker for the call within N s ...; nothing ran"), not a timeout.
         grace_seconds: time between SIGTERM and SIGKILL when a tree is stopped.
         drain_seconds: how long output is still read after the command itself exited, when
             a background process keeps the pipe open; then the leftovers are stopped.
@@ -36,6 +42,7 @@ class SandboxLimits:
     memory_bytes: int | None = None
     output_bytes: int = 1024 * 1024
     timeout_seconds: float | None = None
+    start_seconds: float = 60.0
     grace_seconds: float = 1.0
     drain_seconds: float = 0.2
 

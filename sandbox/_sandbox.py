@@ -13,8 +13,6 @@ import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-import anyio
-
 from sandbox._defaults import (
     HOST_EXEC_PATHS,
     credential_paths,
@@ -287,7 +285,9 @@ class Sandbox:
         Raises:
             SandboxError: the command could not be started; with ``cwd_fd``, also when
                 the directory entered was not that descriptor's (the message names
-                ``cwd`` and says it changed; nothing ran).
+                ``cwd`` and says it changed; nothing ran); or :meth:`close` stopped it
+                while it ran ("the sandbox was closed while the command ran; it was
+                stopped", its result so far in ``.result``).
         """
         cwd = os.path.abspath(cwd or os.getcwd())
         child_env = dict(env) if env is not None else self.child_env()
@@ -373,7 +373,13 @@ class Sandbox:
         return result
 
     async def call(
-        self, fn: Callable[..., Any], /, *args: Any, reuse_process: bool = False, **kwargs: Any
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        reuse_process: bool = False,
+        on_taken: Callable[[], None] | None = None,
+        **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
         layers; an awaitable result is awaited in the child. Returns the (pickled) result.
@@ -406,8 +412,14 @@ class Sandbox:
         deliver (a crash, a timeout, a cancellation). What the call leaves in memory may
         reach later calls of the same kind. Other calls ignore it.
 
-        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``) or when
-        cancelled, taking the child's whole tree down.
+        ``on_taken`` is called (in this task) once a child took the call, so that a
+        caller with a deadline of its own (a tool call's timeout) can count it from then
+        too; a call that ends before that is seen may not call it.
+
+        Stops after ``limits.timeout_seconds`` (raising ``TimeoutError``), counted from
+        when a child of a worker took the call (not while a worker starts for it, which
+        ``limits.start_seconds`` bounds), or when cancelled, taking the child's whole tree
+        down.
 
         Raises:
             SandboxUnavailable: a protection asked for that no layer can give to a Python
@@ -415,8 +427,10 @@ class Sandbox:
             UnpicklableCall: ``fn`` or an argument cannot be pickled (a lock, a socket, an
                 open file, a generator); the message names it. Nothing ran.
             SandboxError: the child died by a signal (``.signal`` names it, e.g.
-                ``"SIGSEGV"``) or exited without a result.
-            TimeoutError: ``limits.timeout_seconds`` passed.
+                ``"SIGSEGV"``) or exited without a result; or no worker took the call
+                within ``limits.start_seconds`` ("the sandbox could not start a worker
+                for the call within N s (SandboxLimits.start_seconds); nothing ran").
+            TimeoutError: ``limits.timeout_seconds`` passed once the call was taken.
             Exception: whatever ``fn`` raised.
         """
         self._check_calls()
@@ -437,10 +451,16 @@ class Sandbox:
         else:
             caller = self._call_workers(absent)
         try:
-            with anyio.fail_after(limits.timeout_seconds):
-                return await caller.call(
-                    fn, args, kwargs, limits.grace_seconds, reuse=reuse_process
-                )
+            return await caller.call(
+                fn,
+                args,
+                kwargs,
+                limits.grace_seconds,
+                reuse=reuse_process,
+                timeout=limits.timeout_seconds,
+                start_within=limits.start_seconds,
+                on_taken=on_taken,
+            )
         finally:
             set_aside(absent)
             if cap is not None:
@@ -545,8 +565,13 @@ class Sandbox:
 
     def close(self) -> None:
         """Stop the spawn server and the calls' warm workers (those of the sandboxes
-        :meth:`confined_to` made from this one too: they share its server). Also done when
-        the sandbox is collected or the process exits."""
+        :meth:`confined_to` made from this one too: they share its server), and every
+        command running through it, each whole tree (SIGTERM, ``limits.grace_seconds``,
+        SIGKILL; detached and double-forked processes included). A call or command
+        running meanwhile raises :class:`SandboxError` ("the sandbox was closed while the
+        call ran; it was stopped", "... the command ran ..."), a command's with its
+        result so far (``result``: its output until then). Also done when the sandbox
+        is collected or the process exits; a later call or command starts them again."""
         # First, so that no worker is left of the server the launcher stops; a later
         # call starts both again, as a later command starts the server.
         for caller in list(self._callers):
@@ -554,7 +579,14 @@ class Sandbox:
                 caller.close()
         self._callers.clear()
         self._caller = None
-        self._launcher.close()
+        self._launcher.close(self.limits.grace_seconds)
+
+    def __enter__(self) -> Sandbox:
+        """``with Sandbox(...) as box:`` closes it at the end (:meth:`close`)."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _check_enforceable(self) -> None:
         """Raise for a protection asked for that commands cannot get here (see

@@ -326,3 +326,17 @@ def test_wrong_shaped_item_step_answers_in_the_item_s_shape(tmp_path: Path) -> N
         "    A item-demo.txt",
     ]
     assert not (tmp_path / "item-demo.txt").exists()
+
+
+def test_closed_under_command_step_stops_the_command(tmp_path: Path) -> None:
+    from workspace_tools.cli._demo import _closed_under_command
+
+    out = io.StringIO()
+    assert anyio.run(_closed_under_command, tmp_path, _Printer(out), 22) == 0
+    assert out.getvalue().splitlines() == [
+        "",
+        "22. closing the workspace while a command runs",
+        "  SANDBOX_ERROR: The sandbox was closed while the command ran; it and every process "
+        "it started were stopped.",
+        "  its output so far: started",
+    ]

@@ -228,6 +228,9 @@ results = [
     invoke_tool_sync(tools["read_file"], {"path": "a.txt"}, call_id="c1"),
     session.call_sync("read_file", {"path": "a.txt"}, call_id="c2"),
 ]
+os.close(held.pop())  # one free: the loop gets its epoll, not its wake-up socket pair
+results.append(invoke_tool_sync(tools["read_file"], {"path": "a.txt"}, call_id="c1b"))
+held.append(os.open(os.devnull, os.O_RDONLY))  # that epoll was closed: the fd is free
 for fd in held:
     os.close(fd)
 results.append(invoke_tool_sync(tools["read_file"], {"path": "a.txt"}, call_id="c3"))
@@ -237,7 +240,8 @@ print(json.dumps([[r.call_id, r.error_code, r.error, r.content] for r in results
 
 def test_no_fd_left_for_the_event_loop_is_a_result_not_an_exception(tmp_path: Path) -> None:
     # The blocking twins make an event loop per call (an epoll and a wake-up pipe): out of
-    # descriptors, that is the call's result, with the words every tool gives for it.
+    # descriptors, that is the call's result, with the words every tool gives for it, and
+    # nothing on stderr (asyncio's half-made loop, collected, printed an AttributeError).
     (tmp_path / "a.txt").write_text("x\n")
     done = subprocess.run(
         [sys.executable, "-c", _NO_FD_LEFT, str(tmp_path)],
@@ -254,5 +258,7 @@ def test_no_fd_left_for_the_event_loop_is_a_result_not_an_exception(tmp_path: Pa
     assert json.loads(done.stdout) == [
         ["c1", "TOOL_ERROR", refused, None],
         ["c2", "TOOL_ERROR", refused, None],
+        ["c1b", "TOOL_ERROR", refused, None],
         ["c3", None, None, "     1\tx"],
     ]
+    assert done.stderr == ""

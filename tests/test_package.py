@@ -17,12 +17,37 @@ PACKAGE = Path(workspace_tools.__file__).parent
 
 
 def test_the_package_exports_exactly_what_all_lists() -> None:
+    listed = [name for name in dir(workspace_tools) if not name.startswith("_")]
+    assert listed == sorted(workspace_tools.__all__)
+    loaded = {name: getattr(workspace_tools, name) for name in workspace_tools.__all__}
+    assert [name for name, value in loaded.items() if isinstance(value, types.ModuleType)] == []
     exported = {
         name
         for name, value in vars(workspace_tools).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert sorted(exported) == sorted(workspace_tools.__all__)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        workspace_tools.no_such_name  # noqa: B018
+
+
+def test_importing_the_package_loads_a_name_only_when_it_is_used() -> None:
+    """``import workspace_tools`` imports none of its modules until a name is used, and a
+    name loads only the modules it needs (a custom tool's module imports ``tool``)."""
+    code = (
+        "import sys, workspace_tools\n"
+        "def ours(): return sorted(m for m in sys.modules if m.startswith('workspace_tools'))\n"
+        "print(ours())\n"
+        "workspace_tools.tool\n"
+        "print([m for m in ours() if m.startswith(('workspace_tools.session', "
+        "'workspace_tools.tools', 'workspace_tools.search', 'workspace_tools.adapters'))])\n"
+        "from workspace_tools import *\n"
+        "print(len([m for m in ours() if m.startswith('workspace_tools.tools.')]) > 0)\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert shown == ["['workspace_tools']", "[]", "True"], shown
 
 
 def test_command_line_and_mcp_terms_are_not_in_the_core_api() -> None:
@@ -86,7 +111,7 @@ def test_the_sandbox_package_exports_what_all_lists_each_from_its_home() -> None
     assert sorted(resolved) == sorted(set(sandbox.__all__))
     assert set(sandbox.__all__) <= set(dir(sandbox))
     assert sandbox.Sandbox.__module__ == "sandbox._sandbox"
-    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+    with pytest.raises(AttributeError, match="missing"):
         sandbox.missing  # noqa: B018
 
 

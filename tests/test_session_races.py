@@ -17,6 +17,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from tests._fds import OUT_OF_FDS_WORDS
 from tests._users import as_nobody
 from workspace_tools import (
     ErrorCode,
@@ -323,18 +324,61 @@ def test_an_os_error_from_any_tool_gets_the_code_of_its_errno(
     assert (result.error_code, result.error) == (code, message)
 
 
-def test_an_os_error_naming_no_path_says_which_tool_failed() -> None:
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (
+            BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"),
+            "Resource temporarily unavailable",
+        ),
+        # Out of fds (a pipe, a socket pair, an epoll): what every tool says of it.
+        (OSError(errno.EMFILE, "Too many open files"), OUT_OF_FDS_WORDS[errno.EMFILE]),
+        (OSError(errno.ENFILE, "Too many open files in system"), OUT_OF_FDS_WORDS[errno.ENFILE]),
+    ],
+)
+def test_an_os_error_naming_no_path_says_which_tool_failed(raised: OSError, message: str) -> None:
     class _NoPath(BaseModel):
         n: int = 0
 
     def fail(args: _NoPath, context: Any) -> str:
-        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        raise raised
 
     spawner = tool(name="spawner", description="fails", parameters=_NoPath, execute=fail)
     result = invoke_tool_sync(spawner, {})
+    assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, f"spawner failed: {message}")
+
+
+@pytest.mark.parametrize("number", sorted(OUT_OF_FDS_WORDS))
+@pytest.mark.parametrize(
+    ("filename", "message"),
+    [
+        # What the sandbox opens for itself (``/``), or an import on the way: not named.
+        ("/", "opener failed: {words}"),
+        ("/usr/lib/python3/site-packages/anyio/_backends/__init__.py", "opener failed: {words}"),
+        # The model's own file, under the root or as it sent it, is named.
+        (None, "Cannot open a.txt: {words}"),
+        ("{root}/a.txt", "Cannot open a.txt: {words}"),
+        ("a.txt", "Cannot open a.txt: {words}"),
+    ],
+)
+def test_out_of_fds_says_so_and_names_only_the_models_file(
+    tmp_path: Path, number: int, filename: str | None, message: str
+) -> None:
+    def fail(args: _PathArgs, context: Any) -> str:
+        name = None if filename is None else filename.format(root=tmp_path)
+        raise OSError(number, os.strerror(number), name)
+
+    opener = tool(
+        name="opener",
+        description="fails",
+        parameters=_PathArgs,
+        execute=fail,
+        workspace=Workspace(tmp_path),
+    )
+    result = invoke_tool_sync(opener, {"path": "a.txt"})
     assert (result.error_code, result.error) == (
         ErrorCode.TOOL_ERROR,
-        "spawner failed: Resource temporarily unavailable",
+        message.format(words=OUT_OF_FDS_WORDS[number]),
     )
 
 

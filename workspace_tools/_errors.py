@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -133,3 +134,42 @@ def json_kind(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "array"
     return "string" if isinstance(value, str) else type(value).__name__
+
+
+def json_kind_phrase(value: object) -> str:
+    """:func:`json_kind` as a sentence says it: ``an array``, ``a string``, ``null``."""
+    kind = json_kind(value)
+    return _WITH_ARTICLE.get(kind, kind)
+
+
+_WITH_ARTICLE = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "number": "a number",
+    "boolean": "a boolean",
+}
+
+#: pydantic's error types whose message names a Python type where the input was JSON,
+#: and the JSON type that was expected.
+_EXPECTED_JSON = {
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "dict_type": "an object",
+    "list_type": "an array",
+    "tuple_type": "an array",
+    "set_type": "an array",
+    "frozen_set_type": "an array",
+    "none_required": "null",
+}
+
+
+def json_error_message(error: Mapping[str, Any]) -> str:
+    """The message of one pydantic validation error (an item of ``errors()``) in JSON's
+    words: pydantic names Python's types ("a valid dictionary or instance of Edit", "a
+    valid list", "None"), which a model, that wrote JSON, never saw
+    (``Input should be an array, not a string``); other messages as they are."""
+    expected = _EXPECTED_JSON.get(error["type"])
+    if expected is None or "input" not in error:
+        return str(error["msg"])
+    return f"Input should be {expected}, not {json_kind_phrase(error['input'])}"

@@ -266,9 +266,33 @@ def apply(confinement: Confinement) -> None:
         for path, rights in rules:
             _add_path_rule(arch.landlock_add_rule, ruleset, path, rights)
         set_no_new_privs()
-        syscall(arch.landlock_restrict_self, ruleset, ctypes.c_uint32(0))
+        _restrict_self(arch, ruleset)
     finally:
         os.close(ruleset)
+
+
+#: How many Landlock domains Linux stacks on a thread at most (``LANDLOCK_MAX_NUM_LAYERS``).
+MAX_DOMAINS = 16
+
+
+def _restrict_self(arch: Arch, ruleset: int) -> None:
+    """Put the calling thread in the domain of ``ruleset`` (``landlock_restrict_self``).
+
+    Raises:
+        OSError: refused; E2BIG says in words that Linux's limit of nested domains is
+            reached (each sandbox a sandboxed call starts adds two).
+    """
+    try:
+        syscall(arch.landlock_restrict_self, ruleset, ctypes.c_uint32(0))
+    except OSError as exc:
+        if exc.errno != errno.E2BIG:
+            raise
+        raise OSError(
+            errno.E2BIG,
+            f"cannot confine this process: it is in {MAX_DOMAINS} nested Landlock domains "
+            "already, the most Linux allows (a sandbox started by a sandboxed call adds "
+            "two: sandboxes nest at most 8 deep)",
+        ) from None
 
 
 def _create_ruleset(arch: Arch, attr: _RulesetAttr) -> int:
@@ -384,11 +408,10 @@ def prepare_nest() -> Callable[[], None]:
     except BaseException:
         os.close(ruleset)
         raise
-    restrict = arch.landlock_restrict_self
 
     def enter() -> None:
         try:
-            syscall(restrict, ruleset, ctypes.c_uint32(0))
+            _restrict_self(arch, ruleset)
         finally:
             os.close(ruleset)
 

@@ -117,6 +117,7 @@ import threading
 import time
 import types
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,6 +162,12 @@ _LEARN_FLAG = 1 << 63
 #: Set in a request's length: the call names no kept object, so its child loads it as a
 #: plain pickle (no unpickler of its own made: a fresh child copies fewer pages).
 _PLAIN_FLAG = 1 << 62
+
+
+#: Set while a worker or its child imports what calls name (:func:`_importing`): a call
+#: started then is that module's own code, run at import, which would start a worker that
+#: imports it again, and so on (:meth:`CallWorkers.call` refuses it).
+_IMPORTING: ContextVar[bool] = ContextVar("importing_for_calls", default=False)
 
 
 @dataclass(eq=False)
@@ -226,6 +233,9 @@ class CallWorkers:
         kwargs: dict[str, Any],
         grace: float,
         reuse: bool = False,
+        timeout: float | None = None,
+        start_within: float | None = None,
+        on_taken: Callable[[], None] | None = None,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` (awaited when it returns an awaitable) in a child;
         return its result or raise its exception.
@@ -234,23 +244,47 @@ class CallWorkers:
         long-lived child of a worker that runs such calls one after another (see the
         module docstring); else in a fresh child.
 
+        ``timeout``: seconds the call may run, counted from when a child of a worker took
+        it (its start report, seen within :data:`_REPORTS_EVERY`), not while a worker is
+        taken or started for it; then its tree is stopped and ``TimeoutError`` raised.
+        ``start_within``: seconds until a child takes it (an idle worker's at once; a new
+        worker's once it set up and imported what the calls name), else ``SandboxError``
+        and nothing ran. ``on_taken``: called when the call is seen taken.
+
         Cancelling the call stops the child and everything it started (SIGTERM, ``grace``
         seconds, SIGKILL).
 
         Raises:
             UnpicklableCall: ``fn`` or an argument cannot be pickled (nothing ran).
             SandboxError: the child died by a signal (the message and ``.signal`` name
-                it, e.g. SIGSEGV) or exited without a result; no worker could be started;
-                the call cannot be loaded in a worker started for it.
+                it, e.g. SIGSEGV) or exited without a result; no worker could be started,
+                or none took the call within ``start_within``; the call cannot be loaded
+                in a worker started for it; the call was started by a module's code at
+                import, in a worker importing it for calls.
+            TimeoutError: ``timeout`` passed once the call was taken.
             Exception: whatever ``fn`` raised (re-created from its pickle).
         """
+        if _IMPORTING.get():
+            raise SandboxError(
+                "a sandboxed call was started by a module's code while a sandbox's process "
+                "imported that module to run a call: each process that imports it would "
+                "start another. Start the module's calls under "
+                '`if __name__ == "__main__":` or from a function.'
+            )
         request, needs = self._pickle(fn, args, kwargs)
         kind = True if self._once else reuse
         fresh_tried = False
         while True:
-            worker = await self._take(kind, fresh=fresh_tried)
+            start_by = None if start_within is None else time.monotonic() + start_within
             try:
-                return await self._serve(worker, request, needs, grace)
+                with anyio.fail_after(start_within):
+                    worker = await self._take(kind, fresh=fresh_tried)
+            except TimeoutError:
+                raise SandboxError(_not_started(start_within)) from None
+            try:
+                return await self._serve(worker, request, needs, grace, timeout, start_by, on_taken)
+            except _NotTaken:
+                raise SandboxError(_not_started(start_within)) from None
             except (_WorkerGone, _Unservable) as exc:
                 # Nothing ran. A worker that died before it took the call, or one whose
                 # child could not load it (started with another sys.path): one more try
@@ -337,14 +371,24 @@ class CallWorkers:
         return started[0]
 
     async def _serve(
-        self, worker: _Worker, request: bytes, needs: tuple[str | bytes, ...], grace: float
+        self,
+        worker: _Worker,
+        request: bytes,
+        needs: tuple[str | bytes, ...],
+        grace: float,
+        timeout: float | None = None,
+        start_by: float | None = None,
+        on_taken: Callable[[], None] | None = None,
     ) -> Any:
         """Run ``request`` on ``worker`` (taken out of the pool) and give it back; what
-        the call ``needs`` that the worker lacks, the worker is told to hold first."""
+        the call ``needs`` that the worker lacks, the worker is told to hold first;
+        ``timeout``, ``start_by`` and ``on_taken`` as :func:`_run_on_worker` takes them."""
         try:
             plain = not any(isinstance(need, bytes) for need in needs)
             lacking = _lacking(worker, needs)
-            data, status = await _run_on_worker(worker, request, grace, lacking, plain)
+            data, status = await _run_on_worker(
+                worker, request, grace, lacking, plain, timeout, start_by, on_taken
+            )
             healthy = data is not None  # else orphans of the call may be left with it
         except BaseException:
             self._give_back(worker, healthy=False)
@@ -855,9 +899,13 @@ def _hold(modules: tuple[str, ...], kept: tuple[bytes, ...], copies: dict[bytes,
     """Import ``modules`` and make one copy of each object pickled in ``kept`` (into
     ``copies``, newest last, at most :data:`_KEPT_SIZE`: the caller's :func:`_told` keeps
     the same); what fails, a call that needs it meets itself (``None``: not held)."""
-    for name in modules:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+    importing = _IMPORTING.set(True)
+    try:
+        for name in modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+    finally:
+        _IMPORTING.reset(importing)
     for data in kept:
         copies.pop(data, None)
         try:
@@ -1119,10 +1167,13 @@ def _outcome_of(
     child's); else what running it gave."""
     if failed is not None:
         return ("error", failed)
+    importing = _IMPORTING.set(True)  # what the call names may be imported now
     try:
         call = pickle.loads(data) if plain else _load_request(data, copies)
     except BaseException as exc:
         return ("unservable", f"{type(exc).__name__}: {exc}")
+    finally:
+        _IMPORTING.reset(importing)
     if grant is not None:
         try:
             grant()
@@ -1178,6 +1229,17 @@ class _WorkerGone(Exception):
     """The worker died before it started the call: the call may run elsewhere."""
 
 
+class _NotTaken(Exception):
+    """No child took the call in the time a worker has to start: nothing of it ran."""
+
+
+def _not_started(seconds: float | None) -> str:
+    return (
+        f"the sandbox could not start a worker for the call within {seconds:g} s "
+        "(SandboxLimits.start_seconds); nothing ran"
+    )
+
+
 def _lacking(worker: _Worker, needs: tuple[str | bytes, ...]) -> tuple[str | bytes, ...]:
     """What of ``needs`` (module names, pickles of kept objects) ``worker`` does not hold."""
     modules, kept = worker.modules, worker.kept
@@ -1219,15 +1281,23 @@ async def _run_on_worker(
     grace: float,
     lacking: tuple[str | bytes, ...] = (),
     plain: bool = False,
+    timeout: float | None = None,
+    start_by: float | None = None,
+    on_taken: Callable[[], None] | None = None,
 ) -> tuple[Any, Any]:
     """Send ``request`` to ``worker`` and collect its child's outcome: ``(result bytes,
     None)`` once the result is complete, else ``(None, wait status or None)``. Cancelled,
     it stops the call's tree first (the caller then lets the worker go). What the call
     needs that the worker lacks (``lacking``) goes first, for the worker to hold from now
     on (:func:`_learn`). ``plain``: the request names no kept object (:data:`_PLAIN_FLAG`).
+    ``timeout``: seconds from the child's start report (the call taken) to its result;
+    ``start_by``: the ``time.monotonic()`` by which a child must have taken the call;
+    ``on_taken()`` is called when its start report is seen.
 
     Raises:
         _WorkerGone: the worker died before it started the call.
+        _NotTaken: no child took the call by ``start_by``.
+        TimeoutError: ``timeout`` passed since the call was taken (its tree is stopped).
     """
     result_r, result_w = os.pipe()
     sock = worker.sock
@@ -1249,6 +1319,8 @@ async def _run_on_worker(
     received = bytearray()
     call = _Reports(worker)
     finished = False
+    run_by: float | None = None
+    taken = False
     try:
         result_open = True
         while True:
@@ -1268,16 +1340,33 @@ async def _run_on_worker(
                     raise _WorkerGone()
                 finished = True
                 return None, None
+            # The time limit counts from the call's start report; until then the wait for
+            # the worker (its setup, its imports) is bounded by start_by.
+            end = start_by
+            if call.pid is not None:
+                if not taken:
+                    taken = True
+                    if timeout is not None:
+                        run_by = time.monotonic() + timeout
+                    if on_taken is not None:
+                        on_taken()
+                end = run_by
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise _NotTaken() if call.pid is None else TimeoutError()
             if result_open:
                 # The result's pipe alone: the child's report as it takes the call would
                 # wake this task in the middle of every call, to preempt the call on its
                 # core. The pipe's end of file says that the child ended; the reports are
                 # read then, and every _REPORTS_EVERY seconds, for a child that ended
                 # leaving a process that holds the pipe open.
-                with anyio.move_on_after(_REPORTS_EVERY):
+                with anyio.move_on_after(
+                    _REPORTS_EVERY if left is None else min(left, _REPORTS_EVERY)
+                ):
                     await anyio.wait_readable(result_r)
             else:
-                await anyio.wait_readable(sock)
+                with anyio.move_on_after(left):
+                    await anyio.wait_readable(sock)
     finally:
         if not finished:
             with anyio.CancelScope(shield=True):

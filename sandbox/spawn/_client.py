@@ -15,6 +15,7 @@ from typing import TypeVar
 from sandbox.spawn._jobs import (
     CallWorkerReady,
     StartFailed,
+    StopTree,
     SupervisorReady,
     WantCallWorker,
     WantSupervisor,
@@ -42,11 +43,51 @@ class Supervisor(Channel):
     Attributes:
         env: the environment of the last job sent to it, which a job with the same one
             need not carry again (see ``sandbox.spawn._server``).
+        stopped_by_close: its launcher was closed while it ran a job, whose tree it was
+            asked to stop (see :meth:`Launcher.close`).
     """
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock)
         self.env: Mapping[str, str] | None = None
+        self.stopped_by_close = False
+        # The grace of a stop asked for before the job went out (None: none asked), and
+        # whether it went out; both under the lock (close() may run in another thread).
+        self._stop_grace: float | None = None
+        self._job_sent = False
+        self._job_over = False
+        self._stop_lock = threading.Lock()
+
+    def job_sent(self) -> None:
+        """The job is out: a stop asked for by :meth:`Launcher.close` before it went is
+        sent now, after it (the supervisor ignores a stop that comes before a job)."""
+        with self._stop_lock:
+            self._job_sent = True
+            grace = self._stop_grace
+        if grace is not None:
+            with contextlib.suppress(OSError):
+                self.send(StopTree(grace))
+
+    def job_over(self) -> bool:
+        """The job's tree is gone: a later close has nothing of it to stop. Whether a
+        close stopped it (:attr:`stopped_by_close`)."""
+        with self._stop_lock:
+            self._job_over = True
+            return self.stopped_by_close
+
+    def stop_for_close(self, grace: float) -> None:
+        """Ask the supervisor to stop the job's tree (SIGTERM, ``grace`` seconds, SIGKILL)
+        because its launcher is closing: now if the job is out, else as soon as it is;
+        nothing once the job is over."""
+        with self._stop_lock:
+            if self._job_over:
+                return
+            self.stopped_by_close = True
+            self._stop_grace = grace
+            sent = self._job_sent
+        if sent:
+            with contextlib.suppress(OSError):
+                self.send(StopTree(grace))
 
 
 class SpawnRefused(OSError):
@@ -169,6 +210,8 @@ class Launcher:
         self._lock_pid = os.getpid()  # the process the lock was made in
         self._owner = -1
         self._idle: dict[Hashable, list[Supervisor]] = {}
+        # Supervisors handed out and not handed back: running a job (see close).
+        self._busy: set[Supervisor] = set()
         self._finalizer: weakref.finalize | None = None
 
     def acquire(self, limits: Hashable) -> Supervisor:
@@ -180,9 +223,9 @@ class Launcher:
         """
         with self._own_lock():
             idle = self._connect_pool().setdefault(limits, [])
-            if idle:
-                return idle.pop()
-            return _ask(lambda channel: _new_supervisor(channel))
+            supervisor = idle.pop() if idle else _ask(_new_supervisor)
+            self._busy.add(supervisor)
+            return supervisor
 
     def call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
         """A new warm worker of Python calls from this process's spawn server: its socket,
@@ -206,17 +249,33 @@ class Launcher:
     def release(self, limits: Hashable, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""
         with self._lock:
+            self._busy.discard(supervisor)
             idle = self._idle.setdefault(limits, [])
-            if self._owner == os.getpid() and len(idle) < POOL_SIZE:
+            if (
+                self._owner == os.getpid()
+                and len(idle) < POOL_SIZE
+                and not supervisor.stopped_by_close
+            ):
                 idle.append(supervisor)
                 return
         supervisor.close()
 
-    def close(self) -> None:
-        """Close the idle supervisors and give back the lease on the server (the last
-        launcher's stops it)."""
+    def forget(self, supervisor: Supervisor) -> None:
+        """A supervisor handed out that its user closed rather than handed back."""
         with self._lock:
+            self._busy.discard(supervisor)
+
+    def close(self, grace: float = 1.0) -> None:
+        """Close the idle supervisors, give back the lease on the server (the last
+        launcher's stops it), and stop the command each busy one runs: its whole tree
+        (SIGTERM, ``grace`` seconds, SIGKILL); the job's caller sees the end (see
+        :attr:`Supervisor.stopped_by_close`) and closes that supervisor."""
+        with self._lock:
+            busy = [s for s in self._busy if self._owner == os.getpid()]
+            self._busy = set()
             self._close()
+        for supervisor in busy:
+            supervisor.stop_for_close(grace)
 
     def _connect_pool(self) -> dict[Hashable, list[Supervisor]]:
         if self._finalizer is not None and self._owner == os.getpid():

@@ -35,6 +35,9 @@ OnOutput = Callable[[str, bytes], None]
 
 _READ_SIZE = 64 * 1024
 
+#: What :func:`run_process` raises for a command stopped by its launcher's close.
+CLOSED_DURING_COMMAND = "the sandbox was closed while the command ran; it was stopped"
+
 
 @dataclass(frozen=True)
 class ProcessResult:
@@ -193,6 +196,7 @@ async def run_process(
     writers = [out_w, err_w]
     try:
         supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        supervisor.job_sent()
         supervisor.env = env
         # Set up once the job is out: the supervisor starts the command meanwhile.
         os.set_blocking(out_r, False)
@@ -204,6 +208,7 @@ async def run_process(
         _close_all(writers)
         os.close(out_r)
         os.close(err_r)
+        launcher.forget(supervisor)
         supervisor.close()  # end of file: the supervisor stops the command, if it started one
         raise
     try:
@@ -220,6 +225,7 @@ async def run_process(
         if not streams.drained:
             # The tree is gone; only a process outside it could still hold a pipe.
             await streams.serve_until(streams.is_drained, _deadline(drain))
+        closed = supervisor.job_over()
         if watch.error is not None:
             raise SandboxError(watch.error)
     finally:
@@ -242,13 +248,14 @@ async def run_process(
             if watch.done and watch.clean:
                 launcher.release(limits, supervisor)
             else:
+                launcher.forget(supervisor)
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(watch.exit_status)
     if timed_out:
         exit_code, stopped = None, TreeDone(None)
     else:
         stopped = watch.stopped
-    return ProcessResult(
+    result = ProcessResult(
         exit_code,
         killed_by,
         timed_out,
@@ -258,6 +265,11 @@ async def run_process(
         stopped.stopped,
         stopped.stopped_names,
     )
+    if closed:
+        # Stopped by Launcher.close (the sandbox's close), not by this call: an error, as
+        # a Python call the sandbox is closed under is one, with the output so far.
+        raise SandboxError(CLOSED_DURING_COMMAND, killed_by, result)
+    return result
 
 
 def _close_all(fds: list[int]) -> None:

@@ -26,14 +26,14 @@ from workspace_tools.adapters.openai_apply_patch import (
 from workspace_tools.adapters.openai_shell import call_local_shell, call_openai_shell
 
 # Valid JSON that is no object, as a client's decoder hands it over, with the word each
-# refusal uses for it (a Python type for the item itself, a JSON type for a field).
+# refusal uses for it: its JSON type, for the item itself as for a field.
 NOT_OBJECTS = [
-    ([1, 2], "list", "array"),
-    ("[1, 2]", "str", "string"),
-    (7, "int", "number"),
-    (2.5, "float", "number"),
-    (True, "bool", "boolean"),
-    (None, "NoneType", "null"),
+    ([1, 2], "array", "array"),
+    ("[1, 2]", "string", "string"),
+    (7, "number", "number"),
+    (2.5, "number", "number"),
+    (True, "boolean", "boolean"),
+    (None, "null", "null"),
 ]
 
 
@@ -60,13 +60,13 @@ def bash_error(use_id: str, text: str) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": use_id, "content": text, "is_error": True}
 
 
-@pytest.mark.parametrize(("value", "python", "kind"), NOT_OBJECTS)
+@pytest.mark.parametrize(("value", "outer", "kind"), NOT_OBJECTS)
 def test_a_bash_tool_use_of_the_wrong_shape_is_an_error_result(
-    value: Any, python: str, kind: str
+    value: Any, outer: str, kind: str
 ) -> None:
     recorder = Recorder()
     cases = [
-        (value, bash_error("", f"The bash tool_use is {python}, not an object with id and input")),
+        (value, bash_error("", f"The bash tool_use is {outer}, not an object with id and input")),
         (
             {"id": "t1", "input": value},
             bash_error(
@@ -98,15 +98,15 @@ def shell_refusal(call_id: str, text: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("value", "python", "kind"), NOT_OBJECTS)
+@pytest.mark.parametrize(("value", "outer", "kind"), NOT_OBJECTS)
 def test_a_shell_call_of_the_wrong_shape_is_a_failed_output(
-    value: Any, python: str, kind: str
+    value: Any, outer: str, kind: str
 ) -> None:
     recorder = Recorder()
     cases = [
         (
             value,
-            shell_refusal("", f"The shell_call is {python}, not an object with call_id and action"),
+            shell_refusal("", f"The shell_call is {outer}, not an object with call_id and action"),
         ),
         (
             {"call_id": value, "action": {"commands": ["echo hi"]}},
@@ -147,16 +147,16 @@ def local_refusal(call_id: str, text: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("value", "python", "kind"), NOT_OBJECTS)
+@pytest.mark.parametrize(("value", "outer", "kind"), NOT_OBJECTS)
 def test_a_local_shell_call_of_the_wrong_shape_is_an_output(
-    tmp_path: Path, value: Any, python: str, kind: str
+    tmp_path: Path, value: Any, outer: str, kind: str
 ) -> None:
     recorder = Recorder()
     cases = [
         (
             value,
             local_refusal(
-                "", f"The local_shell_call is {python}, not an object with call_id and action"
+                "", f"The local_shell_call is {outer}, not an object with call_id and action"
             ),
         ),
         (
@@ -190,14 +190,14 @@ def test_a_local_shell_call_of_the_wrong_shape_is_an_output(
     assert recorder.calls == []
 
 
-@pytest.mark.parametrize(("value", "python", "kind"), NOT_OBJECTS)
+@pytest.mark.parametrize(("value", "outer", "kind"), NOT_OBJECTS)
 def test_an_apply_patch_call_of_the_wrong_shape_is_a_failed_output(
-    value: Any, python: str, kind: str
+    value: Any, outer: str, kind: str
 ) -> None:
     recorder = Recorder()
     operation = {"type": "delete_file", "path": "x.txt"}
     cases = [
-        (value, "", f"The apply_patch_call is {python}, not an object with call_id and operation"),
+        (value, "", f"The apply_patch_call is {outer}, not an object with call_id and operation"),
         (
             {"call_id": value, "operation": operation},
             "",
@@ -224,9 +224,9 @@ def test_an_apply_patch_call_of_the_wrong_shape_is_a_failed_output(
     assert recorder.calls == []
 
 
-@pytest.mark.parametrize(("value", "python", "kind"), NOT_OBJECTS)
+@pytest.mark.parametrize(("value", "outer", "kind"), NOT_OBJECTS)
 def test_a_custom_tool_call_of_the_wrong_shape_is_an_error_output(
-    value: Any, python: str, kind: str
+    value: Any, outer: str, kind: str
 ) -> None:
     recorder = Recorder()
     not_text = (
@@ -235,7 +235,7 @@ def test_a_custom_tool_call_of_the_wrong_shape_is_an_error_output(
     )
     if value is None:
         not_text = "The custom_tool_call has no input"
-    cases = [(value, "", f"The custom_tool_call is {python}, not an object with call_id and input")]
+    cases = [(value, "", f"The custom_tool_call is {outer}, not an object with call_id and input")]
     if not isinstance(value, str):  # a string is the patch, and a call_id
         cases.append(
             ({"type": "custom_tool_call", "call_id": "ct1", "input": value}, "ct1", not_text)

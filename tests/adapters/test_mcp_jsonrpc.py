@@ -223,7 +223,7 @@ ANSWERS = [
         error(
             16,
             -32602,
-            "Invalid params for tools/call: arguments: Input should be a valid dictionary",
+            "Invalid params for tools/call: arguments: Input should be an object, not an array",
         ),
     ),
     (

@@ -291,19 +291,19 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
     [
         (
             {"call_id": "c", "operation": "delete x.txt"},
-            "The apply_patch_call's operation is str, not an object with type, path and diff",
+            "The apply_patch_call's operation is string, not an object with type, path and diff",
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 5}},
-            "The apply_patch_call's diff is int, not text",
+            "The apply_patch_call's diff is number, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "delete_file", "path": ["x.txt"]}},
-            "The apply_patch_call's path is list, not text",
+            "The apply_patch_call's path is array, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": 5, "diff": "@@\n-a\n"}},
-            "The apply_patch_call's path is int, not text",
+            "The apply_patch_call's path is number, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "delete_file"}},
@@ -319,9 +319,12 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 0}},
-            "The apply_patch_call's diff is int, not text",
+            "The apply_patch_call's diff is number, not text",
         ),
-        ("delete x.txt", "The apply_patch_call is str, not an object with call_id and operation"),
+        (
+            "delete x.txt",
+            "The apply_patch_call is string, not an object with call_id and operation",
+        ),
     ],
 )
 def test_a_malformed_item_is_a_failed_output(tmp_path: Path, item: Any, refusal: str) -> None:
@@ -368,6 +371,14 @@ FILE = b"def f():\n    a = 1\n    b = 2\n    c = 'Add File 1'\n"
             },
             "invalid diff: diff line 5 of the update of 't.py', 'xx', starts with none of ' ' "
             "(context), '-' (removed), '+' (added) or '@@' (anchor)",
+        ),
+        (
+            # Already in the file: sent again, it would fail again; the model leaves it out.
+            {"type": "update_file", "path": "t.py", "diff": "@@\n-    b = 1\n+    b = 2\n"},
+            "t.py: chunk 1 (diff line 2) is already applied: its resulting lines are in the "
+            "file at line 3; do not send this change again\n"
+            "No file was changed: send the apply_patch_call again without that chunk, if its "
+            "diff holds anything else.",
         ),
         (
             # What the message quotes of the file keeps its words: "Add File" here is text.

@@ -280,7 +280,7 @@ async def test_bash_timeout_ms_and_unknown_keys(shells: ShellSession) -> None:
 @pytest.mark.parametrize(
     ("action", "refusal"),
     [
-        ({"commands": "echo hi"}, "- commands: Input should be a valid list"),
+        ({"commands": "echo hi"}, "- commands: Input should be an array, not a string"),
         ({"commands": []}, "- commands: List should have at least 1 item after validation"),
         ({"commands": [1]}, "- commands.0: Input should be a valid string"),
         ({"commands": ["true"], "timeout_ms": -5}, "- timeout_ms: Input should be greater than 0"),
@@ -304,7 +304,7 @@ async def test_openai_shell_malformed_action_runs_nothing(
 @pytest.mark.parametrize(
     ("action", "refusal"),
     [
-        ({"command": "touch ran"}, "- command: Input should be a valid list"),
+        ({"command": "touch ran"}, "- command: Input should be an array, not a string"),
         ({"command": []}, "- command: List should have at least 1 item after validation"),
         ({"command": ["touch", "ran"], "env": {"A": 1}}, "- env.A: Input should be a valid string"),
         ({"command": ["touch", "ran"], "timeout_ms": "soon"}, "- timeout_ms: Input should be"),

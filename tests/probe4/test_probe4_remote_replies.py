@@ -143,7 +143,7 @@ GARBLED: dict[str, tuple[Callable[[object], bytes], str]] = {
     ),
     "content-not-a-list": (
         _result({"content": "x"}),
-        "its answer is not a tools/call result (content: Input should be a valid list)",
+        "its answer is not a tools/call result (content: Input should be an array, not a string)",
     ),
     "no-content": (
         _result({}),
@@ -151,12 +151,12 @@ GARBLED: dict[str, tuple[Callable[[object], bytes], str]] = {
     ),
     "structured-list": (
         _result({"content": [], "structuredContent": [1]}),
-        "its answer is not a tools/call result (structuredContent: Input should be a valid "
-        "dictionary)",
+        "its answer is not a tools/call result (structuredContent: Input should be an object, "
+        "not an array)",
     ),
     "meta-content": (
         _result({"content": [], "_meta": {P + "content": {"type": "tool-content", "parts": 1}}}),
-        "its answer's content is not valid (parts: Input should be a valid list)",
+        "its answer's content is not valid (parts: Input should be an array, not a number)",
     ),
 }
 

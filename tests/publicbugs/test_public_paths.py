@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode
@@ -76,6 +78,58 @@ def test_a_directory_not_found_in_discovery_names_the_one_meant(root: Path) -> N
     assert grep.error_code is ErrorCode.NOT_FOUND
     assert grep.error == "Path 'Src' does not exist; did you mean 'src'?"
     listed = call(tools(root)["list_files"], path="srcs")
-    assert listed.error == (
-        "Path 'srcs' does not exist; list_files on its parent shows what is there"
-    )
+    assert listed.error == "Path 'srcs' does not exist; did you mean 'src'?"
+    listed = call(tools(root)["list_files"], path="lib")
+    assert listed.error == "Path 'lib' does not exist; list_files on its parent shows what is there"
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("scr/App.py", "src/App.py"),  # two letters swapped
+        ("src/Ap.py", "src/App.py"),  # one dropped
+        ("src/Appp.py", "src/App.py"),  # one added
+        ("src/Apq.py", "src/App.py"),  # one changed
+        ("SCR/app.PY", "src/App.py"),  # and the case
+        ("READNE.md", "README.md"),
+    ],
+)
+def test_a_path_one_typo_away_names_the_file_the_model_meant(
+    root: Path, given: str, meant: str
+) -> None:
+    """A name one typo from an existing one (a character added, dropped, changed, or two
+    swapped, ignoring case) is named, as a case difference is."""
+    read = call(tools(root)["read_file"], path=given)
+    assert read.error == f"File not found: {given}; did you mean {meant!r}?", read.error
+
+
+def test_no_typo_suggestion_when_two_names_are_one_typo_away_or_the_name_is_short(
+    root: Path,
+) -> None:
+    (root / "src/Apq.py").write_text("y = 1\n")
+    (root / "ab").write_text("a\n")
+    read_file = tools(root)["read_file"]
+    assert call(read_file, path="src/Apx.py").error == "File not found: src/Apx.py"
+    assert call(read_file, path="ac").error == "File not found: ac"
+    assert call(read_file, path="src/Main.py").error == "File not found: src/Main.py"
+
+
+def _osa_distance(a: str, b: str) -> int:
+    """The optimal string alignment distance (Levenshtein with adjacent swaps), by the
+    textbook dynamic programme."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(
+                d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])
+            )
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+@given(st.text("abc", max_size=6), st.text("abc", max_size=6))
+def test_one_typo_apart_is_an_alignment_distance_of_one(a: str, b: str) -> None:
+    from workspace_tools.workspace._near_miss import _one_typo_apart
+
+    assert _one_typo_apart(a, b) == (_osa_distance(a, b) == 1), (a, b)

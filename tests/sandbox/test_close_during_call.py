@@ -15,8 +15,8 @@ import anyio.to_thread
 import pytest
 
 from sandbox import Sandbox, SandboxError
-from tests._processes import survivors
-from tests._waiting import wait_until_async
+from tests._processes import GONE_DEADLINE, command_line, survivors
+from tests._waiting import poll, wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -48,3 +48,12 @@ async def test_closing_the_sandbox_during_a_call_stops_it_with_an_error_saying_s
         (SandboxError, "the sandbox was closed while the call ran; it was stopped")
     ]
     assert survivors(marker) == []
+
+
+async def test_a_sandbox_in_a_with_block_is_closed_at_its_end() -> None:
+    # A harness opens one per workspace: ``with`` stops its spawn server and workers.
+    with Sandbox(layers=False) as box:
+        worker = await box.call(os.getppid)  # a call's child is forked by its worker
+        assert command_line(worker) != [], f"worker {worker} not seen running"
+    gone = poll(lambda: command_line(worker), lambda argv: argv == [], timeout=GONE_DEADLINE)
+    assert gone == [], f"worker {worker} still runs: {gone}"

@@ -212,3 +212,28 @@ def test_kernel_accepts_every_planned_ruleset(
 
     verdict = in_fork(confine)
     assert verdict, verdict
+
+
+@needs_landlock
+def test_past_the_deepest_nesting_linux_allows_the_refusal_says_so() -> None:
+    """Linux stacks at most 16 Landlock domains on a process; the 17th is refused with
+    words that name that limit, not a bare errno."""
+
+    def nest_past_the_limit() -> bool:
+        entered = 0
+        with pytest.raises(OSError) as refused:
+            for _ in range(landlock.MAX_DOMAINS + 1):
+                landlock.nest()
+                entered += 1
+        seen = (entered, refused.value.errno, str(refused.value))
+        assert seen == (
+            16,
+            errno.E2BIG,
+            f"[Errno {errno.E2BIG}] cannot confine this process: it is in 16 nested Landlock "
+            "domains already, the most Linux allows (a sandbox started by a sandboxed call "
+            "adds two: sandboxes nest at most 8 deep)",
+        ), seen
+        return True
+
+    verdict = in_fork(nest_past_the_limit)
+    assert verdict, verdict

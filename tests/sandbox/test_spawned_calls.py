@@ -268,3 +268,35 @@ async def test_run_command_run_in_a_sandbox_takes_its_runner_across(tmp_path: Pa
     assert result.error is None, result
     assert result.content == {"exit_code": 0, "stdout": "made\n", "stderr": ""}
     assert (tmp_path / "made.txt").read_text() == "made\n"
+
+
+async def test_a_custom_tool_s_worker_imports_only_what_its_call_needs() -> None:
+    """A custom tool's call runs in a process that imported the tool's module and the
+    stage that runs it, not the package's other tools, sessions, search or adapters."""
+    from tests.sandbox._light_tool import IMPORTED_PARTS
+
+    box = Sandbox()
+    try:
+        result = await invoke_tool(IMPORTED_PARTS, {}, sandbox=box)
+    finally:
+        box.close()
+    assert result.error is None, result.error
+    imported = result.content.splitlines()
+    heavy = ("session", "tools", "search", "adapters", "cli", "shell")
+    assert [m for m in imported if m.split(".")[1:2] and m.split(".")[1] in heavy] == [], imported
+    assert "workspace_tools._child_call" in imported, imported
+
+
+def test_a_module_that_starts_calls_when_imported_does_not_start_them_in_its_workers() -> None:
+    """A module that runs a sandboxed call of its own tool at import (no ``__main__``
+    guard) would start one sandbox in each worker that imports it to run that tool, and
+    so on; in a worker its call is refused with words that say why, and the outer call
+    gives that refusal back."""
+    from tests.sandbox._calls_at_import import AT_IMPORT
+
+    assert AT_IMPORT == (
+        "SANDBOX_ERROR: a sandboxed call was started by a module's code while a sandbox's "
+        "process imported that module to run a call: each process that imports it would "
+        'start another. Start the module\'s calls under `if __name__ == "__main__":` or '
+        "from a function."
+    ), AT_IMPORT

@@ -32,7 +32,7 @@ TREE = {
 
 CHILD = """\
 import pickle, sys
-from workspace_tools.session._pipeline import execute_in_child
+from workspace_tools._child_call import execute_in_child
 execute, args, workspace, files, name = pickle.load(sys.stdin.buffer)
 assert workspace.file_states.snapshot() == {}, "not a fresh workspace"
 try:

@@ -137,14 +137,14 @@ def item_object(item: Any, what: str, fields: str) -> dict[str, Any]:
 
     Raises:
         ValueError: it is no object; the message names ``what`` it should be and its
-            ``fields`` (``The bash tool_use is str, not an object with id and input``).
+            ``fields`` (``The bash tool_use is string, not an object with id and input``).
     """
     try:
         data = jsonable(item)
     except ValueError:  # pydantic's PydanticSerializationError: no JSON data in it
         data = None
     if not isinstance(data, dict):
-        raise ValueError(f"The {what} is {type(item).__name__}, not an object with {fields}")
+        raise ValueError(f"The {what} is {json_kind(item)}, not an object with {fields}")
     return data
 
 

@@ -57,7 +57,7 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
 
-from workspace_tools._errors import ECHO_LIMIT, echoed, json_kind
+from workspace_tools._errors import ECHO_LIMIT, echoed, json_error_message, json_kind
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def _validation_summary(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors()[:3]:
         path = error["loc"][1:] if error["loc"][1:] else error["loc"]  # leave out "params."
-        parts.append(f"{'.'.join(str(p) for p in path)}: {error['msg']}")
+        parts.append(f"{'.'.join(str(p) for p in path)}: {json_error_message(error)}")
     summary = "; ".join(parts)
     # Field names come from the client (an object's keys) and may be any size.
     limit = 5 * ECHO_LIMIT

@@ -40,8 +40,9 @@ import ipaddress
 import json
 import logging
 import secrets
+import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -431,4 +432,21 @@ async def _serve(app: Starlette, sock: socket.socket) -> None:
         # Streams of calls in flight would hold a graceful shutdown open indefinitely.
         timeout_graceful_shutdown=2,
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    await _Server(config).serve(sockets=[sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, but SIGTERM only ends serving: uvicorn raises a signal it caught
+    again once it shut down, and a SIGTERM raised again kills the process before what it
+    owns is closed (a shell session and its background processes, checkpoints, the
+    workspace's commands). SIGINT is raised again (``KeyboardInterrupt``, which closes
+    them on its way out)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                caught = self._captured_signals
+                caught[:] = [number for number in caught if number != signal.SIGTERM]

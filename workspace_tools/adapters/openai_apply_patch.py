@@ -140,14 +140,14 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
         operation = {}
     if not isinstance(operation, Mapping):
         raise ToolError(
-            f"The apply_patch_call's operation is {type(operation).__name__}, not an object "
+            f"The apply_patch_call's operation is {json_kind(operation)}, not an object "
             "with type, path and diff",
             ErrorCode.INVALID_ARGUMENTS,
         )
     kind, path = operation.get("type"), operation.get("path")
     if path is not None and not isinstance(path, str):
         raise ToolError(
-            f"The apply_patch_call's path is {type(path).__name__}, not text",
+            f"The apply_patch_call's path is {json_kind(path)}, not text",
             ErrorCode.INVALID_ARGUMENTS,
         )
     if not path:
@@ -169,7 +169,7 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
     diff = "" if diff is None else diff
     if not isinstance(diff, str):
         raise ToolError(
-            f"The apply_patch_call's diff is {type(diff).__name__}, not text",
+            f"The apply_patch_call's diff is {json_kind(diff)}, not text",
             ErrorCode.INVALID_ARGUMENTS,
         )
     if kind == "create_file":
@@ -246,6 +246,12 @@ _OPERATION_TERMS: tuple[tuple[str, str], ...] = (
     (
         r"\bNo file was changed: correct this part and send the whole patch again\.",
         "No file was changed: correct the operation and send the apply_patch_call again.",
+    ),
+    (
+        r"\bNo file was changed: send the patch again without that chunk, if it holds "
+        r"anything else\.",
+        "No file was changed: send the apply_patch_call again without that chunk, if its "
+        "diff holds anything else.",
     ),
 )
 

@@ -38,7 +38,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.from_thread import BlockingPortal
 from pydantic import BaseModel, ValidationError
 
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_error_message
 from workspace_tools._output import ImagePart, TextPart, ToolContent, ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext
 from workspace_tools.adapters._common import missing_extra
@@ -794,11 +794,13 @@ def _failure(exc: Exception, sent: bool) -> Exception:
 
 def _reason(exc: Exception) -> str:
     """One short line on why a reply could not be read: a validation error's first
-    problem (``content: Input should be a valid list``), else the exception's text."""
+    problem in JSON's words (``content: Input should be an array, not an object``), else
+    the exception's text."""
     if isinstance(exc, ValidationError) and exc.errors():
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        said = f"{where}: {first['msg']}" if where else first["msg"]
+        message = json_error_message(first)
+        said = f"{where}: {message}" if where else message
     else:
         # The SDK appends the message's repr to some ("unknown request ID: SessionMessage(").
         said = (str(exc) or type(exc).__name__).partition(": SessionMessage(")[0]

@@ -305,6 +305,7 @@ async def _drive(
     failed += await _shipped_call(root, printer, number + 7)
     failed += await _closure_call(root, printer, number + 8)
     failed += await _wrong_shaped_item(root, printer, number + 9)
+    failed += await _closed_under_command(root, printer, number + 10)
     return failed
 
 
@@ -596,7 +597,7 @@ def run_demo(root: str | None, out: TextIO) -> int:
 #: value and the hashes the call changed) to stdout.
 SHIPPED_CALL = """\
 import pickle, sys
-from workspace_tools.session._pipeline import execute_in_child
+from workspace_tools._child_call import execute_in_child
 sys.stdout.buffer.write(pickle.dumps(execute_in_child(*pickle.load(sys.stdin.buffer))))
 """
 
@@ -711,3 +712,32 @@ async def _wrong_shaped_item(root: Path, printer: _Printer, number: int) -> int:
     finally:
         (root / path).unlink(missing_ok=True)
     return int(created or not ran or not wrong["output"].startswith("Error: "))
+
+
+async def _closed_under_command(root: Path, printer: _Printer, number: int) -> int:
+    """A command still running when its workspace is closed: its whole tree is stopped
+    and the call ends with ``SANDBOX_ERROR`` and the output so far. Returns 1 when not,
+    else 0."""
+    printer.line(f"\n{number}. closing the workspace while a command runs")
+    workspace = Workspace(root)
+    runner = next(t for t in workspace_tools(workspace) if t.name == "run_command")
+    results: list[ToolResult] = []
+    with tempfile.TemporaryDirectory(prefix="demo-close-") as scratch:
+        flag = Path(scratch) / "started"
+        command = f"echo started; : > {shlex.quote(str(flag))}; sleep 60"
+
+        async def call() -> None:
+            results.append(await invoke_tool(runner, {"command": command, "timeout": 120}))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                while not flag.exists():
+                    await anyio.sleep(0.01)
+                await anyio.to_thread.run_sync(workspace.close)
+    [result] = results
+    printer.line(f"  {result.error_code}: {(result.error or '').splitlines()[0]}")
+    details = to_jsonable_python(result.details)
+    kept = details.get("stdout", "") if isinstance(details, dict) else ""
+    printer.line(f"  its output so far: {kept.strip()}")
+    return int(result.error_code is not ErrorCode.SANDBOX_ERROR or kept != "started\n")

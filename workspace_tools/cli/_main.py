@@ -302,6 +302,8 @@ def _mcp_server(args: argparse.Namespace, owned: contextlib.ExitStack) -> Any:
         workspace = Workspace(args.root)
     except NotADirectoryError as exc:
         raise UsageError(clipped(str(exc))) from exc
+    # Last out: its commands and searchers stop when the server ends.
+    owned.callback(workspace.close)
     try:
         checkpoints = (
             Checkpoints(workspace, directory=args.checkpoint_dir, keep=bool(args.checkpoint_dir))

@@ -9,6 +9,7 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -27,15 +28,22 @@ import sniffio
 from pydantic import BaseModel, ValidationError
 
 from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind
+from workspace_tools._child_call import PortableArgs, execute_in_child
+from workspace_tools._errors import (
+    ECHO_LIMIT,
+    ErrorCode,
+    ToolError,
+    clipped,
+    json_error_message,
+    json_kind_phrase,
+)
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import OUT_OF_FDS_WORDS, os_error
+from workspace_tools.workspace._files import OUT_OF_FDS, OUT_OF_FDS_WORDS, os_error
 from workspace_tools.workspace._near_miss import not_found_hint
-from workspace_tools.workspace._workspace import FileChanges, FileSnapshot
 
 logger = logging.getLogger("workspace_tools")
 
@@ -50,11 +58,7 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     for err in errors[:_MAX_LISTED]:
         where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        message = err["msg"]
-        if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
-            # pydantic names the Python class ("a valid dictionary or instance of Edit"),
-            # which the model never saw; it wrote JSON.
-            message = f"Input should be an object, not {_json_kind(err['input'])}"
+        message = json_error_message(err)
         lines.append(f"- {clipped(where, ECHO_LIMIT)}: {message}")
     if len(errors) > _MAX_LISTED:
         lines.append(f"- … and {len(errors) - _MAX_LISTED:,} more")
@@ -114,7 +118,7 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     if raw is None or isinstance(raw, (list, str, int, float)):  # JSON, but no object
         expected = ", ".join(tool.parameters.model_fields) or "none"
         message = (
-            f"Invalid arguments for {tool.name}: the arguments are {_json_kind(raw)}, not an "
+            f"Invalid arguments for {tool.name}: the arguments are {json_kind_phrase(raw)}, not an "
             f"object of named arguments (the arguments are: {expected})"
         )
         return _invalid(tool, call_id, raw, message)
@@ -131,22 +135,6 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
             tool, call_id, raw, "\n".join([f"Invalid arguments for {tool.name}:", *unknown])
         )
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
-
-
-def _json_kind(value: object) -> str:
-    """How a model names the JSON type of ``value`` in a sentence: ``an array``,
-    ``a string``, ``null``, ...; a value of no JSON type by its Python type's name."""
-    kind = json_kind(value)
-    return _WITH_ARTICLE.get(kind, kind)
-
-
-_WITH_ARTICLE = {
-    "object": "an object",
-    "array": "an array",
-    "string": "a string",
-    "number": "a number",
-    "boolean": "a boolean",
-}
 
 
 def _invalid(
@@ -234,13 +222,19 @@ def _schema_mismatch(tool: Tool[Any], detail: str) -> ToolError:
     )
 
 
-async def _execute(call: Call, context: ToolContext, sandbox: Sandbox | None) -> Any:
-    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it),
-    else in process (a sync tool in a worker thread)."""
+async def _execute(
+    call: Call,
+    context: ToolContext,
+    sandbox: Sandbox | None,
+    scope: anyio.CancelScope | None = None,
+) -> Any:
+    """Run the call's ``execute``: in a child of ``sandbox`` (as :func:`run_call` chose it;
+    ``scope``, the call's timeout, held while a worker starts for it), else in process (a
+    sync tool in a worker thread)."""
     tool, args = call.tool, call.args
     if sandbox is not None:
         timing = (context.deadline, context.timeout)
-        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing)  # type: ignore[arg-type]
+        return await call_in_sandbox(sandbox, tool, args, call.call_id, timing, scope)  # type: ignore[arg-type]
     try:
         if tool.is_async:
             return await tool.execute(args, context)
@@ -372,7 +366,7 @@ async def run_call(
         )
         try:
             with _deadline(effective_timeout) as scope:
-                value = await _execute(call, context, box)
+                value = await _execute(call, context, box, scope)
             if scope is not None and scope.cancelled_caught:
                 # A TimeoutError the tool raises itself is an ordinary failure, below. The
                 # tool's own words for its timeout, when it gave them, whichever fired first.
@@ -417,6 +411,25 @@ async def run_call(
     )
 
 
+class _PausedDeadline:
+    """A call's timeout (its cancel scope's deadline) held from now until :meth:`resume`,
+    then running on with the time that was left then (:attr:`left`, seconds; ``None``
+    when there is no deadline or it runs again)."""
+
+    def __init__(self, scope: anyio.CancelScope | None) -> None:
+        self._scope = scope
+        self.left: float | None = None
+        if scope is not None and scope.deadline != math.inf:
+            self.left = max(0.0, scope.deadline - anyio.current_time())
+            scope.deadline = math.inf
+
+    def resume(self) -> None:
+        """Run the deadline on from now (once; later calls do nothing)."""
+        if self._scope is not None and self.left is not None:
+            self._scope.deadline = anyio.current_time() + self.left
+            self._scope = None
+
+
 def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
     # No cancel scope without a timeout: setting one up costs more than a short call.
     return nullcontext() if seconds is None else anyio.move_on_after(seconds)
@@ -428,8 +441,14 @@ async def call_in_sandbox(
     args: BaseModel,
     call_id: str,
     timing: tuple[float | None, float | None] = (None, None),
+    scope: anyio.CancelScope | None = None,
 ) -> Any:
     """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
+
+    ``scope``: the cancel scope of the call's timeout, whose deadline is held while the
+    sandbox starts a worker for the call and runs on, with the time that was left, from
+    when a child took it (the child's deadline likewise): the timeout counts the call,
+    not a worker's start (which ``SandboxLimits.start_seconds`` bounds).
 
     ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
     (``time.monotonic()`` is one clock for every process of the host).
@@ -470,6 +489,7 @@ async def call_in_sandbox(
         before = None
         if state is not None:
             before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
+        paused = _PausedDeadline(scope)
         try:
             value, changes = await sandbox.call(
                 execute_in_child,
@@ -483,10 +503,14 @@ async def call_in_sandbox(
                 files=files,
                 state=None if state is None else (state.restore, state.changes, before),
                 runner=tool.runner,
+                left=paused.left,
                 reuse_process=tool.stateless,
+                on_taken=paused.resume,
             )
         except UnpicklableCall as exc:
             raise exc.about(f"the tool {tool.name!r}") from None
+        finally:
+            paused.resume()
         file_changes, state_changes = changes
         if workspace is not None and file_changes is not None:
             workspace.apply_file_changes(file_changes)
@@ -512,10 +536,6 @@ async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
     await anyio.to_thread.run_sync(take)
 
 
-#: Arguments as :func:`portable_args` sends them: ``(model, values, fields set)``.
-PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]
-
-
 def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
     """``args`` as they can reach a process that imports what a call names (a sandbox's
     worker forked by its spawn server): as they are when their model is importable, else
@@ -538,63 +558,6 @@ def _importable(cls: type) -> bool:
     return module is not None and getattr(module, cls.__qualname__, None) is cls
 
 
-#: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
-CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
-
-
-def execute_in_child(
-    execute: Any,
-    args: BaseModel | PortableArgs,
-    call_id: str,
-    tool_name: str,
-    timing: tuple[float | None, float | None] = (None, None),
-    workspace: Workspace | None = None,
-    files: FileSnapshot | None = None,
-    state: CarriedState | None = None,
-    runner: Any = None,
-) -> Any:
-    """Run a tool's ``execute`` in another process (a sandbox's child, a fresh
-    interpreter) and return ``(value, (file changes, state changes))``: with a context
-    nobody listens to (a sandboxed call reports no updates), the call's ``(deadline,
-    timeout)`` and ``workspace`` (arrived as its settings) holding the hashes ``files``
-    (:meth:`Workspace.snapshot_files`); ``state``, a custom tool's :class:`ToolState`
-    as carried; ``runner``, its :attr:`Tool.runner`. The context is made here, so that
-    only primitives, the arguments and the workspace's settings cross the process
-    boundary. ``args`` may come as :func:`portable_args` sends them."""
-    if isinstance(args, tuple):
-        model, values, fields_set = args
-        args = model.model_construct(fields_set, **values)  # validated by the caller
-    if workspace is not None and files is not None:
-        workspace.restore_files(files)
-    if state is not None:
-        state[0](state[2])
-    deadline, timeout = timing
-    context = ToolContext(
-        call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
-    )
-    value = execute(args, context)
-    if inspect.isawaitable(value):
-        # Only an async tool needs the event loop the child starts for an awaitable.
-        return _with_changes(value, workspace, files, state)
-    return value, _changes(workspace, files, state)
-
-
-async def _with_changes(
-    value: Awaitable[Any],
-    workspace: Workspace | None,
-    files: FileSnapshot | None,
-    state: CarriedState | None,
-) -> tuple[Any, Any]:
-    return await value, _changes(workspace, files, state)
-
-
-def _changes(
-    workspace: Workspace | None, files: FileSnapshot | None, state: CarriedState | None
-) -> tuple[FileChanges | None, Any]:
-    carried = None if workspace is None or files is None else workspace.file_changes(files)
-    return carried, None if state is None else state[1](state[2])
-
-
 def call_os_error(
     exc: OSError, tool_name: str, args: BaseModel, workspace: Workspace | None = None
 ) -> ToolError:
@@ -607,13 +570,20 @@ def call_os_error(
     With the tool's ``workspace``, a file the error names by its absolute path under the
     root is named as results name paths, relative to the root (a custom tool's ``open`` of
     ``resolve(path).real`` never shows the model the host's directories), and a missing one
-    gets the path the model most likely meant (``; did you mean 'README.md'?``)."""
+    gets the path the model most likely meant (``; did you mean 'README.md'?``).
+
+    Out of file descriptors, the call failed for want of them, not for a file: the words
+    say so with or without a file, and a host path outside the root that the call's
+    ``path`` did not name (one the sandbox opened for itself, a module imported on the way)
+    is not shown."""
     if exc.errno is None:
         return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
     path = getattr(args, "path", None)
     subject = exc.filename if exc.filename is not None else path
     if isinstance(subject, bytes):
         subject = os.fsdecode(subject)
+    if exc.errno in OUT_OF_FDS and _host_path(subject, path, workspace):
+        subject = None
     if isinstance(subject, str):
         if workspace is None:
             return os_error(exc, subject)
@@ -621,9 +591,7 @@ def call_os_error(
         # Only a path placed under the root is named from it: a relative one the tool
         # opened itself is relative to the process's directory, not the root.
         placed = subject == path
-        if os.path.isabs(subject) and (
-            subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
-        ):
+        if _under(subject, root):
             subject, placed = workspace.rel(subject), True
         error = os_error(exc, subject)
         if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
@@ -632,9 +600,26 @@ def call_os_error(
                 return ToolError(error.message + hint, error.code, details=error.details)
         return error
     error = os_error(exc, tool_name)
-    # Out of descriptors (a pipe or socket of a command, say): what to do about it.
-    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or exc
+    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or str(exc)
     return ToolError(f"{tool_name} failed: {words}", error.code)
+
+
+def _under(subject: str, root: str) -> bool:
+    """Whether the absolute path ``subject`` is ``root`` or below it (lexically)."""
+    return os.path.isabs(subject) and (
+        subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
+    )
+
+
+def _host_path(subject: object, path: object, workspace: Workspace | None) -> bool:
+    """Whether ``subject`` is an absolute path neither the call's ``path`` nor under the
+    workspace's root: a file the tool, the sandbox or an import opened for itself."""
+    return (
+        isinstance(subject, str)
+        and os.path.isabs(subject)
+        and subject != path
+        and (workspace is None or not _under(subject, str(workspace.root)))
+    )
 
 
 def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
@@ -703,6 +688,7 @@ def run_on_own_loop(
     try:
         loop = asyncio.new_event_loop()
     except OSError as exc:
+        _discard_half_made_loop(exc)
         if no_loop is None:
             raise
         return no_loop(exc)
@@ -720,6 +706,26 @@ def run_on_own_loop(
             restore()
     finally:
         loop.close()
+
+
+def _discard_half_made_loop(exc: OSError) -> None:
+    """Let go of the loop an asyncio loop constructor left half made when ``exc`` stopped
+    it (no descriptor for its epoll or its wake-up socket pair). Collected as it is, its
+    ``__del__`` would close it, meet the socket pair that was never made and print an
+    ``AttributeError`` traceback to stderr ("Exception ignored in ... '_ssock'") for every
+    such call; and the epoll it did get would stay open until then. So: its selector is
+    closed now and the loop counts as closed, which leaves its ``__del__`` nothing to do.
+    A loop of another kind (uvloop's) is not one of asyncio's and is left alone."""
+    trace = exc.__traceback__
+    while trace is not None:
+        loop = trace.tb_frame.f_locals.get("self")
+        if isinstance(loop, asyncio.BaseEventLoop):
+            selector = getattr(loop, "_selector", None)
+            if selector is not None:
+                selector.close()
+            loop._closed = True  # type: ignore[attr-defined]  # what close() ends with
+            return
+        trace = trace.tb_next
 
 
 def _running_async_library() -> str | None:

@@ -220,7 +220,9 @@ class ToolSession:
         background process, each whole tree, and the output area), its checkpoint store
         (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given) and the
         processes its calls run in (the spawn server and warm workers of its copy of
-        ``sandbox``; a later call starts them again). Idempotent;
+        ``sandbox``, and the commands its tools' runners run, such as run_command's: each
+        running command's whole tree is stopped and its call ends with ``SANDBOX_ERROR``
+        and the output so far; a later call starts them again). Idempotent;
         the calls recorded stay readable; a writing call or a restore after it fails (its
         checkpoint cannot be taken or read)."""
         try:
@@ -231,8 +233,16 @@ class ToolSession:
                 if self.checkpoints is not None:
                     self.checkpoints.close()
             finally:
-                if self._sandbox is not None:
-                    self._sandbox.close()
+                try:
+                    if self._sandbox is not None:
+                        self._sandbox.close()
+                finally:
+                    # The commands its tools run through runners of their own (run_command's
+                    # portable level): each whole tree stopped.
+                    for runner in {id(t.runner): t.runner for t in self.tools}.values():
+                        close = getattr(runner, "close", None)
+                        if callable(close):
+                            close()
 
     def __enter__(self) -> ToolSession:
         return self

@@ -273,11 +273,15 @@ def _refuse_link(workspace: Workspace, op: FileOp) -> None:
 
 
 def _unchanged(exc: ToolError) -> ToolError:
-    return ToolError(
-        f"{exc.message}\nNo file was changed: correct this part and send the whole patch again.",
-        exc.code,
-        details=exc.details,
+    # A chunk already applied needs no correction, and sent again it fails again: the
+    # model is told to leave it out, never to send the whole patch again.
+    applied = isinstance(exc.details, dict) and exc.details.get("already_applied") is True
+    again = (
+        "send the patch again without that chunk, if it holds anything else"
+        if applied
+        else "correct this part and send the whole patch again"
     )
+    return ToolError(f"{exc.message}\nNo file was changed: {again}.", exc.code, details=exc.details)
 
 
 def _load(workspace: Workspace, states: dict[str, _State], path: ResolvedPath) -> _State:

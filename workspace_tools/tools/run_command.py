@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import stat
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -35,6 +36,9 @@ from workspace_tools.workspace._files import open_dir, os_error, stat_below
 from workspace_tools.workspace._near_miss import not_found_hint
 
 #: Environment variable names that look like they hold a credential (SPEC, run_command).
+#: Where a workspace keeps its run_command runners (``Workspace.kept``).
+_RUNNERS_KEY = "run_command.runners"
+
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 
 
@@ -185,11 +189,6 @@ class _EnvCache:
         return entry[1]
 
 
-#: Under this key a workspace keeps the runner of its commands run without a sandbox
-#: (:meth:`Workspace.kept`), shared by the run_command tools built over it.
-RUNNER_KEY = "run_command.runner"
-
-
 def plain_runner() -> Sandbox:
     """What runs commands when no sandbox is asked for: the sandbox's portable process level
     only (a new session, whole-tree stop on timeout), the network on, no resource limits
@@ -237,10 +236,9 @@ class CommandRunner:
         self.roots: dict[str, tuple[int, int]] = {}
 
     def close(self) -> None:
-        """Stop what the plain runner made here holds (its idle supervisors; its lease on
-        the process's spawn server), as :meth:`Workspace.close` does for what the tools
-        keep: a workspace closed leaves no process of its commands behind. A sandbox given
-        is its owner's to close. A later command starts them again."""
+        """Stop every command running through this runner's own sandbox (the portable
+        level's, when no sandbox was given: each whole tree; see ``Sandbox.close``); a
+        later command starts it again. A given sandbox is its owner's to close."""
         if self.sandbox is None:
             self.runner.close()
 
@@ -347,6 +345,8 @@ async def _run_in(
         else:
             result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
     except SandboxError as exc:
+        if exc.result is not None:  # the sandbox was closed while the command ran
+            raise _closed(args.command, exc.result) from None
         if repr(cwd) not in str(exc):
             raise
         raise _changed(rel) from None  # the start failed on the working directory
@@ -377,9 +377,29 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         ),
         output_schema=RunCommandContent,
         workspace=workspace,
-        # Without a sandbox, one runner a workspace, kept with it: Workspace.close stops it.
-        runner=CommandRunner(sandbox) if sandbox else workspace.kept(RUNNER_KEY, CommandRunner),
+        runner=_kept_runner(workspace, CommandRunner(sandbox)),
     )
+
+
+class _Runners:
+    """The command runners of a workspace's run_command tools, which
+    ``Workspace.close`` closes (each stopping the commands it runs)."""
+
+    def __init__(self) -> None:
+        self._runners: weakref.WeakSet[CommandRunner] = weakref.WeakSet()
+
+    def add(self, runner: CommandRunner) -> None:
+        self._runners.add(runner)
+
+    def close(self) -> None:
+        for runner in list(self._runners):
+            runner.close()
+
+
+def _kept_runner(workspace: Workspace, runner: CommandRunner) -> CommandRunner:
+    """``runner``, among those ``workspace``'s close closes."""
+    workspace.kept(_RUNNERS_KEY, _Runners).add(runner)
+    return runner
 
 
 def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
@@ -470,6 +490,30 @@ def _timeout_words(timeout: float, by_call: bool, context: ToolContext) -> str:
     else:
         when = f"after {timeout:g} s"
     return f"Command timed out {when}; it and every process it started were killed."
+
+
+def _closed(command: str, result: ProcessResult) -> ToolError:
+    """The ``SANDBOX_ERROR`` of a command whose runner was closed while it ran (a session
+    or workspace closed: its whole tree was stopped), holding the output so far."""
+    stdout, stdout_cut = model_view(result.stdout, "stdout")
+    stderr, stderr_cut = model_view(result.stderr, "stderr")
+    details = RunCommandTimeoutDetails(
+        command=command,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        timed_out=False,
+        stdout_bytes=result.stdout.total_bytes,
+        stderr_bytes=result.stderr.total_bytes,
+        truncated=stdout_cut or stderr_cut,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    return ToolError(
+        "The sandbox was closed while the command ran; it and every process it started "
+        f"were stopped.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+        ErrorCode.SANDBOX_ERROR,
+        details=details,
+    )
 
 
 def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:

@@ -41,6 +41,12 @@ from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 #: walk or a search raises them, never skips the file as if it were gone.
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
 
+#: What each of those means to the model, and what to do about it.
+OUT_OF_FDS_WORDS = {
+    errno.EMFILE: "this process has too many files open; try again when fewer calls run at once",
+    errno.ENFILE: "the system has too many files open; try again later",
+}
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Looks a directory up with search permission alone (no listing); never follows a link.
 _PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -65,7 +71,7 @@ def os_error(exc: OSError, rel: str) -> ToolError:
     special = _ERRNO_ERRORS.get(exc.errno or 0)
     if special is not None:
         text, code = special
-        return ToolError(text.format(rel=rel, fds=OUT_OF_FDS_WORDS.get(exc.errno or 0)), code)
+        return ToolError(text.format(rel=rel), code)
     if isinstance(exc, FileNotFoundError):
         return ToolError(f"File not found: {rel}", ErrorCode.NOT_FOUND)
     if isinstance(exc, IsADirectoryError):
@@ -102,15 +108,8 @@ _ERRNO_ERRORS: dict[int, tuple[str, ErrorCode]] = {
         "Cannot write {rel}: over the file size limit of this process",
         ErrorCode.FILE_TOO_LARGE,
     ),
-    errno.EMFILE: ("Cannot open {rel}: {fds}", ErrorCode.TOOL_ERROR),
-    errno.ENFILE: ("Cannot open {rel}: {fds}", ErrorCode.TOOL_ERROR),
-}
-
-#: What running out of descriptors means and when to try again, by errno (the end of the
-#: message of a call that ran out of them, whatever it was opening).
-OUT_OF_FDS_WORDS = {
-    errno.EMFILE: "this process has too many files open; try again when fewer calls run at once",
-    errno.ENFILE: "the system has too many files open; try again later",
+    errno.EMFILE: ("Cannot open {rel}: " + OUT_OF_FDS_WORDS[errno.EMFILE], ErrorCode.TOOL_ERROR),
+    errno.ENFILE: ("Cannot open {rel}: " + OUT_OF_FDS_WORDS[errno.ENFILE], ErrorCode.TOOL_ERROR),
 }
 
 

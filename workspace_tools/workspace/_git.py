@@ -39,6 +39,9 @@ class GitRepo:
         config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
         paths = [
             os.path.join(self.git_dir, "config"),
+            os.path.join(self.git_dir, "config.worktree"),
+            # A linked worktree's git reads the common directory's config (and its own).
+            *([os.path.join(self.common_dir, "config")] if self.common_dir != self.git_dir else []),
             os.path.join(home, ".gitconfig"),
             os.path.join(config_home, "git", "config"),
         ]
@@ -47,15 +50,21 @@ class GitRepo:
         return paths
 
     @property
-    def exclude_path(self) -> str:
-        """The repository's own exclude file (``$GIT_DIR/info/exclude``, or the common
-        directory's for a linked worktree)."""
+    def common_dir(self) -> str:
+        """The common git directory: ``git_dir`` itself, or for a linked worktree the
+        directory its ``commondir`` file names."""
         common = _read_small_file(os.path.join(self.git_dir, "commondir"))
         base = self.git_dir
         if common is not None:
             with contextlib.suppress(UnicodeDecodeError):
-                base = os.path.join(self.git_dir, common.decode("utf-8").strip())
-        return os.path.join(base, "info", "exclude")
+                base = os.path.normpath(os.path.join(self.git_dir, common.decode("utf-8").strip()))
+        return base
+
+    @property
+    def exclude_path(self) -> str:
+        """The repository's own exclude file (``$GIT_DIR/info/exclude``, or the common
+        directory's for a linked worktree)."""
+        return os.path.join(self.common_dir, "info", "exclude")
 
 
 class GlobalExcludes:

@@ -5,7 +5,10 @@ compiler message or grep output, as a ``file://`` URL, with Windows separators, 
 wrong case (a habit of case-insensitive file systems). A bare "not found" costs a turn of
 guessing; the error names the file instead. A suggestion is only ever an existing path
 inside the root, found without a walk of the tree: the cleaned-up path itself, else the one
-entry per directory level that equals it ignoring case.
+entry per directory level that equals it ignoring case or, where none does, the one entry
+a single typo away (a character added, dropped or changed, or two neighbours swapped,
+ignoring case: ``scr`` for ``src``, ``util.py`` for ``utils.py``). Two candidates at a
+level, or a name shorter than :data:`_MIN_TYPO_LENGTH`, give no suggestion.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 # A directory with more entries than this is not scanned for a case-insensitive twin.
 _MAX_ENTRIES = 10_000
 
+#: Names shorter than this get no typo suggestion: one edit turns "a" into any letter.
+_MIN_TYPO_LENGTH = 3
+
 
 def near_miss(root: str, path: str) -> str | None:
     """The relative path of an existing file or directory that ``path`` (which does not
@@ -39,7 +45,7 @@ def near_miss(root: str, path: str) -> str | None:
             found = _existing(root, candidate)
             if found is not None:
                 return found
-        found = _case_folded(root, candidate)
+        found = _respelled(root, candidate)
         if found is not None:
             return found
     return None
@@ -59,7 +65,7 @@ def _existing(root: str, candidate: str) -> str | None:
     return resolved.rel if os.path.exists(resolved.real) else None
 
 
-def _case_folded(root: str, candidate: str) -> str | None:
+def _respelled(root: str, candidate: str) -> str | None:
     try:
         rel = resolve_path(root, candidate).rel
     except ToolError:
@@ -84,7 +90,10 @@ def _case_folded(root: str, candidate: str) -> str | None:
             if name not in names:
                 if len(names) > _MAX_ENTRIES:
                     return None
-                twins = [n for n in names if n.casefold() == name.casefold()]
+                folded = name.casefold()
+                twins = [n for n in names if n.casefold() == folded]
+                if not twins and len(name) >= _MIN_TYPO_LENGTH:
+                    twins = [n for n in names if _one_typo_apart(folded, n.casefold())]
                 if len(twins) != 1:
                     return None
                 name = twins[0]
@@ -100,3 +109,21 @@ def _case_folded(root: str, candidate: str) -> str | None:
         os.close(here)
     found = "/".join(parts)
     return _existing(root, found) if found != rel else None
+
+
+def _one_typo_apart(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with one character added, dropped or changed, or two
+    neighbouring characters swapped (an optimal string alignment distance of 1)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        if a[start + 1 :] == b[start + 1 :]:
+            return True  # one changed
+        return (
+            a[start : start + 2] == b[start : start + 2][::-1] and a[start + 2 :] == b[start + 2 :]
+        )  # two neighbours swapped
+    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
+    return shorter[start:] == longer[start + 1 :]  # one added or dropped

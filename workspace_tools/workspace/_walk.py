@@ -21,9 +21,10 @@ walked whole); a walk that runs out of fds anyway raises rather than leave entri
 Each :class:`~._workspace.Workspace` owns one :class:`Walker` (``workspace.walker``), which
 list_files, glob, grep and the session's fingerprints share. Walks are cached per walker. A
 cached walk is reused only while every directory it listed and every ignore file and index
-it read keeps its stat; a directory whose timestamp is too close to the walk (the file
-system's clock may not have ticked since) makes the walk uncacheable, so a cache hit never
-returns a stale file set.
+it read keeps its stat, and while the root belongs to the same repository (a stat of
+``.git`` in each directory from the root up to the repository's top, or to ``/``); a
+directory whose timestamp is too close to the walk (the file system's clock may not have
+ticked since) makes the walk uncacheable, so a cache hit never returns a stale file set.
 """
 
 from __future__ import annotations
@@ -179,10 +180,59 @@ class _AncestorStamp:
         return _ancestors(self.top, self.parts, None, []) == self.members
 
 
+def _dot_git_stamps(levels: tuple[str, ...]) -> tuple[tuple[int, ...] | None, ...]:
+    """The stat (followed, as discovery's ``isdir``/``isfile`` follow it) of ``.git`` in
+    each of ``levels``, ``None`` where there is none: a ``.git`` made, removed, replaced,
+    or turned from a directory into a gitdir file (or its text changed) moves its stamp."""
+    stamps: list[tuple[int, ...] | None] = []
+    for level in levels:
+        try:
+            st = os.stat(os.path.join(level, ".git"))
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append(
+            (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        )
+    return tuple(stamps)
+
+
+@dataclass(frozen=True)
+class _RepoStamp:
+    """Which repository the root belongs to (:func:`~._git.find_repo`), validated by a
+    stat of ``.git`` in each directory discovery looks in: from the root up to the top of
+    the repository found, or up to ``/`` when none was. A ``git init`` in a parent, a
+    parent's ``.git`` removed or turned into a gitdir file (a worktree's) moves one of
+    them; what lies above the repository found cannot change which one it is."""
+
+    levels: tuple[str, ...]
+    members: tuple[tuple[int, ...] | None, ...]
+
+    @classmethod
+    def take(cls, root: str, repo: GitRepo | None) -> _RepoStamp:
+        levels = [root]
+        while repo is None or levels[-1] != repo.top:
+            parent = os.path.dirname(levels[-1])
+            if parent == levels[-1]:
+                break
+            levels.append(parent)
+        found = tuple(levels)
+        return cls(found, _dot_git_stamps(found))
+
+    @property
+    def changed_ns(self) -> int | None:
+        """When a ``.git`` found last changed (for :meth:`_Scan.cacheable`)."""
+        return max((max(m[4], m[5]) for m in self.members if m is not None), default=None)
+
+    def current(self) -> bool:
+        """Whether each ``.git`` is as it was (or still absent)."""
+        return _dot_git_stamps(self.levels) == self.members
+
+
 @dataclass
 class _Cached:
     walk: Walk
-    stamps: list[FileStamp | _AncestorStamp]
+    stamps: list[FileStamp | _AncestorStamp | _RepoStamp]
 
     def current(self) -> bool:
         # Each stamp's file looked up by name in an fd of its directory, those of the last
@@ -222,7 +272,7 @@ class _Scan:
         # Ignore rules and tracked paths are relative to the repository top.
         self.prefix = "" if rel_root == "." else rel_root + "/"
         self.top = top
-        self.stamps: list[FileStamp | _AncestorStamp] = []
+        self.stamps: list[FileStamp | _AncestorStamp | _RepoStamp] = []
         self.entries: list[Entry] = []
         self.ignored = 0
         self.skipped: list[Entry] = []
@@ -338,7 +388,7 @@ class _Scan:
         # keep every field, the mtime set back again and the ctime of the same tick.
         limit = started_ns - _RACY_NS
         for s in self.stamps:
-            changed = s.changed_ns if isinstance(s, _AncestorStamp) else _changed_ns(s.stamp)
+            changed = s.changed_ns if not isinstance(s, FileStamp) else _changed_ns(s.stamp)
             if changed is not None and changed >= limit:
                 return False
         return True
@@ -400,7 +450,7 @@ class Walker:
         self._root = root
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[str, bool, bool], _Cached] = OrderedDict()
-        self._repos: dict[str, tuple[TrackedFiles, GlobalExcludes]] = {}
+        self._repos: dict[GitRepo, tuple[TrackedFiles, GlobalExcludes]] = {}
 
     def fresh_lock(self) -> None:
         """In a forked child that runs no other thread: a new lock (the fork copied the
@@ -434,6 +484,8 @@ class Walker:
             scan_stamps.append(index_stamp)
             scan_stamps.append(FileStamp.take(os.path.join(repo.top, ".git")))
         scan = _Scan(self._root, repo, tracked, excludes)
+        # Which repository holds the root, checked first on a cache hit: a few stats.
+        scan.stamps.append(_RepoStamp.take(self._root, repo))
         scan.stamps.extend(scan_stamps)
         scan.run(start_abs, start_rel, recursive, include_ignored)
         scan.entries.sort()
@@ -464,10 +516,12 @@ class Walker:
         return [*(stamp.path for stamp in config_stamps), path]
 
     def _repo_state(self, repo: GitRepo) -> tuple[TrackedFiles, GlobalExcludes]:
+        # Keyed by the whole repository (top and git directory): a top whose .git became
+        # a gitdir file (a worktree's) has another index and config.
         with self._lock:
-            state = self._repos.get(repo.top)
+            state = self._repos.get(repo)
             if state is None:
-                state = self._repos[repo.top] = (TrackedFiles(repo), GlobalExcludes(repo))
+                state = self._repos[repo] = (TrackedFiles(repo), GlobalExcludes(repo))
             return state
 
 

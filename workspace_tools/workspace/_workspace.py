@@ -135,8 +135,9 @@ class Workspace:
 
     def close(self) -> None:
         """Release what the tools keep with this workspace that holds a process or a
-        watch (grep's searcher processes and warm index, run_command's idle supervisors
-        when it runs without a sandbox: each kept object's ``close``);
+        watch (grep's searcher processes and warm index, run_command's runners: the
+        commands they run stopped, their idle supervisors closed; each kept object's
+        ``close``);
         they are made again if a tool is used after this. Collecting the workspace, or
         the interpreter's exit, does the same."""
         with self._kept_lock:
@@ -145,6 +146,13 @@ class Workspace:
             close = getattr(value, "close", None)
             if callable(close):
                 close()
+
+    def __enter__(self) -> Workspace:
+        """``with Workspace(root) as workspace:`` closes it at the end (:meth:`close`)."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def named_files(self, paths: Iterable[str]) -> list[Path]:
         """The real paths of the files ``paths`` name (tool path arguments), distinct and

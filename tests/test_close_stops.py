@@ -1,0 +1,286 @@
+"""Closing what owns processes stops every command running through it, each whole tree:
+``Sandbox.close`` (a command of ``Sandbox.run``), and the owners above it (a tool
+session, a workspace's commands). The oracle is the host's process table: processes
+whose command line carries a marker the test put in the command, awaited as events with
+a margin. A detached, double-forked child (``setsid``) is among them: the supervisor's
+subreaper sees it."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from sandbox import Sandbox, SandboxError
+from tests._waiting import poll, wait_until, wait_until_async
+from tests.remote._served import serve
+from workspace_tools import (
+    ErrorCode,
+    ToolSession,
+    Workspace,
+    invoke_tool,
+    invoke_tool_sync,
+    workspace_tools,
+)
+from workspace_tools.adapters.remote import RemoteWorkspace
+
+pytestmark = pytest.mark.anyio
+
+#: Seconds a stopped tree may take to leave the process table on a loaded host.
+GONE = 15.0
+
+
+def _by_cmdline(marker: str) -> list[tuple[int, str]]:
+    """Live processes (not zombies) whose command line holds ``marker``: (pid, cmdline)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                line = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in line and state != b"Z":
+            found.append((int(entry), line.replace(b"\0", b" ").decode(errors="replace")))
+    return sorted(found)
+
+
+def _command(marker: str, flag: Path) -> str:
+    """A command that prints, starts a sleeper in its tree and a detached double-forked
+    one (setsid, then a background subshell), marks itself started and sleeps; each
+    sleeper is a shell whose command line carries ``marker`` (the command text itself
+    does not: it is split by quotes there)."""
+    split = f"{marker[:4]}''{marker[4:]}"
+    return (
+        f"export M={split}; echo before-close; "
+        "sh -c 'sleep 3600; :' \"$M-a\" & "
+        'setsid sh -c \'(sh -c "sleep 3600; :" "$M-b" &) ; exit 0\'; '
+        f"touch {flag}; exec sh -c 'sleep 3600; :' \"$M-c\""
+    )
+
+
+def _marker() -> str:
+    return f"closemark{secrets.token_hex(8)}"
+
+
+def _all_started(marker: str) -> list[tuple[int, str]]:
+    return wait_until(
+        lambda: _by_cmdline(marker), lambda found: len(found) >= 3, "the three sleepers"
+    )
+
+
+async def test_sandbox_close_stops_a_running_command_tree_and_keeps_its_output(
+    tmp_path: Path,
+) -> None:
+    box = Sandbox(layers=False)
+    marker, flag = _marker(), tmp_path / "started"
+    outcome: list[BaseException] = []
+
+    async def run() -> None:
+        try:
+            await box.run(["sh", "-c", _command(marker, flag)], timeout=3600)
+        except BaseException as exc:  # the error is the assertion's subject
+            outcome.append(exc)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run)
+            await wait_until_async(flag.exists, bool, "the command to start")
+            await anyio.to_thread.run_sync(_all_started, marker)
+            await anyio.to_thread.run_sync(box.close)
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+    assert [(type(exc), str(exc)) for exc in outcome] == [
+        (SandboxError, "the sandbox was closed while the command ran; it was stopped")
+    ]
+    error = outcome[0]
+    assert isinstance(error, SandboxError)
+    assert error.result is not None
+    assert (error.result.exit_code, error.result.signal, error.result.timed_out) == (
+        143,
+        "SIGTERM",
+        False,
+    )
+    assert error.result.stdout.complete == b"before-close\n"
+    # A later command starts the spawn server again.
+    again = await box.run(["sh", "-c", "echo again"], timeout=60)
+    assert (again.exit_code, again.stdout.complete) == (0, b"again\n")
+    box.close()
+
+
+def _run_command_in(session: ToolSession, command: str, out: list[object]) -> None:
+    out.append(session.call_sync("run_command", {"command": command, "timeout": 600}))
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
+def test_closing_a_tool_session_stops_its_running_command(tmp_path: Path, sandboxed: bool) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    box = Sandbox(writable=[str(tmp_path)], best_effort=True) if sandboxed else None
+    session = ToolSession(Workspace(tmp_path), sandbox=box)
+    out: list[object] = []
+    thread = threading.Thread(target=_run_command_in, args=(session, _command(marker, flag), out))
+    thread.start()
+    try:
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        session.close()
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        session.close()
+        thread.join(60)
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+    [result] = out
+    assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
+    text = result.error  # type: ignore[attr-defined]
+    assert "closed while the" in text, text
+    if not sandboxed:
+        assert text.startswith(
+            "The sandbox was closed while the command ran; it and every process it "
+            "started were stopped.\nstdout so far:\nbefore-close"
+        ), text
+
+
+async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    workspace = Workspace(tmp_path)
+    [run_command] = [t for t in workspace_tools(workspace) if t.name == "run_command"]
+    results: list[object] = []
+
+    async def run() -> None:
+        results.append(
+            await invoke_tool(run_command, {"command": _command(marker, flag), "timeout": 600})
+        )
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run)
+            await wait_until_async(flag.exists, bool, "the command to start")
+            await anyio.to_thread.run_sync(_all_started, marker)
+            await anyio.to_thread.run_sync(workspace.close)
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+    [result] = results
+    assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
+
+
+def _rpc(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(message).encode() + b"\n")
+    process.stdin.flush()
+
+
+def test_the_mcp_stdio_server_stops_running_commands_at_end_of_input(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "workspace_tools", "mcp", "--root", str(tmp_path), "--shell"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        _rpc(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # Writing calls run one at a time here: the background process first (its call
+        # answers at once), then the command.
+        background = f"M={marker[:4]}''{marker[4:]}; exec sh -c 'sleep 3600; :' \"$M-d\""
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "start_process", "arguments": {"command": background}},
+            },
+        )
+        command = _command(marker, flag)
+        _rpc(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "run_command", "arguments": {"command": command}},
+            },
+        )
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        wait_until(lambda: _by_cmdline(marker), lambda f: len(f) >= 4, "the four sleepers")
+        assert server.stdin is not None
+        server.stdin.close()
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
+def _remote_run(remote: RemoteWorkspace, command: str, out: list[object]) -> None:
+    [run_command] = [t for t in remote.tools if t.name == "run_command"]
+    out.append(invoke_tool_sync(run_command, {"command": command, "timeout": 600}))
+
+
+def test_serve_stops_running_commands_on_sigterm(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    out: list[object] = []
+    with serve(tmp_path, token_line=True) as served:
+        remote = RemoteWorkspace(served.url, served.token, retries=0)
+        thread = threading.Thread(
+            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
+        )
+        thread.start()
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=60) == 0
+        thread.join(60)
+        remote.close()
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
+def test_closing_a_remote_workspace_stops_its_running_command(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    out: list[object] = []
+    with serve(tmp_path, token_line=True) as served:
+        remote = RemoteWorkspace(served.url, served.token, retries=0)
+        thread = threading.Thread(
+            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
+        )
+        thread.start()
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        remote.close()
+        thread.join(60)
+        assert not thread.is_alive()
+        # The server goes on; what the closed session's call ran does not.
+        left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+        assert left == []
+        assert served.process.poll() is None
