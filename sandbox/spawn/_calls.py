@@ -499,7 +499,11 @@ def _discard(worker: _Worker) -> None:
     _kill(worker)
     worker.sock.close()
     if worker.pidfd is not None:
-        select.select([worker.pidfd], [], [], _GONE_WAIT)
+        # poll, not select: a caller with many workspaces holds descriptors numbered past
+        # select's FD_SETSIZE (1,024).
+        waiting = select.poll()
+        waiting.register(worker.pidfd, select.POLLIN)
+        waiting.poll(_GONE_WAIT * 1000)
         os.close(worker.pidfd)
 
 
@@ -1062,8 +1066,11 @@ def _read_ready(fd: int) -> bytes:
 
 
 def _readable(fd: int) -> bool:
-    """Whether ``fd`` can be read now (``select``, which raises nothing when it cannot)."""
-    return bool(select.select([fd], [], [], 0)[0])
+    """Whether ``fd`` can be read now (``poll``, which raises nothing when it cannot, and
+    takes descriptors of any number)."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return bool(waiting.poll(0))
 
 
 #: The exit code of a worker's child that met end of file instead of a call.

@@ -9,10 +9,12 @@ import socket
 import sys
 import threading
 import weakref
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
 
 from sandbox.spawn._jobs import (
     CallWorkerReady,
+    StartFailed,
     StopTree,
     SupervisorReady,
     WantCallWorker,
@@ -28,6 +30,8 @@ _BOOT = (
     "import sys; sys.path.insert(0, sys.argv[2]); "
     "from sandbox.spawn._server import serve; serve(int(sys.argv[1]))"
 )
+
+T = TypeVar("T")
 
 #: Idle supervisors kept per set of limits; more are closed when handed back.
 POOL_SIZE = 4
@@ -86,19 +90,125 @@ class Supervisor(Channel):
                 self.send(StopTree(grace))
 
 
-class Launcher:
-    """Hands out supervisors (see ``sandbox.spawn._server``) from a spawn server owned by this
-    object, and takes them back for the next command.
+class SpawnRefused(OSError):
+    """The spawn server could not fork a process for the caller (the limit on processes
+    reached, or memory short); it serves on. The message says what to do."""
 
-    The server is started on first use, and again in a forked child (a connection belongs
-    to the process that opened it). It and its idle supervisors exit when this object is
-    closed or collected, or when the process that started it exits.
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"No new process could be started: {cause} (the limit on processes, or memory, "
+            "is reached); try again when fewer commands run at once"
+        )
+
+
+class _SharedServer:
+    """The one spawn server of this process, shared by every :class:`Launcher` in it.
+
+    The server holds nothing of a launcher's: it only forks supervisors and call workers,
+    each handed to the asker, who owns it from then on (see ``sandbox.spawn._server``). So
+    sandboxes, their copies (a session each) and the plain runners of many workspaces need
+    not start a server (an interpreter, about 5 MiB) each: hundreds of workspaces in one
+    process share one. It runs while a launcher holds a lease on it and stops when the last
+    lease is given back (each launcher's ``close``, its collection, the interpreter's exit);
+    a forked child starts its own, as a connection belongs to the process that opened it.
+    Requests from different launchers are serialised by one lock (each is a fork in the
+    server, well under a millisecond).
+    """
+
+    def __init__(self) -> None:
+        # Reentrant: a launcher collected while this thread makes a request gives its
+        # lease back from inside it (the requester's own lease keeps the server running).
+        self.lock = threading.RLock()
+        self.channel: Channel | None = None
+        self.pid = -1
+        self.owner = -1
+        self.leases = 0
+
+    def after_fork(self) -> None:
+        """In a forked child: nothing of the parent's server is this process's (its socket
+        is left alone: it is the parent's), and the lock is made anew, as a fork copies it
+        in whatever state another thread left it."""
+        if self.owner != os.getpid() and self.owner != -1:
+            self.lock = threading.RLock()
+            self.channel, self.pid, self.owner, self.leases = None, -1, -1, 0
+
+    def connect(self) -> Channel:
+        """The server's channel, started when none runs (call with :attr:`lock` held).
+
+        Raises:
+            OSError: the server could not be started.
+        """
+        if self.channel is not None and self.owner == os.getpid():
+            return self.channel
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.set_inheritable(True)
+        try:
+            pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-c", _BOOT, str(theirs.fileno()), _PACKAGE_PARENT],
+                _server_env(),
+                setsid=True,
+                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.channel, self.pid, self.owner = Channel(ours), pid, os.getpid()
+        return self.channel
+
+    def stop(self) -> None:
+        """Stop the server (call with :attr:`lock` held): it died, or no lease is left. A
+        later request starts a fresh one."""
+        channel, pid = self.channel, self.pid
+        self.channel, self.pid = None, -1
+        if channel is None or self.owner != os.getpid():
+            return
+        channel.close()
+        # End of file would stop the server too, but a forked child may still hold a copy
+        # of its socket: stop it outright. Idle supervisors exit on end of file.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    def take_lease(self) -> None:
+        """One more launcher uses the server (call with :attr:`lock` held)."""
+        self.owner = os.getpid()
+        self.leases += 1
+
+    def give_back(self, owner: int) -> None:
+        """A launcher of process ``owner`` is done with the server; the last one stops it."""
+        if owner != os.getpid():
+            return  # a lease taken in the parent: the parent gives it back
+        with self.lock:
+            self.leases -= 1
+            if self.leases <= 0:
+                self.leases = 0
+                self.stop()
+
+
+#: The process's spawn server (see :class:`_SharedServer`): one process-wide object, as the
+#: server it stands for is one per process; launchers lease it.
+_SERVER = _SharedServer()
+
+
+class Launcher:
+    """Hands out supervisors (see ``sandbox.spawn._server``) forked by this process's spawn
+    server, and takes them back for the next command.
+
+    The server is shared with every other launcher of the process (see
+    :class:`_SharedServer`) and started on first use, and again in a forked child (a
+    connection belongs to the process that opened it). This object's idle supervisors exit,
+    and its lease on the server is given back (the last one stops it), when it is closed or
+    collected, or when the process that started them exits.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._lock_pid = os.getpid()  # the process the lock was made in
         self._owner = -1
-        self._server: Channel | None = None
         self._idle: dict[Hashable, list[Supervisor]] = {}
         # Supervisors handed out and not handed back: running a job (see close).
         self._busy: set[Supervisor] = set()
@@ -111,53 +221,30 @@ class Launcher:
         Raises:
             OSError: the server could not be started or reached.
         """
-        if self._owner != os.getpid():
-            # A fork copies the lock in whatever state another thread left it.
-            self._lock = threading.Lock()
-        with self._lock:
+        with self._own_lock():
             idle = self._connect_pool().setdefault(limits, [])
-            if idle:
-                supervisor = idle.pop()
-            else:
-                try:
-                    supervisor = self._new_supervisor()
-                except OSError:
-                    # The server died (killed from outside): start a fresh one once.
-                    self._close()
-                    self._connect_pool()
-                    supervisor = self._new_supervisor()
+            supervisor = idle.pop() if idle else _ask(_new_supervisor)
             self._busy.add(supervisor)
             return supervisor
 
     def call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
-        """A new warm worker of Python calls from this object's spawn server: its socket,
+        """A new warm worker of Python calls from this process's spawn server: its socket,
         its pid and a pidfd of it (``None`` where there are none); the caller stops it.
 
         Raises:
             OSError: the server could not be started or reached.
         """
-        if self._owner != os.getpid():
-            self._lock = threading.Lock()  # as in acquire
-        with self._lock:
+        with self._own_lock():
             self._connect_pool()
-            try:
-                return self._new_call_worker(want)
-            except OSError:
-                self._close()  # the server died (killed from outside): a fresh one, once
-                self._connect_pool()
-                return self._new_call_worker(want)
+            return _ask(lambda channel: _new_call_worker(channel, want))
 
-    def _new_call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
-        server = self._server
-        assert server is not None
-        server.send(want)
-        reply = server.receive()
-        fds = server.take_fds(2)
-        if not isinstance(reply, CallWorkerReady) or not fds:
-            for fd in fds:
-                os.close(fd)
-            raise ConnectionError("the sandbox spawn server exited")
-        return socket.socket(fileno=fds[0]), reply.pid, fds[1] if len(fds) > 1 else None
+    def _own_lock(self) -> threading.Lock:
+        """This object's lock, made anew in a forked child (a fork copies it in whatever
+        state another thread left it). Only then: threads of one process that replaced it
+        on first use would each hold a lock of their own, and each lease the server."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        return self._lock
 
     def release(self, limits: Hashable, supervisor: Supervisor) -> None:
         """Hand back a supervisor whose job is over (its tree is gone)."""
@@ -179,9 +266,10 @@ class Launcher:
             self._busy.discard(supervisor)
 
     def close(self, grace: float = 1.0) -> None:
-        """Stop the server and the idle supervisors, and the command each busy one runs:
-        its whole tree (SIGTERM, ``grace`` seconds, SIGKILL); the job's caller sees the
-        end (see :attr:`Supervisor.stopped_by_close`) and closes that supervisor."""
+        """Close the idle supervisors, give back the lease on the server (the last
+        launcher's stops it), and stop the command each busy one runs: its whole tree
+        (SIGTERM, ``grace`` seconds, SIGKILL); the job's caller sees the end (see
+        :attr:`Supervisor.stopped_by_close`) and closes that supervisor."""
         with self._lock:
             busy = [s for s in self._busy if self._owner == os.getpid()]
             self._busy = set()
@@ -190,57 +278,67 @@ class Launcher:
             supervisor.stop_for_close(grace)
 
     def _connect_pool(self) -> dict[Hashable, list[Supervisor]]:
-        if self._server is not None and self._owner == os.getpid():
+        if self._finalizer is not None and self._owner == os.getpid():
             return self._idle
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        theirs.set_inheritable(True)
-        try:
-            pid = os.posix_spawn(
-                sys.executable,
-                [sys.executable, "-c", _BOOT, str(theirs.fileno()), _PACKAGE_PARENT],
-                _server_env(),
-                setsid=True,
-                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)],
-            )
-        finally:
-            theirs.close()
-        # Sockets copied from a parent process are left alone: they are the parent's.
-        self._server, self._owner, self._idle = Channel(ours), os.getpid(), {}
-        self._finalizer = weakref.finalize(
-            self, _shutdown, self._server, self._idle, pid, os.getpid()
-        )
+        # Supervisors copied from a parent process are left alone: they are the parent's.
+        _SERVER.after_fork()
+        with _SERVER.lock:
+            _SERVER.take_lease()
+        self._owner, self._idle = os.getpid(), {}
+        self._finalizer = weakref.finalize(self, _shutdown, self._idle, os.getpid())
         return self._idle
-
-    def _new_supervisor(self) -> Supervisor:
-        server = self._server
-        assert server is not None
-        server.send(WantSupervisor())
-        reply = server.receive()
-        fds = server.take_fds(1)
-        if not isinstance(reply, SupervisorReady) or not fds:
-            raise ConnectionError("the sandbox spawn server exited")
-        return Supervisor(socket.socket(fileno=fds[0]))
 
     def _close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
-        self._server, self._finalizer, self._owner, self._idle = None, None, -1, {}
+        self._finalizer, self._owner, self._idle = None, -1, {}
 
 
-def _shutdown(
-    server: Channel, idle: dict[Hashable, list[Supervisor]], pid: int, owner: int
-) -> None:
+def _ask(request: Callable[[Channel], T]) -> T:
+    """``request`` made of this process's spawn server, started if need be; once more of a
+    fresh one when the server died (killed from outside)."""
+    _SERVER.after_fork()
+    with _SERVER.lock:
+        try:
+            return request(_SERVER.connect())
+        except SpawnRefused:
+            raise  # the server lives on: another one could fork no more
+        except OSError:
+            _SERVER.stop()
+            return request(_SERVER.connect())
+
+
+def _new_supervisor(server: Channel) -> Supervisor:
+    server.send(WantSupervisor())
+    reply = server.receive()
+    if isinstance(reply, StartFailed):
+        raise SpawnRefused(reply.error)
+    fds = server.take_fds(1)
+    if not isinstance(reply, SupervisorReady) or not fds:
+        raise ConnectionError("the sandbox spawn server exited")
+    return Supervisor(socket.socket(fileno=fds[0]))
+
+
+def _new_call_worker(
+    server: Channel, want: WantCallWorker
+) -> tuple[socket.socket, int, int | None]:
+    server.send(want)
+    reply = server.receive()
+    if isinstance(reply, StartFailed):
+        raise SpawnRefused(reply.error)
+    fds = server.take_fds(2)
+    if not isinstance(reply, CallWorkerReady) or not fds:
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError("the sandbox spawn server exited")
+    return socket.socket(fileno=fds[0]), reply.pid, fds[1] if len(fds) > 1 else None
+
+
+def _shutdown(idle: dict[Hashable, list[Supervisor]], owner: int) -> None:
     for supervisors in idle.values():
         for supervisor in supervisors:
             supervisor.close()
-    server.close()
-    if os.getpid() == owner:
-        # End of file would stop the server too, but a forked child may still hold a copy
-        # of its socket: stop it outright. Idle supervisors exit on end of file.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+    _SERVER.give_back(owner)
 
 
 def _server_env() -> dict[str, str]:

@@ -91,7 +91,15 @@ def serve(fd: int) -> None:
                 return
             continue
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        if os.fork() == 0:
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            ours.close()
+            theirs.close()
+            if not _refuse(server, exc):
+                return
+            continue
+        if pid == 0:
             server.close()
             ours.close()
             code = 1
@@ -108,6 +116,16 @@ def serve(fd: int) -> None:
             ours.close()
 
 
+def _refuse(server: Channel, exc: OSError) -> bool:
+    """Tell the caller no process could be forked for it (the process limit reached, or
+    memory short: ``exc``), and serve on; False when the caller is gone."""
+    try:
+        server.send(StartFailed(exc.strerror or str(exc)))
+    except OSError:
+        return False
+    return True
+
+
 def _fork_call_worker(server: Channel, want: WantCallWorker) -> bool:
     """Fork a warm worker of calls and send the caller its socket (and a pidfd of it:
     this server reaps it, so the caller cannot wait for it). False when the caller is gone."""
@@ -116,7 +134,12 @@ def _fork_call_worker(server: Channel, want: WantCallWorker) -> bool:
     from sandbox.spawn._calls import serve_calls
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        ours.close()
+        theirs.close()
+        return _refuse(server, exc)
     if pid == 0:
         try:
             server.close()

@@ -1,7 +1,8 @@
-"""Tools bound to a sandbox start its spawn server and one warm worker of calls at once, in
-the background (a call is sure to come), so that the first call does not wait for them; a
-sandbox no tool uses starts nothing; closing the session (or the sandbox) leaves no
-process."""
+"""Tools bound to a sandbox start the process's spawn server and one warm worker of calls at
+once, in the background (a call is sure to come), so that the first call does not wait for
+them; a sandbox no tool uses starts nothing; closing the session (or the sandbox) leaves no
+process of its own (the spawn server, shared by the process's sandboxes, stops with the last
+of them: tests/test_many_workspaces.py)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,14 @@ def _servers() -> list[int]:
     ]
 
 
-def _workers(before: list[int]) -> list[tuple[int, list[int]]]:
-    """Each spawn server of this process but those ``before`` with its children (its warm
-    workers)."""
-    return [(server, _children(server)) for server in _servers() if server not in before]
+def _forked() -> list[int]:
+    """The children of this process's spawn servers (supervisors and warm workers)."""
+    return sorted(pid for server in _servers() for pid in _children(server))
+
+
+def _workers(before: list[int]) -> list[int]:
+    """The warm workers and supervisors forked since ``before`` (a :func:`_forked`)."""
+    return [pid for pid in _forked() if pid not in before]
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -63,30 +68,29 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 def test_a_sandbox_no_tool_uses_starts_nothing() -> None:
-    before = _servers()
+    servers, forked = _servers(), _forked()
     box = Sandbox(layers=False)
     try:
-        assert box._launcher._server is None and box._caller is None
-        assert _servers() == before
+        assert box._caller is None
+        assert (_servers(), _forked()) == (servers, forked)
     finally:
         box.close()
 
 
 async def test_a_session_with_a_sandbox_starts_a_worker_before_any_call(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"one\n")
-    before = _servers()  # of earlier tests' sandboxes not collected yet
+    before = _forked()  # of earlier tests' sandboxes not collected yet
     box = Sandbox(layers=False)
     session = ToolSession(tmp_path, sandbox=box)
     try:
-        # No call: the server and one worker appear on their own.
-        seen = await wait_until_async(
-            lambda: _workers(before), lambda s: len(s) == 1 and len(s[0][1]) == 1, "a worker"
+        # No call: the server (if none ran) and one worker appear on their own.
+        (worker,) = await wait_until_async(
+            lambda: _workers(before), lambda s: len(s) == 1, "a worker"
         )
-        server, (worker,) = seen[0]
-        pids = [server, worker, *_children(worker)]
+        pids = [worker, *_children(worker)]
         result = await session.call("read_file", {"path": "a.txt"})
         served_by = call_worker(session._sandbox, reuse=True)
-        assert box._launcher._server is None and box._caller is None  # the session's copy
+        assert box._caller is None  # the session's copy
     finally:
         session.close()
     assert result.error is None and result.content == "     1\tone", result
@@ -99,15 +103,14 @@ async def test_tools_bound_to_a_sandbox_start_a_worker_that_closing_the_sandbox_
     tmp_path: Path,
 ) -> None:
     (tmp_path / "a.txt").write_bytes(b"one\n")
-    before = _servers()  # of earlier tests' sandboxes not collected yet
+    before = _forked()  # of earlier tests' sandboxes not collected yet
     box = Sandbox(layers=False)
     try:
         tools = {t.name: t for t in workspace_tools(tmp_path, sandbox=box)}
-        seen = await wait_until_async(
-            lambda: _workers(before), lambda s: len(s) == 1 and len(s[0][1]) == 1, "a worker"
+        (worker,) = await wait_until_async(
+            lambda: _workers(before), lambda s: len(s) == 1, "a worker"
         )
-        server, (worker,) = seen[0]
-        pids = [server, worker, *_children(worker)]
+        pids = [worker, *_children(worker)]
         result = await invoke_tool(tools["read_file"], {"path": "a.txt"})
         served_by = call_worker(tools["read_file"].sandbox, reuse=True)
     finally:

@@ -30,18 +30,27 @@ watched (ignored); the walk (the file set) is
 validated by stat as before.
 
 The index is built after a search of a big tree (:data:`MIN_FILES`), by a child of a spawn
-server of its own (``Sandbox.call``, no layers) that reads the files while the calls go
-on; until it is ready searches read every file as before. Linux only (inotify); elsewhere
-there is no index.
+server (``Sandbox.call``, no layers) that reads the files while the calls go on; until it
+is ready searches read every file as before. Linux only (inotify); elsewhere there is no
+index.
+
+Many workspaces. Each index holds one inotify instance and a watch per directory, counted
+against the user's limits (``fs.inotify.max_user_instances``, 128 by default, and
+``max_user_watches``, shared by every process of the user). A build that finds none left
+(``EMFILE``, ``ENOSPC``) makes no index: the searches read every file, with the same
+results, and a build is tried again after :data:`RETRY_SECONDS` (by then another
+workspace may have closed its index).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 import sys
 import threading
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -93,6 +102,13 @@ MIN_SKIPPED_FRACTION = 1 / 16
 # each: 6.4 MB for 200,000 files, beside the index's 45).
 KEPT_WORDS = 64
 KEPT_IDS_PER_FILE = 8
+# Seconds before a build that found the user's inotify instances or watches used up is
+# tried again (a try costs the walk, cached, and a failed system call or a few watches).
+RETRY_SECONDS = 30.0
+# What the kernel says when the user's inotify instances (EMFILE), watches (ENOSPC) or
+# this process's descriptors (EMFILE, ENFILE) or memory (ENOMEM) are used up: none of it
+# is the tree's fault, and may be there later.
+_SHORT_OF = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM})
 
 _WORDS = re.compile(rb"[A-Za-z0-9_]{%d,}" % MIN_WORD)
 
@@ -306,6 +322,9 @@ class SearchIndex:
         self._built: _Built | None = None
         self._building: threading.Thread | None = None
         self._failed = INotify is None or not sys.platform.startswith("linux")
+        # No build before this time (time.monotonic()): the last one found no inotify
+        # instance or watch to be had.
+        self._retry_at = 0.0
 
     @property
     def memory(self) -> int:
@@ -350,6 +369,8 @@ class SearchIndex:
         called after a search of a directory walk of ``recursive_files`` files."""
         if self._failed or os.getpid() != self._pid or recursive_files < self._min_files:
             return
+        if time.monotonic() < self._retry_at:
+            return
         with self._lock:
             if self._building is not None:
                 return
@@ -368,14 +389,24 @@ class SearchIndex:
             built.close()
 
     def _build(self, walker: Walker) -> None:
-        try:
-            built = _build(self._root, walker)
-        except OSError:
+        short = False
+        with _BUILD_SLOTS:
             built = None
+            try:
+                if not self._failed:  # else closed while it waited for a slot
+                    built = _build(self._root, walker)
+            except OSError as exc:
+                short = exc.errno in _SHORT_OF
         with self._lock:
             self._building = None
+            if built is None and short:
+                # No inotify instance or watch to be had now (the user's limits, shared by
+                # every index of every process of the user): searches read every file
+                # until a later build finds one.
+                self._retry_at = time.monotonic() + RETRY_SECONDS
+                return
             if built is None:
-                # No watches to be had (the user's limit) or no fork: no index.
+                # A tree too big to watch, or no child to read it: no index.
                 self._failed = True
                 return
             if self._failed:
@@ -601,6 +632,13 @@ def _in_child(work: Callable[..., Any], *args: Any) -> Any:
     finally:
         box.close()
 
+
+#: Builds under way at once in this process, whatever the workspace: each reads a whole
+#: tree in a child of its own, and hundreds of workspaces whose first big searches came
+#: together would read all their trees at once (2 CPUs, 200 workspaces of 1,000 files: 133
+#: children, 3.9 GiB between them). The slots are the process's, as its CPUs are; a build
+#: waits for one in its own thread, and searches read every file meanwhile, as before.
+_BUILD_SLOTS = threading.BoundedSemaphore(max(1, (os.cpu_count() or 1) // 2))
 
 #: The build reads the tree once: no CPU, size or time limit of its own.
 _BUILD_LIMITS = SandboxLimits(cpu_seconds=None, file_size_bytes=None, open_files=None)

@@ -315,6 +315,10 @@ class Searchers:
         with self._lock:
             while self._idle:
                 searcher = self._idle.pop(0)
+                # What arrived since, its end included: a searcher killed meanwhile (the
+                # end of a sandboxed call kills what the call left running, and the next
+                # call of the same child finds it here) is dropped, not given the job.
+                searcher.receive()
                 if searcher.usable():
                     return searcher
                 self._drop(searcher)

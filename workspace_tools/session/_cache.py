@@ -15,6 +15,11 @@ from workspace_tools._tool import CacheKey, Tool
 
 logger = logging.getLogger("workspace_tools")
 
+#: Results a session keeps, the least recently used dropped first: a result holds its
+#: content (up to the result length, 50,000 characters by default) and its details (a
+#: grep's every match), and a process may run hundreds of sessions.
+MAX_ENTRIES = 64
+
 
 @dataclass(frozen=True)
 class CachedResult:
@@ -30,7 +35,8 @@ class ResultCache:
 
     Only read-only tools with a cache key are cached: the tool's :attr:`Tool.cache_key`, or
     the one ``keys`` names for it. A hit needs the fingerprint taken now to equal the one
-    taken before the earlier call ran; a stale entry is dropped. A session clears everything
+    taken before the earlier call ran; a stale entry is dropped, and past
+    :data:`MAX_ENTRIES` the least recently used. A session clears everything
     (:meth:`clear`) before a call of a tool that :attr:`Tool.invalidates`, since no
     fingerprint can say what a command changed. A disabled cache keeps nothing.
     """
@@ -58,14 +64,19 @@ class ResultCache:
         entry = self._entries.get(key)
         if entry is None:
             return None
+        del self._entries[key]
         if self.fingerprint(tool, args) != entry.fingerprint:
-            del self._entries[key]
             return None
+        self._entries[key] = entry  # now the most recently used
         return entry
 
     def store(self, tool: Tool[Any], args: BaseModel, entry: CachedResult) -> None:
         """Keep ``entry`` for later identical calls."""
-        self._entries[_key(tool.name, args)] = entry
+        key = _key(tool.name, args)
+        self._entries.pop(key, None)
+        self._entries[key] = entry
+        while len(self._entries) > MAX_ENTRIES:
+            del self._entries[next(iter(self._entries))]
 
     def clear(self) -> None:
         """Forget every result."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,12 @@ class ShellSession:
     ) -> None:
         self.workspace = as_workspace(root_or_workspace, **options)
         root = str(self.workspace.root)
+        self._parts: dict[str, Any] = {}
         if sandbox is not None:
             self.sandbox = sandbox.confined_to(root)
         else:
             self.sandbox = plain_runner()  # as run_command without a sandbox
+            self._parts["runner"] = self.sandbox  # ours: closed with the rest
         #: Whether calls report progress (not from a sandbox, as ``run_command``).
         self.reports_progress = sandbox is None
         self._given_sandbox = sandbox
@@ -76,7 +79,6 @@ class ShellSession:
         self._file_bytes = output_file_bytes
         self._unread_bytes = unread_bytes
         self._lock = threading.Lock()
-        self._parts: dict[str, Any] = {}
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_parts, self._parts)
 
@@ -96,8 +98,7 @@ class ShellSession:
 
     def environment(self) -> dict[str, str]:
         """The environment a new shell or process gets: as ``run_command``'s."""
-        base = os.environ if self._given_sandbox is None else self._given_sandbox.child_env()
-        return command_env(base, self.workspace.options.env_passthrough)
+        return _environment(self._given_sandbox, self.workspace.options.env_passthrough)
 
     def shell_path(self) -> str:
         """The shell found on the environment's PATH (bash, else sh)."""
@@ -132,13 +133,19 @@ class ShellSession:
                 area = self._parts.get("area")
                 if area is None:
                     area = self._parts["area"] = make_area(self.workspace.root)
+                # Not a bound method: the shell and the processes, held by the threads
+                # that run them, must not keep this object from its collection (which
+                # stops them) when it is dropped without a close.
+                environment = partial(
+                    _environment, self._given_sandbox, self.workspace.options.env_passthrough
+                )
                 if name == "shell":
                     self._parts[name] = PersistentShell(
                         self.sandbox,
                         self.shell_path(),
                         self.workspace.root,
                         area,
-                        self.environment,
+                        environment,
                         memory_bytes=HEAD_BYTES + TAIL_BYTES,
                         file_bytes=self._file_bytes,
                     )
@@ -147,7 +154,7 @@ class ShellSession:
                         self.sandbox,
                         self.shell_path(),
                         area,
-                        self.environment,
+                        environment,
                         max_running=self.max_processes,
                         file_bytes=self._file_bytes,
                         unread_bytes=self._unread_bytes,
@@ -168,6 +175,11 @@ class ShellSession:
         self.close()
 
 
+def _environment(given: Sandbox | None, passthrough: tuple[str, ...]) -> dict[str, str]:
+    base = os.environ if given is None else given.child_env()
+    return command_env(base, passthrough)
+
+
 def _close_parts(parts: dict[str, Any]) -> None:
     # Processes first (all asked to stop at once inside), then the shell, then the files.
     processes, shell = parts.get("processes"), parts.get("shell")
@@ -178,6 +190,9 @@ def _close_parts(parts: dict[str, Any]) -> None:
     area = parts.get("area")
     if area is not None:
         remove_area(area)
+    runner = parts.get("runner")
+    if runner is not None:
+        runner.close()  # its idle supervisors; a later session starts its own
 
 
 def session_of(context: ToolContext) -> ShellSession:

@@ -135,7 +135,9 @@ class Workspace:
 
     def close(self) -> None:
         """Release what the tools keep with this workspace that holds a process or a
-        watch (grep's searcher processes and warm index: each kept object's ``close``);
+        watch (grep's searcher processes and warm index, run_command's runners: the
+        commands they run stopped, their idle supervisors closed; each kept object's
+        ``close``);
         they are made again if a tool is used after this. Collecting the workspace, or
         the interpreter's exit, does the same."""
         with self._kept_lock:
