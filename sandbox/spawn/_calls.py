@@ -700,6 +700,11 @@ def _worker_main(
         planned: list[tuple[int, int]] = []
         hinted: int | None = None  # the waiting child the hint was given to
         since_learned = 0  # calls taken since the hint was learned
+        # The last child found its call waiting as soon as it was set up: calls come back
+        # to back, with no idle core for a copy ahead. The next is forked without hint or
+        # learning then: it would copy nothing ahead, and what it did write of its own
+        # (and a learning child's scan) would only add to the work each call waits on.
+        late = False
         mine: set[int] = set()
         waiting: int | None = None
         start = _child_start(os.getpid())
@@ -707,17 +712,18 @@ def _worker_main(
         fork = _hookless_fork()
         while True:
             if waiting is None:
-                learn = prefault and (hint is None or since_learned >= _LEARN_EVERY)
+                ahead = prefault and not late
+                learn = ahead and (hint is None or since_learned >= _LEARN_EVERY)
                 waiting = fork()  # this process runs no other thread
                 if waiting == 0:
                     start()
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
-                    hints = (given_r if prefault else None, learned_w if learn else None)
+                    hints = (given_r if ahead else None, learned_w if learn else None)
                     _call_child(sock, enter, copies, failed, took_w, hints, planned, back)
                 mine.add(waiting)
-                if hint is not None:
-                    hinted = waiting  # forked with the hint planned
+                if hint is not None or not ahead:
+                    hinted = waiting  # forked with the hint planned, or to go without
             if hint is not None and hinted != waiting:
                 # The child copies them while the call before its own runs (on the other
                 # core), or in the gap after it; it stops when its call comes.
@@ -738,9 +744,13 @@ def _worker_main(
             # meanwhile wrote the byte before it ended, so it is never taken for one that
             # died waiting (and replaced twice, leaving two children reading requests).
             ended = _reaped()
-            if (took_r in ready or (ended and _readable(took_r))) and _read_ready(took_r):
+            took = b""
+            if took_r in ready or (ended and _readable(took_r)):
+                took = _read_ready(took_r)
+            if took:
                 waiting = None  # one child waits at a time: the byte is its
                 since_learned += 1
+                late = took.endswith(_LATE)
             for pid, status in ended:
                 if pid not in mine:
                     continue
@@ -1080,6 +1090,9 @@ _RENEWED = 4
 #: The exit code of a worker's child that met a message telling the worker what to hold
 #: (:func:`_learn`), left for the worker to read.
 _LEARN = 5
+#: The byte a child writes as it takes its call when the call was there as soon as the
+#: child was set up (``b"t"`` otherwise): the worker forks the next without hint then.
+_LATE = b"l"
 #: A call's child learns the pages it wrote (``_prefault.learn``, about a millisecond)
 #: for the first call of a worker and after this many more.
 _LEARN_EVERY = 16
@@ -1109,8 +1122,10 @@ def _call_child(
         failed = _set_up_child(nest, failed)
         if back is not None:
             back()
-        inherited = _prefault.mappings() if learned_w is not None else []
-        if given_r is not None:
+        # Set up, with its call there already: the calls come back to back.
+        late = _readable(sock.fileno())
+        inherited = _prefault.mappings() if learned_w is not None and not late else []
+        if given_r is not None and not late:
             _prefault_while_waiting(sock, given_r, planned)
         if _to_learn(sock):
             code = _LEARN
@@ -1125,12 +1140,12 @@ def _call_child(
             if _readable(given_r):
                 _read_ready(given_r)
             os.close(given_r)
-        os.write(took_w, b"t")
+        os.write(took_w, _LATE if late else b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
         sock.close()
         _deliver(_outcome_of(data, plain, copies, failed), result_w)
-        if learned_w is not None:
+        if learned_w is not None and not late:
             with contextlib.suppress(OSError):
                 os.write(learned_w, _prefault.learn(inherited))  # <= PIPE_BUF bytes: whole
     finally:

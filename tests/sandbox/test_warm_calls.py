@@ -176,6 +176,26 @@ async def test_calls_on_a_warm_worker_find_the_pages_copied() -> None:
     assert seen and seen[-1] < PAGES // 8, f"faults writing {PAGES} pages, call by call: {seen}"
 
 
+@needs_populate
+@pytest.mark.anyio
+async def test_after_calls_back_to_back_a_gap_finds_the_pages_copied_again() -> None:
+    # Back to back, a child finds its call waiting as soon as it is set up, and the next
+    # is forked with no pages to copy ahead; once calls leave gaps again, children copy.
+    box = Sandbox(layers=False)
+    try:
+        first = await box.call(_write_shared_pages)
+        burst = [await box.call(_write_shared_pages) for _ in range(30)]
+        seen = []
+        with anyio.move_on_after(DEADLINE):
+            while not seen or seen[-1] >= PAGES // 8:
+                await anyio.sleep(0.05)
+                seen.append(await box.call(_write_shared_pages))
+    finally:
+        box.close()
+    assert first >= PAGES
+    assert seen and seen[-1] < PAGES // 8, f"faults after a burst of {burst}: {seen}"
+
+
 def _policy() -> tuple[int, int]:
     return os.sched_getscheduler(0), os.getppid()
 
