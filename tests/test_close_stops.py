@@ -22,7 +22,7 @@ import pytest
 
 from sandbox import Sandbox, SandboxError
 from tests._waiting import poll, wait_until, wait_until_async
-from tests.remote._served import serve
+from tests.remote._served import Served, serve
 from workspace_tools import (
     ErrorCode,
     ToolSession,
@@ -247,17 +247,26 @@ def _remote_run(remote: RemoteWorkspace, command: str, out: list[object]) -> Non
     out.append(invoke_tool_sync(run_command, {"command": command, "timeout": 600}))
 
 
+def _running_remotely(
+    served: Served, marker: str, flag: Path
+) -> tuple[RemoteWorkspace, threading.Thread]:
+    """A RemoteWorkspace of ``served`` whose run_command runs the marked command in a
+    thread, once the command and what it started are seen running."""
+    remote = RemoteWorkspace(served.url, served.token, retries=0)
+    out: list[object] = []
+    thread = threading.Thread(
+        target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
+    )
+    thread.start()
+    wait_until(flag.exists, bool, "the command to start", timeout=60)
+    _all_started(marker)
+    return remote, thread
+
+
 def test_serve_stops_running_commands_on_sigterm(tmp_path: Path) -> None:
     marker, flag = _marker(), tmp_path / "started"
-    out: list[object] = []
     with serve(tmp_path, token_line=True) as served:
-        remote = RemoteWorkspace(served.url, served.token, retries=0)
-        thread = threading.Thread(
-            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
-        )
-        thread.start()
-        wait_until(flag.exists, bool, "the command to start", timeout=60)
-        _all_started(marker)
+        remote, thread = _running_remotely(served, marker, flag)
         served.process.send_signal(signal.SIGTERM)
         assert served.process.wait(timeout=60) == 0
         thread.join(60)
@@ -268,15 +277,8 @@ def test_serve_stops_running_commands_on_sigterm(tmp_path: Path) -> None:
 
 def test_closing_a_remote_workspace_stops_its_running_command(tmp_path: Path) -> None:
     marker, flag = _marker(), tmp_path / "started"
-    out: list[object] = []
     with serve(tmp_path, token_line=True) as served:
-        remote = RemoteWorkspace(served.url, served.token, retries=0)
-        thread = threading.Thread(
-            target=_remote_run, args=(remote, _command(marker, flag), out), daemon=True
-        )
-        thread.start()
-        wait_until(flag.exists, bool, "the command to start", timeout=60)
-        _all_started(marker)
+        remote, thread = _running_remotely(served, marker, flag)
         remote.close()
         thread.join(60)
         assert not thread.is_alive()

@@ -495,30 +495,17 @@ def _timeout_words(timeout: float, by_call: bool, context: ToolContext) -> str:
 def _closed(command: str, result: ProcessResult) -> ToolError:
     """The ``SANDBOX_ERROR`` of a command whose runner was closed while it ran (a session
     or workspace closed: its whole tree was stopped), holding the output so far."""
-    stdout, stdout_cut = model_view(result.stdout, "stdout")
-    stderr, stderr_cut = model_view(result.stderr, "stderr")
-    details = RunCommandTimeoutDetails(
-        command=command,
-        exit_code=result.exit_code,
-        duration_ms=result.duration_ms,
-        timed_out=False,
-        stdout_bytes=result.stdout.total_bytes,
-        stderr_bytes=result.stderr.total_bytes,
-        truncated=stdout_cut or stderr_cut,
-        stdout=stdout,
-        stderr=stderr,
-    )
+    details, stdout, stderr = _details(command, result)
     return ToolError(
         "The sandbox was closed while the command ran; it and every process it started "
         f"were stopped.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
         ErrorCode.SANDBOX_ERROR,
-        details=details,
+        details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
     )
 
 
-def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
-    """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
-    holding the output so far."""
+def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, str, str]:
+    """The details of ``result`` and its streams as the model reads them (head and tail)."""
     stdout, stdout_cut = model_view(result.stdout, "stdout")
     stderr, stderr_cut = model_view(result.stderr, "stderr")
     # Validated constructors: with pydantic-core they cost less than model_construct,
@@ -534,6 +521,13 @@ def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -
         stopped_processes=result.stopped_processes,
         stopped_names=list(result.stopped_names),
     )
+    return details, stdout, stderr
+
+
+def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
+    """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
+    holding the output so far."""
+    details, stdout, stderr = _details(command, result)
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
