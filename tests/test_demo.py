@@ -320,7 +320,7 @@ def test_wrong_shaped_item_step_answers_in_the_item_s_shape(tmp_path: Path) -> N
     assert out.getvalue().splitlines() == [
         "",
         "21. an OpenAI custom tool call of the wrong shape, then the right one",
-        "  input a list: Error: The custom_tool_call's input is array, not text: send the whole "
+        "  input a list: Error: The custom_tool_call's input is an array, not text: send the whole "
         "patch, from *** Begin Patch to *** End Patch, as the input",
         "  input the patch: Success. Updated the following files:",
         "    A item-demo.txt",

@@ -25,14 +25,14 @@ from workspace_tools.adapters.openai_apply_patch import (
 )
 from workspace_tools.adapters.openai_shell import call_local_shell, call_openai_shell
 
-# Valid JSON that is no object, as a client's decoder hands it over, with the word each
-# refusal uses for it: its JSON type, for the item itself as for a field.
+# Valid JSON that is no object, as a client's decoder hands it over, with the words each
+# refusal uses for it: its JSON type as a sentence says it, for the item as for a field.
 NOT_OBJECTS = [
-    ([1, 2], "array", "array"),
-    ("[1, 2]", "string", "string"),
-    (7, "number", "number"),
-    (2.5, "number", "number"),
-    (True, "boolean", "boolean"),
+    ([1, 2], "an array", "an array"),
+    ("[1, 2]", "a string", "a string"),
+    (7, "a number", "a number"),
+    (2.5, "a number", "a number"),
+    (True, "a boolean", "a boolean"),
     (None, "null", "null"),
 ]
 

@@ -291,19 +291,19 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
     [
         (
             {"call_id": "c", "operation": "delete x.txt"},
-            "The apply_patch_call's operation is string, not an object with type, path and diff",
+            "The apply_patch_call's operation is a string, not an object with type, path and diff",
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 5}},
-            "The apply_patch_call's diff is number, not text",
+            "The apply_patch_call's diff is a number, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "delete_file", "path": ["x.txt"]}},
-            "The apply_patch_call's path is array, not text",
+            "The apply_patch_call's path is an array, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": 5, "diff": "@@\n-a\n"}},
-            "The apply_patch_call's path is number, not text",
+            "The apply_patch_call's path is a number, not text",
         ),
         (
             {"call_id": "c", "operation": {"type": "delete_file"}},
@@ -319,11 +319,11 @@ def test_a_create_diff_may_hold_lines_that_look_like_headers(tmp_path: Path) -> 
         ),
         (
             {"call_id": "c", "operation": {"type": "update_file", "path": "x.txt", "diff": 0}},
-            "The apply_patch_call's diff is number, not text",
+            "The apply_patch_call's diff is a number, not text",
         ),
         (
             "delete x.txt",
-            "The apply_patch_call is string, not an object with call_id and operation",
+            "The apply_patch_call is a string, not an object with call_id and operation",
         ),
     ],
 )

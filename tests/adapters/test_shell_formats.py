@@ -327,14 +327,17 @@ async def test_local_shell_malformed_action_runs_nothing(
 @pytest.mark.parametrize(
     ("tool_input", "refusal"),
     [
-        ("touch ran", "The bash tool_use's input is string, not an object with command or restart"),
+        (
+            "touch ran",
+            "The bash tool_use's input is a string, not an object with command or restart",
+        ),
         (
             ["touch", "ran"],
-            "The bash tool_use's input is array, not an object with command or restart",
+            "The bash tool_use's input is an array, not an object with command or restart",
         ),
         (
             '{"command": "touch ran"}',
-            "The bash tool_use's input is string, not an object with command or restart",
+            "The bash tool_use's input is a string, not an object with command or restart",
         ),
     ],
 )

@@ -31,7 +31,7 @@ def shell(tmp_path: Path) -> Iterator[Tool[Any]]:
 @pytest.mark.parametrize(
     ("tool_use", "said", "use_id"),
     [
-        ("echo hi", "The bash tool_use is string, not an object with id and input", ""),
+        ("echo hi", "The bash tool_use is a string, not an object with id and input", ""),
         (None, "The bash tool_use is null, not an object with id and input", ""),
         ({"input": {"command": "echo hi"}}, "The bash tool_use has no id", ""),
     ],
@@ -59,7 +59,7 @@ async def test_a_bash_timeout_past_any_float_is_no_limit(shell: Tool[Any]) -> No
 @pytest.mark.parametrize(
     ("item", "said", "call_id"),
     [
-        ("echo hi", "The shell_call is string, not an object with call_id and action", ""),
+        ("echo hi", "The shell_call is a string, not an object with call_id and action", ""),
         ({"action": {"commands": ["echo hi"]}}, "The shell_call has no call_id", ""),
     ],
 )
@@ -89,7 +89,7 @@ async def test_a_shell_call_timeout_past_any_float_is_no_limit(shell: Tool[Any])
 @pytest.mark.parametrize(
     ("item", "said"),
     [
-        (["ls"], "The local_shell_call is array, not an object with call_id and action"),
+        (["ls"], "The local_shell_call is an array, not an object with call_id and action"),
         ({"action": {"type": "exec", "command": ["ls"]}}, "The local_shell_call has no call_id"),
     ],
 )

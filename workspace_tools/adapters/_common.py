@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from workspace_tools._errors import json_kind
+from workspace_tools._errors import json_kind_phrase
 from workspace_tools._history import ToolHistoryEntry
 from workspace_tools._output import FilePart, ImagePart, TextPart, ToolContent, ToolPresentation
 from workspace_tools._result import ToolResult, truncate_text, utf8_safe
@@ -144,7 +144,7 @@ def item_object(item: Any, what: str, fields: str) -> dict[str, Any]:
     except ValueError:  # pydantic's PydanticSerializationError: no JSON data in it
         data = None
     if not isinstance(data, dict):
-        raise ValueError(f"The {what} is {json_kind(item)}, not an object with {fields}")
+        raise ValueError(f"The {what} is {json_kind_phrase(item)}, not an object with {fields}")
     return data
 
 
@@ -162,7 +162,7 @@ def item_id(data: dict[str, Any], what: str, *keys: str) -> str:
         if value is None or value == "":
             continue
         if not isinstance(value, str):
-            raise ValueError(f"The {what}'s {key} is {json_kind(value)}, not a string")
+            raise ValueError(f"The {what}'s {key} is {json_kind_phrase(value)}, not a string")
         return value
     raise ValueError(f"The {what} has no {keys[0]}")
 
@@ -179,7 +179,9 @@ def item_field(data: dict[str, Any], key: str, what: str, fields: str) -> dict[s
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ValueError(f"The {what}'s {key} is {json_kind(value)}, not an object with {fields}")
+        raise ValueError(
+            f"The {what}'s {key} is {json_kind_phrase(value)}, not an object with {fields}"
+        )
     return value
 
 

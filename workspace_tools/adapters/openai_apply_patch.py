@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from workspace_tools._errors import ErrorCode, ToolError, json_kind
+from workspace_tools._errors import ErrorCode, ToolError, json_kind_phrase
 from workspace_tools._tool import Tool
 from workspace_tools.adapters._common import (
     QUOTED_SPANS,
@@ -140,14 +140,14 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
         operation = {}
     if not isinstance(operation, Mapping):
         raise ToolError(
-            f"The apply_patch_call's operation is {json_kind(operation)}, not an object "
+            f"The apply_patch_call's operation is {json_kind_phrase(operation)}, not an object "
             "with type, path and diff",
             ErrorCode.INVALID_ARGUMENTS,
         )
     kind, path = operation.get("type"), operation.get("path")
     if path is not None and not isinstance(path, str):
         raise ToolError(
-            f"The apply_patch_call's path is {json_kind(path)}, not text",
+            f"The apply_patch_call's path is {json_kind_phrase(path)}, not text",
             ErrorCode.INVALID_ARGUMENTS,
         )
     if not path:
@@ -169,7 +169,7 @@ def apply_patch_call_arguments(item: Any) -> dict[str, Any]:
     diff = "" if diff is None else diff
     if not isinstance(diff, str):
         raise ToolError(
-            f"The apply_patch_call's diff is {json_kind(diff)}, not text",
+            f"The apply_patch_call's diff is {json_kind_phrase(diff)}, not text",
             ErrorCode.INVALID_ARGUMENTS,
         )
     if kind == "create_file":
@@ -334,7 +334,7 @@ def custom_tool_call_arguments(item: Any) -> dict[str, Any]:
         raise ToolError("The custom_tool_call has no input", ErrorCode.INVALID_ARGUMENTS)
     if not isinstance(patch, str):
         raise ToolError(
-            f"The custom_tool_call's input is {json_kind(patch)}, not text: send the whole "
+            f"The custom_tool_call's input is {json_kind_phrase(patch)}, not text: send the whole "
             "patch, from *** Begin Patch to *** End Patch, as the input",
             ErrorCode.INVALID_ARGUMENTS,
         )
