@@ -564,10 +564,11 @@ class Sandbox:
         return setup
 
     def close(self) -> None:
-        """Stop the spawn server and the calls' warm workers (those of the sandboxes
-        :meth:`confined_to` made from this one too: they share its server), and every
-        command running through it, each whole tree (SIGTERM, ``limits.grace_seconds``,
-        SIGKILL; detached and double-forked processes included). A call or command
+        """Stop the calls' warm workers (those of the sandboxes :meth:`confined_to` made
+        from this one too), its idle command supervisors and every command running through
+        it, each whole tree (SIGTERM, ``limits.grace_seconds``, SIGKILL; detached and
+        double-forked processes included), and give back its lease on the process's spawn
+        server, which stops with the last sandbox or runner using it. A call or command
         running meanwhile raises :class:`SandboxError` ("the sandbox was closed while the
         call ran; it was stopped", "... the command ran ..."), a command's with its
         result so far (``result``: its output until then). Also done when the sandbox
