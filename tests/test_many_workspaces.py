@@ -382,8 +382,6 @@ def test_commands_past_the_process_limit_get_a_clear_error(tmp_path: Path) -> No
     )
     kinds = {tuple(result) for result in out["results"]}
     assert len(out["results"]) == 30 and (None, None, "ok\n") in kinds, kinds
-    for kind in kinds - {(None, None, "ok\n"), refused}:
-        # The command's own start (its supervisor's fork and exec) may be what fails.
-        code, message, _ = kind
-        assert code == "SANDBOX_ERROR" and "Resource temporarily unavailable" in message, kind
-    assert refused in kinds or len(kinds) > 1, kinds
+    # Refused alike whether the server's fork of a supervisor or the command's own start
+    # (its supervisor's spawn) met the limit.
+    assert kinds == {(None, None, "ok\n"), refused}, kinds

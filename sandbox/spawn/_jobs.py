@@ -159,11 +159,14 @@ class StopTree:
 
 @dataclass(frozen=True)
 class StartFailed:
-    """Supervisor to caller: the command could not start, and why."""
+    """Supervisor (or server) to caller: the command (or process) could not start, and why.
+    ``refused``: the system would start no new process (EAGAIN, ENOMEM: the limit on
+    processes or memory), ``error`` then in its words; the caller may try again later."""
 
     kind: ClassVar[str] = "failed"
 
     error: str
+    refused: bool = False
 
 
 @dataclass(frozen=True)

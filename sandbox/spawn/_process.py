@@ -17,7 +17,7 @@ import anyio
 
 from sandbox._errors import SandboxError
 from sandbox.spawn._capture import CapturedOutput, OutputBuffer
-from sandbox.spawn._client import Launcher
+from sandbox.spawn._client import Launcher, SpawnRefused
 from sandbox.spawn._jobs import (
     CommandExited,
     CommandJob,
@@ -99,6 +99,8 @@ class _Job:
         self.clean = True
         #: Why the command could not start, if it could not.
         self.error: str | None = None
+        #: It could not because no new process could be made (``StartFailed.refused``).
+        self.refused = False
         #: What the supervisor stopped after the command had exited (``TreeDone``).
         self.stopped = TreeDone(None)
 
@@ -131,6 +133,7 @@ class _Job:
                 return None
         if isinstance(message, StartFailed):
             self.error, self.exited, self.done = message.error, True, True
+            self.refused = message.refused
         elif isinstance(message, CommandExited):
             self.exit_status, self.exited = message.status, True
         elif isinstance(message, TreeDone):
@@ -182,6 +185,8 @@ async def run_process(
 
     Raises:
         SandboxError: the command could not be started.
+        SpawnRefused: no new process could be made for it (the limit on processes or
+            memory): an ``OSError`` whose words say to try again with fewer at once.
     """
     started = time.perf_counter()
     limits = job.limits
@@ -227,7 +232,7 @@ async def run_process(
             await streams.serve_until(streams.is_drained, _deadline(drain))
         closed = supervisor.job_over()
         if watch.error is not None:
-            raise SandboxError(watch.error)
+            raise SpawnRefused(watch.error) if watch.refused else SandboxError(watch.error)
     finally:
         try:
             if not watch.done:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import gc
 import os
 import select
@@ -120,7 +121,7 @@ def _refuse(server: Channel, exc: OSError) -> bool:
     """Tell the caller no process could be forked for it (the process limit reached, or
     memory short: ``exc``), and serve on; False when the caller is gone."""
     try:
-        server.send(StartFailed(exc.strerror or str(exc)))
+        server.send(StartFailed(exc.strerror or str(exc), refused=True))
     except OSError:
         return False
     return True
@@ -230,7 +231,11 @@ def _supervise(
         try:
             pid = _start(job, env, out_fd, err_fd, report)
         except Exception as exc:
-            _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
+            if isinstance(exc, OSError) and exc.errno in _NO_PROCESS:
+                # The command is fine; no process could be made for it: a limit, for now.
+                _send(channel, StartFailed(exc.strerror or str(exc), refused=True))
+            else:
+                _send(channel, StartFailed(f"cannot start {job.argv[0]!r}: {exc}"))
             return True
         _close_all(pipes)  # the command has its copies, the caller its own (see above)
         # With a report, what is left after the command's exit is the namespace's own
@@ -254,6 +259,11 @@ def _supervise(
         _close_all(pipes)
         _close_all(report)
     return not caller_gone
+
+
+#: What fork or posix_spawn fail with when the system starts no new process for now: the
+#: limit on processes (EAGAIN) or memory (ENOMEM).
+_NO_PROCESS = frozenset({errno.EAGAIN, errno.ENOMEM})
 
 
 def _close_all(fds: list[int]) -> None:
