@@ -25,10 +25,12 @@ from tests._waiting import poll, wait_until, wait_until_async
 from tests.remote._served import Served, serve
 from workspace_tools import (
     ErrorCode,
+    ShellSession,
     ToolSession,
     Workspace,
     invoke_tool,
     invoke_tool_sync,
+    shell_tools,
     workspace_tools,
 )
 from workspace_tools.adapters.remote import RemoteWorkspace
@@ -123,6 +125,43 @@ async def test_sandbox_close_stops_a_running_command_tree_and_keeps_its_output(
 
 def _run_command_in(session: ToolSession, command: str, out: list[object]) -> None:
     out.append(session.call_sync("run_command", {"command": command, "timeout": 600}))
+
+
+def test_closing_a_shell_s_sandbox_stops_its_command_and_keeps_its_output(
+    tmp_path: Path,
+) -> None:
+    """A persistent shell's command running when the shell's sandbox is closed: its tree is
+    stopped and the model reads why, with what the command printed until then."""
+    marker, flag = _marker(), tmp_path / "started"
+    box = Sandbox(layers=False)
+    shell = ShellSession(Workspace(tmp_path), sandbox=box)
+    [shell_tool] = [t for t in shell_tools(shell) if t.name == "shell"]
+    out: list[object] = []
+
+    def run() -> None:
+        out.append(invoke_tool_sync(shell_tool, {"command": _command(marker, flag)}))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        box.close()
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        box.close()
+        thread.join(60)
+        shell.close()
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+    [result] = out
+    seen = (result.error_code, result.error)  # type: ignore[attr-defined]
+    assert seen == (
+        ErrorCode.SANDBOX_ERROR,
+        "The sandbox was closed while this command ran; the command and every process it "
+        "started were stopped.\nstdout so far:\nbefore-close\n\nstderr so far:\n",
+    ), seen
 
 
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])

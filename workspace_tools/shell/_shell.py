@@ -62,8 +62,8 @@ class CommandOutcome:
         timed_out: the timeout passed; the shell and its whole tree were killed.
         shell_exited: the shell ended with this command (``exit``, a signal).
         stopped: the shell was killed while the command ran (:meth:`PersistentShell.restart`
-            or :meth:`~PersistentShell.close` from another thread); ``exit_code`` is
-            ``None``.
+            or :meth:`~PersistentShell.close` from another thread, or its sandbox closed:
+            ``sandbox_closed``); ``exit_code`` is ``None``.
         stdout, stderr: what was kept of each stream (see :class:`StreamView`).
         cwd: the shell's real working directory after the command (absolute), or ``None``
             when unknown (the shell is gone, or ``$PWD`` was unset).
@@ -81,6 +81,7 @@ class CommandOutcome:
     cwd: str | None
     left_root: bool
     duration_ms: float
+    sandbox_closed: bool = False
 
 
 class _Trailer:
@@ -279,11 +280,16 @@ class PersistentShell:
         self._keep_files(stdout.file, stderr.file)
         trailer = command.trailers["stdout"].value
         ended = not command.finished.is_set()
+        sandbox_closed = False
         if ended and not timed_out:
             process.wait(STOP_WAIT)
             if process.error is not None:
-                raise process.error
-        stopped = ended and not timed_out and process.stopped
+                if getattr(process.error, "result", None) is None:
+                    raise process.error  # the shell could not run at all
+                # Its sandbox was closed under it (the error holds how the shell ended):
+                # the command was stopped with its tree, and what it printed is here.
+                sandbox_closed = True
+        stopped = ended and not timed_out and (process.stopped or sandbox_closed)
         cwd: str | None = None
         exit_code: int | None
         if not ended and trailer is not None:
@@ -307,6 +313,7 @@ class PersistentShell:
             cwd=cwd,
             left_root=left_root,
             duration_ms=(time.perf_counter() - started) * 1000,
+            sandbox_closed=sandbox_closed,
         )
 
     def _keep_files(self, *files: Path | None) -> None:

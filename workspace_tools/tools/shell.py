@@ -193,19 +193,29 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
         truncated=outcome.stdout.file is not None or outcome.stderr.file is not None,
     )
     notes = [*stdout_notes, *stderr_notes]
-    if outcome.stopped:  # a restart from another call, or the session's close
+    if outcome.stopped:  # a restart from another call, the session's or sandbox's close
         extra = "".join(f"\n{note}" for note in notes)
-        words = (
-            "The shell session was closed while this command ran; the command and every "
-            "process it started were killed."
-            if session.closed
-            else "The shell was restarted while this command ran; the command and every "
-            "process it started were killed. The next command starts a new shell at the "
-            "workspace root."
-        )
+        code = ErrorCode.ABORTED
+        if outcome.sandbox_closed:
+            words = (
+                "The sandbox was closed while this command ran; the command and every "
+                "process it started were stopped."
+            )
+            code = ErrorCode.SANDBOX_ERROR
+        elif session.closed:
+            words = (
+                "The shell session was closed while this command ran; the command and every "
+                "process it started were killed."
+            )
+        else:
+            words = (
+                "The shell was restarted while this command ran; the command and every "
+                "process it started were killed. The next command starts a new shell at the "
+                "workspace root."
+            )
         raise ToolError(
             f"{words}{extra}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
-            ErrorCode.ABORTED,
+            code,
             details=ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
         )
     if outcome.timed_out or outcome.exit_code is None:
