@@ -189,7 +189,7 @@ def test_closing_a_tool_session_stops_its_running_command(tmp_path: Path, sandbo
     assert "closed while the" in text, text
     if not sandboxed:
         assert text.startswith(
-            "The sandbox was closed while the command ran; it and every process it "
+            "The workspace was closed while the command ran; it and every process it "
             "started were stopped.\nstdout so far:\nbefore-close"
         ), text
 

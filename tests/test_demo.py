@@ -336,7 +336,7 @@ def test_closed_under_command_step_stops_the_command(tmp_path: Path) -> None:
     assert out.getvalue().splitlines() == [
         "",
         "22. closing the workspace while a command runs",
-        "  SANDBOX_ERROR: The sandbox was closed while the command ran; it and every process "
+        "  SANDBOX_ERROR: The workspace was closed while the command ran; it and every process "
         "it started were stopped.",
         "  its output so far: started",
     ]

@@ -50,6 +50,32 @@ def test_importing_the_package_loads_a_name_only_when_it_is_used() -> None:
     assert shown == ["['workspace_tools']", "[]", "True"], shown
 
 
+def test_a_subpackage_is_reached_from_the_package_as_when_it_loaded_eagerly() -> None:
+    """After ``import workspace_tools`` alone, ``workspace_tools.tools.read_file.execute``
+    (the README's way to name a built-in tool's function) works as it did when the package
+    imported its parts at once; an unknown name is refused in Python's own words, with its
+    suggestion."""
+    code = (
+        "import workspace_tools\n"
+        "print(workspace_tools.tools.read_file.execute.__qualname__)\n"
+        "print(workspace_tools.adapters.__name__)\n"
+        "try:\n"
+        "    workspace_tools.tol\n"
+        "except AttributeError as exc:\n"
+        "    print(exc, exc.name)\n"
+        "print(hasattr(workspace_tools, '_no_such_module'))\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert shown == [
+        "execute",
+        "workspace_tools.adapters",
+        "module 'workspace_tools' has no attribute 'tol' tol",
+        "False",
+    ], shown
+
+
 def test_command_line_and_mcp_terms_are_not_in_the_core_api() -> None:
     edge_names = {
         "add_policy_arguments",

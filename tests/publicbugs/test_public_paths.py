@@ -133,3 +133,33 @@ def test_one_typo_apart_is_an_alignment_distance_of_one(a: str, b: str) -> None:
     from workspace_tools.workspace._near_miss import _one_typo_apart
 
     assert _one_typo_apart(a, b) == (_osa_distance(a, b) == 1), (a, b)
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"), [("src/app.py", "src/App.py"), ("scr/App.py", "src/App.py")]
+)
+def test_apply_patch_names_the_file_a_header_most_likely_meant(
+    root: Path, given: str, meant: str
+) -> None:
+    """An ``Update File`` or ``Delete File`` header naming a path in the wrong case or one
+    typo away gets the same suggestion as edit_file, and nothing is changed; with no
+    suggestion an update is told how to create the file."""
+    apply_patch = tools(root)["apply_patch"]
+    update = f"*** Begin Patch\n*** Update File: {given}\n@@\n-x = 1\n+x = 2\n*** End Patch\n"
+    result = call(apply_patch, patch=update)
+    assert result.error_code is ErrorCode.NOT_FOUND
+    assert result.error.startswith(
+        f"Update File {given}: the file does not exist; did you mean {meant!r}? "
+        "Else create it with '*** Add File:'\n"
+    ), result.error
+    delete = f"*** Begin Patch\n*** Delete File: {given}\n*** End Patch\n"
+    result = call(apply_patch, patch=delete)
+    assert result.error.startswith(
+        f"Delete File {given}: the file does not exist; did you mean {meant!r}?\n"
+    ), result.error
+    assert (root / "src/App.py").read_bytes() == b"x = 1\n"
+    plain = "*** Begin Patch\n*** Update File: new.py\n@@\n-a\n+b\n*** End Patch\n"
+    result = call(apply_patch, patch=plain)
+    assert result.error.startswith(
+        "Update File new.py: the file does not exist; create it with '*** Add File:'\n"
+    ), result.error

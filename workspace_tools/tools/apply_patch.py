@@ -31,6 +31,7 @@ from workspace_tools.workspace._files import (
     read_bytes,
     remove_made,
 )
+from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._textfile import BatchWrite, load_text, text_diff
 
 DESCRIPTION = """\
@@ -358,11 +359,14 @@ def _plan(
             continue
         if state.text is None:
             verb = "Delete File" if op.kind == "delete" else "Update File"
-            raise ToolError(
-                f"{verb} {rel}: the file does not exist"
-                + ("; create it with '*** Add File:'" if op.kind == "update" else ""),
-                ErrorCode.NOT_FOUND,
-            )
+            # The file the model most likely meant (a case or one-letter slip), as
+            # edit_file names it; else, for an update, how to make a new file.
+            hint = not_found_hint(str(workspace.root), op.path)
+            if hint:
+                hint += " Else create it with '*** Add File:'" if op.kind == "update" else ""
+            elif op.kind == "update":
+                hint = "; create it with '*** Add File:'"
+            raise ToolError(f"{verb} {rel}: the file does not exist{hint}", ErrorCode.NOT_FOUND)
         if op.kind == "delete":
             state.text, state.patched, state.touched = None, None, True
             changes.append(_Change("delete", rel))

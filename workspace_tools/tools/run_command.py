@@ -346,7 +346,7 @@ async def _run_in(
             result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
     except SandboxError as exc:
         if exc.result is not None:  # the sandbox was closed while the command ran
-            raise _closed(args.command, exc.result) from None
+            raise _closed(args.command, exc.result, commands.sandbox is None) from None
         if repr(cwd) not in str(exc):
             raise
         raise _changed(rel) from None  # the start failed on the working directory
@@ -492,12 +492,15 @@ def _timeout_words(timeout: float, by_call: bool, context: ToolContext) -> str:
     return f"Command timed out {when}; it and every process it started were killed."
 
 
-def _closed(command: str, result: ProcessResult) -> ToolError:
-    """The ``SANDBOX_ERROR`` of a command whose runner was closed while it ran (a session
-    or workspace closed: its whole tree was stopped), holding the output so far."""
+def _closed(command: str, result: ProcessResult, own_runner: bool) -> ToolError:
+    """The ``SANDBOX_ERROR`` of a command whose runner was closed while it ran (its whole
+    tree was stopped), holding the output so far. ``own_runner``: the workspace's own
+    runner, closed with the workspace or its session, which the message names so that no
+    model takes its commands for sandboxed; else the sandbox the tool was given."""
     details, stdout, stderr = _details(command, result)
+    closed = "workspace" if own_runner else "sandbox"
     return ToolError(
-        "The sandbox was closed while the command ran; it and every process it started "
+        f"The {closed} was closed while the command ran; it and every process it started "
         f"were stopped.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
         ErrorCode.SANDBOX_ERROR,
         details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
