@@ -222,10 +222,40 @@ class Launcher:
             OSError: the server could not be started or reached.
         """
         with self._own_lock():
-            idle = self._connect_pool().setdefault(limits, [])
-            supervisor = idle.pop() if idle else _ask(_new_supervisor)
-            self._busy.add(supervisor)
-            return supervisor
+            return self._acquire_held(limits)
+
+    def _acquire_held(self, limits: Hashable) -> Supervisor:
+        """:meth:`acquire`'s work, with this launcher's lock held."""
+        idle = self._connect_pool().setdefault(limits, [])
+        supervisor = idle.pop() if idle else _ask(_new_supervisor)
+        self._busy.add(supervisor)
+        return supervisor
+
+    def try_acquire(self, limits: Hashable) -> Supervisor | None:
+        """:meth:`acquire`, or ``None`` at once when it would wait for another thread: one
+        that holds this launcher, or the process's spawn server while it serves another
+        sandbox's request (a call worker's start can take a second under load). An event
+        loop calls this, and waits for :meth:`acquire` in a thread only then."""
+        lock = self._own_lock()
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            if self._finalizer is not None and self._owner == os.getpid():
+                idle = self._idle.get(limits)
+                if idle:
+                    supervisor = idle.pop()
+                    self._busy.add(supervisor)
+                    return supervisor
+            _SERVER.after_fork()  # a forked child's lock made anew first, then held
+            server_lock = _SERVER.lock
+            if not server_lock.acquire(blocking=False):
+                return None
+            try:
+                return self._acquire_held(limits)
+            finally:
+                server_lock.release()
+        finally:
+            lock.release()
 
     def call_worker(self, want: WantCallWorker) -> tuple[socket.socket, int, int | None]:
         """A new warm worker of Python calls from this process's spawn server: its socket,

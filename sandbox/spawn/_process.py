@@ -9,15 +9,16 @@ import select
 import selectors
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
+import anyio.to_thread
 
 from sandbox._errors import SandboxError
 from sandbox.spawn._capture import CapturedOutput, OutputBuffer
-from sandbox.spawn._client import Launcher, SpawnRefused
+from sandbox.spawn._client import Launcher, SpawnRefused, Supervisor
 from sandbox.spawn._jobs import (
     CommandExited,
     CommandJob,
@@ -190,7 +191,7 @@ async def run_process(
     """
     started = time.perf_counter()
     limits = job.limits
-    supervisor = launcher.acquire(limits)
+    supervisor = launcher.try_acquire(limits) or await _acquire(launcher, limits)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     # An environment the supervisor already has is not sent again (CommandJob.env).
@@ -275,6 +276,27 @@ async def run_process(
         # a Python call the sandbox is closed under is one, with the output so far.
         raise SandboxError(CLOSED_DURING_COMMAND, killed_by, result)
     return result
+
+
+async def _acquire(launcher: Launcher, limits: Hashable) -> Supervisor:
+    """A supervisor from ``launcher``, waited for in a thread, when another thread holds
+    it or the process's one spawn server (serving another sandbox's request, a call
+    worker's start): the event loop, which may serve many workspaces, goes on meanwhile.
+    One got after a cancellation is handed back unused."""
+    got: list[Supervisor] = []
+    try:
+        await anyio.to_thread.run_sync(lambda: got.append(launcher.acquire(limits)))
+    except RuntimeError:
+        if got:
+            raise
+        # No thread could be started (the limit on processes counts threads): waited for
+        # here then.
+        return launcher.acquire(limits)
+    except BaseException:
+        for supervisor in got:
+            launcher.release(limits, supervisor)
+        raise
+    return got[0]
 
 
 def _close_all(fds: list[int]) -> None:

@@ -1,0 +1,69 @@
+"""The event loop goes on while a command waits for the process's one spawn server."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+
+from sandbox import Sandbox
+from sandbox.spawn import _client
+
+pytestmark = pytest.mark.anyio
+
+TICKS = 20
+
+
+async def test_a_command_waiting_for_the_spawn_server_leaves_the_event_loop_free(
+    tmp_path: Path,
+) -> None:
+    """The spawn server serves one request at a time (one a process, shared by every
+    sandbox); a command that needs a new supervisor while it serves another's (a call
+    worker's start, which can take a second under load) waits in a thread, and the event
+    loop, which may serve many workspaces, runs on: here a ticker ticks while the server is
+    held, and the command runs once it is let go."""
+    box = Sandbox(layers=False)
+    held, let_go = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def hold_the_server() -> None:
+        with _client._SERVER.lock:
+            held.set()
+            outcome["let go in time"] = let_go.wait(20)
+
+    holder = threading.Thread(target=hold_the_server)
+    holder.start()
+    held.wait(20)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.005)
+            ticks += 1
+
+    async def run() -> None:
+        result = await box.run(["bash", "-c", "echo ran"], cwd=str(tmp_path), env=dict(os.environ))
+        outcome["stdout"] = result.stdout.complete
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            group.start_soon(run)
+            with anyio.move_on_after(20):
+                while ticks < TICKS:
+                    await anyio.sleep(0.005)
+            outcome["ticks while held"] = ticks >= TICKS
+            let_go.set()
+            with anyio.fail_after(60):
+                while "stdout" not in outcome:
+                    await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+    finally:
+        let_go.set()
+        holder.join(30)
+        box.close()
+    assert outcome == {"let go in time": True, "ticks while held": True, "stdout": b"ran\n"}
