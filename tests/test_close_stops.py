@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -74,6 +75,21 @@ def _command(marker: str, flag: Path) -> str:
     )
 
 
+async def _close_once_running(
+    run: Callable[[], Awaitable[None]], close: Callable[[], None], marker: str, flag: Path
+) -> None:
+    """Start ``run`` (a marked command, :func:`_command`), ``close`` its owner once the
+    command and its sleepers run, and check that none of them is left."""
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run)
+            await wait_until_async(flag.exists, bool, "the command to start")
+            await anyio.to_thread.run_sync(_all_started, marker)
+            await anyio.to_thread.run_sync(close)
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
 def _marker() -> str:
     return f"closemark{secrets.token_hex(8)}"
 
@@ -97,14 +113,7 @@ async def test_sandbox_close_stops_a_running_command_tree_and_keeps_its_output(
         except BaseException as exc:  # the error is the assertion's subject
             outcome.append(exc)
 
-    with anyio.fail_after(60):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(run)
-            await wait_until_async(flag.exists, bool, "the command to start")
-            await anyio.to_thread.run_sync(_all_started, marker)
-            await anyio.to_thread.run_sync(box.close)
-    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
-    assert left == []
+    await _close_once_running(run, box.close, marker, flag)
     assert [(type(exc), str(exc)) for exc in outcome] == [
         (SandboxError, "the sandbox was closed while the command ran; it was stopped")
     ]
@@ -205,14 +214,7 @@ async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path) -> 
             await invoke_tool(run_command, {"command": _command(marker, flag), "timeout": 600})
         )
 
-    with anyio.fail_after(60):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(run)
-            await wait_until_async(flag.exists, bool, "the command to start")
-            await anyio.to_thread.run_sync(_all_started, marker)
-            await anyio.to_thread.run_sync(workspace.close)
-    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
-    assert left == []
+    await _close_once_running(run, workspace.close, marker, flag)
     [result] = results
     assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
 

@@ -44,10 +44,15 @@ def test_importing_the_package_loads_a_name_only_when_it_is_used() -> None:
         "from workspace_tools import *\n"
         "print(len([m for m in ours() if m.startswith('workspace_tools.tools.')]) > 0)\n"
     )
-    shown = subprocess.run(
+    shown = _printed(code)
+    assert shown == ["['workspace_tools']", "[]", "True"], shown
+
+
+def _printed(code: str) -> list[str]:
+    """The lines ``code`` prints in a fresh interpreter (nothing of the package imported)."""
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
-    assert shown == ["['workspace_tools']", "[]", "True"], shown
 
 
 def test_a_subpackage_is_reached_from_the_package_as_when_it_loaded_eagerly() -> None:
@@ -65,9 +70,7 @@ def test_a_subpackage_is_reached_from_the_package_as_when_it_loaded_eagerly() ->
         "    print(exc, exc.name)\n"
         "print(hasattr(workspace_tools, '_no_such_module'))\n"
     )
-    shown = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.splitlines()
+    shown = _printed(code)
     assert shown == [
         "execute",
         "workspace_tools.adapters",
