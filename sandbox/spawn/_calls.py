@@ -133,7 +133,12 @@ from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import PR_SET_PDEATHSIG, become_subreaper, descendants
+from sandbox.spawn._tree import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    become_subreaper,
+    descendants,
+)
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -761,9 +766,11 @@ def _worker_main(
                     if code == _NO_MORE_CALLS:
                         return
                     if code == _LEARN:
-                        # It took no call: the next child is forked holding more.
+                        # It took no call: the next child is forked holding more (and
+                        # reseeds the generator of a random module imported now).
                         if not _learn(sock, copies, failed):
                             return
+                        start = _child_start(os.getpid())
                         if hint is not None:
                             planned = _prefault.plan(_prefault.parse(hint))  # new mappings
                         continue
@@ -962,7 +969,7 @@ def _hookless_fork() -> Callable[[], int]:
     The hooks (``threading``'s, ``logging``'s, ``random``'s, a library's) cost a child
     about 0.6 ms and 200 copied pages, for nothing: they reset what other threads may
     have held or started at a fork, and the worker runs no other thread. The one that
-    matters for each child, ``random``'s reseed, is done by :func:`_reseed_random`.
+    matters for each child, ``random``'s reseed, is done by :func:`_reseeder`'s.
     glibc's ``fork`` still makes its own state (malloc's locks) safe in the child; the
     interpreter's lock stays with the one thread, which the child has too.
 
@@ -992,40 +999,50 @@ def _hookless_fork() -> Callable[[], int]:
 
 def _child_start(worker: int) -> Callable[[], None]:
     """What each child of the worker ``worker`` (this process) does first, prepared here
-    once: it dies with the worker (``PR_SET_PDEATHSIG``: a worker killed from outside must
-    not leave a child that takes a call), and exits at once when the worker is gone
-    already; reseeds ``random`` (:func:`_reseed_random`); and gives SIGCHLD its default
-    action and no wakeup fd (the worker's). Each page a child writes is a page copied
-    from the worker, so the C functions are bound here and take plain ints: no ``ctypes``
-    lookups and none of ``signal``'s enum conversions (``_signal``), which cost a child
-    several times the system calls themselves."""
+    once (and again after the worker imported more: :func:`_learn`): it dies with the
+    worker (``PR_SET_PDEATHSIG``: a worker killed from outside must not leave a child
+    that takes a call), and exits at once when the worker is gone already; reseeds
+    ``random`` (:func:`_reseeder`); gives SIGCHLD its default action and no wakeup fd
+    (the worker's); and becomes a session of its own and the subreaper of what its call
+    starts. Each page a child writes is a page copied from the worker, so the C
+    functions are bound here and take plain ints: no ``ctypes`` lookups and none of
+    ``signal``'s enum conversions (``_signal``), which cost a child several times the
+    system calls themselves."""
     prctl = ctypes.CDLL(None, use_errno=True)["prctl"] if sys.platform == "linux" else None
     kill, child_ended, default = int(signal.SIGKILL), int(signal.SIGCHLD), int(signal.SIG_DFL)
+    reseed = _reseeder()
+    setsid, getppid = os.setsid, os.getppid
 
     def start() -> None:
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
-        if os.getppid() != worker:
+        if getppid() != worker:
             os._exit(0)
-        _reseed_random()
+        if reseed is not None:
+            reseed()
         _signal.set_wakeup_fd(-1)
         _signal.signal(child_ended, default)
+        setsid()
+        if prctl is not None:
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     return start
 
 
-def _reseed_random() -> None:
-    """What ``random``'s at-fork hook does (``Random.seed()``: from the system's entropy,
-    and no Gaussian held): a child's ``random`` numbers are not its siblings'
-    (:func:`_hookless_fork` runs no hook). The C type's own ``seed``: the hook's Python
-    method around it costs a child several times as much, in pages copied."""
+def _reseeder() -> Callable[[], None] | None:
+    """What does ``random``'s at-fork hook's work in a child (``Random.seed()``: from the
+    system's entropy), so that a child's ``random`` numbers are not its siblings'
+    (:func:`_hookless_fork` runs no hook): the C type's own ``seed`` bound to the shared
+    generator, whose Gaussian held is dropped here (the worker draws no numbers, so its
+    children start without one); ``None`` when ``random`` is not imported (a child that
+    imports it seeds it then). The hook's Python method, or looking the generator up in
+    each child, costs a child several times the seed itself, in pages copied."""
     module = sys.modules.get("random")
     shared = getattr(module, "_inst", None)
     if isinstance(shared, _random.Random):
-        _random.Random.seed(shared)
         shared.gauss_next = None
-    elif module is not None:
-        module.seed()
+        return functools.partial(_random.Random.seed, shared)
+    return None if module is None else module.seed
 
 
 def _yield_to_calls() -> Callable[[], None] | None:
@@ -1155,11 +1172,10 @@ def _call_child(
 def _set_up_child(
     nest: Callable[[], None] | None, failed: BaseException | None
 ) -> BaseException | None:
-    """A worker's child's own set-up, fresh or reused: its own session, subreaper, and
-    the nested domain (``nest``). Returns what the child's calls fail with: ``failed``
-    (the worker's set-up), else what ``nest`` raised, else ``None``."""
-    os.setsid()
-    become_subreaper()
+    """A worker's child's own set-up, fresh or reused, after its start (its own session
+    and subreaper: :func:`_child_start`): the nested domain (``nest``). Returns what the
+    child's calls fail with: ``failed`` (the worker's set-up), else what ``nest`` raised,
+    else ``None``."""
     if failed is None and nest is not None:
         try:
             nest()
