@@ -35,12 +35,14 @@ preempt the call running on its core. Its heap is frozen for the collector
 **What a child writes.** Every page a child writes is a page copied from the worker
 (Python writes an object's reference count to read it), and freed again when it exits: a
 few microseconds each, the larger part of a fresh child's cost. So the worker prepares
-what each child does before its call, once: the nested domain's ruleset (the child enters
-it with one system call, ``landlock.prepare_nest``), the C functions bound
-(:func:`_child_start`), the scheduling parameter; and the children's path raises no
-exception and makes no helper object where a plain call does (an empty pipe is not read,
-``waitpid`` is C's, a request that names no kept object is a plain pickle,
-:data:`_PLAIN_FLAG`): an exception alone copies dozens of pages.
+what each child does before its call, once: the nested domain's ruleset and the system
+call that enters it (``landlock.prepare_nest``), the C functions of its start bound
+(:func:`_child_start`: death signal, ``random``'s reseed, signal handling, session,
+subreaper), the scheduling parameter; and the children's path raises no exception and
+makes no helper object where a plain call does (an empty pipe is not read, ``waitpid`` is
+C's, a request is read with one receive, one that names no kept object is a plain
+pickle, :data:`_PLAIN_FLAG`; a tool's plain value is not looked up among the awaitables'
+abstract classes): an exception alone copies dozens of pages.
 
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
@@ -1646,13 +1648,12 @@ def _kill_leftovers() -> None:
     The child is a subreaper (see ``setup``), so with no child left there is no
     descendant left either, and the common case costs one ``waitpid``.
     """
-    me = os.getpid()
     while True:
         while (reaped := _reap_any()) > 0:
             pass
         if reaped < 0:
             return
-        for pid in descendants(me):
+        for pid in descendants(os.getpid()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.001)
@@ -1667,10 +1668,13 @@ def _reap_any() -> int:
     when there is none; C's, which says "none" as -1 (ECHILD) where ``os.waitpid`` raises
     ``ChildProcessError``, an exception that copies dozens of pages in a fresh child (the
     common case: the call left nothing)."""
-    reaped = int(_WAITPID(-1, None, os.WNOHANG))
+    reaped: int = _WAITPID(-1, None, _WNOHANG)
     if reaped >= 0:
         return reaped
-    return -1 if ctypes.get_errno() == errno.ECHILD else 0
+    return -1 if _get_errno() == errno.ECHILD else 0
+
+
+_WNOHANG, _get_errno = getattr(os, "WNOHANG", 1), ctypes.get_errno
 
 
 def _complete(received: bytearray) -> bool:
