@@ -718,6 +718,8 @@ def _worker_main(
         start = _child_start(os.getpid())
         back = _yield_to_calls()
         fork = _hookless_fork()
+        # Made once: a child asks with one C call whether its call is there already.
+        call_there = _poll_now(sock.fileno())
         while True:
             if waiting is None:
                 ahead = prefault and not late
@@ -728,7 +730,9 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if ahead else None, learned_w if learn else None)
-                    _call_child(sock, enter, copies, failed, took_w, hints, planned, back)
+                    _call_child(
+                        sock, enter, copies, failed, took_w, hints, planned, back, call_there
+                    )
                 mine.add(waiting)
                 if hint is not None or not ahead:
                     hinted = waiting  # forked with the hint planned, or to go without
@@ -1099,6 +1103,14 @@ def _read_ready(fd: int) -> bytes:
         return b""
 
 
+def _poll_now(fd: int) -> Callable[[], list[tuple[int, int]]]:
+    """What says, with one C call, whether ``fd`` can be read now (a list, empty when
+    not): :func:`_readable` with its poll object made here, once."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return functools.partial(waiting.poll, 0)
+
+
 def _readable(fd: int) -> bool:
     """Whether ``fd`` can be read now (``poll``, which raises nothing when it cannot, and
     takes descriptors of any number)."""
@@ -1131,6 +1143,7 @@ def _call_child(
     hints: tuple[int | None, int | None],
     planned: list[tuple[int, int]],
     back: Callable[[], None] | None,
+    call_there: Callable[[], list[tuple[int, int]]],
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
     call comes; while it waits, the pages of the hint the worker had planned when it forked
@@ -1139,7 +1152,8 @@ def _call_child(
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
     under the caller's scheduling policy again (``back``), when the worker left it
-    (``_yield_to_calls``)."""
+    (``_yield_to_calls``). ``call_there()`` is not empty when a call waits on ``sock``
+    (:func:`_poll_now`)."""
     code = 0
     given_r, learned_w = hints
     try:
@@ -1147,7 +1161,7 @@ def _call_child(
         if back is not None:
             back()
         # Set up, with its call there already: the calls come back to back.
-        late = _readable(sock.fileno())
+        late = bool(call_there())
         inherited = _prefault.mappings() if learned_w is not None and not late else []
         if given_r is not None and not late:
             _prefault_while_waiting(sock, given_r, planned)
