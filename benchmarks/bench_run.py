@@ -1,8 +1,9 @@
 """Latency of run_command and of a sandboxed tool call, each beside its peer.
 
 Run from the repository root: ``python benchmarks/bench_run.py [--runs N]
-[--calls-only | --commands-only]`` (``--commands-only``: run_command's rows alone, about a
-minute).
+[--calls-only | --commands-only | --custom-only]`` (``--commands-only``: run_command's rows
+alone, about a minute; ``--custom-only``: the small custom tool's rows in a sandbox alone,
+latency and CPU, about 20 seconds).
 
 Prints medians in milliseconds and ratios:
 - ``run_command("true")`` through ``invoke_tool`` in a running event loop, and through
@@ -547,7 +548,9 @@ async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> Non
     plain.close()
 
 
-async def main(runs: int, calls_only: bool, commands_only: bool = False) -> None:
+async def main(
+    runs: int, calls_only: bool, commands_only: bool = False, custom_only: bool = False
+) -> None:
     with tempfile.TemporaryDirectory() as root:
         sample = Path(root, "sample.py")
         sample.write_text("".join(f"line {i}\n" for i in range(200)))
@@ -573,6 +576,9 @@ async def main(runs: int, calls_only: bool, commands_only: bool = False) -> None
         )
 
         await cpu_rows("custom tool in the sandbox", head, runs)
+        if custom_only:
+            box.close()
+            return
 
         async def head_stateless(sandbox: Sandbox | None) -> None:
             result = await invoke_tool(STATELESS_HEAD_TOOL, {"path": str(sample)}, sandbox=sandbox)
@@ -679,7 +685,11 @@ if __name__ == "__main__":
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--calls-only", action="store_true", help="no command rows")
     only.add_argument("--commands-only", action="store_true", help="only the command rows")
+    only.add_argument(
+        "--custom-only", action="store_true", help="only the custom tool's sandbox rows"
+    )
     parsed = parser.parse_args()
-    anyio.run(main, parsed.runs, parsed.calls_only, parsed.commands_only)
-    if not parsed.calls_only:
+    calls_only = parsed.calls_only or parsed.custom_only
+    anyio.run(main, parsed.runs, calls_only, parsed.commands_only, parsed.custom_only)
+    if not calls_only:
         sync_rows(parsed.runs)

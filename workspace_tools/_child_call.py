@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from workspace_tools._output import ToolOutput
 from workspace_tools._tool import ToolContext
 from workspace_tools.workspace._workspace import FileChanges, FileSnapshot, Workspace
 
@@ -19,6 +20,14 @@ PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]
 
 #: A :class:`ToolState`'s ``(restore, changes, snapshot)`` as a sandboxed call carries it.
 CarriedState = tuple[Callable[[Any], None], Callable[[Any], Any], Any]
+
+#: Types whose instances are never awaitable: a tool's value of one of them (text, a
+#: :class:`ToolOutput`: the usual kinds) skips ``inspect.isawaitable``'s walk through the
+#: abstract base classes, which in a sandbox's fresh child writes (and so copies from its
+#: warm worker) about 40 pages.
+_NEVER_AWAITABLE = frozenset(
+    {type(None), bool, int, float, str, bytes, tuple, list, dict, ToolOutput}
+)
 
 
 def execute_in_child(
@@ -57,7 +66,7 @@ def execute_in_child(
         call_id, tool_name, deadline=deadline, timeout=timeout, workspace=workspace, runner=runner
     )
     value = execute(args, context)
-    if inspect.isawaitable(value):
+    if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
         # Only an async tool needs the event loop the child starts for an awaitable.
         return _with_changes(value, workspace, files, state)
     return value, _changes(workspace, files, state)

@@ -18,6 +18,7 @@ import errno
 import os
 import tempfile
 from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 from sandbox.layers._checks import Check, run_checks
 from sandbox.layers._confinement import Confinement
@@ -25,6 +26,7 @@ from sandbox.layers._realpath import realpath
 from sandbox.layers._syscall import (
     Arch,
     Verdict,
+    libc,
     require_arch,
     set_no_new_privs,
     syscall,
@@ -287,12 +289,20 @@ def _restrict_self(arch: Arch, ruleset: int) -> None:
     except OSError as exc:
         if exc.errno != errno.E2BIG:
             raise
-        raise OSError(
-            errno.E2BIG,
-            f"cannot confine this process: it is in {MAX_DOMAINS} nested Landlock domains "
-            "already, the most Linux allows (a sandbox started by a sandboxed call adds "
-            "two: sandboxes nest at most 8 deep)",
-        ) from None
+        _raise_restrict_error(exc.errno, arch.landlock_restrict_self)
+
+
+def _raise_restrict_error(code: int, number: int) -> NoReturn:
+    """Raise the OSError of a refused ``landlock_restrict_self`` (``number``) with errno
+    ``code``: E2BIG says in words that Linux's limit of nested domains is reached."""
+    if code != errno.E2BIG:
+        raise OSError(code, f"syscall {number}: {os.strerror(code)}") from None
+    raise OSError(
+        errno.E2BIG,
+        f"cannot confine this process: it is in {MAX_DOMAINS} nested Landlock domains "
+        "already, the most Linux allows (a sandbox started by a sandboxed call adds "
+        "two: sandboxes nest at most 8 deep)",
+    ) from None
 
 
 def _create_ruleset(arch: Arch, attr: _RulesetAttr) -> int:
@@ -409,10 +419,16 @@ def prepare_nest() -> Callable[[], None]:
         os.close(ruleset)
         raise
 
+    # Bound here: each child copies the pages it writes from this process, and a lookup
+    # or a ctypes object made per call writes several times as many as the system call.
+    restrict, close = libc().syscall, os.close
+    number, flags = ctypes.c_long(arch.landlock_restrict_self), ctypes.c_uint32(0)
+
     def enter() -> None:
         try:
-            _restrict_self(arch, ruleset)
+            if restrict(number, ruleset, flags) < 0:
+                _raise_restrict_error(ctypes.get_errno(), number.value)
         finally:
-            os.close(ruleset)
+            close(ruleset)
 
     return enter

@@ -35,12 +35,14 @@ preempt the call running on its core. Its heap is frozen for the collector
 **What a child writes.** Every page a child writes is a page copied from the worker
 (Python writes an object's reference count to read it), and freed again when it exits: a
 few microseconds each, the larger part of a fresh child's cost. So the worker prepares
-what each child does before its call, once: the nested domain's ruleset (the child enters
-it with one system call, ``landlock.prepare_nest``), the C functions bound
-(:func:`_child_start`), the scheduling parameter; and the children's path raises no
-exception and makes no helper object where a plain call does (an empty pipe is not read,
-``waitpid`` is C's, a request that names no kept object is a plain pickle,
-:data:`_PLAIN_FLAG`): an exception alone copies dozens of pages.
+what each child does before its call, once: the nested domain's ruleset and the system
+call that enters it (``landlock.prepare_nest``), the C functions of its start bound
+(:func:`_child_start`: death signal, ``random``'s reseed, signal handling, session,
+subreaper), the scheduling parameter; and the children's path raises no exception and
+makes no helper object where a plain call does (an empty pipe is not read, ``waitpid`` is
+C's, a request is read with one receive, one that names no kept object is a plain
+pickle, :data:`_PLAIN_FLAG`; a tool's plain value is not looked up among the awaitables'
+abstract classes): an exception alone copies dozens of pages.
 
 **Pages copied ahead.** A child writes hundreds of pages of the memory it shares with the
 worker (reference counts, allocations), each copied on its first write. A call's child
@@ -92,6 +94,7 @@ from __future__ import annotations
 
 import _random
 import _signal
+import _socket
 import contextlib
 import ctypes
 import dataclasses
@@ -133,7 +136,12 @@ from sandbox.layers._syscall import libc
 from sandbox.spawn import _prefault
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
-from sandbox.spawn._tree import PR_SET_PDEATHSIG, become_subreaper, descendants
+from sandbox.spawn._tree import (
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_PDEATHSIG,
+    become_subreaper,
+    descendants,
+)
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
 #: (``sandbox.spawn._client.Launcher.call_worker``.)
@@ -710,6 +718,8 @@ def _worker_main(
         start = _child_start(os.getpid())
         back = _yield_to_calls()
         fork = _hookless_fork()
+        # Made once: a child asks with one C call whether its call is there already.
+        call_there = _poll_now(sock.fileno())
         while True:
             if waiting is None:
                 ahead = prefault and not late
@@ -720,7 +730,9 @@ def _worker_main(
                     for fd in (took_r, wake_r, wake_w, learned_r, given_w):
                         os.close(fd)
                     hints = (given_r if ahead else None, learned_w if learn else None)
-                    _call_child(sock, enter, copies, failed, took_w, hints, planned, back)
+                    _call_child(
+                        sock, enter, copies, failed, took_w, hints, planned, back, call_there
+                    )
                 mine.add(waiting)
                 if hint is not None or not ahead:
                     hinted = waiting  # forked with the hint planned, or to go without
@@ -761,9 +773,11 @@ def _worker_main(
                     if code == _NO_MORE_CALLS:
                         return
                     if code == _LEARN:
-                        # It took no call: the next child is forked holding more.
+                        # It took no call: the next child is forked holding more (and
+                        # reseeds the generator of a random module imported now).
                         if not _learn(sock, copies, failed):
                             return
+                        start = _child_start(os.getpid())
                         if hint is not None:
                             planned = _prefault.plan(_prefault.parse(hint))  # new mappings
                         continue
@@ -931,12 +945,12 @@ def _receive_call(sock: socket.socket) -> tuple[bytes, int, bool] | None:
     hung up) or on a malformed request."""
     # recvmsg rather than socket.recv_fds, which imports array on every call.
     header, ancillary, _, _ = sock.recvmsg(8, _ONE_FD)
-    fds = [
-        fd
-        for level, kind, fields in ancillary
-        if (level, kind) == _RIGHTS
-        for (fd,) in _FD.iter_unpack(fields[: len(fields) - len(fields) % _FD.size])
-    ]
+    # A loop and a cast, not a comprehension and an iterator: in a fresh child each object
+    # made is a page more copied.
+    fds: list[int] = []
+    for level, kind, fields in ancillary:
+        if (level, kind) == _RIGHTS:
+            fds += memoryview(fields[: len(fields) - len(fields) % _FD.size]).cast("i")
     rest = _receive_exactly(sock, 8 - len(header)) if 0 < len(header) < 8 else b""
     size = int.from_bytes(header + (rest or b""), "big")
     data = None
@@ -948,6 +962,10 @@ def _receive_call(sock: socket.socket) -> tuple[bytes, int, bool] | None:
         return None
     return data, fds[0], bool(size & _PLAIN_FLAG)
 
+
+#: ``socket.close`` without the Python method around it, for a child about to run its call
+#: (which exits, never to use the object again): fewer pages copied.
+_close_socket = _socket.socket.close
 
 #: A descriptor in ``SCM_RIGHTS`` ancillary data, and the space of one.
 _FD = struct.Struct("i")
@@ -962,7 +980,7 @@ def _hookless_fork() -> Callable[[], int]:
     The hooks (``threading``'s, ``logging``'s, ``random``'s, a library's) cost a child
     about 0.6 ms and 200 copied pages, for nothing: they reset what other threads may
     have held or started at a fork, and the worker runs no other thread. The one that
-    matters for each child, ``random``'s reseed, is done by :func:`_reseed_random`.
+    matters for each child, ``random``'s reseed, is done by :func:`_reseeder`'s.
     glibc's ``fork`` still makes its own state (malloc's locks) safe in the child; the
     interpreter's lock stays with the one thread, which the child has too.
 
@@ -992,40 +1010,50 @@ def _hookless_fork() -> Callable[[], int]:
 
 def _child_start(worker: int) -> Callable[[], None]:
     """What each child of the worker ``worker`` (this process) does first, prepared here
-    once: it dies with the worker (``PR_SET_PDEATHSIG``: a worker killed from outside must
-    not leave a child that takes a call), and exits at once when the worker is gone
-    already; reseeds ``random`` (:func:`_reseed_random`); and gives SIGCHLD its default
-    action and no wakeup fd (the worker's). Each page a child writes is a page copied
-    from the worker, so the C functions are bound here and take plain ints: no ``ctypes``
-    lookups and none of ``signal``'s enum conversions (``_signal``), which cost a child
-    several times the system calls themselves."""
+    once (and again after the worker imported more: :func:`_learn`): it dies with the
+    worker (``PR_SET_PDEATHSIG``: a worker killed from outside must not leave a child
+    that takes a call), and exits at once when the worker is gone already; reseeds
+    ``random`` (:func:`_reseeder`); gives SIGCHLD its default action and no wakeup fd
+    (the worker's); and becomes a session of its own and the subreaper of what its call
+    starts. Each page a child writes is a page copied from the worker, so the C
+    functions are bound here and take plain ints: no ``ctypes`` lookups and none of
+    ``signal``'s enum conversions (``_signal``), which cost a child several times the
+    system calls themselves."""
     prctl = ctypes.CDLL(None, use_errno=True)["prctl"] if sys.platform == "linux" else None
     kill, child_ended, default = int(signal.SIGKILL), int(signal.SIGCHLD), int(signal.SIG_DFL)
+    reseed = _reseeder()
+    setsid, getppid = os.setsid, os.getppid
 
     def start() -> None:
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
-        if os.getppid() != worker:
+        if getppid() != worker:
             os._exit(0)
-        _reseed_random()
+        if reseed is not None:
+            reseed()
         _signal.set_wakeup_fd(-1)
         _signal.signal(child_ended, default)
+        setsid()
+        if prctl is not None:
+            prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     return start
 
 
-def _reseed_random() -> None:
-    """What ``random``'s at-fork hook does (``Random.seed()``: from the system's entropy,
-    and no Gaussian held): a child's ``random`` numbers are not its siblings'
-    (:func:`_hookless_fork` runs no hook). The C type's own ``seed``: the hook's Python
-    method around it costs a child several times as much, in pages copied."""
+def _reseeder() -> Callable[[], None] | None:
+    """What does ``random``'s at-fork hook's work in a child (``Random.seed()``: from the
+    system's entropy), so that a child's ``random`` numbers are not its siblings'
+    (:func:`_hookless_fork` runs no hook): the C type's own ``seed`` bound to the shared
+    generator, whose Gaussian held is dropped here (the worker draws no numbers, so its
+    children start without one); ``None`` when ``random`` is not imported (a child that
+    imports it seeds it then). The hook's Python method, or looking the generator up in
+    each child, costs a child several times the seed itself, in pages copied."""
     module = sys.modules.get("random")
     shared = getattr(module, "_inst", None)
     if isinstance(shared, _random.Random):
-        _random.Random.seed(shared)
         shared.gauss_next = None
-    elif module is not None:
-        module.seed()
+        return functools.partial(_random.Random.seed, shared)
+    return None if module is None else module.seed
 
 
 def _yield_to_calls() -> Callable[[], None] | None:
@@ -1075,6 +1103,14 @@ def _read_ready(fd: int) -> bytes:
         return b""
 
 
+def _poll_now(fd: int) -> Callable[[], list[tuple[int, int]]]:
+    """What says, with one C call, whether ``fd`` can be read now (a list, empty when
+    not): :func:`_readable` with its poll object made here, once."""
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    return functools.partial(waiting.poll, 0)
+
+
 def _readable(fd: int) -> bool:
     """Whether ``fd`` can be read now (``poll``, which raises nothing when it cannot, and
     takes descriptors of any number)."""
@@ -1107,6 +1143,7 @@ def _call_child(
     hints: tuple[int | None, int | None],
     planned: list[tuple[int, int]],
     back: Callable[[], None] | None,
+    call_there: Callable[[], list[tuple[int, int]]],
 ) -> None:
     """A worker's child: its own session, subreaper and nested domain, set up before its
     call comes; while it waits, the pages of the hint the worker had planned when it forked
@@ -1115,7 +1152,8 @@ def _call_child(
     caller (``S``, its pid), let both go (the call must read no later request), run it,
     deliver, and, asked to (``hints[1]``), tell the worker which pages it wrote. It runs
     under the caller's scheduling policy again (``back``), when the worker left it
-    (``_yield_to_calls``)."""
+    (``_yield_to_calls``). ``call_there()`` is not empty when a call waits on ``sock``
+    (:func:`_poll_now`)."""
     code = 0
     given_r, learned_w = hints
     try:
@@ -1123,7 +1161,7 @@ def _call_child(
         if back is not None:
             back()
         # Set up, with its call there already: the calls come back to back.
-        late = _readable(sock.fileno())
+        late = bool(call_there())
         inherited = _prefault.mappings() if learned_w is not None and not late else []
         if given_r is not None and not late:
             _prefault_while_waiting(sock, given_r, planned)
@@ -1143,7 +1181,7 @@ def _call_child(
         os.write(took_w, _LATE if late else b"t")
         os.close(took_w)
         sock.sendall(_REPORT.pack(b"S", os.getpid(), 0))
-        sock.close()
+        _close_socket(sock)
         _deliver(_outcome_of(data, plain, copies, failed), result_w)
         if learned_w is not None and not late:
             with contextlib.suppress(OSError):
@@ -1155,11 +1193,10 @@ def _call_child(
 def _set_up_child(
     nest: Callable[[], None] | None, failed: BaseException | None
 ) -> BaseException | None:
-    """A worker's child's own set-up, fresh or reused: its own session, subreaper, and
-    the nested domain (``nest``). Returns what the child's calls fail with: ``failed``
-    (the worker's set-up), else what ``nest`` raised, else ``None``."""
-    os.setsid()
-    become_subreaper()
+    """A worker's child's own set-up, fresh or reused, after its start (its own session
+    and subreaper: :func:`_child_start`): the nested domain (``nest``). Returns what the
+    child's calls fail with: ``failed`` (the worker's set-up), else what ``nest`` raised,
+    else ``None``."""
     if failed is None and nest is not None:
         try:
             nest()
@@ -1231,13 +1268,19 @@ def _deliver(outcome: tuple[str, Any], result_w: int) -> None:
 
 
 def _receive_exactly(sock: socket.socket, size: int) -> bytes | None:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(min(_READ_SIZE, size - len(data)))
+    """``size`` bytes from ``sock`` (blocking), or ``None`` at end of file first."""
+    # Mostly all of it at once (MSG_WAITALL returns less only at end of file or on a
+    # signal): no buffer grown, no second copy.
+    data = sock.recv(min(size, _READ_SIZE), socket.MSG_WAITALL)
+    if len(data) == size:
+        return data
+    buffer = bytearray(data)
+    while len(buffer) < size:
+        chunk = sock.recv(min(_READ_SIZE, size - len(buffer)))
         if not chunk:
             return None
-        data += chunk
-    return bytes(data)
+        buffer += chunk
+    return bytes(buffer)
 
 
 class _WorkerGone(Exception):
@@ -1619,13 +1662,12 @@ def _kill_leftovers() -> None:
     The child is a subreaper (see ``setup``), so with no child left there is no
     descendant left either, and the common case costs one ``waitpid``.
     """
-    me = os.getpid()
     while True:
         while (reaped := _reap_any()) > 0:
             pass
         if reaped < 0:
             return
-        for pid in descendants(me):
+        for pid in descendants(os.getpid()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.001)
@@ -1640,10 +1682,13 @@ def _reap_any() -> int:
     when there is none; C's, which says "none" as -1 (ECHILD) where ``os.waitpid`` raises
     ``ChildProcessError``, an exception that copies dozens of pages in a fresh child (the
     common case: the call left nothing)."""
-    reaped = int(_WAITPID(-1, None, os.WNOHANG))
+    reaped: int = _WAITPID(-1, None, _WNOHANG)
     if reaped >= 0:
         return reaped
-    return -1 if ctypes.get_errno() == errno.ECHILD else 0
+    return -1 if _get_errno() == errno.ECHILD else 0
+
+
+_WNOHANG, _get_errno = getattr(os, "WNOHANG", 1), ctypes.get_errno
 
 
 def _complete(received: bytearray) -> bool:

@@ -7,7 +7,7 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -215,7 +215,14 @@ def test_kernel_accepts_every_planned_ruleset(
 
 
 @needs_landlock
-def test_past_the_deepest_nesting_linux_allows_the_refusal_says_so() -> None:
+@pytest.mark.parametrize(
+    "nest",
+    [landlock.nest, lambda: landlock.prepare_nest()()],
+    ids=["nest", "prepared, then entered (a warm worker's child)"],
+)
+def test_past_the_deepest_nesting_linux_allows_the_refusal_says_so(
+    nest: Callable[[], None],
+) -> None:
     """Linux stacks at most 16 Landlock domains on a process; the 17th is refused with
     words that name that limit, not a bare errno."""
 
@@ -223,7 +230,7 @@ def test_past_the_deepest_nesting_linux_allows_the_refusal_says_so() -> None:
         entered = 0
         with pytest.raises(OSError) as refused:
             for _ in range(landlock.MAX_DOMAINS + 1):
-                landlock.nest()
+                nest()
                 entered += 1
         seen = (entered, refused.value.errno, str(refused.value))
         assert seen == (

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxError
-from sandbox.spawn import _prefault
+from sandbox.spawn import _calls, _prefault
 from tests._processes import survivors
 from tests._waiting import DEADLINE
 from tests.sandbox._boxes import NewBox
@@ -333,15 +333,24 @@ async def test_the_worker_keeps_one_copy_of_a_kept_object_by_its_pickle() -> Non
     assert changed[2:] == ("after", "after"), changed
 
 
-def _start_state() -> tuple[int, int, int, bool]:
+def _start_state() -> tuple[int, int, int, bool, bool, int]:
     """The parent's pid, the signal this process gets when its parent dies
-    (``PR_GET_PDEATHSIG``), the wakeup fd it had, and whether SIGCHLD has its default
-    action."""
+    (``PR_GET_PDEATHSIG``), the wakeup fd it had, whether SIGCHLD has its default
+    action, whether it leads a session of its own, and whether it is the subreaper of its
+    descendants (``PR_GET_CHILD_SUBREAPER``)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    death = ctypes.c_int(-1)
+    death, subreaper = ctypes.c_int(-1), ctypes.c_int(-1)
     assert libc.prctl(2, ctypes.byref(death), 0, 0, 0) == 0, ctypes.get_errno()
+    assert libc.prctl(37, ctypes.byref(subreaper), 0, 0, 0) == 0, ctypes.get_errno()
     wakeup = signal.set_wakeup_fd(-1)
-    return os.getppid(), death.value, wakeup, signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+    return (
+        os.getppid(),
+        death.value,
+        wakeup,
+        signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL,
+        os.getsid(0) == os.getpid(),
+        subreaper.value,
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
@@ -359,4 +368,62 @@ async def test_a_calls_child_dies_with_its_worker_and_keeps_none_of_its_signal_h
         box.close()
     worker = seen[0][0]
     assert worker != os.getpid()
-    assert seen == [(worker, signal.SIGKILL, -1, True)] * 2, seen
+    assert seen == [(worker, signal.SIGKILL, -1, True, True, 1)] * 2, seen
+
+
+def test_the_reseed_a_child_starts_with_draws_a_new_state_and_holds_no_gaussian() -> None:
+    # A child of the warm worker reseeds random with the C seed the worker bound for it:
+    # each child's numbers are its own, and none starts with the worker's spare Gaussian.
+    kept = random.getstate()
+    try:
+        random.gauss(0.0, 1.0)  # draws a pair, and holds the second
+        reseed = _calls._reseeder()
+        assert reseed is not None
+        held = random._inst.gauss_next  # type: ignore[attr-defined]
+        states = [random.getstate()]
+        for _ in range(2):
+            reseed()
+            states.append(random.getstate())
+        assert (held, len(set(states))) == (None, 3), (held, states)
+    finally:
+        random.setstate(kept)
+
+
+def _send_later(sock: socket.socket, parts: list[bytes]) -> threading.Thread:
+    """A thread that sends ``parts`` on ``sock`` one by one, a little apart, then shuts
+    its writing down."""
+
+    def send() -> None:
+        for part in parts:
+            threading.Event().wait(0.02)
+            sock.sendall(part)
+        sock.shutdown(socket.SHUT_WR)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    ("parts", "size", "expected"),
+    [
+        ([b"abc", b"de"], 5, b"abcde"),
+        ([b"abc", b"defg"], 5, b"abcde"),
+        ([b"ab"], 5, None),
+        ([], 3, None),
+        ([b"x" * 300_000, b"y" * 5], 300_005, b"x" * 300_000 + b"y" * 5),
+        ([b"x" * 300_000], 300_005, None),
+    ],
+    ids=["in parts", "more behind", "cut short", "nothing", "past a read", "long, cut short"],
+)
+def test_a_child_reads_exactly_its_message_however_it_arrives(
+    parts: list[bytes], size: int, expected: bytes | None
+) -> None:
+    ours, theirs = socket.socketpair()
+    sender = _send_later(theirs, parts)
+    try:
+        assert _calls._receive_exactly(ours, size) == expected
+    finally:
+        sender.join()
+        ours.close()
+        theirs.close()
