@@ -53,8 +53,10 @@ from sandbox.spawn._jobs import (
     WantCallWorker,
 )
 from sandbox.spawn._tree import (
+    CHILD_SIGMASK,
     NAMES_REPORTED,
     become_subreaper,
+    child_ends,
     descendants,
     preload,
     program_names,
@@ -169,11 +171,7 @@ def _idle(channel: Channel) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     become_subreaper()
-    wake_r, wake_w = os.pipe()  # close-on-exec, as Python makes every descriptor
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
+    wake_r = child_ends()
     # Commands inherit stdin from here: /dev/null, opened once rather than per command.
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -318,6 +316,7 @@ def _spawn(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, int]]
         # stdin is this supervisor's, /dev/null (see _idle).
         file_actions=[(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in remap],
         setsid=True,
+        setsigmask=CHILD_SIGMASK,
         setsigdef=_RESET_SIGNALS,
     )
 
@@ -345,6 +344,7 @@ def _fork_exec(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, i
             for sig in _RESET_SIGNALS:
                 signal.signal(sig, signal.SIG_DFL)
             signal.set_wakeup_fd(-1)
+            signal.pthread_sigmask(signal.SIG_SETMASK, CHILD_SIGMASK)
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
             for target, fd in remap:
                 os.dup2(fd, target)
@@ -439,7 +439,8 @@ def _read_available(fd: int) -> bytes:
 
 
 def _drain(fd: int) -> None:
-    # The wakeup fd gets a byte per signal: one read takes every byte a wake-up can have.
+    # A signalfd gives a record per pending signal, a wakeup pipe a byte: one read takes
+    # all a wake-up can have.
     try:
         os.read(fd, 4096)
     except BlockingIOError:

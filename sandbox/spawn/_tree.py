@@ -166,6 +166,45 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
+def child_ends() -> int:
+    """A non-blocking descriptor that becomes readable when a child of this process ends
+    (SIGCHLD), emptied by reading it; set up once, by a process that then runs only this
+    thread. Its children must start with SIGCHLD unblocked (``CHILD_SIGMASK``).
+
+    On Linux a signalfd (signalfd(2)) with SIGCHLD blocked: the signal is taken from it
+    and never delivered, so a command's end wakes the supervisor once, in ``select``,
+    with no handler run in between, no interrupted call made again and no byte written
+    to a pipe and read back (what Python's ``signal.set_wakeup_fd`` costs per signal).
+    Elsewhere that wakeup pipe, written by a SIGCHLD handler.
+    """
+    if sys.platform.startswith("linux"):
+        # SIGCHLD is ignored by default, and an ignored signal is discarded unless
+        # blocked: a handler too, should the mask ever be lifted.
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        mask = ctypes.create_string_buffer(_SIGSET_BYTES)
+        bit = signal.SIGCHLD - 1
+        mask[bit // 8] = 1 << (bit % 8)
+        libc = _libc()
+        fd = int(libc.signalfd(-1, mask, os.O_NONBLOCK | os.O_CLOEXEC))
+        if fd >= 0:
+            return fd
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    wake_r, wake_w = os.pipe()  # close-on-exec, as Python makes every descriptor
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    return wake_r
+
+
+#: The signal mask a child of :func:`child_ends`' process starts with: none blocked.
+CHILD_SIGMASK: frozenset[signal.Signals] = frozenset()
+
+#: The C library's ``sigset_t``, in bytes (the kernel reads the first 8: 64 signals).
+_SIGSET_BYTES = 128
+
+
 def preload() -> None:
     """Do the one-time work of :func:`become_subreaper` now, in a process about to fork."""
     if sys.platform.startswith("linux"):

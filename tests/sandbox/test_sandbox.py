@@ -110,6 +110,18 @@ async def test_command_cannot_write_outside_the_workspace(
     assert target.exists() is (mode == "plain")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_command_starts_with_no_signal_blocked(
+    new_box: NewBox, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The supervisor blocks SIGCHLD for itself (it reads its children's ends from a
+    # signalfd); whichever way it starts a command (posix_spawn, or a fork that applies
+    # layers first, under bubblewrap or not), the command starts with nothing blocked.
+    box = command_box(new_box, mode, monkeypatch, "write_confinement", writable=[str(workspace)])
+    result = await box.run(["grep", "^SigBlk:", "/proc/self/status"], cwd=str(workspace))
+    assert result.stdout.complete == b"SigBlk:\t0000000000000000\n"
+
+
 @pytest.mark.parametrize("confined", [False, True], ids=["plain", "sandbox"])
 async def test_call_cannot_write_outside_the_workspace(
     new_box: NewBox, plain: Sandbox, tmp_path: Path, workspace: Path, confined: bool
