@@ -294,8 +294,9 @@ def signal_tree(me: int, group: int, sig: int) -> None:
 
 
 def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
-    """Stop every descendant: SIGTERM, up to ``grace`` seconds for them to exit, then
-    SIGKILL until none is left. ``wakeup_fd`` becomes readable on SIGCHLD.
+    """Stop every descendant: SIGTERM (and SIGCONT, so that a stopped one acts on it), up
+    to ``grace`` seconds for them to exit, then SIGKILL until none is left. ``wakeup_fd``
+    becomes readable on SIGCHLD.
 
     A subreaper with no child left has no descendant left either (orphans are reparented
     to it), so the common case of a finished command costs no ``/proc`` scan.
@@ -308,6 +309,10 @@ def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
     sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
     while not empty:
         signal_tree(me, main_pid, sig)
+        if sig == signal.SIGTERM:
+            # A stopped process acts on SIGTERM only once continued: without this it
+            # would sit out the grace and die by SIGKILL, its cleanup never run.
+            signal_tree(me, main_pid, signal.SIGCONT)
         if sig == signal.SIGTERM and time.monotonic() >= deadline:
             sig = signal.SIGKILL
             continue

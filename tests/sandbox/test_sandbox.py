@@ -934,3 +934,16 @@ async def test_a_sandbox_pickles_as_its_settings_and_its_copy_runs_commands(
     )
     assert result.exit_code == 0, result.stderr.complete
     assert (tmp_path / "out.txt").read_text() == "copied\n"
+
+
+async def test_stopped_process_gets_to_handle_sigterm_before_the_kill(
+    new_box: NewBox, tmp_path: Path
+) -> None:
+    # A process stopped by SIGSTOP (or ^Z's SIGTSTP) acts on SIGTERM only once continued;
+    # without that it sits out the grace and is killed without its cleanup.
+    box = new_box(layers=False, limits=SandboxLimits(grace_seconds=DEADLINE))
+    cleaned = tmp_path / "cleaned"
+    command = f"trap 'echo cleaned > {cleaned}; exit 0' TERM; kill -STOP $$"
+    result = await box.run(["/bin/sh", "-c", command], timeout=1)
+    assert result.timed_out
+    assert cleaned.read_text() == "cleaned\n"
