@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -90,6 +91,26 @@ async def _close_once_running(
     assert left == []
 
 
+def _close_once_running_in_a_thread(
+    run: Callable[[], None], close: Callable[[], None], marker: str, flag: Path
+) -> None:
+    """:func:`_close_once_running` for a blocking ``run``, in a thread of its own: ``close``
+    is called again however the wait ends, and the thread must end within a minute."""
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_until(flag.exists, bool, "the command to start", timeout=60)
+        _all_started(marker)
+        close()
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        close()
+        thread.join(60)
+    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
+    assert left == []
+
+
 def _marker() -> str:
     return f"closemark{secrets.token_hex(8)}"
 
@@ -150,20 +171,10 @@ def test_closing_a_shell_s_sandbox_stops_its_command_and_keeps_its_output(
     def run() -> None:
         out.append(invoke_tool_sync(shell_tool, {"command": _command(marker, flag)}))
 
-    thread = threading.Thread(target=run)
-    thread.start()
     try:
-        wait_until(flag.exists, bool, "the command to start", timeout=60)
-        _all_started(marker)
-        box.close()
-        thread.join(60)
-        assert not thread.is_alive()
+        _close_once_running_in_a_thread(run, box.close, marker, flag)
     finally:
-        box.close()
-        thread.join(60)
         shell.close()
-    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
-    assert left == []
     [result] = out
     seen = (result.error_code, result.error)  # type: ignore[attr-defined]
     assert seen == (
@@ -179,19 +190,9 @@ def test_closing_a_tool_session_stops_its_running_command(tmp_path: Path, sandbo
     box = Sandbox(writable=[str(tmp_path)], best_effort=True) if sandboxed else None
     session = ToolSession(Workspace(tmp_path), sandbox=box)
     out: list[object] = []
-    thread = threading.Thread(target=_run_command_in, args=(session, _command(marker, flag), out))
-    thread.start()
-    try:
-        wait_until(flag.exists, bool, "the command to start", timeout=60)
-        _all_started(marker)
-        session.close()
-        thread.join(60)
-        assert not thread.is_alive()
-    finally:
-        session.close()
-        thread.join(60)
-    left = poll(lambda: _by_cmdline(marker), lambda found: not found, timeout=GONE)
-    assert left == []
+    _close_once_running_in_a_thread(
+        partial(_run_command_in, session, _command(marker, flag), out), session.close, marker, flag
+    )
     [result] = out
     assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
     text = result.error  # type: ignore[attr-defined]
