@@ -246,8 +246,10 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             label=label, icon=icon, detail=getattr(a, "command", None) or getattr(a, "id", None)
         )
 
+    # Every process tool works on the session's workspace and registry.
+    of_session = partial(tool, workspace=session.workspace, runner=session)
     return [
-        tool(
+        of_session(
             name="start_process",
             description=(
                 "Start a shell command (bash -c) in the background, such as a dev server or "
@@ -260,10 +262,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=start,
             presentation=shown("Start process", "play"),
             output_schema=ProcessView,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="read_process_output",
             description=(
                 "Output a background process printed since the last read (stdout and "
@@ -276,20 +276,16 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=shown("Read process output", "terminal"),
             output_schema=ProcessOutputContent,
             read_only=True,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="write_process_stdin",
             description=("Write text to a background process's stdin; close: true ends its input."),
             parameters=WriteStdinArgs,
             execute=write,
             presentation=shown("Write to process", "keyboard"),
             output_schema=WriteContent,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="stop_process",
             description=(
                 "Stop a background process and everything it started (SIGTERM, then "
@@ -299,10 +295,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=stop,
             presentation=shown("Stop process", "stop"),
             output_schema=ProcessOutputContent,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="list_processes",
             description=(
                 "The session's background processes: id, command, state (running, exited, "
@@ -313,8 +307,6 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=ToolPresentation(label="List processes", icon="list"),
             output_schema=ProcessList,
             read_only=True,
-            workspace=session.workspace,
-            runner=session,
         ),
     ]
 
