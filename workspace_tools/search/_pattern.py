@@ -96,8 +96,7 @@ def _bytes_source(pattern: str) -> str | None:
 
 
 def _case_sensitive_parse(pattern: str, flags: int) -> Any:
-    # The parsed pattern, or None when it does not parse or is case-insensitive as a whole
-    # (by ``flags`` or an inline ``(?i)``): case-insensitive text has no one literal.
+    # None when it does not parse or is case-insensitive as a whole (flags or ``(?i)``).
     if flags & re.IGNORECASE:
         return None
     try:
