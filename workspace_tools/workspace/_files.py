@@ -771,8 +771,7 @@ def _reserve(fd: int, size: int, needed: int) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        view = view[os.write(fd, view) :]
 
 
 @dataclass(frozen=True)
