@@ -10,6 +10,7 @@ last read (head and tail when long), waiting for some when asked to.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 from typing import Any
@@ -128,17 +129,10 @@ class ProcessList(BaseModel):
 
 
 def _view(session: ShellSession, info: ProcessInfo) -> ProcessView:
-    return ProcessView(
-        id=info.id,
-        command=info.command,
-        state=info.state,
-        exit_code=info.exit_code,
-        output_bytes=info.output_bytes,
-        output_lines=info.output_lines,
-        unread_bytes=info.unread_bytes,
-        output_file=session.rel(info.output_file),
-        seconds=info.seconds,
-    )
+    # The listing's fields but stdin_open, with the output file relative to the root.
+    fields = dataclasses.asdict(info) | {"output_file": session.rel(info.output_file)}
+    del fields["stdin_open"]
+    return ProcessView(**fields)
 
 
 def _output(session: ShellSession, entry: BackgroundProcess) -> ProcessOutputContent:
