@@ -95,6 +95,17 @@ def _bytes_source(pattern: str) -> str | None:
     return "".join(out)
 
 
+def _case_sensitive_parse(pattern: str, flags: int) -> Any:
+    # None when it does not parse or is case-insensitive as a whole (flags or ``(?i)``).
+    if flags & re.IGNORECASE:
+        return None
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+    except Exception:
+        return None
+    return None if parsed.state.flags & re.IGNORECASE else parsed
+
+
 def required_literal(pattern: str, flags: int) -> bytes | None:
     """The longest ASCII literal without CR or LF every match of ``pattern`` contains, or
     ``None``.
@@ -102,13 +113,8 @@ def required_literal(pattern: str, flags: int) -> bytes | None:
     Read from the parsed pattern: runs of literal characters in the top-level sequence, in
     groups, and in repeats of at least one. Case-insensitive parts contribute nothing.
     """
-    if flags & re.IGNORECASE:
-        return None
-    try:
-        parsed = _sre_parse.parse(pattern, flags)
-    except Exception:
-        return None
-    if parsed.state.flags & re.IGNORECASE:
+    parsed = _case_sensitive_parse(pattern, flags)
+    if parsed is None:
         return None
     best = b""
 
@@ -250,13 +256,8 @@ def _class_has_newline(items: Any) -> bool:
 def plain_literal(pattern: str, flags: int) -> str | None:
     """The text ``pattern`` matches when it is a plain ASCII literal without CR or LF
     (e.g. ``NotImplementedError`` or ``foo\\(``), matched case-sensitively; else ``None``."""
-    if flags & re.IGNORECASE:
-        return None
-    try:
-        parsed = _sre_parse.parse(pattern, flags)
-    except Exception:
-        return None
-    if parsed.state.flags & re.IGNORECASE or not len(parsed):
+    parsed = _case_sensitive_parse(pattern, flags)
+    if parsed is None or not len(parsed):
         return None
     chars = []
     for op, av in parsed:

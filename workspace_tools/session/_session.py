@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -225,24 +226,18 @@ class ToolSession:
         and the output so far; a later call starts them again). Idempotent;
         the calls recorded stay readable; a writing call or a restore after it fails (its
         checkpoint cannot be taken or read)."""
-        try:
-            if self.shell is not None:
-                self.shell.close()
-        finally:
-            try:
-                if self.checkpoints is not None:
-                    self.checkpoints.close()
-            finally:
-                try:
-                    if self._sandbox is not None:
-                        self._sandbox.close()
-                finally:
-                    # The commands its tools run through runners of their own (run_command's
-                    # portable level): each whole tree stopped.
-                    for runner in {id(t.runner): t.runner for t in self.tools}.values():
-                        close = getattr(runner, "close", None)
-                        if callable(close):
-                            close()
+        parts = (self.shell, self.checkpoints, self._sandbox)
+        closers: list[Callable[[], object]] = [p.close for p in parts if p is not None]
+        # The commands its tools run through runners of their own (run_command's portable
+        # level): each whole tree stopped.
+        for runner in {id(t.runner): t.runner for t in self.tools}.values():
+            close = getattr(runner, "close", None)
+            if callable(close):
+                closers.append(close)
+        # In that order, each even when one before it raised (an ExitStack runs last first).
+        with contextlib.ExitStack() as stack:
+            for close in reversed(closers):
+                stack.callback(close)
 
     def __enter__(self) -> ToolSession:
         return self

@@ -10,6 +10,7 @@ last read (head and tail when long), waiting for some when asked to.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 from typing import Any
@@ -128,17 +129,10 @@ class ProcessList(BaseModel):
 
 
 def _view(session: ShellSession, info: ProcessInfo) -> ProcessView:
-    return ProcessView(
-        id=info.id,
-        command=info.command,
-        state=info.state,
-        exit_code=info.exit_code,
-        output_bytes=info.output_bytes,
-        output_lines=info.output_lines,
-        unread_bytes=info.unread_bytes,
-        output_file=session.rel(info.output_file),
-        seconds=info.seconds,
-    )
+    # The listing's fields but stdin_open, with the output file relative to the root.
+    fields = dataclasses.asdict(info) | {"output_file": session.rel(info.output_file)}
+    del fields["stdin_open"]
+    return ProcessView(**fields)
 
 
 def _output(session: ShellSession, entry: BackgroundProcess) -> ProcessOutputContent:
@@ -246,8 +240,10 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             label=label, icon=icon, detail=getattr(a, "command", None) or getattr(a, "id", None)
         )
 
+    # Every process tool works on the session's workspace and registry.
+    of_session = partial(tool, workspace=session.workspace, runner=session)
     return [
-        tool(
+        of_session(
             name="start_process",
             description=(
                 "Start a shell command (bash -c) in the background, such as a dev server or "
@@ -260,10 +256,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=start,
             presentation=shown("Start process", "play"),
             output_schema=ProcessView,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="read_process_output",
             description=(
                 "Output a background process printed since the last read (stdout and "
@@ -276,20 +270,16 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=shown("Read process output", "terminal"),
             output_schema=ProcessOutputContent,
             read_only=True,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="write_process_stdin",
             description=("Write text to a background process's stdin; close: true ends its input."),
             parameters=WriteStdinArgs,
             execute=write,
             presentation=shown("Write to process", "keyboard"),
             output_schema=WriteContent,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="stop_process",
             description=(
                 "Stop a background process and everything it started (SIGTERM, then "
@@ -299,10 +289,8 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             execute=stop,
             presentation=shown("Stop process", "stop"),
             output_schema=ProcessOutputContent,
-            workspace=session.workspace,
-            runner=session,
         ),
-        tool(
+        of_session(
             name="list_processes",
             description=(
                 "The session's background processes: id, command, state (running, exited, "
@@ -313,8 +301,6 @@ def build(session: ShellSession) -> list[Tool[Any]]:
             presentation=ToolPresentation(label="List processes", icon="list"),
             output_schema=ProcessList,
             read_only=True,
-            workspace=session.workspace,
-            runner=session,
         ),
     ]
 

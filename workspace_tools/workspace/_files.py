@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
@@ -654,26 +654,25 @@ _RENAME_EXCHANGE = 2  # <linux/fs.h>: renameat2 swaps the two names, both must e
 _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM)
 
 
-def _renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
-    """Linux's ``renameat2(2)`` (which Python's ``os`` lacks), else ``None``."""
+def libc_function(name: str, *argtypes: Any) -> Any:
+    """The C library's function ``name`` on Linux, taking ``argtypes`` and returning a C
+    int (errno kept for ``ctypes.get_errno``), for a system call Python's ``os`` lacks;
+    ``None`` elsewhere or when the library has no such function."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        function = ctypes.CDLL(None, use_errno=True).renameat2
+        function = ctypes.CDLL(None, use_errno=True)[name]
     except (OSError, AttributeError):
         return None
-    function.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_uint,
-    ]
+    function.argtypes = list(argtypes)
     function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
+    return function
 
 
-_RENAMEAT2 = _renameat2()
+# Linux's renameat2(2).
+_RENAMEAT2: Callable[[int, bytes, int, bytes, int], int] | None = libc_function(
+    "renameat2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+)
 
 
 def swap_in(dir_fd: int, temp: str, name: str) -> None:
@@ -772,8 +771,7 @@ def _reserve(fd: int, size: int, needed: int) -> None:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        written = os.write(fd, view)
-        view = view[written:]
+        view = view[os.write(fd, view) :]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._diff import GIT_SYMLINK_MODE, Blob, blob_diff
-from workspace_tools.workspace._files import DirFds, os_error
+from workspace_tools.workspace._files import DirFds, _write_all, os_error
 from workspace_tools.workspace._manifest import Entry, Manifest, read_entry
 from workspace_tools.workspace._store import BlobStore, StoreError
 from workspace_tools.workspace._tempfiles import TEMP_SUFFIX, create_temp
@@ -173,9 +173,7 @@ class TreeRestorer:
             else:
                 temp, fd = create_temp(dir_fd, name, 0o600)
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
+                    _write_all(fd, data)
                     os.fchmod(fd, target.mode)
                     if self.workspace.options.fsync:
                         os.fsync(fd)

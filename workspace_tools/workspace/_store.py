@@ -22,6 +22,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from workspace_tools.workspace._files import _write_all
+
 _HEX_LENGTH = 64
 
 
@@ -90,9 +92,7 @@ class BlobStore:
         target.parent.mkdir(exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, data)
             os.close(fd)
             fd = -1
             os.replace(temp, target)

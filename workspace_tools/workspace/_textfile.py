@@ -12,7 +12,6 @@ import errno
 import fcntl
 import os
 import stat
-import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -37,6 +36,7 @@ from workspace_tools.workspace._files import (
     _write_all,
     atomic_write,
     held_levels,
+    libc_function,
     open_parent,
     os_error,
     read_bytes,
@@ -134,20 +134,10 @@ def text_diff(old: str | None, new: str, fmt: TextFormat, path: str) -> TextDiff
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, wait for none
 
 
-def _writeback_starter() -> Callable[[int, int, int, int], int] | None:
-    """Linux's ``sync_file_range(2)`` (which Python's ``os`` lacks), else ``None``."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
-
-
-_SYNC_FILE_RANGE = _writeback_starter()
+# Linux's sync_file_range(2).
+_SYNC_FILE_RANGE: Callable[[int, int, int, int], int] | None = libc_function(
+    "sync_file_range", ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint
+)
 
 
 def start_writeback(fd: int) -> None:
