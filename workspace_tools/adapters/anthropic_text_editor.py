@@ -458,9 +458,10 @@ def _not_found(workspace: Workspace, path: str) -> ToolError:
 
 
 #: Our engine's messages name edit_file's arguments and the other tools; the text editor's
-#: model knows ``old_str``, ``new_str`` and ``view`` and has no ``replace_all``.
+#: model knows ``old_str``, ``new_str`` and ``view`` and has no ``replace_all`` or grep.
 _EDITOR_TERMS = (
     (", or set replace_all to replace every one", ""),
+    (" grep shows the text around a match in a long line.", ""),
     ("Read the file again with read_file", "View the file again"),
     ("read it again with read_file", "view it again"),
     ("use list_files to see its entries", "view it to see its entries"),
