@@ -231,6 +231,26 @@ def test_a_short_start_in_a_long_line_gives_no_place() -> None:
     assert _refusal(MINIFIED, "var a1 = function") == HEAD.removesuffix(". ")
 
 
+NUMBERED = (
+    "\nold_text's lines start with the line numbers read_file shows (a number and a tab): "
+    "leave them out, they are not in the file."
+)
+
+
+def test_old_text_copied_with_read_files_line_numbers_is_told_to_leave_them_out() -> None:
+    # The most common copying slip: the "cat -n" prefix of read_file's lines.
+    numbered = _refusal("a = 0\nx = 1\ny = 2\n", "     2\tx = 1\n     3\ty = 2")
+    assert numbered == HEAD + (
+        "The most similar lines are 2-3:\n2: 'x = 1'\n3: 'y = 2'\nLine 2 differs from "
+        "old_text's line 1: the file has 'x = 1' where old_text has '2\\tx = 1'.\nLine 3 "
+        "differs from old_text's line 2: the file has 'y = 2' where old_text has "
+        "'3\\ty = 2'." + NUMBERED
+    )
+    assert _refusal("z = 9\n", "7\tz = 8\n8\tz = 9") == HEAD.removesuffix(". ") + NUMBERED
+    # Tab-separated data that starts with numbers: without them, no line of the file.
+    assert _refusal("1\tAlice\n2\tBob\n", "3\tCarol") == HEAD.removesuffix(". ")
+
+
 def test_relative_indentation_in_tabs_against_spaces_is_named() -> None:
     message = _refusal(
         "def f():\n\tif x:\n\t\treturn 1\n", "def f():\n    if x:\n        return 1\n"

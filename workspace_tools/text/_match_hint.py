@@ -37,6 +37,8 @@ _MIN_START = 10
 # break for the tools, which break lines only at \n.
 _BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _INNER_BREAK = re.compile(f"[{_BREAKS}](?=.)", re.S)
+# read_file's "cat -n" prefix: the line number right-aligned, then a tab.
+_LINE_NUMBER = re.compile(r" *\d+\t")
 
 _QUOTES = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
@@ -289,7 +291,8 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         start = whole[0]
         pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
     else:
-        return ToolError(message + _where_it_stops(old_lines, bare), ErrorCode.NO_MATCH)
+        message += _where_it_stops(old_lines, bare) + _numbered(old_lines, bare)
+        return ToolError(message, ErrorCode.NO_MATCH)
     low, high = max(start, 0), min(start + len(old_lines), len(pieces)) - 1
     first, last = where[low][0], where[high][0]
     if first == last:
@@ -343,7 +346,24 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
     if isinstance(shift, int):
         line = low + shift
         message += "\n" + _relative_indent(old_lines, pieces, low, start, line) + "."
-    return ToolError(message, ErrorCode.NO_MATCH)
+    return ToolError(message + _numbered(old_lines, bare), ErrorCode.NO_MATCH)
+
+
+def _numbered(old_lines: list[str], bare: list[str]) -> str:
+    """Words for old_text whose every non-blank line starts as read_file numbers lines
+    (``"     2\\t"``) and one of which, without it, is a line of the file (``bare``):
+    copied with the numbers, it can match nothing. (A line of tab-separated data that
+    starts with a number keeps it: without it, it is no line of the file.)"""
+    lines = [line for line in old_lines if line.strip()]
+    if not lines or not all(_LINE_NUMBER.match(line) for line in lines):
+        return ""
+    known = set(bare)
+    if not any(_LINE_NUMBER.sub("", line, count=1) in known for line in lines):
+        return ""
+    return (
+        "\nold_text's lines start with the line numbers read_file shows (a number and a "
+        "tab): leave them out, they are not in the file."
+    )
 
 
 def _where_it_stops(old_lines: list[str], bare: list[str]) -> str:
