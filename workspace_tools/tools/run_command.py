@@ -501,10 +501,18 @@ def _closed(command: str, result: ProcessResult, own_runner: bool) -> ToolError:
     closed = "workspace" if own_runner else "sandbox"
     return ToolError(
         f"The {closed} was closed while the command ran; it and every process it started "
-        f"were stopped.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+        f"were stopped.{so_far(stdout, stderr)}",
         ErrorCode.SANDBOX_ERROR,
         details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
     )
+
+
+def so_far(stdout: str, stderr: str) -> str:
+    """How the text of a stopped command's error ends: each stream's output so far (the
+    model's view of it) under its heading; a stream that wrote nothing is left out, heading
+    and all."""
+    text = f"\nstdout so far:\n{stdout}" if stdout else ""
+    return f"{text}\nstderr so far:\n{stderr}" if stderr else text
 
 
 def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, str, str]:
@@ -534,7 +542,7 @@ def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
-            f"{timed_out()}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{timed_out()}{so_far(stdout, stderr)}",
             ErrorCode.TOOL_TIMEOUT,
             details=partial,
         )
