@@ -234,13 +234,24 @@ class CommandRunner:
         # root -> (st_dev, st_ino) of the directory found there while its real path was
         # the root's (see open_root).
         self.roots: dict[str, tuple[int, int]] = {}
+        #: Closed since its last command: a workspace's close lets go of the runners it
+        #: closed, so the next command puts this one among its workspace's runners again.
+        self.closed = False
 
     def close(self) -> None:
         """Stop every command running through this runner's own sandbox (the portable
         level's, when no sandbox was given: each whole tree; see ``Sandbox.close``); a
         later command starts it again. A given sandbox is its owner's to close."""
+        self.closed = True
         if self.sandbox is None:
             self.runner.close()
+
+    def close_commands(self, owner: object) -> None:
+        """:meth:`close` for the commands started under ``owner`` (a tool session's, set
+        around its calls): only those are stopped, and the rest is closed only when no
+        other command runs (``Sandbox.close_commands``)."""
+        if self.sandbox is None:
+            self.runner.close_commands(owner)
 
     def open_root(self, workspace: Workspace) -> int | None:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
@@ -289,6 +300,9 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
             "run_command has no command runner: build it with run_command.build(workspace)",
             ErrorCode.TOOL_ERROR,
         )
+    if commands.closed:
+        commands.closed = False
+        _kept_runner(workspace, commands)  # so that the workspace's next close stops it
     root_fd = commands.open_root(workspace) if args.cwd == "." else None
     if root_fd is not None:
         # open_root saw it linked: _run_in's check is made.
