@@ -46,7 +46,8 @@ class ProcessResult:
 
     Attributes:
         exit_code: the exit status, or 128 + N when signal N killed it (the shell's
-            convention); ``None`` when it timed out.
+            convention); ``None`` when it was stopped while it ran (it timed out, or its
+            sandbox was closed): it has no exit code of its own then.
         signal: the name of the signal that killed it (``"SIGKILL"``), or ``None``.
         timed_out: the timeout expired and the tree was stopped.
         stdout: what was kept of standard output, with its byte count.
@@ -219,6 +220,8 @@ async def run_process(
         raise
     try:
         timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout), look=False)
+        # Stopped by a close asked for before its exit was seen: that exit is the stop's.
+        stopped_running = timed_out or supervisor.stopped_by_close
         _close_all(writers)
         if not timed_out and not streams.drained:
             # Most often at end of file now that the command's tree is gone: then no wait
@@ -257,7 +260,7 @@ async def run_process(
                 launcher.forget(supervisor)
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(watch.exit_status)
-    if timed_out:
+    if stopped_running:
         exit_code, stopped = None, TreeDone(None)
     else:
         stopped = watch.stopped

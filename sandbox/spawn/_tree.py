@@ -248,6 +248,46 @@ def descendants(root: int, *, exiting: bool = True) -> list[int]:
     return found
 
 
+def session_tree(leader: int, known: set[int]) -> set[int]:
+    """The live (non-zombie) processes of the session ``leader`` leads (``leader``
+    included), the members of ``known`` still alive, and every descendant of these;
+    empty where ``/proc`` is absent.
+
+    A Python call's tree, seen from outside it: the call's child leads a session and is
+    the subreaper of what it starts, but once it is gone its worker adopts the orphans,
+    which are no longer its descendants. They are found by their session, or, for one that
+    left it (``setsid``), as a member of an earlier look (``known``)."""
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # After the name: state, ppid, process group, session.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields[0] == b"Z":
+            continue  # ended: its children were handed on as it exited
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        if pid == leader or int(fields[3]) == leader or pid in known:
+            roots.append(pid)
+    found: set[int] = set()
+    while roots:
+        pid = roots.pop()
+        if pid not in found:
+            found.add(pid)
+            roots.extend(children.get(pid, ()))
+    return found
+
+
 def program_names(pids: list[int], most: int) -> tuple[str, ...]:
     """The distinct program names (the last component of ``argv[0]``, from
     ``/proc/<pid>/cmdline``) of ``pids``, in their order, at most ``most`` of them; a
