@@ -334,9 +334,13 @@ def signal_tree(me: int, group: int, sig: int) -> None:
 
 
 def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
-    """Stop every descendant: SIGTERM (and SIGCONT, so that a stopped one acts on it), up
-    to ``grace`` seconds for them to exit, then SIGKILL until none is left. ``wakeup_fd``
-    becomes readable on SIGCHLD.
+    """Stop every descendant: SIGTERM (and SIGCONT, so that a stopped one acts on it) to
+    each once, up to ``grace`` seconds for them to exit, then SIGKILL until none is left.
+    ``wakeup_fd`` becomes readable on SIGCHLD.
+
+    Each process is sent SIGTERM once, as it is first seen (systemd's stop does the
+    same): a second one while its handler runs would start the handler again and cut its
+    cleanup short.
 
     A subreaper with no child left has no descendant left either (orphans are reparented
     to it), so the common case of a finished command costs no ``/proc`` scan.
@@ -346,17 +350,28 @@ def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
     me = os.getpid()
     main_status, empty = reap(main_pid)
     deadline = time.monotonic() + grace
-    sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
+    killing = grace <= 0
+    signalled: set[int] = set()
     while not empty:
-        signal_tree(me, main_pid, sig)
-        if sig == signal.SIGTERM:
-            # A stopped process acts on SIGTERM only once continued: without this it
+        if killing:
+            signal_tree(me, main_pid, signal.SIGKILL)
+        else:
+            fresh = [pid for pid in descendants(me) if pid not in signalled]
+            if not signalled and not fresh and main_pid > 1:
+                # No /proc to list the tree (not Linux): its process group, once. The group
+                # is not sent to besides the list, which would signal its members twice.
+                fresh = [-main_pid]
+            # A stopped process acts on SIGTERM only once continued: without SIGCONT it
             # would sit out the grace and die by SIGKILL, its cleanup never run.
-            signal_tree(me, main_pid, signal.SIGCONT)
-        if sig == signal.SIGTERM and time.monotonic() >= deadline:
-            sig = signal.SIGKILL
-            continue
-        _wait_readable(wakeup_fd, 0.05 if sig == signal.SIGTERM else 0.01)
+            for sig in (signal.SIGTERM, signal.SIGCONT):
+                for target in fresh:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(target, sig)
+            signalled.update(fresh)
+            if time.monotonic() >= deadline:
+                killing = True
+                continue
+        _wait_readable(wakeup_fd, 0.01 if killing else 0.05)
         status, empty = reap(main_pid)
         main_status = status if status is not None else main_status
     # Without a subreaper (not Linux) group members may have escaped the wait above.
