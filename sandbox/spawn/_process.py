@@ -200,45 +200,58 @@ async def run_process(
     # sandbox.spawn._server): the pipes end only then, and a short command wakes this task
     # once, for "done", with its output and the end of file ready once they are closed.
     writers = [out_w, err_w]
+    # Everything the wait needs is set up before the job goes out (see below).
     try:
-        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
-        supervisor.job_sent()
-        supervisor.env = env
-        # Set up once the job is out: the supervisor starts the command meanwhile.
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
         stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
         streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
     except BaseException:
-        _close_all(writers)
-        os.close(out_r)
-        os.close(err_r)
-        launcher.forget(supervisor)
-        supervisor.close()  # end of file: the supervisor stops the command, if it started one
+        _close_all([out_r, out_w, err_r, err_w])
+        launcher.release(limits, supervisor)  # no job went out: it is as it was
         raise
+    sent = False
+
+    def send() -> None:
+        nonlocal sent
+        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        sent = True
+        supervisor.job_sent()
+        supervisor.env = env
+
     try:
-        timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout), look=False)
-        _close_all(writers)
-        if not timed_out and not streams.drained:
-            # Most often at end of file now that the command's tree is gone: then no wait
-            # (nor its timer) is needed, nor a look at the selector first.
-            streams.read_now()
+        deadline = _deadline(timeout)
+        # The job goes out once the wait for its end is armed: the supervisor, then the
+        # command, may take this process's core at once, and a short command should find
+        # this task asleep, not half way to its wait.
+        woke = await _wait_readable(streams.fileno(), deadline, then=send)
+        timed_out = False
+        # The common case, a command whose whole tree is gone at the first wake-up: one
+        # message ("done") and the pipes at end of file once our write ends are closed.
+        if not (woke and streams.ended_at_once(writers)):
+            timed_out = not (woke and await streams.serve_until(watch.has_exited, deadline))
+            _close_all(writers)
+            if not timed_out and not streams.drained:
+                # Most often at end of file now that the command's tree is gone: then no
+                # wait (nor its timer) is needed, nor a look at the selector first.
+                streams.read_now()
+                if not streams.drained:
+                    await streams.serve_until(streams.is_drained, _deadline(drain))
+            watch.request_stop(grace)
+            await streams.serve_until(watch.is_done)
             if not streams.drained:
+                # The tree is gone; only a process outside it could still hold a pipe.
                 await streams.serve_until(streams.is_drained, _deadline(drain))
-        watch.request_stop(grace)
-        await streams.serve_until(watch.is_done)
-        if not streams.drained:
-            # The tree is gone; only a process outside it could still hold a pipe.
-            await streams.serve_until(streams.is_drained, _deadline(drain))
         closed = supervisor.job_over()
         if watch.error is not None:
             raise SpawnRefused(watch.error) if watch.refused else SandboxError(watch.error)
     finally:
         try:
-            if not watch.done:
+            if sent and not watch.done:
                 # A supervisor that is gone has nothing left to stop: its error is already
-                # on its way out.
+                # on its way out. One that got no job whole stops what it started at end
+                # of file, below.
                 with (
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(grace + 5),
@@ -251,7 +264,7 @@ async def run_process(
             streams.close()
             os.close(out_r)
             os.close(err_r)
-            if watch.done and watch.clean:
+            if sent and watch.done and watch.clean:
                 launcher.release(limits, supervisor)
             else:
                 launcher.forget(supervisor)
@@ -340,6 +353,28 @@ class _Streams:
         #: (the selector is closed at the end with them in it), and ignored meanwhile.
         self._finished: list[int] = []
 
+    def fileno(self) -> int:
+        """The selector's descriptor: readable when a pipe or the job's channel is."""
+        return self._ready.fileno()
+
+    def ended_at_once(self, writers: list[int]) -> bool:
+        """Whether the job is over and its output all read, seen from its channel's next
+        message alone: the command's whole tree is gone ("done"), so ``writers`` (our
+        write ends, closed here then) were the pipes' last writers and each is read to end
+        of file. A command's usual end, at the first wake-up after the job was sent; else
+        what was read is kept and :meth:`serve_until` goes on from there.
+
+        Raises:
+            SandboxError: the supervisor went away before the command exited.
+        """
+        job = self._job
+        if job.poll() is None or not job.done:
+            return False
+        self._finished.append(self._job_fd)
+        _close_all(writers)
+        self.read_now()
+        return not self._pipes
+
     @property
     def drained(self) -> bool:
         """Both pipes reached end of file."""
@@ -419,16 +454,20 @@ class _Streams:
         self._ready.close()
 
 
-async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
+async def _wait_readable(
+    fd: int, deadline: float | None = None, then: Callable[[], None] | None = None
+) -> bool:
     """Wait until ``fd`` is readable (True) or ``deadline`` (``time.monotonic()``
-    seconds) passes (False). On asyncio, a reader callback and a timer resolving a
-    future, at a fraction of the cost of ``anyio.wait_readable`` in a ``move_on_after``
-    scope (anyio adds an event, a cancel scope, their bookkeeping and checks; a
-    command's caller waits here once or twice)."""
+    seconds) passes (False); ``then()`` is called once the wait is armed, before this task
+    sleeps (a request whose answer wakes it: the work of arming the wait is done while
+    the answerer has not yet taken a core from this process). On asyncio, a reader
+    callback and a timer resolving a future, at a fraction of the cost of
+    ``anyio.wait_readable`` in a ``move_on_after`` scope (anyio adds an event, a cancel
+    scope, their bookkeeping and checks; a command's caller waits here once or twice)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # another event loop library (trio)
-        return await _anyio_wait_readable(fd, deadline)
+        return await _anyio_wait_readable(fd, deadline, then)
     ready = loop.create_future()
 
     def wake(readable: bool) -> None:
@@ -439,12 +478,14 @@ async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
     try:
         loop.add_reader(fd, wake, True)
     except NotImplementedError:  # a loop without readers (Windows' proactor)
-        return await _anyio_wait_readable(fd, deadline)
+        return await _anyio_wait_readable(fd, deadline, then)
     # call_later: a loop's own clock need not be time.monotonic() (uvloop's is not).
     timer = None
-    if deadline is not None:
-        timer = loop.call_later(deadline - time.monotonic(), wake, False)
     try:
+        if deadline is not None:
+            timer = loop.call_later(deadline - time.monotonic(), wake, False)
+        if then is not None:
+            then()
         readable = await ready
     finally:
         loop.remove_reader(fd)
@@ -455,9 +496,13 @@ async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
     return bool(readable) and (deadline is None or time.monotonic() < deadline)
 
 
-async def _anyio_wait_readable(fd: int, deadline: float | None) -> bool:
+async def _anyio_wait_readable(
+    fd: int, deadline: float | None, then: Callable[[], None] | None = None
+) -> bool:
     """:func:`_wait_readable` through anyio (any event loop library)."""
     with anyio.move_on_after(None if deadline is None else deadline - time.monotonic()):
+        if then is not None:
+            then()
         await anyio.wait_readable(fd)  # type: ignore[attr-defined]
         return True
     return False
