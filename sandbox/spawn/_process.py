@@ -36,6 +36,9 @@ OnOutput = Callable[[str, bytes], None]
 
 _READ_SIZE = 64 * 1024
 
+#: A tree that ended with nothing left running to stop (frozen: one shared by every job).
+_NOTHING_STOPPED = TreeDone(None)
+
 #: What :func:`run_process` raises for a command stopped by its launcher's close.
 CLOSED_DURING_COMMAND = "the sandbox was closed while the command ran; it was stopped"
 
@@ -103,7 +106,7 @@ class _Job:
         #: It could not because no new process could be made (``StartFailed.refused``).
         self.refused = False
         #: What the supervisor stopped after the command had exited (``TreeDone``).
-        self.stopped = TreeDone(None)
+        self.stopped = _NOTHING_STOPPED
 
     def fileno(self) -> int:
         """The channel's descriptor."""
@@ -225,7 +228,7 @@ async def run_process(
         # The job goes out once the wait for its end is armed: the supervisor, then the
         # command, may take this process's core at once, and a short command should find
         # this task asleep, not half way to its wait.
-        woke = await _wait_readable(streams.fileno(), deadline, then=send)
+        woke = await _wait_readable(streams.fd, deadline, then=send)
         timed_out = False
         # The common case, a command whose whole tree is gone at the first wake-up: one
         # message ("done") and the pipes at end of file once our write ends are closed.
@@ -271,7 +274,7 @@ async def run_process(
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(watch.exit_status)
     if timed_out:
-        exit_code, stopped = None, TreeDone(None)
+        exit_code, stopped = None, _NOTHING_STOPPED
     else:
         stopped = watch.stopped
     result = ProcessResult(
@@ -345,17 +348,12 @@ class _Streams:
         self._pipes = {out_fd: stdout, err_fd: stderr}
         self._names = {out_fd: "stdout", err_fd: "stderr"}
         self._on_output = on_output
-        self._ready = ready = _readiness()
-        ready.register(out_fd)
-        ready.register(err_fd)
-        ready.register(self._job_fd)
+        self._ready = ready = _readiness((out_fd, err_fd, self._job_fd))
+        #: The selector's descriptor: readable when a pipe or the job's channel is.
+        self.fd = ready.fileno()
         #: Descriptors done with but still registered: taken out only before another wait
         #: (the selector is closed at the end with them in it), and ignored meanwhile.
         self._finished: list[int] = []
-
-    def fileno(self) -> int:
-        """The selector's descriptor: readable when a pipe or the job's channel is."""
-        return self._ready.fileno()
 
     def ended_at_once(self, writers: list[int]) -> bool:
         """Whether the job is over and its output all read, seen from its channel's next
@@ -403,7 +401,7 @@ class _Streams:
             look = True
             while self._finished:
                 self._ready.unregister(self._finished.pop())
-            if not await _wait_readable(self._ready.fileno(), deadline):
+            if not await _wait_readable(self.fd, deadline):
                 return False
         return True
 
@@ -509,9 +507,9 @@ async def _anyio_wait_readable(
 
 
 class _Readiness(Protocol):
-    """Descriptors watched for reading behind one descriptor of its own."""
+    """Descriptors watched for reading behind one descriptor of its own (made watching
+    those it is given)."""
 
-    def register(self, fd: int) -> None: ...
     def unregister(self, fd: int) -> None: ...
     def ready(self) -> list[int]: ...
     def fileno(self) -> int: ...
@@ -523,11 +521,10 @@ class _Epoll:
     object per descriptor, a mapping, a tuple per event) costs more than the system calls
     on a short command's path."""
 
-    def __init__(self) -> None:
-        self._epoll = select.epoll()
-
-    def register(self, fd: int) -> None:
-        self._epoll.register(fd, select.EPOLLIN)
+    def __init__(self, fds: tuple[int, ...]) -> None:
+        self._epoll = epoll = select.epoll()
+        for fd in fds:
+            epoll.register(fd, select.EPOLLIN)
 
     def unregister(self, fd: int) -> None:
         self._epoll.unregister(fd)
@@ -547,11 +544,10 @@ class _Selector:
     """:class:`_Readiness` on the platform's ``selectors.DefaultSelector`` (kqueue on
     macOS)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fds: tuple[int, ...]) -> None:
         self._selector = selectors.DefaultSelector()
-
-    def register(self, fd: int) -> None:
-        self._selector.register(fd, selectors.EVENT_READ)
+        for fd in fds:
+            self._selector.register(fd, selectors.EVENT_READ)
 
     def unregister(self, fd: int) -> None:
         self._selector.unregister(fd)
@@ -567,5 +563,5 @@ class _Selector:
         self._selector.close()
 
 
-def _readiness() -> _Readiness:
-    return _Epoll() if hasattr(select, "epoll") else _Selector()
+def _readiness(fds: tuple[int, ...]) -> _Readiness:
+    return _Epoll(fds) if hasattr(select, "epoll") else _Selector(fds)
