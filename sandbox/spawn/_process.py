@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import select
 import selectors
@@ -35,6 +36,19 @@ from sandbox.spawn._wire import Channel
 OnOutput = Callable[[str, bytes], None]
 
 _READ_SIZE = 64 * 1024
+
+#: Seconds a command's caller waits for its end alone, its output left in the pipes (see
+#: :func:`run_process`): a command that ends within them costs one wake-up.
+QUIET_SECONDS = 0.05
+
+#: Bytes a command's pipes are asked to hold (Linux's default pipe-max-size), so that
+#: the output of most commands fits while their caller waits for their end alone.
+QUIET_PIPE_BYTES = 1024 * 1024
+
+_SETPIPE_SZ: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
+
+#: Reads that empty a full pipe and see its end.
+_READS_A_PIPE = QUIET_PIPE_BYTES // _READ_SIZE + 1
 
 #: A tree that ended with nothing left running to stop (frozen: one shared by every job).
 _NOTHING_STOPPED = TreeDone(None)
@@ -96,6 +110,8 @@ class _Job:
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
+        #: The channel's descriptor.
+        self.fd = channel.fileno()
         self.exit_status: int | None = None
         self.exited = False
         self.done = False
@@ -107,10 +123,6 @@ class _Job:
         self.refused = False
         #: What the supervisor stopped after the command had exited (``TreeDone``).
         self.stopped = _NOTHING_STOPPED
-
-    def fileno(self) -> int:
-        """The channel's descriptor."""
-        return self._channel.fileno()
 
     def has_exited(self) -> bool:
         """:attr:`exited`, as a condition for :meth:`_Streams.serve_until`."""
@@ -207,6 +219,7 @@ async def run_process(
     try:
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
+        _widen(out_r, err_r)
         stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
         streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
@@ -225,15 +238,19 @@ async def run_process(
 
     try:
         deadline = _deadline(timeout)
-        # The job goes out once the wait for its end is armed: the supervisor, then the
-        # command, may take this process's core at once, and a short command should find
-        # this task asleep, not half way to its wait.
-        woke = await _wait_readable(streams.fd, deadline, then=send)
+        # The usual command ends within moments: its caller waits for the job's channel
+        # alone for that long, so that output does not wake it once per write, and wakes
+        # once, for "done", with the output waiting in the pipes (which hold a burst of
+        # QUIET_PIPE_BYTES meanwhile; a command that fills one waits the rest of the
+        # moment). The job goes out once that wait is armed: the supervisor, then the
+        # command, may take this process's core at once, and should find this task asleep.
+        quiet = time.monotonic() + QUIET_SECONDS
+        if deadline is not None and deadline < quiet:
+            quiet = deadline
+        woke = await _wait_readable(watch.fd, quiet, then=send)
         timed_out = False
-        # The common case, a command whose whole tree is gone at the first wake-up: one
-        # message ("done") and the pipes at end of file once our write ends are closed.
         if not (woke and streams.ended_at_once(writers)):
-            timed_out = not (woke and await streams.serve_until(watch.has_exited, deadline))
+            timed_out = not await streams.serve_until(watch.has_exited, deadline)
             _close_all(writers)
             if not timed_out and not streams.drained:
                 # Most often at end of file now that the command's tree is gone: then no
@@ -315,6 +332,18 @@ async def _acquire(launcher: Launcher, limits: Hashable) -> Supervisor:
     return got[0]
 
 
+def _widen(*pipes: int) -> None:
+    """Let ``pipes`` hold :data:`QUIET_PIPE_BYTES` each where the system allows (Linux; no
+    more than ``/proc/sys/fs/pipe-max-size``, and less once the user's pipes hold their
+    quota), so that a command's burst of output fits while its caller waits for its end
+    alone."""
+    if _SETPIPE_SZ is None:
+        return
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(pipe, _SETPIPE_SZ, QUIET_PIPE_BYTES)
+
+
 def _close_all(fds: list[int]) -> None:
     """Close ``fds`` and empty the list, so that a second call closes nothing."""
     while fds:
@@ -344,7 +373,7 @@ class _Streams:
         on_output: OnOutput | None,
     ) -> None:
         self._job = job
-        self._job_fd = job.fileno()
+        self._job_fd = job.fd
         self._pipes = {out_fd: stdout, err_fd: stderr}
         self._names = {out_fd: "stdout", err_fd: "stderr"}
         self._on_output = on_output
@@ -370,7 +399,12 @@ class _Streams:
             return False
         self._finished.append(self._job_fd)
         _close_all(writers)
-        self.read_now()
+        for fd in list(self._pipes):
+            # To its end: what is in it now is all the tree wrote (a pipe holds at most
+            # QUIET_PIPE_BYTES); an empty one that is not at its end is left to the wait.
+            for _ in range(_READS_A_PIPE):
+                if not self._read(fd):
+                    break
         return not self._pipes
 
     @property

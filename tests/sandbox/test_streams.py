@@ -5,11 +5,13 @@ platform's selector elsewhere)."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import secrets
 import socket
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -122,18 +124,17 @@ async def test_output_written_after_the_exit_by_a_process_left_running_is_kept(
     )
 
 
-async def test_a_command_over_at_the_first_wake_up_ends_there(
-    box: Sandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Its "done" and its output are waiting when the caller wakes: one wait, one message,
-    # the pipes read to their end, and no look at the selector after that wake-up.
+def _count_waits(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The caller's waits and its looks at the selector, each appended to a list, with the
+    wait for a command's end alone stretched far beyond any command here (60 s), so that
+    only the command's end can end it."""
     waits: list[int] = []
     looks: list[int] = []
     wait, ready = _process._wait_readable, _process._Streams.serve_ready
 
-    async def counted_wait(fd: int, *args: object, **kwargs: object) -> bool:
+    async def counted_wait(fd: int, *args: Any, **kwargs: Any) -> bool:
         waits.append(fd)
-        return await wait(fd, *args, **kwargs)  # type: ignore[arg-type]
+        return await wait(fd, *args, **kwargs)
 
     def counted_ready(streams: _process._Streams) -> None:
         looks.append(1)
@@ -141,13 +142,36 @@ async def test_a_command_over_at_the_first_wake_up_ends_there(
 
     monkeypatch.setattr(_process, "_wait_readable", counted_wait)
     monkeypatch.setattr(_process._Streams, "serve_ready", counted_ready)
-    with anyio.fail_after(60):
+    monkeypatch.setattr(_process, "QUIET_SECONDS", 60.0)
+    return waits, looks
+
+
+async def test_a_command_wakes_its_caller_once_for_its_end_not_for_its_output(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its output waits in the pipes while the caller waits for "done" alone: one wait,
+    # one message, the pipes read to their end, no look at the selector.
+    waits, looks = _count_waits(monkeypatch)
+    with anyio.fail_after(30):
         result = await box.run(["bash", "-c", "echo out; echo err >&2; exit 4"])
     assert (result.exit_code, result.stdout.complete, result.stderr.complete) == (
         4,
         b"out\n",
         b"err\n",
     )
+    assert (len(waits), len(looks)) == (1, 0)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_SETPIPE_SZ"), reason="Linux pipes")
+async def test_a_burst_past_a_default_pipe_fits_while_its_caller_waits_for_the_end(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 300,000 bytes, more than a default pipe holds (64 KiB): in a widened pipe the
+    # command does not wait for a reader, and ends well inside the stretched wait.
+    waits, looks = _count_waits(monkeypatch)
+    with anyio.fail_after(30):
+        result = await box.run(["bash", "-c", "head -c 300000 /dev/zero | tr '\\0' x"])
+    assert (result.exit_code, result.stdout.complete) == (0, b"x" * 300_000)
     assert (len(waits), len(looks)) == (1, 0)
 
 
