@@ -361,6 +361,7 @@ class _Streams:
 
     They sit behind one descriptor, an epoll (Linux) or kqueue (macOS) selector that is
     readable when one of them is: a task per pipe would cost more than a short command.
+    It is made on first need: a command over at the caller's first wake-up needs none.
     """
 
     def __init__(
@@ -377,12 +378,20 @@ class _Streams:
         self._pipes = {out_fd: stdout, err_fd: stderr}
         self._names = {out_fd: "stdout", err_fd: "stderr"}
         self._on_output = on_output
-        self._ready = ready = _readiness((out_fd, err_fd, self._job_fd))
-        #: The selector's descriptor: readable when a pipe or the job's channel is.
-        self.fd = ready.fileno()
+        self._ready: _Readiness | None = None
         #: Descriptors done with but still registered: taken out only before another wait
         #: (the selector is closed at the end with them in it), and ignored meanwhile.
         self._finished: list[int] = []
+
+    def _selector(self) -> _Readiness:
+        """The selector, made the first time it is needed, watching the pipes not at their
+        end yet and the job's channel while the job is not done."""
+        ready = self._ready
+        if ready is None:
+            fds = (*self._pipes, *(() if self._job.done else (self._job_fd,)))
+            ready = self._ready = _readiness(fds)
+            self._finished.clear()  # none of them is in it
+        return ready
 
     def ended_at_once(self, writers: list[int]) -> bool:
         """Whether the job is over and its output all read, seen from its channel's next
@@ -417,25 +426,22 @@ class _Streams:
         return not self._pipes
 
     async def serve_until(
-        self, finished: Callable[[], bool], deadline: float | None = None, *, look: bool = True
+        self, finished: Callable[[], bool], deadline: float | None = None
     ) -> bool:
         """Read output and job messages as they come until ``finished()`` is true (True) or
-        ``deadline`` (``time.monotonic()`` seconds) passes first (False). ``look=False``
-        waits first, without asking the selector what is ready now: right after the job
-        was sent nothing is, and the event loop's wait tells as soon as something is.
+        ``deadline`` (``time.monotonic()`` seconds) passes first (False).
 
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
         while not finished():
-            if look:
-                self.serve_ready()
-                if finished():
-                    return True
-            look = True
+            self.serve_ready()
+            if finished():
+                return True
+            ready = self._selector()
             while self._finished:
-                self._ready.unregister(self._finished.pop())
-            if not await _wait_readable(self.fd, deadline):
+                ready.unregister(self._finished.pop())
+            if not await _wait_readable(ready.fileno(), deadline):
                 return False
         return True
 
@@ -445,7 +451,7 @@ class _Streams:
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
-        for fd in self._ready.ready():
+        for fd in self._selector().ready():
             if fd == self._job_fd:
                 if not self._job.done:
                     self._serve_job()
@@ -482,8 +488,9 @@ class _Streams:
         return True
 
     def close(self) -> None:
-        """Release the selector (the descriptors it watches stay open)."""
-        self._ready.close()
+        """Release the selector, if one was made (the descriptors it watches stay open)."""
+        if self._ready is not None:
+            self._ready.close()
 
 
 async def _wait_readable(
