@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import select
 import selectors
@@ -38,17 +37,9 @@ OnOutput = Callable[[str, bytes], None]
 _READ_SIZE = 64 * 1024
 
 #: Seconds a command's caller waits for its end alone, its output left in the pipes (see
-#: :func:`run_process`): a command that ends within them costs one wake-up.
-QUIET_SECONDS = 0.05
-
-#: Bytes a command's pipes are asked to hold (Linux's default pipe-max-size), so that
-#: the output of most commands fits while their caller waits for their end alone.
-QUIET_PIPE_BYTES = 1024 * 1024
-
-_SETPIPE_SZ: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
-
-#: Reads that empty a full pipe and see its end.
-_READS_A_PIPE = QUIET_PIPE_BYTES // _READ_SIZE + 1
+#: :func:`run_process`): a command that ends within them costs one wake-up, whatever it
+#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them.
+QUIET_SECONDS = 0.02
 
 #: A tree that ended with nothing left running to stop (frozen: one shared by every job).
 _NOTHING_STOPPED = TreeDone(None)
@@ -219,7 +210,6 @@ async def run_process(
     try:
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        _widen(out_r, err_r)
         stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
         streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
@@ -239,11 +229,10 @@ async def run_process(
     try:
         deadline = _deadline(timeout)
         # The usual command ends within moments: its caller waits for the job's channel
-        # alone for that long, so that output does not wake it once per write, and wakes
-        # once, for "done", with the output waiting in the pipes (which hold a burst of
-        # QUIET_PIPE_BYTES meanwhile; a command that fills one waits the rest of the
-        # moment). The job goes out once that wait is armed: the supervisor, then the
-        # command, may take this process's core at once, and should find this task asleep.
+        # alone for that long (QUIET_SECONDS), so that output does not wake it once per
+        # write, and wakes once, for "done", with the output waiting in the pipes. The job
+        # goes out once that wait is armed: the supervisor, then the command, may take
+        # this process's core at once, and should find this task asleep.
         quiet = time.monotonic() + QUIET_SECONDS
         if deadline is not None and deadline < quiet:
             quiet = deadline
@@ -332,18 +321,6 @@ async def _acquire(launcher: Launcher, limits: Hashable) -> Supervisor:
     return got[0]
 
 
-def _widen(*pipes: int) -> None:
-    """Let ``pipes`` hold :data:`QUIET_PIPE_BYTES` each where the system allows (Linux; no
-    more than ``/proc/sys/fs/pipe-max-size``, and less once the user's pipes hold their
-    quota), so that a command's burst of output fits while its caller waits for its end
-    alone."""
-    if _SETPIPE_SZ is None:
-        return
-    for pipe in pipes:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(pipe, _SETPIPE_SZ, QUIET_PIPE_BYTES)
-
-
 def _close_all(fds: list[int]) -> None:
     """Close ``fds`` and empty the list, so that a second call closes nothing."""
     while fds:
@@ -408,12 +385,9 @@ class _Streams:
             return False
         self._finished.append(self._job_fd)
         _close_all(writers)
-        for fd in list(self._pipes):
-            # To its end: what is in it now is all the tree wrote (a pipe holds at most
-            # QUIET_PIPE_BYTES); an empty one that is not at its end is left to the wait.
-            for _ in range(_READS_A_PIPE):
-                if not self._read(fd):
-                    break
+        # What each pipe holds now is all the tree wrote: a pipe's capacity at most (64 KiB
+        # on Linux, one read), then its end.
+        self.read_now()
         return not self._pipes
 
     @property
