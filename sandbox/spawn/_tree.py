@@ -16,6 +16,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -211,19 +212,14 @@ def preload() -> None:
         _libc()
 
 
-def descendants(root: int, *, exiting: bool = True) -> list[int]:
-    """Live (non-zombie) descendants of ``root``, parents before children, read from
-    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
-
-    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
-    their flags: their files closed, on their way to being zombies), but not their
-    children, while they are still theirs: what a command left running does not count
-    what was ending by itself; a tree being stopped is signalled whole."""
-    children: dict[int, list[tuple[int, bool]]] = {}
+def _live_processes() -> Iterator[tuple[int, list[bytes]]]:
+    """Each live (non-zombie) process, from ``/proc/<pid>/stat`` (proc(5)): its pid and
+    the fields after its name (state, parent, process group, session, ...); none where
+    ``/proc`` is absent. A zombie has ended: its children were handed on as it exited."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -234,10 +230,22 @@ def descendants(root: int, *, exiting: bool = True) -> list[int]:
             continue
         # The command name is in parentheses and may contain spaces: split after it.
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if fields[0] == b"Z":
-            continue
+        if fields[0] != b"Z":
+            yield int(entry), fields
+
+
+def descendants(root: int, *, exiting: bool = True) -> list[int]:
+    """Live (non-zombie) descendants of ``root``, parents before children, read from
+    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
+
+    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
+    their flags: their files closed, on their way to being zombies), but not their
+    children, while they are still theirs: what a command left running does not count
+    what was ending by itself; a tree being stopped is signalled whole."""
+    children: dict[int, list[tuple[int, bool]]] = {}
+    for pid, fields in _live_processes():
         live = exiting or not int(fields[_FLAGS]) & _PF_EXITING
-        children.setdefault(int(fields[1]), []).append((int(entry), live))
+        children.setdefault(int(fields[1]), []).append((pid, live))
     found: list[int] = []
     queue = [root]
     while queue:
@@ -259,23 +267,7 @@ def session_tree(leader: int, known: set[int]) -> set[int]:
     left it (``setsid``), as a member of an earlier look (``known``)."""
     children: dict[int, list[int]] = {}
     roots: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # After the name: state, ppid, process group, session.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if fields[0] == b"Z":
-            continue  # ended: its children were handed on as it exited
-        pid = int(entry)
+    for pid, fields in _live_processes():
         children.setdefault(int(fields[1]), []).append(pid)
         if pid == leader or int(fields[3]) == leader or pid in known:
             roots.append(pid)
