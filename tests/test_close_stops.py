@@ -148,8 +148,9 @@ async def test_sandbox_close_stops_a_running_command_tree_and_keeps_its_output(
     error = outcome[0]
     assert isinstance(error, SandboxError)
     assert error.result is not None
+    # Stopped while it ran, as on a timeout: no exit code of its own, the stop's signal.
     assert (error.result.exit_code, error.result.signal, error.result.timed_out) == (
-        143,
+        None,
         "SIGTERM",
         False,
     )
@@ -187,7 +188,7 @@ def test_closing_a_shell_s_sandbox_stops_its_command_and_keeps_its_output(
     assert seen == (
         ErrorCode.SANDBOX_ERROR,
         "The sandbox was closed while this command ran; the command and every process it "
-        "started were stopped.\nstdout so far:\nbefore-close\n\nstderr so far:\n",
+        "started were stopped.\nstdout so far:\nbefore-close\n",
     ), seen
 
 
@@ -226,6 +227,93 @@ async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path, ear
         )
 
     await _close_once_running(run, workspace.close, marker, flag)
+    [result] = results
+    assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
+    details = result.details  # type: ignore[attr-defined]
+    assert (details.exit_code, details.timed_out, details.stdout) == (None, False, "before-close\n")
+
+
+async def test_closing_one_of_two_sessions_over_the_same_tools_stops_only_its_commands(
+    tmp_path: Path,
+) -> None:
+    """Two sessions share the tools (and so run_command's runner): closing one stops the
+    commands it started, while the other's runs on to its own end."""
+    marker, flag = _marker(), tmp_path / "started"
+    other_started, go = tmp_path / "other-started", tmp_path / "go"
+    workspace = Workspace(tmp_path)
+    tools = workspace_tools(workspace)
+    closing = ToolSession(tools, workspace=workspace)
+    other = ToolSession(tools, workspace=workspace)
+    waits = f"touch {other_started}; while [ ! -e {go} ]; do sleep 0.05; done; echo other-done"
+    results: dict[str, object] = {}
+
+    async def run(name: str, session: ToolSession, command: str) -> None:
+        results[name] = await session.call("run_command", {"command": command, "timeout": 600})
+
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(run, "other", other, waits)
+                await wait_until_async(other_started.exists, bool, "the other command")
+                await _close_once_running(
+                    partial(run, "closing", closing, _command(marker, flag)),
+                    closing.close,
+                    marker,
+                    flag,
+                )
+                go.touch()
+    finally:
+        workspace.close()
+    stopped, ran_on = results["closing"], results["other"]
+    assert stopped.error_code == ErrorCode.SANDBOX_ERROR, stopped  # type: ignore[attr-defined]
+    assert (ran_on.error, ran_on.content) == (  # type: ignore[attr-defined]
+        None,
+        {"exit_code": 0, "stdout": "other-done\n", "stderr": ""},
+    )
+
+
+async def test_closing_the_workspace_stops_every_session_s_commands(tmp_path: Path) -> None:
+    marker, flag = _marker(), tmp_path / "started"
+    workspace = Workspace(tmp_path)
+    tools = workspace_tools(workspace)
+    sessions = [ToolSession(tools, workspace=workspace) for _ in range(2)]
+    other_started = tmp_path / "other-started"
+    waits = f"touch {other_started}; sleep 3600"
+    results: list[object] = []
+
+    async def run(session: ToolSession, command: str) -> None:
+        results.append(await session.call("run_command", {"command": command, "timeout": 600}))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run, sessions[1], waits)
+            await wait_until_async(other_started.exists, bool, "the other command")
+            await _close_once_running(
+                partial(run, sessions[0], _command(marker, flag)), workspace.close, marker, flag
+            )
+    codes = [result.error_code for result in results]  # type: ignore[attr-defined]
+    assert codes == [ErrorCode.SANDBOX_ERROR, ErrorCode.SANDBOX_ERROR]
+
+
+async def test_a_workspace_closed_again_stops_commands_run_since_its_last_close(
+    tmp_path: Path,
+) -> None:
+    """Its close lets go of the runners it closed; one that runs a command again is its
+    own again, and stopped by the next close."""
+    marker, flag = _marker(), tmp_path / "started"
+    workspace = Workspace(tmp_path)
+    [run_command] = [t for t in workspace_tools(workspace) if t.name == "run_command"]
+    first = await invoke_tool(run_command, {"command": "echo first"})
+    workspace.close()
+    results: list[object] = []
+
+    async def run() -> None:
+        results.append(
+            await invoke_tool(run_command, {"command": _command(marker, flag), "timeout": 600})
+        )
+
+    await _close_once_running(run, workspace.close, marker, flag)
+    assert first.content == {"exit_code": 0, "stdout": "first\n", "stderr": ""}
     [result] = results
     assert result.error_code == ErrorCode.SANDBOX_ERROR, result  # type: ignore[attr-defined]
 

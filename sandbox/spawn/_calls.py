@@ -141,6 +141,7 @@ from sandbox.spawn._tree import (
     PR_SET_PDEATHSIG,
     become_subreaper,
     descendants,
+    session_tree,
 )
 
 #: Starts a warm worker from the spawn server: its socket, pid and pidfd (or ``None``).
@@ -156,6 +157,8 @@ POOL_SIZE = 4
 _READ_SIZE = 256 * 1024
 #: Seconds between two looks at the worker's reports while a call's result is awaited.
 _REPORTS_EVERY = 0.05
+#: Seconds between two looks at a call's tree while it is given its grace to end.
+_STOP_LOOKS_EVERY = 0.02
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
 #: ``E``: reaped it.
 _REPORT = struct.Struct("!cii")
@@ -1486,24 +1489,43 @@ class _Reports:
                 worker.earlier.add(self.pid)
 
     async def stop(self, grace: float) -> None:
-        """SIGTERM the call's tree, wait up to ``grace`` seconds for its end, SIGKILL what
-        is left (the tree is listed before the child can die: the worker, a subreaper,
-        would adopt its orphans, and be let go with them)."""
+        """Stop the call's tree as a command's is stopped (``_tree.stop_tree``): SIGTERM
+        with SIGCONT (a stopped process acts on SIGTERM only once continued), up to
+        ``grace`` seconds for the whole tree to end, then SIGSTOP and SIGKILL of what is
+        left. The tree is looked at again and again (:func:`session_tree`): a process
+        joining it is signalled too, and one the worker adopted once the child died is
+        still part of it (the worker, a subreaper, is let go with what it holds)."""
         if not self.gone:
             self.read()  # the child's pid, when it took the call since the last look
         pid = self.pid
         if pid is None:
             return  # not started, or the worker is gone with it: letting it go stops it
-        tree = set(descendants(pid))
-        _signal_tree(tree, pid, signal.SIGTERM)
-        with anyio.move_on_after(grace):
-            while self.status is None and not self.gone:
-                await anyio.wait_readable(self._worker.sock)
+        tree = session_tree(pid, set())
+        signalled: set[int] = set()
+        end = time.monotonic() + grace
+        while True:
+            # Each process once: a second SIGTERM could cut its cleanup short.
+            fresh = tree - signalled
+            # The first time the child and its process group too, whatever the look saw.
+            targets = fresh if signalled else {*fresh, -pid, pid}
+            for sig in (signal.SIGTERM, signal.SIGCONT):
+                _signal_all(targets, sig)
+            signalled |= fresh
+            left = end - time.monotonic()
+            if not tree or left <= 0:
+                break
+            # Woken by the worker's report of the child's end, else looked at again soon.
+            with anyio.move_on_after(min(left, _STOP_LOOKS_EVERY)):
+                if self.gone:
+                    await anyio.sleep(_STOP_LOOKS_EVERY)
+                else:
+                    await anyio.wait_readable(self._worker.sock)
+            if not self.gone:
                 self.read()
-        tree.update(descendants(pid))
+            tree = session_tree(pid, tree)
         # Stopped first, so that nothing forks between listing the tree and killing it.
         _signal_tree(tree, pid, signal.SIGSTOP)
-        _signal_tree(tree | set(descendants(pid)), pid, signal.SIGKILL)
+        _signal_tree(tree | session_tree(pid, tree), pid, signal.SIGKILL)
 
 
 def _run(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
@@ -1706,7 +1728,12 @@ def _read_available(fd: int, received: bytearray) -> bool:
 
 
 def _signal_tree(tree: set[int], pid: int, sig: int) -> None:
-    for target in (*tree, -pid, pid):
+    """Send ``sig`` to ``tree``, to the call's child ``pid`` and to its process group."""
+    _signal_all({*tree, -pid, pid}, sig)
+
+
+def _signal_all(targets: set[int], sig: int) -> None:
+    for target in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(target, sig)
 

@@ -30,6 +30,10 @@ class CapturedOutput:
         return self.head + self.tail
 
 
+#: A stream that carried nothing (frozen: one shared by every such stream).
+NOTHING_CAPTURED = CapturedOutput(b"", b"", 0)
+
+
 class OutputBuffer:
     """Keeps at most ``cap`` bytes of a stream (half head, half tail) however much arrives.
 
@@ -60,4 +64,6 @@ class OutputBuffer:
 
     def snapshot(self) -> CapturedOutput:
         """The kept bytes and the total so far."""
+        if not self._total:
+            return NOTHING_CAPTURED
         return CapturedOutput(bytes(self._head), bytes(self._tail), self._total)

@@ -10,6 +10,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Mapping
+from contextvars import ContextVar
 from typing import TypeVar
 
 from sandbox.spawn._jobs import (
@@ -36,6 +37,14 @@ T = TypeVar("T")
 #: Idle supervisors kept per set of limits; more are closed when handed back.
 POOL_SIZE = 4
 
+#: Who starts the commands started in this context (a tool session sets it around its
+#: calls; ``None``: no one in particular). :meth:`Launcher.close` with an ``owner`` stops
+#: only that owner's commands.
+COMMAND_OWNER: ContextVar[object | None] = ContextVar("sandbox_command_owner", default=None)
+
+#: :meth:`Launcher.close`'s ``owner`` that stands for every owner.
+EVERYONE = object()
+
 
 class Supervisor(Channel):
     """The caller's connection to one supervisor.
@@ -51,6 +60,8 @@ class Supervisor(Channel):
         super().__init__(sock)
         self.env: Mapping[str, str] | None = None
         self.stopped_by_close = False
+        #: The :data:`COMMAND_OWNER` of the job it was handed out for.
+        self.owner: object | None = None
         # The grace of a stop asked for before the job went out (None: none asked), and
         # whether it went out; both under the lock (close() may run in another thread).
         self._stop_grace: float | None = None
@@ -234,6 +245,7 @@ class Launcher:
         """:meth:`acquire`'s work, with this launcher's lock held."""
         idle = self._connect_pool().setdefault(limits, [])
         supervisor = idle.pop() if idle else _ask(_new_supervisor)
+        supervisor.owner = COMMAND_OWNER.get()
         self._busy.add(supervisor)
         return supervisor
 
@@ -250,6 +262,7 @@ class Launcher:
                 idle = self._idle.get(limits)
                 if idle:
                     supervisor = idle.pop()
+                    supervisor.owner = COMMAND_OWNER.get()
                     self._busy.add(supervisor)
                     return supervisor
             _SERVER.after_fork()  # a forked child's lock made anew first, then held
@@ -302,17 +315,25 @@ class Launcher:
         with self._lock:
             self._busy.discard(supervisor)
 
-    def close(self, grace: float = 1.0) -> None:
+    def close(self, grace: float = 1.0, owner: object = EVERYONE) -> bool:
         """Close the idle supervisors, give back the lease on the server (the last
         launcher's stops it), and stop the command each busy one runs: its whole tree
         (SIGTERM, ``grace`` seconds, SIGKILL); the job's caller sees the end (see
-        :attr:`Supervisor.stopped_by_close`) and closes that supervisor."""
+        :attr:`Supervisor.stopped_by_close`) and closes that supervisor.
+
+        With an ``owner``, only the commands started under it (:data:`COMMAND_OWNER`) are
+        stopped, and the rest is done only when no other command runs. Returns whether
+        the rest was done (the launcher is closed)."""
         with self._lock:
-            busy = [s for s in self._busy if self._owner == os.getpid()]
-            self._busy = set()
-            self._close()
+            ours = self._owner == os.getpid()
+            busy = [s for s in self._busy if ours and (owner is EVERYONE or s.owner is owner)]
+            whole = len(busy) == len(self._busy) or not ours
+            if whole:
+                self._busy = set()
+                self._close()
         for supervisor in busy:
             supervisor.stop_for_close(grace)
+        return whole
 
     def _connect_pool(self) -> dict[Hashable, list[Supervisor]]:
         if self._finalizer is not None and self._owner == os.getpid():

@@ -36,6 +36,14 @@ OnOutput = Callable[[str, bytes], None]
 
 _READ_SIZE = 64 * 1024
 
+#: Seconds a command's caller waits for its end alone, its output left in the pipes (see
+#: :func:`run_process`): a command that ends within them costs one wake-up, whatever it
+#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them.
+QUIET_SECONDS = 0.02
+
+#: A tree that ended with nothing left running to stop (frozen: one shared by every job).
+_NOTHING_STOPPED = TreeDone(None)
+
 #: What :func:`run_process` raises for a command stopped by its launcher's close.
 CLOSED_DURING_COMMAND = "the sandbox was closed while the command ran; it was stopped"
 
@@ -46,7 +54,8 @@ class ProcessResult:
 
     Attributes:
         exit_code: the exit status, or 128 + N when signal N killed it (the shell's
-            convention); ``None`` when it timed out.
+            convention); ``None`` when it was stopped while it ran (it timed out, or its
+            sandbox was closed): it has no exit code of its own then.
         signal: the name of the signal that killed it (``"SIGKILL"``), or ``None``.
         timed_out: the timeout expired and the tree was stopped.
         stdout: what was kept of standard output, with its byte count.
@@ -93,6 +102,8 @@ class _Job:
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
+        #: The channel's descriptor.
+        self.fd = channel.fileno()
         self.exit_status: int | None = None
         self.exited = False
         self.done = False
@@ -103,11 +114,7 @@ class _Job:
         #: It could not because no new process could be made (``StartFailed.refused``).
         self.refused = False
         #: What the supervisor stopped after the command had exited (``TreeDone``).
-        self.stopped = TreeDone(None)
-
-    def fileno(self) -> int:
-        """The channel's descriptor."""
-        return self._channel.fileno()
+        self.stopped = _NOTHING_STOPPED
 
     def has_exited(self) -> bool:
         """:attr:`exited`, as a condition for :meth:`_Streams.serve_until`."""
@@ -200,45 +207,65 @@ async def run_process(
     # sandbox.spawn._server): the pipes end only then, and a short command wakes this task
     # once, for "done", with its output and the end of file ready once they are closed.
     writers = [out_w, err_w]
+    # Everything the wait needs is set up before the job goes out (see below).
     try:
-        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
-        supervisor.job_sent()
-        supervisor.env = env
-        # Set up once the job is out: the supervisor starts the command meanwhile.
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
         stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
         streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
     except BaseException:
-        _close_all(writers)
-        os.close(out_r)
-        os.close(err_r)
-        launcher.forget(supervisor)
-        supervisor.close()  # end of file: the supervisor stops the command, if it started one
+        _close_all([out_r, out_w, err_r, err_w])
+        launcher.release(limits, supervisor)  # no job went out: it is as it was
         raise
+    sent = False
+
+    def send() -> None:
+        nonlocal sent
+        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        sent = True
+        supervisor.job_sent()
+        supervisor.env = env
+
     try:
-        timed_out = not await streams.serve_until(watch.has_exited, _deadline(timeout), look=False)
-        _close_all(writers)
-        if not timed_out and not streams.drained:
-            # Most often at end of file now that the command's tree is gone: then no wait
-            # (nor its timer) is needed, nor a look at the selector first.
-            streams.read_now()
+        deadline = _deadline(timeout)
+        # The usual command ends within moments: its caller waits for the job's channel
+        # alone for that long (QUIET_SECONDS), so that output does not wake it once per
+        # write, and wakes once, for "done", with the output waiting in the pipes. The job
+        # goes out once that wait is armed: the supervisor, then the command, may take
+        # this process's core at once, and should find this task asleep.
+        quiet = time.monotonic() + QUIET_SECONDS
+        if deadline is not None and deadline < quiet:
+            quiet = deadline
+        woke = await _wait_readable(watch.fd, quiet, then=send)
+        timed_out = False
+        if woke and streams.ended_at_once(writers):
+            # Stopped by a close asked for before its exit was seen: that exit is the stop's.
+            stopped_running = supervisor.stopped_by_close
+        else:
+            timed_out = not await streams.serve_until(watch.has_exited, deadline)
+            stopped_running = timed_out or supervisor.stopped_by_close
+            _close_all(writers)
+            if not timed_out and not streams.drained:
+                # Most often at end of file now that the command's tree is gone: then no
+                # wait (nor its timer) is needed, nor a look at the selector first.
+                streams.read_now()
+                if not streams.drained:
+                    await streams.serve_until(streams.is_drained, _deadline(drain))
+            watch.request_stop(grace)
+            await streams.serve_until(watch.is_done)
             if not streams.drained:
+                # The tree is gone; only a process outside it could still hold a pipe.
                 await streams.serve_until(streams.is_drained, _deadline(drain))
-        watch.request_stop(grace)
-        await streams.serve_until(watch.is_done)
-        if not streams.drained:
-            # The tree is gone; only a process outside it could still hold a pipe.
-            await streams.serve_until(streams.is_drained, _deadline(drain))
         closed = supervisor.job_over()
         if watch.error is not None:
             raise SpawnRefused(watch.error) if watch.refused else SandboxError(watch.error)
     finally:
         try:
-            if not watch.done:
+            if sent and not watch.done:
                 # A supervisor that is gone has nothing left to stop: its error is already
-                # on its way out.
+                # on its way out. One that got no job whole stops what it started at end
+                # of file, below.
                 with (
                     anyio.CancelScope(shield=True),
                     anyio.move_on_after(grace + 5),
@@ -251,14 +278,14 @@ async def run_process(
             streams.close()
             os.close(out_r)
             os.close(err_r)
-            if watch.done and watch.clean:
+            if sent and watch.done and watch.clean:
                 launcher.release(limits, supervisor)
             else:
                 launcher.forget(supervisor)
                 supervisor.close()  # end of file: the supervisor stops what is left, and exits
     exit_code, killed_by = decode_status(watch.exit_status)
-    if timed_out:
-        exit_code, stopped = None, TreeDone(None)
+    if stopped_running:
+        exit_code, stopped = None, _NOTHING_STOPPED
     else:
         stopped = watch.stopped
     result = ProcessResult(
@@ -316,6 +343,7 @@ class _Streams:
 
     They sit behind one descriptor, an epoll (Linux) or kqueue (macOS) selector that is
     readable when one of them is: a task per pipe would cost more than a short command.
+    It is made on first need: a command over at the caller's first wake-up needs none.
     """
 
     def __init__(
@@ -328,17 +356,44 @@ class _Streams:
         on_output: OnOutput | None,
     ) -> None:
         self._job = job
-        self._job_fd = job.fileno()
+        self._job_fd = job.fd
         self._pipes = {out_fd: stdout, err_fd: stderr}
         self._names = {out_fd: "stdout", err_fd: "stderr"}
         self._on_output = on_output
-        self._ready = ready = _readiness()
-        ready.register(out_fd)
-        ready.register(err_fd)
-        ready.register(self._job_fd)
+        self._ready: _Readiness | None = None
         #: Descriptors done with but still registered: taken out only before another wait
         #: (the selector is closed at the end with them in it), and ignored meanwhile.
         self._finished: list[int] = []
+
+    def _selector(self) -> _Readiness:
+        """The selector, made the first time it is needed, watching the pipes not at their
+        end yet and the job's channel while the job is not done."""
+        ready = self._ready
+        if ready is None:
+            fds = (*self._pipes, *(() if self._job.done else (self._job_fd,)))
+            ready = self._ready = _readiness(fds)
+            self._finished.clear()  # none of them is in it
+        return ready
+
+    def ended_at_once(self, writers: list[int]) -> bool:
+        """Whether the job is over and its output all read, seen from its channel's next
+        message alone: the command's whole tree is gone ("done"), so ``writers`` (our
+        write ends, closed here then) were the pipes' last writers and each is read to end
+        of file. A command's usual end, at the first wake-up after the job was sent; else
+        what was read is kept and :meth:`serve_until` goes on from there.
+
+        Raises:
+            SandboxError: the supervisor went away before the command exited.
+        """
+        job = self._job
+        if job.poll() is None or not job.done:
+            return False
+        self._finished.append(self._job_fd)
+        _close_all(writers)
+        # What each pipe holds now is all the tree wrote: a pipe's capacity at most (64 KiB
+        # on Linux, one read), then its end.
+        self.read_now()
+        return not self._pipes
 
     @property
     def drained(self) -> bool:
@@ -350,25 +405,22 @@ class _Streams:
         return not self._pipes
 
     async def serve_until(
-        self, finished: Callable[[], bool], deadline: float | None = None, *, look: bool = True
+        self, finished: Callable[[], bool], deadline: float | None = None
     ) -> bool:
         """Read output and job messages as they come until ``finished()`` is true (True) or
-        ``deadline`` (``time.monotonic()`` seconds) passes first (False). ``look=False``
-        waits first, without asking the selector what is ready now: right after the job
-        was sent nothing is, and the event loop's wait tells as soon as something is.
+        ``deadline`` (``time.monotonic()`` seconds) passes first (False).
 
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
         while not finished():
-            if look:
-                self.serve_ready()
-                if finished():
-                    return True
-            look = True
+            self.serve_ready()
+            if finished():
+                return True
+            ready = self._selector()
             while self._finished:
-                self._ready.unregister(self._finished.pop())
-            if not await _wait_readable(self._ready.fileno(), deadline):
+                ready.unregister(self._finished.pop())
+            if not await _wait_readable(ready.fileno(), deadline):
                 return False
         return True
 
@@ -378,7 +430,7 @@ class _Streams:
         Raises:
             SandboxError: the supervisor went away before the command exited.
         """
-        for fd in self._ready.ready():
+        for fd in self._selector().ready():
             if fd == self._job_fd:
                 if not self._job.done:
                     self._serve_job()
@@ -415,20 +467,25 @@ class _Streams:
         return True
 
     def close(self) -> None:
-        """Release the selector (the descriptors it watches stay open)."""
-        self._ready.close()
+        """Release the selector, if one was made (the descriptors it watches stay open)."""
+        if self._ready is not None:
+            self._ready.close()
 
 
-async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
+async def _wait_readable(
+    fd: int, deadline: float | None = None, then: Callable[[], None] | None = None
+) -> bool:
     """Wait until ``fd`` is readable (True) or ``deadline`` (``time.monotonic()``
-    seconds) passes (False). On asyncio, a reader callback and a timer resolving a
-    future, at a fraction of the cost of ``anyio.wait_readable`` in a ``move_on_after``
-    scope (anyio adds an event, a cancel scope, their bookkeeping and checks; a
-    command's caller waits here once or twice)."""
+    seconds) passes (False); ``then()`` is called once the wait is armed, before this task
+    sleeps (a request whose answer wakes it: the work of arming the wait is done while
+    the answerer has not yet taken a core from this process). On asyncio, a reader
+    callback and a timer resolving a future, at a fraction of the cost of
+    ``anyio.wait_readable`` in a ``move_on_after`` scope (anyio adds an event, a cancel
+    scope, their bookkeeping and checks; a command's caller waits here once or twice)."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # another event loop library (trio)
-        return await _anyio_wait_readable(fd, deadline)
+        return await _anyio_wait_readable(fd, deadline, then)
     ready = loop.create_future()
 
     def wake(readable: bool) -> None:
@@ -439,12 +496,14 @@ async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
     try:
         loop.add_reader(fd, wake, True)
     except NotImplementedError:  # a loop without readers (Windows' proactor)
-        return await _anyio_wait_readable(fd, deadline)
+        return await _anyio_wait_readable(fd, deadline, then)
     # call_later: a loop's own clock need not be time.monotonic() (uvloop's is not).
     timer = None
-    if deadline is not None:
-        timer = loop.call_later(deadline - time.monotonic(), wake, False)
     try:
+        if deadline is not None:
+            timer = loop.call_later(deadline - time.monotonic(), wake, False)
+        if then is not None:
+            then()
         readable = await ready
     finally:
         loop.remove_reader(fd)
@@ -455,18 +514,22 @@ async def _wait_readable(fd: int, deadline: float | None = None) -> bool:
     return bool(readable) and (deadline is None or time.monotonic() < deadline)
 
 
-async def _anyio_wait_readable(fd: int, deadline: float | None) -> bool:
+async def _anyio_wait_readable(
+    fd: int, deadline: float | None, then: Callable[[], None] | None = None
+) -> bool:
     """:func:`_wait_readable` through anyio (any event loop library)."""
     with anyio.move_on_after(None if deadline is None else deadline - time.monotonic()):
+        if then is not None:
+            then()
         await anyio.wait_readable(fd)  # type: ignore[attr-defined]
         return True
     return False
 
 
 class _Readiness(Protocol):
-    """Descriptors watched for reading behind one descriptor of its own."""
+    """Descriptors watched for reading behind one descriptor of its own (made watching
+    those it is given)."""
 
-    def register(self, fd: int) -> None: ...
     def unregister(self, fd: int) -> None: ...
     def ready(self) -> list[int]: ...
     def fileno(self) -> int: ...
@@ -478,11 +541,10 @@ class _Epoll:
     object per descriptor, a mapping, a tuple per event) costs more than the system calls
     on a short command's path."""
 
-    def __init__(self) -> None:
-        self._epoll = select.epoll()
-
-    def register(self, fd: int) -> None:
-        self._epoll.register(fd, select.EPOLLIN)
+    def __init__(self, fds: tuple[int, ...]) -> None:
+        self._epoll = epoll = select.epoll()
+        for fd in fds:
+            epoll.register(fd, select.EPOLLIN)
 
     def unregister(self, fd: int) -> None:
         self._epoll.unregister(fd)
@@ -502,11 +564,10 @@ class _Selector:
     """:class:`_Readiness` on the platform's ``selectors.DefaultSelector`` (kqueue on
     macOS)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fds: tuple[int, ...]) -> None:
         self._selector = selectors.DefaultSelector()
-
-    def register(self, fd: int) -> None:
-        self._selector.register(fd, selectors.EVENT_READ)
+        for fd in fds:
+            self._selector.register(fd, selectors.EVENT_READ)
 
     def unregister(self, fd: int) -> None:
         self._selector.unregister(fd)
@@ -522,5 +583,5 @@ class _Selector:
         self._selector.close()
 
 
-def _readiness() -> _Readiness:
-    return _Epoll() if hasattr(select, "epoll") else _Selector()
+def _readiness(fds: tuple[int, ...]) -> _Readiness:
+    return _Epoll(fds) if hasattr(select, "epoll") else _Selector(fds)

@@ -16,6 +16,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Iterator
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -211,19 +212,14 @@ def preload() -> None:
         _libc()
 
 
-def descendants(root: int, *, exiting: bool = True) -> list[int]:
-    """Live (non-zombie) descendants of ``root``, parents before children, read from
-    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
-
-    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
-    their flags: their files closed, on their way to being zombies), but not their
-    children, while they are still theirs: what a command left running does not count
-    what was ending by itself; a tree being stopped is signalled whole."""
-    children: dict[int, list[tuple[int, bool]]] = {}
+def _live_processes() -> Iterator[tuple[int, list[bytes]]]:
+    """Each live (non-zombie) process, from ``/proc/<pid>/stat`` (proc(5)): its pid and
+    the fields after its name (state, parent, process group, session, ...); none where
+    ``/proc`` is absent. A zombie has ended: its children were handed on as it exited."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return []
+        return
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -234,10 +230,22 @@ def descendants(root: int, *, exiting: bool = True) -> list[int]:
             continue
         # The command name is in parentheses and may contain spaces: split after it.
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if fields[0] == b"Z":
-            continue
+        if fields[0] != b"Z":
+            yield int(entry), fields
+
+
+def descendants(root: int, *, exiting: bool = True) -> list[int]:
+    """Live (non-zombie) descendants of ``root``, parents before children, read from
+    ``/proc/<pid>/stat`` (proc(5)); an empty list where ``/proc`` is absent.
+
+    ``exiting=False`` leaves out processes already exiting as well (``PF_EXITING`` in
+    their flags: their files closed, on their way to being zombies), but not their
+    children, while they are still theirs: what a command left running does not count
+    what was ending by itself; a tree being stopped is signalled whole."""
+    children: dict[int, list[tuple[int, bool]]] = {}
+    for pid, fields in _live_processes():
         live = exiting or not int(fields[_FLAGS]) & _PF_EXITING
-        children.setdefault(int(fields[1]), []).append((int(entry), live))
+        children.setdefault(int(fields[1]), []).append((pid, live))
     found: list[int] = []
     queue = [root]
     while queue:
@@ -245,6 +253,30 @@ def descendants(root: int, *, exiting: bool = True) -> list[int]:
             if live:
                 found.append(child)
             queue.append(child)
+    return found
+
+
+def session_tree(leader: int, known: set[int]) -> set[int]:
+    """The live (non-zombie) processes of the session ``leader`` leads (``leader``
+    included), the members of ``known`` still alive, and every descendant of these;
+    empty where ``/proc`` is absent.
+
+    A Python call's tree, seen from outside it: the call's child leads a session and is
+    the subreaper of what it starts, but once it is gone its worker adopts the orphans,
+    which are no longer its descendants. They are found by their session, or, for one that
+    left it (``setsid``), as a member of an earlier look (``known``)."""
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for pid, fields in _live_processes():
+        children.setdefault(int(fields[1]), []).append(pid)
+        if pid == leader or int(fields[3]) == leader or pid in known:
+            roots.append(pid)
+    found: set[int] = set()
+    while roots:
+        pid = roots.pop()
+        if pid not in found:
+            found.add(pid)
+            roots.extend(children.get(pid, ()))
     return found
 
 
@@ -294,9 +326,13 @@ def signal_tree(me: int, group: int, sig: int) -> None:
 
 
 def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
-    """Stop every descendant: SIGTERM (and SIGCONT, so that a stopped one acts on it), up
-    to ``grace`` seconds for them to exit, then SIGKILL until none is left. ``wakeup_fd``
-    becomes readable on SIGCHLD.
+    """Stop every descendant: SIGTERM (and SIGCONT, so that a stopped one acts on it) to
+    each once, up to ``grace`` seconds for them to exit, then SIGKILL until none is left.
+    ``wakeup_fd`` becomes readable on SIGCHLD.
+
+    Each process is sent SIGTERM once, as it is first seen (systemd's stop does the
+    same): a second one while its handler runs would start the handler again and cut its
+    cleanup short.
 
     A subreaper with no child left has no descendant left either (orphans are reparented
     to it), so the common case of a finished command costs no ``/proc`` scan.
@@ -306,17 +342,28 @@ def stop_tree(main_pid: int, grace: float, wakeup_fd: int) -> int | None:
     me = os.getpid()
     main_status, empty = reap(main_pid)
     deadline = time.monotonic() + grace
-    sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
+    killing = grace <= 0
+    signalled: set[int] = set()
     while not empty:
-        signal_tree(me, main_pid, sig)
-        if sig == signal.SIGTERM:
-            # A stopped process acts on SIGTERM only once continued: without this it
+        if killing:
+            signal_tree(me, main_pid, signal.SIGKILL)
+        else:
+            fresh = [pid for pid in descendants(me) if pid not in signalled]
+            if not signalled and not fresh and main_pid > 1:
+                # No /proc to list the tree (not Linux): its process group, once. The group
+                # is not sent to besides the list, which would signal its members twice.
+                fresh = [-main_pid]
+            # A stopped process acts on SIGTERM only once continued: without SIGCONT it
             # would sit out the grace and die by SIGKILL, its cleanup never run.
-            signal_tree(me, main_pid, signal.SIGCONT)
-        if sig == signal.SIGTERM and time.monotonic() >= deadline:
-            sig = signal.SIGKILL
-            continue
-        _wait_readable(wakeup_fd, 0.05 if sig == signal.SIGTERM else 0.01)
+            for sig in (signal.SIGTERM, signal.SIGCONT):
+                for target in fresh:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(target, sig)
+            signalled.update(fresh)
+            if time.monotonic() >= deadline:
+                killing = True
+                continue
+        _wait_readable(wakeup_fd, 0.01 if killing else 0.05)
         status, empty = reap(main_pid)
         main_status = status if status is not None else main_status
     # Without a subreaper (not Linux) group members may have escaped the wait above.

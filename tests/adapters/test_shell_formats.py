@@ -111,7 +111,7 @@ async def _restart_timeout_and_exit(shells: ShellSession) -> None:
     assert timed_out["content"] == (
         "Command timed out after 1 s; the shell and every process it started were killed. "
         "The next command starts a new shell at the workspace root.\n"
-        "stdout so far:\nso-far\n\nstderr so far:\n"
+        "stdout so far:\nso-far\n"
     )
     exited = await bash(shells, {"command": "exit 3"})
     assert exited["is_error"] is True

@@ -230,7 +230,7 @@ async def test_a_restart_while_a_command_runs_ends_it_at_once(
     assert ended.error == (
         "The shell was restarted while this command ran; the command and every process "
         "it started were killed. The next command starts a new shell at the workspace "
-        "root.\nstdout so far:\nbegun\n\nstderr so far:\n"
+        "root.\nstdout so far:\nbegun\n"
     )
     after = await content(session, "echo after")
     assert after["stdout"] == "after\n"
@@ -257,6 +257,6 @@ async def test_closing_the_session_while_a_command_runs_ends_it_at_once(
     assert ended.error_code is ErrorCode.ABORTED, (ended.error_code, ended.error)
     assert ended.error == (
         "The shell session was closed while this command ran; the command and every process "
-        "it started were killed.\nstdout so far:\nbegun\n\nstderr so far:\n"
+        "it started were killed.\nstdout so far:\nbegun\n"
     )
     assert survivors(marker) == []

@@ -4,9 +4,13 @@ platform's selector elsewhere)."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import socket
 import sys
+import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -117,3 +121,65 @@ async def test_output_written_after_the_exit_by_a_process_left_running_is_kept(
     assert (result.stopped_processes, result.stopped_names, result.timed_out) == (0, (), False), (
         result
     )
+
+
+def _count_waits(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The caller's waits and its looks at the selector, each appended to a list, with the
+    wait for a command's end alone stretched far beyond any command here (60 s), so that
+    only the command's end can end it."""
+    waits: list[int] = []
+    looks: list[int] = []
+    wait, ready = _process._wait_readable, _process._Streams.serve_ready
+
+    async def counted_wait(fd: int, *args: Any, **kwargs: Any) -> bool:
+        waits.append(fd)
+        return await wait(fd, *args, **kwargs)
+
+    def counted_ready(streams: _process._Streams) -> None:
+        looks.append(1)
+        ready(streams)
+
+    monkeypatch.setattr(_process, "_wait_readable", counted_wait)
+    monkeypatch.setattr(_process._Streams, "serve_ready", counted_ready)
+    monkeypatch.setattr(_process, "QUIET_SECONDS", 60.0)
+    return waits, looks
+
+
+async def test_a_command_wakes_its_caller_once_for_its_end_not_for_its_output(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its output waits in the pipes while the caller waits for "done" alone: one wait,
+    # one message, the pipes read to their end, no look at the selector.
+    waits, looks = _count_waits(monkeypatch)
+    with anyio.fail_after(30):
+        result = await box.run(["bash", "-c", "echo out; echo err >&2; exit 4"])
+    assert (result.exit_code, result.stdout.complete, result.stderr.complete) == (
+        4,
+        b"out\n",
+        b"err\n",
+    )
+    assert (len(waits), len(looks)) == (1, 0)
+
+
+async def test_a_request_sent_once_its_wait_is_armed_is_not_waited_for_when_it_fails(
+    anyio_backend: str,
+) -> None:
+    # The request goes out after the reader and the timer are set up; when it fails, both
+    # are taken down again and the failure is the caller's.
+    ours, theirs = socket.socketpair()
+    try:
+
+        def fail() -> None:
+            raise ConnectionResetError("gone")
+
+        with pytest.raises(ConnectionResetError):
+            await _process._wait_readable(ours.fileno(), time.monotonic() + 60, then=fail)
+        if anyio_backend == "asyncio":
+            assert asyncio.get_running_loop().remove_reader(ours.fileno()) is False
+        theirs.send(b"x")
+        sent: list[bool] = []
+        assert await _process._wait_readable(ours.fileno(), None, then=lambda: sent.append(True))
+        assert sent == [True]
+    finally:
+        ours.close()
+        theirs.close()

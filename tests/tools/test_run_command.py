@@ -309,7 +309,27 @@ async def test_the_commands_own_shorter_timeout_is_the_one_named(root: Path, mar
     assert (result.error_code, result.error) == (
         ErrorCode.TOOL_TIMEOUT,
         "Command timed out after 1 s; it and every process it started were killed.\n"
-        "stdout so far:\nearly\n\nstderr so far:\n",
+        "stdout so far:\nearly\n",
+    )
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "so_far"),
+    [
+        ("echo out; sleep 300", "\nstdout so far:\nout\n"),
+        ("echo err >&2; sleep 300", "\nstderr so far:\nerr\n"),
+        ("sleep 300", ""),
+    ],
+    ids=["stdout-only", "stderr-only", "silent"],
+)
+async def test_a_timeout_text_shows_only_the_streams_that_wrote(
+    root: Path, marker: str, command: str, so_far: str
+) -> None:
+    result = await invoke_tool(run_command(root), {"command": command, "timeout": 1}, timeout=30)
+    assert (result.error_code, result.error) == (
+        ErrorCode.TOOL_TIMEOUT,
+        f"Command timed out after 1 s; it and every process it started were killed.{so_far}",
     )
     assert survivors(marker) == []
 
@@ -377,8 +397,8 @@ async def test_a_timeout_keeps_its_message_and_reports_nothing_stopped(
             run_command(root), {"command": "sleep 1000 & sleep 1000", "timeout": 1}
         )
     assert result.error_code == ErrorCode.TOOL_TIMEOUT
-    assert result.error.startswith(
-        "Command timed out after 1 s; it and every process it started were killed.\n"
+    assert result.error == (
+        "Command timed out after 1 s; it and every process it started were killed."
     ), result.error
     assert "background process" not in result.error
     assert result.details.stopped_processes == 0

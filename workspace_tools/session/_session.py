@@ -15,6 +15,7 @@ import anyio
 import anyio.to_thread
 
 from sandbox import Sandbox
+from sandbox.spawn._client import COMMAND_OWNER
 from workspace_tools._errors import ErrorCode, ToolError, echoed
 from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
@@ -200,6 +201,9 @@ class ToolSession:
         if isinstance(sandbox, Sandbox):
             start_ahead(sandbox, [t for t in tool_list if t.name not in self._owned])
         self._record = SessionRecord()
+        #: Set around each call (COMMAND_OWNER): the commands the session's calls start,
+        #: which close() stops, and no other caller's of the same tools.
+        self._commands = object()
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
@@ -221,18 +225,24 @@ class ToolSession:
         background process, each whole tree, and the output area), its checkpoint store
         (unless kept: ``Checkpoints(..., keep=True)`` or a ``directory`` given) and the
         processes its calls run in (the spawn server and warm workers of its copy of
-        ``sandbox``, and the commands its tools' runners run, such as run_command's: each
-        running command's whole tree is stopped and its call ends with ``SANDBOX_ERROR``
-        and the output so far; a later call starts them again). Idempotent;
+        ``sandbox``, and the commands its calls started through its tools' runners, such
+        as run_command's: each running command's whole tree is stopped and its call ends
+        with ``SANDBOX_ERROR`` and the output so far, while those another session or
+        caller started through the same tools run on; a later call starts them again).
+        Idempotent;
         the calls recorded stay readable; a writing call or a restore after it fails (its
         checkpoint cannot be taken or read)."""
         parts = (self.shell, self.checkpoints, self._sandbox)
         closers: list[Callable[[], object]] = [p.close for p in parts if p is not None]
         # The commands its tools run through runners of their own (run_command's portable
-        # level): each whole tree stopped.
+        # level): each whole tree stopped. A runner shared with another session, or other
+        # callers, stops only this session's commands.
         for runner in {id(t.runner): t.runner for t in self.tools}.values():
+            ours = getattr(runner, "close_commands", None)
             close = getattr(runner, "close", None)
-            if callable(close):
+            if callable(ours):
+                closers.append(partial(ours, self._commands))
+            elif callable(close):
                 closers.append(close)
         # In that order, each even when one before it raised (an ExitStack runs last first).
         with contextlib.ExitStack() as stack:
@@ -344,6 +354,7 @@ class ToolSession:
         if tool is None:
             return self._unknown(index, str(target), arguments, call_id or new_call_id())
         call = prepare(tool, arguments, call_id)
+        commands = COMMAND_OWNER.set(self._commands)
         try:
             return await self._run(index, call, on_update, confirm)
         except anyio.get_cancelled_exc_class():
@@ -355,6 +366,8 @@ class ToolSession:
                 result = self._error(call.call_id, tool.name, shown, text, ErrorCode.ABORTED)
                 self._finish(index, tool.name, shown, result, failed=True)
             raise
+        finally:
+            COMMAND_OWNER.reset(commands)
 
     def _unknown(self, index: int, name: str, arguments: Any, call_id: str) -> ToolResult:
         """The failed step of a call of a tool the session does not have."""

@@ -28,6 +28,8 @@ UPDATE_INTERVAL = 0.1
 def model_view(captured: CapturedOutput, name: str) -> tuple[str, bool]:
     """``(text, truncated)``: the stream whole when it fits, else its head, a marker with
     the count of bytes left out, and its tail. Cuts never split a UTF-8 sequence."""
+    if not captured.total_bytes:
+        return "", False  # the usual stderr, and a quiet command's stdout
     if captured.omitted_bytes == 0:
         whole = captured.complete
         if len(whole) <= HEAD_BYTES + TAIL_BYTES:

@@ -234,13 +234,24 @@ class CommandRunner:
         # root -> (st_dev, st_ino) of the directory found there while its real path was
         # the root's (see open_root).
         self.roots: dict[str, tuple[int, int]] = {}
+        #: Closed since its last command: a workspace's close lets go of the runners it
+        #: closed, so the next command puts this one among its workspace's runners again.
+        self.closed = False
 
     def close(self) -> None:
         """Stop every command running through this runner's own sandbox (the portable
         level's, when no sandbox was given: each whole tree; see ``Sandbox.close``); a
         later command starts it again. A given sandbox is its owner's to close."""
+        self.closed = True
         if self.sandbox is None:
             self.runner.close()
+
+    def close_commands(self, owner: object) -> None:
+        """:meth:`close` for the commands started under ``owner`` (a tool session's, set
+        around its calls): only those are stopped, and the rest is closed only when no
+        other command runs (``Sandbox.close_commands``)."""
+        if self.sandbox is None:
+            self.runner.close_commands(owner)
 
     def open_root(self, workspace: Workspace) -> int | None:
         """An fd of ``workspace``'s root for a command run there (the caller closes it), or
@@ -289,6 +300,9 @@ async def execute(args: RunCommandArgs, context: ToolContext) -> object:
             "run_command has no command runner: build it with run_command.build(workspace)",
             ErrorCode.TOOL_ERROR,
         )
+    if commands.closed:
+        commands.closed = False
+        _kept_runner(workspace, commands)  # so that the workspace's next close stops it
     root_fd = commands.open_root(workspace) if args.cwd == "." else None
     if root_fd is not None:
         # open_root saw it linked: _run_in's check is made.
@@ -501,10 +515,18 @@ def _closed(command: str, result: ProcessResult, own_runner: bool) -> ToolError:
     closed = "workspace" if own_runner else "sandbox"
     return ToolError(
         f"The {closed} was closed while the command ran; it and every process it started "
-        f"were stopped.\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+        f"were stopped.{so_far(stdout, stderr)}",
         ErrorCode.SANDBOX_ERROR,
         details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
     )
+
+
+def so_far(stdout: str, stderr: str) -> str:
+    """How the text of a stopped command's error ends: each stream's output so far (the
+    model's view of it) under its heading; a stream that wrote nothing is left out, heading
+    and all."""
+    text = f"\nstdout so far:\n{stdout}" if stdout else ""
+    return f"{text}\nstderr so far:\n{stderr}" if stderr else text
 
 
 def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, str, str]:
@@ -534,7 +556,7 @@ def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -
     if result.timed_out or result.exit_code is None:
         partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         raise ToolError(
-            f"{timed_out()}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{timed_out()}{so_far(stdout, stderr)}",
             ErrorCode.TOOL_TIMEOUT,
             details=partial,
         )

@@ -16,7 +16,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import CommandOutcome, StreamView
 from workspace_tools.tools._command_output import ProgressBatcher, model_view
 from workspace_tools.tools._shell_session import ShellSession, session_of
-from workspace_tools.tools.run_command import command_text, time_limit
+from workspace_tools.tools.run_command import command_text, so_far, time_limit
 
 
 class ShellArgs(BaseModel):
@@ -214,7 +214,7 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
                 "workspace root."
             )
         raise ToolError(
-            f"{words}{extra}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{words}{extra}{so_far(stdout, stderr)}",
             code,
             details=ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
         )
@@ -227,7 +227,7 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
         partial_details = ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
         extra = "".join(f"\n{note}" for note in notes)
         raise ToolError(
-            f"{words}{extra}\nstdout so far:\n{stdout}\nstderr so far:\n{stderr}",
+            f"{words}{extra}{so_far(stdout, stderr)}",
             ErrorCode.TOOL_TIMEOUT,
             details=partial_details,
         )
