@@ -121,12 +121,19 @@ def _all_started(marker: str) -> list[tuple[int, str]]:
     )
 
 
+# A command after an earlier one runs on the supervisor the earlier one handed back.
+EARLIER = pytest.mark.parametrize("earlier", [0, 1], ids=["first", "after_another"])
+
+
+@EARLIER
 async def test_sandbox_close_stops_a_running_command_tree_and_keeps_its_output(
-    tmp_path: Path,
+    tmp_path: Path, earlier: int
 ) -> None:
     box = Sandbox(layers=False)
     marker, flag = _marker(), tmp_path / "started"
     outcome: list[BaseException] = []
+    for _ in range(earlier):
+        assert (await box.run(["true"])).exit_code == 0
 
     async def run() -> None:
         try:
@@ -205,11 +212,14 @@ def test_closing_a_tool_session_stops_its_running_command(tmp_path: Path, sandbo
         ), text
 
 
-async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path) -> None:
+@EARLIER
+async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path, earlier: int) -> None:
     marker, flag = _marker(), tmp_path / "started"
     workspace = Workspace(tmp_path)
     [run_command] = [t for t in workspace_tools(workspace) if t.name == "run_command"]
     results: list[object] = []
+    for _ in range(earlier):
+        assert (await invoke_tool(run_command, {"command": "true"})).error is None
 
     async def run() -> None:
         results.append(

@@ -86,6 +86,12 @@ class Supervisor(Channel):
             self._job_over = True
             return self.stopped_by_close
 
+    def reuse(self) -> None:
+        """Ready for its next job, back in its launcher's idle pool: a close while that
+        job runs must find it neither sent nor over, as for a new supervisor."""
+        with self._stop_lock:
+            self._stop_grace, self._job_sent, self._job_over = None, False, False
+
     def stop_for_close(self, grace: float) -> None:
         """Ask the supervisor to stop the job's tree (SIGTERM, ``grace`` seconds, SIGKILL)
         because its launcher is closing: now if the job is out, else as soon as it is;
@@ -299,6 +305,7 @@ class Launcher:
                 and len(idle) < POOL_SIZE
                 and not supervisor.stopped_by_close
             ):
+                supervisor.reuse()
                 idle.append(supervisor)
                 return
         supervisor.close()

@@ -151,6 +151,19 @@ def test_str_replace_failures_carry_the_documented_texts(tmp_path: Path) -> None
     assert (tmp_path / "d.py").read_bytes() == b"x = 1\nx = 1\n"
 
 
+def test_a_miss_in_a_long_line_names_the_place_in_the_editors_terms(tmp_path: Path) -> None:
+    # The editor's model has no grep: the pointer to it is left out, the place stays.
+    (tmp_path / "m.js").write_text("var a=1;" * 300 + "var b=2;")
+    none = run(tmp_path, command="str_replace", path="m.js", old_str="var a=1;var b=3;", new_str="")
+    assert none.error == (
+        "Error: No match found for replacement. Please check your text and try again.\n"
+        "old_str was not found in m.js. View the file again and copy the text exactly, "
+        "including whitespace and punctuation. Line 1 is 2,408 characters long; old_str's "
+        "first 14 characters are found in it at column 2,393, and then the file has "
+        "'var a=1;var b=2;' where old_str has 'var a=1;var b=3;'."
+    )
+
+
 @pytest.mark.parametrize("field", ["new_str", "insert_text"])
 def test_insert_takes_new_str_or_insert_text(tmp_path: Path, field: str) -> None:
     (tmp_path / "i.txt").write_bytes(b"one\r\ntwo")

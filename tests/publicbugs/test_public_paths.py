@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,32 @@ def test_no_typo_suggestion_when_two_names_are_one_typo_away_or_the_name_is_shor
     assert call(read_file, path="src/Apx.py").error == "File not found: src/Apx.py"
     assert call(read_file, path="ac").error == "File not found: ac"
     assert call(read_file, path="src/Main.py").error == "File not found: src/Main.py"
+
+
+# "café.txt" as macOS writes names (e + U+0301) and as a model types them (one é).
+_NFD = "cafe\u0301.txt"
+_NFC = "caf\u00e9.txt"
+
+
+def test_a_name_in_another_unicode_normalization_is_named_as_a_json_string(root: Path) -> None:
+    """A file whose name writes its accents as combining characters (NFD, as macOS and
+    archives made there do) looks the same in a listing as the name a model types (NFC),
+    so a bare "not found" cannot be acted on: the error names the file as a JSON string
+    with the combining characters escaped, which as a ``path`` argument names it."""
+    (root / _NFD).write_text("nfd\n")
+    read = call(tools(root)["read_file"], path=_NFC)
+    assert read.error == (
+        f'File not found: {_NFC}; did you mean "cafe\\u0301.txt" (a JSON string: the '
+        "name is NFD-normalized, its accents separate combining characters)?"
+    ), read.error
+    sent = json.loads('{"path": "cafe\\u0301.txt"}')
+    assert call(tools(root)["read_file"], **sent).content == "     1\tnfd"
+
+
+def test_an_nfc_name_sent_decomposed_is_named_plainly(root: Path) -> None:
+    (root / _NFC).write_text("nfc\n")
+    read = call(tools(root)["read_file"], path=_NFD)
+    assert read.error == f"File not found: {_NFD}; did you mean {_NFC!r}?", read.error
 
 
 def _osa_distance(a: str, b: str) -> int:

@@ -167,6 +167,25 @@ def test_a_chunk_that_only_removes_lines_not_in_the_file_is_no_match(
     assert (root / "f.txt").read_bytes() == b"one\ntwo\nthree\n"
 
 
+def test_a_chunk_line_that_is_part_of_a_long_line_says_patches_take_whole_lines(
+    root: Path,
+) -> None:
+    # Minified code: the chunk's line is a fragment of the file's one long line, which no
+    # read shows whole, so "copy its lines exactly" cannot be followed.
+    text = ";".join(f"var a{i}=function(x){{return x+{i}}}" for i in range(500))
+    (root / "m.js").write_text(text)
+    body = patch("*** Update File: m.js\n@@\n-var a3=function(x){return x+3}\n+var a3=0\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert (result.error_code, result.error) == (
+        ErrorCode.NO_MATCH,
+        "m.js: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not in "
+        "the file. Its line 1, 'var a3=function(x){return x+3}', is part of the file's "
+        "line 1 (17,279 characters long), and a patch's lines are whole lines of the file: "
+        "change a part of a long line with edit_file where it is offered\n"
+        "No file was changed: correct this part and send the whole patch again.",
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -194,6 +194,63 @@ def test_nothing_similar_gives_no_quote() -> None:
     assert _refusal("alpha\nbeta\n", "completely different") == HEAD.removesuffix(". ")
 
 
+MINIFIED = ";".join(f"var a{i}=function(x){{return x+{i}}}" for i in range(20_000))
+
+
+def test_a_miss_inside_a_minified_line_says_where_it_stops_matching() -> None:
+    """One line of 757,779 characters: no line is similar to old_text as a whole, and
+    read_file shows only the line's first 2,000 characters, so the refusal says where in
+    the line old_text's start is found and what the file has where it stops matching."""
+    message = _refusal(MINIFIED, "var a15000=function(x){return x+15001}")
+    assert message == HEAD + (
+        "Line 1 is 757,779 characters long; old_text's first 36 characters are found in "
+        "it at column 562,781, and then the file has '…ion(x){return x+15000};var "
+        "a15001=functi…' where old_text has '…ion(x){return x+15001}'. grep shows the "
+        "text around a match in a long line."
+    )
+    at_the_end = _refusal(MINIFIED, "var a19999=function(x){return x+19999};var")
+    assert at_the_end == HEAD + (
+        "Line 1 is 757,779 characters long; old_text's first 38 characters are found in "
+        "it at column 757,742, and then the line ends where old_text has '…n(x){return "
+        "x+19999};var'. grep shows the text around a match in a long line."
+    )
+
+
+def test_a_miss_inside_a_long_line_then_edits_with_the_file_text(tmp_path: Path) -> None:
+    (tmp_path / "f.js").write_text(MINIFIED)
+    edit = tools(tmp_path)["edit_file"]
+    refused = call(edit, path="f.js", old_text="var a7=function(x){return x+8}", new_text="z")
+    assert refused.error_code is ErrorCode.NO_MATCH
+    assert "the file has '…unction(x){return x+7};var a8=function(x…'" in refused.error
+    done = call(edit, path="f.js", old_text="var a7=function(x){return x+7}", new_text="z")
+    assert (done.error, done.content["match"]) == (None, "exact")
+
+
+def test_a_short_start_in_a_long_line_gives_no_place() -> None:
+    # "var a1" is all that matches: too little to name a place.
+    assert _refusal(MINIFIED, "var a1 = function") == HEAD.removesuffix(". ")
+
+
+NUMBERED = (
+    "\nold_text's lines start with the line numbers read_file shows (a number and a tab): "
+    "leave them out, they are not in the file."
+)
+
+
+def test_old_text_copied_with_read_files_line_numbers_is_told_to_leave_them_out() -> None:
+    # The most common copying slip: the "cat -n" prefix of read_file's lines.
+    numbered = _refusal("a = 0\nx = 1\ny = 2\n", "     2\tx = 1\n     3\ty = 2")
+    assert numbered == HEAD + (
+        "The most similar lines are 2-3:\n2: 'x = 1'\n3: 'y = 2'\nLine 2 differs from "
+        "old_text's line 1: the file has 'x = 1' where old_text has '2\\tx = 1'.\nLine 3 "
+        "differs from old_text's line 2: the file has 'y = 2' where old_text has "
+        "'3\\ty = 2'." + NUMBERED
+    )
+    assert _refusal("z = 9\n", "7\tz = 8\n8\tz = 9") == HEAD.removesuffix(". ") + NUMBERED
+    # Tab-separated data that starts with numbers: without them, no line of the file.
+    assert _refusal("1\tAlice\n2\tBob\n", "3\tCarol") == HEAD.removesuffix(". ")
+
+
 def test_relative_indentation_in_tabs_against_spaces_is_named() -> None:
     message = _refusal(
         "def f():\n\tif x:\n\t\treturn 1\n", "def f():\n    if x:\n        return 1\n"

@@ -68,7 +68,7 @@ from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
-from workspace_tools.workspace._near_miss import near_miss
+from workspace_tools.workspace._near_miss import near_miss, suggested
 from workspace_tools.workspace._textfile import load_text, save_text, text_diff
 
 VERSIONS: dict[str, str] = {
@@ -451,16 +451,17 @@ def _not_found(workspace: Workspace, path: str) -> ToolError:
     """The documented ``Error: File not found``, naming the file the model most likely meant
     when there is one (``Did you mean 'src/App.py'?``), as every tool's ``NOT_FOUND`` does."""
     found = near_miss(str(workspace.root), path)
-    hint = "" if found is None else f" Did you mean {found!r}?"
+    hint = "" if found is None else f" Did you mean {suggested(found)}?"
     return ToolError(
         f"Error: File not found\nThe path {path} does not exist.{hint}", ErrorCode.NOT_FOUND
     )
 
 
 #: Our engine's messages name edit_file's arguments and the other tools; the text editor's
-#: model knows ``old_str``, ``new_str`` and ``view`` and has no ``replace_all``.
+#: model knows ``old_str``, ``new_str`` and ``view`` and has no ``replace_all`` or grep.
 _EDITOR_TERMS = (
     (", or set replace_all to replace every one", ""),
+    (" grep shows the text around a match in a long line.", ""),
     ("Read the file again with read_file", "View the file again"),
     ("read it again with read_file", "view it again"),
     ("use list_files to see its entries", "view it to see its entries"),

@@ -29,11 +29,16 @@ _CUTOFF = 0.6
 # A differing line is quoted whole up to this many characters, else around the difference.
 _WHOLE_LINE = 80
 _AROUND = 20
+# A start of old_text shorter than this found in a long line names no place: "var a1" is
+# in every line of minified code.
+_MIN_START = 10
 
 # What Python's str.splitlines counts as a line break besides \n (and \r\n): no line
 # break for the tools, which break lines only at \n.
 _BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _INNER_BREAK = re.compile(f"[{_BREAKS}](?=.)", re.S)
+# read_file's "cat -n" prefix: the line number right-aligned, then a tab.
+_LINE_NUMBER = re.compile(r" *\d+\t")
 
 _QUOTES = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
@@ -286,6 +291,7 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         start = whole[0]
         pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
     else:
+        message += _where_it_stops(old_lines, bare) + _numbered(old_lines, bare)
         return ToolError(message, ErrorCode.NO_MATCH)
     low, high = max(start, 0), min(start + len(old_lines), len(pieces)) - 1
     first, last = where[low][0], where[high][0]
@@ -340,7 +346,66 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
     if isinstance(shift, int):
         line = low + shift
         message += "\n" + _relative_indent(old_lines, pieces, low, start, line) + "."
-    return ToolError(message, ErrorCode.NO_MATCH)
+    return ToolError(message + _numbered(old_lines, bare), ErrorCode.NO_MATCH)
+
+
+def _numbered(old_lines: list[str], bare: list[str]) -> str:
+    """Words for old_text whose every non-blank line starts as read_file numbers lines
+    (``"     2\\t"``) and one of which, without it, is a line of the file (``bare``):
+    copied with the numbers, it can match nothing. (A line of tab-separated data that
+    starts with a number keeps it: without it, it is no line of the file.)"""
+    lines = [line for line in old_lines if line.strip()]
+    if not lines or not all(_LINE_NUMBER.match(line) for line in lines):
+        return ""
+    known = set(bare)
+    if not any(_LINE_NUMBER.sub("", line, count=1) in known for line in lines):
+        return ""
+    return (
+        "\nold_text's lines start with the line numbers read_file shows (a number and a "
+        "tab): leave them out, they are not in the file."
+    )
+
+
+def _where_it_stops(old_lines: list[str], bare: list[str]) -> str:
+    """Where old_text's longest start is found inside a line longer than
+    :data:`_WHOLE_LINE` (minified code, data on one line), and what the file has where it
+    stops matching; ``""`` when no start of at least :data:`_MIN_START` characters is.
+
+    No line is similar to a fragment of such a line as a whole, and read_file shows only a
+    long line's head, so the place is all the model can go on."""
+    long = [(i, line) for i, line in enumerate(bare) if len(line) > _WHOLE_LINE]
+    old = "\n".join(old_lines)
+
+    def found(size: int) -> tuple[int, int] | None:
+        start = old[:size]
+        return next(((i, c) for i, line in long if (c := line.find(start)) >= 0), None)
+
+    # A start found means every shorter one is: the longest is found by halving.
+    low, high, place = 0, len(old), None
+    while low < high:
+        size = (low + high + 1) // 2
+        hit = found(size)
+        if hit is None:
+            high = size - 1
+        else:
+            low, place = size, hit
+    if place is None or low < _MIN_START:
+        return ""
+    i, column = place
+    line, stop = bare[i], column + low
+    file_part = escape(line[max(column, stop - _AROUND) : stop + _AROUND])
+    old_part = escape(old[max(0, low - _AROUND) : low + _AROUND])
+    if stop + _AROUND < len(line):
+        file_part += "…"
+    if low + _AROUND < len(old):
+        old_part += "…"
+    lead = "…" if low > _AROUND else ""
+    then = f"the file has '{lead}{file_part}'" if stop < len(line) else "the line ends"
+    return (
+        f". Line {i + 1} is {len(line):,} characters long; old_text's first {low:,} "
+        f"characters are found in it at column {column + 1:,}, and then {then} where "
+        f"old_text has '{lead}{old_part}'. grep shows the text around a match in a long line."
+    )
 
 
 def _relative_indent(

@@ -84,6 +84,9 @@ _LEADING_IGNORED = LEVEL_NAMES.index("surrounding_whitespace")
 
 _SHOWN_LINES = 6
 _SHOWN_PLACES = 10
+# A chunk line shorter than this found inside a line of the file is not named as part of
+# it: "x = 1" is in many lines without being taken from one.
+_MIN_PART = 10
 
 
 @dataclass(frozen=True)
@@ -714,8 +717,10 @@ def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolErro
         message += f" after line {cursor}, where the previous chunk ended"
     start = _nearest(lines, old, cursor)
     if start is None:
-        hint = _closest_single(lines, old[0], cursor) or (
-            ". None of its lines is in the file: read the file again and copy its lines exactly"
+        hint = (
+            _closest_single(lines, old[0], cursor)
+            or _part_of_a_line(lines, old)
+            or ". None of its lines is in the file: read the file again and copy its lines exactly"
         )
         return ToolError(message + hint, ErrorCode.NO_MATCH)
     loose = LEVELS[-1][1]
@@ -769,6 +774,26 @@ def _nearest(lines: _Lines, old: list[str], cursor: int) -> int | None:
         return None
     after = {s: n for s, n in votes.items() if s >= cursor} or dict(votes)
     return max(after, key=lambda s: (after[s], -s))
+
+
+def _part_of_a_line(lines: _Lines, old: list[str]) -> str:
+    """The first of the chunk's lines (of :data:`_MIN_PART` characters or more) that is a
+    part of a longer line of the file, as a line of minified code is, named with that
+    line; ``""`` when none is. A patch cannot change part of a line, and a long line
+    cannot be copied whole."""
+    for k, line in enumerate(old):
+        part = line.strip()
+        if len(part) < _MIN_PART:
+            continue
+        index = next((i for i, b in enumerate(lines.bare) if part in b), None)
+        if index is not None:
+            return (
+                f". Its line {k + 1}, '{escape(line)}', is part of the file's line {index + 1} "
+                f"({len(lines.bare[index]):,} characters long), and a patch's lines are whole "
+                "lines of the file: change a part of a long line with edit_file where it is "
+                "offered"
+            )
+    return ""
 
 
 def _closest_single(lines: _Lines, line: str, cursor: int) -> str:

@@ -2,20 +2,24 @@
 
 Models name paths the way they saw them elsewhere: quoted, with a ``:line`` suffix from a
 compiler message or grep output, as a ``file://`` URL, with Windows separators, or in the
-wrong case (a habit of case-insensitive file systems). A bare "not found" costs a turn of
-guessing; the error names the file instead. A suggestion is only ever an existing path
-inside the root, found without a walk of the tree: the cleaned-up path itself, else the one
-entry per directory level that equals it ignoring case or, where none does, the one entry
-a single typo away (a character added, dropped or changed, or two neighbours swapped,
-ignoring case: ``scr`` for ``src``, ``util.py`` for ``utils.py``). Two candidates at a
-level, or a name shorter than :data:`_MIN_TYPO_LENGTH`, give no suggestion.
+wrong case (a habit of case-insensitive file systems), or with its accents composed where
+the name on disk writes them as combining characters (NFD, as macOS does: the two look the
+same in a listing). A bare "not found" costs a turn of guessing; the error names the file
+instead. A suggestion is only ever an existing path inside the root, found without a walk
+of the tree: the cleaned-up path itself, else the one entry per directory level that equals
+it ignoring case and Unicode normalization or, where none does, the one entry a single typo
+away (a character added, dropped or changed, or two neighbours swapped, ignoring case:
+``scr`` for ``src``, ``util.py`` for ``utils.py``). Two candidates at a level, or a name
+shorter than :data:`_MIN_TYPO_LENGTH`, give no suggestion.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
+import unicodedata
 
 from workspace_tools._errors import ToolError
 from workspace_tools.workspace._paths import resolve_path
@@ -54,7 +58,23 @@ def near_miss(root: str, path: str) -> str | None:
 def not_found_hint(root: str, path: str) -> str:
     """``"; did you mean 'x'?"`` naming :func:`near_miss`'s path, or ``""``."""
     found = near_miss(root, path)
-    return "" if found is None else f"; did you mean {found!r}?"
+    return "" if found is None else f"; did you mean {suggested(found)}?"
+
+
+def suggested(found: str) -> str:
+    """``found`` as a suggestion quotes it: ``'src/App.py'``; a name that is not
+    NFC-normalized as a JSON string with its combining characters escaped, saying so, since
+    quoted as it is it reads as the name the model already sent."""
+    if unicodedata.is_normalized("NFC", found):
+        return repr(found)
+    quoted = "".join(
+        f"\\u{ord(c):04x}" if unicodedata.combining(c) else c
+        for c in json.dumps(found, ensure_ascii=False)
+    )
+    return (
+        f"{quoted} (a JSON string: the name is NFD-normalized, its accents separate "
+        "combining characters)"
+    )
 
 
 def _existing(root: str, candidate: str) -> str | None:
@@ -90,10 +110,10 @@ def _respelled(root: str, candidate: str) -> str | None:
             if name not in names:
                 if len(names) > _MAX_ENTRIES:
                     return None
-                folded = name.casefold()
-                twins = [n for n in names if n.casefold() == folded]
+                folded = _fold(name)
+                twins = [n for n in names if _fold(n) == folded]
                 if not twins and len(name) >= _MIN_TYPO_LENGTH:
-                    twins = [n for n in names if _one_typo_apart(folded, n.casefold())]
+                    twins = [n for n in names if _one_typo_apart(folded, _fold(n))]
                 if len(twins) != 1:
                     return None
                 name = twins[0]
@@ -109,6 +129,11 @@ def _respelled(root: str, candidate: str) -> str | None:
         os.close(here)
     found = "/".join(parts)
     return _existing(root, found) if found != rel else None
+
+
+def _fold(name: str) -> str:
+    """``name`` as the comparison sees it: case folded, accents composed (NFC)."""
+    return unicodedata.normalize("NFC", name.casefold())
 
 
 def _one_typo_apart(a: str, b: str) -> bool:
