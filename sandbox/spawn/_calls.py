@@ -1506,8 +1506,9 @@ class _Reports:
         while True:
             # Each process once: a second SIGTERM could cut its cleanup short.
             fresh = tree - signalled
-            # The first time the child and its process group too, whatever the look saw.
-            targets = fresh if signalled else {*fresh, -pid, pid}
+            # The child and its process group only when the look saw nothing (no /proc):
+            # the group besides the list would signal its members twice.
+            targets = fresh if signalled or fresh else {-pid, pid}
             for sig in (signal.SIGTERM, signal.SIGCONT):
                 _signal_all(targets, sig)
             signalled |= fresh

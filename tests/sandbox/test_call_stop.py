@@ -42,8 +42,11 @@ while :; do sleep 1; done
 # The grandchild: on SIGTERM it takes CLEANUP_SECONDS, then writes its marker and exits.
 _GRANDCHILD = f"""import signal, sys, time
 def end(*_):
+    # Each SIGTERM it gets starts this again: the marker counts them.
+    with open(sys.argv[1] + "/grandchild", "a") as f:
+        f.write("term\\n")
     time.sleep({CLEANUP_SECONDS})
-    with open(sys.argv[1] + "/grandchild", "w") as f:
+    with open(sys.argv[1] + "/grandchild", "a") as f:
         f.write("cleaned\\n")
     sys.exit(0)
 signal.signal(signal.SIGTERM, end)
@@ -107,5 +110,5 @@ async def test_a_stopped_call_gives_its_stopped_tree_the_grace_to_clean_up(
     left = survivors(f"WT_TEST_MARKER={marker}")
     assert ready, "the call's tree was not set up"
     assert (tmp_path / "child").read_text() == "cleaned\n"
-    assert (tmp_path / "grandchild").read_text() == "cleaned\n"
+    assert (tmp_path / "grandchild").read_text() == "term\ncleaned\n"
     assert left == []
