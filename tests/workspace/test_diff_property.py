@@ -10,6 +10,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.file_support import assert_diff_reproduces, call, tools
+from workspace_tools._errors import ToolError
+from workspace_tools.text._diff import unified_diff
+from workspace_tools.text._match import replace_text
 
 # Lines mix what trips diff writers: CR, trailing blanks, tabs, form feed, U+2028, non-ASCII.
 LINE = st.text(alphabet=st.sampled_from("ab \t\r\x0c\u2028é{}"), max_size=6)
@@ -110,3 +113,28 @@ def test_edit_diff_applies(
             assert result.details.match == "exact"
             assert new == expected
         assert_diff_reproduces(Path(temp) / "apply", "f.txt", original, new, result.details)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("ab\n\r"), max_size=40),
+    old=st.text(alphabet=st.sampled_from("ab\n"), min_size=1, max_size=4),
+    new=st.text(alphabet=st.sampled_from("ab\n"), max_size=4),
+    replace_all=st.booleans(),
+)
+def test_an_edits_unchanged_ends_are_the_texts_shared_ends_and_the_diff_ignores_them(
+    text: str, old: str, new: str, replace_all: bool
+) -> None:
+    # The edit reports what it left in place at each end; the diff told so skips comparing
+    # it and must come out the same as one that compares everything.
+    try:
+        done = replace_text(text, old, new, replace_all=replace_all, newline="\n", path="f")
+    except ToolError:
+        return
+    head, tail = done.unchanged
+    assert head + tail <= min(len(text), len(done.text)), (head, tail, text, done.text)
+    assert text[:head] == done.text[:head], (head, text, done.text)
+    assert text[len(text) - tail :] == done.text[len(done.text) - tail :], (tail, text, done.text)
+    assert unified_diff(text, done.text, "f", unchanged=done.unchanged) == unified_diff(
+        text, done.text, "f"
+    )

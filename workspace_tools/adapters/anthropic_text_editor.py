@@ -406,9 +406,10 @@ def _change(
     fmt: Any,
     context: ToolContext,
     match: str | None = None,
+    unchanged: tuple[int, int] = (0, 0),
 ) -> TextEditorDetails:
     _written(lambda: save_text(workspace, resolved, new, fmt, guard=context.committing))
-    diff = text_diff(old, new, fmt, resolved.rel)
+    diff = text_diff(old, new, fmt, resolved.rel, unchanged)
     return TextEditorDetails(
         command=command,
         path=resolved.rel,
@@ -534,6 +535,7 @@ def _str_replace(
         current.format,
         context,
         match=edit.match,
+        unchanged=edit.unchanged,
     )
     text = "Successfully replaced text at exactly one location."
     if edit.match != "exact":

@@ -53,7 +53,14 @@ def split_lines(text: str) -> list[str]:
     return out
 
 
-def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) -> TextDiff:
+def unified_diff(
+    old: str | None,
+    new: str,
+    path: str,
+    *,
+    mode: int = 0o100644,
+    unchanged: tuple[int, int] = (0, 0),
+) -> TextDiff:
     """The unified diff turning ``old`` into ``new`` for the file at ``path`` (relative, ``/``).
 
     Args:
@@ -61,6 +68,9 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
         new: the new text.
         path: the path relative to the workspace root, as shown in results.
         mode: file mode for a created file's ``new file mode`` line.
+        unchanged: ``(head, tail)``: the caller knows that the texts' first ``head`` and
+            last ``tail`` characters are the same (an edit's :attr:`EditResult.unchanged`),
+            so they are not compared; the diff is the same as without.
     """
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = [f"diff --git {quoted_a} {quoted_b}\n"]
@@ -70,7 +80,7 @@ def unified_diff(old: str | None, new: str, path: str, *, mode: int = 0o100644) 
         old = ""
     elif old == new:
         return TextDiff("", 0, 0)
-    start, old_stop, new_stop = _changed_span(old, new)
+    start, old_stop, new_stop = _changed_span(old, new, *unchanged)
     before = _lines_before(old, start, CONTEXT_LINES)
     after = _lines_after(old, old_stop, CONTEXT_LINES)
     hunks, additions, deletions = _hunks(
@@ -167,9 +177,10 @@ def _shown(data: bytes, fmt: TextFormat) -> str:
     return ("\ufeff" if fmt.bom else "") + data[len(fmt.bom) :].decode(fmt.codec)
 
 
-def _changed_span(old: str, new: str) -> tuple[int, int, int]:
+def _changed_span(old: str, new: str, head: int = 0, tail: int = 0) -> tuple[int, int, int]:
     """``(start, old_stop, new_stop)``: line-aligned character offsets around everything that
-    differs; before ``start`` and after the stops both texts are the same lines.
+    differs; before ``start`` and after the stops both texts are the same lines. The first
+    ``head`` and last ``tail`` characters are known to be the same (``unified_diff``).
 
     An edit of one line in a long file then costs a few block compares, not a line split
     and a sequence match of the whole file. Only this span is sequence-matched: given the
@@ -177,8 +188,8 @@ def _changed_span(old: str, new: str) -> tuple[int, int, int]:
     leave a hunk without the trailing context that ``git apply`` needs to place it.
     """
     limit = min(len(old), len(new))
-    head = _common_length(old, new, limit, from_end=False)
-    tail = _common_length(old, new, limit - head, from_end=True)
+    head = _common_length(old, new, limit, min(head, limit), from_end=False)
+    tail = _common_length(old, new, limit - head, min(tail, limit - head), from_end=True)
     start = old.rfind("\n", 0, head) + 1
     # The first LF inside the common tail ends a line both texts share from there on.
     found = old.find("\n", len(old) - tail)
@@ -202,16 +213,17 @@ def _lines_after(text: str, offset: int, count: int) -> int:
     return offset
 
 
-def _common_length(a: str, b: str, limit: int, *, from_end: bool) -> int:
+def _common_length(a: str, b: str, limit: int, done: int, *, from_end: bool) -> int:
     """Length of the common prefix (or suffix) of ``a`` and ``b``, at most ``limit``, by
-    comparing blocks and then halving: each step is one C-level compare."""
+    comparing blocks and then halving: each step is one C-level compare. The first (last)
+    ``done`` characters are known to be the same."""
 
     def same(lo: int, hi: int) -> bool:
         if from_end:
             return a[len(a) - hi : len(a) - lo] == b[len(b) - hi : len(b) - lo]
         return a[lo:hi] == b[lo:hi]
 
-    done, block = 0, 1 << 16
+    block = 1 << 16
     while done < limit and same(done, min(done + block, limit)):
         done = min(done + block, limit)
     if done == limit:

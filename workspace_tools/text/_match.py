@@ -74,11 +74,15 @@ class EditResult:
         replacements: how many ranges were replaced.
         match: ``exact`` or the fallback that matched (``line_endings``,
             ``trailing_whitespace``, ``indentation``, ``quotes``).
+        unchanged: ``(head, tail)``, characters at the start and at the end of the old
+            text that the edit left in place (before its first range, after its last), so
+            that a diff of a large file need not compare them (``unified_diff``).
     """
 
     text: str
     replacements: int
     match: str
+    unchanged: tuple[int, int] = (0, 0)
 
 
 def replace_text(
@@ -108,8 +112,10 @@ def replace_text(
             continue
         if len(starts) == 1 and not replace_all:
             # An occurrence overlapping the first (``foo\nfoo\n`` in three ``foo`` lines)
-            # is a second place all the same: which one the model meant is unknown.
-            second = text.find(candidate, starts[0] + 1)
+            # is a second place all the same: which one the model meant is unknown. One
+            # that does not overlap it was looked for already.
+            size = len(candidate)
+            second = text.find(candidate, starts[0] + 1, starts[0] + 2 * size - 1)
             if second != -1:
                 starts.append(second)
         if len(starts) > 1 and not replace_all:
@@ -127,7 +133,12 @@ def replace_text(
                 for (begin, _, _), (wide, _, replacement) in zip(pieces, widened, strict=True)
             )
             pieces = widened
-        return EditResult(_splice(text, pieces), len(starts), "exact" if exact else "indentation")
+        return EditResult(
+            _splice(text, pieces),
+            len(starts),
+            "exact" if exact else "indentation",
+            (pieces[0][0], len(text) - pieces[-1][1]),
+        )
     return _fallback(text, old, new, newline, path)
 
 
@@ -256,7 +267,9 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
             elif not last.endswith("\n"):
                 body = body.removesuffix("\n")  # the file's last line has no newline: keep it so
             replacement = convert_newlines(body, newline)
-            return EditResult(text[:start] + replacement + text[end:], 1, name)
+            return EditResult(
+                text[:start] + replacement + text[end:], 1, name, (start, len(text) - end)
+            )
     if misfit is not None:
         raise structure_mismatch(path, old_lines, shown, *misfit)
     raise no_match(path, old_lines, shown)

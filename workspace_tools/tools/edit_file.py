@@ -151,6 +151,9 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             )
         text = current.text
         results: list[EditMatch] = []
+        # What no edit touched, at the start and the end: each edit keeps its own, so the
+        # whole run keeps the shortest of them; the diff need not compare it.
+        head = tail = len(text)
         for number, edit in enumerate(edits, 1):
             try:
                 done = replace_text(
@@ -164,9 +167,10 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             except ToolError as exc:
                 raise _in_list(exc, number, edits) from exc
             text = done.text
+            head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
         save_text(workspace, resolved, text, current.format, guard=context.committing)
-    diff = text_diff(current.text, text, current.format, resolved.rel)
+    diff = text_diff(current.text, text, current.format, resolved.rel, (head, tail))
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)
     match = next((r.match for r in results if r.match != "exact"), "exact")

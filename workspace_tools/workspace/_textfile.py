@@ -123,12 +123,22 @@ def save_text(
     return len(data)
 
 
-def text_diff(old: str | None, new: str, fmt: TextFormat, path: str) -> TextDiff:
+def text_diff(
+    old: str | None,
+    new: str,
+    fmt: TextFormat,
+    path: str,
+    unchanged: tuple[int, int] = (0, 0),
+) -> TextDiff:
     """The unified diff of a change. A UTF-8 BOM is kept in the diff as U+FEFF, so the diff
     encoded in the file's encoding (``utf-8`` or ``latin-1``) applies to the file's bytes;
-    a UTF-16/32 file's diff is of its text (git treats such files as binary)."""
+    a UTF-16/32 file's diff is of its text (git treats such files as binary).
+    ``unchanged``: as ``unified_diff``'s, of ``old`` and ``new`` without the BOM."""
     bom = "\ufeff" if fmt.bom and fmt.codec == "utf-8" else ""
-    return unified_diff(None if old is None else bom + old, bom + new, path)
+    if old is None:
+        return unified_diff(None, bom + new, path)
+    head, tail = unchanged
+    return unified_diff(bom + old, bom + new, path, unchanged=(head + len(bom), tail))
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, wait for none
