@@ -265,6 +265,13 @@ class Tool(Generic[ArgsT]):
             process instead of a fresh child each (``Sandbox.call(...,
             reuse_process=True)``). False (default): a fresh child per call. The built-in
             file tools declare it.
+        commands_only: ``execute`` acts outside this process only through the commands
+            its :attr:`runner` runs (run_command declares it): with a sandbox, a call runs
+            in process and its runner runs the commands in that sandbox (the runner's
+            ``in_sandbox(sandbox)``, when it gives one), each with every protection of
+            the sandbox, rather than in a sandbox child that would start command
+            processes of its own for every call. False (default): a sandboxed call's
+            ``execute`` runs in a sandbox child.
     """
 
     name: str
@@ -284,6 +291,7 @@ class Tool(Generic[ArgsT]):
     locks_paths: bool = False
     runner: Any = None
     stateless: bool = False
+    commands_only: bool = False
 
     @property
     def invalidates(self) -> bool:
@@ -361,6 +369,7 @@ def tool(
     locks_paths: bool = False,
     runner: Any = None,
     stateless: bool = False,
+    commands_only: bool = False,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -390,6 +399,7 @@ def tool(
         locks_paths=locks_paths,
         runner=runner,
         stateless=stateless,
+        commands_only=commands_only,
     )
 
 

@@ -237,6 +237,39 @@ class CommandRunner:
         #: Closed since its last command: a workspace's close lets go of the runners it
         #: closed, so the next command puts this one among its workspace's runners again.
         self.closed = False
+        # Sandbox -> (root, the runner of these commands in it: in_sandbox). Weak: a
+        # sandbox given to a call (a session's copy, closed with the session) is not kept
+        # alive by it; the runner's sandbox is a clone that does not refer to it.
+        self._in_sandboxes: weakref.WeakKeyDictionary[Sandbox, tuple[str, CommandRunner]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def in_sandbox(self, sandbox: Sandbox, workspace: Workspace) -> CommandRunner | None:
+        """The runner of these commands in ``sandbox`` for a call made with it in
+        ``workspace`` (:attr:`Tool.commands_only`): they run in ``sandbox`` confined to the
+        workspace root (``Sandbox.confined_to``), as the commands of ``run_command.build(
+        workspace, sandbox=sandbox)`` do, with every protection it gives and no progress
+        reported; ``sandbox`` stays its owner's to close, which stops them. Made once per
+        sandbox, kept while both live.
+
+        ``None`` (a call then runs whole in a child of ``sandbox``) when this runner runs
+        its commands in a sandbox of its own, whose protections and ``sandbox``'s both
+        apply so, or when ``sandbox`` confines writes to directories that do not hold the
+        root: confined to the root too, its commands could write there."""
+        if self.sandbox is not None:
+            return None
+        kept = self._in_sandboxes.get(sandbox)
+        root = str(workspace.root)
+        if kept is not None and kept[0] == root:
+            return kept[1]
+        writable = sandbox.confinement.writable
+        if writable and not any(_within(root, directory) for directory in writable):
+            return None
+        # The root is bound writable: under bubblewrap a command sees only what is bound
+        # there of a root in /tmp (a private tmpfs), and its working directory must be seen.
+        runner = CommandRunner(sandbox.confined_to(root))
+        self._in_sandboxes[sandbox] = (root, runner)
+        return runner
 
     def close(self) -> None:
         """Stop every command running through this runner's own sandbox (the portable
@@ -392,6 +425,7 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         output_schema=RunCommandContent,
         workspace=workspace,
         runner=_kept_runner(workspace, CommandRunner(sandbox)),
+        commands_only=True,
     )
 
 
@@ -455,6 +489,11 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
     except OSError as exc:
         raise os_error(exc, resolved.rel) from None
     return resolved.rel, fd
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether the real path ``path`` is ``directory`` or below it."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _changed(rel: str) -> ToolError:
