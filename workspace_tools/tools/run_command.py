@@ -244,6 +244,17 @@ class CommandRunner:
             weakref.WeakKeyDictionary()
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a call run whole in a sandbox child) without the runners kept for
+        sandboxes: a copy in another process makes its own."""
+        state = self.__dict__.copy()
+        del state["_in_sandboxes"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._in_sandboxes = weakref.WeakKeyDictionary()
+
     def in_sandbox(self, sandbox: Sandbox, workspace: Workspace) -> CommandRunner | None:
         """The runner of these commands in ``sandbox`` for a call made with it in
         ``workspace`` (:attr:`Tool.commands_only`): they run in ``sandbox`` confined to the
