@@ -124,3 +124,53 @@ async def test_a_box_whose_writes_leave_out_the_root_runs_the_call_in_a_child(
         box.close()
     assert result.content["stdout"].splitlines() == [os.readlink("/proc/self/ns/net"), "1"]
     assert not (root / "made").exists()
+
+
+@pytest.mark.parametrize(
+    ("own", "call", "words"),
+    [(None, 3, "after the call's timeout of 3 s"), (1, 2, "after 1 s")],
+    ids=["the-call-s-timeout-cut-it", "its-own-timeout"],
+)
+@pytest.mark.parametrize("door", ["bound", "invoke_tool"])
+async def test_a_call_timeout_during_the_stop_keeps_the_output_so_far(
+    tmp_path: Path, marker: str, door: str, own: float | None, call: float, words: str
+) -> None:
+    # The command ignores SIGTERM, so its stop takes the whole grace, 4 s: from 2 s (the
+    # call's 3 s less the third kept for the stop), or from its own 1 s, the call's own
+    # timeout (3 s, 2 s) fires while the tree is still being stopped.
+    command = f"export {marker}; trap '' TERM; echo partial-out; echo err-out >&2; sleep 300"
+    box = Sandbox(layers=False, limits=SandboxLimits(grace_seconds=4))
+    arguments = {"command": command} if own is None else {"command": command, "timeout": own}
+    try:
+        tool, sandbox = (
+            (run_command(tmp_path, box), None)
+            if door == "bound"
+            else (
+                run_command(tmp_path),
+                box,
+            )
+        )
+        with anyio.fail_after(60):
+            result = await invoke_tool(tool, arguments, timeout=call, sandbox=sandbox)
+    finally:
+        box.close()
+    assert (result.error_code, result.error) == (
+        ErrorCode.TOOL_TIMEOUT,
+        f"Command timed out {words}; it and every process it started were killed.\n"
+        "stdout so far:\npartial-out\n\nstderr so far:\nerr-out\n",
+    )
+    details = result.details.model_dump()
+    del details["duration_ms"]
+    assert details == {
+        "command": command,
+        "exit_code": None,
+        "timed_out": True,
+        "stdout_bytes": 12,
+        "stderr_bytes": 8,
+        "truncated": False,
+        "stopped_processes": 0,
+        "stopped_names": [],
+        "stdout": "partial-out\n",
+        "stderr": "err-out\n",
+    }
+    assert survivors(marker) == []

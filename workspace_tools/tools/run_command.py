@@ -7,10 +7,12 @@ import os
 import re
 import shutil
 import stat
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import anyio
 from pydantic import (
     BaseModel,
     Field,
@@ -21,6 +23,7 @@ from pydantic import (
 
 from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
 from sandbox.layers import BUBBLEWRAP
+from sandbox.spawn._capture import OutputBuffer
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext, tool
@@ -392,16 +395,29 @@ async def _run_in(
     path = env.get("PATH", os.defpath)
     shell = shells.get(path) or shells.setdefault(path, shell_on(path))
     argv = [shell, "-c", args.command]
+    # With a call's timeout, what the command printed is kept here too: should that
+    # timeout fire while the tree is still being stopped (a loaded machine), the run's
+    # result, which holds it, never comes, and the backstop tells it instead.
+    so_far = None if context.deadline is None else _OutputSoFar(runner.limits.output_bytes)
     try:
         if commands.reports_progress and context.reports_progress:
             batcher = ProgressBatcher(lambda content, details: context.update(content, details))
+            feed = batcher.feed if so_far is None else so_far.then(batcher.feed)
             result = await batcher.flushing(
                 lambda: runner.run(
-                    argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=batcher.feed
+                    argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=feed
                 )
             )
         else:
-            result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
+            on_output = None if so_far is None else so_far.feed
+            result = await runner.run(
+                argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=on_output
+            )
+    except anyio.get_cancelled_exc_class():
+        if so_far is not None:
+            words = _timeout_words(timeout, by_call, context)
+            context.timeout_error = _timeout_error(args.command, so_far.result(), words)
+        raise
     except SandboxError as exc:
         if exc.result is not None:  # the sandbox was closed while the command ran
             raise _closed(args.command, exc.result, commands.sandbox is None) from None
@@ -599,17 +615,55 @@ def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, st
     return details, stdout, stderr
 
 
+def _timeout_error(command: str, result: ProcessResult, words: str) -> ToolError:
+    """The ``TOOL_TIMEOUT`` error of a command that timed out: ``words`` (see
+    :func:`_timeout_words`), then the output so far, which its details hold too."""
+    details, stdout, stderr = _details(command, result)
+    return ToolError(
+        f"{words}{so_far(stdout, stderr)}",
+        ErrorCode.TOOL_TIMEOUT,
+        details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
+    )
+
+
+class _OutputSoFar:
+    """Each stream's output as a command prints it, head and tail as its sandbox keeps
+    them (``cap`` bytes a stream), handed on to ``then`` (progress) when given."""
+
+    def __init__(self, cap: int, then: Callable[[str, bytes], None] | None = None) -> None:
+        self._streams = {"stdout": OutputBuffer(cap), "stderr": OutputBuffer(cap)}
+        self._started = time.perf_counter()
+        self._then = then
+
+    def then(self, then: Callable[[str, bytes], None]) -> Callable[[str, bytes], None]:
+        """``feed``, each chunk handed on to ``then`` as well."""
+        self._then = then
+        return self.feed
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        """``on_output`` of the command's run."""
+        self._streams[stream].feed(chunk)
+        if self._then is not None:
+            self._then(stream, chunk)
+
+    def result(self) -> ProcessResult:
+        """The result of a command stopped now, with what it printed so far."""
+        return ProcessResult(
+            exit_code=None,
+            signal=None,
+            timed_out=True,
+            stdout=self._streams["stdout"].snapshot(),
+            stderr=self._streams["stderr"].snapshot(),
+            duration_ms=(time.perf_counter() - self._started) * 1000,
+        )
+
+
 def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
     """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
     holding the output so far."""
-    details, stdout, stderr = _details(command, result)
     if result.timed_out or result.exit_code is None:
-        partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
-        raise ToolError(
-            f"{timed_out()}{so_far(stdout, stderr)}",
-            ErrorCode.TOOL_TIMEOUT,
-            details=partial,
-        )
+        raise _timeout_error(command, result, timed_out())
+    details, stdout, stderr = _details(command, result)
     # The content as the JSON data RunCommandContent dumps to (``note`` only when there
     # is one): the call checks it against that schema without a model made and dumped.
     content: dict[str, Any] = {"exit_code": result.exit_code, "stdout": stdout, "stderr": stderr}
