@@ -265,13 +265,15 @@ class Tool(Generic[ArgsT]):
             process instead of a fresh child each (``Sandbox.call(...,
             reuse_process=True)``). False (default): a fresh child per call. The built-in
             file tools declare it.
-        commands_only: ``execute`` acts outside this process only through the commands
-            its :attr:`runner` runs (run_command declares it): with a sandbox, a call runs
-            in process and its runner runs the commands in that sandbox (the runner's
-            ``in_sandbox(sandbox)``, when it gives one), each with every protection of
-            the sandbox, rather than in a sandbox child that would start command
-            processes of its own for every call. False (default): a sandboxed call's
-            ``execute`` runs in a sandbox child.
+        commands_only: ``execute`` acts outside this process only through its
+            :attr:`runner`: the commands it runs and what it keeps of them (run_command,
+            the shell and process tools declare it). With a sandbox, a call runs in
+            process with the runner's ``in_sandbox(sandbox, workspace)`` as its runner,
+            which runs the commands in that sandbox, each with every protection of the
+            sandbox, rather than in a sandbox child that would start command processes
+            of its own for every call; ``in_sandbox`` may give ``None`` (the call then
+            runs in a child of the sandbox) or raise a :class:`ToolError` (the result).
+            False (default): a sandboxed call's ``execute`` runs in a sandbox child.
     """
 
     name: str
