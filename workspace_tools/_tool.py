@@ -44,7 +44,8 @@ class ToolContext:
         timeout: the call's timeout in seconds (what ``deadline`` was set from), or ``None``.
         timeout_error: what the result says when the call's timeout fires before the tool
             reports a timeout of its own: a tool that knows more than "timed out" (what it
-            was doing, why it may take long) sets it before the long step. ``None``: the
+            was doing, why it may take long) sets it before the long step, or as the
+            cancellation leaves it (run_command: with the output so far). ``None``: the
             plain ``TOOL_TIMEOUT`` message.
         workspace: the :class:`~workspace_tools.workspace.Workspace` the tool works on (its
             :attr:`Tool.workspace`), or ``None``. A tool's ``execute`` can be a plain

@@ -386,18 +386,13 @@ async def _run_in(
         raise _changed(rel)  # removed since it was opened: a chdir would still enter it
     timeout = args.timeout or workspace.options.command_timeout
     limit, by_call = time_limit(timeout, context, runner.limits.grace_seconds)
-    if by_call:
-        # The backstop, should the call's timeout fire while the tree is being stopped.
-        context.timeout_error = ToolError(
-            _timeout_words(timeout, by_call=True, context=context), ErrorCode.TOOL_TIMEOUT
-        )
     env = commands.env(workspace)
     path = env.get("PATH", os.defpath)
     shell = shells.get(path) or shells.setdefault(path, shell_on(path))
     argv = [shell, "-c", args.command]
     # With a call's timeout, what the command printed is kept here too: should that
     # timeout fire while the tree is still being stopped (a loaded machine), the run's
-    # result, which holds it, never comes, and the backstop tells it instead.
+    # result, which holds it, never comes, and the call's backstop tells it instead.
     so_far = None if context.deadline is None else _OutputSoFar(runner.limits.output_bytes)
     try:
         if commands.reports_progress and context.reports_progress:
@@ -415,7 +410,9 @@ async def _run_in(
             )
     except anyio.get_cancelled_exc_class():
         if so_far is not None:
-            words = _timeout_words(timeout, by_call, context)
+            # Before the command's own limit, only the call's timeout can have stopped it.
+            cut = by_call or so_far.seconds() < limit
+            words = _timeout_words(timeout, cut, context)
             context.timeout_error = _timeout_error(args.command, so_far.result(), words)
         raise
     except SandboxError as exc:
@@ -628,12 +625,12 @@ def _timeout_error(command: str, result: ProcessResult, words: str) -> ToolError
 
 class _OutputSoFar:
     """Each stream's output as a command prints it, head and tail as its sandbox keeps
-    them (``cap`` bytes a stream), handed on to ``then`` (progress) when given."""
+    them (``cap`` bytes a stream), handed on to progress when asked (:meth:`then`)."""
 
-    def __init__(self, cap: int, then: Callable[[str, bytes], None] | None = None) -> None:
+    def __init__(self, cap: int) -> None:
         self._streams = {"stdout": OutputBuffer(cap), "stderr": OutputBuffer(cap)}
         self._started = time.perf_counter()
-        self._then = then
+        self._then: Callable[[str, bytes], None] | None = None
 
     def then(self, then: Callable[[str, bytes], None]) -> Callable[[str, bytes], None]:
         """``feed``, each chunk handed on to ``then`` as well."""
@@ -646,6 +643,10 @@ class _OutputSoFar:
         if self._then is not None:
             self._then(stream, chunk)
 
+    def seconds(self) -> float:
+        """Seconds since the command was about to start."""
+        return time.perf_counter() - self._started
+
     def result(self) -> ProcessResult:
         """The result of a command stopped now, with what it printed so far."""
         return ProcessResult(
@@ -654,7 +655,7 @@ class _OutputSoFar:
             timed_out=True,
             stdout=self._streams["stdout"].snapshot(),
             stderr=self._streams["stderr"].snapshot(),
-            duration_ms=(time.perf_counter() - self._started) * 1000,
+            duration_ms=self.seconds() * 1000,
         )
 
 
