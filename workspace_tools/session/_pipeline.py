@@ -311,7 +311,9 @@ async def invoke_tool(
         max_result_length: characters of model text (default 50,000); the rest is cut with
             a marker. ``content`` keeps the whole value.
         sandbox: a :class:`sandbox.Sandbox`; ``execute`` then runs in its child process and
-            reports no updates. Default: the tool's own (:attr:`Tool.sandbox`), if any.
+            reports no updates (a tool that declares :attr:`Tool.commands_only`, such as
+            run_command, runs here and its commands in the sandbox). Default: the tool's
+            own (:attr:`Tool.sandbox`), if any.
 
     Errors: invalid arguments give ``INVALID_ARGUMENTS`` (``execute`` never runs); a
     :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
