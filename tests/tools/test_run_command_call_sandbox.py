@@ -11,7 +11,16 @@ import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxLimits
-from sandbox.layers import BUBBLEWRAP
+from sandbox import _sandbox as sandbox_module
+from sandbox.layers import (
+    BUBBLEWRAP,
+    HOST_EXEC_PROTECTION,
+    NETWORK_OFF,
+    READ_DENIAL,
+    SECCOMP,
+    seccomp,
+)
+from sandbox.layers._plan import LayerPlan
 from sandbox.spawn._tree import descendants
 from tests._processes import survivors
 from workspace_tools import ErrorCode, ToolSession, invoke_tool
@@ -174,3 +183,24 @@ async def test_a_call_timeout_during_the_stop_keeps_the_output_so_far(
         "stderr": "err-out\n",
     }
     assert survivors(marker) == []
+
+
+async def test_a_box_that_cannot_confine_writes_to_the_root_runs_the_call_in_a_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host whose layers turn the network off but confine no writes: the box asks for
+    # no write confinement and is made; confined to the root it would ask for one, which
+    # it does not waive. The call runs in a child of the box, as it is.
+    if not seccomp.works():
+        pytest.skip("seccomp does not work here")
+    plan = LayerPlan(commands={NETWORK_OFF: SECCOMP}, calls={NETWORK_OFF: SECCOMP})
+    monkeypatch.setattr(sandbox_module, "plan_layers", lambda: plan)
+    box = Sandbox(best_effort=[READ_DENIAL, HOST_EXEC_PROTECTION])
+    try:
+        result = await invoke_tool(run_command(tmp_path), {"command": "echo ran"}, sandbox=box)
+    finally:
+        box.close()
+    assert (result.error, result.content) == (
+        None,
+        {"exit_code": 0, "stdout": "ran\n", "stderr": ""},
+    )

@@ -21,7 +21,7 @@ from pydantic import (
     model_serializer,
 )
 
-from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
+from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.layers import BUBBLEWRAP
 from sandbox.spawn._capture import OutputBuffer
 from workspace_tools._errors import ErrorCode, ToolError
@@ -268,8 +268,9 @@ class CommandRunner:
 
         ``None`` (a call then runs whole in a child of ``sandbox``) when this runner runs
         its commands in a sandbox of its own, whose protections and ``sandbox``'s both
-        apply so, or when ``sandbox`` confines writes to directories that do not hold the
-        root: confined to the root too, its commands could write there."""
+        apply so; when ``sandbox`` confines writes to directories that do not hold the
+        root (confined to the root too, its commands could write there); or when no
+        layer here can confine writes and ``sandbox`` does not accept going without."""
         if self.sandbox is not None:
             return None
         kept = self._in_sandboxes.get(sandbox)
@@ -281,7 +282,11 @@ class CommandRunner:
             return None
         # The root is bound writable: under bubblewrap a command sees only what is bound
         # there of a root in /tmp (a private tmpfs), and its working directory must be seen.
-        runner = CommandRunner(sandbox.confined_to(root))
+        try:
+            confined = sandbox.confined_to(root)
+        except SandboxUnavailable:
+            return None  # no layer here confines writes, which the sandbox does not waive
+        runner = CommandRunner(confined)
         self._in_sandboxes[sandbox] = (root, runner)
         return runner
 
