@@ -1,9 +1,10 @@
 """Latency of run_command and of a sandboxed tool call, each beside its peer.
 
 Run from the repository root: ``python benchmarks/bench_run.py [--runs N]
-[--calls-only | --commands-only | --custom-only]`` (``--commands-only``: run_command's rows
-alone, about a minute; ``--custom-only``: the small custom tool's rows in a sandbox alone,
-latency and CPU, about 20 seconds).
+[--calls-only | --commands-only | --custom-only | --boxed-commands-only]``
+(``--commands-only``: run_command's rows alone, about a minute; ``--custom-only``: the small
+custom tool's rows in a sandbox alone, latency and CPU, about 20 seconds;
+``--boxed-commands-only``: run_command's rows in a sandbox alone).
 
 Prints medians in milliseconds and ratios:
 - ``run_command("true")`` through ``invoke_tool`` in a running event loop, and through
@@ -23,6 +24,10 @@ Prints medians in milliseconds and ratios:
   execve is on the path (measured slower than the spawn, 20 ms apart too, when the fork is
   made in the gap: the child of a fork, not of a vfork, copies each page of the heap it
   touches before its exec, and the exec tears its copy of the address space down);
+- ``run_command("true")`` through the call's sandbox door (``invoke_tool(tool, args,
+  sandbox=box)``, the door a ``ToolSession(..., sandbox=box)`` runs it through) beside the
+  same box's ``workspace_tools(root, sandbox=box)`` run_command, latency and CPU in all
+  processes;
 - a ``read_file`` call, and a small custom tool (its ``execute`` importable, and the same
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
@@ -548,16 +553,55 @@ async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> Non
     plain.close()
 
 
+async def boxed_command_rows(root: str, runs: int) -> None:
+    """run_command through the call's sandbox door (``invoke_tool(tool, args,
+    sandbox=box)``, as a ``ToolSession(..., sandbox=box)`` runs it) beside the same box's
+    ``workspace_tools(root, sandbox=box)`` run_command: latency (interleaved) and CPU in
+    all processes, a fresh box each."""
+    door = {t.name: t for t in workspace_tools(root)}["run_command"]
+    bound: dict[int, Tool[Any]] = {}
+
+    async def through_door(box: Sandbox) -> None:
+        result = await invoke_tool(door, {"command": "true"}, sandbox=box)
+        assert result.content["exit_code"] == 0, result.error
+
+    async def bound_to(box: Sandbox) -> None:
+        if id(box) not in bound:
+            bound[id(box)] = {t.name: t for t in workspace_tools(root, sandbox=box)}["run_command"]
+        result = await invoke_tool(bound[id(box)], {"command": "true"})
+        assert result.content["exit_code"] == 0, result.error
+
+    box = Sandbox()
+    await compare(
+        'run_command("true") via invoke_tool(sandbox=box)',
+        lambda: through_door(box),
+        "workspace_tools(sandbox=box)",
+        lambda: bound_to(box),
+        "the same box's commands",
+        runs,
+        interleave=True,
+    )
+    box.close()
+    await cpu_rows('run_command("true") via invoke_tool(sandbox=box)', through_door, runs)
+    await cpu_rows('run_command("true") of workspace_tools(sandbox=box)', bound_to, runs)
+
+
 async def main(
-    runs: int, calls_only: bool, commands_only: bool = False, custom_only: bool = False
+    runs: int,
+    calls_only: bool,
+    commands_only: bool = False,
+    custom_only: bool = False,
+    boxed_only: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         sample = Path(root, "sample.py")
         sample.write_text("".join(f"line {i}\n" for i in range(200)))
         tools = {t.name: t for t in workspace_tools(root)}
         if not calls_only:
-            await command_rows(root, tools, runs)
-        if commands_only:
+            if not boxed_only:
+                await command_rows(root, tools, runs)
+            await boxed_command_rows(root, runs)
+        if commands_only or boxed_only:
             return
         box = Sandbox()
 
@@ -688,8 +732,20 @@ if __name__ == "__main__":
     only.add_argument(
         "--custom-only", action="store_true", help="only the custom tool's sandbox rows"
     )
+    only.add_argument(
+        "--boxed-commands-only",
+        action="store_true",
+        help="only run_command's rows in a sandbox, through the call's door and bound",
+    )
     parsed = parser.parse_args()
     calls_only = parsed.calls_only or parsed.custom_only
-    anyio.run(main, parsed.runs, calls_only, parsed.commands_only, parsed.custom_only)
-    if not calls_only:
+    anyio.run(
+        main,
+        parsed.runs,
+        calls_only,
+        parsed.commands_only,
+        parsed.custom_only,
+        parsed.boxed_commands_only,
+    )
+    if not (calls_only or parsed.boxed_commands_only):
         sync_rows(parsed.runs)

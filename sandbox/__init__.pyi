@@ -8,9 +8,11 @@ from ._limits import SandboxLimits
 from ._sandbox import Sandbox
 from .layers._confinement import Confinement
 from .spawn._capture import CapturedOutput
+from .spawn._client import COMMAND_OWNER
 from .spawn._process import ProcessResult
 
 __all__ = [
+    "COMMAND_OWNER",
     "CREDENTIAL_PATHS",
     "DEFAULT_ENV_ALLOWLIST",
     "HOST_EXEC_PATHS",

@@ -584,8 +584,8 @@ class Sandbox:
 
     def close_commands(self, owner: object) -> None:
         """Stop the commands running through this sandbox that were started under
-        ``owner`` (``sandbox.spawn._client.COMMAND_OWNER``, which a tool session sets
-        around its calls), each whole tree, as :meth:`close` stops them; close its idle
+        ``owner`` (:data:`sandbox.COMMAND_OWNER`, which a tool session sets around its
+        calls), each whole tree, as :meth:`close` stops them; close its idle
         supervisors and give back its lease on the spawn server too when no other
         command runs. Its calls' warm workers are :meth:`close`'s to stop."""
         self._launcher.close(self.limits.grace_seconds, owner)

@@ -140,6 +140,9 @@ def test_the_sandbox_package_exports_what_all_lists_each_from_its_home() -> None
     assert sorted(resolved) == sorted(set(sandbox.__all__))
     assert set(sandbox.__all__) <= set(dir(sandbox))
     assert sandbox.Sandbox.__module__ == "sandbox._sandbox"
+    from sandbox.spawn import _client
+
+    assert sandbox.COMMAND_OWNER is _client.COMMAND_OWNER
     with pytest.raises(AttributeError, match="missing"):
         sandbox.missing  # noqa: B018
 

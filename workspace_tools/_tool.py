@@ -44,7 +44,8 @@ class ToolContext:
         timeout: the call's timeout in seconds (what ``deadline`` was set from), or ``None``.
         timeout_error: what the result says when the call's timeout fires before the tool
             reports a timeout of its own: a tool that knows more than "timed out" (what it
-            was doing, why it may take long) sets it before the long step. ``None``: the
+            was doing, why it may take long) sets it before the long step, or as the
+            cancellation leaves it (run_command: with the output so far). ``None``: the
             plain ``TOOL_TIMEOUT`` message.
         workspace: the :class:`~workspace_tools.workspace.Workspace` the tool works on (its
             :attr:`Tool.workspace`), or ``None``. A tool's ``execute`` can be a plain
@@ -265,6 +266,15 @@ class Tool(Generic[ArgsT]):
             process instead of a fresh child each (``Sandbox.call(...,
             reuse_process=True)``). False (default): a fresh child per call. The built-in
             file tools declare it.
+        commands_only: ``execute`` acts outside this process only through its
+            :attr:`runner`: the commands it runs and what it keeps of them (run_command,
+            the shell and process tools declare it). With a sandbox, a call runs in
+            process with the runner's ``in_sandbox(sandbox, workspace)`` as its runner,
+            which runs the commands in that sandbox, each with every protection of the
+            sandbox, rather than in a sandbox child that would start command processes
+            of its own for every call; ``in_sandbox`` may give ``None`` (the call then
+            runs in a child of the sandbox) or raise a :class:`ToolError` (the result).
+            False (default): a sandboxed call's ``execute`` runs in a sandbox child.
     """
 
     name: str
@@ -284,6 +294,7 @@ class Tool(Generic[ArgsT]):
     locks_paths: bool = False
     runner: Any = None
     stateless: bool = False
+    commands_only: bool = False
 
     @property
     def invalidates(self) -> bool:
@@ -361,6 +372,7 @@ def tool(
     locks_paths: bool = False,
     runner: Any = None,
     stateless: bool = False,
+    commands_only: bool = False,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -390,6 +402,7 @@ def tool(
         locks_paths=locks_paths,
         runner=runner,
         stateless=stateless,
+        commands_only=commands_only,
     )
 
 

@@ -37,9 +37,12 @@ T = TypeVar("T")
 #: Idle supervisors kept per set of limits; more are closed when handed back.
 POOL_SIZE = 4
 
-#: Who starts the commands started in this context (a tool session sets it around its
-#: calls; ``None``: no one in particular). :meth:`Launcher.close` with an ``owner`` stops
-#: only that owner's commands.
+#: Who starts the commands started in this context: any object, set around the code
+#: that starts them (``token = COMMAND_OWNER.set(owner)``, then
+#: ``COMMAND_OWNER.reset(token)``; a tool session sets it around each of its calls);
+#: ``None`` (the default): no one in particular. ``Sandbox.close_commands(owner)`` stops
+#: only the commands started under ``owner`` (:meth:`Launcher.close`). Public as
+#: ``sandbox.COMMAND_OWNER``.
 COMMAND_OWNER: ContextVar[object | None] = ContextVar("sandbox_command_owner", default=None)
 
 #: :meth:`Launcher.close`'s ``owner`` that stands for every owner.

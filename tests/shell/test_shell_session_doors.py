@@ -12,7 +12,15 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from sandbox import Sandbox
 from tests._processes import survivors
-from workspace_tools import Policy, PolicyRule, ShellSession, ToolSession
+from workspace_tools import (
+    ErrorCode,
+    Policy,
+    PolicyRule,
+    ShellSession,
+    ToolSession,
+    invoke_tool,
+    shell_tools,
+)
 from workspace_tools.adapters.mcp import create_server
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +72,46 @@ async def test_shell_in_a_session_with_a_call_sandbox_runs_in_process(
     finally:
         box.close()
     assert survivors(marker) == []
+
+
+async def test_shell_tools_called_with_their_session_s_sandbox_run_in_process(
+    tmp_path: Path, marker: str
+) -> None:
+    box = Sandbox(layers=False)
+    try:
+        with ShellSession(tmp_path, sandbox=box) as shells:
+            tools = {t.name: t for t in shell_tools(shells)}
+            await invoke_tool(tools["shell"], {"command": "export V=9"}, sandbox=box)
+            result = await invoke_tool(tools["shell"], {"command": "echo $V"}, sandbox=box)
+            assert result.content["stdout"] == "9\n", result.model_text()
+            started = await invoke_tool(
+                tools["start_process"], {"command": "sleep 1000"}, sandbox=box
+            )
+            listed = await invoke_tool(tools["list_processes"], {}, sandbox=box)
+            assert [p["id"] for p in listed.content["processes"]] == [started.content["id"]]
+    finally:
+        box.close()
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("made_with", ["another", "none"])
+async def test_shell_tools_called_with_another_sandbox_say_which_to_give(
+    tmp_path: Path, made_with: str
+) -> None:
+    box, other = Sandbox(layers=False), Sandbox(layers=False)
+    try:
+        with ShellSession(tmp_path, sandbox=other if made_with == "another" else None) as shells:
+            [shell] = [t for t in shell_tools(shells) if t.name == "shell"]
+            result = await invoke_tool(shell, {"command": "echo hi"}, sandbox=box)
+    finally:
+        box.close()
+        other.close()
+    assert (result.error_code, result.error) == (
+        ErrorCode.SANDBOX_ERROR,
+        "The shell tools run their commands in their shell session's sandbox, and this "
+        "call's sandbox is another: make the ShellSession with it "
+        "(ShellSession(root, sandbox=box))",
+    )
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -257,7 +257,14 @@ CALL_TIMEOUT_ERROR = (
 
 
 @pytest.mark.parametrize(
-    "via", ["in-process", "workspace-sandbox", "workspace-bubblewrap", "invoke-sandbox"]
+    "via",
+    [
+        "in-process",
+        "workspace-sandbox",
+        "workspace-bubblewrap",
+        "invoke-sandbox",
+        "invoke-bubblewrap",
+    ],
 )
 async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
     root: Path, marker: str, via: str
@@ -273,7 +280,7 @@ async def test_the_calls_timeout_keeps_the_partial_output_and_kills_the_tree(
     command = (
         f"export {marker}; echo partial-out; echo err-out >&2; (setsid sleep 300 &); sleep 300"
     )
-    box = Sandbox(layers=via == "workspace-bubblewrap") if via != "in-process" else None
+    box = Sandbox(layers=via.endswith("bubblewrap")) if via != "in-process" else None
     try:
         if via in ("workspace-sandbox", "workspace-bubblewrap"):
             tool, sandbox = run_command(root, sandbox=box), None

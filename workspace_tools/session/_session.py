@@ -14,8 +14,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from sandbox import Sandbox
-from sandbox.spawn._client import COMMAND_OWNER
+from sandbox import COMMAND_OWNER, Sandbox
 from workspace_tools._errors import ErrorCode, ToolError, echoed
 from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult

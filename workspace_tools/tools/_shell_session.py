@@ -82,6 +82,25 @@ class ShellSession:
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_parts, self._parts)
 
+    def in_sandbox(self, sandbox: Sandbox, workspace: Workspace | None = None) -> ShellSession:
+        """This session, for a call of its tools made with ``sandbox``
+        (:attr:`Tool.commands_only`): the call runs in process, its commands in the
+        sandbox this session was made with, which must be ``sandbox`` (the shell and the
+        processes live in this process and run in that one sandbox).
+
+        Raises:
+            ToolError: ``SANDBOX_ERROR`` when this session runs its commands in another
+                sandbox, or in none.
+        """
+        if sandbox is not self._given_sandbox:
+            raise ToolError(
+                "The shell tools run their commands in their shell session's sandbox, and "
+                "this call's sandbox is another: make the ShellSession with it "
+                "(ShellSession(root, sandbox=box))",
+                ErrorCode.SANDBOX_ERROR,
+            )
+        return self
+
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""

@@ -241,7 +241,7 @@ def build(session: ShellSession) -> list[Tool[Any]]:
         )
 
     # Every process tool works on the session's workspace and registry.
-    of_session = partial(tool, workspace=session.workspace, runner=session)
+    of_session = partial(tool, workspace=session.workspace, runner=session, commands_only=True)
     return [
         of_session(
             name="start_process",

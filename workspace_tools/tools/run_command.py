@@ -7,10 +7,12 @@ import os
 import re
 import shutil
 import stat
+import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import anyio
 from pydantic import (
     BaseModel,
     Field,
@@ -19,8 +21,9 @@ from pydantic import (
     model_serializer,
 )
 
-from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits
+from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
 from sandbox.layers import BUBBLEWRAP
+from sandbox.spawn._capture import OutputBuffer
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._tool import Tool, ToolContext, tool
@@ -237,6 +240,55 @@ class CommandRunner:
         #: Closed since its last command: a workspace's close lets go of the runners it
         #: closed, so the next command puts this one among its workspace's runners again.
         self.closed = False
+        # Sandbox -> (root, the runner of these commands in it: in_sandbox). Weak: a
+        # sandbox given to a call (a session's copy, closed with the session) is not kept
+        # alive by it; the runner's sandbox is a clone that does not refer to it.
+        self._in_sandboxes: weakref.WeakKeyDictionary[Sandbox, tuple[str, CommandRunner]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a call run whole in a sandbox child) without the runners kept for
+        sandboxes: a copy in another process makes its own."""
+        state = self.__dict__.copy()
+        del state["_in_sandboxes"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._in_sandboxes = weakref.WeakKeyDictionary()
+
+    def in_sandbox(self, sandbox: Sandbox, workspace: Workspace) -> CommandRunner | None:
+        """The runner of these commands in ``sandbox`` for a call made with it in
+        ``workspace`` (:attr:`Tool.commands_only`): they run in ``sandbox`` confined to the
+        workspace root (``Sandbox.confined_to``), as the commands of ``run_command.build(
+        workspace, sandbox=sandbox)`` do, with every protection it gives and no progress
+        reported; ``sandbox`` stays its owner's to close, which stops them. Made once per
+        sandbox, kept while both live.
+
+        ``None`` (a call then runs whole in a child of ``sandbox``) when this runner runs
+        its commands in a sandbox of its own, whose protections and ``sandbox``'s both
+        apply so; when ``sandbox`` confines writes to directories that do not hold the
+        root (confined to the root too, its commands could write there); or when no
+        layer here can confine writes and ``sandbox`` does not accept going without."""
+        if self.sandbox is not None:
+            return None
+        kept = self._in_sandboxes.get(sandbox)
+        root = str(workspace.root)
+        if kept is not None and kept[0] == root:
+            return kept[1]
+        writable = sandbox.confinement.writable
+        if writable and not any(_within(root, directory) for directory in writable):
+            return None
+        # The root is bound writable: under bubblewrap a command sees only what is bound
+        # there of a root in /tmp (a private tmpfs), and its working directory must be seen.
+        try:
+            confined = sandbox.confined_to(root)
+        except SandboxUnavailable:
+            return None  # no layer here confines writes, which the sandbox does not waive
+        runner = CommandRunner(confined)
+        self._in_sandboxes[sandbox] = (root, runner)
+        return runner
 
     def close(self) -> None:
         """Stop every command running through this runner's own sandbox (the portable
@@ -339,25 +391,35 @@ async def _run_in(
         raise _changed(rel)  # removed since it was opened: a chdir would still enter it
     timeout = args.timeout or workspace.options.command_timeout
     limit, by_call = time_limit(timeout, context, runner.limits.grace_seconds)
-    if by_call:
-        # The backstop, should the call's timeout fire while the tree is being stopped.
-        context.timeout_error = ToolError(
-            _timeout_words(timeout, by_call=True, context=context), ErrorCode.TOOL_TIMEOUT
-        )
     env = commands.env(workspace)
     path = env.get("PATH", os.defpath)
     shell = shells.get(path) or shells.setdefault(path, shell_on(path))
     argv = [shell, "-c", args.command]
+    # With a call's timeout, what the command printed is kept here too: should that
+    # timeout fire while the tree is still being stopped (a loaded machine), the run's
+    # result, which holds it, never comes, and the call's backstop tells it instead.
+    so_far = None if context.deadline is None else _OutputSoFar(runner.limits.output_bytes)
     try:
         if commands.reports_progress and context.reports_progress:
             batcher = ProgressBatcher(lambda content, details: context.update(content, details))
+            feed = batcher.feed if so_far is None else so_far.then(batcher.feed)
             result = await batcher.flushing(
                 lambda: runner.run(
-                    argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=batcher.feed
+                    argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=feed
                 )
             )
         else:
-            result = await runner.run(argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit)
+            on_output = None if so_far is None else so_far.feed
+            result = await runner.run(
+                argv, cwd=cwd, cwd_fd=cwd_fd, env=env, timeout=limit, on_output=on_output
+            )
+    except anyio.get_cancelled_exc_class():
+        if so_far is not None:
+            # Before the command's own limit, only the call's timeout can have stopped it.
+            cut = by_call or so_far.seconds() < limit
+            words = _timeout_words(timeout, cut, context)
+            context.timeout_error = _timeout_error(args.command, so_far.result(), words)
+        raise
     except SandboxError as exc:
         if exc.result is not None:  # the sandbox was closed while the command ran
             raise _closed(args.command, exc.result, commands.sandbox is None) from None
@@ -392,6 +454,7 @@ def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunComma
         output_schema=RunCommandContent,
         workspace=workspace,
         runner=_kept_runner(workspace, CommandRunner(sandbox)),
+        commands_only=True,
     )
 
 
@@ -455,6 +518,11 @@ def _open_working_dir(workspace: Workspace, path: str) -> tuple[str, int]:
     except OSError as exc:
         raise os_error(exc, resolved.rel) from None
     return resolved.rel, fd
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether the real path ``path`` is ``directory`` or below it."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _changed(rel: str) -> ToolError:
@@ -549,17 +617,59 @@ def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, st
     return details, stdout, stderr
 
 
+def _timeout_error(command: str, result: ProcessResult, words: str) -> ToolError:
+    """The ``TOOL_TIMEOUT`` error of a command that timed out: ``words`` (see
+    :func:`_timeout_words`), then the output so far, which its details hold too."""
+    details, stdout, stderr = _details(command, result)
+    return ToolError(
+        f"{words}{so_far(stdout, stderr)}",
+        ErrorCode.TOOL_TIMEOUT,
+        details=RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
+    )
+
+
+class _OutputSoFar:
+    """Each stream's output as a command prints it, head and tail as its sandbox keeps
+    them (``cap`` bytes a stream), handed on to progress when asked (:meth:`then`)."""
+
+    def __init__(self, cap: int) -> None:
+        self._streams = {"stdout": OutputBuffer(cap), "stderr": OutputBuffer(cap)}
+        self._started = time.perf_counter()
+        self._then: Callable[[str, bytes], None] | None = None
+
+    def then(self, then: Callable[[str, bytes], None]) -> Callable[[str, bytes], None]:
+        """``feed``, each chunk handed on to ``then`` as well."""
+        self._then = then
+        return self.feed
+
+    def feed(self, stream: str, chunk: bytes) -> None:
+        """``on_output`` of the command's run."""
+        self._streams[stream].feed(chunk)
+        if self._then is not None:
+            self._then(stream, chunk)
+
+    def seconds(self) -> float:
+        """Seconds since the command was about to start."""
+        return time.perf_counter() - self._started
+
+    def result(self) -> ProcessResult:
+        """The result of a command stopped now, with what it printed so far."""
+        return ProcessResult(
+            exit_code=None,
+            signal=None,
+            timed_out=True,
+            stdout=self._streams["stdout"].snapshot(),
+            stderr=self._streams["stderr"].snapshot(),
+            duration_ms=self.seconds() * 1000,
+        )
+
+
 def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
     """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
     holding the output so far."""
-    details, stdout, stderr = _details(command, result)
     if result.timed_out or result.exit_code is None:
-        partial = RunCommandTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr)
-        raise ToolError(
-            f"{timed_out()}{so_far(stdout, stderr)}",
-            ErrorCode.TOOL_TIMEOUT,
-            details=partial,
-        )
+        raise _timeout_error(command, result, timed_out())
+    details, stdout, stderr = _details(command, result)
     # The content as the JSON data RunCommandContent dumps to (``note`` only when there
     # is one): the call checks it against that schema without a model made and dumped.
     content: dict[str, Any] = {"exit_code": result.exit_code, "stdout": stdout, "stderr": stderr}

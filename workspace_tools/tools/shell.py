@@ -150,6 +150,7 @@ def build(session: ShellSession) -> Tool[ShellArgs]:
         output_schema=ShellContent,
         workspace=session.workspace,
         runner=session,
+        commands_only=True,
     )
 
 
