@@ -23,7 +23,8 @@ Replace text in an existing file of the workspace: `old_text` becomes `new_text`
   set `replace_all` to change every occurrence (e.g. renaming a variable). More than one
   match gives AMBIGUOUS_MATCH with the line numbers; none gives NO_MATCH.
 - Both texts are literal: nothing is a regex or a template (`$1`, `\\1`, `$&` stay as typed).
-  Line breaks follow the file's style (LF or CRLF); its encoding is kept.
+  Line breaks follow the file's style (LF or CRLF; in a file of mixed endings, each
+  replaced line keeps its own, as in apply_patch); its encoding is kept.
 - When the exact text is absent, a match differing only in line endings, trailing
   whitespace, indentation or typographic quotes is used if it is unique (the result's
   `match` names it). Indentation may differ only by the same shift on every line, never in
