@@ -105,12 +105,14 @@ class EditFileContent(BaseModel):
     """What the model reads: the path, how many places changed, and how ``old_text``
     matched (``exact``, or the fallback used, so the model knows its text was not literal).
     For an ``edits`` list: the totals, the first fallback used, and each edit's own in
-    ``edits``."""
+    ``edits``. ``note`` says when the file had other hard links (they keep the old
+    content)."""
 
     path: str
     replacements: int
     match: MatchKind
     edits: list[EditMatch] | None = None
+    note: str | None = None
 
 
 class EditFileDetails(BaseModel):
@@ -166,7 +168,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
                 raise _in_list(exc, number, edits) from exc
             text = done.text
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-        save_text(workspace, resolved, text, current.format, guard=context.committing)
+        saved = save_text(workspace, resolved, text, current.format, guard=context.committing)
     diff = text_diff(current.text, text, current.format, resolved.rel)
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)
@@ -182,7 +184,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
         edits=listed,
     )
     content = EditFileContent(
-        path=resolved.rel, replacements=replacements, match=match, edits=listed
+        path=resolved.rel, replacements=replacements, match=match, edits=listed, note=saved.note
     )
     return tool_output(content.model_dump(exclude_none=True), details)
 
