@@ -399,6 +399,30 @@ def test_grep_pattern_errors_say_how_to_escape_and_dashes_are_patterns(root: Pat
     assert call(t["grep"], pattern=r"\| \{").content == "t.txt:3:| {"
 
 
+# Regex patterns: text typed as it reads (`foo(bar)`, `$scope`, `items[0]`) found nothing
+# as a regex, and "No matches" told the model the text was absent.
+@pytest.mark.parametrize(
+    ("pattern", "escaped"),
+    [("foo(bar)", r"foo\(bar\)"), ("$scope", r"\$scope"), ("items[0]", r"items\[0\]")],
+)
+def test_grep_says_when_a_pattern_that_matches_nothing_occurs_literally(
+    root: Path, pattern: str, escaped: str
+) -> None:
+    (root / "a.js").write_text("foo(bar)\n$scope.x = items[0];\n")
+    (root / "b.js").write_text("foo(bar) $scope items[0]\n")
+    t = tools(root)
+    result = call(t["grep"], pattern=pattern)
+    assert result.content == (
+        "No matches\n[As a regular expression the pattern matches nothing, but its text "
+        "occurs literally 2 times in 2 files; with its regex characters escaped, the pattern "
+        f"{escaped} finds it]"
+    )
+    assert result.details.match_count == 0
+    assert call(t["grep"], pattern=escaped).details.match_count == 2
+    # Text that is absent either way gets no note.
+    assert call(t["grep"], pattern="nothing(here)").content == "No matches"
+
+
 # Multiline search: a pattern spanning lines found nothing.
 def test_grep_multiline_pattern_spans_lines(root: Path) -> None:
     (root / "f.py").write_text("def a():\n    pass\ndef b():\n    return 1\n")
