@@ -299,6 +299,35 @@ def test_empty_old_text_is_refused_and_changes_nothing(root: Path) -> None:
     assert (root / "a.txt").read_text() == "alpha\n"
 
 
+class _CountedText(str):
+    """A file's text that tallies the characters ``count`` scans."""
+
+    scanned = 0
+
+    def count(self, sub: str, start: int | None = None, end: int | None = None) -> int:  # type: ignore[override]
+        begin, stop, _ = slice(start, end).indices(len(self))
+        _CountedText.scanned += max(0, stop - begin)
+        return super().count(sub, start, end)
+
+
+# Large files: an old_text found in thousands of places (`}` in a 1 MB file) took time in
+# places times file size to report its line numbers (seconds to hours of CPU).
+def test_ambiguous_match_lines_are_found_in_one_pass() -> None:
+    from workspace_tools import ToolError
+    from workspace_tools.text._match import replace_text
+
+    text = _CountedText("function f() {\n  return 1;\n}\n" * 4000)
+    _CountedText.scanned = 0
+    with pytest.raises(ToolError) as caught:
+        replace_text(text, "}", "};", replace_all=False, newline="\n", path="f.js")
+    assert caught.value.code is ErrorCode.AMBIGUOUS_MATCH
+    assert caught.value.details == {"lines": list(range(3, 12001, 3))}
+    assert caught.value.message.startswith(
+        "old_text matches 4000 times in f.js (lines 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, "
+    )
+    assert _CountedText.scanned <= len(text)
+
+
 # Invisible characters: old text typed with a plain space never matched a no-break space
 # (or a decomposed accent), and the error did not say why.
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ def replace_text(
             if second != -1:
                 starts.append(second)
         if len(starts) > 1 and not replace_all:
-            raise _ambiguous(path, [_line_of(text, s) for s in starts], fallback=None)
+            raise _ambiguous(path, _lines_of(text, starts), fallback=None)
         pieces = [
             (s, s + len(candidate), with_endings(new, text[s : s + len(candidate)], newline))
             for s in starts
@@ -211,6 +211,19 @@ def _splice(text: str, pieces: list[tuple[int, int, str]]) -> str:
 
 def _line_of(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
+
+
+def _lines_of(text: str, offsets: list[int]) -> list[int]:
+    """The 1-based line of each of ``offsets`` (ascending), in one pass over the text: one
+    count from the start for each would take time in their number times the file's size
+    (``}`` in a 1 MB file is 30,000 places)."""
+    lines: list[int] = []
+    line, counted = 1, 0
+    for offset in offsets:
+        line += text.count("\n", counted, offset)
+        counted = offset
+        lines.append(line)
+    return lines
 
 
 def _ambiguous(path: str, lines: list[int], fallback: str | None) -> ToolError:
