@@ -367,6 +367,35 @@ def test_read_only_file_is_refused_by_every_writing_tool(root: Path) -> None:
     assert locked.read_text() == "original\n"
 
 
+# Read-only files: a patch deleted or moved away a file marked read-only, which it may
+# not update.
+@pytest.mark.parametrize(
+    ("body", "verb"),
+    [
+        ("*** Delete File: keep.txt\n*** Delete File: locked.txt\n", "delete"),
+        ("*** Update File: locked.txt\n*** Move to: moved.txt\n@@\n-original\n+x\n", "move"),
+    ],
+)
+def test_apply_patch_does_not_delete_or_move_a_read_only_file(
+    root: Path, body: str, verb: str
+) -> None:
+    (root / "keep.txt").write_text("a\n")
+    (root / "locked.txt").write_text("original\n")
+    (root / "locked.txt").chmod(0o444)
+    result = call(tools(root)["apply_patch"], patch=f"*** Begin Patch\n{body}*** End Patch")
+    assert result.error_code is ErrorCode.PERMISSION_DENIED
+    assert result.error == (
+        f"Permission denied: locked.txt is read-only (mode 0444); a patch does not {verb} a "
+        "read-only file\nNo file was changed: correct this part and send the whole patch again."
+    )
+    assert sorted(p.name for p in root.iterdir()) == ["keep.txt", "locked.txt"]
+    assert (root / "locked.txt").read_text() == "original\n"
+    # The workspace's option to write read-only files lifts it, as for an update.
+    opted = call(tools(root, write_read_only_files=True)["apply_patch"],
+                 patch=f"*** Begin Patch\n{body}*** End Patch")  # fmt: skip
+    assert opted.error is None, opted.error
+
+
 # Binary detection: a text file with a NUL byte past the first 8 KiB (a log, a dump) was
 # refused or had its NUL dropped by an edit.
 def test_nul_past_the_sniffed_head_is_text_and_kept(root: Path) -> None:

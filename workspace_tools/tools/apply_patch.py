@@ -61,7 +61,8 @@ Change files with one patch in this format (paths relative to the workspace root
   says so. Line endings, encoding and the final newline of each file are kept.
 - All or nothing: if any part fails, no file is changed; fix the part the error names and
   send the whole patch again. Adding or moving onto an existing file is refused unless
-  `allow_overwrite` is set."""
+  `allow_overwrite` is set. A read-only file (no write permission) is not updated, moved
+  or deleted."""
 
 Action = Literal["add", "update", "delete", "move"]
 
@@ -338,6 +339,25 @@ def _stat_into(workspace: Workspace, state: _State) -> None:
     state.mode, state.owner, state.links = st.st_mode, (st.st_uid, st.st_gid), st.st_nlink
 
 
+def _refuse_read_only(workspace: Workspace, state: _State, verb: str) -> None:
+    """Refuse to ``verb`` (delete or move) a file without any write permission bit, as an
+    update of it is refused: a file marked read-only (generated, vendored, frozen by
+    someone) is protected from the patch whatever the change, as ``rm`` asks before
+    removing one. The workspace's ``write_read_only_files`` option lifts it, as for writes.
+
+    Raises:
+        ToolError: ``PERMISSION_DENIED`` naming the file and its mode.
+    """
+    mode = stat.S_IMODE(state.mode)
+    if workspace.options.write_read_only_files or mode & 0o222:
+        return
+    raise ToolError(
+        f"Permission denied: {state.resolved.rel} is read-only (mode {mode:04o}); a patch "
+        f"does not {verb} a read-only file",
+        ErrorCode.PERMISSION_DENIED,
+    )
+
+
 def _plan(
     workspace: Workspace,
     ops: list[FileOp],
@@ -372,6 +392,8 @@ def _plan(
             elif op.kind == "update":
                 hint = "; create it with '*** Add File:'"
             raise ToolError(f"{verb} {rel}: the file does not exist{hint}", ErrorCode.NOT_FOUND)
+        if op.kind == "delete" or op.move_to is not None:
+            _refuse_read_only(workspace, state, "delete" if op.kind == "delete" else "move")
         if op.kind == "delete":
             state.text, state.patched, state.touched = None, None, True
             changes.append(_Change("delete", rel))
