@@ -74,7 +74,13 @@ def test_long_lines_are_cut_with_marker(root: Path, whole: bool) -> None:
     options = {"max_line_length": 2000} | ({} if whole else {"max_file_bytes": 1})
     result = call(tools(root, **options)["read_file"], path="f")
     marker = " [... line cut at 2000 characters]"
-    assert result.content == _numbered(1, ["x" * 2000 + marker, "é" * 2000 + marker, "short"])
+    note = (
+        '\n\n[A line marked "line cut" goes on past its first 2,000 characters. To see the '
+        "rest, grep for text in it: grep shows the part of a line around each match, "
+        "wherever it lies.]"
+    )
+    lines = _numbered(1, ["x" * 2000 + marker, "é" * 2000 + marker, "short"])
+    assert result.content == lines + note
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ def _replace(text: str, old: str, new: str, newline: str = "\n", replace_all: bo
     ("text", "old", "new", "newline", "expected", "kind"),
     [
         ("a\r\nb\r\n", "a\nb", "c\nd", "\r\n", "c\r\nd\r\n", "exact"),
-        ("a\r\nb\nc\n", "a\nb\n", "x\n", "\n", "x\nc\n", "line_endings"),
+        ("a\r\nb\nc\n", "a\nb\n", "x\n", "\n", "x\r\nc\n", "line_endings"),
         ("    if x:  \n        go()\n", "if x:\n    go()\n", "if y:\n    stop()\n", "\n",
          "    if y:\n        stop()\n", "indentation"),
         ("\tif x:\n\t\tgo()\n", "if x:\n\tgo()", "if x:\n\tstop()", "\n",

@@ -52,6 +52,7 @@ import os
 import re
 import stat
 import threading
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -69,7 +70,7 @@ from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
 from workspace_tools.workspace._near_miss import near_miss, suggested
-from workspace_tools.workspace._textfile import load_text, save_text, text_diff
+from workspace_tools.workspace._textfile import Saved, load_text, save_text, text_diff
 
 VERSIONS: dict[str, str] = {
     "20250728": "str_replace_based_edit_tool",
@@ -123,7 +124,8 @@ class CurrentTextEditorArgs(TextEditorArgs):
 
 class TextEditorDetails(BaseModel):
     """For the application: the path and, for a change, its unified diff and counts;
-    ``match`` is how ``old_str`` matched (``exact`` or the fallback used)."""
+    ``match`` is how ``old_str`` matched (``exact`` or the fallback used); ``note`` says when
+    the file had other hard links, which keep the old content (the model reads it too)."""
 
     command: str
     path: str
@@ -132,6 +134,7 @@ class TextEditorDetails(BaseModel):
     deletions: int = 0
     match: str | None = None
     encoding: str | None = None
+    note: str | None = None
 
 
 def anthropic_text_editor_definition(
@@ -274,10 +277,10 @@ def _named(workspace: Workspace, path: str) -> tuple[str, ...]:
         return (path,)
 
 
-def _written(write: Any) -> None:
+def _written(write: Callable[[], Saved]) -> Saved:
     """Run ``write``; a refused write gets the documented permission text first."""
     try:
-        write()
+        return write()
     except ToolError as exc:
         if exc.code is ErrorCode.PERMISSION_DENIED:
             raise ToolError(
@@ -408,7 +411,7 @@ def _change(
     match: str | None = None,
     unchanged: tuple[int, int] = (0, 0),
 ) -> TextEditorDetails:
-    _written(lambda: save_text(workspace, resolved, new, fmt, guard=context.committing))
+    saved = _written(lambda: save_text(workspace, resolved, new, fmt, guard=context.committing))
     diff = text_diff(old, new, fmt, resolved.rel, unchanged)
     return TextEditorDetails(
         command=command,
@@ -418,6 +421,7 @@ def _change(
         deletions=diff.deletions,
         match=match,
         encoding=fmt.label,
+        note=saved.note,
     )
 
 
@@ -540,7 +544,7 @@ def _str_replace(
     text = "Successfully replaced text at exactly one location."
     if edit.match != "exact":
         text += f"\n(old_str matched with {edit.match.replace('_', ' ')} differences ignored)"
-    return tool_output(text, details)
+    return tool_output(_with_note(text, details), details)
 
 
 def _insert(
@@ -572,7 +576,12 @@ def _insert(
         block += current.newline
     text = "".join(head) + block + "".join(tail)
     details = _change(workspace, resolved, "insert", current.text, text, current.format, context)
-    return tool_output(f"Text inserted after line {args.insert_line} of {args.path}.", details)
+    text = f"Text inserted after line {args.insert_line} of {args.path}."
+    return tool_output(_with_note(text, details), details)
+
+
+def _with_note(text: str, details: TextEditorDetails) -> str:
+    return text if details.note is None else f"{text}\n({details.note})"
 
 
 def _undo(

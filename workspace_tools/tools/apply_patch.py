@@ -28,6 +28,7 @@ from workspace_tools.workspace._files import (
     missing_parents,
     open_parent,
     os_error,
+    other_links_note,
     read_bytes,
     remove_made,
 )
@@ -60,7 +61,8 @@ Change files with one patch in this format (paths relative to the workspace root
   says so. Line endings, encoding and the final newline of each file are kept.
 - All or nothing: if any part fails, no file is changed; fix the part the error names and
   send the whole patch again. Adding or moving onto an existing file is refused unless
-  `allow_overwrite` is set."""
+  `allow_overwrite` is set. A read-only file (no write permission) is not updated, moved
+  or deleted."""
 
 Action = Literal["add", "update", "delete", "move"]
 
@@ -80,7 +82,8 @@ class ApplyPatchArgs(BaseModel):
 class FilePatch(BaseModel):
     """One file's change: its action, path (``move_to`` for a move), unified diff (each
     accepted by ``git apply`` from the root), counts, the loosest match level its chunks
-    needed, and the encoding to encode ``diff`` in."""
+    needed, the encoding to encode ``diff`` in, and a ``note`` when an updated file had
+    other hard links (they keep the old content)."""
 
     path: str
     action: Action
@@ -90,6 +93,7 @@ class FilePatch(BaseModel):
     deletions: int
     match: str
     encoding: str
+    note: str | None = None
 
 
 class ApplyPatchDetails(BaseModel):
@@ -117,6 +121,7 @@ class _State:
     mode: int
     data: bytes | None = None
     owner: tuple[int, int] | None = None
+    links: int = 1
     binary: ToolError | None = None
     # The one update of this path, whose line ranges make its diff fast; None when there
     # was none or anything else happened to the path too.
@@ -323,14 +328,34 @@ def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -
 
 
 def _stat_into(workspace: Workspace, state: _State) -> None:
-    """Record the existing file's mode and owner, which a rollback gives back."""
+    """Record the existing file's mode and owner, which a rollback gives back, and its hard
+    links (an update gives the name a file of its own: the others keep the old content)."""
     try:
         # By name in its directory's fd: a whole path past PATH_MAX is refused by the kernel.
         with open_parent(workspace.root, state.resolved.real) as (dir_fd, name):
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise os_error(exc, state.resolved.rel) from exc
-    state.mode, state.owner = st.st_mode, (st.st_uid, st.st_gid)
+    state.mode, state.owner, state.links = st.st_mode, (st.st_uid, st.st_gid), st.st_nlink
+
+
+def _refuse_read_only(workspace: Workspace, state: _State, verb: str) -> None:
+    """Refuse to ``verb`` (delete or move) a file without any write permission bit, as an
+    update of it is refused: a file marked read-only (generated, vendored, frozen by
+    someone) is protected from the patch whatever the change, as ``rm`` asks before
+    removing one. The workspace's ``write_read_only_files`` option lifts it, as for writes.
+
+    Raises:
+        ToolError: ``PERMISSION_DENIED`` naming the file and its mode.
+    """
+    mode = stat.S_IMODE(state.mode)
+    if workspace.options.write_read_only_files or mode & 0o222:
+        return
+    raise ToolError(
+        f"Permission denied: {state.resolved.rel} is read-only (mode {mode:04o}); a patch "
+        f"does not {verb} a read-only file",
+        ErrorCode.PERMISSION_DENIED,
+    )
 
 
 def _plan(
@@ -367,6 +392,8 @@ def _plan(
             elif op.kind == "update":
                 hint = "; create it with '*** Add File:'"
             raise ToolError(f"{verb} {rel}: the file does not exist{hint}", ErrorCode.NOT_FOUND)
+        if op.kind == "delete" or op.move_to is not None:
+            _refuse_read_only(workspace, state, "delete" if op.kind == "delete" else "move")
         if op.kind == "delete":
             state.text, state.patched, state.touched = None, None, True
             changes.append(_Change("delete", rel))
@@ -620,6 +647,7 @@ def _output(states: dict[str, _State], changes: list[_Change]) -> object:
                 deletions=diff.deletions,
                 match=match,
                 encoding=state.fmt.label,
+                note=other_links_note(rel, state.links - 1) if action == "update" else None,
             )
         )
     details = ApplyPatchDetails(
@@ -641,5 +669,7 @@ def _summary(files: list[FilePatch]) -> str:
             line += f" -> {entry.move_to}"
         if entry.match != "exact":
             line += f" (matched with {entry.match.replace('_', ' ')} ignored)"
+        if entry.note is not None:
+            line += f" ({entry.note})"
         lines.append(line)
     return "\n".join(lines)

@@ -23,7 +23,8 @@ Replace text in an existing file of the workspace: `old_text` becomes `new_text`
   set `replace_all` to change every occurrence (e.g. renaming a variable). More than one
   match gives AMBIGUOUS_MATCH with the line numbers; none gives NO_MATCH.
 - Both texts are literal: nothing is a regex or a template (`$1`, `\\1`, `$&` stay as typed).
-  Line breaks follow the file's style (LF or CRLF); its encoding is kept.
+  Line breaks follow the file's style (LF or CRLF; in a file of mixed endings, each
+  replaced line keeps its own, as in apply_patch); its encoding is kept.
 - When the exact text is absent, a match differing only in line endings, trailing
   whitespace, indentation or typographic quotes is used if it is unique (the result's
   `match` names it). Indentation may differ only by the same shift on every line, never in
@@ -104,12 +105,14 @@ class EditFileContent(BaseModel):
     """What the model reads: the path, how many places changed, and how ``old_text``
     matched (``exact``, or the fallback used, so the model knows its text was not literal).
     For an ``edits`` list: the totals, the first fallback used, and each edit's own in
-    ``edits``."""
+    ``edits``. ``note`` says when the file had other hard links (they keep the old
+    content)."""
 
     path: str
     replacements: int
     match: MatchKind
     edits: list[EditMatch] | None = None
+    note: str | None = None
 
 
 class EditFileDetails(BaseModel):
@@ -169,7 +172,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             text = done.text
             head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-        save_text(workspace, resolved, text, current.format, guard=context.committing)
+        saved = save_text(workspace, resolved, text, current.format, guard=context.committing)
     diff = text_diff(current.text, text, current.format, resolved.rel, (head, tail))
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)
@@ -185,7 +188,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
         edits=listed,
     )
     content = EditFileContent(
-        path=resolved.rel, replacements=replacements, match=match, edits=listed
+        path=resolved.rel, replacements=replacements, match=match, edits=listed, note=saved.note
     )
     return tool_output(content.model_dump(exclude_none=True), details)
 

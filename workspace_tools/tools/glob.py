@@ -34,7 +34,8 @@ are not matches.
 - The pattern is matched against paths relative to `path` (default: the root). '*' and '?' \
 never cross '/': '*.py' matches only directly in `path`; '**/' spans any number of \
 directories ('**/*.py' finds Python files at any depth). Braces '{a,b}' and classes '[abc]' \
-work. Hidden files match like any other.
+work; when a pattern matches nothing so, its brackets and braces are tried as literal \
+characters (names such as 'app/[id]/page.tsx'), with a note. Hidden files match like any other.
 - Files matched by .gitignore, .ignore or .git/info/exclude rules are skipped (files git \
 tracks are always found); set include_ignored=true to search them too.
 - Output stops after `limit` paths with a note giving the total. To search file contents, \
@@ -83,9 +84,21 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
         matches = list(filter(matcher.match, candidates))
     if not matches and walk.ignored:
         matches = _named(workspace, start.rel, args.pattern, matcher, cut)
+    literally = False
+    if not matches and _SYNTAX.search(args.pattern):
+        matches = _literal_matches(workspace, args.pattern, candidates, cut)
+        literally = bool(matches)
     count = len(matches)
     shown = matches[:limit]
     lines = [shown_path(path) for path in shown] or ["No files matched"]
+    if literally:
+        lines.append(
+            note(
+                f"No file matches {args.pattern!r} with its brackets and braces read as "
+                "pattern syntax ([abc] a character class, {a,b} alternatives); these match "
+                "it with them taken literally"
+            )
+        )
     if count > limit:
         lines.append(
             note(
@@ -121,6 +134,25 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
         workspace=workspace,
         cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )
+
+
+# Pattern syntax that is also common in real names: Next.js and expo-router directories
+# (``[id]``, ``[...slug]``), template files (``{name}.md``).
+_SYNTAX = re.compile(r"[\[\]{}]")
+
+
+def _literal_matches(
+    workspace: Workspace, pattern: str, candidates: list[str], cut: int
+) -> list[str]:
+    """The candidates ``pattern`` matches with its brackets and braces escaped (its ``*``,
+    ``?`` and ``**`` still wildcards): a pattern naming ``app/[id]/*.tsx`` matches nothing
+    when ``[id]`` is read as a class, and the model meant the directory it saw. Empty when
+    the escaped pattern is not valid either."""
+    try:
+        literal = compile_glob(_SYNTAX.sub(lambda m: "\\" + m.group(), pattern), workspace)
+    except ToolError:
+        return []
+    return [p for p in candidates if literal.match(p[cut:])]
 
 
 def _named(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import sys
 import threading
 import time
@@ -14,11 +15,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from workspace_tools._errors import ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
     CompactRepr,
     compile_glob,
+    note,
     resolve_start,
     with_limit_default,
 )
@@ -52,7 +55,8 @@ workspace root.
 - output_mode: 'content' (matching lines, default), 'files_with_matches' (paths only) or \
 'count' ('path:count' per file).
 - A match lies within one line unless multiline=true, which lets '.' and the pattern span \
-lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\\.get\\('.
+lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\\.get\\('; \
+when a pattern matches nothing but its text occurs literally, a note says so.
 - glob filters files, e.g. '*.py' (no '/': matched against file names at any depth) or \
 'src/**/*.ts' (matched against paths relative to `path`).
 - context=N shows N lines around each match ('path-line-text'; groups separated by '--').
@@ -240,9 +244,51 @@ def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
     matcher = pool.take(args.pattern, ignore_case=args.ignore_case, multiline=args.multiline)
     try:
         with _collector_paused():
-            return _execute(workspace, args, context, matcher)
+            output = _execute(workspace, args, context, matcher)
     finally:
         pool.give(matcher)
+    details = output.details
+    if isinstance(details, GrepDetails) and not details.match_count:
+        return _with_literal_hint(workspace, args, context, output)
+    return output
+
+
+# Regex syntax that can make a pattern miss text it spells out literally (a group's
+# parentheses, a class's brackets, an anchor, a quantifier, an alternative); '.' and '\\'
+# cannot ('.' matches itself too, and a backslash in the pattern is deliberate).
+_NARROWING = re.compile(r"[()\[\]{}$^+?*|]")
+
+
+def _with_literal_hint(
+    workspace: Workspace, args: GrepArgs, context: ToolContext, output: ToolOutput
+) -> ToolOutput:
+    """``output`` of a search that matched nothing, with a note when the pattern's text
+    occurs literally: ``foo(bar)``, ``$scope``, ``items[0]`` typed as they read find
+    nothing as a regex, and "No matches" alone says the text is absent."""
+    if "\\" in args.pattern or not _NARROWING.search(args.pattern):
+        return output
+    literal = re.escape(args.pattern)
+    pool = workspace.kept(POOL_KEY, MatcherPool)
+    try:
+        matcher = pool.take(literal, ignore_case=args.ignore_case, multiline=args.multiline)
+    except ToolError:
+        return output
+    probe = args.model_copy(update={"pattern": literal, "output_mode": "count", "context": 0})
+    try:
+        with _collector_paused():
+            found = _execute(workspace, probe, context, matcher).details
+    finally:
+        pool.give(matcher)
+    if not isinstance(found, GrepDetails) or not found.match_count:
+        return output
+    files = found.files_matched
+    hint = note(
+        f"As a regular expression the pattern matches nothing, but its text occurs literally "
+        f"{found.match_count:,} time{'' if found.match_count == 1 else 's'} in {files:,} "
+        f"file{'' if files == 1 else 's'}; with its regex characters escaped, the pattern "
+        f"{literal} finds it"
+    )
+    return tool_output(f"{output.content}\n{hint}", output.details)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,13 @@ DEFAULT_LIMIT = 2000
 #: 50,000-character limit on what the model reads.
 MAX_TEXT_CHARS = 40_000
 
+#: The note after lines cut at ``max_chars``: how the model sees the rest of such a line.
+LONG_LINE_NOTE = (
+    '[A line marked "line cut" goes on past its first {max_chars:,} characters. To see '
+    "the rest, grep for text in it: grep shows the part of a line around each match, "
+    "wherever it lies.]"
+)
+
 DESCRIPTION = """\
 Read a file in the workspace. Text comes back as numbered lines ("cat -n" style: the line
 number, a tab, the line), so you can quote exact text in edit_file: leave out the number and
@@ -29,7 +36,8 @@ the tab. Read a file before you edit or overwrite it.
 - Reads up to `limit` lines (default {read_limit}) from line `offset` (1-based), and at
   most about 40,000 characters. A note at the end says when more lines follow and which
   offset continues; read large files in parts.
-- Lines longer than {max_line_length} characters are cut, with a marker.
+- Lines longer than {max_line_length} characters are cut, with a marker; grep shows the
+  part of such a line around each match.
 - PNG, JPEG, GIF and WebP images come back as images. Other binary files are refused.
 - Paths are relative to the workspace root; paths outside it are refused."""
 
@@ -78,6 +86,7 @@ def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
     note; returns the text and how many lines it shows."""
     out = []
     size = 0
+    any_cut = False
     for number, (line, cut) in enumerate(zip(lines.lines, lines.cut, strict=True), start=offset):
         marker = f" [... line cut at {max_chars} characters]" if cut else ""
         rendered = f"{number:6}\t{line}{marker}"
@@ -85,6 +94,7 @@ def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
         if out and size > MAX_TEXT_CHARS:
             break
         out.append(rendered)
+        any_cut = any_cut or cut
     shown = len(out)
     end = offset + shown - 1
     if end < lines.total_lines:
@@ -92,6 +102,9 @@ def _render(lines: LineSlice, offset: int, max_chars: int) -> tuple[str, int]:
             f"\n[Lines {offset}-{end} of {lines.total_lines} shown. "
             f"Use offset={end + 1} to read on.]"
         )
+    if any_cut:
+        # Said once, not on every cut line: a minified file's lines would repeat it.
+        out.append(f"\n{LONG_LINE_NOTE.format(max_chars=max_chars)}")
     return "\n".join(out), shown
 
 

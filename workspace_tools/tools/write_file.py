@@ -33,12 +33,14 @@ class WriteFileArgs(BaseModel):
 
 
 class WriteFileContent(BaseModel):
-    """What the model reads: the path, whether the file is new, its lines and bytes."""
+    """What the model reads: the path, whether the file is new, its lines and bytes, and a
+    ``note`` when the file had other hard links (they keep the old content)."""
 
     path: str
     created: bool
     lines: int
     bytes: int
+    note: str | None = None
 
 
 class WriteFileDetails(BaseModel):
@@ -61,11 +63,15 @@ def execute(args: WriteFileArgs, context: ToolContext) -> object:
     with workspace.file_states.lock(resolved.real):
         current = load_text(workspace, resolved)
         text = convert_newlines(args.content, current.newline)
-        size = save_text(workspace, resolved, text, current.format, guard=context.committing)
+        saved = save_text(workspace, resolved, text, current.format, guard=context.committing)
     created = current.text is None
     diff = text_diff(current.text, text, current.format, resolved.rel)
     content = WriteFileContent(
-        path=resolved.rel, created=created, lines=count_lines(text), bytes=size
+        path=resolved.rel,
+        created=created,
+        lines=count_lines(text),
+        bytes=saved.size,
+        note=saved.note,
     )
     details = WriteFileDetails(
         path=resolved.rel,
@@ -75,7 +81,7 @@ def execute(args: WriteFileArgs, context: ToolContext) -> object:
         deletions=diff.deletions,
         encoding=current.format.label,
     )
-    return tool_output(content.model_dump(), details)
+    return tool_output(content.model_dump(exclude_none=True), details)
 
 
 def build(workspace: Workspace) -> Tool[WriteFileArgs]:

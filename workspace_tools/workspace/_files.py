@@ -487,8 +487,11 @@ def atomic_write(
     write_read_only: bool = False,
     guard: CommitGuard = nullcontext,
     fsync: bool = True,
-) -> bool:
-    """Replace (or create) ``real`` with ``data`` atomically; return whether it was created.
+) -> int:
+    """Replace (or create) ``real`` with ``data`` atomically; return how many other hard
+    links the replaced file had (0 for a new file). Those names keep the old content: the
+    new content is a file of its own at ``real`` (a file's other names may be outside the
+    root, or a package store's, which a write here must not change).
 
     An existing file keeps its permission bits, owner and group; a new file gets 0o666 less
     the umask; missing parent directories are made. The temp file is removed on any
@@ -528,7 +531,19 @@ def atomic_write(
         error = os_error(exc, rel)
         outcome = "nothing was written" if old is None else "the file was left unchanged"
         raise ToolError(f"{error.message}; {outcome}", error.code) from exc
-    return old is None
+    return 0 if old is None else old.st_nlink - 1
+
+
+def other_links_note(rel: str, links: int) -> str | None:
+    """What to tell the model after ``rel``, which had ``links`` other hard links, was
+    replaced by a file of its own (``None`` when it had none)."""
+    if links < 1:
+        return None
+    names = "its other name keeps" if links == 1 else "its other names keep"
+    return (
+        f"{rel} had {links} other hard link{'' if links == 1 else 's'}; {rel} is now a file "
+        f"of its own, and {names} the old content"
+    )
 
 
 def _existing(dir_fd: int, name: str) -> os.stat_result | None:

@@ -39,6 +39,7 @@ from workspace_tools.workspace._files import (
     libc_function,
     open_parent,
     os_error,
+    other_links_note,
     read_bytes,
     swap_in,
 )
@@ -81,6 +82,15 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
     return CurrentText(decoded.text, decoded.format, newline)
 
 
+@dataclass(frozen=True)
+class Saved:
+    """A text file written: ``size`` in bytes, and ``note``, for the model, when the file
+    had other hard links, which keep the old content (``None`` otherwise)."""
+
+    size: int
+    note: str | None
+
+
 def save_text(
     workspace: Workspace,
     resolved: ResolvedPath,
@@ -88,8 +98,8 @@ def save_text(
     fmt: TextFormat,
     *,
     guard: CommitGuard = nullcontext,
-) -> int:
-    """Write ``text`` in ``fmt`` atomically and remember it as seen; return bytes written.
+) -> Saved:
+    """Write ``text`` in ``fmt`` atomically and remember it as seen.
 
     ``guard`` is entered around the commit (see :func:`~._files.atomic_write`): a tool
     passes its context's :meth:`~workspace_tools.ToolContext.committing`, so that nothing
@@ -110,7 +120,7 @@ def save_text(
             f"{limit:,}-byte limit; write less",
             ErrorCode.FILE_TOO_LARGE,
         )
-    atomic_write(
+    links = atomic_write(
         workspace.root,
         resolved.real,
         resolved.rel,
@@ -120,7 +130,7 @@ def save_text(
         fsync=workspace.options.fsync,
     )
     workspace.file_states.record(resolved.real, data)
-    return len(data)
+    return Saved(len(data), other_links_note(resolved.rel, links))
 
 
 def text_diff(
