@@ -275,6 +275,13 @@ class Tool(Generic[ArgsT]):
             of its own for every call; ``in_sandbox`` may give ``None`` (the call then
             runs in a child of the sandbox) or raise a :class:`ToolError` (the result).
             False (default): a sandboxed call's ``execute`` runs in a sandbox child.
+        preempt: what a call must do at once, even while it waits behind the calls ahead
+            of it (a :class:`~workspace_tools.ToolSession` runs its calls one after
+            another, an MCP server's checkpoints its writing calls): called with the
+            validated arguments on the event loop, so it must not block, and only for a
+            call the session's policy allows outright; the call then runs in its turn.
+            The shell's stops the shell for a ``restart``, so that a restart ends the
+            command it would wait behind. ``None`` (default): nothing.
     """
 
     name: str
@@ -295,6 +302,7 @@ class Tool(Generic[ArgsT]):
     runner: Any = None
     stateless: bool = False
     commands_only: bool = False
+    preempt: Callable[[Any], None] | None = None
 
     @property
     def invalidates(self) -> bool:
@@ -373,6 +381,7 @@ def tool(
     runner: Any = None,
     stateless: bool = False,
     commands_only: bool = False,
+    preempt: Callable[[Any], None] | None = None,
 ) -> Tool[ArgsT]:
     """Define a :class:`Tool` (the arguments are its attributes).
 
@@ -403,6 +412,7 @@ def tool(
         runner=runner,
         stateless=stateless,
         commands_only=commands_only,
+        preempt=preempt,
     )
 
 

@@ -4,24 +4,29 @@ pydantic-ai too."""
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from sandbox import Sandbox
 from tests._processes import survivors
 from workspace_tools import (
+    ArgumentCondition,
     ErrorCode,
     Policy,
     PolicyRule,
     ShellSession,
+    ToolResult,
     ToolSession,
     invoke_tool,
     shell_tools,
 )
 from workspace_tools.adapters.mcp import create_server
+from workspace_tools.session import CheckpointedCalls, Checkpoints
 
 pytestmark = pytest.mark.anyio
 
@@ -159,4 +164,105 @@ async def test_a_session_takes_a_shell_session_or_needs_a_workspace(
         refused = await session.call("start_process", {"command": "sleep 1000"})
         assert refused.error is not None and "the most this session allows" in refused.error
     assert shells.closed is True
+    assert survivors(marker) == []
+
+
+Call = Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
+
+#: What a command that a restart ended reads.
+RESTARTED_WHILE_RUNNING = (
+    "The shell was restarted while this command ran; the command and every process it "
+    "started were killed. The next command starts a new shell at the workspace root."
+    "\nstdout so far:\nbegun\n"
+)
+
+
+async def _restart_while_running(root: Path, call: Call) -> dict[str, ToolResult]:
+    """A long command, then a restart sent while it runs; their results."""
+    outcomes: dict[str, ToolResult] = {}
+
+    async def long() -> None:
+        command = "echo begun; touch started; sleep 600"
+        outcomes["long"] = await call("shell", {"command": command, "timeout": 600})
+
+    # The command's own timeout is far away: were the restart to wait behind it, the
+    # test's guard would fail first.
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(long)
+            while not (root / "started").exists():
+                await anyio.sleep(0.01)
+            outcomes["restart"] = await call("shell", {"command": "echo fresh", "restart": True})
+    return outcomes
+
+
+@pytest.mark.parametrize("through", ["session", "checkpointed calls"])
+async def test_a_restart_ends_the_command_it_would_wait_behind(
+    tmp_path: Path, marker: str, through: str
+) -> None:
+    # A session runs its calls one after another, and an MCP server's checkpoints run its
+    # writing calls so: a restart still ends the hung command at once, then runs in turn.
+    with ToolSession(tmp_path, shell=True) as session:
+        if through == "session":
+            outcomes = await _restart_while_running(tmp_path, session.call)
+        else:
+            tools = {t.name: t for t in session.tools}
+            checkpoints = Checkpoints(session.workspace)
+            calls = CheckpointedCalls(checkpoints)
+            try:
+                outcomes = await _restart_while_running(
+                    tmp_path, lambda name, args: calls(tools[name], args, name, None)
+                )
+            finally:
+                checkpoints.close()
+        after = await session.call("shell", {"command": "pwd"})
+    ended, restarted = outcomes["long"], outcomes["restart"]
+    assert (ended.error_code, ended.error) == (ErrorCode.ABORTED, RESTARTED_WHILE_RUNNING)
+    assert restarted.content == {
+        "exit_code": 0,
+        "stdout": "fresh\n",
+        "stderr": "",
+        "notes": ["The shell was restarted before this command."],
+    }, restarted.model_text()
+    assert after.content["stdout"] == f"{tmp_path}\n"
+    assert survivors(marker) == []
+
+
+async def test_a_restart_the_policy_denies_leaves_the_command_running(
+    tmp_path: Path, marker: str
+) -> None:
+    policy = Policy(
+        rules=(
+            PolicyRule(
+                name="no-restart",
+                decision="deny",
+                tools=("shell",),
+                when=(ArgumentCondition(argument="command", pattern="fresh"),),
+            ),
+        )
+    )
+    with ToolSession(tmp_path, shell=True, policy=policy) as session:
+        outcomes: dict[str, ToolResult] = {}
+
+        async def long() -> None:
+            command = "echo begun; touch started; while [ ! -e go ]; do sleep 0.01; done"
+            outcomes["long"] = await session.call("shell", {"command": command})
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(long)
+                while not (tmp_path / "started").exists():
+                    await anyio.sleep(0.01)
+                restart = {"command": "echo fresh", "restart": True}
+                group.start_soon(session.call, "shell", restart)
+                # The denied call waits in line; once it does, the command goes on.
+                await anyio.wait_all_tasks_blocked()
+                (tmp_path / "go").touch()
+    assert outcomes["long"].content == {
+        "exit_code": 0,
+        "stdout": "begun\n",
+        "stderr": "",
+        "notes": [],
+    }, outcomes["long"].model_text()
+    assert [(s.tool, s.skipped) for s in session.steps] == [("shell", False), ("shell", True)]
     assert survivors(marker) == []

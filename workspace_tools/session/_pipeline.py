@@ -137,6 +137,22 @@ def prepare(tool: Tool[Any], arguments: Any, call_id: str | None = None) -> Call
     return Call(tool, call_id, raw, args, presentation=tool.present(args))
 
 
+def preempt(
+    tool: Tool[Any], arguments: Any, allowed: Callable[[BaseModel], bool] = lambda _: True
+) -> None:
+    """Do what a call of ``tool`` must do at once (:attr:`Tool.preempt`), before it waits
+    behind the calls ahead of it: only for valid ``arguments`` that ``allowed`` lets run;
+    never raises (the call itself, in its turn, reports what goes wrong)."""
+    if tool.preempt is None:
+        return
+    args = prepare(tool, arguments).args
+    try:
+        if args is not None and allowed(args):
+            tool.preempt(args)
+    except Exception:
+        logger.warning("%s: what its call does at once failed", tool.name, exc_info=True)
+
+
 def _invalid(
     tool: Tool[Any], call_id: str, raw: Any, message: str, missing: tuple[str, ...] = ()
 ) -> Call:

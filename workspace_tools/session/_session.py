@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from pydantic import BaseModel
 
 from sandbox import COMMAND_OWNER, Sandbox
 from workspace_tools._errors import ErrorCode, ToolError, echoed
@@ -29,6 +30,7 @@ from workspace_tools.session._pipeline import (
     new_call_id,
     not_started,
     parse_arguments,
+    preempt,
     prepare,
     run_call,
     run_on_own_loop,
@@ -126,8 +128,10 @@ class ToolSession:
             without a workspace.
         NotADirectoryError: the workspace root does not exist.
 
-    Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it.
-    Use either :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
+    Calls are serialised with a lock: a concurrent :meth:`call` waits for the one before it,
+    having done what its tool does at once (:attr:`Tool.preempt`: a shell restart stops the
+    command it would wait behind) when the policy allows it outright. Use either
+    :meth:`call` (in one event loop) or :meth:`call_sync`, not both at once.
     """
 
     def __init__(
@@ -317,8 +321,22 @@ class ToolSession:
         """
         if self._lock is None:
             self._lock = anyio.Lock()
+        if self._lock.locked():
+            self._preempt(tool, arguments)
         async with self._lock:
             return await self._call(tool, arguments, call_id, on_update, confirm)
+
+    def _preempt(self, target: Tool[Any] | str, arguments: Any) -> None:
+        """What a call that waits behind another does at once (:attr:`Tool.preempt`: a
+        shell restart stops the command ahead of it), when the policy allows it outright."""
+        tool = target if isinstance(target, Tool) else self._by_name.get(str(target))
+        if tool is None:
+            return
+
+        def allowed(args: BaseModel) -> bool:
+            return self.policy.decide(tool, args, self.workspace).decision == "allow"
+
+        preempt(tool, arguments, allowed)
 
     def call_sync(
         self,

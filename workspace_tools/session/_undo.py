@@ -26,7 +26,14 @@ from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import ArgsT, NamedPaths, Tool, ToolContext, tool
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
-from workspace_tools.session._pipeline import Call, OnUpdate, invoke_tool, prepare, run_call
+from workspace_tools.session._pipeline import (
+    Call,
+    OnUpdate,
+    invoke_tool,
+    preempt,
+    prepare,
+    run_call,
+)
 from workspace_tools.workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
@@ -208,8 +215,9 @@ class CheckpointedCalls:
         sandbox: as for :func:`invoke_tool`, for every call.
 
     Calls of writing tools (and of :attr:`undo_tool`) run one at a time, numbered from 0 as
-    the checkpoints' steps; read-only calls run beside them unchecked, as they change
-    nothing. A writing call's result gets ``changed_files`` in its details.
+    the checkpoints' steps (what a waiting call does at once, :attr:`Tool.preempt`, it does
+    before it waits); read-only calls run beside them unchecked, as they change nothing.
+    A writing call's result gets ``changed_files`` in its details.
     """
 
     def __init__(self, checkpoints: Checkpoints, *, sandbox: Any = None) -> None:
@@ -251,6 +259,8 @@ class CheckpointedCalls:
             )
         if self._lock is None:
             self._lock = anyio.Lock()
+        if self._lock.locked():
+            preempt(tool, arguments)  # a shell restart stops the command ahead of it
         async with self._lock:
             if tool is self.undo_tool:
                 # Changes the checkpoints' own state: in process, never in a sandbox child.

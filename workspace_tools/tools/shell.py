@@ -151,7 +151,16 @@ def build(session: ShellSession) -> Tool[ShellArgs]:
         workspace=session.workspace,
         runner=session,
         commands_only=True,
+        preempt=partial(_stop_for_restart, session),
     )
+
+
+def _stop_for_restart(session: ShellSession, args: ShellArgs) -> None:
+    """A restart stops the shell at once, not when its call's turn comes: the command it
+    would wait behind (in a session, or an MCP server's line of writing calls) is the one
+    it is there to end. The call restarts the shell again in its turn."""
+    if args.restart and not session.closed:
+        session.shell.kill_now()
 
 
 def stream_view(session: ShellSession, view: StreamView, name: str) -> tuple[str, list[str]]:
