@@ -233,6 +233,40 @@ async def test_closing_a_workspace_stops_its_running_command(tmp_path: Path, ear
     assert (details.exit_code, details.timed_out, details.stdout) == (None, False, "before-close\n")
 
 
+async def test_calls_waiting_when_a_session_closes_do_not_run(tmp_path: Path) -> None:
+    """A session runs its calls one after another: those still waiting behind the
+    running command when it closes end without running, rather than start their
+    commands (each to its own timeout) in a session that was closed."""
+    marker, flag = _marker(), tmp_path / "started"
+    session = ToolSession(Workspace(tmp_path))
+    results: dict[str, object] = {}
+
+    async def run(name: str, arguments: dict[str, object]) -> None:
+        results[name] = await session.call(name, arguments)
+
+    async def running_then_waiting() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(
+                run, "run_command", {"command": _command(marker, flag), "timeout": 600}
+            )
+            await wait_until_async(flag.exists, bool, "the command to start")
+            tasks.start_soon(run, "write_file", {"path": "later.txt", "content": "x"})
+            await anyio.wait_all_tasks_blocked()
+
+    await _close_once_running(running_then_waiting, session.close, marker, flag)
+    stopped, waited = results["run_command"], results["write_file"]
+    assert stopped.error_code == ErrorCode.SANDBOX_ERROR, stopped  # type: ignore[attr-defined]
+    assert (waited.error_code, waited.error) == (  # type: ignore[attr-defined]
+        ErrorCode.ABORTED,
+        "The session was closed while this call waited for the call before it; it did not run.",
+    )
+    assert not (tmp_path / "later.txt").exists()
+    assert [(s.tool, s.failed) for s in session.steps] == [
+        ("run_command", True),
+        ("write_file", True),
+    ]
+
+
 async def test_closing_one_of_two_sessions_over_the_same_tools_stops_only_its_commands(
     tmp_path: Path,
 ) -> None:

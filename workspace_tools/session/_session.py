@@ -210,6 +210,8 @@ class ToolSession:
         self._started = time.perf_counter()
         self._lock: anyio.Lock | None = None
         self._sync_lock = threading.Lock()
+        #: How many times close() ran: a call that waited in line across one does not run.
+        self._closes = 0
         # The changed files of the step being recorded: (step index, rows).
         self._changes: tuple[int, list[ChangedFile]] | None = None
 
@@ -231,10 +233,11 @@ class ToolSession:
         ``sandbox``, and the commands its calls started through its tools' runners, such
         as run_command's: each running command's whole tree is stopped and its call ends
         with ``SANDBOX_ERROR`` and the output so far, while those another session or
-        caller started through the same tools run on; a later call starts them again).
-        Idempotent;
+        caller started through the same tools run on; calls waiting in line then end with
+        ``ABORTED`` without running; a later call starts them again). Idempotent;
         the calls recorded stay readable; a writing call or a restore after it fails (its
         checkpoint cannot be taken or read)."""
+        self._closes += 1
         parts = (self.shell, self.checkpoints, self._sandbox)
         closers: list[Callable[[], object]] = [p.close for p in parts if p is not None]
         # The commands its tools run through runners of their own (run_command's portable
@@ -323,7 +326,10 @@ class ToolSession:
             self._lock = anyio.Lock()
         if self._lock.locked():
             self._preempt(tool, arguments)
+        closes = self._closes
         async with self._lock:
+            if self._closes != closes:
+                return self._closed_meanwhile(tool, arguments, call_id)
             return await self._call(tool, arguments, call_id, on_update, confirm)
 
     def _preempt(self, target: Tool[Any] | str, arguments: Any) -> None:
@@ -353,7 +359,10 @@ class ToolSession:
         Raises:
             RuntimeError: when called from inside a running event loop's thread.
         """
+        closes = self._closes
         with self._sync_lock:
+            if self._closes != closes:
+                return self._closed_meanwhile(tool, arguments, call_id)
             call = partial(self._call, tool, arguments, call_id, on_update, confirm)
             return run_on_own_loop(call, no_loop=partial(not_started, tool, arguments, call_id))
 
@@ -385,6 +394,23 @@ class ToolSession:
             raise
         finally:
             COMMAND_OWNER.reset(commands)
+
+    def _closed_meanwhile(
+        self, target: Tool[Any] | str, arguments: Any, call_id: str | None
+    ) -> ToolResult:
+        """The failed step of a call that waited for the one before it while the session
+        closed: it does not run (its command would start in a closed session, to run on
+        to its own timeout)."""
+        index = len(self._record.steps)
+        name = target.name if isinstance(target, Tool) else str(target)
+        call_id = call_id or new_call_id()
+        self._event(CallEvent, index, call_id, tool=name, presentation=None)
+        raw, _ = parse_arguments(arguments)
+        message = (
+            "The session was closed while this call waited for the call before it; it did not run."
+        )
+        result = self._error(call_id, name, raw, message, ErrorCode.ABORTED)
+        return self._finish(index, name, raw, result, failed=True)
 
     def _unknown(self, index: int, name: str, arguments: Any, call_id: str) -> ToolResult:
         """The failed step of a call of a tool the session does not have."""
