@@ -552,6 +552,27 @@ def test_glob_of_a_literal_bracketed_path_finds_it(root: Path) -> None:
     assert call(t["grep"], pattern="x", path="app/[id]").content == "app/[id]/index.tsx:1:x"
 
 
+# The same in grep's glob filter: `glob="app/[id]/*.tsx"` searched no file, and the model
+# read "No matches" as the text being absent.
+def test_grep_glob_filter_of_a_literal_bracketed_path_searches_it(root: Path) -> None:
+    (root / "app" / "[id]").mkdir(parents=True)
+    (root / "app" / "[id]" / "page.tsx").write_text("export default Page\n")
+    (root / "app" / "page.tsx").write_text("export default Home\n")
+    t = tools(root)
+    result = call(t["grep"], pattern="export", glob="app/[id]/*.tsx")
+    assert result.content == (
+        "app/[id]/page.tsx:1:export default Page\n[No file matches the glob 'app/[id]/*.tsx' "
+        "with its brackets and braces read as pattern syntax ([abc] a character class, {a,b} "
+        "alternatives); the files it matches with them taken literally were searched]"
+    )
+    assert result.details.files_searched == 1
+    # A glob that matches as syntax is never read literally.
+    (root / "app" / "i").mkdir()
+    (root / "app" / "i" / "other.tsx").write_text("export default Other\n")
+    matched = call(t["grep"], pattern="export", glob="app/[id]/*.tsx")
+    assert matched.content == "app/i/other.tsx:1:export default Other"
+
+
 # Ignore rules: a negated rule (`!foo.txt`) or the "ignore the root's files, keep its
 # directories" idiom (`/*` then `!/*/`) judged otherwise than git judges it.
 @pytest.mark.parametrize(

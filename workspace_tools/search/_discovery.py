@@ -233,6 +233,31 @@ def note(text: str) -> str:
     return f"[{text}]"
 
 
+# Glob syntax that is also common in real names: Next.js and expo-router directories
+# (``[id]``, ``[...slug]``), template files (``{name}.md``).
+_LITERAL_SYNTAX = re.compile(r"[\[\]{}]")
+
+#: How a glob that matched only with its brackets and braces taken literally reads them.
+AS_SYNTAX = (
+    "with its brackets and braces read as pattern syntax ([abc] a character class, {a,b} "
+    "alternatives)"
+)
+
+
+def compile_literal_glob(pattern: str, workspace: Workspace) -> re.Pattern[str] | None:
+    """:func:`compile_glob` of ``pattern`` with its brackets and braces escaped (its ``*``,
+    ``?`` and ``**`` still wildcards), for a pattern that matched nothing as written:
+    ``app/[id]/*.tsx`` matches nothing when ``[id]`` is read as a class, and the model meant
+    the directory it saw. ``None`` when it has none, or the escaped pattern is not valid
+    either."""
+    if _LITERAL_SYNTAX.search(pattern) is None:
+        return None
+    try:
+        return compile_glob(_LITERAL_SYNTAX.sub(lambda m: "\\" + m.group(), pattern), workspace)
+    except ToolError:
+        return None
+
+
 def ignored_hint(ignored: int, include_ignored: bool) -> str:
     """Why fewer entries may show than exist, for the empty-result message."""
     if include_ignored or not ignored:

@@ -13,9 +13,11 @@ from workspace_tools._errors import ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
+    AS_SYNTAX,
     GLOB_FLAGS,
     CompactRepr,
     compile_glob,
+    compile_literal_glob,
     note,
     resolve_start,
     shown_path,
@@ -85,8 +87,9 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
     if not matches and walk.ignored:
         matches = _named(workspace, start.rel, args.pattern, matcher, cut)
     literally = False
-    if not matches and _SYNTAX.search(args.pattern):
-        matches = _literal_matches(workspace, args.pattern, candidates, cut)
+    literal = None if matches else compile_literal_glob(args.pattern, workspace)
+    if literal is not None:
+        matches = [p for p in candidates if literal.match(p[cut:])]
         literally = bool(matches)
     count = len(matches)
     shown = matches[:limit]
@@ -94,9 +97,8 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
     if literally:
         lines.append(
             note(
-                f"No file matches {args.pattern!r} with its brackets and braces read as "
-                "pattern syntax ([abc] a character class, {a,b} alternatives); these match "
-                "it with them taken literally"
+                f"No file matches {args.pattern!r} {AS_SYNTAX}; these match it with them "
+                "taken literally"
             )
         )
     if count > limit:
@@ -134,25 +136,6 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
         workspace=workspace,
         cache_key=lambda a: tree_fingerprint(workspace, a.path),
     )
-
-
-# Pattern syntax that is also common in real names: Next.js and expo-router directories
-# (``[id]``, ``[...slug]``), template files (``{name}.md``).
-_SYNTAX = re.compile(r"[\[\]{}]")
-
-
-def _literal_matches(
-    workspace: Workspace, pattern: str, candidates: list[str], cut: int
-) -> list[str]:
-    """The candidates ``pattern`` matches with its brackets and braces escaped (its ``*``,
-    ``?`` and ``**`` still wildcards): a pattern naming ``app/[id]/*.tsx`` matches nothing
-    when ``[id]`` is read as a class, and the model meant the directory it saw. Empty when
-    the escaped pattern is not valid either."""
-    try:
-        literal = compile_glob(_SYNTAX.sub(lambda m: "\\" + m.group(), pattern), workspace)
-    except ToolError:
-        return []
-    return [p for p in candidates if literal.match(p[cut:])]
 
 
 def _named(

@@ -19,8 +19,11 @@ from workspace_tools._errors import ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
+    AS_SYNTAX,
     CompactRepr,
+    Start,
     compile_glob,
+    compile_literal_glob,
     note,
     resolve_start,
     with_limit_default,
@@ -58,7 +61,8 @@ workspace root.
 lines. Escape regex characters to search for them literally, e.g. 'foo\\(' or '\\.get\\('; \
 when a pattern matches nothing but its text occurs literally, a note says so.
 - glob filters files, e.g. '*.py' (no '/': matched against file names at any depth) or \
-'src/**/*.ts' (matched against paths relative to `path`).
+'src/**/*.ts' (matched against paths relative to `path`); when it keeps no file so, its \
+brackets and braces are tried as literal characters ('app/[id]/*.tsx'), with a note.
 - context=N shows N lines around each match ('path-line-text'; groups separated by '--').
 - Hidden files and directories (e.g. .github/) are searched; .git is not. Binary files are \
 skipped and counted. Files matched by .gitignore, .ignore or .git/info/exclude rules are \
@@ -324,18 +328,15 @@ def _execute(
     ignored = 0
     unreadable: list[str] = []
     cut_ignore_files: list[str] = []
+    glob_read_literally = False
     if start.is_dir:
         walk = walker.walk(
             start.real, start.rel, recursive=True, include_ignored=args.include_ignored
         )
         files = walk.files
         walked = len(files)
-        if file_filter is not None:
-            by_name = "/" not in args.glob.strip("/") if args.glob else True
-            cut = len(start.lead)
-            files = [
-                p for p in files if file_filter.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])
-            ]
+        if file_filter is not None and args.glob is not None:
+            files, glob_read_literally = _filtered(workspace, files, args.glob, file_filter, start)
         ignored = walk.ignored
         unreadable = unreadable_dirs(walk)
         cut_ignore_files = walk.cut_ignore_files
@@ -385,6 +386,11 @@ def _execute(
     run.ignored = ignored
     run.unreadable = sorted([*unreadable, *run.unreadable])
     content = format_grep(run, args.output_mode, kept.text)
+    if glob_read_literally:
+        content += "\n" + note(
+            f"No file matches the glob {args.glob!r} {AS_SYNTAX}; the files it matches with "
+            "them taken literally were searched"
+        )
     if cut_ignore_files:
         content += "\n" + cut_note(cut_ignore_files)
     # Built from values of the right types: no validation, which would cost as much
@@ -402,6 +408,27 @@ def _execute(
         unreadable=run.unreadable,
     )
     return tool_output(content, details)
+
+
+def _filtered(
+    workspace: Workspace, files: list[str], glob: str, matcher: re.Pattern[str], start: Start
+) -> tuple[list[str], bool]:
+    """The ``files`` the ``glob`` filter keeps (a glob without ``/`` matches names at any
+    depth, else paths below ``start``), and whether they are those of the glob with its
+    brackets and braces taken literally, which it names when as written it keeps none
+    (``app/[id]/*.tsx``)."""
+    by_name = "/" not in glob.strip("/")
+    cut = len(start.lead)
+
+    def kept(pattern: re.Pattern[str]) -> list[str]:
+        return [p for p in files if pattern.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])]
+
+    matching = kept(matcher)
+    literal = None if matching or not files else compile_literal_glob(glob, workspace)
+    if literal is None:
+        return matching, False
+    matching = kept(literal)
+    return matching, bool(matching)
 
 
 def build(workspace: Workspace, *, index: SearchIndex | None = None) -> Tool[GrepArgs]:
