@@ -193,6 +193,8 @@ async def test_a_call_that_leaves_a_thread_running_gets_the_process_replaced(
     assert wait_until(lambda: _alive(pid), lambda alive: not alive, "its end") is False
 
 
+# Seconds of CPU burnt: the limit is checked, not the loop.
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_each_call_gets_the_whole_cpu_limit_and_a_spinning_one_is_stopped(
     new_box: NewBox,
 ) -> None:
