@@ -29,6 +29,10 @@ or through a hard link made after the build from a directory outside the tree or
 watched (ignored); the walk (the file set) is
 validated by stat as before.
 
+Kept bytes. The whole bytes of small text files that searches read (:class:`KeptBytes`)
+are kept with the build for the searches that read them again, under the same rule: only
+files it indexed and has heard of no change to; the drain that hears of one drops them.
+
 The index is built after a search of a big tree (:data:`MIN_FILES`), by a child of a spawn
 server (``Sandbox.call``, no layers) that reads the files while the calls go on; until it
 is ready searches read every file as before. Linux only (inotify); elsewhere there is no
