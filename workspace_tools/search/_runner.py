@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._matcher import (
@@ -132,6 +132,9 @@ class GrepRun:
         view = memoryview(buffer)
         head, tail = [view[:first]], [view[first:]]
         readv = os.readv
+        matcher = self.matcher
+        find_required = matcher.find_required
+        in_buffer = self._in_buffer()
         search_whole = self._search_whole
         kept = self.kept_files
         get_kept = None if kept is None else kept.get
@@ -175,37 +178,48 @@ class GrepRun:
                         count += readv(fd, tail)
                     if count == size:
                         self.add(rel, view[:first].tobytes(), fd)
-                    elif kept is not None:
+                        continue
+                    if kept is not None:
                         data = view[:count].tobytes()
                         kept.keep(rel, data)
                         search_whole(rel, data, count)
+                        continue
+                    # As _search_whole does, inline: this runs for every file of most
+                    # searches.
+                    at = 0 if find_required is None else find_required(buffer, 0, count)
+                    if at < 0 and not buffer.startswith(wide, 0, count):
+                        self.files_searched += 1
+                    elif in_buffer and not buffer.startswith(EVERY_BOM, 0, count):
+                        self.files_searched += 1
+                        keep = self.limit - self.kept
+                        self._record(rel, matcher.find_plain(buffer, count, at, keep), count)
                     else:
-                        search_whole(rel, buffer, count)
+                        self.add(rel, view[:count].tobytes())
                 except OSError:
                     continue
                 finally:
                     os.close(fd)
 
-    def _search_whole(self, rel: str, buf: Any, count: int) -> None:
-        """Search the text file ``rel`` whose whole bytes are ``buf[:count]`` (the read
-        buffer, or bytes); what is kept of it is copied, the buffer is not."""
+    def _in_buffer(self) -> bool:
+        """Whether a file is searched in its bytes as read, with no copy: a plain literal
+        without context lines."""
+        matcher = self.matcher
+        return matcher.plain and not self.context and matcher.find_required is not None
+
+    def _search_whole(self, rel: str, data: bytes, count: int) -> None:
+        """Search the text file ``rel`` whose whole bytes are ``data`` (``count`` of them),
+        as :meth:`search_files` searches a file read whole."""
         matcher = self.matcher
         find_required = matcher.find_required
-        at = 0 if find_required is None else find_required(buf, 0, count)
-        if at < 0 and not buf.startswith(WIDE_BOMS, 0, count):
+        at = 0 if find_required is None else find_required(data, 0, count)
+        if at < 0 and not data.startswith(WIDE_BOMS):
             self.files_searched += 1
-        elif (
-            # A plain literal without context lines is searched in the buffer itself.
-            matcher.plain
-            and not self.context
-            and find_required is not None
-            and not buf.startswith(EVERY_BOM, 0, count)
-        ):
+        elif self._in_buffer() and not data.startswith(EVERY_BOM):
             self.files_searched += 1
             keep = self.limit - self.kept
-            self._record(rel, matcher.find_plain(buf, count, at, keep), count)
+            self._record(rel, matcher.find_plain(data, count, at, keep), count)
         else:
-            self.add(rel, buf if isinstance(buf, bytes) else bytes(memoryview(buf)[:count]))
+            self.add(rel, data)
 
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""
