@@ -38,7 +38,9 @@ _READ_SIZE = 64 * 1024
 
 #: Seconds a command's caller waits for its end alone, its output left in the pipes (see
 #: :func:`run_process`): a command that ends within them costs one wake-up, whatever it
-#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them.
+#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them. The
+#: supervisor reports a command still running then (``StillRunning``), so that the caller
+#: sets no timer for them.
 QUIET_SECONDS = 0.02
 
 #: A tree that ended with nothing left running to stop (frozen: one shared by every job).
@@ -222,7 +224,8 @@ async def run_process(
 
     def send() -> None:
         nonlocal sent
-        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        encoded = encode_job(job, with_env=env != supervisor.env, quiet_seconds=QUIET_SECONDS)
+        supervisor.send_encoded(encoded, writers)
         sent = True
         supervisor.job_sent()
         supervisor.env = env
@@ -231,13 +234,13 @@ async def run_process(
         deadline = _deadline(timeout)
         # The usual command ends within moments: its caller waits for the job's channel
         # alone for that long (QUIET_SECONDS), so that output does not wake it once per
-        # write, and wakes once, for "done", with the output waiting in the pipes. The job
-        # goes out once that wait is armed: the supervisor, then the command, may take
-        # this process's core at once, and should find this task asleep.
-        quiet = time.monotonic() + QUIET_SECONDS
-        if deadline is not None and deadline < quiet:
-            quiet = deadline
-        woke = await _wait_readable(watch.fd, quiet, then=send)
+        # write, and wakes once, for "done", with the output waiting in the pipes; the
+        # supervisor ends that wait for a command that runs longer ("running"), so that no
+        # timer is set here, unless the timeout comes first. The job goes out once that wait
+        # is armed: the supervisor, then the command, may take this process's core at once,
+        # and should find this task asleep.
+        soon = deadline if timeout is not None and timeout < QUIET_SECONDS else None
+        woke = await _wait_readable(watch.fd, soon, then=send)
         timed_out = False
         if woke and streams.ended_at_once(writers):
             # Stopped by a close asked for before its exit was seen: that exit is the stop's.
