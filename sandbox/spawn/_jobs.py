@@ -306,6 +306,27 @@ def encode_job(job: CommandJob, *, with_env: bool, quiet_seconds: float | None) 
     return (CommandJob.kind, *values)
 
 
+def plain_job(
+    argv: tuple[str, ...],
+    cwd: str,
+    env: Mapping[str, str] | None,
+    rlimits: Rlimits,
+    memory_bytes: int | None,
+    layers: tuple[str, ...],
+    confinement: Confinement,
+    cgroup: str | None,
+) -> CommandJob:
+    """The :class:`CommandJob` of these fields, without bubblewrap's (``seccomp_fd``,
+    ``report_fd``) and without ``quiet_seconds`` (the caller's, sent with it), made as
+    :func:`decode` makes one: a job is made on every command's path."""
+    job: CommandJob = _made(
+        CommandJob,
+        _FIELDS[CommandJob.kind],
+        (argv, cwd, env, rlimits, memory_bytes, layers, confinement, cgroup, None, None, None),
+    )
+    return job
+
+
 def decode(data: Encoded) -> Message:
     """The message ``data`` (from :func:`encode`) encodes.
 

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from sandbox._errors import SandboxError
-from sandbox.spawn._capture import CapturedOutput, OutputBuffer
+from sandbox.spawn._capture import NOTHING_CAPTURED, CapturedOutput, OutputBuffer
 from sandbox.spawn._client import Launcher, SpawnRefused, Supervisor
 from sandbox.spawn._jobs import (
     CommandExited,
@@ -213,9 +213,8 @@ async def run_process(
     try:
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
-        streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
+        streams = _Streams(watch, out_r, err_r, output_bytes, on_output)
     except BaseException:
         _close_all([out_r, out_w, err_r, err_w])
         launcher.release(limits, supervisor)  # no job went out: it is as it was
@@ -291,15 +290,18 @@ async def run_process(
         exit_code, stopped = None, _NOTHING_STOPPED
     else:
         stopped = watch.stopped
-    result = ProcessResult(
-        exit_code,
-        killed_by,
-        timed_out,
-        stdout.snapshot(),
-        stderr.snapshot(),
-        (time.perf_counter() - started) * 1000,
-        stopped.stopped,
-        stopped.stopped_names,
+    # Made without the frozen dataclass's __init__ (an object.__setattr__ a field): its
+    # fields are all given here, and nothing is checked after them.
+    result = object.__new__(ProcessResult)
+    result.__dict__.update(
+        exit_code=exit_code,
+        signal=killed_by,
+        timed_out=timed_out,
+        stdout=streams.captured(out_r),
+        stderr=streams.captured(err_r),
+        duration_ms=(time.perf_counter() - started) * 1000,
+        stopped_processes=stopped.stopped,
+        stopped_names=stopped.stopped_names,
     )
     if closed:
         # Stopped by Launcher.close (the sandbox's close), not by this call: an error, as
@@ -353,15 +355,19 @@ class _Streams:
         self,
         job: _Job,
         out_fd: int,
-        stdout: OutputBuffer,
         err_fd: int,
-        stderr: OutputBuffer,
+        output_bytes: int,
         on_output: OnOutput | None,
     ) -> None:
         self._job = job
         self._job_fd = job.fd
-        self._pipes = {out_fd: stdout, err_fd: stderr}
+        #: The pipes not at their end yet, stdout first (a dict: read in that order).
+        self._pipes = dict.fromkeys((out_fd, err_fd))
         self._names = {out_fd: "stdout", err_fd: "stderr"}
+        self._output_bytes = output_bytes
+        # Each pipe's buffer (``output_bytes`` kept), made with its first output: most
+        # commands' stderr, and many a command's stdout, never have any.
+        self._buffers: dict[int, OutputBuffer] = {}
         self._on_output = on_output
         self._ready: _Readiness | None = None
         #: Descriptors done with but still registered: taken out only before another wait
@@ -464,10 +470,18 @@ class _Streams:
             self._finished.append(fd)
             del self._pipes[fd]
             return False
-        self._pipes[fd].feed(chunk)
+        buffer = self._buffers.get(fd)
+        if buffer is None:
+            buffer = self._buffers[fd] = OutputBuffer(self._output_bytes)
+        buffer.feed(chunk)
         if self._on_output is not None:
             self._on_output(self._names[fd], chunk)
         return True
+
+    def captured(self, fd: int) -> CapturedOutput:
+        """What was kept of pipe ``fd``'s output so far, with its byte count."""
+        buffer = self._buffers.get(fd)
+        return NOTHING_CAPTURED if buffer is None else buffer.snapshot()
 
     def close(self) -> None:
         """Release the selector, if one was made (the descriptors it watches stay open)."""
