@@ -289,7 +289,10 @@ class Sandbox:
                 while it ran ("the sandbox was closed while the command ran; it was
                 stopped", its result so far in ``.result``).
         """
-        cwd = os.path.abspath(cwd or os.getcwd())
+        cwd = cwd or os.getcwd()
+        # An absolute path is only normalised: abspath's look at the working directory
+        # and its separators are Python code on every command's path.
+        cwd = os.path.normpath(cwd) if cwd.startswith("/") else os.path.abspath(cwd)
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         plan = self._command_plan(confinement)

@@ -78,7 +78,8 @@ invoke_tool_sync(tools["read_file"], {"path": "README.md"}, call_id="loads")
 exporter = InMemorySpanExporter()
 trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
 invoke_tool_sync(tools["read_file"], {"path": "README.md"}, call_id="named")
-print(json.dumps([dict(s.attributes)["gen_ai.tool.call.id"] for s in exporter.get_finished_spans()]))
+spans = exporter.get_finished_spans()
+print(json.dumps([dict(s.attributes)["gen_ai.tool.call.id"] for s in spans]))
 """
 
 
