@@ -55,7 +55,7 @@ from sandbox.layers._plan import (
 from sandbox.layers._realpath import realpath
 from sandbox.spawn._calls import CallWorkers
 from sandbox.spawn._client import Launcher
-from sandbox.spawn._jobs import CallSetup, CommandJob
+from sandbox.spawn._jobs import CallSetup, CommandJob, plain_job
 from sandbox.spawn._process import OnOutput, ProcessResult, run_process
 from sandbox.spawn._tree import (
     REPORT_FD,
@@ -289,7 +289,10 @@ class Sandbox:
                 while it ran ("the sandbox was closed while the command ran; it was
                 stopped", its result so far in ``.result``).
         """
-        cwd = os.path.abspath(cwd or os.getcwd())
+        cwd = cwd or os.getcwd()
+        # An absolute path is only normalised: abspath's look at the working directory
+        # and its separators are Python code on every command's path.
+        cwd = os.path.normpath(cwd) if cwd.startswith("/") else os.path.abspath(cwd)
         child_env = dict(env) if env is not None else self.child_env()
         confinement = self._confinement_with_tmp(child_env)
         plan = self._command_plan(confinement)
@@ -340,7 +343,7 @@ class Sandbox:
         else:
             group = self._cgroup(confinement.max_processes) if plan.capped else None
             # What layered_command gives without bubblewrap, worked out once (the plan).
-            job = CommandJob(
+            job = plain_job(
                 tuple(argv),
                 cwd,
                 child_env,
@@ -361,7 +364,8 @@ class Sandbox:
                 output_bytes=self.limits.output_bytes,
             )
         finally:
-            set_aside(absent)
+            if absent:
+                set_aside(absent)
             if group is not None:
                 cgroup.remove(group)
         if identity is not None and _refused_for_cwd(result):

@@ -12,8 +12,9 @@ The conversation (see :mod:`sandbox.spawn._server` for who answers what):
 - caller to supervisor: :class:`CommandJob` with the stdout and stderr write ends attached,
   later perhaps :class:`StopTree`.
 - supervisor to caller: :class:`StartFailed` (and nothing else for that job), or
-  :class:`CommandExited` when the command exits while other processes of its tree live on,
-  then :class:`TreeDone` when no process of the tree is left.
+  :class:`StillRunning` once when the command still runs ``CommandJob.quiet_seconds``
+  after it started, :class:`CommandExited` when the command exits while other processes
+  of its tree live on, then :class:`TreeDone` when no process of the tree is left.
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ class CommandJob:
         report_fd: the descriptor on which the command's tree reports what the command
             left running (``spawn._tree.reporting_argv``, under bubblewrap, whose PID
             namespace ends those processes itself), or ``None``.
+        quiet_seconds: seconds after the start at which the supervisor reports a command
+            still running (:class:`StillRunning`, once), or ``None`` for no report: its
+            caller waits for the job's channel alone until then, with no timer of its own.
     """
 
     kind: ClassVar[str] = "job"
@@ -136,6 +140,7 @@ class CommandJob:
     cgroup: str | None = None
     seccomp_fd: int | None = None
     report_fd: int | None = None
+    quiet_seconds: float | None = None
 
     @property
     def limits(self) -> tuple[Rlimits, int | None]:
@@ -168,6 +173,14 @@ class StartFailed:
 
     error: str
     refused: bool = False
+
+
+@dataclass(frozen=True)
+class StillRunning:
+    """Supervisor to caller: the command still runs ``CommandJob.quiet_seconds`` after it
+    started (sent once, only for a job that asks for it)."""
+
+    kind: ClassVar[str] = "running"
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,7 @@ Message = (
     | CommandJob
     | StopTree
     | StartFailed
+    | StillRunning
     | CommandExited
     | TreeDone
 )
@@ -221,6 +235,7 @@ _KINDS: dict[str, type[Any]] = {
         CommandJob,
         StopTree,
         StartFailed,
+        StillRunning,
         CommandExited,
         TreeDone,
     )
@@ -245,6 +260,7 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 _VALUES = {kind: _getter(names) for kind, names in _FIELDS.items()}
 _CONFINEMENT = _FIELDS[CommandJob.kind].index("confinement")
 _ENV = _FIELDS[CommandJob.kind].index("env")
+_QUIET = _FIELDS[CommandJob.kind].index("quiet_seconds")
 _CONFINEMENT_FIELDS = tuple(f.name for f in fields(Confinement))
 _CONFINEMENT_VALUES = _getter(_CONFINEMENT_FIELDS)
 _SETUP_FIELDS = tuple(f.name for f in fields(CallSetup))
@@ -275,17 +291,41 @@ def encode(message: Message) -> Encoded:
     return (message.kind, *values)
 
 
-def encode_job(job: CommandJob, *, with_env: bool) -> Encoded:
+def encode_job(job: CommandJob, *, with_env: bool, quiet_seconds: float | None) -> Encoded:
     """``encode(job)``, without its environment unless ``with_env`` (``env`` ``None``:
-    the supervisor's previous one, see :attr:`CommandJob.env`); no copy of the job made."""
+    the supervisor's previous one, see :attr:`CommandJob.env`) and with ``quiet_seconds``
+    for its own (the caller's wait, see :attr:`CommandJob.quiet_seconds`); no copy of the
+    job made."""
     values = list(_VALUES[CommandJob.kind](job))
     values[_CONFINEMENT] = _CONFINEMENT_VALUES(job.confinement)
+    values[_QUIET] = quiet_seconds
     env = job.env
     if not with_env:
         values[_ENV] = None
     elif env is not None and type(env) is not dict:
         values[_ENV] = dict(env)  # a plain mapping of primitives
     return (CommandJob.kind, *values)
+
+
+def plain_job(
+    argv: tuple[str, ...],
+    cwd: str,
+    env: Mapping[str, str] | None,
+    rlimits: Rlimits,
+    memory_bytes: int | None,
+    layers: tuple[str, ...],
+    confinement: Confinement,
+    cgroup: str | None,
+) -> CommandJob:
+    """The :class:`CommandJob` of these fields, without bubblewrap's (``seccomp_fd``,
+    ``report_fd``) and without ``quiet_seconds`` (the caller's, sent with it), made as
+    :func:`decode` makes one: a job is made on every command's path."""
+    job: CommandJob = _made(
+        CommandJob,
+        _FIELDS[CommandJob.kind],
+        (argv, cwd, env, rlimits, memory_bytes, layers, confinement, cgroup, None, None, None),
+    )
+    return job
 
 
 def decode(data: Encoded) -> Message:

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from sandbox._errors import SandboxError
-from sandbox.spawn._capture import CapturedOutput, OutputBuffer
+from sandbox.spawn._capture import NOTHING_CAPTURED, CapturedOutput, OutputBuffer
 from sandbox.spawn._client import Launcher, SpawnRefused, Supervisor
 from sandbox.spawn._jobs import (
     CommandExited,
@@ -38,7 +38,9 @@ _READ_SIZE = 64 * 1024
 
 #: Seconds a command's caller waits for its end alone, its output left in the pipes (see
 #: :func:`run_process`): a command that ends within them costs one wake-up, whatever it
-#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them.
+#: printed. One that fills a pipe (64 KiB on Linux) sooner waits for the rest of them. The
+#: supervisor reports a command still running then (``StillRunning``), so that the caller
+#: sets no timer for them.
 QUIET_SECONDS = 0.02
 
 #: A tree that ended with nothing left running to stop (frozen: one shared by every job).
@@ -211,9 +213,8 @@ async def run_process(
     try:
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
-        stdout, stderr = OutputBuffer(output_bytes), OutputBuffer(output_bytes)
         watch = _Job(supervisor)
-        streams = _Streams(watch, out_r, stdout, err_r, stderr, on_output)
+        streams = _Streams(watch, out_r, err_r, output_bytes, on_output)
     except BaseException:
         _close_all([out_r, out_w, err_r, err_w])
         launcher.release(limits, supervisor)  # no job went out: it is as it was
@@ -222,7 +223,8 @@ async def run_process(
 
     def send() -> None:
         nonlocal sent
-        supervisor.send_encoded(encode_job(job, with_env=env != supervisor.env), writers)
+        encoded = encode_job(job, with_env=env != supervisor.env, quiet_seconds=QUIET_SECONDS)
+        supervisor.send_encoded(encoded, writers)
         sent = True
         supervisor.job_sent()
         supervisor.env = env
@@ -231,13 +233,13 @@ async def run_process(
         deadline = _deadline(timeout)
         # The usual command ends within moments: its caller waits for the job's channel
         # alone for that long (QUIET_SECONDS), so that output does not wake it once per
-        # write, and wakes once, for "done", with the output waiting in the pipes. The job
-        # goes out once that wait is armed: the supervisor, then the command, may take
-        # this process's core at once, and should find this task asleep.
-        quiet = time.monotonic() + QUIET_SECONDS
-        if deadline is not None and deadline < quiet:
-            quiet = deadline
-        woke = await _wait_readable(watch.fd, quiet, then=send)
+        # write, and wakes once, for "done", with the output waiting in the pipes; the
+        # supervisor ends that wait for a command that runs longer ("running"), so that no
+        # timer is set here, unless the timeout comes first. The job goes out once that wait
+        # is armed: the supervisor, then the command, may take this process's core at once,
+        # and should find this task asleep.
+        soon = deadline if timeout is not None and timeout < QUIET_SECONDS else None
+        woke = await _wait_readable(watch.fd, soon, then=send)
         timed_out = False
         if woke and streams.ended_at_once(writers):
             # Stopped by a close asked for before its exit was seen: that exit is the stop's.
@@ -288,15 +290,18 @@ async def run_process(
         exit_code, stopped = None, _NOTHING_STOPPED
     else:
         stopped = watch.stopped
-    result = ProcessResult(
-        exit_code,
-        killed_by,
-        timed_out,
-        stdout.snapshot(),
-        stderr.snapshot(),
-        (time.perf_counter() - started) * 1000,
-        stopped.stopped,
-        stopped.stopped_names,
+    # Made without the frozen dataclass's __init__ (an object.__setattr__ a field): its
+    # fields are all given here, and nothing is checked after them.
+    result = object.__new__(ProcessResult)
+    result.__dict__.update(
+        exit_code=exit_code,
+        signal=killed_by,
+        timed_out=timed_out,
+        stdout=streams.captured(out_r),
+        stderr=streams.captured(err_r),
+        duration_ms=(time.perf_counter() - started) * 1000,
+        stopped_processes=stopped.stopped,
+        stopped_names=stopped.stopped_names,
     )
     if closed:
         # Stopped by Launcher.close (the sandbox's close), not by this call: an error, as
@@ -350,15 +355,19 @@ class _Streams:
         self,
         job: _Job,
         out_fd: int,
-        stdout: OutputBuffer,
         err_fd: int,
-        stderr: OutputBuffer,
+        output_bytes: int,
         on_output: OnOutput | None,
     ) -> None:
         self._job = job
         self._job_fd = job.fd
-        self._pipes = {out_fd: stdout, err_fd: stderr}
+        #: The pipes not at their end yet, stdout first (a dict: read in that order).
+        self._pipes = dict.fromkeys((out_fd, err_fd))
         self._names = {out_fd: "stdout", err_fd: "stderr"}
+        self._output_bytes = output_bytes
+        # Each pipe's buffer (``output_bytes`` kept), made with its first output: most
+        # commands' stderr, and many a command's stdout, never have any.
+        self._buffers: dict[int, OutputBuffer] = {}
         self._on_output = on_output
         self._ready: _Readiness | None = None
         #: Descriptors done with but still registered: taken out only before another wait
@@ -461,10 +470,18 @@ class _Streams:
             self._finished.append(fd)
             del self._pipes[fd]
             return False
-        self._pipes[fd].feed(chunk)
+        buffer = self._buffers.get(fd)
+        if buffer is None:
+            buffer = self._buffers[fd] = OutputBuffer(self._output_bytes)
+        buffer.feed(chunk)
         if self._on_output is not None:
             self._on_output(self._names[fd], chunk)
         return True
+
+    def captured(self, fd: int) -> CapturedOutput:
+        """What was kept of pipe ``fd``'s output so far, with its byte count."""
+        buffer = self._buffers.get(fd)
+        return NOTHING_CAPTURED if buffer is None else buffer.snapshot()
 
     def close(self) -> None:
         """Release the selector, if one was made (the descriptors it watches stay open)."""

@@ -37,6 +37,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from collections.abc import Mapping
 
 from sandbox._limits import apply_rlimits
@@ -47,6 +48,7 @@ from sandbox.spawn._jobs import (
     Message,
     Rlimits,
     StartFailed,
+    StillRunning,
     StopTree,
     SupervisorReady,
     TreeDone,
@@ -68,6 +70,8 @@ from sandbox.spawn._tree import (
 from sandbox.spawn._wire import RECEIVED_CLOEXEC, Channel
 
 _RESET_SIGNALS = {signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE}
+
+_STILL_RUNNING = StillRunning()
 
 
 def serve(fd: int) -> None:
@@ -238,7 +242,9 @@ def _supervise(
         _close_all(pipes)  # the command has its copies, the caller its own (see above)
         # With a report, what is left after the command's exit is the namespace's own
         # process and what its end is killing: the report tells what the command left.
-        done, caller_gone = _wait(channel, pid, wake_r, count_left=not report)
+        done, caller_gone = _wait(
+            channel, pid, wake_r, count_left=not report, quiet_seconds=job.quiet_seconds
+        )
         if report:
             # The tree is gone, so the report is complete: every writer has exited.
             data = _read_available(report[0])
@@ -366,19 +372,36 @@ def _fork_exec(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, i
     return pid
 
 
-def _wait(channel: Channel, pid: int, wake_r: int, *, count_left: bool) -> tuple[TreeDone, bool]:
+def _wait(
+    channel: Channel,
+    pid: int,
+    wake_r: int,
+    *,
+    count_left: bool,
+    quiet_seconds: float | None = None,
+) -> tuple[TreeDone, bool]:
     """Report the command's exit; stop the tree when asked, or at once when the exit left
-    no process behind. Returns the "done" to send (the command's wait status unless an
-    "exit" carried it, and, when ``count_left``, what was stopped after the command
-    exited) and whether the caller hung up."""
+    no process behind; and, with ``quiet_seconds``, that the command still runs that long
+    after it started (once: its caller, waiting for the channel alone until then, watches
+    its output and its timeout from then on). Returns the "done" to send (the command's
+    wait status unless an "exit" carried it, and, when ``count_left``, what was stopped
+    after the command exited) and whether the caller hung up."""
     main_status: int | None = None
     channel_fd = channel.fileno()
+    quiet_until = None if quiet_seconds is None else time.monotonic() + quiet_seconds
     while True:
         request = channel.poll()
         if request is not None:
             readable = [channel_fd]
-        else:
+        elif quiet_until is None:
             readable = select.select([channel_fd, wake_r], [], [])[0]
+        else:
+            left = max(0.0, quiet_until - time.monotonic())
+            readable = select.select([channel_fd, wake_r], [], [], left)[0]
+            if not readable:
+                quiet_until = None
+                _send(channel, _STILL_RUNNING)
+                continue
         if wake_r in readable:
             _drain(wake_r)
             status, empty = reap(pid)
@@ -387,6 +410,7 @@ def _wait(channel: Channel, pid: int, wake_r: int, *, count_left: bool) -> tuple
                 return TreeDone(main_status if status is None else status), False
             if status is not None and main_status is None:
                 main_status = status
+                quiet_until = None  # the caller wakes for this message
                 _send(channel, CommandExited(status))
         if channel_fd in readable:
             caller_gone = False

@@ -16,6 +16,7 @@ from sandbox.spawn._jobs import (
     CommandJob,
     Message,
     StartFailed,
+    StillRunning,
     StopTree,
     SupervisorReady,
     TreeDone,
@@ -41,6 +42,7 @@ JOB = CommandJob(
     ),
     cgroup="/sys/fs/cgroup/sandbox/job-1",
     seccomp_fd=3,
+    quiet_seconds=0.02,
 )
 
 
@@ -53,6 +55,7 @@ JOB = CommandJob(
         SupervisorReady(),
         StopTree(1.5),
         StartFailed("cannot start 'nope': [Errno 2] No such file or directory"),
+        StillRunning(),
         CommandExited(256),
         TreeDone(None),
         TreeDone(9),
@@ -75,7 +78,8 @@ def test_every_message_survives_the_wire(message: Message) -> None:
 def test_a_job_travels_as_its_kind_and_values_in_field_order() -> None:
     wire = encode(CommandJob(argv=("true",), cwd="/", env=None))
     # kind, argv, cwd, env, rlimits, memory_bytes, layers, confinement (writable,
-    # read_denied, read_only, network, max_processes), cgroup, seccomp_fd, report_fd
+    # read_denied, read_only, network, max_processes), cgroup, seccomp_fd, report_fd,
+    # quiet_seconds
     assert wire == (
         "job",
         ("true",),
@@ -85,6 +89,7 @@ def test_a_job_travels_as_its_kind_and_values_in_field_order() -> None:
         None,
         (),
         ((), (), (), True, None),
+        None,
         None,
         None,
         None,

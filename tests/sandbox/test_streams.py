@@ -161,6 +161,42 @@ async def test_a_command_wakes_its_caller_once_for_its_end_not_for_its_output(
     assert (len(waits), len(looks)) == (1, 0)
 
 
+async def test_the_supervisor_ends_the_quiet_wait_of_a_command_still_running(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller waits for the job's channel alone with no timer of its own: a command
+    # over within QUIET_SECONDS sends "done" alone; one still running then is reported
+    # "running" by its supervisor, once, and its caller watches it from there.
+    kinds: list[str] = []
+    deadlines: list[float | None] = []
+    poll, wait = _process._Job.poll, _process._wait_readable
+
+    def recorded_poll(job: _process._Job) -> Any:
+        message = poll(job)
+        if message is not None:
+            kinds.append(message.kind)
+        return message
+
+    async def recorded_wait(fd: int, deadline: float | None = None, **kwargs: Any) -> bool:
+        deadlines.append(deadline)
+        return await wait(fd, deadline, **kwargs)
+
+    monkeypatch.setattr(_process._Job, "poll", recorded_poll)
+    monkeypatch.setattr(_process, "_wait_readable", recorded_wait)
+    seen = []
+    with anyio.fail_after(60):
+        for quiet, command in ((60.0, "echo quick"), (0.05, "sleep 1; echo slow")):
+            monkeypatch.setattr(_process, "QUIET_SECONDS", quiet)
+            result = await box.run(["bash", "-c", command])
+            seen.append((result.exit_code, result.stdout.complete, kinds[:], deadlines[0]))
+            kinds.clear()
+            deadlines.clear()
+    assert seen == [
+        (0, b"quick\n", ["done"], None),
+        (0, b"slow\n", ["running", "done"], None),
+    ]
+
+
 async def test_a_request_sent_once_its_wait_is_armed_is_not_waited_for_when_it_fails(
     anyio_backend: str,
 ) -> None:

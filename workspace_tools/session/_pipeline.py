@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -280,11 +279,8 @@ async def _execute(
 
 
 def _make_emitter(
-    tool: Tool[Any], call_id: str, on_update: OnUpdate | None
-) -> Callable[[Any, Any, ToolPresentation | None], None] | None:
-    if on_update is None:
-        return None
-
+    tool: Tool[Any], call_id: str, on_update: OnUpdate
+) -> Callable[[Any, Any, ToolPresentation | None], None]:
     def emit(content: Any, details: Any, presentation: ToolPresentation | None) -> None:
         update = ToolUpdate(
             call_id=call_id,
@@ -383,7 +379,11 @@ async def run_call(
             )
 
         box = sandbox if sandbox is not None else tool.sandbox
-        emitter = None if box is not None else _make_emitter(tool, call.call_id, on_update)
+        emitter = (
+            None
+            if box is not None or on_update is None
+            else _make_emitter(tool, call.call_id, on_update)
+        )
         deadline = None if effective_timeout is None else time.monotonic() + effective_timeout
         context = ToolContext(
             call.call_id,
@@ -395,8 +395,13 @@ async def run_call(
             runner=tool.runner,
         )
         try:
-            with _deadline(effective_timeout) as scope:
-                value = await _execute(call, context, box, scope)
+            # No cancel scope without a timeout: setting one up costs more than a short call.
+            scope = None
+            if effective_timeout is None:
+                value = await _execute(call, context, box)
+            else:
+                with anyio.move_on_after(effective_timeout) as scope:
+                    value = await _execute(call, context, box, scope)
             if scope is not None and scope.cancelled_caught:
                 # A TimeoutError the tool raises itself is an ordinary failure, below. The
                 # tool's own words for its timeout, when it gave them, whichever fired first.
@@ -458,11 +463,6 @@ class _PausedDeadline:
         if self._scope is not None and self.left is not None:
             self._scope.deadline = anyio.current_time() + self.left
             self._scope = None
-
-
-def _deadline(seconds: float | None) -> AbstractContextManager[anyio.CancelScope | None]:
-    # No cancel scope without a timeout: setting one up costs more than a short call.
-    return nullcontext() if seconds is None else anyio.move_on_after(seconds)
 
 
 async def call_in_sandbox(

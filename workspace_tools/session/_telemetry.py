@@ -6,6 +6,7 @@ Attribute names follow the OpenTelemetry GenAI semantic conventions
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -28,12 +29,35 @@ class _Span:
 
 _NO_SPAN = nullcontext(_Span(None))
 
+#: The variable that names a tracer provider for the API to load on first use, as
+#: ``os.environ`` keeps it encoded (CPython; ``None`` elsewhere).
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
+_PROVIDER_KEY = (
+    os.environ.encodekey(_PROVIDER_VARIABLE) if hasattr(os.environ, "encodekey") else None
+)
+
+
+def _provider_unset() -> bool:
+    """Whether the API has no tracer provider and the environment names none: what
+    ``get_tracer_provider`` finds before it returns its proxy, but without its look-up of
+    the variable in ``os.environ``, which raises and catches a ``KeyError`` (a few
+    microseconds on every call). Where the API or the environment is not as expected,
+    False: the API is asked."""
+    if getattr(_otel_trace, "_TRACER_PROVIDER", False) is not None:
+        return False
+    raw = getattr(os.environ, "_data", None)  # the encoded variables (CPython)
+    return isinstance(raw, dict) and _PROVIDER_KEY is not None and _PROVIDER_KEY not in raw
+
 
 def tool_span(tool_name: str, call_id: str) -> AbstractContextManager[_Span]:
     """A span ``execute_tool {tool_name}`` around one call; a no-op without OpenTelemetry."""
-    if _otel_trace is None or isinstance(
-        _otel_trace.get_tracer_provider(),
-        (_otel_trace.ProxyTracerProvider, _otel_trace.NoOpTracerProvider),
+    if (
+        _otel_trace is None
+        or _provider_unset()
+        or isinstance(
+            _otel_trace.get_tracer_provider(),
+            (_otel_trace.ProxyTracerProvider, _otel_trace.NoOpTracerProvider),
+        )
     ):
         # No provider configured (the API's default) or a no-op one: every span would be
         # dropped, and making one costs more than a short tool call.

@@ -77,6 +77,8 @@ def command_text(value: str) -> str:
     # A NUL ends a C string: bash would run a command cut there, exec refuses it.
     if "\0" in value:
         raise ValueError("contains a NUL character, which no command line can hold")
+    if value.isascii():
+        return value  # no surrogate: os.fsencode, a Python function, is not needed
     try:
         os.fsencode(value)
     except UnicodeEncodeError as exc:
