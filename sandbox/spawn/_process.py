@@ -395,7 +395,11 @@ class _Streams:
             SandboxError: the supervisor went away before the command exited.
         """
         job = self._job
-        if job.poll() is None or not job.done:
+        # Every message read with the first is taken: "running" and "done" may come in
+        # one read, and the socket, read empty, would not wake a wait for the second.
+        while not job.done and job.poll() is not None:
+            pass
+        if not job.done:
             return False
         self._finished.append(self._job_fd)
         _close_all(writers)

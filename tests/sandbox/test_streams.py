@@ -197,6 +197,27 @@ async def test_the_supervisor_ends_the_quiet_wait_of_a_command_still_running(
     ]
 
 
+async def test_running_and_done_read_at_once_end_the_call(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "running" goes out as the command starts (QUIET_SECONDS 0), "done" moments later;
+    # this loop is held meanwhile, so one read of the channel takes both, and the socket
+    # is empty after it: "done" must be taken from what was read, not waited for.
+    monkeypatch.setattr(_process, "QUIET_SECONDS", 0.0)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            results = []
+
+            async def run() -> None:
+                results.append(await box.run(["bash", "-c", "echo quick"]))
+
+            tasks.start_soon(run)
+            await anyio.sleep(0)  # the job goes out as run() starts its wait
+            time.sleep(1)  # both messages arrive while this loop does nothing
+    [result] = results
+    assert (result.exit_code, result.stdout.complete) == (0, b"quick\n")
+
+
 async def test_a_request_sent_once_its_wait_is_armed_is_not_waited_for_when_it_fails(
     anyio_backend: str,
 ) -> None:
