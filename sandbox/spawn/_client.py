@@ -203,10 +203,28 @@ class _SharedServer:
         if owner != os.getpid():
             return  # a lease taken in the parent: the parent gives it back
         with self.lock:
-            self.leases -= 1
-            if self.leases <= 0:
-                self.leases = 0
-                self.stop()
+            self._give_back_held()
+
+    def _give_back_held(self) -> None:
+        self.leases -= 1
+        if self.leases <= 0:
+            self.leases = 0
+            self.stop()
+
+    def give_back_soon(self, owner: int) -> None:
+        """:meth:`give_back`, from a collection: at once when the server is free, else
+        in a thread of its own, so that the thread the collection runs in (often an event
+        loop's) does not wait while another serves a request (a call worker's start can
+        take a second under load)."""
+        if owner != os.getpid():
+            return  # a lease taken in the parent: the parent gives it back
+        if not self.lock.acquire(blocking=False):
+            threading.Thread(target=self.give_back, args=(owner,), daemon=True).start()
+            return
+        try:
+            self._give_back_held()
+        finally:
+            self.lock.release()
 
 
 #: The process's spawn server (see :class:`_SharedServer`): one process-wide object, as the
@@ -351,7 +369,9 @@ class Launcher:
 
     def _close(self) -> None:
         if self._finalizer is not None:
-            self._finalizer()
+            detached = self._finalizer.detach()
+            if detached is not None:  # not run yet: closed, not collected
+                _shutdown(*detached[2], collected=False)
         self._finalizer, self._owner, self._idle = None, -1, {}
 
 
@@ -395,11 +415,14 @@ def _new_call_worker(
     return socket.socket(fileno=fds[0]), reply.pid, fds[1] if len(fds) > 1 else None
 
 
-def _shutdown(idle: dict[Hashable, list[Supervisor]], owner: int) -> None:
+def _shutdown(idle: dict[Hashable, list[Supervisor]], owner: int, collected: bool = True) -> None:
     for supervisors in idle.values():
         for supervisor in supervisors:
             supervisor.close()
-    _SERVER.give_back(owner)
+    if collected:
+        _SERVER.give_back_soon(owner)
+    else:
+        _SERVER.give_back(owner)
 
 
 def _server_env() -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -11,6 +13,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.spawn import _client
+from tests._waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -67,3 +70,33 @@ async def test_a_command_waiting_for_the_spawn_server_leaves_the_event_loop_free
         holder.join(30)
         box.close()
     assert outcome == {"let go in time": True, "ticks while held": True, "stdout": b"ran\n"}
+
+
+def test_a_launcher_collected_while_the_server_is_busy_does_not_wait_for_it() -> None:
+    # Another thread holds the spawn server (a call worker's start, say) when an unclosed
+    # sandbox's launcher is collected, as a collection may be in an event loop's thread:
+    # the collection returns at once, and the lease is given back once the server is free.
+    launcher = _client.Launcher()
+    launcher._connect_pool()  # a lease on the server, as a first command takes
+    leases = _client._SERVER.leases
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _client._SERVER.lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        started = time.monotonic()
+        del launcher
+        gc.collect()
+        waited = time.monotonic() - started
+        assert _client._SERVER.leases == leases, "given back while the server was held"
+    finally:
+        release.set()
+        holder.join(30)
+    assert waited < 5, f"the collection waited {waited:.1f} s for the server"
+    wait_until(lambda: _client._SERVER.leases, (leases - 1).__eq__, "the lease back")
