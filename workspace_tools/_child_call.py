@@ -1,19 +1,25 @@
 """The execute stage of a call in another process (a sandbox's child, a fresh interpreter):
-what :func:`execute_in_child` needs is all this module imports, so that a process that runs
-only calls (a sandbox's warm worker) does not import the rest of the package."""
+what :func:`execute_in_child` needs is all this module imports (the tool model), so that a
+process that runs only calls (a sandbox's warm worker) does not import the rest of the
+package; the workspace room comes with a call that carries a workspace."""
 
 from __future__ import annotations
 
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from workspace_tools._output import ToolOutput
 from workspace_tools._tool import ToolContext
-from workspace_tools.workspace._workspace import FileChanges, FileSnapshot, Workspace
+
+if TYPE_CHECKING:
+    # Named in annotations only: a call that carries a workspace has its class imported
+    # with it (the worker holds it), so that a tool without one runs in a worker that
+    # never imports the workspace room (the ignore rules, the walker, git, re2).
+    from workspace_tools.workspace._workspace import FileChanges, FileSnapshot, Workspace
 
 #: Arguments as ``portable_args`` sends them: ``(model, values, fields set)``.
 PortableArgs = tuple[type[BaseModel], dict[str, Any], set[str]]

@@ -20,7 +20,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import select
 import signal
 import time
@@ -135,7 +134,10 @@ def create(parent: str, *, max_processes: int | None, memory_max: int | None = N
     `memory.max`, which needs the memory controller delegated too. On failure the child
     is removed again and OSError propagates.
     """
-    path = os.path.join(parent, f"sandbox-{os.getpid()}-{secrets.token_hex(4)}")
+    # os.urandom, as secrets.token_hex does, without importing secrets: its hmac and
+    # hashlib load OpenSSL's libcrypto into the spawn server, and so into every worker
+    # forked from it (its relocated pages copied on every fork of a worker).
+    path = os.path.join(parent, f"sandbox-{os.getpid()}-{os.urandom(4).hex()}")
     os.mkdir(path)
     try:
         if max_processes is not None:

@@ -45,8 +45,9 @@ class SupervisorReady:
 
 @dataclass(frozen=True)
 class CallSetup:
-    """What the process Python calls run in does first (``sandbox.spawn._calls.enter_calls``):
-    the portable level, limits and layers, as a warm worker the spawn server forked.
+    """What the process Python calls run in does first
+    (``sandbox.spawn._call_worker.enter_calls``): the portable level, limits and layers, as
+    a warm worker the spawn server forked.
 
     Attributes:
         env: the calls' whole environment.

@@ -21,7 +21,7 @@ tree at once and ends the supervisor.
 
 The server also forks the warm workers of Python calls (``WantCallWorker``): such a
 worker takes the caller's ``sys.path`` and working directory, sets itself up, imports the
-modules the calls name and serves them as ``sandbox.spawn._calls`` says; it is the
+modules the calls name and serves them as ``sandbox.spawn._call_worker`` says; it is the
 caller's to stop.
 """
 
@@ -134,7 +134,7 @@ def _fork_call_worker(server: Channel, want: WantCallWorker) -> bool:
     this server reaps it, so the caller cannot wait for it). False when the caller is gone."""
     # Imported on the first call worker, before the fork: a server that only starts
     # commands never loads the calls' side, and every later worker shares this import.
-    from sandbox.spawn._calls import serve_calls
+    from sandbox.spawn._call_worker import serve_calls
 
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

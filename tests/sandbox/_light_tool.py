@@ -25,3 +25,32 @@ IMPORTED_PARTS = tool(
     parameters=NoArgs,
     execute=imported_parts,
 )
+
+
+#: Modules a call's process needs only for some calls: the event loop (an async call),
+#: cloudpickle (a call by value), the workspace room (a call that carries a workspace).
+OCCASIONAL = ("anyio", "asyncio", "cloudpickle", "ssl", "workspace_tools.workspace")
+
+
+def occasional_imported(args: NoArgs, context: ToolContext) -> str:
+    """Which of :data:`OCCASIONAL` this process has imported, one name a line."""
+    return "\n".join(name for name in OCCASIONAL if name in sys.modules)
+
+
+async def occasional_imported_async(args: NoArgs, context: ToolContext) -> str:
+    """:func:`occasional_imported`, from an async tool."""
+    return occasional_imported(args, context)
+
+
+OCCASIONAL_IMPORTED = tool(
+    name="occasional_imported",
+    description="Which modules needed only by some calls the call's process imported",
+    parameters=NoArgs,
+    execute=occasional_imported,
+)
+OCCASIONAL_IMPORTED_ASYNC = tool(
+    name="occasional_imported_async",
+    description="Which modules needed only by some calls the call's process imported",
+    parameters=NoArgs,
+    execute=occasional_imported_async,
+)

@@ -287,6 +287,26 @@ async def test_a_custom_tool_s_worker_imports_only_what_its_call_needs() -> None
     assert "workspace_tools._child_call" in imported, imported
 
 
+async def test_a_plain_call_s_worker_imports_no_event_loop_and_an_async_one_s_holds_it() -> None:
+    """A sync tool without a workspace runs in a worker that imported neither anyio nor
+    asyncio, cloudpickle or the workspace room (each fork of a smaller worker copies
+    fewer page tables); an async tool's call has its worker import anyio once, so that
+    the later children of that worker have it and none imports it per call."""
+    from tests.sandbox._light_tool import OCCASIONAL_IMPORTED, OCCASIONAL_IMPORTED_ASYNC
+
+    box = Sandbox()
+    try:
+        plain = await invoke_tool(OCCASIONAL_IMPORTED, {}, sandbox=box)
+        awaited = await invoke_tool(OCCASIONAL_IMPORTED_ASYNC, {}, sandbox=box)
+        after = await invoke_tool(OCCASIONAL_IMPORTED, {}, sandbox=box)
+    finally:
+        box.close()
+    assert [plain.error, awaited.error, after.error] == [None, None, None]
+    assert plain.content == ""
+    assert awaited.content == "anyio\nasyncio\nssl"
+    assert after.content == "anyio\nasyncio\nssl"
+
+
 def test_a_module_that_starts_calls_when_imported_does_not_start_them_in_its_workers() -> None:
     """A module that runs a sandboxed call of its own tool at import (no ``__main__``
     guard) would start one sandbox in each worker that imports it to run that tool, and

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxError
-from sandbox.spawn import _calls, _prefault
+from sandbox.spawn import _call_worker, _prefault
 from tests._processes import survivors
 from tests._waiting import DEADLINE
 from tests.sandbox._boxes import NewBox
@@ -377,7 +377,7 @@ def test_the_reseed_a_child_starts_with_draws_a_new_state_and_holds_no_gaussian(
     kept = random.getstate()
     try:
         random.gauss(0.0, 1.0)  # draws a pair, and holds the second
-        reseed = _calls._reseeder()
+        reseed = _call_worker._reseeder()
         assert reseed is not None
         held = random._inst.gauss_next  # type: ignore[attr-defined]
         states = [random.getstate()]
@@ -422,7 +422,7 @@ def test_a_child_reads_exactly_its_message_however_it_arrives(
     ours, theirs = socket.socketpair()
     sender = _send_later(theirs, parts)
     try:
-        assert _calls._receive_exactly(ours, size) == expected
+        assert _call_worker._receive_exactly(ours, size) == expected
     finally:
         sender.join()
         ours.close()

@@ -333,3 +333,56 @@ def test_the_files_of_the_last_words_are_kept_within_their_budget(
         assert list(built.holders) == [b"pair1", b"pair2", b"pair3", b"word5"]
     finally:
         index.close()
+
+
+def _opened_names(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names the search opens from now on (relative to their directory's fd)."""
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        opened.append(os.fsdecode(path))
+        return real_open(path, flags, mode, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "open", spy)
+    return opened
+
+
+def test_a_repeated_search_uses_the_kept_bytes_until_the_file_changes(
+    indexed_tree, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    root, index, tool = indexed_tree
+    first = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert first.model_text() == "a.py:2:    return NEEDLE"
+    kept = index._built.kept
+    assert kept.get("a.py") == b"def foo():\n    return NEEDLE\n"
+    assert kept.get("c.bin") is None  # binary: never kept
+    assert index.memory >= kept.size == len(b"def foo():\n    return NEEDLE\n")
+    opened = _opened_names(monkeypatch)
+    again = invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert again.model_text() == first.model_text()
+    assert "a.py" not in opened
+    # Rewritten in place to the same size: the drain drops its bytes, it is read again.
+    (root / "a.py").write_bytes(b"def foo():\n    return NEEDLY\n")
+    assert invoke_tool_sync(tool, {"pattern": "NEEDLE"}).model_text() == "No matches"
+    assert "a.py" in opened
+    assert kept.get("a.py") is None  # changed since the build: never kept again
+    assert invoke_tool_sync(tool, {"pattern": "NEEDLY"}).model_text() == "a.py:2:    return NEEDLY"
+
+
+def test_kept_bytes_stay_within_their_budget(indexed_tree, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    _, index, tool = indexed_tree
+    monkeypatch.setattr(_index, "KEPT_FILE_BYTES", 10)
+    invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    assert index._built.kept.get("a.py") is None  # 29 bytes: too big to keep
+    monkeypatch.setattr(_index, "KEPT_FILE_BYTES", 1 << 20)
+    monkeypatch.setattr(_index, "KEPT_BYTES", 30)
+    invoke_tool_sync(tool, {"pattern": "rarely_used_name"})
+    invoke_tool_sync(tool, {"pattern": "NEEDLE"})
+    kept = index._built.kept
+    # d/e.py (21 bytes) came first; a.py (29) would pass the 30 in all.
+    assert (kept.get("d/e.py"), kept.get("a.py"), kept.size) == (
+        b"x = rarely_used_name\n",
+        None,
+        21,
+    )

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from operator import itemgetter
 from pathlib import Path
+from typing import Protocol
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._matcher import (
@@ -33,6 +34,19 @@ FileRows = tuple[str, list[LineMatch]]
 # Called with each file's path and matching lines as a run keeps them (see GrepRun).
 FoundHook = Callable[[str, list[LineMatch]], None]
 
+
+class KeptFiles(Protocol):
+    """The bytes of files kept from earlier searches (the warm index's, see ``_index``):
+    ``get`` gives a file's whole bytes while they are known to be its content, and
+    ``keep`` offers those of a text file a search read whole."""
+
+    def get(self, rel: str) -> bytes | None:
+        """The bytes kept of ``rel``, or ``None``."""
+
+    def keep(self, rel: str, data: bytes) -> None:
+        """Offer the whole bytes ``data`` of the text file ``rel``, just read."""
+
+
 # kept lines by file, files (path, count), context lines by path, and the totals
 # (match_count, files_matched, files_searched, binary_skipped).
 RunState = tuple[
@@ -55,7 +69,10 @@ class GrepRun:
     ``on_found``: called with each file's path and kept lines as they are added to
     :attr:`found` (in order, each file once, its lines final), so that what is made of
     them (the model text, result models) is made while a split search is still running
-    rather than after it."""
+    rather than after it.
+
+    ``kept_files``: bytes kept from earlier searches, used instead of reading those files,
+    and offered those of the text files this run reads whole."""
 
     def __init__(
         self,
@@ -65,11 +82,13 @@ class GrepRun:
         context: int,
         kept_before: int = 0,
         on_found: FoundHook | None = None,
+        kept_files: KeptFiles | None = None,
     ) -> None:
         self.matcher = matcher
         self.limit = limit
         self.context = context
         self.on_found = on_found
+        self.kept_files = kept_files
         # Kept matching lines by file, in order, and how many in all (with kept_before).
         self.found: list[FileRows] = []
         self.kept = min(kept_before, limit)
@@ -100,24 +119,33 @@ class GrepRun:
         directory reached from the root one component at a time (:class:`DirFds`), all with
         ``O_NOFOLLOW``: a file or directory swapped for a symlink since the walk is skipped,
         never followed out of the root. A file without
-        the pattern's required literal is counted and left in this loop, without a copy or
-        a call into the matcher: that is most files of most searches.
+        the pattern's required literal is counted and left, without a copy or a call into
+        the matcher: that is most files of most searches. A file whose bytes
+        :attr:`kept_files` holds is not read; with ``kept_files``, those of a text file
+        read whole are offered to it.
         """
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         first, probe, wide = FIRST_READ, BINARY_PROBE, WIDE_BOMS
-        matcher = self.matcher
-        find_required = matcher.find_required
-        # A plain literal without context lines is searched in the read buffer itself.
-        in_buffer = matcher.plain and not self.context and find_required is not None
         if buffer is None:
             buffer = bytearray(WHOLE_READ)
         size = len(buffer)
         view = memoryview(buffer)
         head, tail = [view[:first]], [view[first:]]
         readv = os.readv
+        matcher = self.matcher
+        find_required = matcher.find_required
+        in_buffer = self._in_buffer()
+        search_whole = self._search_whole
+        kept = self.kept_files
+        get_kept = None if kept is None else kept.get
         directory, dir_fd = None, -1
         with DirFds(root) as dirs:
             for rel in files:
+                if get_kept is not None:
+                    data = get_kept(rel)
+                    if data is not None:
+                        search_whole(rel, data, len(data))
+                        continue
                 slash = rel.rfind("/")
                 if directory is None or rel[: max(slash, 0)] != directory:
                     directory = rel[: max(slash, 0)]
@@ -151,6 +179,13 @@ class GrepRun:
                     if count == size:
                         self.add(rel, view[:first].tobytes(), fd)
                         continue
+                    if kept is not None:
+                        data = view[:count].tobytes()
+                        kept.keep(rel, data)
+                        search_whole(rel, data, count)
+                        continue
+                    # As _search_whole does, inline: this runs for every file of most
+                    # searches.
                     at = 0 if find_required is None else find_required(buffer, 0, count)
                     if at < 0 and not buffer.startswith(wide, 0, count):
                         self.files_searched += 1
@@ -164,6 +199,27 @@ class GrepRun:
                     continue
                 finally:
                     os.close(fd)
+
+    def _in_buffer(self) -> bool:
+        """Whether a file is searched in its bytes as read, with no copy: a plain literal
+        without context lines."""
+        matcher = self.matcher
+        return matcher.plain and not self.context and matcher.find_required is not None
+
+    def _search_whole(self, rel: str, data: bytes, count: int) -> None:
+        """Search the text file ``rel`` whose whole bytes are ``data`` (``count`` of them),
+        as :meth:`search_files` searches a file read whole."""
+        matcher = self.matcher
+        find_required = matcher.find_required
+        at = 0 if find_required is None else find_required(data, 0, count)
+        if at < 0 and not data.startswith(WIDE_BOMS):
+            self.files_searched += 1
+        elif self._in_buffer() and not data.startswith(EVERY_BOM):
+            self.files_searched += 1
+            keep = self.limit - self.kept
+            self._record(rel, matcher.find_plain(data, count, at, keep), count)
+        else:
+            self.add(rel, data)
 
     def state(self) -> RunState:
         """What this run found, as plain values (to cross a process boundary)."""

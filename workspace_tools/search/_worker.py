@@ -563,7 +563,13 @@ def _search_block(
     for other, state in states.items():
         if other < index:
             before += sum(len(rows) for _, rows in state[0])
-    sub = GrepRun(run.matcher, limit=run.limit, context=run.context, kept_before=before)
+    sub = GrepRun(
+        run.matcher,
+        limit=run.limit,
+        context=run.context,
+        kept_before=before,
+        kept_files=run.kept_files,
+    )
     sub.search_files(root, blocks[index], buffer)
     return sub.state()
 

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from sandbox import CapturedOutput
+from sandbox import CapturedOutput, Sandbox
+from sandbox.layers import NETWORK_OFF, PROCESS_CAP
 
 T = TypeVar("T")
 
@@ -143,3 +144,63 @@ def stopped_note(count: int, names: tuple[str, ...]) -> str:
         f"{'was' if count == 1 else 'were'} stopped; start long-running servers or "
         "watchers with start_process where it is offered"
     )
+
+
+#: What commands print when a host name does not resolve or no route leads out, as they
+#: do in a sandbox with the network off.
+_OFFLINE_SIGNS = (
+    "Could not resolve host",  # curl, git
+    "unable to resolve host address",  # wget
+    "Temporary failure in name resolution",  # glibc's EAI_AGAIN: Python, pip, apt
+    "Name or service not known",  # glibc's EAI_NONAME
+    "No address associated with hostname",
+    "getaddrinfo ENOTFOUND",  # Node, npm
+    "getaddrinfo EAI_AGAIN",
+    "Network is unreachable",  # ENETUNREACH
+    "Couldn't connect to server",  # curl
+    "Failed to establish a new connection",  # urllib3: requests, pip
+    "<urlopen error",  # Python's urllib
+    "connect EACCES",  # Node, where socket() is refused
+)
+#: What commands print when they cannot start another process or thread (EAGAIN from
+#: fork, clone or pthread_create), as under a sandbox's cap on processes.
+_NO_PROCESS_SIGNS = (
+    "fork: retry: Resource temporarily unavailable",  # bash, while it retries
+    "fork: Resource temporarily unavailable",  # bash, when it gives up
+    "Cannot fork",  # dash
+    "can't fork",  # busybox
+    "[Errno 11] Resource temporarily unavailable",  # Python's fork and subprocess
+    "can't start new thread",  # Python
+    "spawn EAGAIN",  # Node
+)
+
+
+def sandbox_note(box: Sandbox | None, exit_code: int | None, *output: str) -> str | None:
+    """What the model reads when a command that failed (``exit_code`` not 0: ``None`` for
+    a timeout) printed what a protection of its sandbox ``box`` makes commands print: the
+    network is off (a name did not resolve, no route led out), or the cap on processes
+    was reached (a fork failed). ``None`` when the command succeeded, ran in no sandbox,
+    or its output (``output``: the streams as the model reads them) shows neither. Only
+    a protection the sandbox really enforces (:attr:`Sandbox.capabilities`) is named."""
+    if box is None or exit_code == 0:
+        return None
+    confinement = box.confinement
+    offline = not confinement.network and _shows(_OFFLINE_SIGNS, output)
+    if offline and NETWORK_OFF in box.capabilities:
+        return (
+            "The network is off in this command's sandbox (Sandbox(network=False)): host "
+            "names do not resolve and connections fail, so nothing here can download or "
+            "reach a server"
+        )
+    cap = confinement.max_processes
+    if cap is not None and _shows(_NO_PROCESS_SIGNS, output) and PROCESS_CAP in box.capabilities:
+        return (
+            f"This command's sandbox allows {cap} processes and threads at once "
+            f"(Sandbox(max_processes={cap})): a command that starts more cannot fork past "
+            "that; run fewer at once (make -j2, fewer workers)"
+        )
+    return None
+
+
+def _shows(signs: tuple[str, ...], output: tuple[str, ...]) -> bool:
+    return any(sign in text for text in output for sign in signs)

@@ -102,6 +102,12 @@ class ShellSession:
         return self
 
     @property
+    def given_sandbox(self) -> Sandbox | None:
+        """The sandbox this session was made with (its commands run in it, confined to the
+        root as well), or ``None``."""
+        return self._given_sandbox
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed

@@ -353,7 +353,13 @@ def _execute(
     run: GrepRun | None = None
     kept = _Kept(args.output_mode, args.context, args.multiline)
     if not matcher.needs_worker:
-        run = GrepRun(matcher, limit=limit, context=args.context, on_found=kept)
+        run = GrepRun(
+            matcher,
+            limit=limit,
+            context=args.context,
+            on_found=kept,
+            kept_files=None if selection is None else selection.kept,
+        )
         matcher.in_process = True
         try:
             if start.is_dir:

@@ -32,6 +32,7 @@ from workspace_tools.tools._command_output import (
     TAIL_BYTES,
     ProgressBatcher,
     model_view,
+    sandbox_note,
     stopped_note,
 )
 from workspace_tools.workspace import Workspace
@@ -88,15 +89,19 @@ class RunCommandContent(BaseModel):
     """What the model reads: the exit code and each stream (head and tail when long), and
     a ``note`` on what happened beyond the command's own output, present only when there
     is one: the processes it left running that were stopped when it ended (see
-    :func:`stopped_note`). The declared output schema is this model's, so it lists
-    ``note`` as optional."""
+    :func:`stopped_note`), and what a failed command's output shows of its sandbox's
+    network-off or process cap (see :func:`sandbox_note`). The declared output schema is
+    this model's, so it lists ``note`` as optional."""
 
     exit_code: int
     stdout: str
     stderr: str
     note: str | None = Field(
         None,
-        description="Present only when processes the command left running were stopped",
+        description=(
+            "Present only when processes the command left running were stopped, or when "
+            "a failure came from the sandbox's network-off or process cap"
+        ),
     )
 
     @model_serializer(mode="wrap")
@@ -418,7 +423,9 @@ async def _run_in(
             # Before the command's own limit, only the call's timeout can have stopped it.
             cut = by_call or so_far.seconds() < limit
             words = _timeout_words(timeout, cut, context)
-            context.timeout_error = _timeout_error(args.command, so_far.result(), words)
+            context.timeout_error = _timeout_error(
+                args.command, so_far.result(), words, commands.sandbox
+            )
         raise
     except SandboxError as exc:
         if exc.result is not None:  # the sandbox was closed while the command ran
@@ -426,7 +433,12 @@ async def _run_in(
         if repr(cwd) not in str(exc):
             raise
         raise _changed(rel) from None  # the start failed on the working directory
-    return _result(args.command, result, lambda: _timeout_words(timeout, by_call, context))
+    return _result(
+        args.command,
+        result,
+        lambda: _timeout_words(timeout, by_call, context),
+        commands.sandbox,
+    )
 
 
 def build(workspace: Workspace, sandbox: Sandbox | None = None) -> Tool[RunCommandArgs]:
@@ -617,10 +629,16 @@ def _details(command: str, result: ProcessResult) -> tuple[RunCommandDetails, st
     return details, stdout, stderr
 
 
-def _timeout_error(command: str, result: ProcessResult, words: str) -> ToolError:
-    """The ``TOOL_TIMEOUT`` error of a command that timed out: ``words`` (see
-    :func:`_timeout_words`), then the output so far, which its details hold too."""
+def _timeout_error(
+    command: str, result: ProcessResult, words: str, box: Sandbox | None
+) -> ToolError:
+    """The ``TOOL_TIMEOUT`` error of a command that timed out in ``box`` (or in none):
+    ``words`` (see :func:`_timeout_words`), the sandbox's note on what its output shows
+    (:func:`sandbox_note`), then the output so far, which its details hold too."""
     details, stdout, stderr = _details(command, result)
+    note = sandbox_note(box, None, stdout, stderr)
+    if note is not None:
+        words = f"{words}\n{note}."
     return ToolError(
         f"{words}{so_far(stdout, stderr)}",
         ErrorCode.TOOL_TIMEOUT,
@@ -664,15 +682,24 @@ class _OutputSoFar:
         )
 
 
-def _result(command: str, result: ProcessResult, timed_out: Callable[[], str]) -> object:
+def _result(
+    command: str, result: ProcessResult, timed_out: Callable[[], str], box: Sandbox | None
+) -> object:
     """The call's value, or its ``TOOL_TIMEOUT`` error beginning with ``timed_out()`` and
-    holding the output so far."""
+    holding the output so far; ``box``: the sandbox the command ran in, or ``None``."""
     if result.timed_out or result.exit_code is None:
-        raise _timeout_error(command, result, timed_out())
+        raise _timeout_error(command, result, timed_out(), box)
     details, stdout, stderr = _details(command, result)
     # The content as the JSON data RunCommandContent dumps to (``note`` only when there
     # is one): the call checks it against that schema without a model made and dumped.
     content: dict[str, Any] = {"exit_code": result.exit_code, "stdout": stdout, "stderr": stderr}
+    notes = []
     if result.stopped_processes:
-        content["note"] = stopped_note(result.stopped_processes, result.stopped_names)
+        notes.append(stopped_note(result.stopped_processes, result.stopped_names))
+    if result.exit_code:
+        note = sandbox_note(box, result.exit_code, stdout, stderr)
+        if note is not None:
+            notes.append(note)
+    if notes:
+        content["note"] = ". ".join(notes)
     return ToolOutput(content=content, details=details)

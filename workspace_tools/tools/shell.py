@@ -14,7 +14,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.shell import CommandOutcome, StreamView
-from workspace_tools.tools._command_output import ProgressBatcher, model_view
+from workspace_tools.tools._command_output import ProgressBatcher, model_view, sandbox_note
 from workspace_tools.tools._shell_session import ShellSession, session_of
 from workspace_tools.tools.run_command import command_text, so_far, time_limit
 
@@ -228,6 +228,9 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
             code,
             details=ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
         )
+    note = sandbox_note(session.given_sandbox, outcome.exit_code, stdout, stderr)
+    if note is not None:
+        notes.append(f"{note}.")
     if outcome.timed_out or outcome.exit_code is None:
         # The files go with the killed shell's output: keep them named.
         words = (
