@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
+import threading
 from pathlib import Path
 
 import anyio
 import pytest
 
-from workspace_tools import ErrorCode, ToolSession
+from tests._waiting import wait_until
+from workspace_tools import ErrorCode, ToolResult, ToolSession
 from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.workspace import Workspace
 
@@ -84,3 +87,34 @@ def test_a_kept_store_outlives_the_session(project: Path, temp_parent: Path) -> 
     loaded = Checkpoints.load(checkpoints.store.directory)
     assert loaded.restore(0).applied
     assert (project / "a.txt").read_bytes() == b"one\n"
+
+
+def test_closing_the_session_while_a_command_runs_ends_it_without_a_logged_failure(
+    project: Path, temp_parent: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The close removes the store while the command's step is still open: the step has
+    nowhere to be recorded, which is the close's doing, not a failure to log (a harness
+    closing many sessions would get a traceback for each)."""
+    session = ToolSession(project, checkpoints=True)
+    flag = project / "started"
+    out: list[ToolResult] = []
+
+    def run() -> None:
+        command = f"touch {flag}; sleep 600"
+        out.append(session.call_sync("run_command", {"command": command, "timeout": 600}))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        wait_until(flag.exists, bool, "the command to start")
+        with caplog.at_level(logging.WARNING, logger="workspace_tools"):
+            session.close()
+            thread.join(60)
+    finally:
+        session.close()
+        thread.join(60)
+    assert not thread.is_alive()
+    [result] = out
+    assert result.error_code is ErrorCode.SANDBOX_ERROR, result.error
+    assert [r.getMessage() for r in caplog.records] == []
+    assert list(temp_parent.iterdir()) == []

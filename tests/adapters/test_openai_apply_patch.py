@@ -192,7 +192,8 @@ def test_the_custom_tool_runs_the_envelope_and_answers_in_sdk_shape(tmp_path: Pa
     assert sdk_valid(ResponseInputItemParam, output)
     failed = invoke_tool_sync(tool, {"patch": "nonsense"}, call_id="ct2")
     assert custom_tool_call_output(failed)["output"] == (
-        "Error: invalid patch: the first line of the patch must be '*** Begin Patch'"
+        "Error: invalid patch: the first line of the patch must be '*** Begin Patch', not "
+        "'nonsense'"
     )
 
 

@@ -17,11 +17,13 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.remote._served import Served, serve
+from workspace_tools import ErrorCode, invoke_tool_sync
 from workspace_tools.adapters.mcp_http import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_TIMEOUT,
     session_cap_message,
 )
+from workspace_tools.adapters.remote import RemoteWorkspace
 from workspace_tools.cli._main import build_parser
 
 _INITIALIZE = {
@@ -173,3 +175,21 @@ def test_a_bad_limit_says_what_to_give(
     err = capsys.readouterr().err
     assert exited.value.code == 2
     assert err.endswith(f"error: argument {flags[0]}: {flags[1]}: {told}\n"), err
+
+
+def test_a_remote_workspace_past_the_cap_reads_the_server_s_reason(tmp_path: Path) -> None:
+    """`RemoteWorkspace` refused a session says why, as the server said it (an agent or
+    harness with more clients than sessions learns what to do), not only the status."""
+    (tmp_path / "a.txt").write_text("alpha\n")
+    with serve(tmp_path, "--no-checkpoints", "--max-sessions", "1") as served:
+        first = _raw_initialize(served)  # opened, never ended
+        assert first.status_code == 200, first.text
+        with RemoteWorkspace(served.url, served.token) as remote:
+            read = next(t for t in remote.tools if t.name == "read_file")
+            result = invoke_tool_sync(read, {"path": "a.txt"})
+    assert result.error_code is ErrorCode.WORKSPACE_UNAVAILABLE, result.error
+    reason = session_cap_message(1, DEFAULT_SESSION_IDLE_TIMEOUT)
+    assert result.error == (
+        f"The workspace server at {served.url} is unavailable (tried 3 times): HTTP 503: "
+        f"{reason}; the call did not run"
+    )

@@ -192,7 +192,21 @@ def test_a_chunk_line_that_is_part_of_a_long_line_says_patches_take_whole_lines(
         ("", "invalid patch: the first line of the patch must be '*** Begin Patch'"),
         (
             "*** Begin Patch\n*** Update File: a\n@@\n-x\n+y\n",
-            "invalid patch: the last line of the patch must be '*** End Patch'",
+            "invalid patch: the last line of the patch must be '*** End Patch', not '+y'",
+        ),
+        (
+            "```diff\n*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n```\n",
+            "invalid patch: the first line of the patch must be '*** Begin Patch', not '```diff'",
+        ),
+        (
+            "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\nDone: a added.\n",
+            "invalid patch: the last line of the patch must be '*** End Patch', not "
+            "'Done: a added.'",
+        ),
+        (
+            "*** Begin Patch\\n*** Add File: a.txt\\n+" + "x" * 100 + "\\n*** End Patch",
+            "invalid patch: the first line of the patch must be '*** Begin Patch', not "
+            "'*** Begin Patch\\n*** Add File: a.txt\\n+" + "x" * 41 + "… (154 characters)'",
         ),
         (
             "*** Begin Patch\n*** Update File: a\n@@\n-x\n?y\n*** End Patch\n",

@@ -56,6 +56,12 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 CONNECT_TIMEOUT = 10.0
 """Seconds to connect and for each HTTP request but a call's answer."""
 
+_REASON_BYTES = 16384
+"""Bytes of an error response's body read for its reason (a JSON-RPC error is far less)."""
+
+_REASON_LIMIT = 1000
+"""Characters of a server's reason a message quotes."""
+
 CALL_TIMEOUT = 900.0
 """Seconds a call's answer may take (the server's own timeouts normally end it first)."""
 
@@ -206,6 +212,16 @@ class _CallStreamWatch(httpx.AsyncBaseTransport):
         stream = response.stream
         if not isinstance(stream, httpx.AsyncByteStream):
             return response
+        if response.status_code >= 400:
+            # The SDK raises on the status without reading the body, which says why (the
+            # session cap's JSON-RPC error): a bounded head of it is read now, for the message.
+            body = await _head(stream, _REASON_BYTES)
+            if watch is not None:
+                watch.ended.set()
+            kept = [(k, v) for k, v in response.headers.multi_items() if k != "content-length"]
+            return httpx.Response(
+                response.status_code, headers=kept, content=body, extensions=response.extensions
+            )
 
         def refuse(why: str) -> None:
             if watch is not None:
@@ -235,6 +251,29 @@ class _CallStreamWatch(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+async def _head(stream: httpx.AsyncByteStream, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``stream``, which is closed then."""
+    body = b""
+    try:
+        async for chunk in stream:
+            body += chunk[: limit - len(body)]
+            if len(body) >= limit:
+                break
+    finally:
+        await stream.aclose()
+    return body
+
+
+def _server_reason(response: httpx.Response) -> str:
+    """``: <message>`` of the JSON-RPC error an error response carries (read by the
+    transport), clipped; ``""`` when it carries none."""
+    try:
+        message = json.loads(response.content)["error"]["message"]
+    except (httpx.ResponseNotRead, ValueError, KeyError, TypeError):
+        return ""
+    return f": {clipped(message, _REASON_LIMIT)}" if isinstance(message, str) and message else ""
 
 
 class _Unavailable(Exception):
@@ -783,7 +822,8 @@ def _failure(exc: Exception, sent: bool) -> Exception:
             )
     for leaf in leaves:
         if isinstance(leaf, httpx.HTTPStatusError):
-            return _Unavailable(f"HTTP {leaf.response.status_code}", sent)
+            reason = _server_reason(leaf.response)
+            return _Unavailable(f"HTTP {leaf.response.status_code}{reason}", sent)
         if isinstance(leaf, httpx.TransportError):
             said = f"{type(leaf).__name__}: {leaf}" if str(leaf) else repr(leaf)
             # A request that could not connect was never sent.

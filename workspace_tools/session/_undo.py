@@ -196,12 +196,17 @@ async def checkpoint_before(checkpoints: Checkpoints) -> ToolError | None:
 async def checkpoint_after(checkpoints: Checkpoints, step: int) -> list[ChangedFile] | None:
     """Record what step ``step`` changed, in a worker thread and shielded from
     cancellation (a cancelled command may have changed files too); ``None`` when the
-    workspace cannot be walked (logged)."""
+    workspace cannot be walked (logged), or the store was removed meanwhile: the session
+    or server closed while the step ran, which ends the step's call itself."""
+    if checkpoints.store.removed:
+        return None
     with anyio.CancelScope(shield=True):
         try:
             return await anyio.to_thread.run_sync(checkpoints.after, step)
         except OSError:
-            logger.warning("the checkpoint after step %d failed", step, exc_info=True)
+            # A close during the walk removes the store under it: not a failure.
+            if not checkpoints.store.removed:
+                logger.warning("the checkpoint after step %d failed", step, exc_info=True)
             return None
 
 

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from workspace_tools._errors import clipped
+
 BEGIN = "*** Begin Patch"
 END = "*** End Patch"
 ADD = "*** Add File: "
@@ -36,6 +38,8 @@ DELETE = "*** Delete File: "
 UPDATE = "*** Update File: "
 MOVE = "*** Move to: "
 END_OF_FILE = "*** End of File"
+_QUOTE_LIMIT = 80
+"""Characters of a wrong first or last line a syntax error quotes."""
 
 _BODY = frozenset(" -+")
 _UNIFIED_RANGE = re.compile(r"-\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
@@ -137,9 +141,15 @@ def parse_patch(text: str) -> list[FileOp]:
     while end > start and not lines[end - 1].strip():
         end -= 1
     if start == end or lines[start].strip() != BEGIN:
-        raise PatchSyntaxError(f"invalid patch: the first line of the patch must be '{BEGIN}'")
+        # Quoting the line shows what was sent instead (a Markdown fence, text before the
+        # patch, literal \n escapes on one line).
+        found = f", not '{clipped(lines[start].strip(), _QUOTE_LIMIT)}'" if start < end else ""
+        raise PatchSyntaxError(
+            f"invalid patch: the first line of the patch must be '{BEGIN}'{found}"
+        )
     if end - 1 == start or lines[end - 1].strip() != END:
-        raise PatchSyntaxError(f"invalid patch: the last line of the patch must be '{END}'")
+        found = f", not '{clipped(lines[end - 1].strip(), _QUOTE_LIMIT)}'"
+        raise PatchSyntaxError(f"invalid patch: the last line of the patch must be '{END}'{found}")
     while end - 2 > start and lines[end - 2].strip() == END:
         end -= 1  # the end marker repeated (a V4A diff that ends with its own)
     ops: list[FileOp] = []

@@ -152,6 +152,11 @@ class BlobStore:
         if self._finalizer is not None:
             self._finalizer()
 
+    @property
+    def removed(self) -> bool:
+        """The store's directory was removed by :meth:`close` (or collection)."""
+        return self._finalizer is not None and not self._finalizer.alive
+
 
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
