@@ -4,6 +4,7 @@ local_shell, each checked against the SDK's own types."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,30 @@ async def test_openai_shell_timeout_and_max_output_length(shells: ShellSession) 
     assert "characters left out" in long["stdout"]
     assert refused["outcome"] == {"type": "exit", "exit_code": 126}
     assert "NUL character" in refused["stderr"]
+
+
+@pytest.mark.parametrize("limit", [400, 1000])
+async def test_openai_shell_keeps_the_note_naming_the_whole_output(
+    shells: ShellSession, limit: int
+) -> None:
+    item = {
+        "type": "shell_call",
+        "call_id": "call_5",
+        "action": {"commands": ["seq 1 300000; echo oops >&2"], "max_output_length": limit},
+    }
+    with anyio.fail_after(60):
+        answer = await call_openai_shell(item, shell_tool(shells))
+    assert sdk_valid(ShellCallOutput, answer), answer
+    (long,) = answer["output"]
+    stdout, stderr = long["stdout"], long["stderr"]
+    assert len(stdout) + len(stderr) == limit, (len(stdout), len(stderr))
+    assert re.fullmatch(
+        r"oops\n\n\[workspace-tools\] The whole stdout \(300,000 lines, 1,988,895 bytes\) is "
+        r"in \.shell-output[^ ]*/shell-\d+\.stdout; page through it with read_file\.",
+        stderr,
+    ), stderr
+    assert stdout.startswith("1\n2\n") and stdout.endswith("\n300000\n"), stdout
+    assert "characters left out" in stdout, stdout
 
 
 async def test_local_shell_runs_argv_with_env_and_working_directory(

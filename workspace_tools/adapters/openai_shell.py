@@ -12,7 +12,8 @@ one), and ``max_output_length`` passed back as given: each command's stdout and 
 together are cut to that many characters, keeping head and tail. A command that could not
 run (a refused call, an invalid command) is exit code 126 with the reason on stderr. Our
 notes (the file that holds the whole output, the shell moved back to the root) end stderr,
-marked ``[workspace-tools]``.
+marked ``[workspace-tools]``, kept whole within ``max_output_length`` when they take at
+most half of it: a cut output's note is what says where the rest is.
 
 ``local_shell``: a ``local_shell_call`` item's ``action: {type: "exec", command: [argv],
 env, working_directory?, timeout_ms?, user?}`` runs as one ``run_command`` call (the argv
@@ -148,12 +149,23 @@ def _shell_output(result: ToolResult, limit: int | None) -> dict[str, Any]:
     else:
         content = result.content
         stdout, stderr = content["stdout"], content["stderr"]
-        notes = "".join(f"\n[workspace-tools] {note}" for note in content["notes"])
-        stderr = (stderr + notes) if stderr or not notes else notes.lstrip("\n")
+        notes = "\n".join(f"[workspace-tools] {note}" for note in content["notes"])
         outcome = {"type": "exit", "exit_code": content["exit_code"]}
+        if limit is not None and notes and len(notes) + 1 <= limit // 2:
+            # The notes first, whole: the rest of the room goes to the streams.
+            stdout, stderr = _fit(stdout, stderr, limit - len(notes) - 1)
+            return {"stdout": stdout, "stderr": _ending(stderr, notes), "outcome": outcome}
+        stderr = _ending(stderr, notes)
     if limit is not None:
         stdout, stderr = _fit(stdout, stderr, limit)
     return {"stdout": stdout, "stderr": stderr, "outcome": outcome}
+
+
+def _ending(stderr: str, notes: str) -> str:
+    """``stderr`` with ``notes`` on a line of their own after it."""
+    if not notes:
+        return stderr
+    return f"{stderr}\n{notes}" if stderr else notes
 
 
 def _fit(stdout: str, stderr: str, limit: int) -> tuple[str, str]:
