@@ -405,7 +405,7 @@ async def _run_in(
     # With a call's timeout, what the command printed is kept here too: should that
     # timeout fire while the tree is still being stopped (a loaded machine), the run's
     # result, which holds it, never comes, and the call's backstop tells it instead.
-    so_far = None if context.deadline is None else _OutputSoFar(runner.limits.output_bytes)
+    so_far = None if context.deadline is None else OutputSoFar(runner.limits.output_bytes)
     try:
         if commands.reports_progress and context.reports_progress:
             batcher = ProgressBatcher(lambda content, details: context.update(content, details))
@@ -648,7 +648,7 @@ def _timeout_error(
     )
 
 
-class _OutputSoFar:
+class OutputSoFar:
     """Each stream's output as a command prints it, head and tail as its sandbox keeps
     them (``cap`` bytes a stream), handed on to progress when asked (:meth:`then`)."""
 
