@@ -65,6 +65,12 @@ def test_a_program_asking_for_input_gets_end_of_input(tmp_path: Path) -> None:
     assert out["stderr"].endswith("EOFError: EOF when reading a line\n"), out
 
 
+def test_an_interactive_interpreter_ends_at_once(tmp_path: Path) -> None:
+    # OpenHands/OpenHands#3008: `python3` (a REPL) stuck the terminal until the timeout.
+    out = content(tmp_path, "python3; echo rc=$?")
+    assert out == {"exit_code": 0, "stdout": "rc=0\n", "stderr": ""}
+
+
 def test_git_is_told_not_to_prompt_for_credentials(tmp_path: Path) -> None:
     # MoonshotAI/kimi-cli#1579 (fixes #1531, #1481): git waited for a password.
     assert content(tmp_path, "echo $GIT_TERMINAL_PROMPT")["stdout"] == "0\n"
@@ -78,6 +84,8 @@ def test_git_is_told_not_to_prompt_for_credentials(tmp_path: Path) -> None:
     [
         # anomalyco/opencode#48414: a silent holder hung the call just as a chatty one.
         ("opencode#48414", "sleep 1000 & echo started", "started\n"),
+        # anthropics/claude-code#3372: with `&` the call gave no clear end and exit code.
+        ("claude-code#3372", 'sleep 1000 & echo "exit $?"', "exit 0\n"),
         # anomalyco/opencode#47350: setsid took the holder out of the killed group.
         ("opencode#47350", "setsid sleep 1000 & echo started", "started\n"),
         # AaronCQL/pim-agent#7: nohup with its output in a log, then the log read.
@@ -154,10 +162,39 @@ def test_the_shell_after_a_timeout_starts_over_and_says_so(
 # Output encodings, control characters, size
 
 
-def test_bytes_that_are_not_utf8_do_not_fail_the_call(tmp_path: Path) -> None:
-    # PrimeIntellect-ai/nano-rlm#61 and #156: strict decoding raised UnicodeDecodeError.
-    out = content(tmp_path, "printf 'a\\xf0b\\xffc\\n'")
-    assert out == {"exit_code": 0, "stdout": "a\ufffdb\ufffdc\n", "stderr": ""}
+NOT_UTF8 = (
+    "The {} held bytes that are not UTF-8, shown here as \ufffd; pipe it through `od -c` or "
+    "`xxd` to see them as they are"
+)
+
+
+def test_bytes_that_are_not_utf8_do_not_fail_the_call_and_are_named(tmp_path: Path) -> None:
+    # PrimeIntellect-ai/nano-rlm#61 and #156: strict decoding raised UnicodeDecodeError;
+    # FerroxLabs/wayland#1076: the lossy decoding was then reported as faithful.
+    out = content(tmp_path, "printf 'a\\xf0b\\xffc\\n'; printf '\\xfe' >&2")
+    assert out == {
+        "exit_code": 0,
+        "stdout": "a\ufffdb\ufffdc\n",
+        "stderr": "\ufffd",
+        "note": NOT_UTF8.format("stdout and stderr"),
+    }
+    # A real U+FFFD is UTF-8 like any other character: nothing to note.
+    assert content(tmp_path, "printf '\\357\\277\\275\\n'") == {
+        "exit_code": 0,
+        "stdout": "\ufffd\n",
+        "stderr": "",
+    }
+
+
+def test_the_shell_names_bytes_that_are_not_utf8_too(shells: ShellSession) -> None:
+    # FerroxLabs/wayland#1076, in the persistent shell.
+    result = shell(shells, command="printf 'x\\x80\\n'")
+    assert result.content == {
+        "exit_code": 0,
+        "stdout": "x\ufffd\n",
+        "stderr": "",
+        "notes": [NOT_UTF8.format("stdout") + "."],
+    }
 
 
 def test_utf8_output_is_not_garbled(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from workspace_tools.tools._command_output import (
     TAIL_BYTES,
     ProgressBatcher,
     model_view,
+    not_utf8,
+    not_utf8_note,
     sandbox_note,
 )
 from workspace_tools.tools._shell_session import ShellSession, session_of
@@ -257,6 +259,10 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
         truncated=outcome.stdout.file is not None or outcome.stderr.file is not None,
     )
     notes = [*stdout_notes, *stderr_notes]
+    streams = (("stdout", stdout, outcome.stdout), ("stderr", stderr, outcome.stderr))
+    shown = [n for n, text, view in streams if "\ufffd" in text and not_utf8(view.captured)]
+    if shown:
+        notes.append(f"{not_utf8_note(shown)}.")
     if outcome.stopped:  # a restart from another call, the session's or sandbox's close
         extra = "".join(f"\n{note}" for note in notes)
         code = ErrorCode.ABORTED
