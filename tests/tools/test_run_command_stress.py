@@ -82,6 +82,8 @@ def test_two_threads_of_short_commands_get_exact_output_and_leak_nothing(
         expected = [(0, f"{n}-{i}\n", "") for i in range(CALLS)]
         wrong = [(i, g) for i, (g, e) in enumerate(zip(got, expected, strict=False)) if g != e]
         assert len(got) == CALLS and wrong == [], f"thread {n}: {len(got)} results, {wrong[:5]}"
-    after = _fds()
-    assert after == before, f"descriptors before {before}, after {after}"
+    # Only what appeared is a leak: a thread an earlier test left (a server's lease given
+    # back) may close a descriptor of its own meanwhile.
+    appeared = {fd: target for fd, target in _fds().items() if before.get(fd) != target}
+    assert appeared == {}, f"descriptors left open: {appeared}; before: {before}"
     assert survivors(marker) == []
