@@ -1,8 +1,10 @@
 """Latency of run_command and of a sandboxed tool call, each beside its peer.
 
 Run from the repository root: ``python benchmarks/bench_run.py [--runs N]
-[--calls-only | --commands-only | --custom-only | --boxed-commands-only]``
-(``--commands-only``: run_command's rows alone, about a minute; ``--custom-only``: the small
+[--calls-only | --commands-only | --custom-only | --boxed-commands-only | --headline-only]``
+(``--headline-only``: ``run_command("true")`` against ``subprocess.run`` and its CPU rows
+alone, seconds, for runs repeated to see the spread; ``--commands-only``: run_command's rows
+alone, about a minute; ``--custom-only``: the small
 custom tool's rows in a sandbox alone, latency and CPU, about 20 seconds;
 ``--boxed-commands-only``: run_command's rows in a sandbox alone).
 
@@ -88,29 +90,44 @@ GAPS = (0.0, 0.02)
 SEEN_FILES = 2000
 
 
-async def medians_ms(
+async def samples_ms(
     ours: Callable[[], Awaitable[object]],
     peer: Callable[[], Awaitable[object]],
     runs: int,
     gap: float,
     interleave: bool,
-) -> tuple[float, float]:
-    """Median milliseconds of ``ours`` and ``peer``. Interleaved, their calls alternate so
-    that both see the same load on the machine; otherwise all of ours come first (a
-    sandbox's worker forks its next child with each call, which would burden the peer's)."""
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of each of ``runs`` calls of ``ours`` and of ``peer``. Interleaved,
+    their calls alternate so that both see the same load on the machine (the i-th of each
+    list made moments apart); otherwise all of ours come first (a sandbox's worker forks
+    its next child with each call, which would burden the peer's)."""
     for _ in range(max(3, runs // 10)):  # warm up: servers started, caches filled
         await ours()
         await peer()
     samples: tuple[list[float], list[float]] = ([], [])
     pairs = list(zip((ours, peer), samples, strict=True))
-    rounds = [pairs] * runs if interleave else [[pair] * runs for pair in pairs]
+    if interleave:
+        # Each round runs both, the first of the pair alternating, so that neither always
+        # follows the other (the one after a fork or an exit pays for its tail).
+        rounds = [pairs if n % 2 == 0 else pairs[::-1] for n in range(runs)]
+    else:
+        rounds = [[pair] * runs for pair in pairs]
     for round_ in rounds:
         for call, times in round_:
             await anyio.sleep(gap)
             started = time.perf_counter()
             await call()
             times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+    return samples
+
+
+def pair_ratios(ours: list[float], peer: list[float]) -> tuple[float, float, float]:
+    """The median of the ratios of ``ours`` to ``peer`` taken pair by pair (samples of one
+    round, measured moments apart, under the same load), and its quartiles: on a shared
+    machine, whose load moves both of a pair alike, steadier than a ratio of medians."""
+    ratios = sorted(a / b for a, b in zip(ours, peer, strict=True))
+    low, middle, high = statistics.quantiles(ratios, n=4)
+    return middle, low, high
 
 
 async def compare(
@@ -124,8 +141,15 @@ async def compare(
 ) -> None:
     for gap in GAPS:
         spacing = "back to back" if gap == 0 else f"{gap * 1000:g} ms apart"
-        ours_ms, peer_ms = await medians_ms(ours, peer, runs, gap, interleave)
-        report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
+        ours_ms, peer_ms = await samples_ms(ours, peer, runs, gap, interleave)
+        report(
+            f"{label} [{spacing}]",
+            statistics.median(ours_ms),
+            peer_label,
+            statistics.median(peer_ms),
+            target,
+            pair_ratios(ours_ms, peer_ms) if interleave else None,
+        )
 
 
 def compare_sync(
@@ -143,14 +167,22 @@ def compare_sync(
             ours()
             peer()
         samples: tuple[list[float], list[float]] = ([], [])
-        for _ in range(runs):
-            for call, times in zip((ours, peer), samples, strict=True):
+        pairs = list(zip((ours, peer), samples, strict=True))
+        for n in range(runs):
+            for call, times in pairs if n % 2 == 0 else pairs[::-1]:
                 time.sleep(gap)
                 started = time.perf_counter()
                 call()
                 times.append((time.perf_counter() - started) * 1000)
-        ours_ms, peer_ms = statistics.median(samples[0]), statistics.median(samples[1])
-        report(f"{label} [{spacing}]", ours_ms, peer_label, peer_ms, target)
+        ours_ms, peer_ms = samples
+        report(
+            f"{label} [{spacing}]",
+            statistics.median(ours_ms),
+            peer_label,
+            statistics.median(peer_ms),
+            target,
+            pair_ratios(ours_ms, peer_ms),
+        )
 
 
 def sync_rows(runs: int) -> None:
@@ -384,6 +416,61 @@ async def both_sides_rows(label: str, ours: Callable[[], Awaitable[object]], run
     )
 
 
+def _ticks_reaped(pid: int) -> float:
+    """CPU seconds of the children ``pid`` has reaped (``/proc/PID/stat``'s cutime and
+    cstime, in clock ticks: a sum over many commands, so the tick is a small error)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+async def all_cpu_rows(
+    label: str,
+    ours: Callable[[], Awaitable[object]],
+    peer_label: str,
+    peer: Callable[[], Awaitable[object]],
+    runs: int,
+    blocks: int = 5,
+) -> None:
+    """CPU microseconds a command costs in every process on its path, ours against the
+    peer's, and their ratio: the caller (``getrusage``), its supervisors (``schedstat``)
+    and the bash each ran (reaped by the supervisor), against the caller and the bash it
+    reaped itself. Unlike the wall clock, the machine's other load hardly moves it (it
+    does slow every instruction, both sides alike). ``blocks`` blocks of each, taking
+    turns. Linux only (``/proc``)."""
+    for _ in range(max(3, runs // 10)):
+        await ours()
+        await peer()
+    supervisors = _descendants_of(os.getpid(), 2)
+    if not supervisors:
+        print(f"{label:<56} (no /proc here: CPU in all processes not measured)")
+        return
+
+    def ours_now() -> float:
+        spent = _own_cpu_seconds()
+        for pid in supervisors:
+            spent += _sched(pid)[0] + _ticks_reaped(pid)
+        return spent
+
+    def peer_now() -> float:
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return _own_cpu_seconds() + reaped.ru_utime + reaped.ru_stime
+
+    spent = [0.0, 0.0]
+    per_block = max(1, runs // blocks)
+    for _ in range(blocks):
+        for side, (call, now) in enumerate(((ours, ours_now), (peer, peer_now))):
+            before = now()
+            for _ in range(per_block):
+                await call()
+            spent[side] += now() - before
+    ours_us, peer_us = (total / (per_block * blocks) * 1e6 for total in spent)
+    print(
+        f"{label:<56} {ours_us:6.0f} us   {peer_label:<30} {peer_us:6.0f} us   "
+        f"ratio {ours_us / peer_us:6.2f}x   CPU a call in all processes (bash included)"
+    )
+
+
 #: The other end of :func:`floor_rows`' hop: a fresh interpreter that answers each byte on
 #: the socket (its fd in argv[1]): ``p`` at once, ``s`` once it has started
 #: ``bash -c true`` in a new session (``posix_spawn``) and waited for it.
@@ -496,15 +583,32 @@ def _floor_peer(script: str, bash: str) -> tuple[socket.socket, subprocess.Popen
     return ours, peer
 
 
-def report(label: str, ours: float, peer_label: str, peer: float, target: str) -> None:
+def report(
+    label: str,
+    ours: float,
+    peer_label: str,
+    peer: float,
+    target: str,
+    paired: tuple[float, float, float] | None = None,
+) -> None:
+    """A row: the medians of both, their ratio, and with ``paired`` (see
+    :func:`pair_ratios`) the median of the pairs' ratios and its quartiles."""
+    by_pair = (
+        ""
+        if paired is None
+        else (f", pair by pair {paired[0]:.2f}x (quartiles {paired[1]:.2f}-{paired[2]:.2f})")
+    )
     print(
         f"{label:<56} {ours:6.2f} ms   {peer_label:<30} {peer:6.2f} ms   "
-        f"ratio {ours / peer:6.2f}x   ({target})"
+        f"ratio {ours / peer:6.2f}x{by_pair}   ({target})"
     )
 
 
-async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> None:
-    """run_command's and Sandbox.run's rows."""
+async def command_rows(
+    root: str, tools: dict[str, Tool[Any]], runs: int, headline_only: bool = False
+) -> None:
+    """run_command's and Sandbox.run's rows (``headline_only``: run_command's against
+    ``subprocess.run`` and its CPU alone)."""
 
     async def run_true() -> None:
         result = await invoke_tool(tools["run_command"], {"command": "true"})
@@ -532,6 +636,15 @@ async def command_rows(root: str, tools: dict[str, Tool[Any]], runs: int) -> Non
     )
 
     await both_sides_rows('run_command("true") via invoke_tool', run_true, max(runs, 500))
+    await all_cpu_rows(
+        'run_command("true") via invoke_tool',
+        run_true,
+        "subprocess.run(bash -c true)",
+        subprocess_true,
+        max(runs, 500),
+    )
+    if headline_only:
+        return
     await floor_rows(runs)
 
     plain = Sandbox(layers=False, network=True, env_allowlist=())
@@ -592,11 +705,15 @@ async def main(
     commands_only: bool = False,
     custom_only: bool = False,
     boxed_only: bool = False,
+    headline_only: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         sample = Path(root, "sample.py")
         sample.write_text("".join(f"line {i}\n" for i in range(200)))
         tools = {t.name: t for t in workspace_tools(root)}
+        if headline_only:
+            await command_rows(root, tools, runs, headline_only=True)
+            return
         if not calls_only:
             if not boxed_only:
                 await command_rows(root, tools, runs)
@@ -733,6 +850,11 @@ if __name__ == "__main__":
         "--custom-only", action="store_true", help="only the custom tool's sandbox rows"
     )
     only.add_argument(
+        "--headline-only",
+        action="store_true",
+        help="only run_command via invoke_tool against subprocess.run, and its CPU",
+    )
+    only.add_argument(
         "--boxed-commands-only",
         action="store_true",
         help="only run_command's rows in a sandbox, through the call's door and bound",
@@ -746,6 +868,7 @@ if __name__ == "__main__":
         parsed.commands_only,
         parsed.custom_only,
         parsed.boxed_commands_only,
+        parsed.headline_only,
     )
-    if not (calls_only or parsed.boxed_commands_only):
+    if not (calls_only or parsed.boxed_commands_only or parsed.headline_only):
         sync_rows(parsed.runs)

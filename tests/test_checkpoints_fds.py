@@ -1,6 +1,7 @@
 """A checkpoint that cannot open a file for want of file descriptors refuses the call, naming
 the file: run, the call's change to that file could not be undone (before, it ran, and undo
-left the file changed, "never stored")."""
+left the file changed, "never stored"). An undo short of them is a ToolError naming the
+file, with nothing changed and nothing lost: it works once they are free."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests._fds import OUT_OF_FDS_WORDS, short_of_fds_at
-from workspace_tools import ErrorCode, ToolSession
+from workspace_tools import ErrorCode, ToolError, ToolSession
 
 
 @pytest.mark.parametrize("number", [errno.EMFILE, errno.ENFILE])
@@ -29,5 +30,48 @@ def test_a_checkpoint_short_of_fds_refuses_the_call_and_nothing_changes(
         + OUT_OF_FDS_WORDS[number],
     )
     assert (tmp_path / "b.txt").read_text() == "b.txt"
+    assert session.checkpoints is not None
+    session.checkpoints.close()
+
+
+@pytest.mark.parametrize("number", [errno.EMFILE, errno.ENFILE])
+def test_an_undo_short_of_fds_is_a_tool_error_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, number: int
+) -> None:
+    (tmp_path / "a.txt").write_text("old\n")
+    session = ToolSession(tmp_path, checkpoints=True)
+    wrote = session.call_sync("write_file", {"path": "a.txt", "content": "new\n"})
+    assert wrote.error is None, wrote.error
+    short_of_fds_at(monkeypatch, "a.txt", number)
+    with pytest.raises(ToolError) as raised:
+        session.undo()
+    monkeypatch.undo()
+    assert (raised.value.code, raised.value.message) == (
+        ErrorCode.TOOL_ERROR,
+        "Nothing was restored: Cannot open a.txt: " + OUT_OF_FDS_WORDS[number],
+    )
+    assert (tmp_path / "a.txt").read_text() == "new\n"
+    # Nothing lost: the same undo works once descriptors are free.
+    again = session.undo()
+    assert (again.step, again.applied, [f.path for f in again.files]) == (0, True, ["a.txt"])
+    assert (tmp_path / "a.txt").read_text() == "old\n"
+    assert session.checkpoints is not None
+    session.checkpoints.close()
+
+
+def test_an_undo_that_cannot_open_the_root_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = ToolSession(tmp_path, checkpoints=True)
+    session.call_sync("write_file", {"path": "b.txt", "content": "b\n"})
+    short_of_fds_at(monkeypatch, str(tmp_path), errno.EMFILE)
+    with pytest.raises(ToolError) as raised:
+        session.undo()
+    monkeypatch.undo()
+    assert raised.value.message == (
+        "Nothing was restored: Cannot open the workspace root: " + OUT_OF_FDS_WORDS[errno.EMFILE]
+    )
+    assert session.undo().files[0].path == "b.txt"
+    assert not (tmp_path / "b.txt").exists()
     assert session.checkpoints is not None
     session.checkpoints.close()

@@ -27,9 +27,14 @@ from sandbox.spawn._wire import Channel
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # The server imports only the standard library and this package's process modules.
+#: The server's first lines. posix_spawn hands the server every descriptor the caller
+#: left inheritable (a host application's pipe, what its own parent passed down): closed
+#: first, but for the standard three and the server's socket, so that no command and no
+#: sandboxed call inherits them.
 _BOOT = (
-    "import sys; sys.path.insert(0, sys.argv[2]); "
-    "from sandbox.spawn._server import serve; serve(int(sys.argv[1]))"
+    "import os, sys; fd = int(sys.argv[1]); os.closerange(3, fd); "
+    "os.closerange(fd + 1, os.sysconf('SC_OPEN_MAX')); sys.path.insert(0, sys.argv[2]); "
+    "from sandbox.spawn._server import serve; serve(fd)"
 )
 
 T = TypeVar("T")

@@ -25,7 +25,7 @@ from openai.types.responses.tool_param import LocalShell
 
 from tests._processes import survivors
 from tests.adapters._sdk import sdk_valid
-from workspace_tools import ShellSession, ToolSession, shell_tools, workspace_tools
+from workspace_tools import ShellSession, Tool, ToolSession, shell_tools, workspace_tools
 from workspace_tools.adapters.anthropic_bash import anthropic_bash_tool, call_anthropic_bash
 from workspace_tools.adapters.openai_shell import (
     call_local_shell,
@@ -275,16 +275,26 @@ async def test_local_shell_output_ends_with_the_note_on_stopped_processes(
 async def test_local_shell_timeout_outside_directory_and_user(tmp_path: Path) -> None:
     run_command = next(t for t in workspace_tools(tmp_path) if t.name == "run_command")
 
-    async def local(action: dict[str, Any]) -> dict[str, Any]:
+    async def local(action: dict[str, Any], tool: Tool[Any] = run_command) -> dict[str, Any]:
         item = {"type": "local_shell_call", "call_id": "c", "action": {"type": "exec", **action}}
         with anyio.fail_after(60):
-            answer = await call_local_shell(item, run_command, tmp_path)
+            answer = await call_local_shell(item, tool, tmp_path)
         assert sdk_valid(LocalShellCallOutput, answer), answer
         return json.loads(answer["output"])  # type: ignore[no-any-return]
 
     timed_out = await local({"command": ["sh", "-c", "echo x; sleep 1000"], "timeout_ms": 1000})
     assert timed_out["metadata"]["exit_code"] == 124
     assert timed_out["output"] == "command timed out after 1000 milliseconds\nx\n"
+    # Without timeout_ms the workspace's command_timeout applies, and is the one named
+    # (it said "after 0 milliseconds").
+    short = next(
+        t for t in workspace_tools(tmp_path, command_timeout=1.5) if t.name == "run_command"
+    )
+    default = await local({"command": ["sh", "-c", "echo y; sleep 1000"]}, short)
+    assert (default["metadata"]["exit_code"], default["output"]) == (
+        124,
+        "command timed out after 1500 milliseconds\ny\n",
+    )
     outside = await local({"command": ["true"], "env": {}, "working_directory": "/"})
     assert outside["metadata"]["exit_code"] == 126
     assert "outside" in outside["output"].lower(), outside

@@ -48,11 +48,37 @@ def test_killing_bwrap_kills_the_whole_command_tree(workspace: Path) -> None:
             lambda pids: len(pids) >= 3,
             "three marked processes in the tree",
         )
+        # bwrap's pid 1 forks the command before it asks for its parent's death signal
+        # (bubblewrap.c: do_init), so the command may be running before pid 1 is bound to
+        # bwrap's life; it is once pid 1 waits for its children.
+        wait_until(
+            lambda: [_wait_channel(pid) for pid in _children(process.pid)],
+            lambda channels: channels == ["do_wait"],
+            "bwrap's pid 1 waiting for its children",
+        )
     finally:
         process.kill()
         process.wait()
 
     assert survivors(marker) == []
+
+
+def _children(pid: int) -> list[int]:
+    """The children of process ``pid`` (``/proc/PID/task/PID/children``)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(child) for child in f.read().split()]
+    except OSError:
+        return []
+
+
+def _wait_channel(pid: int) -> str:
+    """Where in the kernel process ``pid`` sleeps (``/proc/PID/wchan``)."""
+    try:
+        with open(f"/proc/{pid}/wchan", encoding="ascii") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def test_command_gets_a_private_tmp_and_no_capabilities(workspace: Path) -> None:

@@ -242,7 +242,11 @@ async def call_local_shell(
     seconds = result.duration_ms / 1000
     details = result.details
     if result.is_error and result.error_code == ErrorCode.TOOL_TIMEOUT:
-        text = f"command timed out after {timeout_ms or 0} milliseconds\n" + _joined(
+        if timeout_ms is None:  # the workspace's own command_timeout applied
+            workspace = run_command_tool.workspace
+            limit = workspace.options.command_timeout if workspace is not None else seconds
+            timeout_ms = round(limit * 1000)
+        text = f"command timed out after {timeout_ms} milliseconds\n" + _joined(
             getattr(details, "stdout", ""), getattr(details, "stderr", "")
         )
         return _local_output(item, text, TIMEOUT_EXIT_CODE, seconds)

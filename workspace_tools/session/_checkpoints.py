@@ -18,6 +18,7 @@ conflict, refused unless ``overwrite``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.session._encodable import Encodable
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._files import os_error
 from workspace_tools.workspace._manifest import (
     DEFAULT_MAX_FILE_BYTES,
     Change,
@@ -42,6 +44,8 @@ from workspace_tools.workspace._manifest import (
 )
 from workspace_tools.workspace._restore import TreeRestorer
 from workspace_tools.workspace._store import BlobStore
+
+logger = logging.getLogger("workspace_tools")
 
 ChangeKind = Literal["created", "changed", "deleted"]
 
@@ -342,6 +346,10 @@ class Checkpoints:
                 the errors of path resolution for ``paths``, ``TOOL_ERROR`` when a stored
                 content is missing or damaged, and the mapped ``OSError`` of a write (the
                 files restored until then stay restored and are listed in the message).
+                Short of file descriptors (or any other ``OSError``) before the first
+                write: the mapped error (``Nothing was restored: ...``, ``TOOL_ERROR``);
+                nothing changed and the steps stay restorable, so the same call works
+                once descriptors are free.
         """
         if step < 0:
             raise ToolError(f"step must be 0 or more, not {step}", ErrorCode.INVALID_ARGUMENTS)
@@ -351,6 +359,24 @@ class Checkpoints:
                 ErrorCode.INVALID_ARGUMENTS,
             )
         prefixes = None if paths is None else [self._rel(p) for p in paths]
+        try:
+            return self._restore(step, prefixes, dry_run, overwrite)
+        except OSError as exc:
+            # Raised before any file changed (a write's own failure is a ToolError).
+            rel = exc.filename if isinstance(exc.filename, str) else ""
+            if os.path.isabs(rel) or not rel:
+                rel = "the workspace root" if rel == str(self.workspace.root) else "the store"
+            error = os_error(exc, rel)
+            raise ToolError(f"Nothing was restored: {error.message}", error.code) from exc
+
+    def _restore(
+        self, step: int, prefixes: list[str] | None, dry_run: bool, overwrite: bool
+    ) -> RestoreResult:
+        """:meth:`restore` of resolved ``prefixes``.
+
+        Raises:
+            OSError: before any file changed (the walk, the root's descriptor).
+        """
         with self._lock:
             targets, owners = self._targets(step, prefixes)
             current = self._manifests.take(store=False) if targets else {}
@@ -388,7 +414,12 @@ class Checkpoints:
                     self._steps[index].left.add(path)
             for path, target in plan.items():
                 self._seen[path] = target
-            self._save()
+            try:
+                self._save()
+            except OSError:
+                # The files are restored and this object knows it: only a later load()
+                # of the record would not.
+                logger.warning("the record after a restore was not saved", exc_info=True)
             result.applied = True
             return result
 

@@ -50,6 +50,7 @@ from workspace_tools.session._steps import (
     TraceEvent,
 )
 from workspace_tools.session._undo import (
+    CheckpointLost,
     UndoArgs,
     checkpoint_after,
     checkpoint_before,
@@ -57,6 +58,7 @@ from workspace_tools.session._undo import (
     undo_call,
     undo_tool,
     with_changed_files,
+    with_undo_lost,
 )
 from workspace_tools.tools import (
     SHELL_TOOL_NAMES,
@@ -506,7 +508,9 @@ class ToolSession:
             ToolRunEvent, index, call_id, ms=result.duration_ms, error_code=result.error_code
         )
         if checkpoint:
-            await self._checkpoint_after(index)
+            lost = await self._checkpoint_after(index)
+            if lost is not None:
+                result = with_undo_lost(result, lost)
         if self._changes is not None and self._changes[0] == index:
             result.details = with_changed_files(result.details, self._changes[1])
         if fingerprint is not None and not result.is_error:
@@ -524,12 +528,16 @@ class ToolSession:
         result = self._error(call.call_id, name, shown, error.message, error.code)
         return self._finish(index, name, shown, result, failed=True)
 
-    async def _checkpoint_after(self, index: int) -> None:
-        """Record what the step changed (nothing when the workspace cannot be walked)."""
+    async def _checkpoint_after(self, index: int) -> CheckpointLost | None:
+        """Record what the step changed; what failed when the workspace cannot be walked
+        (nothing is recorded, and the step's result says undo is not available)."""
         assert self.checkpoints is not None
         rows = await checkpoint_after(self.checkpoints, index)
+        if isinstance(rows, CheckpointLost):
+            return rows
         if rows is not None:
             self._changes = (index, rows)
+        return None
 
     def restore(
         self,

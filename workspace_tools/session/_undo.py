@@ -22,7 +22,13 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
+from workspace_tools._output import (
+    TextPart,
+    ToolContent,
+    ToolOutput,
+    ToolPresentation,
+    tool_output,
+)
 from workspace_tools._result import ToolResult
 from workspace_tools._tool import ArgsT, NamedPaths, Tool, ToolContext, tool
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
@@ -184,30 +190,84 @@ async def checkpoint_before(checkpoints: Checkpoints) -> ToolError | None:
     try:
         await anyio.to_thread.run_sync(checkpoints.before)
     except OSError as exc:
-        # The workspace's files are named relative to its root; the store's by absolute path.
-        named = isinstance(exc.filename, str) and not os.path.isabs(exc.filename)
-        error = os_error(exc, exc.filename if named else "the checkpoint store")
+        error = _named_error(exc)
         return ToolError(
             f"Not run: the checkpoint before this call failed: {error.message}", error.code
         )
     return None
 
 
-async def checkpoint_after(checkpoints: Checkpoints, step: int) -> list[ChangedFile] | None:
+def _named_error(exc: OSError) -> ToolError:
+    """The error of a failed checkpoint as the model reads it."""
+    # The workspace's files are named relative to its root; the store's by absolute path.
+    named = isinstance(exc.filename, str) and not os.path.isabs(exc.filename)
+    return os_error(exc, exc.filename if named else "the checkpoint store")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointLost:
+    """The checkpoint after a step failed: nothing of what the step changed was recorded,
+    so undo cannot put it back. ``reason``: what failed, in words for the model."""
+
+    reason: str
+
+
+async def checkpoint_after(
+    checkpoints: Checkpoints, step: int
+) -> list[ChangedFile] | CheckpointLost | None:
     """Record what step ``step`` changed, in a worker thread and shielded from
-    cancellation (a cancelled command may have changed files too); ``None`` when the
-    workspace cannot be walked (logged), or the store was removed meanwhile: the session
-    or server closed while the step ran, which ends the step's call itself."""
+    cancellation (a cancelled command may have changed files too). A
+    :class:`CheckpointLost` when the workspace cannot be walked (logged too, with the
+    traceback); ``None`` when the store was removed meanwhile: the session or server
+    closed while the step ran, which ends the step's call itself."""
     if checkpoints.store.removed:
         return None
     with anyio.CancelScope(shield=True):
         try:
             return await anyio.to_thread.run_sync(checkpoints.after, step)
-        except OSError:
+        except OSError as exc:
             # A close during the walk removes the store under it: not a failure.
-            if not checkpoints.store.removed:
-                logger.warning("the checkpoint after step %d failed", step, exc_info=True)
-            return None
+            if checkpoints.store.removed:
+                return None
+            logger.warning("the checkpoint after step %d failed", step, exc_info=True)
+            return CheckpointLost(_named_error(exc).message)
+
+
+def with_undo_lost(result: ToolResult, lost: CheckpointLost) -> ToolResult:
+    """``result`` telling the model that undo is not available for its step: a note at the
+    end of its error, or in its content (a string gets a paragraph, an object a ``note``,
+    or its ``notes`` list an entry; other content is kept under ``content``), and
+    ``undo_unavailable`` (the reason) in its details."""
+    note = (
+        f"Undo is not available for this step: the checkpoint after it failed "
+        f"({lost.reason}), so what it changed cannot be undone."
+    )
+    if result.error is not None:
+        result.error = f"{result.error}\n{note}"
+    else:
+        result.content = _with_note(result.content, note)
+    base = {} if result.details is None else to_jsonable_python(result.details)
+    if not isinstance(base, dict):
+        base = {"details": base}
+    result.details = {**base, "undo_unavailable": lost.reason}
+    return result
+
+
+def _with_note(content: Any, note: str) -> Any:
+    if content is None or content == "":
+        return note
+    if isinstance(content, str):
+        return f"{content}\n\n{note}"
+    if isinstance(content, ToolContent):
+        return ToolContent(parts=[*content.parts, TextPart(text=note)])
+    data = to_jsonable_python(content)
+    if not isinstance(data, dict):
+        return {"content": data, "note": note}
+    if isinstance(data.get("notes"), list):
+        return {**data, "notes": [*data["notes"], note]}
+    if isinstance(data.get("note"), str) and data["note"]:
+        return {**data, "note": f"{data['note']}. {note}"}
+    return {**data, "note": note}
 
 
 class CheckpointedCalls:
@@ -294,6 +354,8 @@ class CheckpointedCalls:
                 )
             finally:
                 rows = await checkpoint_after(self.checkpoints, step)
+            if isinstance(rows, CheckpointLost):
+                return with_undo_lost(result, rows)
             if rows is not None:
                 result.details = with_changed_files(result.details, rows)
             return result

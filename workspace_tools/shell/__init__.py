@@ -1,8 +1,8 @@
 """Shells and processes that outlive a call: a persistent shell with per-command nonce
-trailers (``_shell.py``), background processes and their registry with caps
-(``_registry.py``), both run through the sandbox by a thread of their own (``_runner.py``),
-their output kept head and tail in memory and whole in the session's output area
-(``_output.py``, ``_area.py``)."""
+trailers (``_shell.py``), taken by one call at a time (``_turn.py``), background processes
+and their registry with caps (``_registry.py``), both run through the sandbox by a thread
+of their own (``_runner.py``), their output kept head and tail in memory and whole in the
+session's output area (``_output.py``, ``_area.py``)."""
 
 from workspace_tools.shell._area import make_area, remove_area
 from workspace_tools.shell._output import NewOutput, OutputLog, StreamCapture, StreamView
@@ -14,6 +14,7 @@ from workspace_tools.shell._registry import (
 )
 from workspace_tools.shell._runner import RunningProcess
 from workspace_tools.shell._shell import CommandOutcome, PersistentShell
+from workspace_tools.shell._turn import ShellTurn, TurnGivenUp
 
 __all__ = [
     "BackgroundProcess",
@@ -25,8 +26,10 @@ __all__ = [
     "ProcessRegistry",
     "ProcessState",
     "RunningProcess",
+    "ShellTurn",
     "StreamCapture",
     "StreamView",
+    "TurnGivenUp",
     "make_area",
     "remove_area",
 ]

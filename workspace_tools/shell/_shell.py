@@ -39,6 +39,7 @@ from sandbox import Sandbox, SandboxError
 from workspace_tools.shell._area import restore_area
 from workspace_tools.shell._output import StreamCapture, StreamView
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
+from workspace_tools.shell._turn import ShellTurn, TurnGivenUp
 
 #: ``on_output(stream, chunk)`` for the command that runs, from the shell's thread.
 OnCommandOutput = Callable[[str, bytes], None]
@@ -224,44 +225,70 @@ class PersistentShell:
         return process is not None and not process.done
 
     def run(
-        self, command: str, timeout: float, on_output: OnCommandOutput | None = None
+        self,
+        command: str,
+        timeout: float,
+        on_output: OnCommandOutput | None = None,
+        turn: ShellTurn | None = None,
     ) -> CommandOutcome:
         """Run ``command`` in the shell (starting one if none runs) and wait for it, at most
         ``timeout`` seconds; blocks, so an event loop calls it from a worker thread.
+        ``turn``: the caller's place in line, which it may give up from another thread.
 
         Raises:
             SandboxError: the shell could not be started.
             RuntimeError: the shell was closed.
+            TurnGivenUp: ``turn`` was given up before the command was handed over.
         """
         with self._lock:
             started = time.perf_counter()
+            if turn is not None and turn.given_up:
+                raise TurnGivenUp  # gave up while waiting: start no shell for it
             process = self._ensure_started()
-            self._count += 1
-            nonce = secrets.token_hex(16)
-            base = self._area / f"shell-{self._count}"
-            command_ = _Command(
-                nonce,
-                StreamCapture(self._memory, base.with_suffix(".stdout"), self._file_cap),
-                StreamCapture(self._memory, base.with_suffix(".stderr"), self._file_cap),
-                on_output,
-            )
-            with self._state:
-                for stream, held in self._between.items():
-                    command_.captures[stream].feed(bytes(held))
-                    held.clear()
-                self._current = command_
-            script = self._script(command, nonce)
-            deadline = time.monotonic() + timeout
-            written = process.write_all(script, timeout) == len(script)
-            finished = written and self._wait(command_, process, deadline)
-            timed_out = not finished and not process.done
-            if timed_out:
-                process.stop(STOP_WAIT)
-            with self._state:
-                self._current = None
-                if not command_.finished.is_set():
-                    command_.flush()
-            return self._outcome(command_, process, timed_out, started)
+            if turn is None:
+                return self._run(command, timeout, on_output, process, started)
+            if not turn.take(process):
+                raise TurnGivenUp
+            try:
+                return self._run(command, timeout, on_output, process, started)
+            finally:
+                turn.leave()
+
+    def _run(
+        self,
+        command: str,
+        timeout: float,
+        on_output: OnCommandOutput | None,
+        process: RunningProcess,
+        started: float,
+    ) -> CommandOutcome:
+        """:meth:`run` once the shell is the caller's (its lock held)."""
+        self._count += 1
+        nonce = secrets.token_hex(16)
+        base = self._area / f"shell-{self._count}"
+        command_ = _Command(
+            nonce,
+            StreamCapture(self._memory, base.with_suffix(".stdout"), self._file_cap),
+            StreamCapture(self._memory, base.with_suffix(".stderr"), self._file_cap),
+            on_output,
+        )
+        with self._state:
+            for stream, held in self._between.items():
+                command_.captures[stream].feed(bytes(held))
+                held.clear()
+            self._current = command_
+        script = self._script(command, nonce)
+        deadline = time.monotonic() + timeout
+        written = process.write_all(script, timeout) == len(script)
+        finished = written and self._wait(command_, process, deadline)
+        timed_out = not finished and not process.done
+        if timed_out:
+            process.stop(STOP_WAIT)
+        with self._state:
+            self._current = None
+            if not command_.finished.is_set():
+                command_.flush()
+        return self._outcome(command_, process, timed_out, started)
 
     def _wait(self, command: _Command, process: RunningProcess, deadline: float) -> bool:
         """Wait for the command's trailers or the shell's end; whether the trailers came."""

@@ -31,17 +31,45 @@ def model_view(captured: CapturedOutput, name: str) -> tuple[str, bool]:
     the count of bytes left out, and its tail. Cuts never split a UTF-8 sequence."""
     if not captured.total_bytes:
         return "", False  # the usual stderr, and a quiet command's stdout
-    if captured.omitted_bytes == 0:
-        whole = captured.complete
-        if len(whole) <= HEAD_BYTES + TAIL_BYTES:
-            return _decode(whole), False
-        head, tail = whole[:HEAD_BYTES], whole[-TAIL_BYTES:]
-    else:
-        head, tail = captured.head[:HEAD_BYTES], captured.tail[-TAIL_BYTES:]
-    head, tail = _trim_head(head), _trim_tail(tail)
+    parts = _kept(captured)
+    if len(parts) == 1:
+        return _decode(parts[0]), False
+    head, tail = parts
     left_out = captured.total_bytes - len(head) - len(tail)
     marker = f"\n[... {left_out:,} of {captured.total_bytes:,} bytes of {name} left out ...]\n"
     return _decode(head) + marker + _decode(tail), True
+
+
+def not_utf8(captured: CapturedOutput) -> bool:
+    """Whether what the model reads of the stream (:func:`model_view`) holds bytes that are
+    not UTF-8, which it shows as U+FFFD."""
+    for part in _kept(captured) if captured.total_bytes else ():
+        try:
+            part.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+    return False
+
+
+def not_utf8_note(names: list[str]) -> str:
+    """What the model reads when the streams ``names`` printed bytes that are not UTF-8."""
+    which = " and ".join(names)
+    return (
+        f"The {which} held bytes that are not UTF-8, shown here as \ufffd; pipe it through "
+        "`od -c` or `xxd` to see them as they are"
+    )
+
+
+def _kept(captured: CapturedOutput) -> tuple[bytes] | tuple[bytes, bytes]:
+    """The bytes of a stream the model reads: all of it, or its head and tail."""
+    if captured.omitted_bytes == 0:
+        whole = captured.complete
+        if len(whole) <= HEAD_BYTES + TAIL_BYTES:
+            return (whole,)
+        head, tail = whole[:HEAD_BYTES], whole[-TAIL_BYTES:]
+    else:
+        head, tail = captured.head[:HEAD_BYTES], captured.tail[-TAIL_BYTES:]
+    return _trim_head(head), _trim_tail(tail)
 
 
 def _decode(data: bytes) -> str:

@@ -21,7 +21,14 @@ from pydantic import (
     model_serializer,
 )
 
-from sandbox import ProcessResult, Sandbox, SandboxError, SandboxLimits, SandboxUnavailable
+from sandbox import (
+    CapturedOutput,
+    ProcessResult,
+    Sandbox,
+    SandboxError,
+    SandboxLimits,
+    SandboxUnavailable,
+)
 from sandbox.layers import BUBBLEWRAP
 from sandbox.spawn._capture import OutputBuffer
 from workspace_tools._errors import ErrorCode, ToolError
@@ -32,6 +39,8 @@ from workspace_tools.tools._command_output import (
     TAIL_BYTES,
     ProgressBatcher,
     model_view,
+    not_utf8,
+    not_utf8_note,
     sandbox_note,
     stopped_note,
 )
@@ -405,7 +414,7 @@ async def _run_in(
     # With a call's timeout, what the command printed is kept here too: should that
     # timeout fire while the tree is still being stopped (a loaded machine), the run's
     # result, which holds it, never comes, and the call's backstop tells it instead.
-    so_far = None if context.deadline is None else _OutputSoFar(runner.limits.output_bytes)
+    so_far = None if context.deadline is None else OutputSoFar(runner.limits.output_bytes)
     try:
         if commands.reports_progress and context.reports_progress:
             batcher = ProgressBatcher(lambda content, details: context.update(content, details))
@@ -648,7 +657,7 @@ def _timeout_error(
     )
 
 
-class _OutputSoFar:
+class OutputSoFar:
     """Each stream's output as a command prints it, head and tail as its sandbox keeps
     them (``cap`` bytes a stream), handed on to progress when asked (:meth:`then`)."""
 
@@ -702,6 +711,16 @@ def _result(
         note = sandbox_note(box, result.exit_code, stdout, stderr)
         if note is not None:
             notes.append(note)
+    # Only text with U+FFFD can hide bytes that were not UTF-8: no decode for the rest.
+    shown = [n for n, t, c in _streams(result, stdout, stderr) if "\ufffd" in t and not_utf8(c)]
+    if shown:
+        notes.append(not_utf8_note(shown))
     if notes:
         content["note"] = ". ".join(notes)
     return ToolOutput(content=content, details=details)
+
+
+def _streams(
+    result: ProcessResult, stdout: str, stderr: str
+) -> tuple[tuple[str, str, CapturedOutput], ...]:
+    return (("stdout", stdout, result.stdout), ("stderr", stderr, result.stderr))

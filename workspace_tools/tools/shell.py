@@ -13,10 +13,18 @@ from sandbox import SandboxError
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
-from workspace_tools.shell import CommandOutcome, StreamView
-from workspace_tools.tools._command_output import ProgressBatcher, model_view, sandbox_note
+from workspace_tools.shell import CommandOutcome, ShellTurn, StreamView
+from workspace_tools.tools._command_output import (
+    HEAD_BYTES,
+    TAIL_BYTES,
+    ProgressBatcher,
+    model_view,
+    not_utf8,
+    not_utf8_note,
+    sandbox_note,
+)
 from workspace_tools.tools._shell_session import ShellSession, session_of
-from workspace_tools.tools.run_command import command_text, so_far, time_limit
+from workspace_tools.tools.run_command import OutputSoFar, command_text, so_far, time_limit
 
 
 class ShellArgs(BaseModel):
@@ -115,13 +123,29 @@ async def execute(args: ShellArgs, context: ToolContext) -> object:
     batcher = None
     if session.reports_progress and context.reports_progress:
         batcher = ProgressBatcher(lambda content, details: context.update(content, details))
-    run = partial(shell.run, args.command, limit, batcher.feed if batcher else None)
+    # With a call's timeout, what the command printed is kept here too: should that
+    # timeout fire first (the command waits behind another call's, or the shell is slow
+    # to die), its error still says what happened and holds the output so far.
+    kept = None if context.deadline is None else OutputSoFar(HEAD_BYTES + TAIL_BYTES)
+    feed = batcher.feed if batcher else None
+    if kept is not None:
+        feed = kept.feed if feed is None else kept.then(feed)
+    turn = ShellTurn()
+    run = partial(shell.run, args.command, limit, feed, turn)
     try:
-        # In a worker thread, abandoned on cancellation: the shell is killed, which ends it.
+        # In a worker thread, abandoned on cancellation: giving the turn up kills the
+        # shell when the command runs in it (which ends the thread), else the command
+        # never runs and the command it waited behind goes on.
         in_thread = partial(anyio.to_thread.run_sync, run, abandon_on_cancel=True)
         outcome = await (batcher.flushing(in_thread) if batcher else in_thread())
     except anyio.get_cancelled_exc_class():
-        shell.kill_now()  # the command's state is unknown: the next one gets a new shell
+        turn.give_up()  # a command that ran is in an unknown state: the next gets a new shell
+        if kept is not None:
+            # Only the call's timeout fires before the command's own limit is told.
+            fired = (
+                when if context.timeout is None else f"the call's timeout of {context.timeout:g} s"
+            )
+            context.timeout_error = _backstop_error(args.command, kept, turn.began, fired)
         raise
     except SandboxError as exc:
         raise ToolError(f"The shell could not run: {exc}", ErrorCode.SANDBOX_ERROR) from None
@@ -179,6 +203,38 @@ def stream_view(session: ShellSession, view: StreamView, name: str) -> tuple[str
     return text, notes
 
 
+def _backstop_error(command: str, kept: OutputSoFar, began: bool, when: str) -> ToolError:
+    """The ``TOOL_TIMEOUT`` error of a call whose timeout fired before the command's own
+    limit ended it (``when``: which timeout, in words): ``began``, its command ran and its
+    shell was killed; else it waited behind another call's command for the whole time and
+    never ran, and that command goes on."""
+    result = kept.result()
+    stdout, _ = model_view(result.stdout, "stdout")
+    stderr, _ = model_view(result.stderr, "stderr")
+    details = ShellTimeoutDetails(
+        command=command,
+        exit_code=None,
+        duration_ms=result.duration_ms,
+        timed_out=True,
+        stdout_bytes=result.stdout.total_bytes,
+        stderr_bytes=result.stderr.total_bytes,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    if began:
+        words = (
+            f"Command timed out after {when}; the shell and every process it started were "
+            "killed. The next command starts a new shell at the workspace root."
+        )
+    else:
+        words = (
+            f"Command timed out after {when} before it ran: the shell was busy with "
+            "another call's command all that time. This command did not run; the shell and "
+            "its state are as that command leaves them."
+        )
+    return ToolError(f"{words}{so_far(stdout, stderr)}", ErrorCode.TOOL_TIMEOUT, details=details)
+
+
 def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, when: str) -> object:
     stdout, stdout_notes = stream_view(session, outcome.stdout, "stdout")
     stderr, stderr_notes = stream_view(session, outcome.stderr, "stderr")
@@ -203,6 +259,10 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
         truncated=outcome.stdout.file is not None or outcome.stderr.file is not None,
     )
     notes = [*stdout_notes, *stderr_notes]
+    streams = (("stdout", stdout, outcome.stdout), ("stderr", stderr, outcome.stderr))
+    shown = [n for n, text, view in streams if "\ufffd" in text and not_utf8(view.captured)]
+    if shown:
+        notes.append(f"{not_utf8_note(shown)}.")
     if outcome.stopped:  # a restart from another call, the session's or sandbox's close
         extra = "".join(f"\n{note}" for note in notes)
         code = ErrorCode.ABORTED
