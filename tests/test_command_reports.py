@@ -89,7 +89,12 @@ def test_git_is_told_not_to_prompt_for_credentials(tmp_path: Path) -> None:
         # anomalyco/opencode#47350: setsid took the holder out of the killed group.
         ("opencode#47350", "setsid sleep 1000 & echo started", "started\n"),
         # AaronCQL/pim-agent#7: nohup with its output in a log, then the log read.
-        ("pim-agent#7", "nohup sleep 1000 > log 2>&1 & sleep 0.1; cat log; echo done", "done\n"),
+        (
+            "pim-agent#7",
+            "nohup sleep 1000 > log 2>&1 & "
+            "until [ -e log ]; do sleep 0.01; done; cat log; echo done",
+            "done\n",
+        ),
     ],
 )
 def test_a_process_left_running_does_not_hold_the_call(
@@ -105,7 +110,7 @@ def test_a_background_server_is_stopped_with_the_command(tmp_path: Path, marker:
     out = content(
         tmp_path,
         "python3 -u -m http.server 0 --bind 127.0.0.1 > log 2>&1 & "
-        "until grep -q Serving log; do sleep 0.01; done; echo up",
+        "until grep -qs Serving log; do sleep 0.01; done; echo up",
     )
     assert out == {
         "exit_code": 0,
