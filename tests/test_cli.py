@@ -101,6 +101,15 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
             "workspace-tools: error: unrecognized arguments: --bogus",
         ),
         (
+            ["call", "read_file", "path=a.txt", "--json", "[1]"],
+            "workspace-tools: error: --json is an array; with key=value pairs beside it, it "
+            "must be an object of named arguments",
+        ),
+        (
+            ["call", "read_file", "path=a.txt", "--json", '{"path": "b.txt"}'],
+            "workspace-tools: error: argument 'path' is given both as key=value and in --json",
+        ),
+        (
             ["call", "read_file", "--json", "[1]"],
             "workspace-tools: error: Invalid arguments for read_file: the arguments are an "
             "array, not an object of named arguments (the arguments are: path, offset, limit)",
@@ -337,6 +346,20 @@ def test_a_key_value_error_quotes_the_pair_as_typed(tmp_path: Path) -> None:
         "",
         "workspace-tools: error: argument '\\bx' is not key=value (or use --json '{...}')\n",
     )
+
+
+ONE_TWO = [("one", "1"), ("two", "2")]
+
+
+def test_key_value_pairs_add_to_a_json_object(tmp_path: Path) -> None:
+    # The pairs give the plain values and --json the list, as a user writes an edit list.
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    edits = (
+        '{"edits": [{"old_text": "one", "new_text": "1"}, {"old_text": "two", "new_text": "2"}]}'
+    )
+    done = cli("call", "edit_file", "path=a.txt", "--json", edits, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    assert (tmp_path / "a.txt").read_text() == "1\n2\n"
 
 
 def test_a_tool_error_exits_1(tmp_path: Path) -> None:

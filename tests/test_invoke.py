@@ -438,6 +438,45 @@ async def test_raising_callback_is_logged_and_call_succeeds(
     assert "on_update callback raised" in records[0].getMessage()
 
 
+async def test_async_callback_is_refused_before_the_call_runs() -> None:
+    # An async callback was called, never awaited: its updates were lost, with only a
+    # RuntimeWarning about a coroutine never awaited.
+    ran: list[bool] = []
+
+    def execute(args: EchoArgs, context: ToolContext) -> str:
+        ran.append(True)
+        context.update(content="progress")
+        return "done"
+
+    async def on_update(update: ToolUpdate) -> None:
+        raise AssertionError("never called")
+
+    class AsyncCallable:
+        async def __call__(self, update: ToolUpdate) -> None:
+            raise AssertionError("never called")
+
+    t = tool(name="t", description="", parameters=EchoArgs, execute=execute)
+    expected = (
+        "on_update must be a plain function, not an async one ({}): it is called with "
+        "each update from the thread the tool runs in, never awaited; hand the update to "
+        "your event loop from it (loop.call_soon_threadsafe, a queue)"
+    )
+    local = "test_async_callback_is_refused_before_the_call_runs.<locals>."
+    name = local + "on_update"
+    with pytest.raises(TypeError) as raised:
+        await invoke_tool(t, {"text": "x"}, on_update=on_update)
+    assert str(raised.value) == expected.format(name)
+    with pytest.raises(TypeError) as raised:
+        await invoke_tool(t, {"text": "x"}, on_update=AsyncCallable())
+    assert str(raised.value) == expected.format(local + "AsyncCallable")
+    with ToolSession([t]) as session:
+        with pytest.raises(TypeError) as raised:
+            await session.call("t", {"text": "x"}, on_update=on_update)
+        assert str(raised.value) == expected.format(name)
+        assert session.steps == []
+    assert ran == []
+
+
 async def test_update_without_callback_is_a_no_op() -> None:
     def execute(args: EchoArgs, context: ToolContext) -> str:
         context.update(content="nobody listens")

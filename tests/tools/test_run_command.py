@@ -433,7 +433,7 @@ async def test_the_default_working_directory_is_refused_once_the_root_moved(
     result = await invoke_tool(run, {"command": "touch ran"})
     assert (result.error_code, result.error) == (
         ErrorCode.OUTSIDE_WORKSPACE,
-        "Path '.' is outside the workspace root; use a path inside it",
+        "Path '.' is outside the workspace root through a symbolic link; use a path inside it",
     )
     assert list(outside.iterdir()) == []
     root.unlink()

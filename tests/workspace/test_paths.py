@@ -60,3 +60,26 @@ def test_resolve_refusals(root: Path, path: str, code: ErrorCode | None) -> None
     with pytest.raises(ToolError) as caught:
         workspace.resolve(path.format(root=root))
     assert caught.value.code is code
+
+
+@pytest.mark.parametrize(
+    ("path", "how"),
+    [
+        # As written these name places inside the root: only a link took them out.
+        ("out/python3", " through a symbolic link"),
+        ("out", " through a symbolic link"),
+        ("sub/out-too", " through a symbolic link"),
+        # Written outside, no link involved: no link named.
+        ("../w-evil/x", ""),
+        ("/etc/passwd", ""),
+    ],
+)
+def test_outside_says_when_a_link_led_there(root: Path, path: str, how: str) -> None:
+    (root / "out").symlink_to(root.parent / "w-evil")
+    (root / "sub" / "out-too").symlink_to("../../w-evil")
+    with pytest.raises(ToolError) as caught:
+        Workspace(root).resolve(path)
+    assert (caught.value.code, caught.value.message) == (
+        ErrorCode.OUTSIDE_WORKSPACE,
+        f"Path '{path}' is outside the workspace root{how}; use a path inside it",
+    )

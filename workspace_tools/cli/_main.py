@@ -18,7 +18,7 @@ import anyio
 
 from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools import __version__
-from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped
+from workspace_tools._errors import ECHO_LIMIT, ErrorCode, ToolError, clipped, json_kind_phrase
 from workspace_tools._events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -64,6 +64,24 @@ def parse_key_values(pairs: Sequence[str]) -> dict[str, str]:
             )
         out[key] = value
     return out
+
+
+def _with_pairs(given: Any, pairs: dict[str, str]) -> dict[str, Any]:
+    """``--json``'s object with the ``key=value`` pairs beside it added (``command=...
+    --json '{"timeout": 2}'``: the pairs for plain values, the JSON for lists and objects).
+
+    Raises:
+        UsageError: the JSON is not an object, or names an argument a pair names too.
+    """
+    if not isinstance(given, dict):
+        raise UsageError(
+            f"--json is {json_kind_phrase(given)}; with key=value pairs beside it, it must "
+            "be an object of named arguments"
+        )
+    both = [key for key in pairs if key in given]
+    if both:
+        raise UsageError(f"argument {as_typed(both[0])} is given both as key=value and in --json")
+    return {**given, **pairs}
 
 
 def _find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any]:
@@ -127,15 +145,13 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
     Raises:
         UsageError: the tool, the arguments or the workspace root are not usable.
     """
-    if args.json is not None and args.pairs:
-        raise UsageError("give arguments as key=value pairs or --json, not both")
+    arguments: Any = parse_key_values(args.pairs)
     if args.json is not None:
         try:
-            arguments: Any = json.loads(args.json)
+            given = json.loads(args.json)
         except json.JSONDecodeError as exc:
             raise UsageError(f"--json is not valid JSON: {exc}") from exc
-    else:
-        arguments = parse_key_values(args.pairs)
+        arguments = _with_pairs(given, arguments) if arguments else given
     chosen = _find_tool(_workspace_tools(args.root, sandbox=_sandbox(args)), args.tool)
     call_id = "cli-call"
     if args.events:
@@ -538,7 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     call = sub.add_parser("call", help="run one tool call and print its result")
     call.add_argument("tool", help="tool name, e.g. read_file")
     call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
-    call.add_argument("--json", help="tool arguments as one JSON object")
+    call.add_argument(
+        "--json", help="tool arguments as one JSON object (key=value pairs may add others)"
+    )
     call.add_argument("--root", default=".", help="workspace root (default: current directory)")
     _add_sandbox_arguments(call, "run the call in the sandbox")
     call.add_argument("--events", action="store_true", help="print wire events as JSON lines")

@@ -48,6 +48,30 @@ logger = logging.getLogger("workspace_tools")
 
 OnUpdate = Callable[[ToolUpdate], None]
 
+
+def check_on_update(on_update: OnUpdate | None) -> None:
+    """Refuse an ``async def`` progress callback before the call runs.
+
+    Updates are emitted from wherever the tool runs, a worker thread for a sync tool, so
+    the callback is called, never awaited: an async one would only make coroutines that
+    never run, its updates lost with no more than a ``RuntimeWarning``.
+
+    Raises:
+        TypeError: ``on_update`` is a coroutine function (or an object whose ``__call__``
+            is one).
+    """
+    if on_update is None:
+        return
+    call = getattr(on_update, "__call__", None)  # noqa: B004 - an instance's async __call__
+    if inspect.iscoroutinefunction(on_update) or inspect.iscoroutinefunction(call):
+        name = getattr(on_update, "__qualname__", type(on_update).__qualname__)
+        raise TypeError(
+            f"on_update must be a plain function, not an async one ({name}): it is called "
+            "with each update from the thread the tool runs in, never awaited; hand the "
+            "update to your event loop from it (loop.call_soon_threadsafe, a queue)"
+        )
+
+
 T = TypeVar("T")
 
 
@@ -314,7 +338,8 @@ async def invoke_tool(
         tool: the tool to run.
         arguments: a dict, a JSON string, or an instance of ``tool.parameters``.
         call_id: the provider's tool-call id; a random one when omitted.
-        on_update: called with each :class:`ToolUpdate` while the call runs; exceptions it
+        on_update: a plain function called with each :class:`ToolUpdate` while the call
+            runs (from the tool's thread: a sync tool's is a worker thread); exceptions it
             raises are logged and ignored. Updates after the call ended are dropped.
         timeout: seconds; overrides ``tool.timeout``. On expiry the call is cancelled and the
             result carries ``TOOL_TIMEOUT``. A sync tool's thread cannot be stopped: it is
@@ -331,7 +356,11 @@ async def invoke_tool(
     :class:`ToolError` keeps its code; an ``OSError`` with an errno gets that errno's code
     (``NOT_FOUND``, ``PERMISSION_DENIED``, ...; see :func:`call_os_error`); any other
     exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
+
+    Raises:
+        TypeError: ``on_update`` is an ``async def`` function (see :func:`check_on_update`).
     """
+    check_on_update(on_update)
     call = prepare(tool, arguments, call_id)
     return await run_call(
         call,

@@ -27,6 +27,7 @@ from workspace_tools.session._pipeline import (
     Call,
     OnUpdate,
     call_os_error,
+    check_on_update,
     new_call_id,
     not_started,
     parse_arguments,
@@ -323,7 +324,11 @@ class ToolSession:
         ``INVALID_ARGUMENTS`` (missing), with ``details`` naming the skip; a policy check that
         raises skips the call too (an ``OSError`` keeps the code of its errno). A cancelled
         call is recorded as failed before the cancellation propagates.
+
+        Raises:
+            TypeError: ``on_update`` is an ``async def`` function, which would never run.
         """
+        check_on_update(on_update)
         if self._lock is None:
             self._lock = anyio.Lock()
         if self._lock.locked():
@@ -360,7 +365,9 @@ class ToolSession:
 
         Raises:
             RuntimeError: when called from inside a running event loop's thread.
+            TypeError: ``on_update`` is an ``async def`` function, which would never run.
         """
+        check_on_update(on_update)
         closes = self._closes
         with self._sync_lock:
             if self._closes != closes:

@@ -109,8 +109,11 @@ def resolve_path(root: str, path: str) -> ResolvedPath:
     found = _realpath(path, joined)
     real = found.path
     if not is_within(root, real):
+        # A path that names a place inside the root as written got out through a link
+        # (a venv's bin/python, a swapped directory): "outside" alone reads as wrong.
+        how = " through a symbolic link" if is_within(root, os.path.normpath(joined)) else ""
         raise ToolError(
-            f"Path {_shown(path)} is outside the workspace root; use a path inside it",
+            f"Path {_shown(path)} is outside the workspace root{how}; use a path inside it",
             ErrorCode.OUTSIDE_WORKSPACE,
         )
     if found.loop:
