@@ -147,7 +147,8 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
     """Set up this process for Python calls as ``setup`` says: its own session, subreaper,
     default signal handling, /dev/null stdin, the environment, limits and layers; then
     ``prepare()`` (a spawned worker's imports), then the address-space limit, on top of
-    the memory this process has by then.
+    the memory this process has by then, and a reusing worker's CPU limit, on top of the
+    CPU it has used by then.
 
     Raises:
         OSError: a limit or layer could not be applied.
@@ -157,15 +158,20 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
     cpu = _budget(setup).cpu_seconds if setup.reuse else None
     if cpu is not None:
         rlimits = [(name, value) for name, value in rlimits if name != "RLIMIT_CPU"]
-        # A reused child's calls each get ``cpu`` seconds more (``_Budget.grant``); a
-        # second more in the cap keeps that soft limit below it, so that passing it is
-        # SIGXCPU (the hard limit's SIGKILL is for a call that ignores SIGXCPU).
-        _limit(resource.RLIMIT_CPU, cpu, _REUSE_CAP * cpu + 1)
     apply_rlimits(rlimits)
     if setup.layers or setup.cgroup:
         apply_child_layers(setup.layers, setup.confinement, setup.cgroup)
     if prepare is not None:
         prepare()
+    if cpu is not None:
+        # On top of the CPU the set-up used, as the address-space limit below: importing
+        # what the calls name (a test module with pytest: about 1 s) must not spend a
+        # call's share, or end the worker by SIGXCPU before any call. A reused child's
+        # calls each get ``cpu`` seconds more (``_Budget.grant``); a second more in the
+        # cap keeps that soft limit below it, so that passing it is SIGXCPU (the hard
+        # limit's SIGKILL is for a call that ignores SIGXCPU).
+        used = _cpu_used()
+        _limit(resource.RLIMIT_CPU, used + cpu, used + _REUSE_CAP * cpu + 1)
     if setup.memory_bytes is not None:
         base, memory = address_space_bytes(), setup.memory_bytes
         if setup.reuse:

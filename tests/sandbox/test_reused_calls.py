@@ -8,6 +8,7 @@ seen by the next call."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import secrets
 import signal
@@ -211,6 +212,29 @@ async def test_each_call_gets_the_whole_cpu_limit_and_a_spinning_one_is_stopped(
         "SIGXCPU",
     )
     assert after != pid
+
+
+async def test_a_module_slow_to_import_does_not_spend_a_calls_cpu_limit(
+    new_box: NewBox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The worker imports the call's module before any call: 1.5 s of CPU there, past the
+    # limit of 1 s a call, counts against no call (it ended the worker by SIGXCPU).
+    name = f"slow_import_{secrets.token_hex(4)}"
+    (tmp_path / f"{name}.py").write_text(
+        "import os, time\n"
+        f"if os.getpid() != {os.getpid()}:\n"
+        "    end = time.process_time() + 1.5\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "def pid():\n"
+        "    return os.getpid()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    box = new_box(layers=False, limits=SandboxLimits(cpu_seconds=1))
+    first = await box.call(module.pid, reuse_process=True)
+    burnt = await box.call(_burn, 0.6, reuse_process=True)
+    assert burnt == first
 
 
 async def test_each_call_gets_the_whole_memory_limit(new_box: NewBox) -> None:
