@@ -5,29 +5,21 @@ policy, confirmation and cache between them."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
-import math
 import os
-import signal
-import sys
-import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.to_thread
-import sniffio
 from pydantic import BaseModel, ValidationError
 
-from sandbox import Sandbox, SandboxError, SandboxUnavailable, UnpicklableCall
-from workspace_tools._child_call import PortableArgs, execute_in_child
+from sandbox import Sandbox, SandboxError, SandboxUnavailable
 from workspace_tools._errors import (
     ECHO_LIMIT,
     ErrorCode,
@@ -39,10 +31,11 @@ from workspace_tools._errors import (
 from workspace_tools._output import ToolOutput, ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolUpdate
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
+from workspace_tools.session._call_errors import call_os_error, sandbox_tool_error
+from workspace_tools.session._in_sandbox import call_in_sandbox
+from workspace_tools.session._own_loop import run_on_own_loop
 from workspace_tools.session._telemetry import tool_span
-from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._files import OUT_OF_FDS, OUT_OF_FDS_WORDS, os_error
-from workspace_tools.workspace._near_miss import not_found_hint
+from workspace_tools.workspace._files import os_error
 
 logger = logging.getLogger("workspace_tools")
 
@@ -70,9 +63,6 @@ def check_on_update(on_update: OnUpdate | None) -> None:
             "with each update from the thread the tool runs in, never awaited; hand the "
             "update to your event loop from it (loop.call_soon_threadsafe, a queue)"
         )
-
-
-T = TypeVar("T")
 
 
 def format_validation_error(tool_name: str, exc: ValidationError) -> str:
@@ -475,220 +465,6 @@ async def run_call(
     )
 
 
-class _PausedDeadline:
-    """A call's timeout (its cancel scope's deadline) held from now until :meth:`resume`,
-    then running on with the time that was left then (:attr:`left`, seconds; ``None``
-    when there is no deadline or it runs again)."""
-
-    def __init__(self, scope: anyio.CancelScope | None) -> None:
-        self._scope = scope
-        self.left: float | None = None
-        if scope is not None and scope.deadline != math.inf:
-            self.left = max(0.0, scope.deadline - anyio.current_time())
-            scope.deadline = math.inf
-
-    def resume(self) -> None:
-        """Run the deadline on from now (once; later calls do nothing)."""
-        if self._scope is not None and self.left is not None:
-            self._scope.deadline = anyio.current_time() + self.left
-            self._scope = None
-
-
-async def call_in_sandbox(
-    sandbox: Sandbox,
-    tool: Tool[Any],
-    args: BaseModel,
-    call_id: str,
-    timing: tuple[float | None, float | None] = (None, None),
-    scope: anyio.CancelScope | None = None,
-) -> Any:
-    """Run ``tool.execute`` in a child of ``sandbox`` (no updates) and return its value.
-
-    ``scope``: the cancel scope of the call's timeout, whose deadline is held while the
-    sandbox starts a worker for the call and runs on, with the time that was left, from
-    when a child took it (the child's deadline likewise): the timeout counts the call,
-    not a worker's start (which ``SandboxLimits.start_seconds`` bounds).
-
-    ``timing``: the call's ``(deadline, timeout)`` for the child's :class:`ToolContext`
-    (``time.monotonic()`` is one clock for every process of the host).
-
-    What crosses: ``execute`` (a module-level function by reference, as its name; a
-    custom tool's closure by value, with what it captures: ``Sandbox.call``),
-    the validated arguments (an argument model made for the workspace's options, which no
-    other process can import, as the values of the nearest model that it can:
-    :func:`portable_args`) and :attr:`Tool.workspace` as its settings, with the content
-    hashes of the files the call names (:attr:`Tool.paths`,
-    :meth:`Workspace.snapshot_files`); what comes back: the value and the hashes the call
-    changed, applied to the workspace here. The locks the call takes in process
-    (:attr:`Tool.locks_paths`) are held here around it. A tool with :attr:`Tool.state`
-    carries that state in and out too. A :attr:`Tool.stateless` tool's calls may share
-    one long-lived confined process (``Sandbox.call(..., reuse_process=True)``); the
-    hashes restored there each call replace the previous call's.
-
-    Raises:
-        Whatever the call raised in the child; :class:`sandbox.SandboxError` when the
-        child died; :class:`sandbox.UnpicklableCall` naming the tool and what of it does
-        not pickle (its ``execute`` a closure over a lock, its state, its runner).
-    """
-    workspace, state = tool.workspace, tool.state
-    reals: list[Path] = []
-    locks: list[threading.Lock] = []
-    if workspace is not None and tool.paths is not None:
-        reals = workspace.named_files(tool.paths(args))
-        if tool.locks_paths:
-            locks = [workspace.file_states.lock(real) for real in reals]
-    if state is not None and state.lock is not None:
-        lock = state.lock(args)
-        locks += [] if lock is None else [lock]
-    held: list[threading.Lock] = []
-    try:
-        for lock in locks:
-            await _acquire(lock, held)
-        files = None if workspace is None else workspace.snapshot_files(reals)
-        before = None
-        if state is not None:
-            before = state.snapshot() if state.snapshot_for is None else state.snapshot_for(args)
-        paused = _PausedDeadline(scope)
-        try:
-            value, changes = await sandbox.call(
-                execute_in_child,
-                # By name, so that what cannot be pickled is named by it.
-                execute=tool.execute,
-                args=portable_args(args),
-                call_id=call_id,
-                tool_name=tool.name,
-                timing=timing,
-                workspace=workspace,
-                files=files,
-                state=None if state is None else (state.restore, state.changes, before),
-                runner=tool.runner,
-                left=paused.left,
-                reuse_process=tool.stateless,
-                on_taken=paused.resume,
-            )
-        except UnpicklableCall as exc:
-            raise exc.about(f"the tool {tool.name!r}") from None
-        finally:
-            paused.resume()
-        file_changes, state_changes = changes
-        if workspace is not None and file_changes is not None:
-            workspace.apply_file_changes(file_changes)
-        if state is not None:
-            state.apply(state_changes)
-        return value
-    finally:
-        for lock in reversed(held):
-            lock.release()
-
-
-async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
-    """Take ``lock`` without blocking the event loop; ``held`` records that it was taken,
-    also when a cancellation arrives just after (the waiting thread is not abandoned)."""
-    if lock.acquire(blocking=False):
-        held.append(lock)
-        return
-
-    def take() -> None:
-        lock.acquire()
-        held.append(lock)
-
-    await anyio.to_thread.run_sync(take)
-
-
-def portable_args(args: BaseModel) -> BaseModel | PortableArgs:
-    """``args`` as they can reach a process that imports what a call names (a sandbox's
-    worker forked by its spawn server): as they are when their model is importable, else
-    (a model made for a workspace's options, ``create_model``, with its base's fields) as
-    the model's nearest importable base with the validated values, rebuilt by
-    :func:`execute_in_child`."""
-    model = type(args)
-    if _importable(model):
-        return args
-    base = next((cls for cls in model.__mro__[1:] if _importable(cls)), None)
-    if base is None or not issubclass(base, BaseModel):
-        return args
-    if base.model_fields.keys() != model.model_fields.keys():
-        return args  # more than defaults and bounds changed: it goes as it is, or not at all
-    return base, dict(args.__dict__), set(args.model_fields_set)
-
-
-def _importable(cls: type) -> bool:
-    module = sys.modules.get(cls.__module__)
-    return module is not None and getattr(module, cls.__qualname__, None) is cls
-
-
-def call_os_error(
-    exc: OSError, tool_name: str, args: BaseModel, workspace: Workspace | None = None
-) -> ToolError:
-    """The result error for an ``OSError`` that left a call of ``tool_name``: the code and
-    words of :func:`os_error` for the file the error names, else for the call's ``path``
-    argument; an error that names neither says which tool failed. An ``OSError`` without an
-    errno (``TimeoutError("upstream did not answer")``) keeps its own message, as any
-    exception does.
-
-    With the tool's ``workspace``, a file the error names by its absolute path under the
-    root is named as results name paths, relative to the root (a custom tool's ``open`` of
-    ``resolve(path).real`` never shows the model the host's directories), and a missing one
-    gets the path the model most likely meant (``; did you mean 'README.md'?``).
-
-    Out of file descriptors, the call failed for want of them, not for a file: the words
-    say so with or without a file, and a host path outside the root that the call's
-    ``path`` did not name (one the sandbox opened for itself, a module imported on the way)
-    is not shown."""
-    if exc.errno is None:
-        return ToolError(str(exc) or type(exc).__name__, ErrorCode.TOOL_ERROR)
-    path = getattr(args, "path", None)
-    subject = exc.filename if exc.filename is not None else path
-    if isinstance(subject, bytes):
-        subject = os.fsdecode(subject)
-    if exc.errno in OUT_OF_FDS and _host_path(subject, path, workspace):
-        subject = None
-    if isinstance(subject, str):
-        if workspace is None:
-            return os_error(exc, subject)
-        root = str(workspace.root)
-        # Only a path placed under the root is named from it: a relative one the tool
-        # opened itself is relative to the process's directory, not the root.
-        placed = subject == path
-        if _under(subject, root):
-            subject, placed = workspace.rel(subject), True
-        error = os_error(exc, subject)
-        if error.code is ErrorCode.NOT_FOUND and placed and not os.path.isabs(subject):
-            hint = not_found_hint(root, subject)
-            if hint:
-                return ToolError(error.message + hint, error.code, details=error.details)
-        return error
-    error = os_error(exc, tool_name)
-    words = OUT_OF_FDS_WORDS.get(exc.errno) or exc.strerror or str(exc)
-    return ToolError(f"{tool_name} failed: {words}", error.code)
-
-
-def _under(subject: str, root: str) -> bool:
-    """Whether the absolute path ``subject`` is ``root`` or below it (lexically)."""
-    return os.path.isabs(subject) and (
-        subject == root or subject.startswith(root.rstrip(os.sep) + os.sep)
-    )
-
-
-def _host_path(subject: object, path: object, workspace: Workspace | None) -> bool:
-    """Whether ``subject`` is an absolute path neither the call's ``path`` nor under the
-    workspace's root: a file the tool, the sandbox or an import opened for itself."""
-    return (
-        isinstance(subject, str)
-        and os.path.isabs(subject)
-        and subject != path
-        and (workspace is None or not _under(subject, str(workspace.root)))
-    )
-
-
-def sandbox_tool_error(exc: SandboxError | SandboxUnavailable) -> ToolError:
-    """The result error for a sandbox failure: ``SANDBOX_ERROR`` for a crashed child (the
-    message names the signal), ``SANDBOX_UNAVAILABLE`` for a protection nobody can give."""
-    if isinstance(exc, SandboxUnavailable):
-        return ToolError(str(exc), ErrorCode.SANDBOX_UNAVAILABLE)
-    return ToolError(str(exc), ErrorCode.SANDBOX_ERROR)
-
-
 def invoke_tool_sync(tool: Tool[Any], arguments: Any, **kwargs: Any) -> ToolResult:
     """Blocking twin of :func:`invoke_tool` (same arguments); runs the call on an asyncio
     event loop of its own, closed before this returns. Ctrl-C (SIGINT, in the main thread
@@ -719,126 +495,3 @@ def not_started(target: object, arguments: Any, call_id: str | None, exc: OSErro
         error=f"{name} did not run: {error.message}",
         error_code=error.code,
     )
-
-
-def run_on_own_loop(
-    run: Callable[[], Awaitable[T]], *, no_loop: Callable[[OSError], T] | None = None
-) -> T:
-    """``run()`` on an asyncio event loop of its own, as ``asyncio.run`` would run it,
-    without what a short call cannot afford: ``anyio.run`` and ``asyncio.Runner`` cost
-    about 80 µs a call more (context and debug set-up, a pass of the loop per shutdown
-    step, the SIGINT handler put back by formatting the task). What they guarantee is
-    kept: SIGINT cancels the main task (then ``KeyboardInterrupt``), tasks it left are
-    cancelled and awaited, async generators and the default executor are shut down (at
-    the end of the main task, in the same pass of the loop).
-
-    ``no_loop(error)`` is returned instead when the loop cannot be made (its epoll and
-    wake-up pipe need descriptors: ``OSError``, raised without ``no_loop``).
-
-    Raises:
-        RuntimeError: an event loop already runs in this thread.
-        KeyboardInterrupt: Ctrl-C cancelled the call.
-    """
-    running = _running_async_library()
-    if running is not None:
-        raise RuntimeError(
-            f"cannot block inside a running {running} event loop: await the call instead"
-        )
-    try:
-        loop = asyncio.new_event_loop()
-    except OSError as exc:
-        _discard_half_made_loop(exc)
-        if no_loop is None:
-            raise
-        return no_loop(exc)
-    try:
-        task = loop.create_task(_then_shut_down(run, loop))
-        interrupted: list[bool] = []
-        restore = _cancel_on_sigint(loop, task, interrupted)
-        try:
-            return loop.run_until_complete(task)
-        except asyncio.CancelledError:
-            if interrupted:
-                raise KeyboardInterrupt from None
-            raise
-        finally:
-            restore()
-    finally:
-        loop.close()
-
-
-def _discard_half_made_loop(exc: OSError) -> None:
-    """Let go of the loop an asyncio loop constructor left half made when ``exc`` stopped
-    it (no descriptor for its epoll or its wake-up socket pair). Collected as it is, its
-    ``__del__`` would close it, meet the socket pair that was never made and print an
-    ``AttributeError`` traceback to stderr ("Exception ignored in ... '_ssock'") for every
-    such call; and the epoll it did get would stay open until then. So: its selector is
-    closed now and the loop counts as closed, which leaves its ``__del__`` nothing to do.
-    A loop of another kind (uvloop's) is not one of asyncio's and is left alone."""
-    trace = exc.__traceback__
-    while trace is not None:
-        loop = trace.tb_frame.f_locals.get("self")
-        if isinstance(loop, asyncio.BaseEventLoop):
-            selector = getattr(loop, "_selector", None)
-            if selector is not None:
-                selector.close()
-            loop._closed = True  # type: ignore[attr-defined]  # what close() ends with
-            return
-        trace = trace.tb_next
-
-
-def _running_async_library() -> str | None:
-    """The event loop library running in this thread (``"asyncio"``, ``"trio"``), if any."""
-    try:
-        return str(sniffio.current_async_library())
-    except sniffio.AsyncLibraryNotFoundError:
-        return None
-
-
-async def _then_shut_down(run: Callable[[], Awaitable[T]], loop: asyncio.AbstractEventLoop) -> T:
-    """``run()``, then what it left on ``loop``: its tasks cancelled and awaited, its async
-    generators closed, the default executor's threads joined."""
-    try:
-        return await run()
-    finally:
-        pending = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
-        for leftover in pending:
-            leftover.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        await loop.shutdown_asyncgens()
-        await loop.shutdown_default_executor()
-
-
-# The C module under ``signal``, where there is one (CPython): ``signal.signal`` and
-# ``signal.getsignal`` try to make a ``Handlers`` enum of each handler they return, which
-# for a function raises and catches a ValueError inside: about 17 µs of the three calls
-# each blocking call makes, for a value compared by identity here. Elsewhere, ``signal``.
-try:
-    import _signal as _handlers
-except ImportError:  # pragma: no cover - another Python implementation
-    _handlers = signal  # type: ignore[no-redef]
-_SIGINT = int(signal.SIGINT)
-
-
-def _cancel_on_sigint(
-    loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], interrupted: list[bool]
-) -> Callable[[], None]:
-    """As ``asyncio.Runner`` does: in the main thread, while SIGINT has Python's default
-    handler, the first Ctrl-C cancels ``task`` (recorded in ``interrupted``) and a second
-    one raises ``KeyboardInterrupt`` at once. Returns what puts the handler back."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or _handlers.getsignal(_SIGINT) is not signal.default_int_handler
-    ):
-        return lambda: None
-
-    def on_sigint(signum: int, frame: object) -> None:
-        if interrupted or task.done():
-            raise KeyboardInterrupt
-        interrupted.append(True)
-        task.cancel()
-        loop.call_soon_threadsafe(lambda: None)  # wake the loop from its wait
-
-    _handlers.signal(_SIGINT, on_sigint)
-    return lambda: _handlers.signal(_SIGINT, signal.default_int_handler)

@@ -21,12 +21,13 @@ from workspace_tools._output import ToolPresentation
 from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult
 from workspace_tools._tool import CacheKey, Tool
 from workspace_tools.session._cache import CachedResult, ResultCache
+from workspace_tools.session._call_errors import call_os_error
 from workspace_tools.session._checkpoints import ChangedFile, Checkpoints, RestoreResult
 from workspace_tools.session._confirm import ConfirmationRequest, ConfirmCallback, ask
+from workspace_tools.session._own_loop import run_on_own_loop
 from workspace_tools.session._pipeline import (
     Call,
     OnUpdate,
-    call_os_error,
     check_on_update,
     new_call_id,
     not_started,
@@ -34,7 +35,6 @@ from workspace_tools.session._pipeline import (
     preempt,
     prepare,
     run_call,
-    run_on_own_loop,
 )
 from workspace_tools.session._policy import ALLOW_ALL, Policy, PolicyDecision, check_policy
 from workspace_tools.session._steps import (
