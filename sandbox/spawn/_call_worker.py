@@ -39,6 +39,9 @@ and stops when its call comes (``_prefault``).
 
 **Isolation between calls.** Each call runs in its own fork of the worker and ends with it
 (``_kill_leftovers``), so nothing a call changes in memory reaches the next call's result.
+Each child lowers its own CPU limit to the call's (``_limit_cpu``): its CPU time starts at
+zero at the fork, so what the worker spent importing counts against no call; the worker's
+own limit counts from the end of its set-up.
 Under Landlock the call's child also enters a Landlock domain nested in the worker's
 (``landlock.nest``): it can neither signal nor ptrace the worker, so it cannot tamper with
 what later calls are forked from (at the portable level, as everywhere there, this is no
@@ -147,15 +150,15 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
     """Set up this process for Python calls as ``setup`` says: its own session, subreaper,
     default signal handling, /dev/null stdin, the environment, limits and layers; then
     ``prepare()`` (a spawned worker's imports), then the address-space limit, on top of
-    the memory this process has by then, and a reusing worker's CPU limit, on top of the
-    CPU it has used by then.
+    the memory this process has by then, and the CPU limit, on top of the CPU it has used
+    by then (a fresh call's child sets its own on top of that: :func:`_limit_cpu`).
 
     Raises:
         OSError: a limit or layer could not be applied.
     """
     _enter_child(dict(setup.env))
     rlimits = list(setup.rlimits)
-    cpu = _budget(setup).cpu_seconds if setup.reuse else None
+    cpu = _budget(setup).cpu_seconds
     if cpu is not None:
         rlimits = [(name, value) for name, value in rlimits if name != "RLIMIT_CPU"]
     apply_rlimits(rlimits)
@@ -163,7 +166,13 @@ def enter_calls(setup: CallSetup, prepare: Callable[[], None] | None = None) -> 
         apply_child_layers(setup.layers, setup.confinement, setup.cgroup)
     if prepare is not None:
         prepare()
-    if cpu is not None:
+    if cpu is not None and not setup.reuse:
+        # Counted from here, as a reusing worker's: importing what the calls name must not
+        # end the worker by SIGXCPU before any call. Each child, whose CPU time starts at
+        # zero, lowers both limits to ``cpu`` for its call.
+        used = _cpu_used()
+        _limit(resource.RLIMIT_CPU, used + cpu, used + cpu)
+    elif cpu is not None:
         # On top of the CPU the set-up used, as the address-space limit below: importing
         # what the calls name (a test module with pytest: about 1 s) must not spend a
         # call's share, or end the worker by SIGXCPU before any call. A reused child's
@@ -288,9 +297,10 @@ def serve_calls(
         _hold(preload, kept, copies)
 
     gc.enable()  # the server runs without its collector; the calls run with it
-    reuse = _budget(setup) if setup.reuse else None
+    budget = _budget(setup)
+    reuse = budget if setup.reuse else None
     entered = functools.partial(enter_calls, setup, prepare)
-    _worker_main(entered, _nest(setup), copies, sock, reuse)
+    _worker_main(entered, _nest(setup), copies, sock, reuse, budget.cpu_seconds)
 
 
 def _worker_main(
@@ -299,6 +309,7 @@ def _worker_main(
     copies: dict[bytes, Any],
     sock: socket.socket,
     reuse: _Budget | None = None,
+    cpu_seconds: int | None = None,
 ) -> None:
     """The warm worker: set up once, then keep one child forked ahead that waits for the
     next call on the socket; fork the next as soon as it took one; report each child's
@@ -306,7 +317,9 @@ def _worker_main(
     did not deliver are reaped silently (the caller lets this worker go after such a call).
     With ``reuse`` (each call's share of the limits), its one child runs the calls one
     after another instead (:func:`_serve_with_one_child`). ``nest`` prepares, once set
-    up, what each child calls to enter its nested domain (``landlock.prepare_nest``)."""
+    up, what each child calls to enter its nested domain (``landlock.prepare_nest``);
+    without ``reuse``, each child first limits its CPU time to ``cpu_seconds``
+    (:func:`_limit_cpu`)."""
     try:
         # A crash here is reported by the caller (SandboxError naming the signal); a fault
         # handler would only print a second, alarming dump.
@@ -325,6 +338,7 @@ def _worker_main(
         if reuse is not None:
             _serve_with_one_child(sock, enter, copies, failed, reuse)
             return
+        enter = _limit_cpu(cpu_seconds, enter)
         took_r, took_w = os.pipe()
         wake_r, wake_w = os.pipe()
         # Hints of the pages a call writes (``_prefault``): from a call's child that
@@ -422,6 +436,27 @@ def _worker_main(
         with contextlib.suppress(BaseException):
             _kill_leftovers()
         os._exit(0)
+
+
+def _limit_cpu(seconds: int | None, nest: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What a fresh call's child calls to set itself up (:func:`_set_up_child`): both CPU
+    limits lowered to ``seconds`` (a forked process's CPU time starts at zero, so the call
+    gets the whole limit, whatever the worker spent importing), then ``nest``. Made once
+    in the worker: the child makes one system call (``setrlimit``) for the limit."""
+    if seconds is None:
+        return nest
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        seconds = min(seconds, hard)
+    limit = functools.partial(resource.setrlimit, resource.RLIMIT_CPU, (seconds, seconds))
+    if nest is None:
+        return limit
+
+    def limit_then_nest() -> None:
+        limit()
+        nest()
+
+    return limit_then_nest
 
 
 def _serve_with_one_child(

@@ -6,6 +6,7 @@ changes nothing), and the worker forks at a lower priority than the calls run at
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import random
 import resource
@@ -16,11 +17,12 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import pytest
 
-from sandbox import Sandbox, SandboxError
+from sandbox import Sandbox, SandboxError, SandboxLimits
 from sandbox.spawn import _call_worker, _prefault
 from tests._processes import survivors
 from tests._waiting import DEADLINE
@@ -427,3 +429,58 @@ def test_a_child_reads_exactly_its_message_however_it_arrives(
         sender.join()
         ours.close()
         theirs.close()
+
+
+def _cpu_state() -> tuple[int, tuple[int, int], tuple[int, int]]:
+    """This process, its CPU limits and its parent's (the worker's)."""
+    return (
+        os.getpid(),
+        resource.getrlimit(resource.RLIMIT_CPU),
+        resource.prlimit(os.getppid(), resource.RLIMIT_CPU),
+    )
+
+
+def _spin() -> None:
+    while True:
+        pass
+
+
+@pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="prlimit is Linux's")
+@pytest.mark.parametrize("layers", [False, True], ids=["portable", "layers"])
+@pytest.mark.anyio
+async def test_a_fresh_calls_child_gets_the_whole_cpu_limit_counted_from_its_fork(
+    new_box: NewBox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: bool
+) -> None:
+    # The worker imports the call's module before any call: 1.5 s of CPU there, past the
+    # limit of 1 s a call, ends no worker (it did, by SIGXCPU, when the worker applied the
+    # limit before its imports) and counts against no call; a call that spins is still
+    # stopped at 1 s of its own, and the next one is served.
+    name = f"slow_import_{secrets.token_hex(4)}"
+    (tmp_path / f"{name}.py").write_text(
+        "import os, time\n"
+        f"if os.getpid() != {os.getpid()}:\n"
+        "    end = time.process_time() + 1.5\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n"
+        "def pid():\n"
+        "    return os.getpid()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    box = new_box(layers=layers, best_effort=True, limits=SandboxLimits(cpu_seconds=1))
+    first = await box.call(module.pid)
+    child, limits, worker_limits = await box.call(_cpu_state)
+    with pytest.raises(SandboxError) as stopped:
+        await box.call(_spin)
+    after = await box.call(module.pid)
+    assert first != child
+    assert limits == (1, 1)
+    # The worker's own limit counts from the end of its set-up: the 1.5 s of imports and
+    # a second more (rounded up to whole seconds).
+    assert worker_limits[0] == worker_limits[1] >= 3
+    # Soft and hard limit alike, as a command's: the kernel's SIGKILL at the hard limit.
+    assert (str(stopped.value), stopped.value.signal) == (
+        "the sandboxed call was killed by SIGKILL",
+        "SIGKILL",
+    )
+    assert after not in (first, child)
