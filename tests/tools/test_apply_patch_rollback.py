@@ -198,7 +198,7 @@ def test_other_operations_on_a_binary_file_are_refused_whole(
     result = call(tools(root)["apply_patch"], patch=patch(*operations), allow_overwrite=True)
     assert result.error_code is ErrorCode.BINARY_FILE, result.error
     assert result.error == (
-        "image.bin: The file is binary (NUL bytes in its first 8 KiB); the text tools "
+        "image.bin is binary (NUL bytes in its first 8 KiB); the text tools "
         "neither show nor change binary files; apply_patch can delete a binary file, but "
         f"not add over, update or move it\n{UNCHANGED}"
     )

@@ -419,7 +419,7 @@ async def test_a_backtracking_grep_blocks_no_other_call(backtracking: Path) -> N
 
 
 def read_file_lines(data: bytes) -> list[str]:
-    return read_lines(io.BytesIO(data), 1, 10_000, 10_000, whole=True).lines
+    return read_lines(io.BytesIO(data), 1, 10_000, 10_000, whole=True, name="f").lines
 
 
 @settings(max_examples=200, deadline=None)

@@ -25,7 +25,7 @@ files = st.lists(pieces, max_size=60).map(b"".join)
 
 
 def _window(data: bytes, offset: int, limit: int, known=None):  # type: ignore[no-untyped-def]
-    sliced = read_lines(io.BytesIO(data), offset, limit, 5, whole=False, known=known)
+    sliced = read_lines(io.BytesIO(data), offset, limit, 5, whole=False, name="f", known=known)
     return (sliced.lines, sliced.cut, sliced.total_lines, sliced.newline, sliced.format)
 
 
@@ -38,7 +38,7 @@ def test_a_window_from_the_index_equals_a_full_read(
         return
     # Tiny chunks: windows start in every position of a chunk, lines span chunks.
     with mock.patch.object(_lines, "CHUNK_BYTES", chunk):
-        first = read_lines(io.BytesIO(data), 1, 1, 5, whole=False)
+        first = read_lines(io.BytesIO(data), 1, 1, 5, whole=False, name="f")
         assert first.line_index is not None
         expected = _window(data, offset, limit)
         assert _window(data, offset, limit, first.line_index) == expected
@@ -81,7 +81,7 @@ def test_a_file_changed_within_the_clock_tick_is_not_indexed(tmp_path: Path) -> 
     (tmp_path / "f").write_bytes(b"a\nb\n")
     cache = _line_index.LineIndexCache()
     info = os.stat(tmp_path / "f")
-    index = read_lines(io.BytesIO(b"a\nb\n"), 1, 1, 5, whole=False).line_index
+    index = read_lines(io.BytesIO(b"a\nb\n"), 1, 1, 5, whole=False, name="f").line_index
     assert index is not None
     cache.put(info, index)  # written just now: its timestamps may not move for a change
     assert cache.get(info) is None

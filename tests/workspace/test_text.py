@@ -58,7 +58,7 @@ def test_encoding_round_trips_through_an_edit(
     decoded = decode_text(raw)
     assert decoded.text == text
     assert decoded.format.label == label
-    assert encode_text(decoded.text, decoded.format) == raw
+    assert encode_text(decoded.text, decoded.format, "f") == raw
 
     with tempfile.TemporaryDirectory() as temp:
         root = Path(temp)
@@ -108,6 +108,8 @@ def test_dominant_newline(text: str, newline: str | None) -> None:
 
 def test_encode_names_the_character_it_cannot_hold() -> None:
     with pytest.raises(ToolError) as caught:
-        encode_text("ok\nno €", TextFormat(codec="latin-1", label="latin-1"))
+        encode_text("ok\nno €", TextFormat(codec="latin-1", label="latin-1"), "a.txt")
     assert caught.value.code is ErrorCode.ENCODING_ERROR
-    assert "U+20AC, line 2" in caught.value.message
+    assert caught.value.message.startswith(
+        "a.txt is latin-1, which cannot hold '€' (U+20AC, line 2)"
+    )

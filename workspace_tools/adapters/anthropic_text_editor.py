@@ -317,7 +317,7 @@ def _view(
     )
     if data is None:
         raise _not_found(workspace, args.path)
-    current = decode_text(data)
+    current = decode_text(data, resolved.rel)
     workspace.file_states.record(resolved.real, data)
     lines = [line.removesuffix("\n").removesuffix("\r") for line in split_lines(current.text)]
     first, last = 1, len(lines)
@@ -617,7 +617,7 @@ def _undo(
         )
     workspace.file_states.record(resolved.real, now)  # checked just now, under the lock
     current = load_text(workspace, resolved)
-    decoded = decode_text(previous)
+    decoded = decode_text(previous, resolved.rel)
     details = _change(
         workspace, resolved, "undo_edit", current.text, decoded.text, decoded.format, context
     )

@@ -19,7 +19,7 @@ import codecs
 from dataclasses import dataclass
 from typing import Literal
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 
 BINARY_SNIFF_BYTES = 8192
 """How many leading bytes are checked for NUL to call a file binary."""
@@ -121,8 +121,10 @@ def detect_format(data: bytes) -> TextFormat:
     return UTF8
 
 
-def decode_text(data: bytes) -> DecodedText:
-    """Decode a whole file by the rules in this module's docstring.
+def decode_text(data: bytes, name: str | None = None) -> DecodedText:
+    """Decode a whole file by the rules in this module's docstring; ``name``, the file's
+    path as the model wrote it, is what an error names (a model reading several files must
+    tell which one failed).
 
     Raises:
         ToolError: ``BINARY_FILE`` when the content is binary.
@@ -135,8 +137,8 @@ def decode_text(data: bytes) -> DecodedText:
             pass  # a BOM followed by invalid data: judge the bytes as if it were absent
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ToolError(
-            "The file is binary (NUL bytes in its first 8 KiB); the text tools neither show "
-            "nor change binary files",
+            f"{clipped(name) if name else 'The file'} is binary (NUL bytes in its first 8 KiB); "
+            "the text tools neither show nor change binary files",
             ErrorCode.BINARY_FILE,
         )
     try:
@@ -145,8 +147,9 @@ def decode_text(data: bytes) -> DecodedText:
         return DecodedText(data.decode("latin-1"), LATIN1)
 
 
-def encode_text(text: str, fmt: TextFormat) -> bytes:
-    """``text`` as bytes in ``fmt`` with its BOM.
+def encode_text(text: str, fmt: TextFormat, name: str) -> bytes:
+    """``text`` as bytes in ``fmt`` with its BOM, for the file ``name`` (the path an error
+    names).
 
     Raises:
         ToolError: ``ENCODING_ERROR`` naming the first character the encoding cannot hold.
@@ -157,7 +160,7 @@ def encode_text(text: str, fmt: TextFormat) -> bytes:
         bad = exc.object[exc.start : exc.end]
         line = text.count("\n", 0, exc.start) + 1
         raise ToolError(
-            f"The file is {fmt.label}, which cannot hold {bad!r} (U+{ord(bad[0]):04X}, "
+            f"{clipped(name)} is {fmt.label}, which cannot hold {bad!r} (U+{ord(bad[0]):04X}, "
             f"line {line}); use only characters that encoding has, or an escape the file's "
             "language understands",
             ErrorCode.ENCODING_ERROR,

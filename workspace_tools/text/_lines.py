@@ -19,7 +19,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from typing import AnyStr, BinaryIO, Generic
 
-from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.text._decode import LATIN1, UTF8, TextFormat, decode_text, sniff_format
 
 CHUNK_BYTES = 1 << 20
@@ -236,6 +236,7 @@ def read_lines(
     max_chars: int,
     *,
     whole: bool,
+    name: str,
     known: LineIndex | None = None,
 ) -> LineSlice:
     """Read lines ``offset`` .. ``offset + limit - 1`` of the open file ``handle``.
@@ -249,6 +250,7 @@ def read_lines(
             the file is unchanged since it was made): a streamed read then starts at the
             chunk holding line ``offset`` and stops after the window, instead of reading
             the whole file.
+        name: the file's path as the model wrote it, which an error names.
 
     Raises:
         ToolError: ``BINARY_FILE`` for a binary file.
@@ -257,7 +259,7 @@ def read_lines(
         return _window_from_index(handle, known, offset, limit, max_chars)
     if whole:
         data = handle.read()
-        decoded = decode_text(data)
+        decoded = decode_text(data, name)
         window: LineWindow[str] = LineWindow(offset, limit, max_chars, "\n", "\r")
         window.feed(decoded.text)
         window.close()
@@ -267,12 +269,13 @@ def read_lines(
     fmt = sniff_format(head)
     if fmt is None:
         raise ToolError(
-            "The file is binary (it contains NUL bytes); read_file shows text and images only",
+            f"{clipped(name)} is binary (it contains NUL bytes); read_file shows text and "
+            "images only",
             ErrorCode.BINARY_FILE,
         )
     if fmt.byte_newlines:
         return _stream_bytes(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars)
-    return _stream_text(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars)
+    return _stream_text(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars, name)
 
 
 def _stream_bytes(
@@ -340,7 +343,13 @@ def _decode(data: bytes, codec: str, capped: bool) -> str:
 
 
 def _stream_text(
-    handle: BinaryIO, first: bytes, fmt: TextFormat, offset: int, limit: int, max_chars: int
+    handle: BinaryIO,
+    first: bytes,
+    fmt: TextFormat,
+    offset: int,
+    limit: int,
+    max_chars: int,
+    name: str,
 ) -> LineSlice:
     decoder = codecs.getincrementaldecoder(fmt.codec)()
     window: LineWindow[str] = LineWindow(
@@ -354,7 +363,8 @@ def _stream_text(
         window.feed(decoder.decode(b"", final=True))
     except UnicodeDecodeError as exc:
         raise ToolError(
-            f"The file starts with a {fmt.label} byte order mark but is not valid {fmt.label}",
+            f"{clipped(name)} starts with a {fmt.label} byte order mark but is not valid "
+            f"{fmt.label}",
             ErrorCode.ENCODING_ERROR,
         ) from exc
     window.close()

@@ -318,7 +318,7 @@ def _read_binary(workspace: Workspace, path: ResolvedPath, refusal: ToolError) -
         raise ToolError(f"{path.rel}: the file was deleted meanwhile", ErrorCode.STALE_FILE)
     workspace.file_states.check_fresh(path.real, data, path.rel)
     binary = ToolError(
-        f"{path.rel}: {refusal.message}; apply_patch can delete a binary file, but not add "
+        f"{refusal.message}; apply_patch can delete a binary file, but not add "
         "over, update or move it",
         refusal.code,
     )
@@ -439,9 +439,9 @@ def _commit(
         if state.text is None:
             continue
         try:
-            data = encode_text(state.text, state.fmt)
+            data = encode_text(state.text, state.fmt, state.resolved.rel)
         except ToolError as exc:
-            raise _unchanged(ToolError(f"{state.resolved.rel}: {exc.message}", exc.code)) from exc
+            raise _unchanged(exc) from exc
         if len(data) > limit:
             raise _unchanged(
                 ToolError(
@@ -534,7 +534,11 @@ def _roll_back(workspace: Workspace, done: list[tuple[str, _State]], made: list[
             if state.original is None:
                 _delete(workspace, state.resolved)
                 continue
-            data = state.data if state.data is not None else encode_text(state.original, state.fmt)
+            data = (
+                state.data
+                if state.data is not None
+                else encode_text(state.original, state.fmt, state.resolved.rel)
+            )
             _write(workspace, state.resolved, data)
             if state.text is None:
                 _reown(workspace, state)

@@ -157,6 +157,7 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
             args.limit,
             options.max_line_length,
             whole=whole,
+            name=rel,
             known=None if whole else line_indexes.get(info),
         )
         if lines.line_index is not None:

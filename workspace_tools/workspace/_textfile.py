@@ -76,7 +76,7 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
     data = read_bytes(workspace.root, resolved.real, resolved.rel, limit=limit)
     if data is None:
         return CurrentText(None, UTF8, new_file_newline(workspace.root, resolved.real))
-    decoded = decode_text(data)
+    decoded = decode_text(data, resolved.rel)
     workspace.file_states.check_fresh(resolved.real, data, resolved.rel)
     newline = dominant_newline(decoded.text) or new_file_newline(workspace.root, resolved.real)
     return CurrentText(decoded.text, decoded.format, newline)
@@ -112,7 +112,7 @@ def save_text(
             ``max_file_bytes``, and the errors of :func:`~._files.atomic_write`.
     """
     resolved.refuse_directory_form()
-    data = encode_text(text, fmt)
+    data = encode_text(text, fmt, resolved.rel)
     limit = workspace.options.max_file_bytes
     if len(data) > limit:
         raise ToolError(
