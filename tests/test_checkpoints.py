@@ -133,7 +133,7 @@ def test_restore_with_an_outside_change_refuses_and_lists_it(
     (project / "notes.txt").write_bytes(b"user\n")
     refused = session.restore(0)
     assert (refused.applied, refused.conflicts, refused.files) == (False, ["notes.txt"], [])
-    assert refused.model_text().startswith("Not restored: 1 file(s) changed since")
+    assert refused.model_text().startswith("Not restored: 1 file changed since")
     assert (project / "notes.txt").read_bytes() == b"user\n"
     assert (project / "other.txt").exists()
     # Leaving the conflict out restores the rest.
@@ -280,7 +280,7 @@ def test_undo_tool_runs_through_policy_and_records_its_changes(
     result = session.call_sync(undo, {})
     assert result.error is None, result.error
     assert result.model_text() == (
-        "Restored 2 path(s) as before step 0:\n  deleted new.txt\n  created notes.txt"
+        "Restored 2 paths as before step 0:\n  deleted new.txt\n  created notes.txt"
     )
     assert session.steps[1].changed_files == rows(
         ("new.txt", "deleted", "file"), ("notes.txt", "created", "file")
@@ -304,7 +304,7 @@ def test_undo_tool_reports_a_conflict_as_stale_file(session: ToolSession, projec
     result = session.call_sync(session.undo_tool(), {})
     assert result.error_code is ErrorCode.STALE_FILE
     assert result.error == (
-        "Not restored: 1 file(s) changed since the session's steps left them (by someone "
+        "Not restored: 1 file changed since the session's steps left them (by someone "
         "else); nothing was changed. Restore them anyway with overwrite, or leave them out "
         "with paths:\n  notes.txt"
     )

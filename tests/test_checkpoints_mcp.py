@@ -66,7 +66,7 @@ async def test_undo_tool_undoes_a_command_in_the_served_workspace(
     assert preview.isError is False
     assert "diff --git a/made.txt b/made.txt\ndeleted file mode 100644" in preview.content[0].text  # type: ignore[union-attr]
     assert undone.content[0].text == (  # type: ignore[union-attr]
-        "Restored 3 path(s) as before step 0:\n"
+        "Restored 3 paths as before step 0:\n"
         "  created gone.txt\n  changed kept.txt\n  deleted made.txt"
     )
     assert [r["path"] for r in details(undone)["changed_files"]] == [
@@ -146,7 +146,7 @@ async def test_kept_checkpoints_are_listed_and_restored_after_the_server_exits(
     refused = cli("restore", str(kept), "0")
     assert (refused.returncode, refused.stdout) == (
         1,
-        "Not restored: 1 file(s) changed since the session's steps left them (by someone "
+        "Not restored: 1 file changed since the session's steps left them (by someone "
         "else); nothing was changed. Restore them anyway with --overwrite, or name the "
         "others:\n  kept.txt\n",
     )
@@ -155,9 +155,7 @@ async def test_kept_checkpoints_are_listed_and_restored_after_the_server_exits(
     assert typo.stderr.endswith("error: no step 9 or later was kept (kept steps: 0, 1)\n")
     preview = cli("restore", str(kept), "0", "made.txt", "--dry-run")
     assert preview.returncode == 0
-    assert preview.stdout.startswith(
-        "Would restore 1 path(s) as before step 0:\n  deleted made.txt\n"
-    )
+    assert preview.stdout.startswith("Would restore 1 path as before step 0:\n  deleted made.txt\n")
     done = cli("restore", str(kept), "0", "--overwrite")
     assert (done.returncode, done.stderr) == (0, "")
     assert tree(root) == before

@@ -40,7 +40,7 @@ async def test_undo_passes_over_a_change_it_cannot_restore(tmp_path: Path) -> No
     )
     # A restore from step 0 on covers step 1 too: it still says what it left.
     assert second.model_text() == (
-        "Restored 1 path(s) as before step 0:\n  changed a.txt\n"
+        "Restored 1 path as before step 0:\n  changed a.txt\n"
         "Not restorable (never stored; left as they are):\n  big"
     )
     assert third.model_text() == UNDONE_ALL

@@ -119,9 +119,9 @@ class RestoreResult(Encodable):
         lines = []
         if self.conflicts and not self.applied and not self.dry_run:
             lines.append(
-                f"Not restored: {len(self.conflicts)} file(s) changed since the session's steps "
-                "left them (by someone else); nothing was changed. Restore them anyway with "
-                "overwrite, or leave them out with paths:"
+                f"Not restored: {_counted(len(self.conflicts), 'file')} changed since the "
+                "session's steps left them (by someone else); nothing was changed. Restore "
+                "them anyway with overwrite, or leave them out with paths:"
             )
             lines.extend(f"  {path}" for path in self.conflicts)
             return "\n".join(lines)
@@ -134,7 +134,7 @@ class RestoreResult(Encodable):
             lines.append(f"Nothing to restore: no file changed from step {self.step} on.")
         else:
             verb = "Would restore" if self.dry_run else "Restored"
-            lines.append(f"{verb} {len(self.files)} path(s) as before step {self.step}:")
+            lines.append(f"{verb} {_counted(len(self.files), 'path')} as before step {self.step}:")
             lines.extend(f"  {f.change} {f.path}" for f in self.files)
         if self.conflicts:
             lines.append(
@@ -149,6 +149,10 @@ class RestoreResult(Encodable):
         if self.dry_run and self.diff:
             lines.append(self.diff.rstrip("\n"))
         return "\n".join(lines)
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 @dataclass
