@@ -277,7 +277,8 @@ class Sandbox:
         count, and how many processes the command left running were stopped once it
         exited (``stopped_processes``, ``stopped_names``; under bubblewrap a shell in its
         PID namespace runs the command to report them; it and bubblewrap's own processes
-        are not counted in ``max_processes``). A command that cannot be started raises
+        are not counted in ``max_processes``), and where a cgroup caps its processes how
+        many forks the cap refused (``refused_forks``). A command that cannot be started raises
         the same error with or without bubblewrap. A non-zero exit is a result, not an
         error. A protected path (see ``host_exec_paths``) the command created is renamed
         to ``PATH.sandbox-blocked`` once it is done.
@@ -353,6 +354,7 @@ class Sandbox:
                 plan.layered,
                 group,
             )
+        refused = 0
         try:
             result = await run_process(
                 self._launcher,
@@ -367,7 +369,10 @@ class Sandbox:
             if absent:
                 set_aside(absent)
             if group is not None:
+                refused = cgroup.refused_forks(group)
                 cgroup.remove(group)
+        if refused:
+            result = dataclasses.replace(result, refused_forks=refused)
         if identity is not None and _refused_for_cwd(result):
             raise SandboxError(
                 f"cannot start in {cwd!r}: the working directory changed while the command "

@@ -161,6 +161,21 @@ def add_process(cgroup: str, pid: int = 0) -> None:
     _write(os.path.join(cgroup, "cgroup.procs"), str(pid))
 
 
+def refused_forks(cgroup: str) -> int:
+    """How many forks the `pids.max` of `cgroup` refused: the `max` line of its
+    `pids.events` (cgroup-v2.rst and cgroup-v1/pids.rst name the same file); 0 when it
+    cannot be read."""
+    try:
+        events = _read(os.path.join(cgroup, "pids.events"))
+    except OSError:
+        return 0
+    for line in events.splitlines():
+        name, _, count = line.partition(" ")
+        if name == "max" and count.isdigit():
+            return int(count)
+    return 0
+
+
 def kill(cgroup: str, timeout: float = 5.0) -> None:
     """SIGKILL every process in `cgroup` and wait until it is empty (at most `timeout` s).
 

@@ -68,6 +68,10 @@ class ProcessResult:
             covers the command itself.
         stopped_names: the distinct program names (``argv[0]``'s last component) of at
             most three of them, e.g. ``("python3", "sleep")``.
+        refused_forks: how many times a process of the command could not start another
+            (``fork``, ``clone``, a thread) because the cgroup capping its processes was
+            full: the kernel's own count (the ``max`` line of ``pids.events``); 0 where
+            no cgroup caps the command.
     """
 
     exit_code: int | None
@@ -78,6 +82,7 @@ class ProcessResult:
     duration_ms: float
     stopped_processes: int = 0
     stopped_names: tuple[str, ...] = ()
+    refused_forks: int = 0
 
 
 def decode_status(status: int | None) -> tuple[int | None, str | None]:
@@ -302,6 +307,7 @@ async def run_process(
         duration_ms=(time.perf_counter() - started) * 1000,
         stopped_processes=stopped.stopped,
         stopped_names=stopped.stopped_names,
+        refused_forks=0,
     )
     if closed:
         # Stopped by Launcher.close (the sandbox's close), not by this call: an error, as

@@ -203,16 +203,26 @@ _NO_PROCESS_SIGNS = (
 )
 
 
-def sandbox_note(box: Sandbox | None, exit_code: int | None, *output: str) -> str | None:
-    """What the model reads when a command that failed (``exit_code`` not 0: ``None`` for
-    a timeout) printed what a protection of its sandbox ``box`` makes commands print: the
-    network is off (a name did not resolve, no route led out), or the cap on processes
-    was reached (a fork failed). ``None`` when the command succeeded, ran in no sandbox,
-    or its output (``output``: the streams as the model reads them) shows neither. Only
-    a protection the sandbox really enforces (:attr:`Sandbox.capabilities`) is named."""
-    if box is None or exit_code == 0:
+def sandbox_note(
+    box: Sandbox | None, exit_code: int | None, *output: str, refused_forks: int = 0
+) -> str | None:
+    """What the model reads when a command in the sandbox ``box`` met one of its
+    protections: the cap on processes refused ``refused_forks`` forks (the kernel's count,
+    :attr:`~sandbox.spawn._process.ProcessResult.refused_forks`: said whatever the exit
+    code, since output sent to ``/dev/null`` shows nothing of it), or a command that failed
+    (``exit_code`` not 0: ``None`` for a timeout) printed what such a protection makes
+    commands print: the network is off (a name did not resolve, no route led out), or a
+    fork failed under the cap. ``None`` when it ran in no sandbox, or neither the count nor
+    its output (``output``: the streams as the model reads them) shows one. Only a
+    protection the sandbox really enforces (:attr:`Sandbox.capabilities`) is named."""
+    if box is None:
         return None
     confinement = box.confinement
+    cap = confinement.max_processes
+    if refused_forks and cap is not None:
+        return _capped(cap, refused_forks)
+    if exit_code == 0:
+        return None
     offline = not confinement.network and _shows(_OFFLINE_SIGNS, output)
     if offline and NETWORK_OFF in box.capabilities:
         return (
@@ -220,14 +230,23 @@ def sandbox_note(box: Sandbox | None, exit_code: int | None, *output: str) -> st
             "names do not resolve and connections fail, so nothing here can download or "
             "reach a server"
         )
-    cap = confinement.max_processes
     if cap is not None and _shows(_NO_PROCESS_SIGNS, output) and PROCESS_CAP in box.capabilities:
-        return (
-            f"This command's sandbox allows {cap} processes and threads at once "
-            f"(Sandbox(max_processes={cap})): a command that starts more cannot fork past "
-            "that; run fewer at once (make -j2, fewer workers)"
-        )
+        return _capped(cap, 0)
     return None
+
+
+def _capped(cap: int, refused: int) -> str:
+    # ``refused`` 0: only the output tells that a fork failed, not how often.
+    if refused == 1:
+        how = "1 attempt to start another was refused"
+    elif refused:
+        how = f"{refused:,} attempts to start more were refused"
+    else:
+        how = "a command that starts more cannot fork past that"
+    return (
+        f"This command's sandbox allows {cap} processes and threads at once "
+        f"(Sandbox(max_processes={cap})): {how}; run fewer at once (make -j2, fewer workers)"
+    )
 
 
 def _shows(signs: tuple[str, ...], output: tuple[str, ...]) -> bool:

@@ -647,7 +647,7 @@ def _timeout_error(
     ``words`` (see :func:`_timeout_words`), the sandbox's note on what its output shows
     (:func:`sandbox_note`), then the output so far, which its details hold too."""
     details, stdout, stderr = _details(command, result)
-    note = sandbox_note(box, None, stdout, stderr)
+    note = sandbox_note(box, None, stdout, stderr, refused_forks=result.refused_forks)
     if note is not None:
         words = f"{words}\n{note}."
     return ToolError(
@@ -707,8 +707,10 @@ def _result(
     notes = []
     if result.stopped_processes:
         notes.append(stopped_note(result.stopped_processes, result.stopped_names))
-    if result.exit_code:
-        note = sandbox_note(box, result.exit_code, stdout, stderr)
+    if result.exit_code or result.refused_forks:
+        note = sandbox_note(
+            box, result.exit_code, stdout, stderr, refused_forks=result.refused_forks
+        )
         if note is not None:
             notes.append(note)
     # Only text with U+FFFD can hide bytes that were not UTF-8: no decode for the rest.
