@@ -137,7 +137,7 @@ async def test_scripted_session_records_every_kind_of_step(root: Path) -> None:
             2,
             "read_file",
             {"offset": 2},
-            "Not run: read_file needs the required argument(s) path. "
+            "Not run: read_file needs the required argument path. "
             "Call it again with every required argument.",
             skipped=True,
             skip_reason="missing",
@@ -498,11 +498,11 @@ async def test_failed_step_after_a_write_leaves_the_write_in_place(root: Path) -
 @pytest.mark.parametrize(
     ("arguments", "missing"),
     [
-        ({}, "path, content"),
-        ({"content": "x"}, "path"),
-        ({"content": 5}, "path"),
-        ('{"content": "x"}', "path"),
-        (None, "path, content"),
+        ({}, "arguments path, content"),
+        ({"content": "x"}, "argument path"),
+        ({"content": 5}, "argument path"),
+        ('{"content": "x"}', "argument path"),
+        (None, "arguments path, content"),
     ],
 )
 async def test_missing_required_arguments_skip_the_call(
@@ -515,7 +515,7 @@ async def test_missing_required_arguments_skip_the_call(
     assert result.error_code == ErrorCode.INVALID_ARGUMENTS
     assert session.steps[0].skip_reason == "missing"
     assert result.model_text() == (
-        f"Not run: write_file needs the required argument(s) {missing}. "
+        f"Not run: write_file needs the required {missing}. "
         "Call it again with every required argument."
     )
 

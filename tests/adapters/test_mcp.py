@@ -412,19 +412,19 @@ async def test_policy_flags_run_calls_through_a_session(tmp_path: Path) -> None:
          "'command~(': invalid regular expression '(': missing ), unterminated subpattern "
          "at position 0"),
         (["--deny", "run_comand"], "workspace-tools: error: policy rule '--deny run_comand' "
-         "names unknown tool(s) run_comand; the tools are: " + ", ".join(TOOL_NAMES)),
+         "names an unknown tool run_comand; the tools are: " + ", ".join(TOOL_NAMES)),
         (["--deny", "run_command:cmd~rm"], "workspace-tools: error: policy rule "
          "'--deny run_command:cmd~rm' tests argument 'cmd', which its tools do not take; "
          "they take: command, cwd, timeout"),
         # Rules and regexes are quoted as typed: a backslash is not doubled.
         (["--read-only", "--deny", "run_command:command~\\brm\\b"], "workspace-tools: error: "
-         "policy rule '--deny run_command:command~\\brm\\b' names unknown tool(s) "
+         "policy rule '--deny run_command:command~\\brm\\b' names an unknown tool "
          "run_command; the tools are: " + ", ".join(n for n in TOOL_NAMES if n in READ_ONLY)),
         (["--deny", "run_command:command~\\b("], "workspace-tools mcp: error: policy "
          "condition 'command~\\b(': invalid regular expression '\\b(': missing ), "
          "unterminated subpattern at position 2"),
         (["--deny", "\\x:command~x"], "workspace-tools: error: policy rule "
-         "'--deny \\x:command~x' names unknown tool(s) \\x; the tools are: "
+         "'--deny \\x:command~x' names an unknown tool \\x; the tools are: "
          + ", ".join(TOOL_NAMES)),
     ],
 )  # fmt: skip

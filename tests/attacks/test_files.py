@@ -162,7 +162,7 @@ def test_a_hard_link_that_could_only_be_rewritten_in_place_is_refused(
 
     assert as_nobody(attempt) == [
         "PERMISSION_DENIED",
-        "Permission denied: hl.txt has 1 other hard link(s), possibly outside the workspace, "
+        "Permission denied: hl.txt has 1 other hard link, possibly outside the workspace, "
         "and may only be rewritten in place here (its owner cannot be kept by a "
         "replacement), which would change them too; the file was left unchanged",
     ]

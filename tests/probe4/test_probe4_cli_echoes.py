@@ -73,7 +73,7 @@ def test_policy_flags_clip_the_rule_they_echo(capsys: pytest.CaptureFixture[str]
     assert (code, out) == (2, "")
     assert err == (
         f"workspace-tools: error: policy rule '--deny {HEAD[:-7]}…' (100,007 characters) names "
-        f"unknown tool(s) {HEAD}… (100,000 characters); the tools are: "
+        f"an unknown tool {HEAD}… (100,000 characters); the tools are: "
         + ", ".join(TOOL_NAMES)
         + "\n"
     ), err[:600]

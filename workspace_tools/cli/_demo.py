@@ -589,7 +589,8 @@ def run_demo(root: str | None, out: TextIO) -> int:
         printer.line(f"in {work}")
         steps = sample_steps() if root is None else repository_steps(work)
         failed = anyio.run(_drive, work, workspace_tools(work), steps, printer)
-    printer.line(f"\n{'done' if not failed else f'{failed} step(s) did not go as expected'}")
+    steps = "1 step" if failed == 1 else f"{failed} steps"
+    printer.line(f"\n{'done' if not failed else f'{steps} did not go as expected'}")
     return 0 if not failed else 1
 
 

@@ -252,7 +252,8 @@ def check_policy(policy: Policy, tools: Sequence[Tool[Any]]) -> None:
         unknown = [name for name in rule.tools or () if name not in by_name]
         if unknown:
             raise ValueError(
-                f"policy rule {as_typed(rule.name)} names unknown tool(s) "
+                f"policy rule {as_typed(rule.name)} names "
+                f"{'an unknown tool' if len(unknown) == 1 else 'unknown tools'} "
                 f"{', '.join(clipped(name, ECHO_LIMIT) for name in unknown)}; "
                 f"the tools are: {', '.join(by_name)}"
             )

@@ -777,7 +777,8 @@ def _shown(call: Call) -> Any:
 
 def _missing_text(name: str, missing: tuple[str, ...]) -> str:
     return (
-        f"Not run: {name} needs the required argument(s) {', '.join(missing)}. "
+        f"Not run: {name} needs the required argument{'' if len(missing) == 1 else 's'} "
+        f"{', '.join(missing)}. "
         "Call it again with every required argument."
     )
 

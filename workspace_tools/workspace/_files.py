@@ -752,8 +752,10 @@ def _rewrite_in_place(
         if info.st_nlink > 1:
             # Its other names may be outside the root: writing the shared inode would
             # change a file there. A rename gives this name a new inode; in place cannot.
+            others = info.st_nlink - 1
             raise ToolError(
-                f"Permission denied: {rel} has {info.st_nlink - 1} other hard link(s), "
+                f"Permission denied: {rel} has {others} other hard "
+                f"link{'' if others == 1 else 's'}, "
                 "possibly outside the workspace, and may only be rewritten in place here "
                 "(its owner cannot be kept by a replacement), which would change them too; "
                 "the file was left unchanged",
