@@ -8,7 +8,6 @@ seen by the next call."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import secrets
 import signal
@@ -25,6 +24,7 @@ from sandbox.spawn._tree import descendants
 from tests._processes import survivors
 from tests._waiting import wait_until, wait_until_async
 from tests.sandbox._boxes import NewBox, call_on_a_new_worker, call_worker
+from tests.sandbox._slow_import import slow_import_module
 from workspace_tools import ErrorCode, invoke_tool
 from workspace_tools.tools import workspace_tools
 
@@ -219,18 +219,7 @@ async def test_a_module_slow_to_import_does_not_spend_a_calls_cpu_limit(
 ) -> None:
     # The worker imports the call's module before any call: 1.5 s of CPU there, past the
     # limit of 1 s a call, counts against no call (it ended the worker by SIGXCPU).
-    name = f"slow_import_{secrets.token_hex(4)}"
-    (tmp_path / f"{name}.py").write_text(
-        "import os, time\n"
-        f"if os.getpid() != {os.getpid()}:\n"
-        "    end = time.process_time() + 1.5\n"
-        "    while time.process_time() < end:\n"
-        "        pass\n"
-        "def pid():\n"
-        "    return os.getpid()\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(name)
+    module = slow_import_module(tmp_path, monkeypatch)
     box = new_box(layers=False, limits=SandboxLimits(cpu_seconds=1))
     first = await box.call(module.pid, reuse_process=True)
     burnt = await box.call(_burn, 0.6, reuse_process=True)

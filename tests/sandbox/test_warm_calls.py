@@ -6,7 +6,6 @@ changes nothing), and the worker forks at a lower priority than the calls run at
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import random
 import resource
@@ -27,6 +26,7 @@ from sandbox.spawn import _call_worker, _prefault
 from tests._processes import survivors
 from tests._waiting import DEADLINE
 from tests.sandbox._boxes import NewBox
+from tests.sandbox._slow_import import slow_import_module
 
 needs_populate = pytest.mark.skipif(
     not _prefault.supported(), reason="no MADV_POPULATE_WRITE here (Linux 5.14 and later)"
@@ -455,18 +455,7 @@ async def test_a_fresh_calls_child_gets_the_whole_cpu_limit_counted_from_its_for
     # limit of 1 s a call, ends no worker (it did, by SIGXCPU, when the worker applied the
     # limit before its imports) and counts against no call; a call that spins is still
     # stopped at 1 s of its own, and the next one is served.
-    name = f"slow_import_{secrets.token_hex(4)}"
-    (tmp_path / f"{name}.py").write_text(
-        "import os, time\n"
-        f"if os.getpid() != {os.getpid()}:\n"
-        "    end = time.process_time() + 1.5\n"
-        "    while time.process_time() < end:\n"
-        "        pass\n"
-        "def pid():\n"
-        "    return os.getpid()\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(name)
+    module = slow_import_module(tmp_path, monkeypatch)
     box = new_box(layers=layers, best_effort=True, limits=SandboxLimits(cpu_seconds=1))
     first = await box.call(module.pid)
     child, limits, worker_limits = await box.call(_cpu_state)
