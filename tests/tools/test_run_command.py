@@ -451,7 +451,7 @@ async def test_a_root_removed_once_opened_is_refused_and_nothing_runs(
     # The root removed between its opening and the command's start (here: right after
     # the open) is still enterable through its fd: the command must not start there,
     # whether the root's identity was known from an earlier call or not.
-    from workspace_tools.tools import run_command as module
+    from workspace_tools.tools import _command_runner as module
 
     root = tmp_path / "ws"
     root.mkdir()

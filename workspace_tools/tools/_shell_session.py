@@ -15,7 +15,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._tool import ToolContext
 from workspace_tools.shell import PersistentShell, ProcessRegistry, make_area, remove_area
 from workspace_tools.tools._command_output import HEAD_BYTES, TAIL_BYTES
-from workspace_tools.tools.run_command import command_env, plain_runner, shell_on
+from workspace_tools.tools._command_runner import command_env, plain_runner, shell_on
 from workspace_tools.workspace import Workspace, as_workspace
 
 #: Background processes running at once, by default.
