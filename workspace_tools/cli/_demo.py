@@ -412,9 +412,11 @@ async def _cap_processes(root: Path, printer: _Printer, number: int) -> int:
     finally:
         box.close()
     forked = result.stdout.complete.decode(errors="replace").strip()
+    # Where a cgroup caps them, the kernel counts the forks it refused: a model is told.
+    refused = f", {result.refused_forks} refused by the cap" if result.refused_forks else ""
     printer.line(
         f"  process cap: {box.capabilities['process_cap']}; "
-        f"the loop forked {forked} of {FORKS_ASKED}"
+        f"the loop forked {forked} of {FORKS_ASKED}{refused}"
     )
     return int(not forked.isdigit() or int(forked) >= FORKS_ASKED)
 
