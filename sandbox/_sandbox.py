@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import os
 import shutil
 import stat
@@ -252,6 +253,7 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         on_output: OnOutput | None = None,
         timeout: float | None = None,
+        on_fork_counter: Callable[[Callable[[], int]], None] | None = None,
     ) -> ProcessResult:
         """Run ``argv`` and wait until no process of its tree is left.
 
@@ -271,6 +273,10 @@ class Sandbox:
                 writes are confined.
             on_output: called with ``("stdout" | "stderr", bytes)`` as output arrives.
             timeout: seconds (else ``limits.timeout_seconds``) before the tree is stopped.
+            on_fork_counter: where a cgroup caps the tree's processes, called before the
+                command starts with a function giving how many forks the cap has refused
+                so far (the ``refused_forks`` of the result, read while it runs: a
+                long-lived process counts each of its turns by the difference).
 
         Returns a :class:`ProcessResult`: exit code (128 + N for signal N), the signal's
         name, whether it timed out, the head and tail of each stream with its byte
@@ -355,6 +361,8 @@ class Sandbox:
                 group,
             )
         refused = 0
+        if group is not None and on_fork_counter is not None:
+            on_fork_counter(functools.partial(cgroup.refused_forks, group))
         try:
             result = await run_process(
                 self._launcher,

@@ -217,3 +217,28 @@ async def test_the_shell_tool_says_so_too(tmp_path: Path) -> None:
         box.close()
     assert (result.error, result.content["exit_code"]) == (None, 1), result
     assert result.content["notes"] == [f"{OFFLINE}."]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the process cap needs Linux cgroups")
+async def test_the_shell_tool_tells_each_command_the_forks_the_cap_refused_it(
+    tmp_path: Path,
+) -> None:
+    # The shell lives across commands in one cgroup: each command is told the refusals
+    # made while it ran, not those of the commands before it.
+    box = _counting_cap()
+    try:
+        with ShellSession(tmp_path, sandbox=box) as shells:
+            [shell] = [t for t in shell_tools(shells) if t.name == "shell"]
+            with anyio.fail_after(60):
+                capped_run = await invoke_tool(
+                    shell, {"command": f"{FORK_PAST_SIX} 2>/dev/null; echo done"}, sandbox=box
+                )
+                next_run = await invoke_tool(shell, {"command": "echo next"}, sandbox=box)
+    finally:
+        box.close()
+    assert capped_run.error is None, capped_run
+    content = capped_run.content
+    assert (content["exit_code"], content["stdout"], content["stderr"]) == (0, "done\n", "")
+    assert content["notes"] == [f"{capped(6, ONE_REFUSED)}."], content
+    assert next_run.error is None, next_run
+    assert (next_run.content["stdout"], next_run.content["notes"]) == ("next\n", []), next_run

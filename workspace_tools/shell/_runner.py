@@ -91,6 +91,8 @@ class RunningProcess:
         self._on_exit = on_exit
         self._timeout = math.inf if timeout is None else timeout
         self._done = threading.Event()
+        # Where a cgroup caps the tree: how many forks it has refused so far.
+        self._fork_counter: Callable[[], int] | None = None
         # A byte on this pipe asks the process's event loop to stop the tree (any thread
         # may write it; anyio before 4.11 has no way into a foreign thread's loop).
         self._wake_r, self._wake_w = os.pipe()
@@ -187,6 +189,18 @@ class RunningProcess:
         """Whether :meth:`write` can still write."""
         return self._stdin is not None
 
+    def _count_forks_with(self, counter: Callable[[], int]) -> None:
+        self._fork_counter = counter
+
+    def refused_forks(self) -> int:
+        """How many forks the cap on the tree's processes has refused so far: the kernel's
+        count where a cgroup caps them (``Sandbox.run``'s ``on_fork_counter``), the final
+        one once the tree is gone; 0 where none does."""
+        if self.result is not None:
+            return self.result.refused_forks
+        counter = self._fork_counter
+        return 0 if counter is None else counter()
+
     def stop(self, wait: float | None = STOP_WAIT) -> bool:
         """Stop the whole tree (SIGTERM, the sandbox's grace, SIGKILL) and wait up to
         ``wait`` seconds (``None``: not at all) for it to be gone; whether it is."""
@@ -230,6 +244,7 @@ class RunningProcess:
                     env=self._env,
                     on_output=self._on_output,
                     timeout=self._timeout,
+                    on_fork_counter=self._count_forks_with,
                 )
             except SandboxError as exc:
                 self.error = exc

@@ -71,6 +71,8 @@ class CommandOutcome:
         left_root: ``cwd`` is outside the workspace root; the shell goes back to the root
             before the next command.
         duration_ms: wall time in milliseconds.
+        refused_forks: how many forks the cap on the shell's processes refused while the
+            command ran (a cgroup's count; 0 where none caps them).
     """
 
     exit_code: int | None
@@ -83,6 +85,7 @@ class CommandOutcome:
     left_root: bool
     duration_ms: float
     sandbox_closed: bool = False
+    refused_forks: int = 0
 
 
 class _Trailer:
@@ -279,16 +282,20 @@ class PersistentShell:
             self._current = command_
         script = self._script(command, nonce)
         deadline = time.monotonic() + timeout
+        refused_before = process.refused_forks()
         written = process.write_all(script, timeout) == len(script)
         finished = written and self._wait(command_, process, deadline)
         timed_out = not finished and not process.done
+        # Before a stop, which ends the cgroup that counts them (a race with the shell's
+        # own end at worst loses the count, never makes one up).
+        refused = max(0, process.refused_forks() - refused_before)
         if timed_out:
             process.stop(STOP_WAIT)
         with self._state:
             self._current = None
             if not command_.finished.is_set():
                 command_.flush()
-        return self._outcome(command_, process, timed_out, started)
+        return self._outcome(command_, process, timed_out, started, refused)
 
     def _wait(self, command: _Command, process: RunningProcess, deadline: float) -> bool:
         """Wait for the command's trailers or the shell's end; whether the trailers came."""
@@ -300,7 +307,12 @@ class PersistentShell:
         return True
 
     def _outcome(
-        self, command: _Command, process: RunningProcess, timed_out: bool, started: float
+        self,
+        command: _Command,
+        process: RunningProcess,
+        timed_out: bool,
+        started: float,
+        refused_forks: int,
     ) -> CommandOutcome:
         stdout = command.captures["stdout"].close()
         stderr = command.captures["stderr"].close()
@@ -341,6 +353,7 @@ class PersistentShell:
             left_root=left_root,
             duration_ms=(time.perf_counter() - started) * 1000,
             sandbox_closed=sandbox_closed,
+            refused_forks=refused_forks,
         )
 
     def _keep_files(self, *files: Path | None) -> None:

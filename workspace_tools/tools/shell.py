@@ -288,7 +288,13 @@ def _result(session: ShellSession, args: ShellArgs, outcome: CommandOutcome, whe
             code,
             details=ShellTimeoutDetails(**dict(details), stdout=stdout, stderr=stderr),
         )
-    note = sandbox_note(session.given_sandbox, outcome.exit_code, stdout, stderr)
+    note = sandbox_note(
+        session.given_sandbox,
+        outcome.exit_code,
+        stdout,
+        stderr,
+        refused_forks=outcome.refused_forks,
+    )
     if note is not None:
         notes.append(f"{note}.")
     if outcome.timed_out or outcome.exit_code is None:
