@@ -66,6 +66,7 @@ from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
+from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
@@ -410,9 +411,18 @@ def _change(
     context: ToolContext,
     match: str | None = None,
     unchanged: tuple[int, int] = (0, 0),
+    lines: LineCounts | None = None,
 ) -> TextEditorDetails:
-    saved = _written(lambda: save_text(workspace, resolved, new, fmt, guard=context.committing))
-    diff = text_diff(old, new, fmt, resolved.rel, unchanged)
+    """Save ``new`` and describe the change from ``old``; ``lines``: counts of ``old``'s
+    lines kept with it (as edit_file, the diff made before the save carries them over to
+    the new text's, kept for the file's next change)."""
+    counts = None if old is None else lines or LineCounts()
+    diff = text_diff(old, new, fmt, resolved.rel, unchanged, counts)
+    if counts is not None and old is not None:
+        counts = counts.changed(old, new, unchanged)
+    saved = _written(
+        lambda: save_text(workspace, resolved, new, fmt, guard=context.committing, lines=counts)
+    )
     return TextEditorDetails(
         command=command,
         path=resolved.rel,
@@ -540,6 +550,7 @@ def _str_replace(
         context,
         match=edit.match,
         unchanged=edit.unchanged,
+        lines=current.lines,
     )
     text = "Successfully replaced text at exactly one location."
     if edit.match != "exact":
@@ -567,6 +578,7 @@ def _insert(
         )
     block = convert_newlines(added, current.newline)
     head, tail = lines[: args.insert_line], lines[args.insert_line :]
+    kept_tail = sum(map(len, tail))  # the old text's end, the new one's too
     if head and not head[-1].endswith("\n"):
         # After a last line without a break: the break moves to the end of the file's new
         # text, which then ends without one as before.
@@ -575,7 +587,17 @@ def _insert(
     elif not block.endswith("\n"):
         block += current.newline
     text = "".join(head) + block + "".join(tail)
-    details = _change(workspace, resolved, "insert", current.text, text, current.format, context)
+    details = _change(
+        workspace,
+        resolved,
+        "insert",
+        current.text,
+        text,
+        current.format,
+        context,
+        unchanged=(len(current.text) - kept_tail, kept_tail),
+        lines=current.lines,
+    )
     text = f"Text inserted after line {args.insert_line} of {args.path}."
     return tool_output(_with_note(text, details), details)
 

@@ -15,6 +15,7 @@ import difflib
 from dataclasses import dataclass
 
 from workspace_tools.text._decode import TextFormat, detect_format
+from workspace_tools.text._line_counts import LineCounts
 
 CONTEXT_LINES = 3
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -60,6 +61,7 @@ def unified_diff(
     *,
     mode: int = 0o100644,
     unchanged: tuple[int, int] = (0, 0),
+    lines: LineCounts | None = None,
 ) -> TextDiff:
     """The unified diff turning ``old`` into ``new`` for the file at ``path`` (relative, ``/``).
 
@@ -71,6 +73,8 @@ def unified_diff(
         unchanged: ``(head, tail)``: the caller knows that the texts' first ``head`` and
             last ``tail`` characters are the same (an edit's :attr:`EditResult.unchanged`),
             so they are not compared; the diff is the same as without.
+        lines: counts of ``old``'s lines, to number the first hunk from (counting from
+            the nearest known one, and keeping what is counted) instead of from the start.
     """
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = [f"diff --git {quoted_a} {quoted_b}\n"]
@@ -88,7 +92,7 @@ def unified_diff(
         split_lines(old[start:old_stop]),
         split_lines(new[start:new_stop]),
         split_lines(old[old_stop:after]),
-        old.count("\n", 0, before),
+        old.count("\n", 0, before) if lines is None else lines.before(old, before),
     )
     if hunks:
         header.append(f"--- {'/dev/null' if created else quoted_a}\n")

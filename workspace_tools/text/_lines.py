@@ -16,11 +16,12 @@ import codecs
 import re
 from array import array
 from bisect import bisect_left
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AnyStr, BinaryIO, Generic
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.text._decode import LATIN1, UTF8, TextFormat, decode_text, sniff_format
+from workspace_tools.text._line_counts import LineCounts
 
 CHUNK_BYTES = 1 << 20
 # A UTF-8 character is at most 4 bytes; keeping this many bytes of a long line is enough to
@@ -60,6 +61,10 @@ class LineWindow(Generic[AnyStr]):
         self._length = 0
         self._open = False
         self._last: AnyStr = lf[:0]
+        #: ``(position, LFs before it)`` where the window knew both: where its first line
+        #: starts, where its lines end, the end. Positions are in the chunk each was found
+        #: in: of the text when it came whole, as one chunk.
+        self.marks: list[tuple[int, int]] = []
 
     def start_after(self, newlines: int) -> None:
         """The next chunk comes after ``newlines`` LFs of the file (maybe mid-line)."""
@@ -99,6 +104,7 @@ class LineWindow(Generic[AnyStr]):
                 self.newlines += need - missing
                 if missing:
                     return
+                self.marks.append((pos, self.newlines))
             elif self._open:
                 # The first line continues one the previous chunk began.
                 end = chunk.find(lf, pos)
@@ -109,8 +115,10 @@ class LineWindow(Generic[AnyStr]):
                 pos = end + 1
             elif self._line < self.stop:
                 pos = self._take_lines(chunk, pos)
+                self.marks.append((pos, self.newlines))
             else:
                 self.newlines += chunk.count(lf, pos)
+                self.marks.append((size, self.newlines))
                 return
 
     def _take_lines(self, chunk: AnyStr, pos: int) -> int:
@@ -195,6 +203,8 @@ class LineSlice:
         newline: the dominant line ending (``"\\n"``, ``"\\r\\n"``) or ``None`` without LF.
         format: the file's encoding.
         content: the whole file's bytes when it was read whole, else ``None``.
+        line_counts: with ``content``, what the read learnt of its text's lines (where the
+            window starts and ends, and the end, with the LFs before each).
     """
 
     lines: list[str]
@@ -204,6 +214,7 @@ class LineSlice:
     format: TextFormat
     content: bytes | None
     line_index: LineIndex | None = None
+    line_counts: LineCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +275,9 @@ def read_lines(
         window.feed(decoded.text)
         window.close()
         lines, cut = _cut(window.lines, window.capped, max_chars)
-        return _slice(window, lines, cut, decoded.format, data)
+        # With what the window learnt of the text's lines, for the file's next edit.
+        counts = LineCounts(sorted({(0, 0), *window.marks}))
+        return replace(_slice(window, lines, cut, decoded.format, data), line_counts=counts)
     head = handle.read(CHUNK_BYTES)
     fmt = sniff_format(head)
     if fmt is None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
+from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._near_miss import not_found_hint
@@ -172,8 +173,14 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             text = done.text
             head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-        saved = save_text(workspace, resolved, text, current.format, guard=context.committing)
-    diff = text_diff(current.text, text, current.format, resolved.rel, (head, tail))
+        # The diff is made before the save, so that the line counts it finds in the file's
+        # text carry over to the new text's, kept with it for the file's next edit.
+        lines = current.lines or LineCounts()
+        diff = text_diff(current.text, text, current.format, resolved.rel, (head, tail), lines)
+        lines = lines.changed(current.text, text, (head, tail))
+        saved = save_text(
+            workspace, resolved, text, current.format, guard=context.committing, lines=lines
+        )
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)
     match = next((r.match for r in results if r.match != "exact"), "exact")

@@ -163,7 +163,7 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
         if lines.line_index is not None:
             line_indexes.put(info, lines.line_index)
     if lines.content is not None:
-        workspace.file_states.record(resolved.real, lines.content)
+        workspace.file_states.record(resolved.real, lines.content, lines.line_counts)
     else:
         workspace.file_states.forget(resolved.real)
     if args.offset > max(lines.total_lines, 1):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
+from workspace_tools.text._line_counts import LineCounts
 
 
 def content_hash(data: bytes) -> bytes:
@@ -34,7 +35,9 @@ class FileStates:
 
     The last contents recorded whole (:data:`KEPT_FILE_BYTES` each, :data:`KEPT_TOTAL_BYTES`
     in all, the least recently recorded dropped first) are kept instead of their hashes,
-    which are taken only when needed (a snapshot, or the content dropped).
+    which are taken only when needed (a snapshot, or the content dropped). With a kept
+    content its :class:`LineCounts` may be kept too, so that the next edit of the file
+    numbers its lines from them.
     """
 
     def __init__(self) -> None:
@@ -44,6 +47,7 @@ class FileStates:
         self._hashes: dict[str, bytes | None] = {}
         self._kept: OrderedDict[str, bytes] = OrderedDict()
         self._kept_bytes = 0
+        self._lines: dict[str, LineCounts] = {}  # of contents in _kept
         self._locks: dict[str, threading.Lock] = {}
         #: In a sandbox child given only some paths' hashes: those paths. A staleness
         #: check of another path cannot be judged there (see :meth:`restore`).
@@ -55,8 +59,9 @@ class FileStates:
         with self._guard:
             return self._locks.setdefault(str(real), threading.Lock())
 
-    def record(self, real: Path, data: bytes) -> None:
-        """Remember ``data`` as the content a caller last saw at ``real``."""
+    def record(self, real: Path, data: bytes, lines: LineCounts | None = None) -> None:
+        """Remember ``data`` as the content a caller last saw at ``real``, and ``lines``,
+        counts of its text's lines, with it (while it is kept whole)."""
         if len(data) > KEPT_FILE_BYTES:
             self.record_digest(real, content_hash(data))
             return
@@ -66,9 +71,12 @@ class FileStates:
             self._hashes[key] = None
             self._kept[key] = data
             self._kept_bytes += len(data)
+            if lines is not None:
+                self._lines[key] = lines
             while self._kept_bytes > KEPT_TOTAL_BYTES:
                 old_key, old_data = self._kept.popitem(last=False)
                 self._kept_bytes -= len(old_data)
+                self._lines.pop(old_key, None)
                 if self._hashes.get(old_key, b"") is None:
                     self._hashes[old_key] = content_hash(old_data)
 
@@ -86,10 +94,12 @@ class FileStates:
             self._drop_kept(key)
             self._hashes.pop(key, None)
 
-    def check_fresh(self, real: Path, current: bytes | None, rel: str) -> None:
+    def check_fresh(self, real: Path, current: bytes | None, rel: str) -> LineCounts | None:
         """Refuse a change to ``real`` whose content differs from what was last seen.
 
         A file never read or written through the workspace, or one deleted since, is fresh.
+        Returns the :class:`LineCounts` recorded with the content when ``current`` is that
+        content, kept whole (else ``None``).
 
         Raises:
             ToolError: ``STALE_FILE`` asking for a fresh read; also, in a sandbox child
@@ -100,9 +110,10 @@ class FileStates:
             known = key in self._hashes
             seen = self._hashes.get(key)
             kept = self._kept.get(key)
+            lines = self._lines.get(key)
             unjudged = self._scope is not None and key not in self._scope
         if current is None:
-            return
+            return None
         if unjudged and not known:
             # The path resolved to another file here than where the call was prepared (a
             # link or directory swapped meanwhile): whether it was seen is not known here.
@@ -112,12 +123,12 @@ class FileStates:
                 ErrorCode.STALE_FILE,
             )
         if not known:
-            return
+            return None
         if kept is not None:
             if kept == current:
-                return
+                return lines
         elif content_hash(current) == seen:
-            return
+            return None
         raise ToolError(
             f"{rel} changed on disk since it was last read or written; read it again with "
             "read_file, then repeat the change against its current content",
@@ -150,6 +161,7 @@ class FileStates:
         self._hashes = dict(hashes)
         self._kept = OrderedDict()
         self._kept_bytes = 0
+        self._lines = {}
         self._scope = None if scope is None else frozenset(map(str, scope))
 
     def changes(self, since: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
@@ -183,6 +195,7 @@ class FileStates:
         return digest
 
     def _drop_kept(self, key: str) -> None:
+        self._lines.pop(key, None)
         data = self._kept.pop(key, None)
         if data is not None:
             self._kept_bytes -= len(data)

@@ -28,6 +28,7 @@ from workspace_tools.text._decode import (
 )
 from workspace_tools.text._diff import TextDiff, unified_diff
 from workspace_tools.text._editorconfig import new_file_newline
+from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.workspace._files import (
     CommitGuard,
     _check_writable,
@@ -57,11 +58,14 @@ class CurrentText:
         format: the encoding to write back in (UTF-8 without BOM for a new file).
         newline: the newline style every written line gets: the file's dominant one, or
             for a file without line breaks the one a new file would get.
+        lines: counts of ``text``'s lines kept from the change that wrote it (see
+            :class:`~workspace_tools.text._line_counts.LineCounts`), ``None`` when none are.
     """
 
     text: str | None
     format: TextFormat
     newline: str
+    lines: LineCounts | None = None
 
 
 def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
@@ -77,9 +81,9 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
     if data is None:
         return CurrentText(None, UTF8, new_file_newline(workspace.root, resolved.real))
     decoded = decode_text(data, resolved.rel)
-    workspace.file_states.check_fresh(resolved.real, data, resolved.rel)
+    lines = workspace.file_states.check_fresh(resolved.real, data, resolved.rel)
     newline = dominant_newline(decoded.text) or new_file_newline(workspace.root, resolved.real)
-    return CurrentText(decoded.text, decoded.format, newline)
+    return CurrentText(decoded.text, decoded.format, newline, lines)
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,10 @@ def save_text(
     fmt: TextFormat,
     *,
     guard: CommitGuard = nullcontext,
+    lines: LineCounts | None = None,
 ) -> Saved:
-    """Write ``text`` in ``fmt`` atomically and remember it as seen.
+    """Write ``text`` in ``fmt`` atomically and remember it as seen, with ``lines``, counts
+    of its lines, for the file's next change.
 
     ``guard`` is entered around the commit (see :func:`~._files.atomic_write`): a tool
     passes its context's :meth:`~workspace_tools.ToolContext.committing`, so that nothing
@@ -129,7 +135,7 @@ def save_text(
         guard=guard,
         fsync=workspace.options.fsync,
     )
-    workspace.file_states.record(resolved.real, data)
+    workspace.file_states.record(resolved.real, data, lines)
     return Saved(len(data), other_links_note(resolved.rel, links))
 
 
@@ -139,16 +145,20 @@ def text_diff(
     fmt: TextFormat,
     path: str,
     unchanged: tuple[int, int] = (0, 0),
+    lines: LineCounts | None = None,
 ) -> TextDiff:
     """The unified diff of a change. A UTF-8 BOM is kept in the diff as U+FEFF, so the diff
     encoded in the file's encoding (``utf-8`` or ``latin-1``) applies to the file's bytes;
     a UTF-16/32 file's diff is of its text (git treats such files as binary).
-    ``unchanged``: as ``unified_diff``'s, of ``old`` and ``new`` without the BOM."""
+    ``unchanged``: as ``unified_diff``'s, of ``old`` and ``new`` without the BOM; ``lines``:
+    counts of ``old``'s lines to number the hunks from (and to add to)."""
     bom = "\ufeff" if fmt.bom and fmt.codec == "utf-8" else ""
     if old is None:
         return unified_diff(None, bom + new, path)
+    if bom:
+        lines = None  # its offsets are of the text without the BOM
     head, tail = unchanged
-    return unified_diff(bom + old, bom + new, path, unchanged=(head + len(bom), tail))
+    return unified_diff(bom + old, bom + new, path, unchanged=(head + len(bom), tail), lines=lines)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, wait for none
