@@ -15,9 +15,11 @@ import pytest
 
 from tests.file_support import call, tools
 from workspace_tools import Workspace
+from workspace_tools.workspace import _tempfiles
 from workspace_tools.workspace._fingerprint import tree_fingerprint
 from workspace_tools.workspace._tempfiles import (
     STALE_SECONDS,
+    TempSweeps,
     create_temp,
     is_temp_name,
     remove_stale_temps,
@@ -233,3 +235,64 @@ def test_a_write_holds_the_lock_on_its_temp_file_until_the_rename(
     assert call(tools(tmp_path)["write_file"], path="f.txt", content="x\n").error is None
     assert seen == [True]
     assert (tmp_path / "f.txt").read_bytes() == b"x\n"
+
+
+def test_a_workspaces_writes_look_for_dead_writes_only_when_one_may_be_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looked: list[str] = []
+    sweep = _tempfiles._sweep
+
+    def counted(dir_fd: int, now: float) -> tuple[list[str], bool]:
+        looked.append(os.readlink(f"/proc/self/fd/{dir_fd}"))
+        return sweep(dir_fd, now)
+
+    monkeypatch.setattr(_tempfiles, "_sweep", counted)
+    root = tmp_path / "w"
+    (root / "d").mkdir(parents=True)
+    clock = [1000.0]
+    workspace = Workspace(root)
+    workspace.temp_sweeps = TempSweeps(clock=lambda: clock[0])
+    by_name = tools(workspace)
+
+    def write(content: str) -> None:
+        result = call(by_name["write_file"], path="d/f.txt", content=content)
+        assert result.error is None, result.error
+
+    write("1\n")
+    write("2\n")
+    write("3\n")
+    assert looked == [str(root / "d")], looked  # the first write alone: nothing changed since
+
+    # Another process adds a file: the directory changed, so the next write looks again.
+    (root / "d/other.txt").write_bytes(b"x\n")
+    write("4\n")
+    write("5\n")
+    assert len(looked) == 2, looked
+
+    # A dead write's temp file appears (with an old mtime): the next write removes it.
+    dead = root / "d" / f".f.txt.{HEX}.wt-tmp"
+    dead.write_bytes(b"half")
+    _backdate(dead)
+    write("6\n")
+    assert sorted(os.listdir(root / "d")) == ["f.txt", "other.txt"]
+    assert len(looked) == 3, looked
+
+    # A young one is left, and looked for on every write until it is removed.
+    young = root / "d" / f".g.txt.{HEX}.wt-tmp"
+    young.write_bytes(b"half")
+    write("7\n")
+    write("8\n")
+    assert len(looked) == 5, looked
+    _backdate(young)
+    write("9\n")
+    assert sorted(os.listdir(root / "d")) == ["f.txt", "other.txt"]
+    write("10\n")
+    assert len(looked) == 6, looked
+
+    # However quiet the directory, a write looks again once a stale temp file could be due.
+    clock[0] += STALE_SECONDS
+    write("11\n")
+    write("12\n")
+    assert len(looked) == 7, looked
+    assert (root / "d/f.txt").read_bytes() == b"12\n"

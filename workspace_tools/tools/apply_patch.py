@@ -506,6 +506,7 @@ def _write(workspace: Workspace, path: ResolvedPath, data: bytes) -> None:
         data,
         write_read_only=workspace.options.write_read_only_files,
         fsync=workspace.options.fsync,
+        sweeps=workspace.temp_sweeps,
     )
 
 

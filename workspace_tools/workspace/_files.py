@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
-from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
+from workspace_tools.workspace._tempfiles import TempSweeps, create_temp, remove_stale_temps
 
 #: Errors that say nothing of a file, only of this process (out of file descriptors): a
 #: walk or a search raises them, never skips the file as if it were gone.
@@ -487,6 +487,7 @@ def atomic_write(
     write_read_only: bool = False,
     guard: CommitGuard = nullcontext,
     fsync: bool = True,
+    sweeps: TempSweeps | None = None,
 ) -> int:
     """Replace (or create) ``real`` with ``data`` atomically; return how many other hard
     links the replaced file had (0 for a new file). Those names keep the old content: the
@@ -496,7 +497,8 @@ def atomic_write(
     An existing file keeps its permission bits, owner and group; a new file gets 0o666 less
     the umask; missing parent directories are made. The temp file is removed on any
     failure, and temp files of dead writes in the directory are removed
-    (:func:`~._tempfiles.remove_stale_temps`).
+    (:func:`~._tempfiles.remove_stale_temps`; with ``sweeps``, a workspace's, only when
+    there may be some: :class:`~._tempfiles.TempSweeps`).
 
     Args:
         root, real, rel: the workspace root, the target's real path and its path as shown.
@@ -525,8 +527,13 @@ def atomic_write(
             old = _existing(dir_fd, name)
             if old is not None:
                 _check_writable(dir_fd, name, old, rel, write_read_only)
-            remove_stale_temps(dir_fd)
+            if sweeps is None:
+                remove_stale_temps(dir_fd)
+            else:
+                sweeps.sweep(dir_fd)
             _replace(dir_fd, name, data, old, rel, guard, fsync)
+            if sweeps is not None:
+                sweeps.wrote(dir_fd)
     except OSError as exc:
         error = os_error(exc, rel)
         outcome = "nothing was written" if old is None else "the file was left unchanged"

@@ -24,6 +24,8 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 TEMP_SUFFIX = ".wt-tmp"
 STALE_SECONDS = 60.0
@@ -74,13 +76,77 @@ def remove_stale_temps(dir_fd: int, *, now: float | None = None) -> list[str]:
     Returns:
         The names removed.
     """
-    now = time.time() if now is None else now
+    return _sweep(dir_fd, time.time() if now is None else now)[0]
+
+
+def _sweep(dir_fd: int, now: float) -> tuple[list[str], bool]:
+    """:func:`remove_stale_temps`: ``(names removed, whether temp names were left)``."""
     try:
         with os.scandir(dir_fd) as entries:
             names = [entry.name for entry in entries if is_temp_name(entry.name)]
     except OSError:
-        return []
-    return [name for name in names if _remove_if_stale(dir_fd, name, now)]
+        return [], True  # not looked at: as if something were left
+    removed = [name for name in names if _remove_if_stale(dir_fd, name, now)]
+    return removed, len(removed) < len(names)
+
+
+class _Swept(NamedTuple):
+    at: float  # the sweeps' clock at the sweep
+    mtime_ns: int  # the directory's mtime after this workspace's last write there
+    left: bool  # temp names were left: young, or held by their writer
+
+
+#: Directories a :class:`TempSweeps` remembers; past this many it forgets them all (each
+#: is then swept on its next write, as the first time).
+_REMEMBERED = 4096
+
+
+class TempSweeps:
+    """Which directories a workspace's writes looked in for temp files of dead writes, so
+    that a write looks (:func:`remove_stale_temps`, a listing of the whole directory) only
+    when something there may be removable: the first time; while a temp file is left
+    (young, or its writer alive); when the directory changed since this workspace's last
+    write there (its mtime); and every :data:`STALE_SECONDS` in any case.
+
+    What is removed, and when, is what a look on every write would remove: a temp file
+    made after a look is not removable before it is :data:`STALE_SECONDS` old, and by then
+    the next write looks again (the mtime rule catches one given an older mtime).
+
+    Thread-safe: an entry is replaced whole, and two writes looking at once is harmless.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # seconds, monotonic
+        self._dirs: dict[tuple[int, int], _Swept] = {}
+
+    def sweep(self, dir_fd: int) -> list[str]:
+        """Before a write in the directory ``dir_fd``: remove the stale temp files there
+        when it is time to look (see the class). Returns the names removed."""
+        info = os.fstat(dir_fd)
+        key = (info.st_dev, info.st_ino)
+        clock = self._clock()
+        seen = self._dirs.get(key)
+        if (
+            seen is not None
+            and not seen.left
+            and seen.mtime_ns == info.st_mtime_ns
+            and clock - seen.at < STALE_SECONDS
+        ):
+            return []
+        removed, left = _sweep(dir_fd, time.time())
+        if len(self._dirs) >= _REMEMBERED:
+            self._dirs.clear()
+        self._dirs[key] = _Swept(clock, info.st_mtime_ns, left)
+        return removed
+
+    def wrote(self, dir_fd: int) -> None:
+        """After a write in the directory ``dir_fd``: its mtime now, so that the next write
+        tells a change made by another from its own."""
+        info = os.fstat(dir_fd)
+        key = (info.st_dev, info.st_ino)
+        seen = self._dirs.get(key)
+        if seen is not None:
+            self._dirs[key] = seen._replace(mtime_ns=info.st_mtime_ns)
 
 
 def _remove_if_stale(dir_fd: int, name: str, now: float) -> bool:

@@ -134,6 +134,7 @@ def save_text(
         write_read_only=workspace.options.write_read_only_files,
         guard=guard,
         fsync=workspace.options.fsync,
+        sweeps=workspace.temp_sweeps,
     )
     workspace.file_states.record(resolved.real, data, lines)
     return Saved(len(data), other_links_note(resolved.rel, links))

@@ -14,6 +14,7 @@ from workspace_tools._errors import ToolError
 from workspace_tools.workspace._line_index import LineIndexCache
 from workspace_tools.workspace._paths import ResolvedPath, resolve_path, to_rel
 from workspace_tools.workspace._state import FileStates
+from workspace_tools.workspace._tempfiles import TempSweeps
 from workspace_tools.workspace._walk import Walker
 
 T = TypeVar("T")
@@ -77,6 +78,8 @@ class Workspace:
         walker: the one walk of the tree (with its stat-validated cache) behind list_files,
             glob, grep and the session's fingerprints of directories.
         line_indexes: line indexes of the big files read_file read (:class:`LineIndexCache`).
+        temp_sweeps: which directories its writes looked in for temp files of dead writes
+            (:class:`~._tempfiles.TempSweeps`), so that a write looks only when it may find one.
         one_call: this copy was restored in another process for one call
             (:meth:`restore_files`): the tools start nothing meant to outlive it there
             (grep's searcher processes).
@@ -109,6 +112,7 @@ class Workspace:
         self.file_states = FileStates()
         self.walker = Walker(real)
         self.line_indexes = LineIndexCache()
+        self.temp_sweeps = TempSweeps()
         self._kept: dict[str, Any] = {}
         self._kept_lock = threading.Lock()
         self.one_call = False
