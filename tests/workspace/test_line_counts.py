@@ -26,10 +26,14 @@ CHANGE = st.tuples(st.just("change"), st.integers(0, 10**6), st.integers(0, 10**
 
 
 @contextmanager
-def _small_steps() -> Iterator[None]:
-    """Keep a count every 5 characters and the answer past 2: small texts then exercise
-    every way a count is found (forwards, backwards, through kept counts)."""
-    with mock.patch.object(_line_counts, "STEP", 5), mock.patch.object(_line_counts, "NEAR", 2):
+def _small_steps(step: int = 5, near: int = 2) -> Iterator[None]:
+    """Keep a count every ``step`` characters and the answer past ``near``: small texts
+    then exercise every way a count is found (forwards, backwards, through kept counts,
+    carried across a change no wider than ``step``)."""
+    with (
+        mock.patch.object(_line_counts, "STEP", step),
+        mock.patch.object(_line_counts, "NEAR", near),
+    ):
         yield
 
 
@@ -87,12 +91,12 @@ def test_a_count_far_from_the_start_keeps_counts_along_the_way() -> None:
     assert moved.before(new, 400_013) == 200_006
 
 
-def _hunks_start_where_their_lines_are(old: bytes, diff: str) -> None:
+def _hunks_start_where_their_lines_are(old: str, diff: str) -> None:
     """Each hunk's ``-start,count`` names the file's lines that its context and removed
     lines are, and the ``+start`` is where its context and added lines are after it."""
     # Without their LFs: unidiff gives a last line without one (before "\ No newline at
     # end of file") an LF; git apply checks the bytes.
-    lines = old.decode().split("\n")
+    lines = old.split("\n")
     shift = 0
     for hunk in PatchSet(diff)[0]:
         source = [
@@ -109,7 +113,7 @@ def _hunks_start_where_their_lines_are(old: bytes, diff: str) -> None:
     edits=st.lists(
         st.tuples(
             st.integers(0, 59),
-            st.text(alphabet="ab\n", max_size=12),
+            st.text(alphabet="ab\n\u00e9", max_size=12),
             st.sampled_from(
                 ["edit_file", "edit_file", "str_replace", "insert", "changed on disk, read"]
             ),
@@ -117,29 +121,35 @@ def _hunks_start_where_their_lines_are(old: bytes, diff: str) -> None:
         ),
         min_size=1,
         max_size=8,
-    )
+    ),
+    # A BOM is a character before the first line (the counts are of the text after it).
+    encoding=st.sampled_from(["utf-8", "utf-8-sig", "latin-1"]),
 )
 def test_a_files_later_edits_number_their_hunks_from_the_file(
-    edits: list[tuple[int, str, str, int]],
+    edits: list[tuple[int, str, str, int]], encoding: str
 ) -> None:
-    with tempfile.TemporaryDirectory() as temp, _small_steps():
+    # The text as the diff shows it: a BOM as U+FEFF.
+    shown = "latin-1" if encoding == "latin-1" else "utf-8"
+    # Counts every 24 characters of a 700-character file, carried across the edits (a
+    # line of 10 characters replaced by up to 12).
+    with tempfile.TemporaryDirectory() as temp, _small_steps(24, 4):
         root = Path(temp) / "w"
         root.mkdir()
         path = root / "f.txt"
-        path.write_bytes(b"".join(b"line %d\n" % i for i in range(60)))
+        path.write_bytes("".join(f"line \u00e9 {i}\n" for i in range(60)).encode(encoding))
         workspace = Workspace(root)
         by_name = tools(workspace)
         editor = text_editor_tool(workspace)
         for number, (line, inserted, how, read_from) in enumerate(edits):
             old = path.read_bytes()
             if how == "changed on disk, read":
-                old = old + b"tail %d\n" % number
+                old = old + f"tail {number}\n".encode(encoding).removeprefix(b"\xef\xbb\xbf")
                 path.write_bytes(old)
                 # A window near the edit, or past it: the read keeps what it learnt.
                 read = call(by_name["read_file"], path="f.txt", offset=read_from, limit=5)
                 assert read.error is None or read_from > len(old.splitlines()), read.error
                 how = "edit_file"
-            text = old.decode()
+            text = old.decode(encoding)
             lines = text.splitlines(keepends=True)
             target = lines[line % len(lines)]
             if how == "insert":
@@ -159,8 +169,8 @@ def test_a_files_later_edits_number_their_hunks_from_the_file(
                 result = call(by_name[how], path="f.txt", old_text=target, new_text=inserted)
             assert result.error is None, result.error
             new = path.read_bytes()
-            assert new == expected.encode()
-            _hunks_start_where_their_lines_are(old, result.details.diff)
+            assert new == expected.encode(encoding)
+            _hunks_start_where_their_lines_are(old.decode(shown), result.details.diff)
             assert_diff_reproduces(Path(temp) / "apply", "f.txt", old, new, result.details)
 
 
