@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import signal
@@ -262,3 +263,57 @@ def test_no_fd_left_for_the_event_loop_is_a_result_not_an_exception(tmp_path: Pa
         ["c3", None, None, "     1\tx"],
     ]
     assert done.stderr == ""
+
+
+_SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
+
+
+def test_a_sync_tools_call_runs_in_a_thread_of_its_own_that_ends_with_it() -> None:
+    ran: list[tuple[threading.Thread, str]] = []
+
+    def execute(args: NoArgs, context: ToolContext) -> str:
+        ran.append((threading.current_thread(), _SEEN.get()))
+        return "done"
+
+    probe = tool(name="probe", description="d", parameters=NoArgs, execute=execute)
+    _SEEN.set("the caller's")
+    result = invoke_tool_sync(probe, {})
+    assert (result.error, result.content) == (None, "done")
+    thread, seen = ran[0]
+    # Another thread, seeing the caller's context variables, joined before the call returned.
+    assert (thread is threading.current_thread(), seen, thread.is_alive()) == (
+        False,
+        "the caller's",
+        False,
+    )
+
+
+def test_a_sync_tool_past_its_timeout_is_left_and_its_change_refused() -> None:
+    release = threading.Event()
+    outcome: list[str] = []
+
+    def execute(args: NoArgs, context: ToolContext) -> str:
+        release.wait(30)
+        try:
+            with context.committing():
+                outcome.append("committed")
+        except Exception as exc:  # the call was cancelled: ToolError ABORTED
+            outcome.append(type(exc).__name__)
+        return "late"
+
+    slow = tool(name="slow", description="d", parameters=NoArgs, execute=execute)
+    result = invoke_tool_sync(slow, {}, timeout=0.2)
+    # The caller has its timeout while the tool still waits; then the tool may change nothing.
+    assert (result.error_code, release.is_set(), outcome) == ("TOOL_TIMEOUT", False, [])
+    release.set()
+    assert poll(lambda: list(outcome), bool) == ["ToolError"]
+
+
+def test_an_exception_of_a_sync_tool_is_its_calls_error() -> None:
+    def execute(args: NoArgs, context: ToolContext) -> str:
+        raise ValueError("no such thing")
+
+    failing = tool(name="failing", description="d", parameters=NoArgs, execute=execute)
+    result = invoke_tool_sync(failing, {})
+    assert result.error_code == "TOOL_ERROR"
+    assert "no such thing" in (result.error or "")

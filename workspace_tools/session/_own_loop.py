@@ -4,6 +4,8 @@ with Ctrl-C cancelling it as ``asyncio.run`` would."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import signal
 import threading
 from collections.abc import Awaitable, Callable
@@ -12,6 +14,11 @@ from typing import Any, TypeVar
 import sniffio
 
 T = TypeVar("T")
+
+#: In the task :func:`run_on_own_loop` runs (and the tasks it starts): that loop.
+_OWN_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "workspace_tools_own_loop", default=None
+)
 
 
 def run_on_own_loop(
@@ -91,6 +98,7 @@ def _running_async_library() -> str | None:
 async def _then_shut_down(run: Callable[[], Awaitable[T]], loop: asyncio.AbstractEventLoop) -> T:
     """``run()``, then what it left on ``loop``: its tasks cancelled and awaited, its async
     generators closed, the default executor's threads joined."""
+    _OWN_LOOP.set(loop)  # in this task's context only
     try:
         return await run()
     finally:
@@ -135,3 +143,57 @@ def _cancel_on_sigint(
 
     _handlers.signal(_SIGINT, on_sigint)
     return lambda: _handlers.signal(_SIGINT, signal.default_int_handler)
+
+
+def on_own_loop() -> bool:
+    """Whether this code runs in a call of :func:`run_on_own_loop`, on its loop."""
+    loop = _OWN_LOOP.get()
+    if loop is None:
+        return False
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def in_a_thread(func: Callable[[], T]) -> T:
+    """``func()`` run in a thread of its own (with this task's context variables), awaited
+    on the running asyncio loop; on cancellation the thread is left to finish (as
+    ``anyio.to_thread.run_sync(..., abandon_on_cancel=True)``).
+
+    For a loop of :func:`run_on_own_loop`, which runs one call: anyio's worker threads are
+    made for each such loop and stopped with it, about 0.4 ms a call more than a thread
+    started for it (measured: 0.61-0.78 ms against 0.28 ms, the loop included).
+
+    Raises:
+        whatever ``func`` raises.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, failure: BaseException | None) -> None:
+        if done.done():
+            return  # cancelled meanwhile: the call was left
+        if failure is None:
+            done.set_result(value)
+        else:
+            done.set_exception(failure)
+
+    def work() -> None:
+        value: Any = None
+        failure: BaseException | None = None
+        try:
+            value = context.run(func)
+        except BaseException as exc:
+            failure = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: the call was left
+            loop.call_soon_threadsafe(settle, value, failure)
+
+    thread = threading.Thread(target=work, name="workspace-tools call")
+    thread.start()
+    try:
+        return await done
+    finally:
+        if done.done() and not done.cancelled():
+            thread.join()  # it has only to return: no thread outlives a call that ended

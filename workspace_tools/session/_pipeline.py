@@ -33,7 +33,7 @@ from workspace_tools._result import DEFAULT_MAX_RESULT_LENGTH, ToolResult, ToolU
 from workspace_tools._tool import Tool, ToolContext, placeholder_args
 from workspace_tools.session._call_errors import call_os_error, sandbox_tool_error
 from workspace_tools.session._in_sandbox import call_in_sandbox
-from workspace_tools.session._own_loop import run_on_own_loop
+from workspace_tools.session._own_loop import in_a_thread, on_own_loop, run_on_own_loop
 from workspace_tools.session._telemetry import tool_span
 from workspace_tools.workspace._files import os_error
 
@@ -281,9 +281,12 @@ async def _execute(
             return await tool.execute(args, context)
         # abandon_on_cancel: a sync tool cannot be interrupted, but the caller gets its
         # timeout; the context tells the thread that it was left (ToolContext.committing).
-        value = await anyio.to_thread.run_sync(
-            partial(tool.execute, args, context), abandon_on_cancel=True
-        )
+        if on_own_loop():  # a blocking call's loop: a thread of its own is quicker
+            value = await in_a_thread(partial(tool.execute, args, context))
+        else:
+            value = await anyio.to_thread.run_sync(
+                partial(tool.execute, args, context), abandon_on_cancel=True
+            )
         if inspect.isawaitable(value):
             value = await value
         return value
