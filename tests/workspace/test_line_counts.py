@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from unidiff import PatchSet
@@ -198,3 +199,30 @@ def test_a_read_keeps_true_counts_of_the_lines_it_passed(
         assert counts is not None
         for at in range(len(decoded) + 1):
             assert counts.before(decoded, at) == decoded.count("\n", 0, at), at
+
+
+@pytest.mark.parametrize("how", ["edit_file", "str_replace"])
+def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
+    tmp_path: Path, how: str
+) -> None:
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"".join(b"line %d\n" % i for i in range(50_000)))
+    workspace = Workspace(tmp_path)
+    if how == "edit_file":
+        tool_ = tools(workspace)["edit_file"]
+        result = call(tool_, path="f.txt", old_text="line 30000\n", new_text="a\nb\n")
+    else:
+        arguments = {"command": "str_replace", "old_str": "line 30000\n", "new_str": "a\nb\n"}
+        result = call(text_editor_tool(workspace), path="f.txt", **arguments)
+    assert result.error is None, result.error
+    data = path.read_bytes()
+    counts = workspace.file_states.check_fresh(path.resolve(), data, "f.txt")
+    assert counts is not None
+    text = data.decode()
+    # The start, one every STEP characters up to the hunk (its 3 lines of context before
+    # the change), and the hunk's first line: what the diff counted, carried.
+    hunk = text.index("line 29997\n")
+    assert counts._known[-1] == (hunk, 29_997)
+    assert len(counts) == 2 + hunk // _line_counts.STEP
+    for at, _ in counts._known:
+        assert counts.before(text, at) == text.count("\n", 0, at), at

@@ -53,7 +53,7 @@ import re
 import stat
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -71,7 +71,9 @@ from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
 from workspace_tools.workspace._near_miss import near_miss, suggested
-from workspace_tools.workspace._textfile import Saved, load_text, save_text, text_diff
+from workspace_tools.workspace._textfile import load_text, save_change, text_diff
+
+T = TypeVar("T")
 
 VERSIONS: dict[str, str] = {
     "20250728": "str_replace_based_edit_tool",
@@ -278,7 +280,7 @@ def _named(workspace: Workspace, path: str) -> tuple[str, ...]:
         return (path,)
 
 
-def _written(write: Callable[[], Saved]) -> Saved:
+def _written(write: Callable[[], T]) -> T:
     """Run ``write``; a refused write gets the documented permission text first."""
     try:
         return write()
@@ -413,15 +415,19 @@ def _change(
     unchanged: tuple[int, int] = (0, 0),
     lines: LineCounts | None = None,
 ) -> TextEditorDetails:
-    """Save ``new`` and describe the change from ``old``; ``lines``: counts of ``old``'s
-    lines kept with it (as edit_file, the diff made before the save carries them over to
-    the new text's, kept for the file's next change)."""
-    counts = None if old is None else lines or LineCounts()
-    diff = text_diff(old, new, fmt, resolved.rel, unchanged, counts)
-    if counts is not None and old is not None:
-        counts = counts.changed(old, new, unchanged)
-    saved = _written(
-        lambda: save_text(workspace, resolved, new, fmt, guard=context.committing, lines=counts)
+    """Save ``new`` and describe the change from ``old`` (``lines``: the counts of its lines
+    kept with it, see :func:`save_change`)."""
+    saved, diff = _written(
+        lambda: save_change(
+            workspace,
+            resolved,
+            old,
+            new,
+            fmt,
+            unchanged=unchanged,
+            lines=lines,
+            guard=context.committing,
+        )
     )
     return TextEditorDetails(
         command=command,

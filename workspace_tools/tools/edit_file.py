@@ -9,11 +9,10 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
-from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._near_miss import not_found_hint
-from workspace_tools.workspace._textfile import load_text, save_text, text_diff
+from workspace_tools.workspace._textfile import load_text, save_change
 
 DESCRIPTION = """\
 Replace text in an existing file of the workspace: `old_text` becomes `new_text`.
@@ -173,13 +172,15 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             text = done.text
             head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-        # The diff is made before the save, so that the line counts it finds in the file's
-        # text carry over to the new text's, kept with it for the file's next edit.
-        lines = current.lines or LineCounts()
-        diff = text_diff(current.text, text, current.format, resolved.rel, (head, tail), lines)
-        lines = lines.changed(current.text, text, (head, tail))
-        saved = save_text(
-            workspace, resolved, text, current.format, guard=context.committing, lines=lines
+        saved, diff = save_change(
+            workspace,
+            resolved,
+            current.text,
+            text,
+            current.format,
+            unchanged=(head, tail),
+            lines=current.lines,
+            guard=context.committing,
         )
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)

@@ -8,7 +8,7 @@ from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import convert_newlines, count_lines
 from workspace_tools.workspace import Workspace
-from workspace_tools.workspace._textfile import load_text, save_text, text_diff
+from workspace_tools.workspace._textfile import load_text, save_change
 
 DESCRIPTION = """\
 Create a file, or replace the whole content of an existing one, in the workspace.
@@ -63,9 +63,16 @@ def execute(args: WriteFileArgs, context: ToolContext) -> object:
     with workspace.file_states.lock(resolved.real):
         current = load_text(workspace, resolved)
         text = convert_newlines(args.content, current.newline)
-        saved = save_text(workspace, resolved, text, current.format, guard=context.committing)
+        saved, diff = save_change(
+            workspace,
+            resolved,
+            current.text,
+            text,
+            current.format,
+            lines=current.lines,
+            guard=context.committing,
+        )
     created = current.text is None
-    diff = text_diff(current.text, text, current.format, resolved.rel)
     content = WriteFileContent(
         path=resolved.rel,
         created=created,

@@ -80,6 +80,15 @@ class FileStates:
                 if self._hashes.get(old_key, b"") is None:
                     self._hashes[old_key] = content_hash(old_data)
 
+    def keep_lines(self, real: Path, data: bytes, lines: LineCounts) -> None:
+        """Keep ``lines``, counts of the text of ``data``, with the content recorded for
+        ``real`` if it is still that very ``data`` (kept whole): the counts a change found
+        after recording what it wrote."""
+        key = str(real)
+        with self._guard:
+            if self._kept.get(key) is data:
+                self._lines[key] = lines
+
     def record_digest(self, real: Path, digest: bytes) -> None:
         """Remember a :func:`content_hash` of the content a caller last saw at ``real``."""
         key = str(real)

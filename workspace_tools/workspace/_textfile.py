@@ -89,10 +89,12 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
 @dataclass(frozen=True)
 class Saved:
     """A text file written: ``size`` in bytes, and ``note``, for the model, when the file
-    had other hard links, which keep the old content (``None`` otherwise)."""
+    had other hard links, which keep the old content (``None`` otherwise); ``data``, the
+    bytes written, as the workspace recorded them."""
 
     size: int
     note: str | None
+    data: bytes
 
 
 def save_text(
@@ -102,10 +104,8 @@ def save_text(
     fmt: TextFormat,
     *,
     guard: CommitGuard = nullcontext,
-    lines: LineCounts | None = None,
 ) -> Saved:
-    """Write ``text`` in ``fmt`` atomically and remember it as seen, with ``lines``, counts
-    of its lines, for the file's next change.
+    """Write ``text`` in ``fmt`` atomically and remember it as seen.
 
     ``guard`` is entered around the commit (see :func:`~._files.atomic_write`): a tool
     passes its context's :meth:`~workspace_tools.ToolContext.committing`, so that nothing
@@ -136,8 +136,36 @@ def save_text(
         fsync=workspace.options.fsync,
         sweeps=workspace.temp_sweeps,
     )
-    workspace.file_states.record(resolved.real, data, lines)
-    return Saved(len(data), other_links_note(resolved.rel, links))
+    workspace.file_states.record(resolved.real, data)
+    return Saved(len(data), other_links_note(resolved.rel, links), data)
+
+
+def save_change(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    old: str | None,
+    new: str,
+    fmt: TextFormat,
+    *,
+    unchanged: tuple[int, int] = (0, 0),
+    lines: LineCounts | None = None,
+    guard: CommitGuard = nullcontext,
+) -> tuple[Saved, TextDiff]:
+    """:func:`save_text` of ``new`` over the file's text ``old`` (``None``: a new file), then
+    the change's :func:`text_diff`, numbered from ``lines`` (the counts kept with ``old``,
+    :attr:`CurrentText.lines`); what it counted carries over to the counts of ``new``, kept
+    with it for the file's next change (:meth:`FileStates.keep_lines`).
+
+    Raises:
+        ToolError: as :func:`save_text`.
+    """
+    saved = save_text(workspace, resolved, new, fmt, guard=guard)
+    if old is None:
+        return saved, text_diff(None, new, fmt, resolved.rel)
+    counts = lines or LineCounts()
+    diff = text_diff(old, new, fmt, resolved.rel, unchanged, counts)
+    workspace.file_states.keep_lines(resolved.real, saved.data, counts.changed(old, new, unchanged))
+    return saved, diff
 
 
 def text_diff(
