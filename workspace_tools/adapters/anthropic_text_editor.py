@@ -64,14 +64,13 @@ from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.adapters._common import QUOTED_SPANS
 from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
-from workspace_tools.text._decode import convert_newlines, decode_text
+from workspace_tools.text._decode import TextFormat, convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
-from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
 from workspace_tools.workspace._near_miss import near_miss, suggested
-from workspace_tools.workspace._textfile import load_text, save_change, text_diff
+from workspace_tools.workspace._textfile import CurrentText, load_text, save_change, text_diff
 
 T = TypeVar("T")
 
@@ -407,26 +406,21 @@ def _change(
     workspace: Workspace,
     resolved: ResolvedPath,
     command: str,
-    old: str | None,
+    current: CurrentText,
     new: str,
-    fmt: Any,
     context: ToolContext,
+    *,
+    fmt: TextFormat | None = None,
     match: str | None = None,
     unchanged: tuple[int, int] = (0, 0),
-    lines: LineCounts | None = None,
 ) -> TextEditorDetails:
-    """Save ``new`` and describe the change from ``old`` (``lines``: the counts of its lines
-    kept with it, see :func:`save_change`)."""
+    """Save ``new`` over the file's ``current`` text (in ``fmt``, by default the file's)
+    and describe the change (see :func:`save_change`)."""
+    fmt = fmt or current.format
+    guard = context.committing
     saved, diff = _written(
         lambda: save_change(
-            workspace,
-            resolved,
-            old,
-            new,
-            fmt,
-            unchanged=unchanged,
-            lines=lines,
-            guard=context.committing,
+            workspace, resolved, current, new, fmt=fmt, unchanged=unchanged, guard=guard
         )
     )
     return TextEditorDetails(
@@ -457,7 +451,7 @@ def _create(
             ErrorCode.ALREADY_EXISTS,
         )
     text = convert_newlines(args.file_text, current.newline)
-    details = _change(workspace, resolved, "create", None, text, current.format, context)
+    details = _change(workspace, resolved, "create", current, text, context)
     return tool_output(f"File created successfully at: {args.path}", details)
 
 
@@ -550,13 +544,11 @@ def _str_replace(
         workspace,
         resolved,
         "str_replace",
-        current.text,
+        current,
         edit.text,
-        current.format,
         context,
         match=edit.match,
         unchanged=edit.unchanged,
-        lines=current.lines,
     )
     text = "Successfully replaced text at exactly one location."
     if edit.match != "exact":
@@ -597,12 +589,10 @@ def _insert(
         workspace,
         resolved,
         "insert",
-        current.text,
+        current,
         text,
-        current.format,
         context,
         unchanged=(len(current.text) - kept_tail, kept_tail),
-        lines=current.lines,
     )
     text = f"Text inserted after line {args.insert_line} of {args.path}."
     return tool_output(_with_note(text, details), details)
@@ -647,7 +637,7 @@ def _undo(
     current = load_text(workspace, resolved)
     decoded = decode_text(previous, resolved.rel)
     details = _change(
-        workspace, resolved, "undo_edit", current.text, decoded.text, decoded.format, context
+        workspace, resolved, "undo_edit", current, decoded.text, context, fmt=decoded.format
     )
     with lock:
         stack.pop()

@@ -173,14 +173,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
             results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
         saved, diff = save_change(
-            workspace,
-            resolved,
-            current.text,
-            text,
-            current.format,
-            unchanged=(head, tail),
-            lines=current.lines,
-            guard=context.committing,
+            workspace, resolved, current, text, unchanged=(head, tail), guard=context.committing
         )
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)

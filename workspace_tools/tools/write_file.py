@@ -63,15 +63,7 @@ def execute(args: WriteFileArgs, context: ToolContext) -> object:
     with workspace.file_states.lock(resolved.real):
         current = load_text(workspace, resolved)
         text = convert_newlines(args.content, current.newline)
-        saved, diff = save_change(
-            workspace,
-            resolved,
-            current.text,
-            text,
-            current.format,
-            lines=current.lines,
-            guard=context.committing,
-        )
+        saved, diff = save_change(workspace, resolved, current, text, guard=context.committing)
     created = current.text is None
     content = WriteFileContent(
         path=resolved.rel,

@@ -143,26 +143,28 @@ def save_text(
 def save_change(
     workspace: Workspace,
     resolved: ResolvedPath,
-    old: str | None,
+    current: CurrentText,
     new: str,
-    fmt: TextFormat,
     *,
+    fmt: TextFormat | None = None,
     unchanged: tuple[int, int] = (0, 0),
-    lines: LineCounts | None = None,
     guard: CommitGuard = nullcontext,
 ) -> tuple[Saved, TextDiff]:
-    """:func:`save_text` of ``new`` over the file's text ``old`` (``None``: a new file), then
-    the change's :func:`text_diff`, numbered from ``lines`` (the counts kept with ``old``,
-    :attr:`CurrentText.lines`); what it counted carries over to the counts of ``new``, kept
-    with it for the file's next change (:meth:`FileStates.keep_lines`).
+    """:func:`save_text` of ``new`` over the file's ``current`` text, in ``fmt`` (by default
+    the file's), then the change's :func:`text_diff`, numbered from the line counts kept
+    with the current text (:attr:`CurrentText.lines`); what it counted carries over to the
+    counts of ``new``, kept with it for the file's next change (:meth:`FileStates.keep_lines`).
+    ``unchanged``: as :func:`text_diff`'s.
 
     Raises:
         ToolError: as :func:`save_text`.
     """
+    fmt = fmt or current.format
     saved = save_text(workspace, resolved, new, fmt, guard=guard)
+    old = current.text
     if old is None:
         return saved, text_diff(None, new, fmt, resolved.rel)
-    counts = lines or LineCounts()
+    counts = current.lines or LineCounts()
     diff = text_diff(old, new, fmt, resolved.rel, unchanged, counts)
     workspace.file_states.keep_lines(resolved.real, saved.data, counts.changed(old, new, unchanged))
     return saved, diff
