@@ -9,17 +9,25 @@
 2. ``read_file`` of lines 500,000-500,100 of a 1 GiB file, against a plain read of those lines
    (``itertools.islice`` over the file): the first read of the file, then later windows of
    the same unchanged file (read from its line index: target under 5 ms).
-3. ``--deep``: each file tool on a file at the bottom of a chain of directories 500, 1,000
+3. ``--small``: small files' calls, each beside what it was before a change, in one run:
+   ``edit_file`` of a one-line file among 20 and 2,000 files of one directory, from an event
+   loop, against the same edit with every write listing its directory for dead writes'
+   temp files (as before ``TempSweeps``); and ``read_file`` of a 200-line file through
+   ``invoke_tool_sync``, its ``execute`` in a thread of the call's own against anyio's
+   worker thread (as before), in blocks of 1,500 calls.
+4. ``--deep``: each file tool on a file at the bottom of a chain of directories 500, 1,000
    and 2,000 levels deep (``d/d/.../f.txt``): what a hostile tree costs a call. The work
    is linear in the depth (one lookup a level, never the whole path again per level).
 
-Run: ``python benchmarks/bench_files.py [--dir DIR] [--repeat N] [--deep]``. Peak memory is what
-``tracemalloc`` sees of Python allocations during one call; times are the median of N runs.
+Run: ``python benchmarks/bench_files.py [--dir DIR] [--repeat N] [--small | --deep]``. Peak
+memory is what ``tracemalloc`` sees of Python allocations during one call; times are the
+median of N runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import statistics
@@ -29,10 +37,13 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from workspace_tools import invoke_tool, invoke_tool_sync, workspace_tools
+from workspace_tools import Workspace, invoke_tool, invoke_tool_sync, workspace_tools
+from workspace_tools.session import _pipeline
+from workspace_tools.workspace._tempfiles import TempSweeps, remove_stale_temps
 
 EDIT_LINES = 100_000
 GIB = 1 << 30
@@ -374,6 +385,65 @@ def bench_deep(base: Path, repeat: int) -> None:
         print(f"  {label:<28}" + "".join(f"{v * 1000:9.1f}" for v in values))
 
 
+class _LookingEveryTime(TempSweeps):
+    """What writes did before :class:`TempSweeps`: list the directory on every write."""
+
+    def sweep(self, dir_fd: int) -> list[str]:
+        return remove_stale_temps(dir_fd)
+
+
+def bench_small(root: Path) -> None:
+    """``--small`` (see the module's text)."""
+    for count in (20, 2_000):
+        edits = {}
+        for label, sweeps in (("now", TempSweeps()), ("listing every time", _LookingEveryTime())):
+            directory = root / f"{count}-{label.replace(' ', '-')}"
+            directory.mkdir()
+            for i in range(count):
+                (directory / f"f{i}.py").write_text(f"x = {i}\n")
+            workspace = Workspace(root)
+            workspace.temp_sweeps = sweeps
+            edit = {t.name: t for t in workspace_tools(workspace)}["edit_file"]
+            edits[label] = (edit, f"{directory.name}/f1.py")
+        os.sync()
+
+        async def run(label: str, i: int, edits: dict[str, Any] = edits) -> None:
+            edit, path = edits[label]
+            old, new = ("x = 1\n", "x = 2\n") if i % 2 == 0 else ("x = 2\n", "x = 1\n")
+            result = await invoke_tool(edit, {"path": path, "old_text": old, "new_text": new})
+            assert result.error is None, result.error
+
+        runs = {label: functools.partial(run, label) for label in edits}
+        figures = anyio.run(_alternating_in_loop, runs, 300)
+        now, before = figures["now"], figures["listing every time"]
+        print(
+            f"edit_file of a one-line file among {count:,} files: {now * 1000:.2f} ms, "
+            f"listing the directory every write {before * 1000:.2f} ms ({now / before:.2f}x)"
+        )
+    (root / "sample.py").write_text("".join(f"line {i}\n" for i in range(200)))
+    read = {t.name: t for t in workspace_tools(root)}["read_file"]
+    own_loop_thread = _pipeline.on_own_loop
+    blocks: dict[str, list[float]] = {"own thread": [], "anyio's thread": []}
+    for _ in range(2):
+        for label in blocks:
+            _pipeline.on_own_loop = own_loop_thread if label == "own thread" else lambda: False
+            times = []
+            for _ in range(1_500):
+                started = time.perf_counter()
+                result = invoke_tool_sync(read, {"path": "sample.py"})
+                times.append(time.perf_counter() - started)
+                assert result.error is None, result.error
+            blocks[label].append(statistics.median(times[100:]))
+    _pipeline.on_own_loop = own_loop_thread
+    mine, theirs = blocks["own thread"], blocks["anyio's thread"]
+    print(
+        "read_file of 200 lines via invoke_tool_sync, two blocks each: in a thread of its own "
+        f"{', '.join(f'{t * 1000:.2f}' for t in mine)} ms, in anyio's "
+        f"{', '.join(f'{t * 1000:.2f}' for t in theirs)} ms "
+        f"({statistics.median(mine) / statistics.median(theirs):.2f}x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=None, help="where to build the files")
@@ -381,8 +451,12 @@ def main() -> None:
     parser.add_argument("--edit-only", action="store_true", help="only the edit figures")
     parser.add_argument("--read-only", action="store_true", help="only the read figures")
     parser.add_argument("--deep", action="store_true", help="only the deep-path figures")
+    parser.add_argument("--small", action="store_true", help="only the small files' figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as temp:
+        if args.small:
+            bench_small(Path(temp))
+            return
         if args.deep:
             bench_deep(Path(temp), args.repeat)
             return
