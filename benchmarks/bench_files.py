@@ -5,7 +5,8 @@
    with ``invoke_tool_sync`` and from one running event loop (as an agent calls it: the
    file's later edits, which number lines from the counts the edit before kept, and a
    file's first edit), each group alternating with its own plain and
-   durable writes.
+   durable writes; a first edit also beside the peer's own first durable write (a fresh
+   copy in a directory of its own, as the tool's: a directory's first flushes cost more).
 2. ``read_file`` of lines 500,000-500,100 of a 1 GiB file, against a plain read of those lines
    (``itertools.islice`` over the file): the first read of the file, then later windows of
    the same unchanged file (read from its line index: target under 5 ms).
@@ -71,6 +72,15 @@ def _report(name: str, tool: tuple[float, int], plain: tuple[float, int]) -> Non
         f"  plain: {t_plain * 1000:9.1f} ms  peak {m_plain / 1024:10,.0f} KiB\n"
         f"  ratio: {t_tool / t_plain:9.2f} x time, {m_tool / max(m_plain, 1):.2f} x memory"
     )
+
+
+#: The peers of an edit, as printed: a plain write, a durable one of the file the peer
+#: writes every round, and a durable first write of a fresh copy (a first edit's own peer).
+_PEERS = {
+    "plain": "plain write",
+    "durable": "durable write",
+    "fresh": "durable first write of its own copy",
+}
 
 
 def _durable_write(path: Path, data: bytes) -> None:
@@ -189,6 +199,18 @@ def bench_edit(root: Path, repeat: int) -> None:
         result = await invoke_tool(read, arguments)
         assert result.error is None, result.error
 
+    def fresh_durable(kind: str) -> Callable[[int], Awaitable[None]]:
+        # The peer's own first write: a copy no one wrote since it was made, in a directory
+        # of its own, as the tool's is (a directory's first flushes cost more than a
+        # directory just written: the same file's writes alone are not the peer here).
+        async def run(i: int) -> None:
+            copy = root / copy_of(f"{kind}-peer", i)
+            text = copy.read_bytes().decode("utf-8")
+            assert text.count(first_old) == 1
+            _durable_write(copy, text.replace(first_old, first_new).encode("utf-8"))
+
+        return run
+
     async def plain_in_loop(i: int) -> None:
         plain_run(i)
 
@@ -210,7 +232,8 @@ def bench_edit(root: Path, repeat: int) -> None:
             {"tool": in_loop_run, "plain": plain_in_loop, "durable": durable_in_loop}, runs
         )
 
-        for kind in ("none", "read"):  # untimed: the copies the first edits change
+        # untimed: the copies the first edits change, the tool's and the peer's
+        for kind in ("none", "read", "none-peer", "read-peer"):
             for i in range(runs // 2):
                 copy = root / copy_of(kind, i)
                 copy.parent.mkdir(parents=True)
@@ -218,7 +241,12 @@ def bench_edit(root: Path, repeat: int) -> None:
         os.sync()  # their writeback is not the edits' to wait for
         label = "from a running event loop, a file's first edit"
         groups[label] = await _alternating_in_loop(
-            {"tool": first_edit("none"), "durable": durable_in_loop, "-": forget("none")},
+            {
+                "tool": first_edit("none"),
+                "durable": durable_in_loop,
+                "fresh": fresh_durable("none"),
+                "-": forget("none"),
+            },
             runs // 2,
         )
         groups[f"{label}, after a read of the lines around it"] = await _alternating_in_loop(
@@ -226,6 +254,7 @@ def bench_edit(root: Path, repeat: int) -> None:
                 "-": read_around,
                 "tool": first_edit("read"),
                 "durable": durable_in_loop,
+                "fresh": fresh_durable("read"),
                 "--": forget("read"),
             },
             runs // 2,
@@ -236,14 +265,14 @@ def bench_edit(root: Path, repeat: int) -> None:
     print(f"edit_file: one line of a {EDIT_LINES:,}-line file ({size:,} bytes)")
     for label, figures in groups.items():
         ratios = ", ".join(
-            f"{figures['tool'] / figures[peer]:.2f}x {peer} write"
-            for peer in ("plain", "durable")
+            f"{figures['tool'] / figures[peer]:.2f}x {_PEERS[peer]}"
+            for peer in _PEERS
             if peer in figures
         )
         peers = "  ".join(
-            f"{name} {seconds * 1000:.2f} ms"
+            f"{_PEERS[name]} {seconds * 1000:.2f} ms"
             for name, seconds in figures.items()
-            if name in ("plain", "durable")
+            if name in _PEERS
         )
         print(f"  {label}: tool {figures['tool'] * 1000:.2f} ms  {peers}  -> {ratios}")
 
