@@ -34,8 +34,11 @@ Prints medians in milliseconds and ratios:
   as a closure, which crosses by value), in a sandbox against in process (target: the
   sandboxed call under 2 ms median), and the CPU each costs in all processes (on a shared
   machine the steadier figure), split between the caller, the warm workers and the
-  calls' children (Linux); ``read_file`` again once the workspace has read 2,000
-  other files (a sandboxed call carries the hashes of the files it names, not all);
+  calls' children (Linux); the floor of a call's fresh child (see
+  :func:`fork_floor_rows`): the fork and exit of a process holding the same modules with
+  no call, and the CPU of each page a child writes; ``read_file`` again once the
+  workspace has read 2,000 other files (a sandboxed call carries the hashes of the files
+  it names, not all);
 - the same small tool declared stateless (``tool(..., stateless=True)``: its calls share
   one long-lived confined child) against its default, a fresh child per call, latency
   and CPU;
@@ -62,6 +65,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import resource
 import shutil
@@ -294,6 +298,67 @@ async def cpu_rows(
             f"processes, {caller:5.2f} ms in the caller, {workers:5.2f} in the workers, "
             f"{children:5.2f} in the calls' children"
         )
+
+
+#: A process holding what a sandbox's warm worker holds for the small tool (its module,
+#: pydantic), its heap frozen as the worker's: it forks children that exit at once
+#: (``fork`` and ``_exit`` of libc, as the worker's own), and children that first write
+#: one byte to each of ``PAGES`` pages of its heap; one JSON line of medians in
+#: microseconds (fork, fork to reaped, the child's CPU) for each.
+_FORK_FLOOR = """
+import ctypes, gc, json, os, statistics, sys, time
+sys.path[:0] = sys.argv[1:3]
+import _small_tool
+PAGES = 300
+heap = bytearray(PAGES * 4096)
+gc.freeze()
+libc = ctypes.PyDLL(None)
+fork, exit_ = libc.fork, libc._exit
+figures = {}
+for pages in (0, PAGES):
+    forks, reaped, child = [], [], []
+    for _ in range(300):
+        started = time.perf_counter()
+        pid = fork()
+        if pid == 0:
+            for page in range(pages):
+                heap[page * 4096] = 1
+            exit_(0)
+        forked = time.perf_counter()
+        usage = os.wait4(pid, 0)[2]
+        forks.append(forked - started)
+        reaped.append(time.perf_counter() - started)
+        child.append(usage.ru_utime + usage.ru_stime)
+    figures[pages] = [statistics.median(v) * 1e6 for v in (forks, reaped, child)]
+rss = [line.split()[1] for line in open("/proc/self/smaps_rollup") if line.startswith("Anon")]
+print(json.dumps({"figures": figures, "pages": PAGES, "anon_kib": int(rss[0])}))
+"""
+
+
+def fork_floor_rows() -> None:
+    """The floor of a call's fresh child here (Linux): what a fork of a process holding the
+    worker's modules, and its exit, cost with no call at all, and what each page the child
+    writes adds (a copy-on-write fault); beside them, the CPU a sandboxed call costs in all
+    processes shows how much of it is the fresh child itself. Back to back on two CPUs a
+    call takes at least half its CPU in all processes."""
+    if not sys.platform.startswith("linux"):
+        return
+    here = Path(__file__).resolve().parent
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_FLOOR, str(here), str(here.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = json.loads(done.stdout)
+    (fork0, reaped0, child0), (_, _, child) = found["figures"].values()
+    pages = found["pages"]
+    print(
+        f"floor: a fresh child of a process holding the small tool's modules "
+        f"({found['anon_kib'] / 1024:.1f} MiB anonymous memory): fork {fork0:.0f} us, "
+        f"fork to reaped {reaped0:.0f} us, the child's exit {child0:.0f} us CPU; "
+        f"writing {pages} pages of its heap {(child - child0) / pages:.2f} us CPU a page"
+    )
 
 
 async def first_call_rows(label: str, tool_: Tool[Any], path: str, runs: int) -> None:
@@ -737,6 +802,7 @@ async def main(
         )
 
         await cpu_rows("custom tool in the sandbox", head, runs)
+        fork_floor_rows()
         if custom_only:
             box.close()
             return
