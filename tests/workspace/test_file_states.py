@@ -3,6 +3,7 @@ with hashes, whatever is recorded, dropped or handed to a sandbox child."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ steps = st.lists(
         st.tuples(st.just("record_digest"), st.sampled_from(PATHS), contents),
         st.tuples(st.just("forget"), st.sampled_from(PATHS), st.just(b"")),
         st.tuples(st.just("check"), st.sampled_from(PATHS), contents),
+        st.tuples(st.just("check_meanwhile"), st.sampled_from(PATHS), contents),
         st.tuples(st.just("round_trip"), st.sampled_from(PATHS), st.just(b"")),
         st.tuples(st.just("scoped_round_trip"), st.sampled_from(PATHS), contents),
         st.tuples(st.just("snapshot"), st.sampled_from(PATHS), st.just(b"")),
@@ -29,9 +31,12 @@ steps = st.lists(
 )
 
 
-def fresh(states: FileStates, path: Path, data: bytes) -> bool:
+def fresh(states: FileStates, path: Path, data: bytes, *, meanwhile: bool = False) -> bool:
+    """Whether ``data`` at ``path`` passes the staleness check; ``meanwhile``: with its hash
+    taken by a thread beside the caller, as an edit of a large file takes it."""
+    digest = states.hash_meanwhile(path, data) if meanwhile else None
     try:
-        states.check_fresh(path, data, "f")
+        states.check_fresh(path, data, "f", digest)
     except ToolError as exc:
         assert exc.code is ErrorCode.STALE_FILE
         return False
@@ -88,7 +93,7 @@ def test_staleness_matches_a_table_of_hashes(steps, monkeypatch_bounds) -> None:
             assert states.snapshot() == model
         else:
             expected = str(path) not in model or model[str(path)] == content_hash(data)
-            assert fresh(states, path, data) is expected
+            assert fresh(states, path, data, meanwhile=kind == "check_meanwhile") is expected
     assert states.snapshot() == model
 
 
@@ -141,3 +146,47 @@ def test_a_scoped_snapshot_hashes_only_the_paths_asked(monkeypatch: pytest.Monke
         str(PATHS[1]): content_hash(b"content 1")
     }
     assert hashed == [b"content 1"]
+
+
+def test_a_large_contents_hash_is_taken_meanwhile_and_judged_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 50)
+    states = FileStates()
+    large = b"z" * 60
+    states.record(PATHS[0], large)  # known by its hash, taken by a thread
+    assert states.hash_meanwhile(PATHS[0], b"small") is None  # hashed as it is checked
+    digest = states.hash_meanwhile(PATHS[0], large)
+    assert isinstance(digest, _state.PendingDigest)
+    assert digest.result() == content_hash(large)
+    assert states.check_fresh(PATHS[0], large, "f", digest) is None
+    changed = b"y" * 60
+    with pytest.raises(ToolError) as caught:
+        states.check_fresh(PATHS[0], changed, "f", states.hash_meanwhile(PATHS[0], changed))
+    assert caught.value.code is ErrorCode.STALE_FILE
+    # A content kept whole, or a file never seen, is judged without a hash.
+    states.record(PATHS[1], b"kept")
+    assert states.hash_meanwhile(PATHS[1], large) is None
+    assert states.hash_meanwhile(PATHS[2], large) is None
+    assert states.snapshot() == {
+        str(PATHS[0]): content_hash(large),
+        str(PATHS[1]): content_hash(b"kept"),
+    }
+
+
+def test_a_hash_being_taken_is_taken_again_in_a_fork() -> None:
+    # The thread taking it is not in a forked child: there the digest is its own work.
+    data = b"q" * (1 << 22)
+    pending = _state.PendingDigest(data)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write_end, pending.result())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as answer:
+        from_child = answer.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert from_child == pending.result() == content_hash(data)

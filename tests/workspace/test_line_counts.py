@@ -20,6 +20,7 @@ from workspace_tools import Workspace
 from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.text import _line_counts
 from workspace_tools.text._line_counts import LineCounts
+from workspace_tools.workspace import _state
 
 TEXT = st.text(alphabet="ab\n", max_size=120)
 ASK = st.tuples(st.just("ask"), st.integers(0, 10**6))
@@ -125,15 +126,23 @@ def _hunks_start_where_their_lines_are(old: str, diff: str) -> None:
     ),
     # A BOM is a character before the first line (the counts are of the text after it).
     encoding=st.sampled_from(["utf-8", "utf-8-sig", "latin-1"]),
+    # Not kept whole: what was last seen of the file is known by its hash alone (a large
+    # file's way), which a thread takes while the edit goes on.
+    kept_whole=st.booleans(),
 )
 def test_a_files_later_edits_number_their_hunks_from_the_file(
-    edits: list[tuple[int, str, str, int]], encoding: str
+    edits: list[tuple[int, str, str, int]], encoding: str, kept_whole: bool
 ) -> None:
     # The text as the diff shows it: a BOM as U+FEFF.
     shown = "latin-1" if encoding == "latin-1" else "utf-8"
     # Counts every 24 characters of a 700-character file, carried across the edits (a
     # line of 10 characters replaced by up to 12).
-    with tempfile.TemporaryDirectory() as temp, _small_steps(24, 4):
+    kept = _state.KEPT_FILE_BYTES if kept_whole else 16
+    with (
+        tempfile.TemporaryDirectory() as temp,
+        _small_steps(24, 4),
+        mock.patch.object(_state, "KEPT_FILE_BYTES", kept),
+    ):
         root = Path(temp) / "w"
         root.mkdir()
         path = root / "f.txt"
@@ -201,10 +210,13 @@ def test_a_read_keeps_true_counts_of_the_lines_it_passed(
             assert counts.before(decoded, at) == decoded.count("\n", 0, at), at
 
 
+@pytest.mark.parametrize("kept_whole", [True, False])
 @pytest.mark.parametrize("how", ["edit_file", "str_replace"])
 def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, kept_whole: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if not kept_whole:  # as a file over 8 MiB: known by its hash, its counts kept with it
+        monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 1000)
     path = tmp_path / "f.txt"
     path.write_bytes(b"".join(b"line %d\n" % i for i in range(50_000)))
     workspace = Workspace(tmp_path)

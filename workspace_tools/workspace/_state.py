@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -17,9 +18,50 @@ def content_hash(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+class PendingDigest:
+    """A :func:`content_hash` of ``data`` being taken by a thread of its own while the
+    caller goes on: hashlib lets go of the GIL while it hashes a buffer over 2 KiB, so the
+    hash of a large file (60 ms for 100 MB) runs on another CPU beside a decode, a write or
+    its flush, or the model's next turn. :meth:`result` waits for it."""
+
+    def __init__(self, data: bytes) -> None:
+        # Which bytes object it hashes: two objects alive at once never share an id, and
+        # the caller that asks (is_of) holds its own.
+        self._source = id(data)
+        self._data: bytes | None = data
+        self._digest: bytes | None = None
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._take, name="content-hash", daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        self._digest = content_hash(self._data or b"")
+        self._data = None  # after the digest: a fork's copy has one or the other
+
+    def is_of(self, data: bytes) -> bool:
+        """Whether this is the hash of the very object ``data`` (alive while asked)."""
+        return self._source == id(data)
+
+    def result(self) -> bytes:
+        """The digest, once taken (in a fork of the process that started it, taken there:
+        the thread is not in the fork)."""
+        if os.getpid() == self._pid:
+            self._thread.join()
+        digest = self._digest
+        if digest is None:
+            digest = self._digest = content_hash(self._data or b"")
+        return digest
+
+
+def digest_of(known: bytes | PendingDigest) -> bytes:
+    """``known`` as a digest, waiting for it if it is being taken."""
+    return known.result() if isinstance(known, PendingDigest) else known
+
+
 # The content of a file recorded whole is kept, within these bounds, so that the staleness
 # check of the next change compares bytes instead of hashing the file: an edit of a 2 MB
 # file hashed it twice (check, then record), which took longer than its durable write.
+# A larger file's hash is taken by a thread meanwhile (PendingDigest).
 KEPT_FILE_BYTES = 8 << 20
 KEPT_TOTAL_BYTES = 64 << 20
 
@@ -35,19 +77,23 @@ class FileStates:
 
     The last contents recorded whole (:data:`KEPT_FILE_BYTES` each, :data:`KEPT_TOTAL_BYTES`
     in all, the least recently recorded dropped first) are kept instead of their hashes,
-    which are taken only when needed (a snapshot, or the content dropped). With a kept
-    content its :class:`LineCounts` may be kept too, so that the next edit of the file
-    numbers its lines from them.
+    which are taken only when needed (a snapshot, or the content dropped); a larger one's
+    hash is taken by a thread of its own meanwhile (:class:`PendingDigest`), waited for
+    by the next check or snapshot. With the content last seen (kept, or known by its hash)
+    its :class:`LineCounts` may be kept too, so that the next edit of the file numbers its
+    lines from them.
     """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         # Keyed by the path's text: it pickles an order of magnitude faster than a Path.
-        # None: the hash of the content in _kept, not taken yet.
-        self._hashes: dict[str, bytes | None] = {}
+        # None: the hash of the content in _kept, not taken yet; a PendingDigest: being
+        # taken (of a content too large to keep).
+        self._hashes: dict[str, bytes | PendingDigest | None] = {}
         self._kept: OrderedDict[str, bytes] = OrderedDict()
         self._kept_bytes = 0
-        self._lines: dict[str, LineCounts] = {}  # of contents in _kept
+        # Of the contents last seen: kept in _kept, or known by their hash.
+        self._lines: dict[str, LineCounts] = {}
         self._locks: dict[str, threading.Lock] = {}
         #: In a sandbox child given only some paths' hashes: those paths. A staleness
         #: check of another path cannot be judged there (see :meth:`restore`).
@@ -61,11 +107,17 @@ class FileStates:
 
     def record(self, real: Path, data: bytes, lines: LineCounts | None = None) -> None:
         """Remember ``data`` as the content a caller last saw at ``real``, and ``lines``,
-        counts of its text's lines, with it (while it is kept whole)."""
-        if len(data) > KEPT_FILE_BYTES:
-            self.record_digest(real, content_hash(data))
-            return
+        counts of its text's lines, with it (while it is what was last seen: kept whole,
+        or known by its hash)."""
         key = str(real)
+        if len(data) > KEPT_FILE_BYTES:
+            # Waited for only when the next staleness check or snapshot needs it.
+            with self._guard:
+                self._drop_kept(key)
+                self._hashes[key] = PendingDigest(data)
+                if lines is not None:
+                    self._lines[key] = lines
+            return
         with self._guard:
             self._drop_kept(key)
             self._hashes[key] = None
@@ -82,15 +134,19 @@ class FileStates:
 
     def keep_lines(self, real: Path, data: bytes, lines: LineCounts) -> None:
         """Keep ``lines``, counts of the text of ``data``, with the content recorded for
-        ``real`` if it is still that very ``data`` (kept whole): the counts a change found
-        after recording what it wrote."""
+        ``real`` if it is still that very ``data`` (kept whole, or its hash being taken):
+        the counts a change found after recording what it wrote."""
         key = str(real)
         with self._guard:
-            if self._kept.get(key) is data:
+            known = self._hashes.get(key)
+            if self._kept.get(key) is data or (
+                isinstance(known, PendingDigest) and known.is_of(data)
+            ):
                 self._lines[key] = lines
 
-    def record_digest(self, real: Path, digest: bytes) -> None:
-        """Remember a :func:`content_hash` of the content a caller last saw at ``real``."""
+    def record_digest(self, real: Path, digest: bytes | PendingDigest) -> None:
+        """Remember a :func:`content_hash` of the content a caller last saw at ``real``
+        (or the one being taken)."""
         key = str(real)
         with self._guard:
             self._drop_kept(key)
@@ -103,12 +159,32 @@ class FileStates:
             self._drop_kept(key)
             self._hashes.pop(key, None)
 
-    def check_fresh(self, real: Path, current: bytes | None, rel: str) -> LineCounts | None:
+    def hash_meanwhile(self, real: Path, data: bytes) -> PendingDigest | None:
+        """The hash of ``data``, the content now at ``real``, taken by a thread while the
+        caller goes on (:class:`PendingDigest`, for :meth:`check_fresh`), when the check
+        will hash it: a large content, and what was last seen of the file known by its
+        hash alone; else ``None``."""
+        if len(data) <= KEPT_FILE_BYTES:
+            return None
+        key = str(real)
+        with self._guard:
+            if key not in self._hashes or key in self._kept:
+                return None
+        return PendingDigest(data)
+
+    def check_fresh(
+        self,
+        real: Path,
+        current: bytes | None,
+        rel: str,
+        digest: PendingDigest | None = None,
+    ) -> LineCounts | None:
         """Refuse a change to ``real`` whose content differs from what was last seen.
 
         A file never read or written through the workspace, or one deleted since, is fresh.
         Returns the :class:`LineCounts` recorded with the content when ``current`` is that
-        content, kept whole (else ``None``).
+        content (else ``None``). ``digest``: ``current``'s hash, being taken
+        (used if the check needs a hash).
 
         Raises:
             ToolError: ``STALE_FILE`` asking for a fresh read; also, in a sandbox child
@@ -136,8 +212,8 @@ class FileStates:
         if kept is not None:
             if kept == current:
                 return lines
-        elif content_hash(current) == seen:
-            return None
+        elif seen is not None and digest_of(digest or content_hash(current)) == digest_of(seen):
+            return lines
         raise ToolError(
             f"{rel} changed on disk since it was last read or written; read it again with "
             "read_file, then repeat the change against its current content",
@@ -201,6 +277,8 @@ class FileStates:
         digest = self._hashes[key]
         if digest is None:
             digest = self._hashes[key] = content_hash(self._kept[key])
+        elif isinstance(digest, PendingDigest):
+            digest = self._hashes[key] = digest.result()
         return digest
 
     def _drop_kept(self, key: str) -> None:

@@ -80,8 +80,10 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
     data = read_bytes(workspace.root, resolved.real, resolved.rel, limit=limit)
     if data is None:
         return CurrentText(None, UTF8, new_file_newline(workspace.root, resolved.real))
+    states = workspace.file_states
+    digest = states.hash_meanwhile(resolved.real, data)  # taken beside the decode
     decoded = decode_text(data, resolved.rel)
-    lines = workspace.file_states.check_fresh(resolved.real, data, resolved.rel)
+    lines = states.check_fresh(resolved.real, data, resolved.rel, digest)
     newline = dominant_newline(decoded.text) or new_file_newline(workspace.root, resolved.real)
     return CurrentText(decoded.text, decoded.format, newline, lines)
 
