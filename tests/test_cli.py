@@ -214,7 +214,8 @@ def test_demo_fixes_the_sample_project_and_shows_each_step() -> None:
         # what a command left running are not counted); the loop stops at the first fork
         # refused, which a cgroup counts.
         counted = mechanism.removeprefix("  process cap: ").startswith("cgroup")
-        assert forked == ("15 of 40, 1 refused by the cap" if counted else "15 of 40"), cap
+        stopped = "15 of 40, then stopped at its first fork refused"
+        assert forked == (f"{stopped} (the kernel counted 1)" if counted else stopped), cap
     assert lines[-1] == "done"
 
 

@@ -412,11 +412,14 @@ async def _cap_processes(root: Path, printer: _Printer, number: int) -> int:
     finally:
         box.close()
     forked = result.stdout.complete.decode(errors="replace").strip()
-    # Where a cgroup caps them, the kernel counts the forks it refused: a model is told.
-    refused = f", {result.refused_forks} refused by the cap" if result.refused_forks else ""
+    # The loop stops at its first fork refused. Where a cgroup caps them, the kernel
+    # counts the forks it refused: a model is told.
+    stopped = forked.isdigit() and int(forked) < FORKS_ASKED
+    then = ", then stopped at its first fork refused" if stopped else ""
+    counted = f" (the kernel counted {result.refused_forks})" if result.refused_forks else ""
     printer.line(
         f"  process cap: {box.capabilities['process_cap']}; "
-        f"the loop forked {forked} of {FORKS_ASKED}{refused}"
+        f"the loop forked {forked} of {FORKS_ASKED}{then}{counted}"
     )
     return int(not forked.isdigit() or int(forked) >= FORKS_ASKED)
 
