@@ -4,6 +4,7 @@ with hashes, whatever is recorded, dropped or handed to a sandbox child."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,40 @@ def test_a_hash_being_taken_is_taken_again_in_a_fork() -> None:
         from_child = answer.read()
     assert os.waitpid(pid, 0)[1] == 0
     assert from_child == pending.result() == content_hash(data)
+
+
+def test_a_snapshot_waits_for_a_hash_being_taken_without_holding_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Other calls on the table go on while a large file's hash is still being taken.
+    monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 50)
+    real_hash, release, waiting = _state.content_hash, threading.Event(), threading.Event()
+
+    def slow_hash(data: bytes) -> bytes:
+        if data == b"z" * 60:
+            assert release.wait(30), "the test never let the hash end"
+        return real_hash(data)
+
+    real_result = _state.PendingDigest.result
+
+    def result(self: _state.PendingDigest) -> bytes:
+        waiting.set()
+        return real_result(self)
+
+    monkeypatch.setattr(_state, "content_hash", slow_hash)
+    monkeypatch.setattr(_state.PendingDigest, "result", result)
+    states = FileStates()
+    states.record(PATHS[0], b"z" * 60)
+    shipped: list[dict[str, bytes]] = []
+    snapshot = threading.Thread(target=lambda: shipped.append(states.snapshot()))
+    snapshot.start()
+    try:
+        assert waiting.wait(30), "the snapshot never waited for the hash"
+        took = states._guard.acquire(timeout=10)
+        if took:
+            states._guard.release()
+        assert took, "the snapshot held the table while it waited for the hash"
+    finally:
+        release.set()
+        snapshot.join(30)
+    assert shipped == [{str(PATHS[0]): real_hash(b"z" * 60)}]

@@ -109,15 +109,11 @@ class FileStates:
         """Remember ``data`` as the content a caller last saw at ``real``, and ``lines``,
         counts of its text's lines, with it (while it is what was last seen: kept whole,
         or known by its hash)."""
-        key = str(real)
         if len(data) > KEPT_FILE_BYTES:
             # Waited for only when the next staleness check or snapshot needs it.
-            with self._guard:
-                self._drop_kept(key)
-                self._hashes[key] = PendingDigest(data)
-                if lines is not None:
-                    self._lines[key] = lines
+            self.record_digest(real, PendingDigest(data), lines)
             return
+        key = str(real)
         with self._guard:
             self._drop_kept(key)
             self._hashes[key] = None
@@ -144,13 +140,17 @@ class FileStates:
             ):
                 self._lines[key] = lines
 
-    def record_digest(self, real: Path, digest: bytes | PendingDigest) -> None:
+    def record_digest(
+        self, real: Path, digest: bytes | PendingDigest, lines: LineCounts | None = None
+    ) -> None:
         """Remember a :func:`content_hash` of the content a caller last saw at ``real``
-        (or the one being taken)."""
+        (or the one being taken), and ``lines``, counts of its text's lines, with it."""
         key = str(real)
         with self._guard:
             self._drop_kept(key)
             self._hashes[key] = digest
+            if lines is not None:
+                self._lines[key] = lines
 
     def forget(self, real: Path) -> None:
         """Drop what is known about ``real`` (seen, but too large to hash)."""
@@ -223,11 +223,13 @@ class FileStates:
     def snapshot(self, reals: Iterable[Path] | None = None) -> dict[str, bytes]:
         """The hashes as they are now: real path -> :func:`content_hash`; of the paths
         ``reals`` only (those known) when given, so that only they are hashed and shipped."""
+        keys = None if reals is None else [str(real) for real in reals]
+        self._settle(keys)
         with self._guard:
-            if reals is None:
+            if keys is None:
                 return self._digests()
             found = {}
-            for key in map(str, reals):
+            for key in keys:
                 if key in self._hashes:
                     found[key] = self._digest(key)
             return found
@@ -251,6 +253,7 @@ class FileStates:
 
     def changes(self, since: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
         """What changed after the snapshot ``since``: ``(recorded, forgotten)``."""
+        self._settle()
         with self._guard:
             hashes = self._digests()
             recorded = {k: v for k, v in hashes.items() if since.get(k) != v}
@@ -267,6 +270,23 @@ class FileStates:
             for key in forgotten:
                 self._drop_kept(key)
                 self._hashes.pop(key, None)
+
+    def _settle(self, keys: list[str] | None = None) -> None:
+        """Wait for the hashes being taken, of ``keys`` (default: all), without holding the
+        guard (a 1 GiB file's takes 0.6 s, which no other call on the table should wait
+        for), and put them in."""
+        with self._guard:
+            known = self._hashes
+            pending = [
+                (key, digest)
+                for key in (known if keys is None else keys)
+                if isinstance(digest := known.get(key), PendingDigest)
+            ]
+        for key, digest in pending:
+            taken = digest.result()
+            with self._guard:
+                if self._hashes.get(key) is digest:  # else recorded again meanwhile
+                    self._hashes[key] = taken
 
     def _digests(self) -> dict[str, bytes]:
         # Called with the guard held: the hashes not taken yet are taken now (once).
