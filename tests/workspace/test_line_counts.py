@@ -231,10 +231,13 @@ def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
     counts = workspace.file_states.check_fresh(path.resolve(), data, "f.txt")
     assert counts is not None
     text = data.decode()
-    # The start, one every STEP characters up to the hunk (its 3 lines of context before
-    # the change), and the hunk's first line: what the diff counted, carried.
-    hunk = text.index("line 29997\n")
-    assert counts._known[-1] == (hunk, 29_997)
+    # The start, one every STEP characters up to the first line numbered, and that line:
+    # what the edit counted, carried. edit_file edits this ASCII file on its bytes and
+    # numbers the lines around the change from their first (one above the hunk's 3 lines
+    # of context); str_replace numbers the hunk's first line.
+    first = 29_996 if how == "edit_file" else 29_997
+    hunk = text.index(f"line {first}\n")
+    assert counts._known[-1] == (hunk, first)
     assert len(counts) == 2 + hunk // _line_counts.STEP
     for at, _ in counts._known:
         assert counts.before(text, at) == text.count("\n", 0, at), at

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from typing import Literal
+from typing import AnyStr, Literal
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 
@@ -167,17 +167,30 @@ def encode_text(text: str, fmt: TextFormat, name: str) -> bytes:
         ) from exc
 
 
-def dominant_newline(text: str) -> str | None:
+def dominant_newline(text: AnyStr) -> str | None:
     """The line ending most lines of ``text`` use, ``"\\n"`` or ``"\\r\\n"`` (LF on a tie);
     ``"\\r"`` when it has CRs and no LF (classic Mac OS files: an edit keeps them so, as
-    git keeps such a file one line); ``None`` when it has neither."""
-    if "\r" not in text:  # one scan instead of two counts, for most files
-        return "\n" if "\n" in text else None
-    lf_total = text.count("\n")
+    git keeps such a file one line); ``None`` when it has neither. ``text`` may be the bytes
+    of a text whose CR and LF are single bytes (ASCII, UTF-8, latin-1)."""
+    lf = lf_of(text)
+    cr = cr_of(text)
+    if cr not in text:  # one scan instead of two counts, for most files
+        return "\n" if lf in text else None
+    lf_total = text.count(lf)
     if lf_total == 0:
         return "\r"
-    crlf = text.count("\r\n")
+    crlf = text.count(cr + lf)
     return "\r\n" if crlf > lf_total - crlf else "\n"
+
+
+def lf_of(text: AnyStr) -> AnyStr:
+    """A line feed of ``text``'s kind: ``"\\n"`` for a text, ``b"\\n"`` for bytes."""
+    return "\n" if isinstance(text, str) else b"\n"
+
+
+def cr_of(text: AnyStr) -> AnyStr:
+    """A carriage return of ``text``'s kind: ``"\\r"`` for a text, ``b"\\r"`` for bytes."""
+    return "\r" if isinstance(text, str) else b"\r"
 
 
 def newline_name(newline: str | None) -> NewlineName | None:

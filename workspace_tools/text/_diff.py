@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import AnyStr
 
-from workspace_tools.text._decode import TextFormat, detect_format
+from workspace_tools.text._decode import TextFormat, detect_format, lf_of
 from workspace_tools.text._line_counts import LineCounts
 
 CONTEXT_LINES = 3
@@ -62,6 +63,7 @@ def unified_diff(
     mode: int = 0o100644,
     unchanged: tuple[int, int] = (0, 0),
     lines: LineCounts | None = None,
+    lines_above: int = 0,
 ) -> TextDiff:
     """The unified diff turning ``old`` into ``new`` for the file at ``path`` (relative, ``/``).
 
@@ -75,6 +77,8 @@ def unified_diff(
             so they are not compared; the diff is the same as without.
         lines: counts of ``old``'s lines, to number the first hunk from (counting from
             the nearest known one, and keeping what is counted) instead of from the start.
+        lines_above: for ``old`` and ``new`` the lines around a change, not the whole
+            texts: the lines of the file above them, which number the hunks.
     """
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = [f"diff --git {quoted_a} {quoted_b}\n"]
@@ -85,14 +89,14 @@ def unified_diff(
     elif old == new:
         return TextDiff("", 0, 0)
     start, old_stop, new_stop = _changed_span(old, new, *unchanged)
-    before = _lines_before(old, start, CONTEXT_LINES)
-    after = _lines_after(old, old_stop, CONTEXT_LINES)
+    before = lines_before(old, start, CONTEXT_LINES)
+    after = lines_after(old, old_stop, CONTEXT_LINES)
     hunks, additions, deletions = _hunks(
         split_lines(old[before:start]),
         split_lines(old[start:old_stop]),
         split_lines(new[start:new_stop]),
         split_lines(old[old_stop:after]),
-        old.count("\n", 0, before) if lines is None else lines.before(old, before),
+        lines_above + (old.count("\n", 0, before) if lines is None else lines.before(old, before)),
     )
     if hunks:
         header.append(f"--- {'/dev/null' if created else quoted_a}\n")
@@ -201,18 +205,22 @@ def _changed_span(old: str, new: str, head: int = 0, tail: int = 0) -> tuple[int
     return start, stop, len(new) - (len(old) - stop)
 
 
-def _lines_before(text: str, offset: int, count: int) -> int:
-    """The offset of the line ``count`` lines before the line starting at ``offset``."""
+def lines_before(text: AnyStr, offset: int, count: int) -> int:
+    """The offset of the line ``count`` lines before the line starting at ``offset`` (of a
+    text or of an ASCII text's bytes)."""
+    lf = lf_of(text)
     for _ in range(count):
         if offset:
-            offset = text.rfind("\n", 0, offset - 1) + 1
+            offset = text.rfind(lf, 0, offset - 1) + 1
     return offset
 
 
-def _lines_after(text: str, offset: int, count: int) -> int:
-    """The offset just past ``count`` lines from the line starting at ``offset``."""
+def lines_after(text: AnyStr, offset: int, count: int) -> int:
+    """The offset just past ``count`` lines from the line starting at ``offset`` (of a text
+    or of an ASCII text's bytes)."""
+    lf = lf_of(text)
     for _ in range(count):
-        found = text.find("\n", offset)
+        found = text.find(lf, offset)
         offset = len(text) if found == -1 else found + 1
     return offset
 

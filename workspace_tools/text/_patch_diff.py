@@ -17,10 +17,10 @@ from workspace_tools.text._diff import (
     _changed_span,
     _hunks,
     _line,
-    _lines_after,
-    _lines_before,
     _quote,
     _range,
+    lines_after,
+    lines_before,
     split_lines,
 )
 from workspace_tools.text._patch_apply import PatchedText
@@ -50,11 +50,11 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
         if regions and lines[0] <= regions[-1][0][1]:
             merged, at, held = regions[-1]
             merged[1], merged[3] = lines[1], lines[3]
-            at[1] = _lines_after(old, end, trail)
+            at[1] = lines_after(old, end, trail)
             held.append(index)
         else:
             regions.append(
-                (lines, [_lines_before(old, start, lead), _lines_after(old, end, trail)], [index])
+                (lines, [lines_before(old, start, lead), lines_after(old, end, trail)], [index])
             )
     hunks: list[str] = []
     additions = deletions = 0
@@ -95,8 +95,8 @@ def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
     if old == new:
         return [], 0, 0
     start, old_stop, new_stop = _changed_span(old, new)
-    before = _lines_before(old, start, CONTEXT_LINES)
-    after = _lines_after(old, old_stop, CONTEXT_LINES)
+    before = lines_before(old, start, CONTEXT_LINES)
+    after = lines_after(old, old_stop, CONTEXT_LINES)
     lead, trail = split_lines(old[before:start]), split_lines(old[old_stop:after])
     removed, added = split_lines(old[start:old_stop]), split_lines(new[start:new_stop])
     first = old.count("\n", 0, before)

@@ -9,10 +9,20 @@ from pydantic import BaseModel, Field
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, path_argument, tool
+from workspace_tools.text._decode import UTF8
+from workspace_tools.text._diff import TextDiff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import Workspace
+from workspace_tools.workspace._byte_edit import edit_bytes
 from workspace_tools.workspace._near_miss import not_found_hint
-from workspace_tools.workspace._textfile import load_text, save_change
+from workspace_tools.workspace._paths import ResolvedPath
+from workspace_tools.workspace._textfile import (
+    ReadFile,
+    Saved,
+    load_text,
+    read_for_change,
+    save_change,
+)
 
 DESCRIPTION = """\
 Replace text in an existing file of the workspace: `old_text` becomes `new_text`.
@@ -142,39 +152,27 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
             )
     resolved = workspace.resolve(args.path)
     with workspace.file_states.lock(resolved.real):
-        current = load_text(workspace, resolved)
-        if current.text is None:
-            raise ToolError(
-                f"File not found: {resolved.rel}"
-                + (
-                    not_found_hint(str(workspace.root), args.path)
-                    or "; use write_file to create a file"
-                ),
-                ErrorCode.NOT_FOUND,
+        read = read_for_change(workspace, resolved)
+        made = (
+            edit_bytes(
+                workspace,
+                resolved,
+                read,
+                edits[0].old_text,
+                edits[0].new_text,
+                replace_all=edits[0].replace_all,
+                guard=context.committing,
             )
-        text = current.text
-        results: list[EditMatch] = []
-        # What no edit touched, at the start and the end: each edit keeps its own, so the
-        # whole run keeps the shortest of them; the diff need not compare it.
-        head = tail = len(text)
-        for number, edit in enumerate(edits, 1):
-            try:
-                done = replace_text(
-                    text,
-                    edit.old_text,
-                    edit.new_text,
-                    replace_all=edit.replace_all,
-                    newline=current.newline,
-                    path=resolved.rel,
-                )
-            except ToolError as exc:
-                raise _in_list(exc, number, edits) from exc
-            text = done.text
-            head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
-            results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
-        saved, diff = save_change(
-            workspace, resolved, current, text, unchanged=(head, tail), guard=context.committing
+            if len(edits) == 1
+            else None
         )
+        if made is not None:
+            saved, diff, encoding = made.saved, made.diff, UTF8.label
+            results = [EditMatch(replacements=made.result.replacements, match=made.result.match)]  # type: ignore[arg-type]
+        else:
+            saved, diff, results, encoding = _edit_text(
+                workspace, resolved, read, args.path, edits, context
+            )
     listed = results if args.edits is not None else None
     replacements = sum(r.replacements for r in results)
     match = next((r.match for r in results if r.match != "exact"), "exact")
@@ -185,7 +183,7 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
         deletions=diff.deletions,
         replacements=replacements,
         match=match,
-        encoding=current.format.label,
+        encoding=encoding,
         edits=listed,
     )
     content = EditFileContent(
@@ -208,6 +206,50 @@ def build(workspace: Workspace) -> Tool[EditFileArgs]:
         paths=path_argument,
         locks_paths=True,
     )
+
+
+def _edit_text(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    read: ReadFile,
+    asked: str,
+    edits: list[Edit],
+    context: ToolContext,
+) -> tuple[Saved, TextDiff, list[EditMatch], str]:
+    """``edits`` made on the decoded text of the file ``read`` holds (``asked``: its path as
+    the model wrote it): what was written, the diff, each edit's match, and the encoding's
+    label."""
+    current = load_text(workspace, resolved, read)
+    if current.text is None:
+        raise ToolError(
+            f"File not found: {resolved.rel}"
+            + (not_found_hint(str(workspace.root), asked) or "; use write_file to create a file"),
+            ErrorCode.NOT_FOUND,
+        )
+    text = current.text
+    results: list[EditMatch] = []
+    # What no edit touched, at the start and the end: each edit keeps its own, so the
+    # whole run keeps the shortest of them; the diff need not compare it.
+    head = tail = len(text)
+    for number, edit in enumerate(edits, 1):
+        try:
+            done = replace_text(
+                text,
+                edit.old_text,
+                edit.new_text,
+                replace_all=edit.replace_all,
+                newline=current.newline,
+                path=resolved.rel,
+            )
+        except ToolError as exc:
+            raise _in_list(exc, number, edits) from exc
+        text = done.text
+        head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
+        results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
+    saved, diff = save_change(
+        workspace, resolved, current, text, unchanged=(head, tail), guard=context.committing
+    )
+    return saved, diff, results, current.format.label
 
 
 def _which(number: int, edits: list[Edit]) -> str:

@@ -37,6 +37,18 @@ from typing import Any, BinaryIO
 from workspace_tools._errors import ErrorCode, ToolError, clipped
 from workspace_tools.workspace._tempfiles import TempSweeps, create_temp, remove_stale_temps
 
+Content = bytes | tuple[bytes | memoryview, ...]
+"""A file's new content: its bytes, or pieces of them written one after another (an edit of
+a large file writes the old content's slices around its change without copying them)."""
+
+
+def content_size(content: Content) -> int:
+    """The size of ``content`` in bytes."""
+    if isinstance(content, bytes):
+        return len(content)
+    return sum(memoryview(piece).nbytes for piece in content)
+
+
 #: Errors that say nothing of a file, only of this process (out of file descriptors): a
 #: walk or a search raises them, never skips the file as if it were gone.
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
@@ -482,7 +494,7 @@ def atomic_write(
     root: Path,
     real: Path,
     rel: str,
-    data: bytes,
+    data: Content,
     *,
     write_read_only: bool = False,
     guard: CommitGuard = nullcontext,
@@ -502,7 +514,7 @@ def atomic_write(
 
     Args:
         root, real, rel: the workspace root, the target's real path and its path as shown.
-        data: the new content.
+        data: the new content (its bytes, or pieces of them).
         write_read_only: replace a file that has no write permission bit at all where the
             process may (root); off, such a file is refused like for any other user.
         guard: entered around the rename (and each ``mkdir``): it may raise to stop the
@@ -604,7 +616,7 @@ def _check_writable(
 def _replace(
     dir_fd: int,
     name: str,
-    data: bytes,
+    data: Content,
     old: os.stat_result | None,
     rel: str,
     guard: CommitGuard,
@@ -647,7 +659,7 @@ def _fill_and_rename(
     fd: int,
     temp: str,
     name: str,
-    data: bytes,
+    data: Content,
     old: os.stat_result | None,
     guard: CommitGuard,
     fsync: bool,
@@ -746,7 +758,7 @@ def _take_owner(fd: int, old: os.stat_result) -> bool:
 
 
 def _rewrite_in_place(
-    dir_fd: int, name: str, rel: str, data: bytes, guard: CommitGuard, fsync: bool
+    dir_fd: int, name: str, rel: str, data: Content, guard: CommitGuard, fsync: bool
 ) -> None:
     """Overwrite the file itself (owner, group, mode and links stay): a crash part-way
     leaves a mix of old and new, as after ``echo > file``. A full disk is found out
@@ -769,10 +781,11 @@ def _rewrite_in_place(
                 ErrorCode.PERMISSION_DENIED,
             )
         os.set_blocking(fd, True)
+        size = content_size(data)
         with guard():
-            _reserve(fd, info.st_size, len(data))
+            _reserve(fd, info.st_size, size)
             _write_all(fd, data)
-            os.ftruncate(fd, len(data))
+            os.ftruncate(fd, size)
         if fsync:
             os.fsync(fd)
     finally:
@@ -792,10 +805,11 @@ def _reserve(fd: int, size: int, needed: int) -> None:
         # Not supported here (EOPNOTSUPP, EINVAL): the writes themselves find out.
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd: int, data: Content) -> None:
+    for piece in (data,) if isinstance(data, bytes) else data:
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 @dataclass(frozen=True)

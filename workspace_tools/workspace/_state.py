@@ -11,11 +11,18 @@ from pathlib import Path
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._line_counts import LineCounts
+from workspace_tools.workspace._files import Content, content_size
 
 
-def content_hash(data: bytes) -> bytes:
-    """SHA-256 digest of a file's bytes; staleness compares these, never mtimes."""
-    return hashlib.sha256(data).digest()
+def content_hash(data: Content) -> bytes:
+    """SHA-256 digest of a file's bytes (or of its pieces, one after another); staleness
+    compares these, never mtimes."""
+    if isinstance(data, bytes):
+        return hashlib.sha256(data).digest()
+    hasher = hashlib.sha256()
+    for piece in data:
+        hasher.update(piece)
+    return hasher.digest()
 
 
 class PendingDigest:
@@ -24,11 +31,11 @@ class PendingDigest:
     hash of a large file (60 ms for 100 MB) runs on another CPU beside a decode, a write or
     its flush, or the model's next turn. :meth:`result` waits for it."""
 
-    def __init__(self, data: bytes) -> None:
-        # Which bytes object it hashes: two objects alive at once never share an id, and
-        # the caller that asks (is_of) holds its own.
+    def __init__(self, data: Content) -> None:
+        # Which object it hashes: two objects alive at once never share an id, and the
+        # caller that asks (is_of) holds its own.
         self._source = id(data)
-        self._data: bytes | None = data
+        self._data: Content | None = data
         self._digest: bytes | None = None
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._take, name="content-hash", daemon=True)
@@ -38,7 +45,7 @@ class PendingDigest:
         self._digest = content_hash(self._data or b"")
         self._data = None  # after the digest: a fork's copy has one or the other
 
-    def is_of(self, data: bytes) -> bool:
+    def is_of(self, data: Content) -> bool:
         """Whether this is the hash of the very object ``data`` (alive while asked)."""
         return self._source == id(data)
 
@@ -105,14 +112,16 @@ class FileStates:
         with self._guard:
             return self._locks.setdefault(str(real), threading.Lock())
 
-    def record(self, real: Path, data: bytes, lines: LineCounts | None = None) -> None:
+    def record(self, real: Path, data: Content, lines: LineCounts | None = None) -> None:
         """Remember ``data`` as the content a caller last saw at ``real``, and ``lines``,
         counts of its text's lines, with it (while it is what was last seen: kept whole,
         or known by its hash)."""
-        if len(data) > KEPT_FILE_BYTES:
+        if content_size(data) > KEPT_FILE_BYTES:
             # Waited for only when the next staleness check or snapshot needs it.
             self.record_digest(real, PendingDigest(data), lines)
             return
+        if not isinstance(data, bytes):
+            data = b"".join(data)
         key = str(real)
         with self._guard:
             self._drop_kept(key)
@@ -128,7 +137,7 @@ class FileStates:
                 if self._hashes.get(old_key, b"") is None:
                     self._hashes[old_key] = content_hash(old_data)
 
-    def keep_lines(self, real: Path, data: bytes, lines: LineCounts) -> None:
+    def keep_lines(self, real: Path, data: Content, lines: LineCounts) -> None:
         """Keep ``lines``, counts of the text of ``data``, with the content recorded for
         ``real`` if it is still that very ``data`` (kept whole, or its hash being taken):
         the counts a change found after recording what it wrote."""

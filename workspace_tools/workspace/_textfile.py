@@ -31,11 +31,13 @@ from workspace_tools.text._editorconfig import new_file_newline
 from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.workspace._files import (
     CommitGuard,
+    Content,
     _check_writable,
     _existing,
     _take_owner,
     _write_all,
     atomic_write,
+    content_size,
     held_levels,
     libc_function,
     open_parent,
@@ -45,6 +47,7 @@ from workspace_tools.workspace._files import (
     swap_in,
 )
 from workspace_tools.workspace._paths import ResolvedPath
+from workspace_tools.workspace._state import PendingDigest
 from workspace_tools.workspace._tempfiles import create_temp, remove_stale_temps
 from workspace_tools.workspace._workspace import Workspace
 
@@ -68,22 +71,47 @@ class CurrentText:
     lines: LineCounts | None = None
 
 
-def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
-    """Read ``resolved`` for a change.
+@dataclass(frozen=True)
+class ReadFile:
+    """A file's bytes read for a change (``None``: no such file), and their hash being
+    taken meanwhile when the staleness check will need one
+    (:meth:`~._state.FileStates.hash_meanwhile`)."""
+
+    data: bytes | None
+    digest: PendingDigest | None = None
+
+
+def read_for_change(workspace: Workspace, resolved: ResolvedPath) -> ReadFile:
+    """Read ``resolved`` whole for a change and start taking its hash if the staleness check
+    will need it (:func:`load_text` checks it).
+
+    Raises:
+        ToolError: ``FILE_TOO_LARGE`` over ``max_file_bytes``, and the errors of
+            :func:`~._files.open_read`.
+    """
+    limit = workspace.options.max_file_bytes
+    data = read_bytes(workspace.root, resolved.real, resolved.rel, limit=limit)
+    if data is None:
+        return ReadFile(None)
+    return ReadFile(data, workspace.file_states.hash_meanwhile(resolved.real, data))
+
+
+def load_text(
+    workspace: Workspace, resolved: ResolvedPath, read: ReadFile | None = None
+) -> CurrentText:
+    """Read ``resolved`` for a change (or take what :func:`read_for_change` read of it).
 
     Raises:
         ToolError: ``FILE_TOO_LARGE`` over ``max_file_bytes``, ``BINARY_FILE``,
             ``STALE_FILE`` when it changed since last read or written, and the errors of
             :func:`~._files.open_read`.
     """
-    limit = workspace.options.max_file_bytes
-    data = read_bytes(workspace.root, resolved.real, resolved.rel, limit=limit)
+    read = read or read_for_change(workspace, resolved)
+    data = read.data
     if data is None:
         return CurrentText(None, UTF8, new_file_newline(workspace.root, resolved.real))
-    states = workspace.file_states
-    digest = states.hash_meanwhile(resolved.real, data)  # taken beside the decode
-    decoded = decode_text(data, resolved.rel)
-    lines = states.check_fresh(resolved.real, data, resolved.rel, digest)
+    decoded = decode_text(data, resolved.rel)  # beside the hash being taken
+    lines = workspace.file_states.check_fresh(resolved.real, data, resolved.rel, read.digest)
     newline = dominant_newline(decoded.text) or new_file_newline(workspace.root, resolved.real)
     return CurrentText(decoded.text, decoded.format, newline, lines)
 
@@ -92,11 +120,11 @@ def load_text(workspace: Workspace, resolved: ResolvedPath) -> CurrentText:
 class Saved:
     """A text file written: ``size`` in bytes, and ``note``, for the model, when the file
     had other hard links, which keep the old content (``None`` otherwise); ``data``, the
-    bytes written, as the workspace recorded them."""
+    content written, as the workspace recorded it."""
 
     size: int
     note: str | None
-    data: bytes
+    data: Content
 
 
 def save_text(
@@ -107,7 +135,26 @@ def save_text(
     *,
     guard: CommitGuard = nullcontext,
 ) -> Saved:
-    """Write ``text`` in ``fmt`` atomically and remember it as seen.
+    """Write ``text`` in ``fmt`` atomically and remember it as seen (:func:`save_bytes`).
+
+    Raises:
+        ToolError: ``ENCODING_ERROR`` when ``fmt`` cannot hold ``text``, and as
+            :func:`save_bytes`.
+    """
+    resolved.refuse_directory_form()
+    return save_bytes(workspace, resolved, encode_text(text, fmt, resolved.rel), guard=guard)
+
+
+def save_bytes(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    data: Content,
+    lines: LineCounts | None = None,
+    *,
+    guard: CommitGuard = nullcontext,
+) -> Saved:
+    """Write ``data`` atomically and remember it as seen, with ``lines``, counts of its
+    text's lines, when given (:meth:`~._state.FileStates.record`).
 
     ``guard`` is entered around the commit (see :func:`~._files.atomic_write`): a tool
     passes its context's :meth:`~workspace_tools.ToolContext.committing`, so that nothing
@@ -116,15 +163,15 @@ def save_text(
 
     Raises:
         ToolError: ``INVALID_ARGUMENTS`` for a path written as a directory's (``new/``),
-            ``ENCODING_ERROR`` when ``fmt`` cannot hold ``text``, ``FILE_TOO_LARGE`` over
-            ``max_file_bytes``, and the errors of :func:`~._files.atomic_write`.
+            ``FILE_TOO_LARGE`` over ``max_file_bytes``, and the errors of
+            :func:`~._files.atomic_write`.
     """
     resolved.refuse_directory_form()
-    data = encode_text(text, fmt, resolved.rel)
+    size = content_size(data)
     limit = workspace.options.max_file_bytes
-    if len(data) > limit:
+    if size > limit:
         raise ToolError(
-            f"The new content of {resolved.rel} is {len(data):,} bytes, over the "
+            f"The new content of {resolved.rel} is {size:,} bytes, over the "
             f"{limit:,}-byte limit; write less",
             ErrorCode.FILE_TOO_LARGE,
         )
@@ -138,8 +185,8 @@ def save_text(
         fsync=workspace.options.fsync,
         sweeps=workspace.temp_sweeps,
     )
-    workspace.file_states.record(resolved.real, data)
-    return Saved(len(data), other_links_note(resolved.rel, links), data)
+    workspace.file_states.record(resolved.real, data, lines)
+    return Saved(size, other_links_note(resolved.rel, links), data)
 
 
 def save_change(
