@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from tests.file_support import assert_diff_reproduces, call, tools
 from tests.workspace.test_line_counts import _small_steps
 from workspace_tools import Workspace
+from workspace_tools.adapters import anthropic_text_editor
+from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.text._decode import dominant_newline
 from workspace_tools.text._diff import unified_diff
 from workspace_tools.text._line_counts import LineCounts
@@ -136,15 +138,30 @@ def kept_whole(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return bool(request.param)
 
 
+def _editor(workspace: Workspace, how: str) -> Any:
+    """A caller of ``edit_file``, or of the text editor's ``str_replace``, over ``workspace``."""
+    if how == "edit_file":
+        edit = tools(workspace)["edit_file"]
+        return lambda old, new, replace_all=False: call(
+            edit, path="f.txt", old_text=old, new_text=new, replace_all=replace_all
+        )
+    editor = text_editor_tool(workspace)
+    return lambda old, new, replace_all=False: call(
+        editor, command="str_replace", path="f.txt", old_str=old, new_str=new
+    )
+
+
+@pytest.mark.parametrize("how", ["edit_file", "str_replace"])
 @settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(first=edits(), second_new=NEW)
-def test_edit_file_on_bytes_returns_and_writes_what_the_text_path_does(
+def test_an_edit_on_bytes_returns_and_writes_what_the_text_path_does(
     tmp_path_factory: pytest.TempPathFactory,
     kept_whole: bool,
+    how: str,
     first: tuple[str, str, str, bool],
     second_new: str,
 ) -> None:
@@ -155,25 +172,24 @@ def test_edit_file_on_bytes_returns_and_writes_what_the_text_path_does(
         root = base / str(byte_path)
         root.mkdir()
         (root / "f.txt").write_bytes(text.encode())
-        workspace = Workspace(root, fsync=False)
-        edit = tools(workspace)["edit_file"]
+        edit = _editor(Workspace(root, fsync=False), how)
         with pytest.MonkeyPatch.context() as patch:
             if not byte_path:
-                patch.setattr(edit_file, "edit_bytes", lambda *a, **k: None)
-            arguments = {"old_text": old, "new_text": new, "replace_all": replace_all}
-            seen = [_outcome(call(edit, path="f.txt", **arguments))]
+                for module in (edit_file, anthropic_text_editor):
+                    patch.setattr(module, "edit_bytes", lambda *a, **k: None)
+            seen = [_outcome(edit(old, new, replace_all and how == "edit_file"))]
             # A second edit of what the first wrote: numbered from the counts it kept.
             lines = (root / "f.txt").read_bytes().decode("utf-8", "replace").split("\n")
             middle = lines[len(lines) // 2] + "\n" if len(lines) > 1 else lines[0] or "a"
-            second = {"old_text": middle, "new_text": second_new}
-            seen.append(_outcome(call(edit, path="f.txt", **second)))
+            seen.append(_outcome(edit(middle, second_new)))
         seen.append((root / "f.txt").read_bytes())
         outcomes.append(seen)
     assert outcomes[0] == outcomes[1]
 
 
+@pytest.mark.parametrize("how", ["edit_file", "str_replace"])
 def test_an_ascii_files_exact_edit_is_never_decoded_whole(
-    tmp_path: Path, kept_whole: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, kept_whole: bool, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = b"".join(b"line %d\n" % i for i in range(2_000))
     (tmp_path / "f.txt").write_bytes(old)
@@ -182,8 +198,8 @@ def test_an_ascii_files_exact_edit_is_never_decoded_whole(
         raise AssertionError("the whole file was decoded")
 
     monkeypatch.setattr(_textfile, "decode_text", no_decode)
-    edit = tools(Workspace(tmp_path))["edit_file"]
-    result = call(edit, path="f.txt", old_text="line 1000\n", new_text="caf\u00e9\n")
+    edit = _editor(Workspace(tmp_path), how)
+    result = edit("line 1000\n", "caf\u00e9\n")
     assert result.error is None, result.error
     new = old.replace(b"line 1000\n", "caf\u00e9\n".encode())
     assert (tmp_path / "f.txt").read_bytes() == new
@@ -191,7 +207,7 @@ def test_an_ascii_files_exact_edit_is_never_decoded_whole(
     assert_diff_reproduces(tmp_path / "scratch", "f.txt", old, new, result.details)
     # The file, now UTF-8 beyond ASCII, is edited on its text, as last written.
     monkeypatch.undo()
-    again = call(edit, path="f.txt", old_text="caf\u00e9\n", new_text="line 1000\n")
+    again = edit("caf\u00e9\n", "line 1000\n")
     assert again.error is None, again.error
     assert (tmp_path / "f.txt").read_bytes() == old
     assert again.details.diff.splitlines()[3] == "@@ -998,7 +998,7 @@"

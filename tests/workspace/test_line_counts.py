@@ -129,10 +129,14 @@ def _hunks_start_where_their_lines_are(old: str, diff: str) -> None:
     # Not kept whole: what was last seen of the file is known by its hash alone (a large
     # file's way), which a thread takes while the edit goes on.
     kept_whole=st.booleans(),
+    # An ASCII file's single exact edits are made on its bytes (until an edit adds an é).
+    letter=st.sampled_from(["\u00e9", "e"]),
 )
 def test_a_files_later_edits_number_their_hunks_from_the_file(
-    edits: list[tuple[int, str, str, int]], encoding: str, kept_whole: bool
+    edits: list[tuple[int, str, str, int]], encoding: str, kept_whole: bool, letter: str
 ) -> None:
+    if letter == "e" and encoding == "latin-1":
+        encoding = "utf-8"  # an ASCII file is UTF-8 by the decoding rules: so is its é
     # The text as the diff shows it: a BOM as U+FEFF.
     shown = "latin-1" if encoding == "latin-1" else "utf-8"
     # Counts every 24 characters of a 700-character file, carried across the edits (a
@@ -146,7 +150,7 @@ def test_a_files_later_edits_number_their_hunks_from_the_file(
         root = Path(temp) / "w"
         root.mkdir()
         path = root / "f.txt"
-        path.write_bytes("".join(f"line \u00e9 {i}\n" for i in range(60)).encode(encoding))
+        path.write_bytes("".join(f"line {letter} {i}\n" for i in range(60)).encode(encoding))
         workspace = Workspace(root)
         by_name = tools(workspace)
         editor = text_editor_tool(workspace)
@@ -210,15 +214,17 @@ def test_a_read_keeps_true_counts_of_the_lines_it_passed(
             assert counts.before(decoded, at) == decoded.count("\n", 0, at), at
 
 
+@pytest.mark.parametrize("ascii_only", [True, False])
 @pytest.mark.parametrize("kept_whole", [True, False])
 @pytest.mark.parametrize("how", ["edit_file", "str_replace"])
 def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
-    tmp_path: Path, how: str, kept_whole: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, how: str, kept_whole: bool, ascii_only: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not kept_whole:  # as a file over 8 MiB: known by its hash, its counts kept with it
         monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 1000)
     path = tmp_path / "f.txt"
-    path.write_bytes(b"".join(b"line %d\n" % i for i in range(50_000)))
+    first_line = b"line 0\n" if ascii_only else "lin\u00e9 0\n".encode()
+    path.write_bytes(first_line + b"".join(b"line %d\n" % i for i in range(1, 50_000)))
     workspace = Workspace(tmp_path)
     if how == "edit_file":
         tool_ = tools(workspace)["edit_file"]
@@ -232,10 +238,10 @@ def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
     assert counts is not None
     text = data.decode()
     # The start, one every STEP characters up to the first line numbered, and that line:
-    # what the edit counted, carried. edit_file edits this ASCII file on its bytes and
-    # numbers the lines around the change from their first (one above the hunk's 3 lines
-    # of context); str_replace numbers the hunk's first line.
-    first = 29_996 if how == "edit_file" else 29_997
+    # what the edit counted, carried. An ASCII file is edited on its bytes, which numbers
+    # the lines around the change from their first, one above the hunk's 3 lines of context;
+    # another on its text, which numbers the hunk's first line.
+    first = 29_996 if ascii_only else 29_997
     hunk = text.index(f"line {first}\n")
     assert counts._known[-1] == (hunk, first)
     assert len(counts) == 2 + hunk // _line_counts.STEP

@@ -64,13 +64,20 @@ from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.adapters._common import QUOTED_SPANS
 from workspace_tools.session._checkpoints import RestoreResult
 from workspace_tools.session._undo import RestorePath, undoing_tool
-from workspace_tools.text._decode import TextFormat, convert_newlines, decode_text
+from workspace_tools.text._decode import UTF8, TextFormat, convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
+from workspace_tools.workspace._byte_edit import edit_bytes
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
 from workspace_tools.workspace._near_miss import near_miss, suggested
-from workspace_tools.workspace._textfile import CurrentText, load_text, save_change, text_diff
+from workspace_tools.workspace._textfile import (
+    CurrentText,
+    ReadFile,
+    load_text,
+    save_change,
+    text_diff,
+)
 
 T = TypeVar("T")
 
@@ -223,7 +230,7 @@ def text_editor_tool(
             if args.command == "create":
                 output = _create(working, resolved, args, context)
             elif args.command == "str_replace":
-                output = _str_replace(working, resolved, args, context)
+                output = _str_replace(working, resolved, args, context, before)
             else:
                 output = _insert(working, resolved, args, context)
             after = read_bytes(
@@ -455,8 +462,10 @@ def _create(
     return tool_output(f"File created successfully at: {args.path}", details)
 
 
-def _existing(workspace: Workspace, resolved: ResolvedPath, path: str) -> Any:
-    current = load_text(workspace, resolved)
+def _existing(
+    workspace: Workspace, resolved: ResolvedPath, path: str, read: ReadFile | None = None
+) -> Any:
+    current = load_text(workspace, resolved, read)
     if current.text is None:
         raise _not_found(workspace, path)
     return current
@@ -505,18 +514,67 @@ def _in_editor_terms(message: str, paths: tuple[str, ...] = ()) -> str:
 
 
 def _str_replace(
-    workspace: Workspace, resolved: ResolvedPath, args: TextEditorArgs, context: ToolContext
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    args: TextEditorArgs,
+    context: ToolContext,
+    data: bytes | None,
 ) -> object:
+    """``str_replace`` on the file whose bytes are ``data`` (``None``: no such file): on
+    its bytes when :func:`~workspace_tools.workspace._byte_edit.edit_bytes` can make the
+    edit (an ASCII file, one exact place), else on its text."""
     if not args.old_str:
         raise ToolError(
             "Error: Parameter `old_str` is required for command: str_replace, and may not be empty",
             ErrorCode.INVALID_ARGUMENTS,
         )
-    current = _existing(workspace, resolved, args.path)
+    if data is None:
+        raise _not_found(workspace, args.path)
+    read = ReadFile(data, workspace.file_states.hash_meanwhile(resolved.real, data))
+    made = _written(
+        lambda: edit_bytes(
+            workspace,
+            resolved,
+            read,
+            args.old_str or "",
+            args.new_str or "",
+            replace_all=False,
+            guard=context.committing,
+        )
+    )
+    if made is None:
+        details = _str_replace_text(workspace, resolved, args, context, read)
+    else:
+        details = TextEditorDetails(
+            command="str_replace",
+            path=resolved.rel,
+            diff=made.diff.diff,
+            additions=made.diff.additions,
+            deletions=made.diff.deletions,
+            match=made.result.match,
+            encoding=UTF8.label,
+            note=made.saved.note,
+        )
+    text = "Successfully replaced text at exactly one location."
+    match = details.match or "exact"
+    if match != "exact":
+        text += f"\n(old_str matched with {match.replace('_', ' ')} differences ignored)"
+    return tool_output(_with_note(text, details), details)
+
+
+def _str_replace_text(
+    workspace: Workspace,
+    resolved: ResolvedPath,
+    args: TextEditorArgs,
+    context: ToolContext,
+    read: ReadFile,
+) -> TextEditorDetails:
+    """``str_replace`` made on the decoded text of the file ``read`` holds."""
+    current = _existing(workspace, resolved, args.path, read)
     try:
         edit = replace_text(
             current.text,
-            args.old_str,
+            args.old_str or "",
             args.new_str or "",
             replace_all=False,
             newline=current.newline,
@@ -540,7 +598,7 @@ def _str_replace(
                 details=exc.details,
             ) from exc
         raise
-    details = _change(
+    return _change(
         workspace,
         resolved,
         "str_replace",
@@ -550,10 +608,6 @@ def _str_replace(
         match=edit.match,
         unchanged=edit.unchanged,
     )
-    text = "Successfully replaced text at exactly one location."
-    if edit.match != "exact":
-        text += f"\n(old_str matched with {edit.match.replace('_', ' ')} differences ignored)"
-    return tool_output(_with_note(text, details), details)
 
 
 def _insert(
