@@ -30,18 +30,36 @@ def _window(data: bytes, offset: int, limit: int, known=None):  # type: ignore[n
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=files, offset=st.integers(1, 40), limit=st.integers(1, 6), chunk=st.integers(1, 9))
+@given(
+    data=files,
+    offset=st.integers(1, 40),
+    limit=st.integers(1, 6),
+    chunk=st.integers(1, 9),
+    block=st.integers(1, 9),
+)
 def test_a_window_from_the_index_equals_a_full_read(
-    data: bytes, offset: int, limit: int, chunk: int
+    data: bytes, offset: int, limit: int, chunk: int, block: int
 ) -> None:
     if not data:
         return
-    # Tiny chunks: windows start in every position of a chunk, lines span chunks.
-    with mock.patch.object(_lines, "CHUNK_BYTES", chunk):
+    # The whole file as one chunk: every line passed through the window (the newline
+    # style, judged on the first chunk, aside).
+    with mock.patch.object(_lines, "CHUNK_BYTES", len(data) + 1):
+        lines, cut, total, _, fmt = _window(data, offset, limit)
+    # Tiny chunks and index blocks: windows start in every position of a chunk and of a
+    # block, lines span chunks, chunks before and after the window pass by their count.
+    with (
+        mock.patch.object(_lines, "CHUNK_BYTES", chunk),
+        mock.patch.object(_lines, "BLOCK_BYTES", block),
+    ):
         first = read_lines(io.BytesIO(data), 1, 1, 5, whole=False, name="f")
         assert first.line_index is not None
-        expected = _window(data, offset, limit)
-        assert _window(data, offset, limit, first.line_index) == expected
+        assert first.line_index.lf_before.tolist() == [
+            data.count(b"\n", 0, at) for at in first.line_index.block_starts
+        ]
+        streamed = _window(data, offset, limit)
+        assert (*streamed[:3], streamed[4]) == (lines, cut, total, fmt)
+        assert _window(data, offset, limit, first.line_index) == streamed
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import re
 from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import AnyStr, BinaryIO, Generic
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
@@ -24,6 +25,9 @@ from workspace_tools.text._decode import LATIN1, UTF8, TextFormat, decode_text, 
 from workspace_tools.text._line_counts import LineCounts
 
 CHUNK_BYTES = 1 << 20
+#: A streamed file's :class:`LineIndex` knows the LFs before every this many bytes of it,
+#: so that a later window reads from at most this far before its first line.
+BLOCK_BYTES = 1 << 16
 # A UTF-8 character is at most 4 bytes; keeping this many bytes of a long line is enough to
 # show its first ``max_chars`` characters.
 _BYTES_PER_CHAR = 4
@@ -81,8 +85,9 @@ class LineWindow(Generic[AnyStr]):
         """Lines seen: LFs, plus one for a last line without one."""
         return self.newlines + (1 if self._last and self._last != self._lf else 0)
 
-    def feed(self, chunk: AnyStr) -> None:
-        """Take the next chunk of the file."""
+    def feed(self, chunk: AnyStr, lfs: int | None = None) -> None:
+        """Take the next chunk of the file; ``lfs``, the LFs in it when the caller counted
+        them, lets a chunk wholly before or after the wanted lines pass uncounted again."""
         if not chunk:
             return
         lf, cr = self._lf, self._cr
@@ -95,6 +100,15 @@ class LineWindow(Generic[AnyStr]):
             if self._sample is not None:
                 self._sample -= len(chunk)
         self._last = chunk[-1:]
+        if lfs is not None and not self._open:
+            # Line `offset` starts after offset - 1 LFs: not in a chunk that ends before.
+            if self.newlines + lfs < self.offset - 1:
+                self.newlines += lfs
+                self._line += lfs
+                return
+            if self._line >= self.stop:
+                self.newlines += lfs
+                return
         pos, size = 0, len(chunk)
         while pos < size:
             if self._line < self.offset:
@@ -225,15 +239,14 @@ class LineIndex:
     Attributes:
         format: the format sniffed from the first chunk (the lines shown still decide
             UTF-8 versus latin-1).
-        chunk_starts: file offset of each chunk of :data:`CHUNK_BYTES` read (the first
-            after the BOM).
+        block_starts: file offsets every :data:`BLOCK_BYTES` (the first after the BOM).
         lf_before: how many LFs come before each of those offsets.
         total_lines: lines in the whole file.
         sample_lf, sample_crlf: LFs and CRLFs in the first chunk (the newline style).
     """
 
     format: TextFormat
-    chunk_starts: array[int]
+    block_starts: array[int]
     lf_before: array[int]
     total_lines: int
     sample_lf: int
@@ -266,7 +279,7 @@ def read_lines(
     Raises:
         ToolError: ``BINARY_FILE`` for a binary file.
     """
-    if known is not None and known.chunk_starts and not whole:
+    if known is not None and known.block_starts and not whole:
         return _window_from_index(handle, known, offset, limit, max_chars)
     if whole:
         data = handle.read()
@@ -297,18 +310,20 @@ def _stream_bytes(
     window: LineWindow[bytes] = LineWindow(
         offset, limit, max_chars, b"\n", b"\r", newline_sample=CHUNK_BYTES
     )
-    chunk_starts, lf_before = array("Q"), array("Q")
+    block_starts, lf_before = array("Q"), array("Q")
     position = len(fmt.bom)
     chunk = first
     while chunk:
-        chunk_starts.append(position)
-        lf_before.append(window.newlines)
-        window.feed(chunk)
+        starts = range(0, len(chunk), BLOCK_BYTES)
+        counts = [chunk.count(b"\n", at, at + BLOCK_BYTES) for at in starts]
+        block_starts.extend(position + at for at in starts)
+        lf_before.extend(accumulate(counts[:-1], initial=window.newlines))
+        window.feed(chunk, sum(counts))
         position += len(chunk)
         chunk = handle.read(CHUNK_BYTES)
     window.close()
     index = LineIndex(
-        fmt, chunk_starts, lf_before, window.total_lines, window.sample_lf, window.sample_crlf
+        fmt, block_starts, lf_before, window.total_lines, window.sample_lf, window.sample_crlf
     )
     return _decoded_slice(window, fmt, max_chars, index)
 
@@ -316,14 +331,14 @@ def _stream_bytes(
 def _window_from_index(
     handle: BinaryIO, known: LineIndex, offset: int, limit: int, max_chars: int
 ) -> LineSlice:
-    # Start at the last chunk with fewer than offset - 1 LFs before it (the first chunk for
+    # Start at the last block with fewer than offset - 1 LFs before it (the first block for
     # line 1): line `offset` starts inside it or after, never before; the window skips the
     # LFs up to that line, then keeps its lines.
-    chunk = max(bisect_left(known.lf_before, offset - 1) - 1, 0)
+    block = max(bisect_left(known.lf_before, offset - 1) - 1, 0)
     window: LineWindow[bytes] = LineWindow(offset, limit, max_chars, b"\n", b"\r")
-    window.start_after(known.lf_before[chunk])
-    handle.seek(known.chunk_starts[chunk])
-    while not window.done and (data := handle.read(CHUNK_BYTES)):
+    window.start_after(known.lf_before[block])
+    handle.seek(known.block_starts[block])
+    while not window.done and (data := handle.read(BLOCK_BYTES)):
         window.feed(data)
     if not window.done:
         window.close()  # the end of the file: its last line may have no LF
