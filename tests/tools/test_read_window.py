@@ -4,10 +4,13 @@ of the whole content: the same lines, cuts, counts and newline tallies (hypothes
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workspace_tools.text import _lines
+from workspace_tools.text._decode import lf_of
 from workspace_tools.text._lines import LineWindow
 
 ALPHABET = st.sampled_from(["a", "b", " ", "\n", "\r", "\r\n", "é", "\t"])
@@ -57,12 +60,15 @@ def windowed(content: Any, cuts: list[int], offset: int, limit: int, max_chars: 
     limit=st.integers(1, 40),
     max_chars=st.integers(1, 4),
     as_bytes=st.booleans(),
+    # Lines passed by a count of each block's LFs, blocks ending anywhere.
+    block=st.integers(1, 12),
 )
 def test_a_window_fed_in_any_chunks_equals_the_whole_reading(
-    text: str, cuts: list[int], offset: int, limit: int, max_chars: int, as_bytes: bool
+    text: str, cuts: list[int], offset: int, limit: int, max_chars: int, as_bytes: bool, block: int
 ) -> None:
     content: Any = text.encode() if as_bytes else text
-    window = windowed(content, cuts, offset, limit, max_chars)
+    with mock.patch.object(_lines, "BLOCK_BYTES", block):
+        window = windowed(content, cuts, offset, limit, max_chars)
     seen = {
         "lines": window.lines,
         "capped": window.capped,
@@ -83,3 +89,32 @@ def test_a_window_deep_in_a_long_file_skips_to_its_lines() -> None:
         10_000,
         10_000,
     )
+
+
+def _naive_after_lfs(content: Any, pos: int, count: int) -> tuple[int, int]:
+    lf = "\n" if isinstance(content, str) else b"\n"
+    while count:
+        found = content.find(lf, pos)
+        if found < 0:
+            break
+        pos, count = found + 1, count - 1
+    return pos, count
+
+
+def test_passing_lfs_stops_right_after_the_last_one_passed() -> None:
+    # Every start, count and block size over lines of every length from 0 to 4: the
+    # blocks passed by their count end anywhere in a line, or right after its LF.
+    text = "a\nbcd\n\nefgh\nij\nk\n\nlmn"
+    for content in (text, text.encode()):
+        for block in range(1, 9):
+            with mock.patch.object(_lines, "BLOCK_BYTES", block):
+                for pos in range(len(content) + 1):
+                    for count in range(9):
+                        end, missing = _naive_after_lfs(content, pos, count)
+                        got, got_missing = _lines._after_lfs(content, pos, count)
+                        where = (content, block, pos, count)
+                        assert got_missing == missing, where
+                        if missing:  # then only: no LF follows (the caller reads no more)
+                            assert content.find(lf_of(content), got) < 0, where
+                        else:
+                            assert got == end, where

@@ -21,7 +21,14 @@ from itertools import accumulate
 from typing import AnyStr, BinaryIO, Generic
 
 from workspace_tools._errors import ErrorCode, ToolError, clipped
-from workspace_tools.text._decode import LATIN1, UTF8, TextFormat, decode_text, sniff_format
+from workspace_tools.text._decode import (
+    LATIN1,
+    UTF8,
+    TextFormat,
+    decode_text,
+    lf_of,
+    sniff_format,
+)
 from workspace_tools.text._line_counts import LineCounts
 
 CHUNK_BYTES = 1 << 20
@@ -87,12 +94,14 @@ class LineWindow(Generic[AnyStr]):
 
     def feed(self, chunk: AnyStr, lfs: int | None = None) -> None:
         """Take the next chunk of the file; ``lfs``, the LFs in it when the caller counted
-        them, lets a chunk wholly before or after the wanted lines pass uncounted again."""
+        them, lets a chunk wholly before or after the wanted lines pass uncounted again (a
+        chunk the newline sample takes is counted there)."""
         if not chunk:
             return
         lf, cr = self._lf, self._cr
         if self._sample is None or self._sample > 0:
-            self.sample_lf += chunk.count(lf)
+            lfs = chunk.count(lf)
+            self.sample_lf += lfs
             # Counting is a pass over the chunk; a chunk without CR has no CRLF to count.
             if cr in chunk:
                 self.sample_crlf += chunk.count(cr + lf)
@@ -100,6 +109,7 @@ class LineWindow(Generic[AnyStr]):
             if self._sample is not None:
                 self._sample -= len(chunk)
         self._last = chunk[-1:]
+        before = self.newlines
         if lfs is not None and not self._open:
             # Line `offset` starts after offset - 1 LFs: not in a chunk that ends before.
             if self.newlines + lfs < self.offset - 1:
@@ -131,7 +141,10 @@ class LineWindow(Generic[AnyStr]):
                 pos = self._take_lines(chunk, pos)
                 self.marks.append((pos, self.newlines))
             else:
-                self.newlines += chunk.count(lf, pos)
+                # Past the wanted lines: the chunk's LFs, counted once.
+                self.newlines = (
+                    before + lfs if lfs is not None else self.newlines + chunk.count(lf, pos)
+                )
                 self.marks.append((size, self.newlines))
                 return
 
@@ -195,6 +208,15 @@ _BYTE_BLOCKS = tuple(re.compile(rf"(?:[^\n]*\n){{{n}}}".encode()) for n in _LINE
 def _after_lfs(chunk: AnyStr, pos: int, count: int) -> tuple[int, int]:
     """Pass ``count`` LFs of ``chunk`` from ``pos``: ``(position after the last LF passed,
     LFs not found)``; when some were not found, no LF follows that position."""
+    lf = lf_of(chunk)
+    # Blocks without the last LF to pass go by a count of theirs, several times faster
+    # than the patterns below; those find the position in the last block.
+    while count and pos + BLOCK_BYTES < len(chunk):
+        passed = chunk.count(lf, pos, pos + BLOCK_BYTES)
+        if passed >= count:
+            break
+        count -= passed
+        pos += BLOCK_BYTES
     blocks = _TEXT_BLOCKS if isinstance(chunk, str) else _BYTE_BLOCKS
     for size, block in zip(_LINE_BLOCKS, blocks, strict=True):
         while count >= size:
