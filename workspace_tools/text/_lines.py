@@ -100,7 +100,8 @@ class LineWindow(Generic[AnyStr]):
             return
         lf, cr = self._lf, self._cr
         if self._sample is None or self._sample > 0:
-            lfs = chunk.count(lf)
+            if lfs is None:
+                lfs = chunk.count(lf)
             self.sample_lf += lfs
             # Counting is a pass over the chunk; a chunk without CR has no CRLF to count.
             if cr in chunk:

@@ -8,8 +8,9 @@ character is a byte, so the edit's place is found by a search of the bytes, the 
 is made by :func:`~workspace_tools.text._match.replace_in_window` on the lines around it,
 and the new file is written as the old bytes before the window, the window's new text and
 the old bytes after it, without copying them. Every other edit (a fallback match, several
-places, a non-ASCII file, an ``edits`` list) takes the text path, whose results this path
-gives exactly (``tests/workspace/test_byte_edit.py`` checks both against each other).
+places, a non-ASCII file, an ``edits`` list of several) takes the text path, whose results
+this path gives exactly (``tests/workspace/test_byte_edit.py`` checks both against each
+other).
 """
 
 from __future__ import annotations
