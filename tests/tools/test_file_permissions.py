@@ -24,6 +24,7 @@ from tests._users import as_nobody
 from tests.file_support import call, tools
 from workspace_tools import ErrorCode, Workspace
 from workspace_tools.workspace import _files
+from workspace_tools.workspace import _state as workspace_state
 from workspace_tools.workspace._files import os_error
 
 IS_ROOT = os.geteuid() == 0
@@ -393,3 +394,24 @@ def test_discovery_below_names_what_it_could_not_read(shared_root: Path) -> None
         ["open/a.txt:1:needle\n" + denied_both, ["open/locked.txt", "secret/"]],
         "No matches\n" + denied_both,
     ]
+
+
+def test_in_place_rewrite_of_an_edit_written_in_pieces(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large ASCII file's edit is written as the old bytes around the changed lines; in
+    # place, every piece lands and the file is cut to their length.
+    monkeypatch.setattr(_files, "_take_owner", lambda fd, old: False)
+    monkeypatch.setattr(workspace_state, "KEPT_FILE_BYTES", 64)
+    target = root / "f.txt"
+    old = b"".join(b"line %d\n" % i for i in range(1000))
+    target.write_bytes(old)
+    inode = target.stat().st_ino
+    edit = tools(root)["edit_file"]
+    expected = old
+    for before, after in (("line 500\n", "x\n"), ("x\n", "a much longer line 500\n")):
+        result = call(edit, path="f.txt", old_text=before, new_text=after)
+        assert result.error is None, result.error
+        expected = expected.replace(before.encode(), after.encode())
+        assert target.read_bytes() == expected
+    assert target.stat().st_ino == inode
