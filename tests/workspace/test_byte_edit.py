@@ -1,11 +1,12 @@
-"""An ASCII file's exact edit made on its bytes gives exactly what the text path gives.
+"""A UTF-8 file's exact edit made on its bytes gives exactly what the text path gives.
 
 The text path (``replace_text`` on the whole decoded text, ``unified_diff`` of the whole
-texts) is the oracle: for generated ASCII texts of mixed line endings, repeated and
-indented lines, and ``old_text`` cut from them (as it is, with its endings or indentation
-changed, or made up), the window's edit, spliced back, is the whole text's edit; its diff
-is the whole diff; the line counts it carries are true. Through ``edit_file``, a workspace
-whose byte path is switched off is the oracle for everything a call returns and writes.
+texts) is the oracle: for generated texts (ASCII, or with two- and three-byte characters)
+of mixed line endings, repeated and indented lines, and ``old_text`` cut from them (as it
+is, with its endings or indentation changed, or made up), the window's edit, spliced back,
+is the whole text's edit; its diff is the whole diff; the line counts it carries are true.
+Through ``edit_file``, a workspace whose byte path is switched off is the oracle for
+everything a call returns and writes.
 """
 
 from __future__ import annotations
@@ -29,16 +30,18 @@ from workspace_tools.text._match import replace_in_window, replace_text
 from workspace_tools.tools import edit_file
 from workspace_tools.workspace import _state, _textfile
 
-LINE = st.text(alphabet=" \tab=:", max_size=7)
+ALPHABETS = st.sampled_from([" \tab=:", " \tab=:\u00e9\u65e5"])
 ENDING = st.sampled_from(["\n", "\n", "\n", "\r\n", "\r"])
 NEW = st.text(alphabet="ab \t\n\r\u00e9", max_size=10) | st.just("a\ud800")
 
 
 @st.composite
 def texts(draw: st.DrawFn) -> str:
-    """ASCII lines, LF, CRLF or a lone CR each, the last one maybe unterminated."""
-    lines = draw(st.lists(st.tuples(LINE, ENDING), max_size=24))
-    return "".join(line + ending for line, ending in lines) + draw(st.just("") | LINE)
+    """Lines (ASCII, or with é and 日), LF, CRLF or a lone CR each, the last one maybe
+    unterminated."""
+    line = st.text(alphabet=draw(ALPHABETS), max_size=7)
+    lines = draw(st.lists(st.tuples(line, ENDING), max_size=24))
+    return "".join(line + ending for line, ending in lines) + draw(st.just("") | line)
 
 
 @st.composite
@@ -54,7 +57,7 @@ def edits(draw: st.DrawFn) -> tuple[str, str, str, bool]:
     elif how == "dedented":
         old = "\n".join(line.lstrip(" \t") for line in old.split("\n"))
     elif how == "made up":
-        old = draw(st.text(alphabet="ab=\n\u00e9", min_size=1, max_size=6))
+        old = draw(st.text(alphabet="ab=\n\u00e9\u65e5", min_size=1, max_size=6))
     if not old:
         old = draw(st.sampled_from(["a", "b\n", "=", "\u00e9"]))
     return text, old, draw(NEW), draw(st.booleans())
@@ -67,22 +70,25 @@ def test_an_edit_made_in_its_window_is_the_whole_texts_edit(
 ) -> None:
     text, old, new, replace_all = edit
     newline = dominant_newline(text) or "\n"
-    data = text.encode("ascii")
+    data = text.encode()
     window = replace_in_window(data, old, new, replace_all=replace_all, newline=newline, path="f")
     if window is None:
         return  # the text path makes it (or refuses it)
     whole = replace_text(text, old, new, replace_all=replace_all, newline=newline, path="f")
     result = window.result
-    assert window.old == text[window.start : window.stop]
-    assert text[: window.start] + result.text + text[window.stop :] == whole.text
+    assert window.old == data[window.start : window.stop].decode()
+    before, after = data[: window.start].decode(), data[window.stop :].decode()
+    assert before + result.text + after == whole.text
     assert (result.replacements, result.match) == (whole.replacements, whole.match)
     assert unified_diff(
         window.old,
         result.text,
         "f",
         unchanged=result.unchanged,
-        lines_above=text.count("\n", 0, window.start),
+        lines_above=data.count(b"\n", 0, window.start),
     ) == unified_diff(text, whole.text, "f", unchanged=whole.unchanged)
+    if not text.isascii():
+        return  # counts are carried for an ASCII text only (of characters, its bytes)
     with _small_steps():
         counts = LineCounts()
         counts.before(text, len(text))  # counts known all along the old text
@@ -103,7 +109,8 @@ def test_an_edit_made_in_its_window_is_the_whole_texts_edit(
             "in two places that share a line",
         ),
         ("    x = 1\n", "x  = 1", "matched by a fallback only"),
-        ("a\n", "\u00e9", "not ASCII, so nowhere"),
+        ("a\n", "\u00e9", "a character the text lacks"),
+        ("a\n", "a\ud800", "a lone surrogate, which no text holds"),
     ],
 )
 def test_an_edit_the_window_cannot_make_is_left_to_the_text_path(
@@ -188,7 +195,7 @@ def test_an_edit_on_bytes_returns_and_writes_what_the_text_path_does(
 
 
 @pytest.mark.parametrize("how", ["edit_file", "str_replace"])
-def test_an_ascii_files_exact_edit_is_never_decoded_whole(
+def test_a_utf8_files_exact_edit_is_never_decoded_for_its_text(
     tmp_path: Path, kept_whole: bool, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = b"".join(b"line %d\n" % i for i in range(2_000))
@@ -205,12 +212,34 @@ def test_an_ascii_files_exact_edit_is_never_decoded_whole(
     assert (tmp_path / "f.txt").read_bytes() == new
     assert result.details.diff.splitlines()[3] == "@@ -998,7 +998,7 @@"
     assert_diff_reproduces(tmp_path / "scratch", "f.txt", old, new, result.details)
-    # The file, now UTF-8 beyond ASCII, is edited on its text, as last written.
-    monkeypatch.undo()
-    again = edit("caf\u00e9\n", "line 1000\n")
+    # The file, now UTF-8 beyond ASCII: still on its bytes, its lines counted there.
+    again = edit("line 1500\n", "\u65e5\n")
     assert again.error is None, again.error
-    assert (tmp_path / "f.txt").read_bytes() == old
-    assert again.details.diff.splitlines()[3] == "@@ -998,7 +998,7 @@"
+    newer = new.replace(b"line 1500\n", "\u65e5\n".encode())
+    assert (tmp_path / "f.txt").read_bytes() == newer
+    assert again.details.diff.splitlines()[3] == "@@ -1498,7 +1498,7 @@"
+    assert_diff_reproduces(tmp_path / "scratch", "f.txt", new, newer, again.details)
+
+
+@pytest.mark.parametrize("how", ["edit_file", "str_replace"])
+def test_a_file_in_another_encoding_is_edited_on_its_text(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # latin-1 (not strict UTF-8) and a UTF-8 BOM: decoded whole, as the text path reads them.
+    decoded: list[str] = []
+    real_decode = _textfile.decode_text
+
+    def counting(data: bytes, name: str | None = None) -> Any:
+        decoded.append(name or "")
+        return real_decode(data, name)
+
+    monkeypatch.setattr(_textfile, "decode_text", counting)
+    for raw in (b"caf\xe9 = 1\nx = 2\n", b"\xef\xbb\xbfcaf\xc3\xa9 = 1\nx = 2\n"):
+        (tmp_path / "f.txt").write_bytes(raw)
+        result = _editor(Workspace(tmp_path), how)("x = 2", "x = 3")
+        assert result.error is None, result.error
+        assert (tmp_path / "f.txt").read_bytes() == raw.replace(b"x = 2", b"x = 3")
+    assert decoded == ["f.txt", "f.txt"]
 
 
 def test_a_file_changed_on_disk_is_refused_before_its_bytes_are_edited(tmp_path: Path) -> None:

@@ -223,7 +223,8 @@ def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
     if not kept_whole:  # as a file over 8 MiB: known by its hash, its counts kept with it
         monkeypatch.setattr(_state, "KEPT_FILE_BYTES", 1000)
     path = tmp_path / "f.txt"
-    first_line = b"line 0\n" if ascii_only else "lin\u00e9 0\n".encode()
+    # latin-1, not strict UTF-8: edited on its text.
+    first_line = b"line 0\n" if ascii_only else "lin\u00e9 0\n".encode("latin-1")
     path.write_bytes(first_line + b"".join(b"line %d\n" % i for i in range(1, 50_000)))
     workspace = Workspace(tmp_path)
     if how == "edit_file":
@@ -236,11 +237,11 @@ def test_an_edit_keeps_the_counts_it_found_with_the_content_it_wrote(
     data = path.read_bytes()
     counts = workspace.file_states.check_fresh(path.resolve(), data, "f.txt")
     assert counts is not None
-    text = data.decode()
+    text = data.decode("latin-1")
     # The start, one every STEP characters up to the first line numbered, and that line:
     # what the edit counted, carried. An ASCII file is edited on its bytes, which numbers
     # the lines around the change from their first, one above the hunk's 3 lines of context;
-    # another on its text, which numbers the hunk's first line.
+    # a latin-1 one on its text, which numbers the hunk's first line.
     first = 29_996 if ascii_only else 29_997
     hunk = text.index(f"line {first}\n")
     assert counts._known[-1] == (hunk, first)

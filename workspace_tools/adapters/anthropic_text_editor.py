@@ -522,7 +522,7 @@ def _str_replace(
 ) -> object:
     """``str_replace`` on the file whose bytes are ``data`` (``None``: no such file): on
     its bytes when :func:`~workspace_tools.workspace._byte_edit.edit_bytes` can make the
-    edit (an ASCII file, one exact place), else on its text."""
+    edit (a UTF-8 file, one exact place), else on its text."""
     if not args.old_str:
         raise ToolError(
             "Error: Parameter `old_str` is required for command: str_replace, and may not be empty",

@@ -207,7 +207,7 @@ def _changed_span(old: str, new: str, head: int = 0, tail: int = 0) -> tuple[int
 
 def lines_before(text: AnyStr, offset: int, count: int) -> int:
     """The offset of the line ``count`` lines before the line starting at ``offset`` (of a
-    text or of an ASCII text's bytes)."""
+    text, or of its bytes in an encoding whose LF is one byte no other character holds)."""
     lf = lf_of(text)
     for _ in range(count):
         if offset:
@@ -216,8 +216,8 @@ def lines_before(text: AnyStr, offset: int, count: int) -> int:
 
 
 def lines_after(text: AnyStr, offset: int, count: int) -> int:
-    """The offset just past ``count`` lines from the line starting at ``offset`` (of a text
-    or of an ASCII text's bytes)."""
+    """The offset just past ``count`` lines from the line starting at ``offset`` (of a text,
+    or of its bytes in an encoding whose LF is one byte no other character holds)."""
     lf = lf_of(text)
     for _ in range(count):
         found = text.find(lf, offset)

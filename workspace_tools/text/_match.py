@@ -150,16 +150,16 @@ def replace_text(
 
 @dataclass(frozen=True)
 class WindowEdit:
-    """An edit of an ASCII text made on the lines around its only place
+    """An edit of a UTF-8 text made on the lines around its only place
     (:func:`replace_in_window`).
 
     Attributes:
-        start, stop: the window's offsets in the whole text (of its bytes and of its
-            characters alike): whole lines, those the edit changes and, on each side, one
+        start, stop: the window's offsets in the text's bytes (its characters' too when
+            the text is ASCII): whole lines, those the edit changes and, on each side, one
             more than a diff shows as context (as far as the text goes).
         old: the window's text.
         result: :func:`replace_text`'s result on the window: its ``text`` replaces ``old``,
-            its ``unchanged`` counts from the window's edges.
+            its ``unchanged`` counts characters from the window's edges.
     """
 
     start: int
@@ -171,27 +171,29 @@ class WindowEdit:
 def replace_in_window(
     data: bytes, old: str, new: str, *, replace_all: bool, newline: str, path: str
 ) -> WindowEdit | None:
-    """:func:`replace_text` of the ASCII text whose bytes are ``data``, made on the lines
+    """:func:`replace_text` of the text whose UTF-8 bytes are ``data``, made on the lines
     around the edit's only place, so that a large file is neither decoded nor copied whole;
     ``None`` when the edit needs the whole text, which :func:`replace_text` then takes:
     ``old`` (or it with ``newline`` breaks, as there) is nowhere, so a fallback may match,
     or is in more than one place (overlapping ones too); or :func:`replace_text` refuses it
     in the window, where its message would number the window's lines.
 
-    The result is :func:`replace_text`'s on the whole text: the window holds the one place
-    of the first form of ``old`` found in the text (the forms before it are nowhere in the
-    text, so nowhere in the window), starts at a line's start, as the edit's line context
-    needs, and ends past the lines a diff of the change shows.
+    The result is :func:`replace_text`'s on the whole text: UTF-8 is self-synchronising (no
+    character's bytes occur inside another's, and LF is one byte no other character holds),
+    so ``old``'s bytes occur in ``data`` exactly where ``old`` occurs in the text; the window
+    holds the one place of the first form of ``old`` found (the forms before it are nowhere
+    in the text, so nowhere in the window), starts at a line's start, as the edit's line
+    context needs, and ends past the lines a diff of the change shows.
 
     Args:
-        data: the text's bytes, all ASCII (the caller checks: a character is then a byte).
+        data: the text's bytes: strict UTF-8 without a BOM (the caller checks).
         old, new, replace_all, newline, path: as :func:`replace_text`'s.
     """
     for candidate in dict.fromkeys((old, convert_newlines(old, newline))):
         try:
-            needle = candidate.encode("ascii")
+            needle = candidate.encode("utf-8")
         except UnicodeEncodeError:
-            continue  # an ASCII text has no other character
+            continue  # a lone surrogate: no decoded text holds one
         at = data.find(needle)
         if at == -1:
             continue
@@ -199,7 +201,7 @@ def replace_in_window(
             return None
         start = lines_before(data, data.rfind(b"\n", 0, at) + 1, CONTEXT_LINES + 1)
         stop = lines_after(data, at + len(needle), CONTEXT_LINES + 1)
-        window = data[start:stop].decode("ascii")
+        window = data[start:stop].decode("utf-8")
         try:
             result = replace_text(
                 window, old, new, replace_all=replace_all, newline=newline, path=path

@@ -1,20 +1,24 @@
-"""An exact edit of an ASCII file made on its bytes, so that a large file's edit costs its
+"""An exact edit of a UTF-8 file made on its bytes, so that a large file's edit costs its
 read, one search and its write.
 
 The text path decodes the whole file, builds the new text from the old one's slices and
 encodes it: three copies of the file, each a fresh allocation the kernel must fault in (150
-ms of an edit of a 100 MB file, beside the 60 ms of its read). In an ASCII file a
-character is a byte, so the edit's place is found by a search of the bytes, the edit itself
-is made by :func:`~workspace_tools.text._match.replace_in_window` on the lines around it,
-and the new file is written as the old bytes before the window, the window's new text and
-the old bytes after it, without copying them. Every other edit (a fallback match, several
-places, a non-ASCII file, an ``edits`` list of several) takes the text path, whose results
-this path gives exactly (``tests/workspace/test_byte_edit.py`` checks both against each
-other).
+ms of an edit of a 100 MB file, beside the 60 ms of its read). UTF-8 is self-synchronising,
+so the edit's place is found by a search of the bytes; the edit itself is made by
+:func:`~workspace_tools.text._match.replace_in_window` on the lines around it, and the new
+file is written as the old bytes before the window, the window's new text and the old bytes
+after it, without copying them. An ASCII file (a character a byte) is taken as it is, and
+its kept line counts are used and carried; a file with other characters is first checked
+to be strict UTF-8 (a decode, whose text is dropped), and its lines are counted in its
+bytes, the kept counts being of characters. Every other edit (a fallback match, several
+places, a file in another encoding or with a BOM, an ``edits`` list of several) takes the
+text path, whose results this path gives exactly (``tests/workspace/test_byte_edit.py``
+checks both against each other).
 """
 
 from __future__ import annotations
 
+import codecs
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -52,17 +56,20 @@ def edit_bytes(
 ) -> ByteEdit | None:
     """Replace ``old`` by ``new`` in the file ``read`` holds (``read_for_change`` of
     ``resolved``) as :func:`~workspace_tools.text._match.replace_text` would in its text,
-    check that the file is as last seen, write it and remember it, when the file is ASCII
-    (its format UTF-8 then) and ``old`` is in exactly one place; ``None``, with nothing
-    checked or written, when the edit needs the text path (module docstring). The caller
-    holds the file's lock.
+    check that the file is as last seen, write it and remember it, when the file is UTF-8
+    without a BOM and ``old`` is in exactly one place; ``None``, with nothing checked or
+    written, when the edit needs the text path (module docstring). The caller holds the
+    file's lock.
 
     Raises:
         ToolError: ``STALE_FILE`` when it changed since last read or written, and as
             :func:`~._textfile.save_bytes`.
     """
     data = read.data
-    if data is None or not data.isascii() or b"\0" in data[:BINARY_SNIFF_BYTES]:
+    if data is None or b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return None
+    ascii_text = data.isascii()
+    if not ascii_text and not _strict_utf8(data):
         return None
     newline = dominant_newline(data) or new_file_newline(workspace.root, resolved.real)
     window = replace_in_window(
@@ -76,20 +83,29 @@ def edit_bytes(
     except UnicodeEncodeError:
         return None  # a lone surrogate: the text path's error names its line in the file
     lines = workspace.file_states.check_fresh(resolved.real, data, resolved.rel, read.digest)
-    counts = lines or LineCounts()
+    carried: LineCounts | None = None
+    if ascii_text:
+        counts = lines or LineCounts()
+        above = counts.before(data, window.start)
+        carried = counts.changed(window.old, result.text, result.unchanged, at=window.start)
+    else:
+        above = data.count(b"\n", 0, window.start)  # kept counts are of characters
     diff = unified_diff(
-        window.old,
-        result.text,
-        resolved.rel,
-        unchanged=result.unchanged,
-        lines_above=counts.before(data, window.start),
+        window.old, result.text, resolved.rel, unchanged=result.unchanged, lines_above=above
     )
     view = memoryview(data)
-    saved = save_bytes(
-        workspace,
-        resolved,
-        (view[: window.start], replacement, view[window.stop :]),
-        counts.changed(window.old, result.text, result.unchanged, at=window.start),
-        guard=guard,
-    )
+    pieces = (view[: window.start], replacement, view[window.stop :])
+    saved = save_bytes(workspace, resolved, pieces, carried, guard=guard)
     return ByteEdit(saved, diff, result)
+
+
+def _strict_utf8(data: bytes) -> bool:
+    """Whether ``data`` is what :func:`~workspace_tools.text._decode.decode_text` reads as
+    UTF-8 without a BOM: strict UTF-8 not starting with one."""
+    if data.startswith(codecs.BOM_UTF8):
+        return False
+    try:
+        data.decode(UTF8.codec)
+    except UnicodeDecodeError:
+        return False
+    return True
