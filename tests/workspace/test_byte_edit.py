@@ -206,19 +206,17 @@ def test_a_utf8_files_exact_edit_is_never_decoded_for_its_text(
 
     monkeypatch.setattr(_textfile, "decode_text", no_decode)
     edit = _editor(Workspace(tmp_path), how)
-    result = edit("line 1000\n", "caf\u00e9\n")
-    assert result.error is None, result.error
-    new = old.replace(b"line 1000\n", "caf\u00e9\n".encode())
-    assert (tmp_path / "f.txt").read_bytes() == new
-    assert result.details.diff.splitlines()[3] == "@@ -998,7 +998,7 @@"
-    assert_diff_reproduces(tmp_path / "scratch", "f.txt", old, new, result.details)
-    # The file, now UTF-8 beyond ASCII: still on its bytes, its lines counted there.
-    again = edit("line 1500\n", "\u65e5\n")
-    assert again.error is None, again.error
-    newer = new.replace(b"line 1500\n", "\u65e5\n".encode())
-    assert (tmp_path / "f.txt").read_bytes() == newer
-    assert again.details.diff.splitlines()[3] == "@@ -1498,7 +1498,7 @@"
-    assert_diff_reproduces(tmp_path / "scratch", "f.txt", new, newer, again.details)
+    # The second edit finds the file UTF-8 beyond ASCII: still on its bytes, its lines
+    # counted there.
+    steps = [("line 1000\n", "caf\u00e9\n", 998), ("line 1500\n", "\u65e5\n", 1498)]
+    for before, after, hunk in steps:
+        result = edit(before, after)
+        assert result.error is None, result.error
+        new = old.replace(before.encode(), after.encode())
+        assert (tmp_path / "f.txt").read_bytes() == new
+        assert result.details.diff.splitlines()[3] == f"@@ -{hunk},7 +{hunk},7 @@"
+        assert_diff_reproduces(tmp_path / "scratch", "f.txt", old, new, result.details)
+        old = new
 
 
 @pytest.mark.parametrize("how", ["edit_file", "str_replace"])
