@@ -67,6 +67,7 @@ from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import UTF8, TextFormat, convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
+from workspace_tools.text._window_edit import Replacement
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._byte_edit import edit_bytes
 from workspace_tools.workspace._files import open_dir, os_error, read_bytes, stat_below
@@ -536,9 +537,7 @@ def _str_replace(
             workspace,
             resolved,
             read,
-            args.old_str or "",
-            args.new_str or "",
-            replace_all=False,
+            [Replacement(args.old_str or "", args.new_str or "")],
             guard=context.committing,
         )
     )
@@ -551,7 +550,7 @@ def _str_replace(
             diff=made.diff.diff,
             additions=made.diff.additions,
             deletions=made.diff.deletions,
-            match=made.result.match,
+            match=made.results[0].match,
             encoding=UTF8.label,
             note=made.saved.note,
         )

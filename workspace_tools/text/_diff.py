@@ -205,6 +205,24 @@ def _changed_span(old: str, new: str, head: int = 0, tail: int = 0) -> tuple[int
     return start, stop, len(new) - (len(old) - stop)
 
 
+def diff_fits_window(
+    old: str, new: str, unchanged: tuple[int, int], *, at_start: bool, at_end: bool
+) -> bool:
+    """Whether :func:`unified_diff` of ``old`` and ``new``, the same window of two longer
+    texts that are the same outside it, is their diff: the lines its hunk shows are inside
+    the window: the :data:`CONTEXT_LINES` before the change's first line, and the LF that
+    ends its last line and the lines after it. (The texts' first difference is then inside
+    too: one past the end of the shorter side, where a change slides on across repeated
+    text, leaves no LF after the change.) ``at_start`` / ``at_end``: the window starts /
+    ends where the texts do. ``unchanged`` as :func:`unified_diff`'s."""
+    limit = min(len(old), len(new))
+    head = _common_length(old, new, limit, min(unchanged[0], limit), from_end=False)
+    tail = _common_length(old, new, limit - head, min(unchanged[1], limit - head), from_end=True)
+    if not at_start and old.count("\n", 0, head) < CONTEXT_LINES:
+        return False
+    return at_end or old.count("\n", len(old) - tail) > CONTEXT_LINES
+
+
 def lines_before(text: AnyStr, offset: int, count: int) -> int:
     """The offset of the line ``count`` lines before the line starting at ``offset`` (of a
     text, or of its bytes in an encoding whose LF is one byte no other character holds)."""

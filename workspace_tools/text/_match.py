@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._decode import convert_newlines
-from workspace_tools.text._diff import CONTEXT_LINES, lines_after, lines_before, split_lines
+from workspace_tools.text._diff import split_lines
 from workspace_tools.text._indentation import INDENT, Shift, indent_of, shift_of
 from workspace_tools.text._match_hint import no_match, structure_mismatch, unplaceable_line
 
@@ -146,70 +146,6 @@ def replace_text(
             (pieces[0][0], len(text) - pieces[-1][1]),
         )
     return _fallback(text, old, new, newline, path)
-
-
-@dataclass(frozen=True)
-class WindowEdit:
-    """An edit of a UTF-8 text made on the lines around its only place
-    (:func:`replace_in_window`).
-
-    Attributes:
-        start, stop: the window's offsets in the text's bytes (its characters' too when
-            the text is ASCII): whole lines, those the edit changes and, on each side, one
-            more than a diff shows as context (as far as the text goes).
-        old: the window's text.
-        result: :func:`replace_text`'s result on the window: its ``text`` replaces ``old``,
-            its ``unchanged`` counts characters from the window's edges.
-    """
-
-    start: int
-    stop: int
-    old: str
-    result: EditResult
-
-
-def replace_in_window(
-    data: bytes, old: str, new: str, *, replace_all: bool, newline: str, path: str
-) -> WindowEdit | None:
-    """:func:`replace_text` of the text whose UTF-8 bytes are ``data``, made on the lines
-    around the edit's only place, so that a large file is neither decoded nor copied whole;
-    ``None`` when the edit needs the whole text, which :func:`replace_text` then takes:
-    ``old`` (or it with ``newline`` breaks, as there) is nowhere, so a fallback may match,
-    or is in more than one place (overlapping ones too); or :func:`replace_text` refuses it
-    in the window, where its message would number the window's lines.
-
-    The result is :func:`replace_text`'s on the whole text: UTF-8 is self-synchronising (no
-    character's bytes occur inside another's, and LF is one byte no other character holds),
-    so ``old``'s bytes occur in ``data`` exactly where ``old`` occurs in the text; the window
-    holds the one place of the first form of ``old`` found (the forms before it are nowhere
-    in the text, so nowhere in the window), starts at a line's start, as the edit's line
-    context needs, and ends past the lines a diff of the change shows.
-
-    Args:
-        data: the text's bytes: strict UTF-8 without a BOM (the caller checks).
-        old, new, replace_all, newline, path: as :func:`replace_text`'s.
-    """
-    for candidate in dict.fromkeys((old, convert_newlines(old, newline))):
-        try:
-            needle = candidate.encode("utf-8")
-        except UnicodeEncodeError:
-            continue  # a lone surrogate: no decoded text holds one
-        at = data.find(needle)
-        if at == -1:
-            continue
-        if data.find(needle, at + 1) != -1:
-            return None
-        start = lines_before(data, data.rfind(b"\n", 0, at) + 1, CONTEXT_LINES + 1)
-        stop = lines_after(data, at + len(needle), CONTEXT_LINES + 1)
-        window = data[start:stop].decode("utf-8")
-        try:
-            result = replace_text(
-                window, old, new, replace_all=replace_all, newline=newline, path=path
-            )
-        except ToolError:
-            return None
-        return WindowEdit(start, stop, window, result)
-    return None
 
 
 def with_endings(new: str, matched: str, newline: str) -> str:

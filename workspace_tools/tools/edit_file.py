@@ -12,6 +12,7 @@ from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import UTF8
 from workspace_tools.text._diff import TextDiff
 from workspace_tools.text._match import replace_text
+from workspace_tools.text._window_edit import Replacement
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._byte_edit import edit_bytes
 from workspace_tools.workspace._near_miss import not_found_hint
@@ -153,22 +154,16 @@ def execute(args: EditFileArgs, context: ToolContext) -> object:
     resolved = workspace.resolve(args.path)
     with workspace.file_states.lock(resolved.real):
         read = read_for_change(workspace, resolved)
-        made = (
-            edit_bytes(
-                workspace,
-                resolved,
-                read,
-                edits[0].old_text,
-                edits[0].new_text,
-                replace_all=edits[0].replace_all,
-                guard=context.committing,
-            )
-            if len(edits) == 1
-            else None
+        made = edit_bytes(
+            workspace,
+            resolved,
+            read,
+            [Replacement(e.old_text, e.new_text, e.replace_all) for e in edits],
+            guard=context.committing,
         )
         if made is not None:
             saved, diff, encoding = made.saved, made.diff, UTF8.label
-            results = [EditMatch(replacements=made.result.replacements, match=made.result.match)]  # type: ignore[arg-type]
+            results = [EditMatch(replacements=r.replacements, match=r.match) for r in made.results]  # type: ignore[arg-type]
         else:
             saved, diff, results, encoding = _edit_text(
                 workspace, resolved, read, args.path, edits, context
