@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox
-from tests.file_support import call, tools
+from tests.file_support import assert_diff_reproduces, call, tools
 from workspace_tools import ErrorCode, ToolPresentation
 from workspace_tools.text import _patch_apply
+from workspace_tools.text._diff import unified_diff
 from workspace_tools.text._patch_parse import PatchSyntaxError, parse_patch
 
 
@@ -289,3 +290,35 @@ def test_lines_decided_by_the_block_and_an_anchor_above_need_no_split_of_the_fil
         "def g(self):\n    if x:\n        y = 2\n    return -y\n",
     )
     assert [lines._raw for lines in seen] == [None]
+
+
+@pytest.mark.parametrize(
+    ("old", "body", "new"),
+    [
+        # Deleting the first of ten blank lines: as a diff sees it, the last one goes.
+        (
+            "a\n" + "\n" * 10 + "b\n",
+            "@@\n a\n-\n \n",
+            "a\n" + "\n" * 9 + "b\n",
+        ),
+        # The first chunk's change slides into the second chunk's context: one hunk.
+        (
+            "a\n" + "\n" * 8 + "b\nc\nd\ne\nf\n",
+            "@@\n a\n-\n \n@@\n e\n-f\n+F\n",
+            "a\n" + "\n" * 7 + "b\nc\nd\ne\nF\n",
+        ),
+        # A run of repeated lines to the end of a file without a final newline.
+        ("x\n" + "y\n" * 9 + "y", "@@\n x\n-y\n y\n", "x\n" + "y\n" * 8 + "y"),
+    ],
+)
+def test_a_change_sliding_across_repeated_lines_keeps_the_context_git_apply_needs(
+    root: Path, old: str, body: str, new: str
+) -> None:
+    (root / "f.txt").write_text(old)
+    result = call(tools(root)["apply_patch"], patch=patch("*** Update File: f.txt\n" + body))
+    assert result.error is None, result.error
+    assert (root / "f.txt").read_text() == new
+    entry = result.details.files[0]
+    assert_diff_reproduces(root.parent / "scratch", "f.txt", old.encode(), new.encode(), entry)
+    # The whole file's diff: its change where the run of lines ends, the lines after it.
+    assert entry.diff == unified_diff(old, new, "f.txt").diff

@@ -308,3 +308,59 @@ def test_a_looser_level_finds_the_places_the_line_search_finds(
         _patch_apply._Lines(text), level, forms, start, sys.maxsize, end_of_file=end_of_file
     )
     assert found == expected, text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    before=st.lists(LINE, max_size=4),
+    repeated=LINE,
+    run=st.integers(1, 12),
+    after=st.lists(LINE, max_size=4),
+    at=st.integers(0, 12),
+    delete=st.booleans(),
+    final=st.booleans(),
+)
+def test_a_change_inside_a_run_of_one_line_gets_the_whole_files_diff(
+    before: list[str],
+    repeated: str,
+    run: int,
+    after: list[str],
+    at: int,
+    delete: bool,
+    final: bool,
+) -> None:
+    # A line of a run deleted or added where the patch says, as a model writes it: the diff
+    # sees the change where the run ends, maybe past the chunk's context.
+    old = [*before, *[repeated] * run, *after]
+    at = len(before) + min(at, run - 1)
+    new = old[:at] + old[at + 1 :] if delete else [*old[:at], repeated, *old[at:]]
+    assume(final or (old[-1] != "" and (not new or new[-1] != "")))
+    low, high = max(0, at - 3), at + (1 if delete else 0)
+    lines = [" " + line for line in old[low:at]]
+    lines += ["-" + repeated] if delete else ["+" + repeated]
+    lines += [" " + line for line in old[high : high + 3]]
+    body = "*** Update File: f.txt\n@@\n" + "\n".join(lines) + "\n"
+    if high + 3 >= len(old):
+        body += "*** End of File\n"
+    before_text, after_text = as_text(old, "\n", final), as_text(new, "\n", final)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "f.txt").write_text(before_text)
+        result = call(tools(root)["apply_patch"], patch=envelope(body))
+        if result.error_code == ErrorCode.AMBIGUOUS_MATCH:
+            return  # the chunk's lines occur twice: the model is asked for more context
+        assert result.error is None, (result.error, body)
+        assert (root / "f.txt").read_text() == after_text
+        [entry] = result.details.files
+        assert entry.diff == unified_diff(before_text, after_text, "f.txt").diff
+        scratch = root / "git"
+        scratch.mkdir()
+        (scratch / "f.txt").write_text(before_text)
+        subprocess.run(
+            ["git", "apply", "--whitespace=nowarn", "-"],
+            input=entry.diff.encode(),
+            cwd=scratch,
+            check=True,
+            capture_output=True,
+        )
+        assert (scratch / "f.txt").read_text() == after_text, entry.diff

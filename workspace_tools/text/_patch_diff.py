@@ -3,8 +3,9 @@
 Diffing the whole span between a file's first and last change costs a sequence match of
 every line in between; a patch already says where its changes are. Each chunk's range,
 widened by the diff's context lines, is diffed alone and its hunks are renumbered to their
-place in the file; ranges that touch are diffed together. The result is a unified diff
-that ``git apply`` takes, as :func:`~._diff.unified_diff` makes.
+place in the file; ranges that touch are diffed together, and a range grows while its
+change slides past its context across repeated lines. The result is a unified diff that
+``git apply`` takes, as :func:`~._diff.unified_diff` makes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from workspace_tools.text._diff import (
     _line,
     _quote,
     _range,
+    diff_fits_window,
     lines_after,
     lines_before,
     split_lines,
@@ -58,17 +60,29 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
             )
     hunks: list[str] = []
     additions = deletions = 0
-    for (a0, _, b0, _), (low, high), held in regions:
+    while regions:
+        (a0, _, b0, _), bounds, held = regions.pop(0)
         first = bom if a0 == 0 else ""
-        new = [first]
-        at = low
-        for index in held:
-            start, end = patched.span_offsets[index]
-            new.append(old[at:start])
-            new.append(patched.written(index))
-            at = end
-        new.append(old[at:high])
-        part, added, removed = _region_hunks(first + old[low:high], "".join(new))
+        more = CONTEXT_LINES
+        while True:
+            region_old = first + old[bounds[0] : bounds[1]]
+            region_new = first + _written(patched, bounds, held)
+            # A change slides across repeated lines (deleting one of ten blank lines
+            # changes, as the diff sees it, the last of them), maybe past the context
+            # after its span: the region grows until the hunk's trailing context is in
+            # it, which git apply needs (a hunk without it must match at the file's end),
+            # taking in the regions it reaches.
+            if diff_fits_window(
+                region_old, region_new, (0, 0), at_start=True, at_end=bounds[1] == len(old)
+            ):
+                break
+            more *= 2
+            bounds[1] = lines_after(old, bounds[1], more)
+            while regions and regions[0][1][0] <= bounds[1]:
+                _, (_, high), later = regions.pop(0)
+                bounds[1] = max(bounds[1], high)
+                held.extend(later)
+        part, added, removed = _region_hunks(region_old, region_new)
         for line in part:
             hunks.append(_shifted(line, a0, b0) if line.startswith("@@ ") else line)
         additions += added
@@ -78,6 +92,20 @@ def spans_diff(patched: PatchedText, path: str, *, bom: str = "") -> TextDiff:
     quoted_a, quoted_b = _quote(f"a/{path}"), _quote(f"b/{path}")
     header = f"diff --git {quoted_a} {quoted_b}\n--- {quoted_a}\n+++ {quoted_b}\n"
     return TextDiff(header + "".join(hunks), additions, deletions)
+
+
+def _written(patched: PatchedText, bounds: list[int], held: list[int]) -> str:
+    """The new text of the old text's ``bounds`` (offsets), which hold the spans ``held``."""
+    old = patched.old
+    new = []
+    at = bounds[0]
+    for index in held:
+        start, end = patched.span_offsets[index]
+        new.append(old[at:start])
+        new.append(patched.written(index))
+        at = end
+    new.append(old[at : bounds[1]])
+    return "".join(new)
 
 
 def _lines_left(text: str, offset: int, most: int) -> int:
