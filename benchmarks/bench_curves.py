@@ -11,7 +11,7 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     read, as on a first search; ``bench_grep.py`` measures the index) against ``rg -n
     --hidden``; ``glob("**/*.py")`` and ``list_files(recursive=True)`` against ``rg --files
     --hidden``.
-(b) Files of 1 MB, 100 MB and 1 GiB of 100-byte lines (``--quick``: 1 MB and 100 MB).
+(b) Files of 1 MB, 32 MB, 100 MB and 1 GiB of 100-byte lines (``--quick``: all but 1 GiB).
     ``read_file`` of 100 lines in the middle: the first read by a fresh tool and later
     windows by a warm one, against a plain Python read of the same lines
     (``itertools.islice`` over the open file). ``edit_file`` of one line in the middle
@@ -56,8 +56,10 @@ from workspace_tools.workspace import Workspace
 
 TREE_SIZES = (2_000, 50_000, 200_000)
 QUICK_TREE_SIZES = (2_000, 20_000)
-FILE_SIZES = (1 << 20, 100 << 20, 1 << 30)
-QUICK_FILE_SIZES = (1 << 20, 100 << 20)
+# 32 MiB: read whole (under max_file_bytes), as edits take it, and indexed (over the
+# 8 MiB edits keep whole); 100 MiB and 1 GiB: streamed.
+FILE_SIZES = (1 << 20, 32 << 20, 100 << 20, 1 << 30)
+QUICK_FILE_SIZES = (1 << 20, 32 << 20, 100 << 20)
 LINE = b"%09d " + b"x" * 89 + b"\n"  # 100 bytes
 WINDOW = 100
 LITERAL, REGEX = "NotImplementedError", r"def \w+_1\d\(self, \w+\)"

@@ -7,6 +7,7 @@ import io
 import os
 import time
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -16,7 +17,9 @@ from hypothesis import strategies as st
 from tests.file_support import call, tools
 from workspace_tools.text import _lines
 from workspace_tools.text._lines import read_lines
+from workspace_tools.tools import read_file
 from workspace_tools.workspace import _line_index
+from workspace_tools.workspace._line_index import IndexedFile
 
 pieces = st.sampled_from(
     [b"a", b"bc", b"\n", b"\r\n", b"\r", "é".encode(), b"\xe9", b"xyz" * 7, "日本".encode()]
@@ -101,10 +104,106 @@ def test_a_file_changed_within_the_clock_tick_is_not_indexed(tmp_path: Path) -> 
     info = os.stat(tmp_path / "f")
     index = read_lines(io.BytesIO(b"a\nb\n"), 1, 1, 5, whole=False, name="f").line_index
     assert index is not None
-    cache.put(info, index)  # written just now: its timestamps may not move for a change
+    cache.put(info, IndexedFile(index))  # written just now: it may change without showing
     assert cache.get(info) is None
     old = time.time_ns() - 10 * _line_index.RACY_NS
     os.utime(tmp_path / "f", ns=(old, old))
     assert os.stat(tmp_path / "f").st_ctime_ns > old  # ctime is now: still not settled
-    cache.put(os.stat(tmp_path / "f"), index)
+    cache.put(os.stat(tmp_path / "f"), IndexedFile(index))
     assert cache.get(os.stat(tmp_path / "f")) is None
+
+
+def _whole(data: bytes, offset: int, limit: int, known=None):  # type: ignore[no-untyped-def]
+    sliced = read_lines(
+        io.BytesIO(data), offset, limit, 5, whole=known is None, name="f", known=known, index=True
+    )
+    return sliced, (sliced.lines, sliced.cut, sliced.total_lines, sliced.newline, sliced.format)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=files,
+    bom=st.sampled_from([b"", b"\xef\xbb\xbf"]),
+    first=st.tuples(st.integers(1, 40), st.integers(1, 6)),
+    later=st.tuples(st.integers(1, 40), st.integers(1, 6)),
+    block=st.integers(1, 9),
+)
+def test_a_whole_files_index_gives_later_windows_as_a_whole_read(
+    data: bytes,
+    bom: bytes,
+    first: tuple[int, int],
+    later: tuple[int, int],
+    block: int,
+) -> None:
+    data = bom + data
+    with mock.patch.object(_lines, "BLOCK_BYTES", block):
+        made, _ = _whole(data, *first)
+        index = made.line_index
+        if not made.format.byte_newlines:
+            assert index is None
+            return
+        assert index is not None
+        assert index.format == made.format  # decided on the whole file
+        assert index.lf_before.tolist() == [data.count(b"\n", 0, at) for at in index.block_starts]
+        assert index.total_lines == made.total_lines
+        assert _whole(data, *later, known=index)[1] == _whole(data, *later)[1]
+
+
+@pytest.fixture
+def indexed_big_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
+    """A file larger than edits keep whole (so indexed), settled at once, read once whole:
+    its directory and the tools that read it."""
+    monkeypatch.setattr(_line_index, "RACY_NS", 0)
+    monkeypatch.setattr(read_file, "KEPT_FILE_BYTES", 64)
+    (tmp_path / "big.txt").write_bytes("".join(f"ligne {n} é\n" for n in range(1, 1001)).encode())
+    workspace_tools = tools(tmp_path)
+    call(workspace_tools["read_file"], path="big.txt", offset=1, limit=1)
+    return tmp_path, workspace_tools
+
+
+def test_a_file_edits_take_is_indexed_and_later_windows_read_only_their_lines(
+    indexed_big_file: tuple[Path, Any],
+) -> None:
+    root, workspace_tools = indexed_big_file
+    read = workspace_tools["read_file"]
+    with mock.patch.object(_lines, "decode_text", side_effect=AssertionError("whole decode")):
+        result = call(read, path="big.txt", offset=500, limit=3)
+    fresh = call(tools(root)["read_file"], path="big.txt", offset=500, limit=3)
+    assert (result.content, result.details) == (fresh.content, fresh.details)
+    assert result.content.startswith("   500\tligne 500 é\n")
+    # The window read from the index vouches for the content as a whole read does.
+    edited = call(
+        workspace_tools["edit_file"], path="big.txt", old_text="ligne 501 é", new_text="line 501"
+    )
+    assert edited.error is None, edited.error
+    assert edited.details.diff.splitlines()[3] == "@@ -498,7 +498,7 @@"
+
+
+def test_a_window_from_the_index_of_a_file_changed_since_is_refused_its_edit(
+    indexed_big_file: tuple[Path, Any],
+) -> None:
+    root, workspace_tools = indexed_big_file
+    read = workspace_tools["read_file"]
+    call(read, path="big.txt", offset=700, limit=1)  # from the index
+    call(read, path="big.txt", offset=600, limit=1)  # and again, as the model reads on
+    data = (root / "big.txt").read_bytes()
+    (root / "big.txt").write_bytes(data.replace(b"ligne 9 ", b"ligne X "))
+    edited = call(
+        workspace_tools["edit_file"], path="big.txt", old_text="ligne 700 é", new_text="x"
+    )
+    assert edited.error_code.value == "STALE_FILE", edited.error
+    again = call(read, path="big.txt", offset=9, limit=1)  # changed: read whole again
+    assert again.content.startswith("     9\tligne X é")
+    edited = call(
+        workspace_tools["edit_file"], path="big.txt", old_text="ligne 700 é", new_text="x"
+    )
+    assert edited.error is None, edited.error
+
+
+def test_a_streamed_file_with_a_utf8_bom_but_other_bytes_is_an_encoding_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f.txt").write_bytes(b"\xef\xbb\xbfok\n\xff\xfe bad\n")
+    result = call(tools(tmp_path, max_file_bytes=1)["read_file"], path="f.txt")
+    assert result.error_code.value == "ENCODING_ERROR"
+    assert result.error == "f.txt starts with a UTF-8 byte order mark but is not valid UTF-8"

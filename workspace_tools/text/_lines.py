@@ -285,6 +285,7 @@ def read_lines(
     whole: bool,
     name: str,
     known: LineIndex | None = None,
+    index: bool = False,
 ) -> LineSlice:
     """Read lines ``offset`` .. ``offset + limit - 1`` of the open file ``handle``.
 
@@ -294,26 +295,38 @@ def read_lines(
             shown. A streamed UTF-8 or latin-1 file's slice carries its
             :class:`LineIndex`.
         known: the :class:`LineIndex` of this very file content (the caller vouches that
-            the file is unchanged since it was made): a streamed read then starts at the
-            chunk holding line ``offset`` and stops after the window, instead of reading
-            the whole file.
+            the file is unchanged since it was made): a read that is not ``whole`` then
+            starts at the block holding line ``offset`` and stops after the window, instead
+            of reading the whole file.
+        index: with ``whole``, the slice of a UTF-8 or latin-1 file carries its
+            :class:`LineIndex` too, its ``format`` the one the whole file decided.
         name: the file's path as the model wrote it, which an error names.
 
     Raises:
         ToolError: ``BINARY_FILE`` for a binary file.
     """
     if known is not None and known.block_starts and not whole:
-        return _window_from_index(handle, known, offset, limit, max_chars)
+        return _window_from_index(handle, known, offset, limit, max_chars, name)
     if whole:
         data = handle.read()
         decoded = decode_text(data, name)
         window: LineWindow[str] = LineWindow(offset, limit, max_chars, "\n", "\r")
-        window.feed(decoded.text)
+        fmt = decoded.format
+        made = _index_of(data, fmt) if index and fmt.byte_newlines else None
+        # The LF count the index made is the text's (an LF is one byte in either codec).
+        window.feed(decoded.text, None if made is None else made[0])
         window.close()
         lines, cut = _cut(window.lines, window.capped, max_chars)
         # With what the window learnt of the text's lines, for the file's next edit.
         counts = LineCounts(sorted({(0, 0), *window.marks}))
-        return replace(_slice(window, lines, cut, decoded.format, data), line_counts=counts)
+        line_index = None
+        if made is not None:
+            _, starts, before = made
+            line_index = LineIndex(
+                fmt, starts, before, window.total_lines, window.sample_lf, window.sample_crlf
+            )
+        sliced = _slice(window, lines, cut, fmt, data)
+        return replace(sliced, line_counts=counts, line_index=line_index)
     head = handle.read(CHUNK_BYTES)
     fmt = sniff_format(head)
     if fmt is None:
@@ -323,12 +336,18 @@ def read_lines(
             ErrorCode.BINARY_FILE,
         )
     if fmt.byte_newlines:
-        return _stream_bytes(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars)
+        return _stream_bytes(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars, name)
     return _stream_text(handle, head[len(fmt.bom) :], fmt, offset, limit, max_chars, name)
 
 
 def _stream_bytes(
-    handle: BinaryIO, first: bytes, fmt: TextFormat, offset: int, limit: int, max_chars: int
+    handle: BinaryIO,
+    first: bytes,
+    fmt: TextFormat,
+    offset: int,
+    limit: int,
+    max_chars: int,
+    name: str,
 ) -> LineSlice:
     window: LineWindow[bytes] = LineWindow(
         offset, limit, max_chars, b"\n", b"\r", newline_sample=CHUNK_BYTES
@@ -348,11 +367,19 @@ def _stream_bytes(
     index = LineIndex(
         fmt, block_starts, lf_before, window.total_lines, window.sample_lf, window.sample_crlf
     )
-    return _decoded_slice(window, fmt, max_chars, index)
+    return _decoded_slice(window, fmt, max_chars, index, name)
+
+
+def _index_of(data: bytes, fmt: TextFormat) -> tuple[int, array[int], array[int]]:
+    """The LFs of the text ``data`` holds in ``fmt`` (a codec whose LF is one byte), and
+    its :class:`LineIndex`'s block starts and the LFs before each."""
+    starts = range(len(fmt.bom), max(len(data), len(fmt.bom) + 1), BLOCK_BYTES)
+    counts = [data.count(b"\n", at, at + BLOCK_BYTES) for at in starts]
+    return sum(counts), array("Q", starts), array("Q", accumulate(counts[:-1], initial=0))
 
 
 def _window_from_index(
-    handle: BinaryIO, known: LineIndex, offset: int, limit: int, max_chars: int
+    handle: BinaryIO, known: LineIndex, offset: int, limit: int, max_chars: int, name: str
 ) -> LineSlice:
     # Start at the last block with fewer than offset - 1 LFs before it (the first block for
     # line 1): line `offset` starts inside it or after, never before; the window skips the
@@ -366,22 +393,27 @@ def _window_from_index(
     if not window.done:
         window.close()  # the end of the file: its last line may have no LF
     window.sample_lf, window.sample_crlf = known.sample_lf, known.sample_crlf
-    sliced = _decoded_slice(window, known.format, max_chars, known)
+    sliced = _decoded_slice(window, known.format, max_chars, known, name)
     return LineSlice(
         sliced.lines, sliced.cut, known.total_lines, sliced.newline, sliced.format, None, known
     )
 
 
 def _decoded_slice(
-    window: LineWindow[bytes], fmt: TextFormat, max_chars: int, index: LineIndex
+    window: LineWindow[bytes], fmt: TextFormat, max_chars: int, index: LineIndex, name: str
 ) -> LineSlice:
-    if fmt is UTF8:
+    if fmt.codec == UTF8.codec:
         try:
             pairs = zip(window.lines, window.capped, strict=True)
             texts = [_decode(line, "utf-8", capped) for line, capped in pairs]
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as exc:
+            if fmt.bom:
+                raise ToolError(
+                    f"{clipped(name)} starts with a UTF-8 byte order mark but is not valid UTF-8",
+                    ErrorCode.ENCODING_ERROR,
+                ) from exc
             fmt = LATIN1
-    if fmt is not UTF8:
+    if fmt.codec != UTF8.codec:
         texts = [line.decode(fmt.codec) for line in window.lines]
     lines, cut = _cut(texts, window.capped, max_chars)
     sliced = _slice(window, lines, cut, fmt, None)

@@ -12,7 +12,9 @@ from workspace_tools.text._lines import LineSlice, read_lines
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_read
 from workspace_tools.workspace._fingerprint import file_fingerprint
+from workspace_tools.workspace._line_index import IndexedFile
 from workspace_tools.workspace._near_miss import not_found_hint
+from workspace_tools.workspace._state import KEPT_FILE_BYTES, PendingDigest
 
 DEFAULT_LIMIT = 2000
 
@@ -150,22 +152,36 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
             )
             return tool_output(content, details)
         handle.seek(0)
+        # A file edits take is read whole, as an edit decodes it; one larger than edits
+        # keep whole is indexed too, so that its later windows read only their lines.
         whole = info.st_size <= options.max_file_bytes
+        kept = line_indexes.get(info)
         lines = read_lines(
             handle,
             args.offset,
             args.limit,
             options.max_line_length,
-            whole=whole,
+            whole=whole and kept is None,
             name=rel,
-            known=None if whole else line_indexes.get(info),
+            known=None if kept is None else kept.index,
+            index=info.st_size > KEPT_FILE_BYTES,
         )
-        if lines.line_index is not None:
-            line_indexes.put(info, lines.line_index)
+    digest: PendingDigest | None = None
     if lines.content is not None:
-        workspace.file_states.record(resolved.real, lines.content, lines.line_counts)
+        if lines.line_index is not None:
+            # As record() hashes a content this large; kept with the index for the
+            # windows read from it, which see only their lines.
+            digest = PendingDigest(lines.content)
+            workspace.file_states.record_digest(resolved.real, digest, lines.line_counts)
+        else:
+            workspace.file_states.record(resolved.real, lines.content, lines.line_counts)
+    elif kept is not None and kept.digest is not None:
+        # The content last read here whole, unchanged since (its stat identity).
+        workspace.file_states.record_digest(resolved.real, kept.digest)
     else:
         workspace.file_states.forget(resolved.real)
+    if kept is None and lines.line_index is not None:
+        line_indexes.put(info, IndexedFile(lines.line_index, digest))
     if args.offset > max(lines.total_lines, 1):
         raise ToolError(
             f"offset {shown_number(args.offset)} is past the end of {rel}, which has "
