@@ -460,3 +460,16 @@ def test_a_structure_refusal_names_the_line_that_breaks_it(
 ) -> None:
     expected = STRUCTURE.format(lines=lines, why=why, quoted=quoted)
     assert _refusal(text, old) == expected
+
+
+def test_a_file_too_long_to_search_for_similar_lines_says_to_grep() -> None:
+    text = "".join(f"value_{n} = {n}\n" for n in range(20_001))
+    with pytest.raises(ToolError) as raised:
+        replace_text(text, "value_7 = 8", "x", replace_all=False, newline="\n", path="f.py")
+    assert raised.value.code is ErrorCode.NO_MATCH
+    assert raised.value.message == (
+        "old_text was not found in f.py. Read the file again with read_file and copy the text "
+        "exactly, including whitespace and punctuation. f.py has 20,001 lines, too many to "
+        "look for the most similar ones: grep for a distinctive part of old_text to find "
+        "where it is"
+    )

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from workspace_tools import ErrorCode, ToolError
+from workspace_tools.text import _match
 from workspace_tools.text._match import replace_text
 from workspace_tools.text._match_hint import describe
 
@@ -296,3 +297,54 @@ def test_fallback_edits_of_real_code_still_compile(source: Path) -> None:
         with pytest.raises(ToolError) as caught:
             _replace(text, flat, new)
         assert caught.value.code is ErrorCode.NO_MATCH, caught.value.message
+
+
+QUOTED = st.text(alphabet=" \tab=x'\"\u2018\u2019\u201c\u201d", max_size=8)
+
+
+@st.composite
+def fallback_cases(draw: st.DrawFn) -> tuple[str, str]:
+    """A text of lines with quotes, indentation and trailing whitespace, and an
+    ``old_text`` of some of its lines as a model may copy them: dedented, trailing
+    whitespace dropped, typographic quotes straightened, or as they are."""
+    lines = draw(st.lists(QUOTED, min_size=1, max_size=12))
+    newline = draw(st.sampled_from(["\n", "\r\n"]))
+    text = "".join(line + newline for line in lines)
+    first = draw(st.integers(0, len(lines) - 1))
+    taken = lines[first : first + draw(st.integers(1, 3))]
+    how = draw(st.sampled_from(["dedent", "rstrip", "quotes", "as is"]))
+    if how == "dedent":
+        taken = [line.lstrip(" \t") for line in taken]
+    elif how == "rstrip":
+        taken = [line.rstrip() for line in taken]
+    elif how == "quotes":
+        straight = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")
+        taken = [line.translate(straight) for line in taken]
+    old = "\n".join(taken)
+    assume(old)  # old_text is never empty (its argument's minimum length)
+    return text, old
+
+
+def _outcome(text: str, old: str) -> tuple[str, ...]:
+    try:
+        done = replace_text(text, old, "z\n  y", replace_all=False, newline="\n", path="f")
+    except ToolError as exc:
+        return (exc.code.value, exc.message)
+    return (done.text, done.match, str(done.unchanged))
+
+
+@settings(
+    max_examples=600,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(case=fallback_cases())
+def test_the_fallbacks_look_only_at_lines_holding_old_texts_longest_unquoted_part(
+    case: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text, old = case
+    searched = _outcome(text, old)
+    # The oracle: every line a possible start, each put in each fallback's form.
+    with monkeypatch.context() as patch:
+        patch.setattr(_match, "_starts", lambda text, count, *_: list(range(count)))
+        assert searched == _outcome(text, old)

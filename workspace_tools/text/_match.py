@@ -260,7 +260,9 @@ def _strip_ending(line: str) -> str:
 
 def _shown_lines(text: str, newline: str) -> list[str]:
     # Messages quote lines without the file's own line break, so a stray CR stays visible.
-    shown = [line.removesuffix("\n") for line in split_lines(text)]
+    shown = text.split("\n")
+    if not shown[-1]:
+        shown.pop()  # after a last LF: no line (split_lines' lines)
     return [line.removesuffix("\r") for line in shown] if newline == "\r\n" else shown
 
 
@@ -269,20 +271,22 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
     old_ends_with_newline = old_unified.endswith("\n")
     old_lines = [line.removesuffix("\r") for line in old_unified.removesuffix("\n").split("\n")]
     file_lines = split_lines(text)
-    bare = [_strip_ending(line) for line in file_lines]
-    shown = _shown_lines(text, newline)
-    if not any(line.strip() for line in old_lines):
-        raise no_match(path, old_lines, shown)
+    anchor = next((k for k, line in enumerate(old_lines) if line.strip()), None)
+    if anchor is None:
+        raise no_match(path, old_lines, _shown_lines(text, newline))
     span = len(old_lines)
+    starts = _starts(text, len(file_lines) - span + 1, old_lines, anchor)
     misfit: tuple[int, int] | None = None  # (first file line, old line) breaking structure
     for name, normal in _FALLBACKS:
         wanted = [normal(line) for line in old_lines]
-        normalised = [normal(line) for line in bare]
         fits: list[tuple[int, Shift]] = []
-        for i in range(len(bare) - span + 1):
-            if normalised[i] != wanted[0] or normalised[i : i + span] != wanted:
+        for i in starts:
+            if normal(_strip_ending(file_lines[i + anchor])) != wanted[anchor]:
                 continue
-            shift = shift_of(old_lines, bare[i : i + span])
+            bare = [_strip_ending(line) for line in file_lines[i : i + span]]
+            if [normal(line) for line in bare] != wanted:
+                continue
+            shift = shift_of(old_lines, bare)
             if isinstance(shift, Shift):
                 fits.append((i, shift))
             elif misfit is None:
@@ -294,7 +298,13 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
             body = _reindent(new.replace("\r\n", "\n"), shift)
             if isinstance(body, int):
                 raise unplaceable_line(
-                    path, old_lines, shown, first, body, shift.old_base, shift.file_base
+                    path,
+                    old_lines,
+                    _shown_lines(text, newline),
+                    first,
+                    body,
+                    shift.old_base,
+                    shift.file_base,
                 )
             start = sum(len(line) for line in file_lines[:first])
             last = file_lines[first + span - 1]
@@ -307,9 +317,35 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
             return EditResult(
                 text[:start] + replacement + text[end:], 1, name, (start, len(text) - end)
             )
+    shown = _shown_lines(text, newline)
     if misfit is not None:
         raise structure_mismatch(path, old_lines, shown, *misfit)
     raise no_match(path, old_lines, shown)
+
+
+def _starts(text: str, count: int, old_lines: list[str], anchor: int) -> list[int]:
+    """The lines, of the first ``count`` of ``text``'s, where a range some fallback matches
+    with ``old_lines`` may start: those whose line ``anchor`` lines further (``old_lines``'
+    first non-blank one there) holds the longest part of that line without a quote, in
+    order. Each fallback's form of a line is the line with whitespace stripped from its ends
+    and typographic quotes made straight, so such a part stays in the line as it is: one
+    search of the text, instead of each line put in each form."""
+    wanted = _FALLBACKS[-1][1](old_lines[anchor])
+    key = max(wanted.replace('"', "'").split("'"), key=len)
+    if not key:
+        return list(range(count))
+    starts: list[int] = []
+    line = 0  # of the occurrence at ``at``: the LFs before it, counted on from the last
+    last = 0
+    at = text.find(key)
+    while at != -1:
+        line += text.count("\n", last, at)
+        last = at
+        start = line - anchor
+        if 0 <= start < count and (not starts or starts[-1] != start):
+            starts.append(start)
+        at = text.find(key, at + 1)
+    return starts
 
 
 def _reindent(new: str, shift: Shift) -> str | int:

@@ -37,6 +37,7 @@ _MIN_START = 10
 # break for the tools, which break lines only at \n.
 _BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _INNER_BREAK = re.compile(f"[{_BREAKS}](?=.)", re.S)
+_ANY_BREAK = re.compile(f"[{_BREAKS}]")
 # read_file's "cat -n" prefix: the line number right-aligned, then a tab.
 _LINE_NUMBER = re.compile(r" *\d+\t")
 
@@ -226,10 +227,13 @@ def _split_breaks(bare: list[str]) -> tuple[list[str], list[tuple[int, int, int]
     the tools do not (a lone ``\\r``, ``\\x0c``, ``\\u2028``, ...; one at a line's end
     stays): a model copying text from elsewhere may take each part for a line. Each part
     comes with ``(file line index, part index, parts in that line)``."""
+    holds_break = _ANY_BREAK.search
+    if not any(map(holds_break, bare)):  # one C loop: most files hold none
+        return bare, list(zip(range(len(bare)), itertools.repeat(0), itertools.repeat(1)))
     pieces: list[str] = []
     where: list[tuple[int, int, int]] = []
     for i, line in enumerate(bare):
-        parts = _INNER_BREAK.split(line) if any(c in line for c in _BREAKS) else [line]
+        parts = _INNER_BREAK.split(line) if holds_break(line) else [line]
         for j, part in enumerate(parts):
             pieces.append(part)
             where.append((i, j, len(parts)))
@@ -283,7 +287,8 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         "text exactly, including whitespace and punctuation"
     )
     whole = _closest_start(old_lines, bare)
-    pieces, where = _split_breaks(bare)
+    searched = len(bare) <= _HINT_MAX_LINES  # with its lines cut, no fewer
+    pieces, where = _split_breaks(bare) if searched else (bare, [])
     cut = _closest_start(old_lines, pieces) if len(pieces) > len(bare) else None
     if cut is not None and (whole is None or cut[1] > whole[1]):
         start = cut[0]
@@ -291,8 +296,13 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         start = whole[0]
         pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
     else:
-        message += _where_it_stops(old_lines, bare) + _numbered(old_lines, bare)
-        return ToolError(message, ErrorCode.NO_MATCH)
+        message += _where_it_stops(old_lines, bare)
+        if not searched:
+            message += (
+                f". {path} has {len(bare):,} lines, too many to look for the most similar "
+                "ones: grep for a distinctive part of old_text to find where it is"
+            )
+        return ToolError(message + _numbered(old_lines, bare), ErrorCode.NO_MATCH)
     low, high = max(start, 0), min(start + len(old_lines), len(pieces)) - 1
     first, last = where[low][0], where[high][0]
     if first == last:
