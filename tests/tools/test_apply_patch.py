@@ -322,3 +322,18 @@ def test_a_change_sliding_across_repeated_lines_keeps_the_context_git_apply_need
     assert_diff_reproduces(root.parent / "scratch", "f.txt", old.encode(), new.encode(), entry)
     # The whole file's diff: its change where the run of lines ends, the lines after it.
     assert entry.diff == unified_diff(old, new, "f.txt").diff
+
+
+def test_a_missing_line_in_a_file_too_long_to_search_for_similar_lines_says_to_grep(
+    root: Path,
+) -> None:
+    (root / "f.txt").write_text("".join(f"value_{n} = {n}\n" for n in range(20_001)))
+    body = patch("*** Update File: f.txt\n@@\n-valeu_7 = 7\n+value_7 = 8\n")
+    result = call(tools(root)["apply_patch"], patch=body)
+    assert result.error_code is ErrorCode.NO_MATCH
+    assert result.error == (
+        "f.txt: chunk 1 (patch line 4): its expected lines (the ' ' and '-' lines) are not in "
+        "the file. The file has 20,001 lines, too many to look for the most similar one: grep "
+        "for a distinctive part of the line to find where it is\nNo file was changed: correct "
+        "this part and send the whole patch again."
+    )

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from tests.file_support import DIFF_CODECS, call, tools
@@ -278,19 +278,29 @@ LOOSE_LINE = st.sampled_from(["a", " a", "a ", "a\t", "b", "", "  ", "a-b", "a\u
 
 
 @settings(max_examples=300, deadline=None)
+@example(["x", "a", "a-b", "y"], True, ["a", "a-b"], 1, 0, sys.maxsize, False)
+@example(["a", "b", "a"], True, ["a"], 1, 2, 0, True)
 @given(
     lines=st.lists(LOOSE_LINE, max_size=10),
     final=st.booleans(),
     wanted=st.lists(LOOSE_LINE, min_size=1, max_size=3),
     level=st.integers(min_value=1, max_value=len(_patch_apply.LEVELS) - 1),
     low=st.integers(min_value=0, max_value=10),
+    high=st.integers(min_value=0, max_value=12) | st.just(sys.maxsize),
     end_of_file=st.booleans(),
 )
 def test_a_looser_level_finds_the_places_the_line_search_finds(
-    lines: list[str], final: bool, wanted: list[str], level: int, low: int, end_of_file: bool
+    lines: list[str],
+    final: bool,
+    wanted: list[str],
+    level: int,
+    low: int,
+    high: int,
+    end_of_file: bool,
 ) -> None:
-    # A looser level may say "nowhere" from the text alone (its form not in it); it must
-    # then agree with the search of the file's lines.
+    # A looser level may say "nowhere" from the text alone (its form not in it), or put in
+    # its form only the lines the text's search finds its longest line in; it must agree
+    # with the search of the file's lines.
     assume(final or not (lines and lines[-1] == ""))
     text = as_text(lines, "\n", final)
     listed = _patch_apply._Lines(text)
@@ -300,12 +310,12 @@ def test_a_looser_level_finds_the_places_the_line_search_finds(
     expected = [
         (line, listed.offset(line))
         for line in _patch_apply._places(
-            listed.normal(level), forms, low, len(listed.bare), end_of_file=end_of_file
+            listed.normal(level), forms, low, high, end_of_file=end_of_file
         )
     ]
     start = (low, listed.offset(low))
     found = _patch_apply._find(
-        _patch_apply._Lines(text), level, forms, start, sys.maxsize, end_of_file=end_of_file
+        _patch_apply._Lines(text), level, forms, start, high, end_of_file=end_of_file
     )
     assert found == expected, text
 
@@ -364,3 +374,26 @@ def test_a_change_inside_a_run_of_one_line_gets_the_whole_files_diff(
             capture_output=True,
         )
         assert (scratch / "f.txt").read_text() == after_text, entry.diff
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LOOSE_LINE, max_size=12),
+    old=st.lists(LOOSE_LINE, min_size=1, max_size=3),
+    cursor=st.integers(min_value=0, max_value=12),
+)
+def test_the_nearest_place_is_the_one_most_lines_agree_with(
+    lines: list[str], old: list[str], cursor: int
+) -> None:
+    # The oracle: every line put in the loosest form, a vote for each agreeing line.
+    text = as_text(lines, "\n", True)
+    loose = _patch_apply.LEVELS[-1][1]
+    forms = [loose(line) for line in lines]
+    votes: dict[int, int] = {}
+    for k, line in enumerate(old):
+        for i, form in enumerate(forms):
+            if form and form == loose(line) and i - k >= 0:
+                votes[i - k] = votes.get(i - k, 0) + 1
+    after = {s: n for s, n in votes.items() if s >= cursor} or votes
+    expected = max(after, key=lambda s: (after[s], -s)) if after else None
+    assert _patch_apply._nearest(_patch_apply._Lines(text), old, cursor) == expected, text

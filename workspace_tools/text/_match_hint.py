@@ -22,7 +22,7 @@ from workspace_tools.text._indentation import INDENT, common_indent, indent_of, 
 
 # Most similar lines are looked for only in files up to this long, and at most this many
 # lines of old_text take part in scoring a candidate place and are quoted.
-_HINT_MAX_LINES = 20_000
+HINT_MAX_LINES = 20_000
 _SCORED_LINES = 40
 _QUOTED_LINES = 12
 _CUTOFF = 0.6
@@ -170,7 +170,7 @@ def _closest_start(old_lines: list[str], bare: list[str]) -> tuple[int, float] |
     """Where in the file (a line index, possibly before the first line) the range most
     similar to ``old_lines`` begins, and how similar it is (0-1); ``None`` when no range
     is similar enough."""
-    if len(bare) > _HINT_MAX_LINES:
+    if len(bare) > HINT_MAX_LINES:
         return None
     old_keys = [_key(line) for line in old_lines]
     scored = [k for k, key in enumerate(old_keys) if key][:_SCORED_LINES]
@@ -287,7 +287,7 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         "text exactly, including whitespace and punctuation"
     )
     whole = _closest_start(old_lines, bare)
-    searched = len(bare) <= _HINT_MAX_LINES  # with its lines cut, no fewer
+    searched = len(bare) <= HINT_MAX_LINES  # with its lines cut, no fewer
     pieces, where = _split_breaks(bare) if searched else (bare, [])
     cut = _closest_start(old_lines, pieces) if len(pieces) > len(bare) else None
     if cut is not None and (whole is None or cut[1] > whole[1]):

@@ -53,7 +53,7 @@ from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._indentation import Shift, indent_of, shift_of
-from workspace_tools.text._match_hint import escape
+from workspace_tools.text._match_hint import HINT_MAX_LINES, escape
 from workspace_tools.text._patch_parse import Chunk
 
 _FOLD = str.maketrans(
@@ -581,12 +581,57 @@ def _find(
     if lines.searchable and not lines.foldable:
         # A line matching at a looser level holds its stripped form, which is the wanted
         # line's stripped and folded form when the text has nothing to fold: a form not in
-        # the text after ``low`` matches nowhere, and the lines need no split to say so.
-        key = max((line.strip().translate(_FOLD) for line in wanted), key=len)
-        if key and lines.text.find(key, low[1]) == -1:
-            return []
+        # the text after ``low`` matches nowhere, and the lines need no split to say so;
+        # else only the lines the text's search finds it in are put in the level's form.
+        forms = [line.strip().translate(_FOLD) for line in wanted]
+        k = max(range(len(forms)), key=lambda j: len(forms[j]))
+        if forms[k]:
+            if lines.text.find(forms[k], low[1]) == -1:
+                return []
+            found = _searched_places(lines, level, wanted, k, forms[k], low, high, end_of_file)
+            return [(line, lines.offset(line)) for line in found]
     found = _places(lines.normal(level), wanted, low[0], high, end_of_file=end_of_file)
     return [(line, lines.offset(line)) for line in found]
+
+
+def _searched_places(
+    lines: _Lines,
+    level: int,
+    wanted: list[str],
+    k: int,
+    key: str,
+    low: Position,
+    high: int,
+    end_of_file: bool,
+) -> list[int]:
+    """:func:`_places` of ``wanted`` in the lines in ``level``'s form, in a text with
+    nothing to fold, whose lines matching ``wanted[k]`` hold ``key`` as it is: only the
+    places whose line ``k`` holds it are put in the form."""
+    normalise = LEVELS[level][1]
+    text, bare, span = lines.text, lines.bare, len(wanted)
+
+    def matches(start: int) -> bool:
+        return [normalise(line) for line in bare[start : start + span]] == wanted
+
+    if end_of_file:
+        start = len(bare) - span
+        return [start] if low[0] <= start < max(high, low[0] + 1) and matches(start) else []
+    stop = min(high, len(bare) - span + 1)
+    places: list[int] = []
+    line, last = low  # the line of the offset ``last``: its LFs counted on from there
+    at = text.find(key, last)
+    while at != -1:
+        line += text.count("\n", last, at)
+        start = line - k
+        if start >= stop:
+            break
+        if start >= low[0] and matches(start):
+            places.append(start)
+        last = text.find("\n", at)
+        if last == -1:
+            break
+        at = text.find(key, last)  # on from the next line: one hit a line
+    return places
 
 
 def _places(
@@ -724,7 +769,8 @@ def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolErro
         )
         return ToolError(message + hint, ErrorCode.NO_MATCH)
     loose = LEVELS[-1][1]
-    if lines.normal(3)[start : start + len(old)] == [loose(x) for x in old]:
+    # Only these lines in the loosest form: not all of a big file's.
+    if [loose(x) for x in lines.bare[start : start + len(old)]] == [loose(x) for x in old]:
         if start < cursor:
             why = "above the previous chunk: give the chunks of a file in the order of its lines"
         elif chunk.end_of_file:
@@ -740,7 +786,7 @@ def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolErro
         (
             k
             for k, line in enumerate(old)
-            if start + k >= len(lines.bare) or lines.normal(3)[start + k] != LEVELS[3][1](line)
+            if start + k >= len(lines.bare) or loose(lines.bare[start + k]) != loose(line)
         ),
         None,
     )
@@ -759,21 +805,39 @@ def _not_found(lines: _Lines, chunk: Chunk, cursor: int, where: str) -> ToolErro
 def _nearest(lines: _Lines, old: list[str], cursor: int) -> int | None:
     """The start whose lines agree with most of ``old`` (loosest level), at or after
     ``cursor`` when any does; ``None`` when no line agrees."""
-    found = lines.normal(3)
-    wanted = [LEVELS[3][1](line) for line in old]
-    where: dict[str, list[int]] = {}
-    for i, line in enumerate(found):
-        if line:
-            where.setdefault(line, []).append(i)
+    loose = LEVELS[3][1]
     votes: Counter[int] = Counter()
-    for k, line in enumerate(wanted):
-        for i in where.get(line, ()):
+    for k, line in enumerate(old):
+        wanted = loose(line)
+        for i in _lines_as(lines, wanted) if wanted else ():
             if i - k >= 0:
                 votes[i - k] += 1
     if not votes:
         return None
     after = {s: n for s, n in votes.items() if s >= cursor} or dict(votes)
     return max(after, key=lambda s: (after[s], -s))
+
+
+def _lines_as(lines: _Lines, wanted: str) -> list[int]:
+    """The lines whose loosest form is ``wanted``, in order. In a text with nothing to
+    fold, such a line holds ``wanted`` as it is (the form only strips its ends): those the
+    text's search finds are the only ones put in the form."""
+    loose = LEVELS[3][1]
+    if lines.foldable:
+        return [i for i, line in enumerate(lines.normal(3)) if line == wanted]
+    text, bare = lines.text, lines.bare
+    found: list[int] = []
+    line = last = 0  # the line of the offset ``last``: its LFs counted on from the one before
+    at = text.find(wanted)
+    while at != -1:
+        line += text.count("\n", last, at)
+        if line < len(bare) and loose(bare[line]) == wanted:
+            found.append(line)
+        last = text.find("\n", at)
+        if last == -1:
+            break
+        at = text.find(wanted, last)  # on from the next line: one hit a line
+    return found
 
 
 def _part_of_a_line(lines: _Lines, old: list[str]) -> str:
@@ -785,7 +849,9 @@ def _part_of_a_line(lines: _Lines, old: list[str]) -> str:
         part = line.strip()
         if len(part) < _MIN_PART:
             continue
-        index = next((i for i, b in enumerate(lines.bare) if part in b), None)
+        # The part holds no LF: the first line holding it is the one the text's search finds.
+        at = lines.text.find(part)
+        index = None if at == -1 else lines.line_at(at)
         if index is not None:
             return (
                 f". Its line {k + 1}, '{escape(line)}', is part of the file's line {index + 1} "
@@ -797,6 +863,11 @@ def _part_of_a_line(lines: _Lines, old: list[str]) -> str:
 
 
 def _closest_single(lines: _Lines, line: str, cursor: int) -> str:
+    if lines.count > HINT_MAX_LINES:
+        return (
+            f". The file has {lines.count:,} lines, too many to look for the most similar one: "
+            "grep for a distinctive part of the line to find where it is"
+        )
     near = difflib.get_close_matches(line.strip(), [b.strip() for b in lines.bare], n=1, cutoff=0.6)
     if not near:
         return ""
