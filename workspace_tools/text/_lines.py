@@ -16,6 +16,7 @@ import codecs
 import re
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import AnyStr, BinaryIO, Generic
@@ -227,6 +228,21 @@ def _after_lfs(chunk: AnyStr, pos: int, count: int) -> tuple[int, int]:
             pos = found.end()
             count -= size
     return pos, count
+
+
+def lines_holding(text: str, part: str, line: int = 0, offset: int = 0) -> Iterator[int]:
+    """The numbers (0-based) of the lines of ``text`` that hold ``part`` (which holds no
+    LF), in order, from line ``line``, which starts at ``offset``: one search of the text,
+    each line found once, its number counted by the LFs passed since the last."""
+    last = offset
+    at = text.find(part, offset)
+    while at != -1:
+        line += text.count("\n", last, at)
+        yield line
+        last = text.find("\n", at)
+        if last == -1:
+            return
+        at = text.find(part, last)  # on from the next line
 
 
 @dataclass(frozen=True)

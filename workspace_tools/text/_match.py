@@ -55,6 +55,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._decode import convert_newlines
 from workspace_tools.text._diff import split_lines
 from workspace_tools.text._indentation import INDENT, Shift, indent_of, shift_of
+from workspace_tools.text._lines import lines_holding
 from workspace_tools.text._match_hint import no_match, structure_mismatch, unplaceable_line
 
 _QUOTES = str.maketrans(
@@ -335,16 +336,12 @@ def _starts(text: str, count: int, old_lines: list[str], anchor: int) -> list[in
     if not key:
         return list(range(count))
     starts: list[int] = []
-    line = 0  # of the occurrence at ``at``: the LFs before it, counted on from the last
-    last = 0
-    at = text.find(key)
-    while at != -1:
-        line += text.count("\n", last, at)
-        last = at
+    for line in lines_holding(text, key):
         start = line - anchor
-        if 0 <= start < count and (not starts or starts[-1] != start):
+        if start >= count:
+            break
+        if start >= 0:
             starts.append(start)
-        at = text.find(key, at + 1)
     return starts
 
 

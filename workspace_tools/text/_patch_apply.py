@@ -53,6 +53,7 @@ from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.text._indentation import Shift, indent_of, shift_of
+from workspace_tools.text._lines import lines_holding
 from workspace_tools.text._match_hint import HINT_MAX_LINES, escape
 from workspace_tools.text._patch_parse import Chunk
 
@@ -618,19 +619,12 @@ def _searched_places(
         return [start] if low[0] <= start < max(high, low[0] + 1) and matches(start) else []
     stop = min(high, len(bare) - span + 1)
     places: list[int] = []
-    line, last = low  # the line of the offset ``last``: its LFs counted on from there
-    at = text.find(key, last)
-    while at != -1:
-        line += text.count("\n", last, at)
+    for line in lines_holding(text, key, *low):
         start = line - k
         if start >= stop:
             break
         if start >= low[0] and matches(start):
             places.append(start)
-        last = text.find("\n", at)
-        if last == -1:
-            break
-        at = text.find(key, last)  # on from the next line: one hit a line
     return places
 
 
@@ -825,19 +819,10 @@ def _lines_as(lines: _Lines, wanted: str) -> list[int]:
     loose = LEVELS[3][1]
     if lines.foldable:
         return [i for i, line in enumerate(lines.normal(3)) if line == wanted]
-    text, bare = lines.text, lines.bare
-    found: list[int] = []
-    line = last = 0  # the line of the offset ``last``: its LFs counted on from the one before
-    at = text.find(wanted)
-    while at != -1:
-        line += text.count("\n", last, at)
-        if line < len(bare) and loose(bare[line]) == wanted:
-            found.append(line)
-        last = text.find("\n", at)
-        if last == -1:
-            break
-        at = text.find(wanted, last)  # on from the next line: one hit a line
-    return found
+    bare = lines.bare
+    return [
+        i for i in lines_holding(lines.text, wanted) if i < len(bare) and loose(bare[i]) == wanted
+    ]
 
 
 def _part_of_a_line(lines: _Lines, old: list[str]) -> str:
