@@ -70,3 +70,24 @@ def test_no_match_names_the_most_similar_line() -> None:
 def test_replacement_is_literal() -> None:
     result = _replace("a.b\n", ".", r"\g<0>$&\1")
     assert result.text == "a\\g<0>$&\\1b\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "expected"),
+    [
+        # Part of a line deleted: only the match goes, the rest keeps its indentation.
+        ("a\n     pass    pass\nb\n", "  pass    ", "a\n   pass\nb\n"),
+        (
+            "def f():\n        x = compute(a)  # note\n",
+            "    x = compute(a)",
+            "def f():\n      # note\n",
+        ),
+        # The whole of a line's text deleted: its indentation goes with it.
+        ("def f():\n        x = 1\n    y\n", "    x = 1", "def f():\n\n    y\n"),
+    ],
+)
+def test_an_empty_new_text_deletes_part_of_a_line_literally(
+    text: str, old: str, expected: str
+) -> None:
+    result = replace_text(text, old, "", replace_all=False, newline="\n", path="f")
+    assert result.text == expected

@@ -8,7 +8,9 @@ Order of attempts:
    indentation on its line (``"y = 1"`` or ``"  y = 1"`` in ``"    y = 1"``), the model
    copied it with less indentation than the file has: the line is replaced whole, with
    ``new_text`` shifted by the rule below (reported as ``indentation`` when that changed the
-   result), so ``new_text``'s further lines are not written too shallow. When ``old_text``
+   result), so ``new_text``'s further lines are not written too shallow; an empty
+   ``new_text`` deleting part of a line deletes only the match (the rest of the line keeps
+   its indentation). When ``old_text``
    has more non-blank lines, those matched whole lines at their own indentation, which fixes
    where ``new_text``'s lines go: the splice is literal.
    Occurrences that overlap count as places too: ``foo\nfoo\n`` in three ``foo`` lines
@@ -187,7 +189,10 @@ def _whole_lines(
     for begin, end, replacement in pieces:
         line_start = text.rfind("\n", 0, begin) + 1
         before = text[line_start:begin]
-        if before and not before.lstrip(INDENT) and line_start >= previous:
+        # Deleting part of a line keeps the indentation of the rest of it.
+        line_end = text.find("\n", end)
+        deletes_part = not new and bool(text[end : len(text) if line_end < 0 else line_end].strip())
+        if before and not before.lstrip(INDENT) and line_start >= previous and not deletes_part:
             shift = Shift(old_base, before + old_base)
             body = _reindent(new.replace("\r\n", "\n"), shift)
             if isinstance(body, int):
