@@ -89,9 +89,10 @@ def edit_lists(draw: st.DrawFn) -> tuple[str, list[Replacement]]:
     now = text
     made: list[Replacement] = []
     for _ in range(draw(st.integers(1, 3))):
-        # Mostly whole lines and no lone surrogate, so that most lists are made.
+        # Mostly whole lines and no lone surrogate, so that most lists are made; deletions.
         old = _cut(draw, now, ("lines", "lines", "lines", *CUTS))
-        new = draw(NEW) if draw(st.integers(0, 3)) == 0 else draw(NEW_TEXT)
+        pick = draw(st.integers(0, 4))
+        new = draw(NEW) if pick == 0 else "" if pick == 1 else draw(NEW_TEXT)
         edit = Replacement(old, new, draw(st.booleans()))
         made.append(edit)
         try:
@@ -394,6 +395,48 @@ def test_a_change_sliding_across_repeated_lines_gets_the_whole_files_hunk(
     assert (tmp_path / "f.txt").read_bytes() == new
     assert result.details.diff.splitlines()[3:] == ["@@ -8,5 +8,4 @@", " ", " ", " ", "-", " b"]
     assert_diff_reproduces(tmp_path / "scratch", "f.txt", old, new, result.details)
+
+
+@pytest.mark.parametrize(
+    ("old", "expected"),
+    [
+        ("x = ", b"def f():\n    1  # one\n    y = 2\n"),
+        ("  # one", b"def f():\n    x = 1\n    y = 2\n"),
+        ("x = 1  # one\n", b"def f():\n    y = 2\n"),
+        ("x = 1  # one", b"def f():\n\n    y = 2\n"),
+    ],
+)
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["bytes", "text"])
+def test_a_deletion_in_an_indented_line_is_the_same_on_bytes_and_on_text(
+    tmp_path: Path, old: str, expected: bytes, bom: bytes
+) -> None:
+    # On bytes, the lines around the place are all the edit sees: the rest of the line
+    # the deletion ends in too, as the text path sees it.
+    (tmp_path / "f.py").write_bytes(bom + b"def f():\n    x = 1  # one\n    y = 2\n")
+    result = call(tools(Workspace(tmp_path))["edit_file"], path="f.py", old_text=old, new_text="")
+    assert result.error is None, result.error
+    assert (tmp_path / "f.py").read_bytes() == bom + expected
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        # The second deletion ends inside the lines the first edit changed, one character
+        # before the line's end (their last line, one before it); then on the line after.
+        ([("x = 1", "x = 2"), ("x = ", "")], b"def f():\n    2\n    y = 2\n"),
+        ([("x = 1", "x = 2"), ("y = ", "")], b"def f():\n    x = 2\n    2\n"),
+        ([("x = 1\n    y = 2", "x = 2\n    y = 3"), ("x = ", "")], b"def f():\n    2\n    y = 3\n"),
+    ],
+)
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["bytes", "text"])
+def test_a_later_deletion_in_an_indented_line_is_the_same_on_bytes_and_on_text(
+    tmp_path: Path, edits: list[tuple[str, str]], expected: bytes, bom: bytes
+) -> None:
+    (tmp_path / "f.py").write_bytes(bom + b"def f():\n    x = 1\n    y = 2\n")
+    listed = [{"old_text": old, "new_text": new} for old, new in edits]
+    result = call(tools(Workspace(tmp_path))["edit_file"], path="f.py", edits=listed)
+    assert result.error is None, result.error
+    assert (tmp_path / "f.py").read_bytes() == bom + expected
 
 
 def test_a_file_changed_on_disk_is_refused_before_its_bytes_are_edited(tmp_path: Path) -> None:

@@ -82,8 +82,10 @@ def test_replacement_is_literal() -> None:
             "    x = compute(a)",
             "def f():\n      # note\n",
         ),
-        # The whole of a line's text deleted: its indentation goes with it.
+        # The whole of a line's text deleted: its indentation goes with it; with its LF,
+        # the line goes.
         ("def f():\n        x = 1\n    y\n", "    x = 1", "def f():\n\n    y\n"),
+        ("def f():\n        x = 1\n    y\n", "    x = 1\n", "def f():\n    y\n"),
     ],
 )
 def test_an_empty_new_text_deletes_part_of_a_line_literally(

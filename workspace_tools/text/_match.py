@@ -189,9 +189,9 @@ def _whole_lines(
     for begin, end, replacement in pieces:
         line_start = text.rfind("\n", 0, begin) + 1
         before = text[line_start:begin]
-        # Deleting part of a line keeps the indentation of the rest of it.
-        line_end = text.find("\n", end)
-        deletes_part = not new and bool(text[end : len(text) if line_end < 0 else line_end].strip())
+        # Deleting part of a line keeps the indentation of the rest of it (none is left of
+        # a line whose LF the match holds).
+        deletes_part = not new and bool(_rest_of_line(text, end).strip())
         if before and not before.lstrip(INDENT) and line_start >= previous and not deletes_part:
             shift = Shift(old_base, before + old_base)
             body = _reindent(new.replace("\r\n", "\n"), shift)
@@ -213,6 +213,14 @@ def _whole_lines(
         out.append((begin, end, replacement))
         previous = end
     return out
+
+
+def _rest_of_line(text: str, end: int) -> str:
+    """What follows ``end`` on its line: nothing when ``end`` follows the line's LF."""
+    if end and text[end - 1] == "\n":
+        return ""
+    stop = text.find("\n", end)
+    return text[end : len(text) if stop < 0 else stop]
 
 
 def _splice(text: str, pieces: list[tuple[int, int, str]]) -> str:

@@ -186,9 +186,11 @@ class _Spliced:
         return found
 
     def cover(self, offset: int, end: int) -> tuple[int, int]:
-        """Grow the middle to hold the text's bytes ``offset:end`` and the start of the line
-        ``offset`` is on (and what lies between them and the middle). Returns how many
-        characters it gained at its start and at its end."""
+        """Grow the middle to hold the text's bytes ``offset:end``, the start of the line
+        ``offset`` is on and the rest of the line ``end`` is on (and what lies between them
+        and the middle), as the edit's one-line rule reads them. Returns how many characters
+        it gained at its start and at its end."""
+        end = self._line_end(end)
         data = self.data
         if not self.covered:  # the text is ``data`` still
             self.covered = True
@@ -204,6 +206,17 @@ class _Spliced:
         self.middle = gained[0] + self.middle + gained[1]
         self.start, self.stop = new_start, new_stop
         return len(gained[0]), len(gained[1])
+
+    def _line_end(self, end: int) -> int:
+        """Where the line the text's byte ``end`` is on ends (at its LF, or the text's end),
+        or ``end`` when the middle holds, or grows to reach, the rest of that line: the
+        edit's one-line rule reads it."""
+        data, start, middle = self.data, self.start, self.middle_bytes
+        if end <= start or middle.find(b"\n", end - start) != -1:
+            return end
+        middle_end = start + len(middle)
+        found = data.find(b"\n", max(end - middle_end, 0) + self.stop)
+        return (len(data) if found == -1 else found) - self.stop + middle_end
 
     def replace_middle(self, text: str) -> None:
         """Make ``text`` the middle.
