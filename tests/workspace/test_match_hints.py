@@ -473,3 +473,13 @@ def test_a_file_too_long_to_search_for_similar_lines_says_to_grep() -> None:
         "look for the most similar ones: grep for a distinctive part of old_text to find "
         "where it is"
     )
+
+
+def test_a_place_in_a_long_line_of_a_file_too_long_to_search_is_said_once() -> None:
+    long = "x = " + "1 + " * 30 + "1"
+    text = "".join(f"value_{n} = {n}\n" for n in range(20_001)) + long + "\n"
+    with pytest.raises(ToolError) as raised:
+        replace_text(text, "x = 1 + 1 + 2", "y", replace_all=False, newline="\n", path="f.py")
+    message = raised.value.message
+    assert "Line 20002 is 125 characters long" in message, message
+    assert ".." not in message and "too many" not in message, message

@@ -296,8 +296,9 @@ def no_match(path: str, old_lines: list[str], bare: list[str]) -> ToolError:
         start = whole[0]
         pieces, where = bare, [(i, 0, 1) for i in range(len(bare))]
     else:
-        message += _where_it_stops(old_lines, bare)
-        if not searched:
+        place = _where_it_stops(old_lines, bare)
+        message += place
+        if not searched and not place:
             message += (
                 f". {path} has {len(bare):,} lines, too many to look for the most similar "
                 "ones: grep for a distinctive part of old_text to find where it is"
