@@ -16,8 +16,9 @@ Needs ripgrep (``apt-get install ripgrep``). Run from the repository root:
     windows by a warm one, against a plain Python read of the same lines
     (``itertools.islice`` over the open file). ``edit_file`` of one line in the middle
     against a plain Python durable replace (read, ``str.replace``, temp file, fsync, rename,
-    fsync of the directory), which is what the tool guarantees, and an ``edits`` list of
-    two lines ten apart against the same with two ``str.replace``; for the edits the
+    fsync of the directory), which is what the tool guarantees, and ``edits`` lists of
+    two lines, ten apart and far apart (the middle and the last sixteenth), against the
+    same with two ``str.replace``; for the edits the
     workspace's ``max_file_bytes`` is raised to 2 GiB so the tool accepts the bigger files
     (read_file keeps the default: a file above it is streamed, with a line index).
 
@@ -246,8 +247,24 @@ def bench_file(path: Path, lines: int, label: str, portal: Any, options: dict[st
     tool_s, plain_s = medians(twice(tool_edit), twice(plain_edit))
     row(label, "edit_file, one line", tool_s / 2, plain_s / 2, "durable replace")
 
-    # An edits list of two lines ten apart, as a model changes a function in two places.
-    second = (LINE % (middle + 10)).decode()
+    # Edits lists of two lines: ten apart, as a model changes a function in two places,
+    # and far apart (the middle and near the end), as it changes a file's use and its
+    # definition: each edit's lines are diffed alone, not the stretch between them.
+    for case, other in (("", middle + 10), (", far apart", lines - lines // 16)):
+        tool_s, plain_s = medians(*list_edits(path, editor, pair, target, other))
+        row(label, f"edit_file, edits list of 2{case}", tool_s / 2, plain_s / 2, "durable replace")
+
+
+def list_edits(
+    path: Path,
+    editor: dict[str, Callable[..., Any]],
+    pair: Callable[[], tuple[str, str]],
+    target: str,
+    other: int,
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """An edits list of the line ``pair()`` changes and line ``other``, by the tool and by
+    plain Python, each run twice (so that the file ends as it was)."""
+    second = (LINE % other).decode()
     second_changed = second.replace("x", "y", 1)
 
     def pairs() -> list[tuple[str, str]]:
@@ -265,8 +282,7 @@ def bench_file(path: Path, lines: int, label: str, portal: Any, options: dict[st
             text = text.replace(old, new)
         _durable_write(path, text.encode("utf-8"))
 
-    tool_s, plain_s = medians(twice(tool_list), twice(plain_list))
-    row(label, "edit_file, edits list of 2", tool_s / 2, plain_s / 2, "durable replace")
+    return twice(tool_list), twice(plain_list)
 
 
 def twice(fn: Callable[[], None]) -> Callable[[], None]:

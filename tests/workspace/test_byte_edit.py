@@ -28,6 +28,7 @@ from workspace_tools.text._decode import dominant_newline
 from workspace_tools.text._diff import diff_fits_window, unified_diff
 from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._match import EditResult, replace_text
+from workspace_tools.text._spans import Span, compose
 from workspace_tools.text._window_edit import Replacement, replace_in_window
 from workspace_tools.tools import edit_file
 from workspace_tools.workspace import _state, _textfile
@@ -108,15 +109,15 @@ def _whole(text: str, made: list[Replacement], newline: str) -> tuple[str, list[
     """The edits made in turn on the whole text: the text, each result, the diff."""
     results = []
     now = text
-    head = tail = len(text)
+    spans: list[Span] = []
     for edit in made:
         result = replace_text(
             now, edit.old, edit.new, replace_all=edit.replace_all, newline=newline, path="f"
         )
         now = result.text
-        head, tail = min(head, result.unchanged[0]), min(tail, result.unchanged[1])
+        spans = compose(spans, result.spans)
         results.append(result)
-    return now, results, unified_diff(text, now, "f", unchanged=(head, tail)).diff
+    return now, results, unified_diff(text, now, "f", spans=spans).diff
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,7 +151,7 @@ def test_edits_made_in_their_window_are_the_whole_texts_edits(
             window.old,
             window.new,
             "f",
-            unchanged=window.unchanged,
+            spans=window.spans,
             lines_above=data.count(b"\n", 0, window.start),
         ).diff
         == diff

@@ -135,6 +135,6 @@ def test_an_edits_unchanged_ends_are_the_texts_shared_ends_and_the_diff_ignores_
     assert head + tail <= min(len(text), len(done.text)), (head, tail, text, done.text)
     assert text[:head] == done.text[:head], (head, text, done.text)
     assert text[len(text) - tail :] == done.text[len(done.text) - tail :], (tail, text, done.text)
-    assert unified_diff(text, done.text, "f", unchanged=done.unchanged) == unified_diff(
+    assert unified_diff(text, done.text, "f", spans=done.spans) == unified_diff(
         text, done.text, "f"
     )

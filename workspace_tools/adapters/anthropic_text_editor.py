@@ -52,7 +52,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
@@ -67,6 +67,7 @@ from workspace_tools.session._undo import RestorePath, undoing_tool
 from workspace_tools.text._decode import UTF8, TextFormat, convert_newlines, decode_text
 from workspace_tools.text._diff import TextDiff, split_lines, unified_diff
 from workspace_tools.text._match import replace_text
+from workspace_tools.text._spans import Span
 from workspace_tools.text._window_edit import Replacement
 from workspace_tools.workspace import ResolvedPath, Workspace, as_workspace
 from workspace_tools.workspace._byte_edit import edit_bytes
@@ -420,16 +421,14 @@ def _change(
     *,
     fmt: TextFormat | None = None,
     match: str | None = None,
-    unchanged: tuple[int, int] = (0, 0),
+    spans: Sequence[Span] | None = None,
 ) -> TextEditorDetails:
     """Save ``new`` over the file's ``current`` text (in ``fmt``, by default the file's)
     and describe the change (see :func:`save_change`)."""
     fmt = fmt or current.format
     guard = context.committing
     saved, diff = _written(
-        lambda: save_change(
-            workspace, resolved, current, new, fmt=fmt, unchanged=unchanged, guard=guard
-        )
+        lambda: save_change(workspace, resolved, current, new, fmt=fmt, spans=spans, guard=guard)
     )
     return TextEditorDetails(
         command=command,
@@ -605,7 +604,7 @@ def _str_replace_text(
         edit.text,
         context,
         match=edit.match,
-        unchanged=edit.unchanged,
+        spans=edit.spans,
     )
 
 
@@ -645,7 +644,7 @@ def _insert(
         current,
         text,
         context,
-        unchanged=(len(current.text) - kept_tail, kept_tail),
+        spans=[(len(current.text) - kept_tail,) * 3 + (len(text) - kept_tail,)],
     )
     text = f"Text inserted after line {args.insert_line} of {args.path}."
     return tool_output(_with_note(text, details), details)

@@ -12,11 +12,13 @@ quotes them.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import AnyStr
 
 from workspace_tools.text._decode import TextFormat, detect_format, lf_of
 from workspace_tools.text._line_counts import LineCounts
+from workspace_tools.text._spans import Span
 
 CONTEXT_LINES = 3
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -61,7 +63,7 @@ def unified_diff(
     path: str,
     *,
     mode: int = 0o100644,
-    unchanged: tuple[int, int] = (0, 0),
+    spans: Sequence[Span] | None = None,
     lines: LineCounts | None = None,
     lines_above: int = 0,
 ) -> TextDiff:
@@ -72,11 +74,14 @@ def unified_diff(
         new: the new text.
         path: the path relative to the workspace root, as shown in results.
         mode: file mode for a created file's ``new file mode`` line.
-        unchanged: ``(head, tail)``: the caller knows that the texts' first ``head`` and
-            last ``tail`` characters are the same (an edit's :attr:`EditResult.unchanged`),
-            so they are not compared; the diff is the same as without.
-        lines: counts of ``old``'s lines, to number the first hunk from (counting from
-            the nearest known one, and keeping what is counted) instead of from the start.
+        spans: where the caller knows the texts differ (:mod:`._spans`: edits' spans,
+            composed), the texts being the same outside them; by default anywhere. Each
+            span is diffed in a window of the lines around it, and spans whose windows meet
+            in one window (a window grows while a change slides past its context across
+            repeated lines: :func:`diff_fits_window`), so that two edits far apart in a
+            long file cost two small diffs. One window's diff is the diff of the whole texts.
+        lines: counts of ``old``'s lines, to number the hunks from (counting from the
+            nearest known one, and keeping what is counted) instead of from the start.
         lines_above: for ``old`` and ``new`` the lines around a change, not the whole
             texts: the lines of the file above them, which number the hunks.
     """
@@ -88,16 +93,23 @@ def unified_diff(
         old = ""
     elif old == new:
         return TextDiff("", 0, 0)
-    start, old_stop, new_stop = _changed_span(old, new, *unchanged)
-    before = lines_before(old, start, CONTEXT_LINES)
-    after = lines_after(old, old_stop, CONTEXT_LINES)
-    hunks, additions, deletions = _hunks(
-        split_lines(old[before:start]),
-        split_lines(old[start:old_stop]),
-        split_lines(new[start:new_stop]),
-        split_lines(old[old_stop:after]),
-        lines_above + (old.count("\n", 0, before) if lines is None else lines.before(old, before)),
-    )
+    hunks: list[str] = []
+    additions = deletions = 0
+    counted = above = 0  # LFs of ``old`` before offset ``counted``
+    for start, stop, new_start, new_stop, unchanged in _windows(
+        old, new, spans or [(0, len(old), 0, len(new))]
+    ):
+        window_old, window_new = old[start:stop], new[new_start:new_stop]
+        before, change = _window_change(window_old, window_new, unchanged)
+        if lines is None:
+            above += old.count("\n", counted, start + before)
+            counted = start + before
+        else:
+            above = lines.before(old, start + before)
+        part, added, removed = _hunks(*change, lines_above + above)
+        hunks += part
+        additions += added
+        deletions += removed
     if hunks:
         header.append(f"--- {'/dev/null' if created else quoted_a}\n")
         header.append(f"+++ {quoted_b}\n")
@@ -205,6 +217,66 @@ def _changed_span(old: str, new: str, head: int = 0, tail: int = 0) -> tuple[int
     return start, stop, len(new) - (len(old) - stop)
 
 
+def _window_change(
+    old: str, new: str, unchanged: tuple[int, int]
+) -> tuple[int, tuple[list[str], list[str], list[str], list[str]]]:
+    """Where the hunks of a window's change start in ``old`` (the first line of context),
+    and the lines :func:`_hunks` takes: the context before the change, its old lines, its
+    new lines and the context after it."""
+    start, old_stop, new_stop = _changed_span(old, new, *unchanged)
+    before = lines_before(old, start, CONTEXT_LINES)
+    after = lines_after(old, old_stop, CONTEXT_LINES)
+    return before, (
+        split_lines(old[before:start]),
+        split_lines(old[start:old_stop]),
+        split_lines(new[start:new_stop]),
+        split_lines(old[old_stop:after]),
+    )
+
+
+def _windows(
+    old: str, new: str, spans: Sequence[Span]
+) -> list[tuple[int, int, int, int, tuple[int, int]]]:
+    """The windows :func:`unified_diff` diffs ``spans`` in, in order: ``(old start, old
+    stop, new start, new stop, unchanged)``, whole lines of each text around one or more
+    spans, ``unchanged`` the characters at the window's ends outside them. A span's window
+    reaches one line further than a hunk's context on each side (a change ending in an LF
+    can move the diff's span a line down), windows that meet are one, and one whose hunk's
+    lines are not all in it (:func:`diff_fits_window`) reaches twice as far, until each
+    holds its hunks: the windows' diffs are then the diffs of their stretches of the whole
+    texts, and the changes of two windows are more than twice a hunk's context apart (no
+    hunk of the whole texts' diff would hold both)."""
+    reach = [CONTEXT_LINES + 1] * len(spans)
+    while True:
+        windows: list[list[int]] = []  # old start, old stop, first and last span held
+        for index, (old_start, old_end, _, _) in enumerate(spans):
+            start = lines_before(old, old.rfind("\n", 0, old_start) + 1, reach[index])
+            stop = lines_after(old, old_end, reach[index] + 1)
+            if windows and start <= windows[-1][1]:
+                windows[-1][1:] = [max(stop, windows[-1][1]), windows[-1][2], index]
+            else:
+                windows.append([start, stop, index, index])
+        out = []
+        grew = False
+        for start, stop, first, last in windows:
+            new_start = start + spans[first][2] - spans[first][0]
+            new_stop = stop + spans[last][3] - spans[last][1]
+            unchanged = (spans[first][0] - start, stop - spans[last][1])
+            if not diff_fits_window(
+                old[start:stop],
+                new[new_start:new_stop],
+                unchanged,
+                at_start=start == 0,
+                at_end=stop == len(old),
+            ):
+                grew = True
+                for index in range(first, last + 1):
+                    reach[index] *= 2
+            out.append((start, stop, new_start, new_stop, unchanged))
+        if not grew:
+            return out
+
+
 def diff_fits_window(
     old: str, new: str, unchanged: tuple[int, int], *, at_start: bool, at_end: bool
 ) -> bool:
@@ -214,7 +286,10 @@ def diff_fits_window(
     ends its last line and the lines after it. (The texts' first difference is then inside
     too: one past the end of the shorter side, where a change slides on across repeated
     text, leaves no LF after the change.) ``at_start`` / ``at_end``: the window starts /
-    ends where the texts do. ``unchanged`` as :func:`unified_diff`'s."""
+    ends where the texts do. ``unchanged``: ``(head, tail)``, characters at the start and
+    the end known to be the same (not compared)."""
+    if at_start and at_end:
+        return True
     limit = min(len(old), len(new))
     head = _common_length(old, new, limit, min(unchanged[0], limit), from_end=False)
     tail = _common_length(old, new, limit - head, min(unchanged[1], limit - head), from_end=True)
@@ -284,8 +359,6 @@ def _hunk_opcodes(before: int, a: list[str], b: list[str], after: int) -> list[l
         [(tag, i1 + before, i2 + before, j1 + before, j2 + before) for tag, i1, i2, j1, j2 in group]
         for group in matcher.get_grouped_opcodes(n)
     ]
-    if not groups:  # no line changed: an empty file was created
-        return groups
     first, last = groups[0], groups[-1]
     tag, i1, i2, j1, j2 = first[0]
     if i1 == before:  # the first hunk starts where the change does: context from before it
@@ -309,6 +382,19 @@ def _hunks(
 ) -> tuple[list[str], int, int]:
     """Hunks turning ``a`` into ``b``, with the lines ``before`` and ``after`` them (the same
     in both files) as context; ``before`` starts at 0-based line ``first_line``."""
+    if not (a or b):  # no line changed: an empty file was created
+        return [], 0, 0
+    if set(a).isdisjoint(b):
+        # No line is both removed and added: the sequence match would find nothing to keep,
+        # and the one hunk is the removed lines, then the added, inside their context.
+        shared = len(before) + len(after)
+        old_range = _range(first_line, shared + len(a))
+        out = [f"@@ -{old_range} +{_range(first_line, shared + len(b))} @@\n"]
+        out.extend(_line(" ", line) for line in before)
+        out.extend(_line("-", line) for line in a)
+        out.extend(_line("+", line) for line in b)
+        out.extend(_line(" ", line) for line in after)
+        return out, len(b), len(a)
     out: list[str] = []
     additions = deletions = 0
     old, new = before + a + after, before + b + after

@@ -59,6 +59,7 @@ from workspace_tools.text._diff import split_lines
 from workspace_tools.text._indentation import INDENT, Shift, indent_of, shift_of
 from workspace_tools.text._lines import lines_holding
 from workspace_tools.text._match_hint import no_match, structure_mismatch, unplaceable_line
+from workspace_tools.text._spans import Span
 
 _QUOTES = str.maketrans(
     {"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"', "‟": '"'}
@@ -81,15 +82,21 @@ class EditResult:
         replacements: how many ranges were replaced.
         match: ``exact`` or the fallback that matched (``line_endings``,
             ``trailing_whitespace``, ``indentation``, ``quotes``).
-        unchanged: ``(head, tail)``, characters at the start and at the end of the old
-            text that the edit left in place (before its first range, after its last), so
-            that a diff of a large file need not compare them (``unified_diff``).
+        spans: the ranges the edit replaced and what they became (:mod:`._spans`), so
+            that a diff of a large file compares only the lines around them
+            (``unified_diff``).
     """
 
     text: str
     replacements: int
     match: str
-    unchanged: tuple[int, int] = (0, 0)
+    spans: tuple[Span, ...]
+
+    @property
+    def unchanged(self) -> tuple[int, int]:
+        """``(head, tail)``: characters at the start and at the end of the old text that
+        the edit left in place (before its first range, after its last)."""
+        return self.spans[0][0], len(self.text) - self.spans[-1][3]
 
 
 def replace_text(
@@ -143,10 +150,7 @@ def replace_text(
             )
             pieces = widened
         return EditResult(
-            _splice(text, pieces),
-            len(starts),
-            "exact" if exact else "indentation",
-            (pieces[0][0], len(text) - pieces[-1][1]),
+            _splice(text, pieces), len(starts), "exact" if exact else "indentation", _spans(pieces)
         )
     return _fallback(text, old, new, newline, path)
 
@@ -221,6 +225,16 @@ def _rest_of_line(text: str, end: int) -> str:
         return ""
     stop = text.find("\n", end)
     return text[end : len(text) if stop < 0 else stop]
+
+
+def _spans(pieces: list[tuple[int, int, str]]) -> tuple[Span, ...]:
+    """The spans of ``pieces`` (begin, end, replacement), in order."""
+    spans: list[Span] = []
+    grown = 0
+    for begin, end, replacement in pieces:
+        spans.append((begin, end, begin + grown, begin + grown + len(replacement)))
+        grown += len(replacement) - (end - begin)
+    return tuple(spans)
 
 
 def _splice(text: str, pieces: list[tuple[int, int, str]]) -> str:
@@ -329,7 +343,10 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
                 body = body.removesuffix("\n")  # the file's last line has no newline: keep it so
             replacement = with_endings(body, text[start:end], newline)
             return EditResult(
-                text[:start] + replacement + text[end:], 1, name, (start, len(text) - end)
+                text[:start] + replacement + text[end:],
+                1,
+                name,
+                ((start, end, start, start + len(replacement)),),
             )
     shown = _shown_lines(text, newline)
     if misfit is not None:

@@ -15,15 +15,12 @@ import re
 from workspace_tools.text._diff import (
     CONTEXT_LINES,
     TextDiff,
-    _changed_span,
     _hunks,
-    _line,
     _quote,
-    _range,
+    _window_change,
     diff_fits_window,
     lines_after,
     lines_before,
-    split_lines,
 )
 from workspace_tools.text._patch_apply import PatchedText
 
@@ -122,23 +119,8 @@ def _region_hunks(old: str, new: str) -> tuple[list[str], int, int]:
     their first line), its additions and deletions: the same lines without the header."""
     if old == new:
         return [], 0, 0
-    start, old_stop, new_stop = _changed_span(old, new)
-    before = lines_before(old, start, CONTEXT_LINES)
-    after = lines_after(old, old_stop, CONTEXT_LINES)
-    lead, trail = split_lines(old[before:start]), split_lines(old[old_stop:after])
-    removed, added = split_lines(old[start:old_stop]), split_lines(new[start:new_stop])
-    first = old.count("\n", 0, before)
-    if not set(removed).isdisjoint(added):
-        return _hunks(lead, removed, added, trail, first)
-    # No line is both removed and added: the sequence match would find nothing to keep,
-    # and the one hunk is the removed lines, then the added, inside their context.
-    shared = len(lead) + len(trail)
-    out = [f"@@ -{_range(first, shared + len(removed))} +{_range(first, shared + len(added))} @@\n"]
-    out.extend(_line(" ", line) for line in lead)
-    out.extend(_line("-", line) for line in removed)
-    out.extend(_line("+", line) for line in added)
-    out.extend(_line(" ", line) for line in trail)
-    return out, len(added), len(removed)
+    before, change = _window_change(old, new, (0, 0))
+    return _hunks(*change, old.count("\n", 0, before))
 
 
 def _shifted(line: str, old_offset: int, new_offset: int) -> str:

@@ -15,7 +15,6 @@ anywhere sends the list to the whole text.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from workspace_tools._errors import ToolError
 from workspace_tools.text._decode import convert_newlines
 from workspace_tools.text._diff import CONTEXT_LINES, diff_fits_window, lines_after, lines_before
 from workspace_tools.text._match import EditResult, replace_text
+from workspace_tools.text._spans import Span, compose, shifted, unchanged_ends
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,7 @@ class WindowEdit:
             text goes).
         old: the window's text.
         new: its text after the edits; the bytes around the window are unchanged.
-        unchanged: ``(head, tail)``: characters at the start and the end of ``old`` that
-            every edit left in place, as :attr:`EditResult.unchanged` counts them.
+        spans: where ``old`` became ``new`` (:mod:`._spans`): the edits' spans, composed.
         results: each edit's :func:`replace_text` result at its turn, on the lines the
             window then held: its ``replacements`` and ``match`` are the edit's.
     """
@@ -55,8 +54,14 @@ class WindowEdit:
     stop: int
     old: str
     new: str
-    unchanged: tuple[int, int]
+    spans: tuple[Span, ...]
     results: tuple[EditResult, ...]
+
+    @property
+    def unchanged(self) -> tuple[int, int]:
+        """``(head, tail)``: characters at the start and the end of ``old`` that every edit
+        left in place."""
+        return unchanged_ends(self.spans, len(self.old))
 
 
 def replace_in_window(
@@ -83,14 +88,13 @@ def replace_in_window(
     """
     text = _Spliced(data)
     results: list[EditResult] = []
-    # Characters at the window's ends that no edit so far changed, as the text path keeps
-    # them for its diff: each edit's own, the least of them.
-    head = tail = sys.maxsize
+    # Where the middle's original text became its text now.
+    spans: list[Span] = []
     for edit in edits:
         place = text.only_place(edit.old, newline)
         if place is None:
             return None
-        prepended, appended = text.cover(*place)
+        prepended = text.cover(*place)
         try:
             result = replace_text(
                 text.middle,
@@ -103,8 +107,7 @@ def replace_in_window(
             text.replace_middle(result.text)
         except (ToolError, UnicodeEncodeError):
             return None
-        head = min(head + prepended, result.unchanged[0])
-        tail = min(tail + appended, result.unchanged[1])
+        spans = compose(shifted(spans, prepended), result.spans)
         results.append(result)
     # One line more on each side than a diff's context (a change ending in an LF can move
     # the diff's span a line down); and more while the change slides on across repeated
@@ -120,7 +123,7 @@ def replace_in_window(
             stop,
             data[start:stop].decode("utf-8"),
             above + text.middle + below,
-            (head + len(above), tail + len(below)),
+            tuple(shifted(spans, len(above))),
             tuple(results),
         )
         if diff_fits_window(
@@ -185,11 +188,11 @@ class _Spliced:
             at = data.find(needle, at + 1)
         return found
 
-    def cover(self, offset: int, end: int) -> tuple[int, int]:
+    def cover(self, offset: int, end: int) -> int:
         """Grow the middle to hold the text's bytes ``offset:end``, the start of the line
         ``offset`` is on and the rest of the line ``end`` is on (and what lies between them
         and the middle), as the edit's one-line rule reads them. Returns how many characters
-        it gained at its start and at its end."""
+        it gained at its start."""
         end = self._line_end(end)
         data = self.data
         if not self.covered:  # the text is ``data`` still
@@ -205,7 +208,7 @@ class _Spliced:
         self.middle_bytes = before + self.middle_bytes + after
         self.middle = gained[0] + self.middle + gained[1]
         self.start, self.stop = new_start, new_stop
-        return len(gained[0]), len(gained[1])
+        return len(gained[0])
 
     def _line_end(self, end: int) -> int:
         """Where the line the text's byte ``end`` is on ends (at its LF, or the text's end),

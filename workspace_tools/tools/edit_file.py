@@ -12,6 +12,7 @@ from workspace_tools._tool import Tool, ToolContext, path_argument, tool
 from workspace_tools.text._decode import UTF8
 from workspace_tools.text._diff import TextDiff
 from workspace_tools.text._match import replace_text
+from workspace_tools.text._spans import Span, compose
 from workspace_tools.text._window_edit import Replacement
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._byte_edit import edit_bytes
@@ -223,9 +224,8 @@ def _edit_text(
         )
     text = current.text
     results: list[EditMatch] = []
-    # What no edit touched, at the start and the end: each edit keeps its own, so the
-    # whole run keeps the shortest of them; the diff need not compare it.
-    head = tail = len(text)
+    # Where the text changed, edit after edit: the diff compares only the lines around.
+    spans: list[Span] = []
     for number, edit in enumerate(edits, 1):
         try:
             done = replace_text(
@@ -239,10 +239,10 @@ def _edit_text(
         except ToolError as exc:
             raise _in_list(exc, number, edits) from exc
         text = done.text
-        head, tail = min(head, done.unchanged[0]), min(tail, done.unchanged[1])
+        spans = compose(spans, done.spans)
         results.append(EditMatch(replacements=done.replacements, match=done.match))  # type: ignore[arg-type]
     saved, diff = save_change(
-        workspace, resolved, current, text, unchanged=(head, tail), guard=context.committing
+        workspace, resolved, current, text, spans=spans, guard=context.committing
     )
     return saved, diff, results, current.format.label
 

@@ -83,9 +83,7 @@ def edit_bytes(
         carried = counts.changed(window.old, window.new, window.unchanged, at=window.start)
     else:
         above = data.count(b"\n", 0, window.start)  # kept counts are of characters
-    diff = unified_diff(
-        window.old, window.new, resolved.rel, unchanged=window.unchanged, lines_above=above
-    )
+    diff = unified_diff(window.old, window.new, resolved.rel, spans=window.spans, lines_above=above)
     view = memoryview(data)
     pieces = (view[: window.start], replacement, view[window.stop :])
     saved = save_bytes(workspace, resolved, pieces, carried, guard=guard)

@@ -13,7 +13,7 @@ import fcntl
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +29,7 @@ from workspace_tools.text._decode import (
 from workspace_tools.text._diff import TextDiff, unified_diff
 from workspace_tools.text._editorconfig import new_file_newline
 from workspace_tools.text._line_counts import LineCounts
+from workspace_tools.text._spans import Span, shifted, unchanged_ends
 from workspace_tools.workspace._files import (
     CommitGuard,
     Content,
@@ -196,14 +197,14 @@ def save_change(
     new: str,
     *,
     fmt: TextFormat | None = None,
-    unchanged: tuple[int, int] = (0, 0),
+    spans: Sequence[Span] | None = None,
     guard: CommitGuard = nullcontext,
 ) -> tuple[Saved, TextDiff]:
     """:func:`save_text` of ``new`` over the file's ``current`` text, in ``fmt`` (by default
     the file's), then the change's :func:`text_diff`, numbered from the line counts kept
     with the current text (:attr:`CurrentText.lines`); what it counted carries over to the
     counts of ``new``, kept with it for the file's next change (:meth:`FileStates.keep_lines`).
-    ``unchanged``: as :func:`text_diff`'s.
+    ``spans``: as :func:`text_diff`'s.
 
     Raises:
         ToolError: as :func:`save_text`.
@@ -214,7 +215,8 @@ def save_change(
     if old is None:
         return saved, text_diff(None, new, fmt, resolved.rel)
     counts = current.lines or LineCounts()
-    diff = text_diff(old, new, fmt, resolved.rel, unchanged, counts)
+    diff = text_diff(old, new, fmt, resolved.rel, spans, counts)
+    unchanged = (0, 0) if spans is None else unchanged_ends(spans, len(old))
     workspace.file_states.keep_lines(resolved.real, saved.data, counts.changed(old, new, unchanged))
     return saved, diff
 
@@ -224,21 +226,22 @@ def text_diff(
     new: str,
     fmt: TextFormat,
     path: str,
-    unchanged: tuple[int, int] = (0, 0),
+    spans: Sequence[Span] | None = None,
     lines: LineCounts | None = None,
 ) -> TextDiff:
     """The unified diff of a change. A UTF-8 BOM is kept in the diff as U+FEFF, so the diff
     encoded in the file's encoding (``utf-8`` or ``latin-1``) applies to the file's bytes;
     a UTF-16/32 file's diff is of its text (git treats such files as binary).
-    ``unchanged``: as ``unified_diff``'s, of ``old`` and ``new`` without the BOM; ``lines``:
+    ``spans``: as ``unified_diff``'s, of ``old`` and ``new`` without the BOM; ``lines``:
     counts of ``old``'s lines to number the hunks from (and to add to)."""
     bom = "\ufeff" if fmt.bom and fmt.codec == "utf-8" else ""
     if old is None:
         return unified_diff(None, bom + new, path)
     if bom:
         lines = None  # its offsets are of the text without the BOM
-    head, tail = unchanged
-    return unified_diff(bom + old, bom + new, path, unchanged=(head + len(bom), tail), lines=lines)
+    if spans is not None:
+        spans = shifted(spans, len(bom))
+    return unified_diff(bom + old, bom + new, path, spans=spans, lines=lines)
 
 
 _SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writeback of dirty pages, wait for none

@@ -1,0 +1,162 @@
+"""Edits' spans, composed, say where a text changed, and a diff told them compares only the
+lines around each: it applies (``git apply``), counts what unidiff counts, and never
+sequence-matches the stretch between two edits far apart."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.file_support import assert_diff_reproduces, call, tools
+from workspace_tools.text import _diff
+from workspace_tools.text._diff import unified_diff
+from workspace_tools.text._spans import Span, compose
+
+
+@st.composite
+def replacements(draw: st.DrawFn, text: str) -> tuple[str, list[Span]]:
+    """An edit of ``text``: some ranges of it, apart or touching, each replaced; the new
+    text and the edit's spans."""
+    cuts = sorted(draw(st.lists(st.integers(0, len(text)), min_size=2, max_size=6)))
+    pieces = [(cuts[i], cuts[i + 1]) for i in range(0, len(cuts) - 1, 2)]
+    out, spans, at, grown = [], [], 0, 0
+    for begin, end in pieces:
+        written = draw(st.text(alphabet="ab\n", max_size=4))
+        out += [text[at:begin], written]
+        spans.append((begin, end, begin + grown, begin + grown + len(written)))
+        grown += len(written) - (end - begin)
+        at = end
+    out.append(text[at:])
+    return "".join(out), spans
+
+
+@settings(max_examples=600, deadline=None)
+@given(data=st.data(), first=st.text(alphabet="ab\n", max_size=30))
+def test_composed_spans_map_the_first_text_to_the_last(data: st.DataObject, first: str) -> None:
+    text, spans = first, []
+    for _ in range(data.draw(st.integers(1, 4))):
+        text, edit = data.draw(replacements(text))
+        spans = compose(spans, edit)
+    # In order and apart; outside them both texts are the same; spliced, they make the last.
+    old_at = new_at = 0
+    rebuilt = []
+    for index, (old_start, old_end, new_start, new_end) in enumerate(spans):
+        assert old_start <= old_end and new_start <= new_end, spans
+        if index:
+            assert old_start > old_at and new_start > new_at, spans
+        assert first[old_at:old_start] == text[new_at:new_start], (spans, first, text)
+        rebuilt += [first[old_at:old_start], text[new_start:new_end]]
+        old_at, new_at = old_end, new_end
+    assert first[old_at:] == text[new_at:], (spans, first, text)
+    assert "".join(rebuilt) + first[old_at:] == text
+
+
+def test_compose_joins_what_touches_and_keeps_apart_what_does_not() -> None:
+    # "0123456789": 2 becomes "xy", then (in "01xy3456789") 4 becomes "" and 8 "z".
+    assert compose([(2, 3, 2, 4)], [(4, 5, 4, 4), (8, 9, 8, 9)]) == [(2, 4, 2, 4), (7, 8, 7, 8)]
+    assert compose([], [(1, 1, 1, 3)]) == [(1, 1, 1, 3)]
+    assert compose([(1, 1, 1, 3)], []) == [(1, 1, 1, 3)]
+
+
+LINE = st.sampled_from(["", "a", "b", "x = 1", "    pass"])
+
+
+@st.composite
+def line_edits(draw: st.DrawFn) -> tuple[str, str, list[Span]]:
+    """A text of 20-80 repeated-looking lines, and 1-3 edits of its lines made in turn
+    (a range of lines replaced by others, maybe none): the first text, the last, and the
+    edits' spans composed."""
+    lines = draw(st.lists(LINE, min_size=20, max_size=80))
+    final = draw(st.booleans())
+    first = "\n".join(lines) + ("\n" if final else "")
+    text, spans = first, []
+    for _ in range(draw(st.integers(1, 3))):
+        starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        begin = draw(st.sampled_from(starts))
+        end = draw(st.sampled_from([s for s in starts if s >= begin] + [len(text)]))
+        written = "".join(line + "\n" for line in draw(st.lists(LINE, max_size=3)))
+        if end == len(text) and not text.endswith("\n"):
+            written = written.removesuffix("\n")
+        spans = compose(spans, [(begin, end, begin, begin + len(written))])
+        text = text[:begin] + written + text[end:]
+    return first, text, spans
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(case=line_edits())
+def test_a_diff_told_the_spans_applies_and_counts_right(
+    tmp_path: Path, case: tuple[str, str, list[Span]]
+) -> None:
+    first, last, spans = case
+    diff = unified_diff(first, last, "f.txt", spans=spans)
+    details = SimpleNamespace(
+        diff=diff.diff, additions=diff.additions, deletions=diff.deletions, encoding="utf-8"
+    )
+    assert_diff_reproduces(tmp_path / "apply", "f.txt", first.encode(), last.encode(), details)
+    if len(spans) == 1:
+        assert diff == unified_diff(first, last, "f.txt")  # one window: the whole diff
+
+
+def _numbered(count: int) -> str:
+    return "".join(f"line {i}\n" for i in range(1, count + 1))
+
+
+def _hunk(changed: int, old: str, new: str) -> str:
+    """The hunk of line ``changed`` of a numbered file becoming ``new`` (``old`` before)."""
+    context = [f" line {i}\n" for i in range(changed - 3, changed)]
+    after = [f" line {i}\n" for i in range(changed + 1, changed + 4)]
+    return (
+        f"@@ -{changed - 3},7 +{changed - 3},7 @@\n"
+        + "".join(context)
+        + f"-{old}\n+{new}\n"
+        + "".join(after)
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
+def test_an_edits_list_far_apart_is_diffed_around_each_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    # Two edits 9,990 lines apart in a 10,000-line file: the diff is their two hunks, and
+    # no sequence match is given more than the edits' own lines (it was given the 9,990
+    # between them). UTF-8 takes the byte path, a BOM the text path.
+    matched: list[int] = []
+
+    class Recording(difflib.SequenceMatcher[str]):
+        def __init__(self, isjunk: Any, a: Any, b: Any) -> None:
+            matched.append(max(len(a), len(b)))
+            super().__init__(isjunk, a, b)
+
+    monkeypatch.setattr(_diff.difflib, "SequenceMatcher", Recording)
+    (tmp_path / "big.txt").write_bytes(_numbered(10_000).encode(encoding))
+    result = call(
+        tools(tmp_path)["edit_file"],
+        path="big.txt",
+        edits=[
+            {"old_text": "line 5\n", "new_text": "line five\n"},
+            # A swap of two lines: each is both removed and added, so they are matched.
+            {"old_text": "line 9995\nline 9996\n", "new_text": "line 9996\nline 9995\n"},
+        ],
+    )
+    assert result.error is None, result.error
+    lines = _numbered(10_000).split("\n")
+    lines[4], lines[9994], lines[9995] = "line five", "line 9996", "line 9995"
+    assert (tmp_path / "big.txt").read_bytes() == "\n".join(lines).encode(encoding)
+    assert result.details.diff == (
+        "diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n"
+        + _hunk(5, "line 5", "line five")
+        + "@@ -9992,8 +9992,8 @@\n line 9992\n line 9993\n line 9994\n"
+        + "+line 9996\n line 9995\n-line 9996\n line 9997\n line 9998\n line 9999\n"
+    ), result.details.diff
+    assert (result.details.additions, result.details.deletions) == (2, 2)
+    assert matched and max(matched) == 2, matched
