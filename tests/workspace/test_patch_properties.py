@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.file_support import DIFF_CODECS, call, tools
 from workspace_tools import ErrorCode
-from workspace_tools.text import _patch_apply, _patch_diff
+from workspace_tools.text import _diff, _patch_apply
 from workspace_tools.text._diff import unified_diff
 from workspace_tools.tools import apply_patch
 
@@ -213,21 +213,30 @@ def test_the_text_search_finds_the_places_the_line_search_finds(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    old=st.lists(SHORT_LINE, max_size=10),
-    new=st.lists(SHORT_LINE, max_size=10),
+    before=st.lists(SHORT_LINE, max_size=3),
+    removed=st.lists(st.sampled_from(["a", "b", "", "c"]), max_size=4),
+    added=st.lists(st.sampled_from(["X", "Y ", "c\r"]), max_size=4),
+    after=st.lists(SHORT_LINE, max_size=3),
     final=st.booleans(),
-    bom=st.sampled_from(["", "\ufeff"]),
+    first_line=st.integers(0, 5),
 )
-def test_a_regions_hunks_are_the_unified_diffs(
-    old: list[str], new: list[str], final: bool, bom: str
+def test_a_hunk_with_no_line_both_removed_and_added_is_the_matched_one(
+    before: list[str],
+    removed: list[str],
+    added: list[str],
+    after: list[str],
+    final: bool,
+    first_line: int,
 ) -> None:
     # Where no line is both removed and added, the hunk is written without a sequence
-    # match; it must be the one unified_diff writes.
-    before, after = bom + as_text(old, "\n", final), bom + as_text(new, "\n", final)
-    hunks, additions, deletions = _patch_diff._region_hunks(before, after)
-    whole = unified_diff(before, after, "f")
-    body = whole.diff[whole.diff.find("@@ ") :] if whole.diff else ""
-    assert ("".join(hunks), additions, deletions) == (body, whole.additions, whole.deletions)
+    # match; it must be the one the match writes.
+    assume(removed or added)
+    lines = [[line + "\n" for line in part] for part in (before, removed, added, after)]
+    if not final:  # each file's last line has no break
+        for part in (lines[3] or lines[1] or lines[0], lines[3] or lines[2] or lines[0]):
+            if part:
+                part[-1] = part[-1].removesuffix("\n")
+    assert _diff._hunks(*lines, first_line) == _diff._matched_hunks(*lines, first_line)
 
 
 # Indented lines, blank ones (a lone CR or spaces before the ending included), so that

@@ -395,6 +395,13 @@ def _hunks(
         out.extend(_line("+", line) for line in b)
         out.extend(_line(" ", line) for line in after)
         return out, len(b), len(a)
+    return _matched_hunks(before, a, b, after, first_line)
+
+
+def _matched_hunks(
+    before: list[str], a: list[str], b: list[str], after: list[str], first_line: int
+) -> tuple[list[str], int, int]:
+    """:func:`_hunks` from a sequence match of ``a`` and ``b``."""
     out: list[str] = []
     additions = deletions = 0
     old, new = before + a + after, before + b + after
