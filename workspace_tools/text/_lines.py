@@ -372,11 +372,8 @@ def _stream_bytes(
     position = len(fmt.bom)
     chunk = first
     while chunk:
-        starts = range(0, len(chunk), BLOCK_BYTES)
-        counts = [chunk.count(b"\n", at, at + BLOCK_BYTES) for at in starts]
-        block_starts.extend(position + at for at in starts)
-        lf_before.extend(accumulate(counts[:-1], initial=window.newlines))
-        window.feed(chunk, sum(counts))
+        lfs = _index_blocks(chunk, 0, position, window.newlines, block_starts, lf_before)
+        window.feed(chunk, lfs)
         position += len(chunk)
         chunk = handle.read(CHUNK_BYTES)
     window.close()
@@ -389,9 +386,27 @@ def _stream_bytes(
 def _index_of(data: bytes, fmt: TextFormat) -> tuple[int, array[int], array[int]]:
     """The LFs of the text ``data`` holds in ``fmt`` (a codec whose LF is one byte), and
     its :class:`LineIndex`'s block starts and the LFs before each."""
-    starts = range(len(fmt.bom), max(len(data), len(fmt.bom) + 1), BLOCK_BYTES)
+    block_starts, lf_before = array("Q"), array("Q")
+    lfs = _index_blocks(data, len(fmt.bom), 0, 0, block_starts, lf_before)
+    return lfs, block_starts, lf_before
+
+
+def _index_blocks(
+    data: bytes,
+    first: int,
+    position: int,
+    lfs_before: int,
+    block_starts: array[int],
+    lf_before: array[int],
+) -> int:
+    """Add the :data:`BLOCK_BYTES` blocks of ``data[first:]`` (at least one), which is at
+    file offset ``position`` with ``lfs_before`` LFs before it, to a :class:`LineIndex`'s
+    ``block_starts`` and ``lf_before``; the LFs in them."""
+    starts = range(first, max(len(data), first + 1), BLOCK_BYTES)
     counts = [data.count(b"\n", at, at + BLOCK_BYTES) for at in starts]
-    return sum(counts), array("Q", starts), array("Q", accumulate(counts[:-1], initial=0))
+    block_starts.extend(position + at for at in starts)
+    lf_before.extend(accumulate(counts[:-1], initial=lfs_before))
+    return sum(counts)
 
 
 def _window_from_index(
