@@ -5,6 +5,7 @@ sequence-matches the stretch between two edits far apart."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -83,6 +84,8 @@ def line_edits(draw: st.DrawFn) -> tuple[str, str, list[Span]]:
         written = "".join(line + "\n" for line in draw(st.lists(LINE, max_size=3)))
         if end == len(text) and not text.endswith("\n"):
             written = written.removesuffix("\n")
+        if draw(st.integers(0, 4)) == 0:
+            written = text[begin:end]  # it writes what was there: a span with no change
         spans = compose(spans, [(begin, end, begin, begin + len(written))])
         text = text[:begin] + written + text[end:]
     return first, text, spans
@@ -105,6 +108,56 @@ def test_a_diff_told_the_spans_applies_and_counts_right(
     assert_diff_reproduces(tmp_path / "apply", "f.txt", first.encode(), last.encode(), details)
     if len(spans) == 1:
         assert diff == unified_diff(first, last, "f.txt")  # one window: the whole diff
+
+
+def _applied(old: str, diff: str) -> str:
+    """``diff`` (one file's unified diff) applied to ``old``, each context and removed line
+    checked against it: a small ``patch`` for many examples, where ``git apply`` is slow.
+    As git places them, a hunk with no context line before its first change must start the
+    file, and one with none after its last change must end it."""
+    old_lines = [line + "\n" for line in old.split("\n")]
+    old_lines[-1] = old_lines[-1].removesuffix("\n")
+    if not old_lines[-1]:
+        old_lines.pop()
+    lines = [line + "\n" for line in diff.split("\n")[3:-1]]  # after the header
+    out: list[str] = []
+    at = index = 0
+    while index < len(lines):
+        header = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n", lines[index])
+        assert header, lines[index]
+        first = int(header[1]) - (header[2] != "0")  # a count of 0 names the line before
+        assert first >= at, (first, at)
+        out += old_lines[at:first]
+        at = first
+        index += 1
+        assert lines[index][0] == " " or first == 0, lines[index]
+        while index < len(lines) and not lines[index].startswith("@@ "):
+            tag, body = lines[index][0], lines[index][1:]
+            if index + 1 < len(lines) and lines[index + 1].startswith("\\"):
+                body = body.removesuffix("\n")  # "\ No newline at end of file" follows
+                index += 1
+            if tag in " -":
+                assert old_lines[at] == body, (at, old_lines[at], body)
+                at += 1
+            if tag in " +":
+                out.append(body)
+            index += 1
+        last = lines[index - 1] if not lines[index - 1].startswith("\\") else lines[index - 2]
+        assert last[0] == " " or at == len(old_lines), (last, at, len(old_lines))
+    return "".join(out + old_lines[at:])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(case=line_edits())
+def test_a_diff_told_the_spans_makes_the_new_text(case: tuple[str, str, list[Span]]) -> None:
+    first, last, spans = case
+    diff = unified_diff(first, last, "f.txt", spans=spans)
+    assert _applied(first, diff.diff) == last, diff.diff
+    body = diff.diff.split("\n")[3:]
+    assert (diff.additions, diff.deletions) == (
+        sum(line.startswith("+") for line in body),
+        sum(line.startswith("-") for line in body),
+    )
 
 
 def _numbered(count: int) -> str:
@@ -160,3 +213,29 @@ def test_an_edits_list_far_apart_is_diffed_around_each_edit(
     ), result.details.diff
     assert (result.details.additions, result.details.deletions) == (2, 2)
     assert matched and max(matched) == 2, matched
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
+def test_edits_that_undo_each_other_far_from_another_leave_no_hunk(
+    tmp_path: Path, encoding: str
+) -> None:
+    # The last line (no final newline) changed and changed back: its window has no change
+    # (it failed with "list index out of range" from the diff), and the hunk is the other.
+    text = _numbered(40).removesuffix("\n")
+    (tmp_path / "f.txt").write_bytes(text.encode(encoding))
+    result = call(
+        tools(tmp_path)["edit_file"],
+        path="f.txt",
+        edits=[
+            {"old_text": "line 40", "new_text": "X"},
+            {"old_text": "X", "new_text": "line 40"},
+            {"old_text": "line 5\n", "new_text": "line five\n"},
+        ],
+    )
+    assert result.error is None, result.error
+    assert (tmp_path / "f.txt").read_bytes() == text.replace("line 5\n", "line five\n").encode(
+        encoding
+    )
+    assert result.details.diff == (
+        "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n" + _hunk(5, "line 5", "line five")
+    ), result.details.diff

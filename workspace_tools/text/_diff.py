@@ -100,6 +100,8 @@ def unified_diff(
         old, new, spans or [(0, len(old), 0, len(new))]
     ):
         window_old, window_new = old[start:stop], new[new_start:new_stop]
+        if window_old == window_new:
+            continue  # its edits undid each other, or wrote what was there
         before, change = _window_change(window_old, window_new, unchanged)
         if lines is None:
             above += old.count("\n", counted, start + before)

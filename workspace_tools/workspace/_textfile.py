@@ -200,22 +200,24 @@ def save_change(
     spans: Sequence[Span] | None = None,
     guard: CommitGuard = nullcontext,
 ) -> tuple[Saved, TextDiff]:
-    """:func:`save_text` of ``new`` over the file's ``current`` text, in ``fmt`` (by default
-    the file's), then the change's :func:`text_diff`, numbered from the line counts kept
-    with the current text (:attr:`CurrentText.lines`); what it counted carries over to the
-    counts of ``new``, kept with it for the file's next change (:meth:`FileStates.keep_lines`).
-    ``spans``: as :func:`text_diff`'s.
+    """The change's :func:`text_diff`, numbered from the line counts kept with the current
+    text (:attr:`CurrentText.lines`), then :func:`save_text` of ``new`` over the file's
+    ``current`` text, in ``fmt`` (by default the file's); what the diff counted carries
+    over to the counts of ``new``, kept with it for the file's next change
+    (:meth:`FileStates.keep_lines`). ``spans``: as :func:`text_diff`'s.
 
     Raises:
         ToolError: as :func:`save_text`.
     """
     fmt = fmt or current.format
-    saved = save_text(workspace, resolved, new, fmt, guard=guard)
     old = current.text
+    # The diff first: nothing is written for a change that could not be described.
     if old is None:
-        return saved, text_diff(None, new, fmt, resolved.rel)
+        diff = text_diff(None, new, fmt, resolved.rel)
+        return save_text(workspace, resolved, new, fmt, guard=guard), diff
     counts = current.lines or LineCounts()
     diff = text_diff(old, new, fmt, resolved.rel, spans, counts)
+    saved = save_text(workspace, resolved, new, fmt, guard=guard)
     unchanged = (0, 0) if spans is None else unchanged_ends(spans, len(old))
     workspace.file_states.keep_lines(resolved.real, saved.data, counts.changed(old, new, unchanged))
     return saved, diff
