@@ -219,6 +219,7 @@ def test_the_text_search_finds_the_places_the_line_search_finds(
     after=st.lists(SHORT_LINE, max_size=3),
     final=st.booleans(),
     first_line=st.integers(0, 5),
+    new_first_line=st.integers(0, 5),
 )
 def test_a_hunk_with_no_line_both_removed_and_added_is_the_matched_one(
     before: list[str],
@@ -227,6 +228,7 @@ def test_a_hunk_with_no_line_both_removed_and_added_is_the_matched_one(
     after: list[str],
     final: bool,
     first_line: int,
+    new_first_line: int,
 ) -> None:
     # Where no line is both removed and added, the hunk is written without a sequence
     # match; it must be the one the match writes.
@@ -236,7 +238,8 @@ def test_a_hunk_with_no_line_both_removed_and_added_is_the_matched_one(
         for part in (lines[3] or lines[1] or lines[0], lines[3] or lines[2] or lines[0]):
             if part:
                 part[-1] = part[-1].removesuffix("\n")
-    assert _diff._hunks(*lines, first_line) == _diff._matched_hunks(*lines, first_line)
+    numbers = first_line, new_first_line
+    assert _diff._hunks(*lines, *numbers) == _diff._matched_hunks(*lines, *numbers)
 
 
 # Indented lines, blank ones (a lone CR or spaces before the ending included), so that

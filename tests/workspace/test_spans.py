@@ -114,7 +114,8 @@ def _applied(old: str, diff: str) -> str:
     """``diff`` (one file's unified diff) applied to ``old``, each context and removed line
     checked against it: a small ``patch`` for many examples, where ``git apply`` is slow.
     As git places them, a hunk with no context line before its first change must start the
-    file, and one with none after its last change must end it."""
+    file, and one with none after its last change must end it; each hunk's new start must
+    be where its lines start in the new text."""
     old_lines = [line + "\n" for line in old.split("\n")]
     old_lines[-1] = old_lines[-1].removesuffix("\n")
     if not old_lines[-1]:
@@ -123,11 +124,12 @@ def _applied(old: str, diff: str) -> str:
     out: list[str] = []
     at = index = 0
     while index < len(lines):
-        header = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n", lines[index])
+        header = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n", lines[index])
         assert header, lines[index]
         first = int(header[1]) - (header[2] != "0")  # a count of 0 names the line before
         assert first >= at, (first, at)
         out += old_lines[at:first]
+        assert int(header[3]) - (header[4] != "0") == len(out), (lines[index], len(out))
         at = first
         index += 1
         assert lines[index][0] == " " or first == 0, lines[index]
@@ -239,3 +241,66 @@ def test_edits_that_undo_each_other_far_from_another_leave_no_hunk(
     assert result.details.diff == (
         "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n" + _hunk(5, "line 5", "line five")
     ), result.details.diff
+
+
+def test_hunks_below_a_change_of_the_line_count_are_numbered_in_the_new_file(
+    tmp_path: Path,
+) -> None:
+    # The first edit removes two lines: the second's hunk starts two lines higher in the
+    # new file (it said the old file's line, and git apply took it all the same).
+    (tmp_path / "f.txt").write_text(_numbered(60))
+    result = call(
+        tools(tmp_path)["edit_file"],
+        path="f.txt",
+        edits=[
+            {"old_text": "line 5\nline 6\nline 7\n", "new_text": "line five\n"},
+            {"old_text": "line 50\n", "new_text": "line fifty\nline fifty-one\n"},
+        ],
+    )
+    assert result.error is None, result.error
+    assert result.details.diff == (
+        "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
+        "@@ -2,9 +2,7 @@\n line 2\n line 3\n line 4\n-line 5\n-line 6\n-line 7\n+line five\n"
+        " line 8\n line 9\n line 10\n"
+        "@@ -47,7 +45,8 @@\n line 47\n line 48\n line 49\n-line 50\n+line fifty\n"
+        "+line fifty-one\n line 51\n line 52\n line 53\n"
+    ), result.details.diff
+    patch = (
+        "*** Begin Patch\n*** Update File: f.txt\n@@\n line 4\n-line five\n+line 5\n"
+        "+line 6\n+line 7\n line 8\n@@\n line 49\n-line fifty\n-line fifty-one\n+line 50\n"
+        " line 51\n*** End Patch\n"
+    )
+    back = call(tools(tmp_path)["apply_patch"], patch=patch)
+    assert back.error is None, back.error
+    assert (tmp_path / "f.txt").read_text() == _numbered(60)
+    assert "@@ -2,7 +2,9 @@" in back.details.files[0].diff, back.details
+    assert "@@ -45,8 +47,7 @@" in back.details.files[0].diff, back.details
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
+def test_a_change_sliding_to_the_end_of_a_run_keeps_its_trailing_context(
+    tmp_path: Path, encoding: str
+) -> None:
+    # A "}" added after the first of seven: as a diff sees it, after the last of them,
+    # past the lines the byte path's window held around the edit, whose own window ended
+    # there and took that end for the file's: the hunk had no trailing context and git
+    # apply refused it. UTF-8 takes the byte path, a BOM the text path.
+    text = _numbered(30) + "end\n" + "}\n" * 7 + "".join(f"after {i}\n" for i in range(5))
+    (tmp_path / "f.txt").write_bytes(text.encode(encoding))
+    result = call(
+        tools(tmp_path)["edit_file"],
+        path="f.txt",
+        edits=[
+            {"old_text": "line 3\n", "new_text": "line three\n"},
+            {"old_text": "end\n}\n", "new_text": "end\n}\n}\n"},
+        ],
+    )
+    assert result.error is None, result.error
+    new = text.replace("line 3\n", "line three\n").replace("end\n}\n", "end\n}\n}\n")
+    assert (tmp_path / "f.txt").read_bytes() == new.encode(encoding)
+    assert result.details.diff.split("@@ -36", 1)[1] == (
+        ",6 +36,7 @@\n }\n }\n }\n+}\n after 0\n after 1\n after 2\n"
+    ), result.details.diff
+    assert_diff_reproduces(
+        tmp_path / "apply", "f.txt", text.encode(encoding), new.encode(encoding), result.details
+    )

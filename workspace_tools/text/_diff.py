@@ -96,9 +96,9 @@ def unified_diff(
     hunks: list[str] = []
     additions = deletions = 0
     counted = above = 0  # LFs of ``old`` before offset ``counted``
-    for start, stop, new_start, new_stop, unchanged in _windows(
-        old, new, spans or [(0, len(old), 0, len(new))]
-    ):
+    windows = _windows(old, new, spans or [(0, len(old), 0, len(new))])
+    assert windows is not None  # the texts' own ends: every window can fit
+    for start, stop, new_start, new_stop, unchanged in windows:
         window_old, window_new = old[start:stop], new[new_start:new_stop]
         if window_old == window_new:
             continue  # its edits undid each other, or wrote what was there
@@ -108,7 +108,9 @@ def unified_diff(
             counted = start + before
         else:
             above = lines.before(old, start + before)
-        part, added, removed = _hunks(*change, lines_above + above)
+        # The new file's lines there are further down by what the windows above added.
+        first = lines_above + above
+        part, added, removed = _hunks(*change, first, first + additions - deletions)
         hunks += part
         additions += added
         deletions += removed
@@ -236,9 +238,19 @@ def _window_change(
     )
 
 
+def spans_fit_window(
+    old: str, new: str, spans: Sequence[Span], *, at_start: bool, at_end: bool
+) -> bool:
+    """Whether :func:`unified_diff` of ``old`` and ``new`` told ``spans``, the same window of
+    two longer texts that are the same outside it, is their diff: each span's window holds
+    its hunk's lines without reaching past the window, except where it starts (``at_start``)
+    or ends (``at_end``) with the texts."""
+    return _windows(old, new, spans, at_start=at_start, at_end=at_end) is not None
+
+
 def _windows(
-    old: str, new: str, spans: Sequence[Span]
-) -> list[tuple[int, int, int, int, tuple[int, int]]]:
+    old: str, new: str, spans: Sequence[Span], *, at_start: bool = True, at_end: bool = True
+) -> list[tuple[int, int, int, int, tuple[int, int]]] | None:
     """The windows :func:`unified_diff` diffs ``spans`` in, in order: ``(old start, old
     stop, new start, new stop, unchanged)``, whole lines of each text around one or more
     spans, ``unchanged`` the characters at the window's ends outside them. A span's window
@@ -247,7 +259,9 @@ def _windows(
     lines are not all in it (:func:`diff_fits_window`) reaches twice as far, until each
     holds its hunks: the windows' diffs are then the diffs of their stretches of the whole
     texts, and the changes of two windows are more than twice a hunk's context apart (no
-    hunk of the whole texts' diff would hold both)."""
+    hunk of the whole texts' diff would hold both). ``None`` when a window that does not
+    hold its hunk's lines reaches a start or an end of ``old`` that is not the text's
+    (``at_start``, ``at_end`` false: ``old`` is a window of a longer text, too small)."""
     reach = [CONTEXT_LINES + 1] * len(spans)
     while True:
         windows: list[list[int]] = []  # old start, old stop, first and last span held
@@ -268,9 +282,11 @@ def _windows(
                 old[start:stop],
                 new[new_start:new_stop],
                 unchanged,
-                at_start=start == 0,
-                at_end=stop == len(old),
+                at_start=start == 0 and at_start,
+                at_end=stop == len(old) and at_end,
             ):
+                if (start == 0 and not at_start) or (stop == len(old) and not at_end):
+                    return None
                 grew = True
                 for index in range(first, last + 1):
                     reach[index] *= 2
@@ -380,10 +396,16 @@ def _hunk_opcodes(before: int, a: list[str], b: list[str], after: int) -> list[l
 
 
 def _hunks(
-    before: list[str], a: list[str], b: list[str], after: list[str], first_line: int
+    before: list[str],
+    a: list[str],
+    b: list[str],
+    after: list[str],
+    first_line: int,
+    new_first_line: int,
 ) -> tuple[list[str], int, int]:
     """Hunks turning ``a`` into ``b``, with the lines ``before`` and ``after`` them (the same
-    in both files) as context; ``before`` starts at 0-based line ``first_line``."""
+    in both files) as context; ``before`` starts at 0-based line ``first_line`` of the old
+    file and ``new_first_line`` of the new one (further down by what changes above added)."""
     if not (a or b):  # no line changed: an empty file was created
         return [], 0, 0
     if set(a).isdisjoint(b):
@@ -391,17 +413,22 @@ def _hunks(
         # and the one hunk is the removed lines, then the added, inside their context.
         shared = len(before) + len(after)
         old_range = _range(first_line, shared + len(a))
-        out = [f"@@ -{old_range} +{_range(first_line, shared + len(b))} @@\n"]
+        out = [f"@@ -{old_range} +{_range(new_first_line, shared + len(b))} @@\n"]
         out.extend(_line(" ", line) for line in before)
         out.extend(_line("-", line) for line in a)
         out.extend(_line("+", line) for line in b)
         out.extend(_line(" ", line) for line in after)
         return out, len(b), len(a)
-    return _matched_hunks(before, a, b, after, first_line)
+    return _matched_hunks(before, a, b, after, first_line, new_first_line)
 
 
 def _matched_hunks(
-    before: list[str], a: list[str], b: list[str], after: list[str], first_line: int
+    before: list[str],
+    a: list[str],
+    b: list[str],
+    after: list[str],
+    first_line: int,
+    new_first_line: int,
 ) -> tuple[list[str], int, int]:
     """:func:`_hunks` from a sequence match of ``a`` and ``b``."""
     out: list[str] = []
@@ -409,7 +436,7 @@ def _matched_hunks(
     old, new = before + a + after, before + b + after
     for group in _hunk_opcodes(len(before), a, b, len(after)):
         i1, i2 = group[0][1] + first_line, group[-1][2] + first_line
-        j1, j2 = group[0][3] + first_line, group[-1][4] + first_line
+        j1, j2 = group[0][3] + new_first_line, group[-1][4] + new_first_line
         out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
         for tag, ai1, ai2, bj1, bj2 in group:
             if tag == "equal":

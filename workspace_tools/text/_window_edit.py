@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from workspace_tools._errors import ToolError
 from workspace_tools.text._decode import convert_newlines
-from workspace_tools.text._diff import CONTEXT_LINES, diff_fits_window, lines_after, lines_before
+from workspace_tools.text._diff import CONTEXT_LINES, lines_after, lines_before, spans_fit_window
 from workspace_tools.text._match import EditResult, replace_text
 from workspace_tools.text._spans import Span, compose, shifted, unchanged_ends
 
@@ -126,8 +126,8 @@ def replace_in_window(
             tuple(shifted(spans, len(above))),
             tuple(results),
         )
-        if diff_fits_window(
-            window.old, window.new, window.unchanged, at_start=start == 0, at_end=stop == len(data)
+        if spans_fit_window(
+            window.old, window.new, window.spans, at_start=start == 0, at_end=stop == len(data)
         ):
             return window
         lines *= 2
