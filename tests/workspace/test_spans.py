@@ -178,6 +178,19 @@ def _hunk(changed: int, old: str, new: str) -> str:
     )
 
 
+def _edited(root: Path, text: str, edits: list[dict[str, str]], encoding: str = "utf-8") -> Any:
+    """``edit_file`` of an ``edits`` list on ``f.txt`` holding ``text`` in ``encoding`` (UTF-8
+    takes the byte path, ``utf-8-sig``, a BOM, the text path): the call's result, checked to
+    have written each edit in turn, once."""
+    (root / "f.txt").write_bytes(text.encode(encoding))
+    result = call(tools(root)["edit_file"], path="f.txt", edits=edits)
+    assert result.error is None, result.error
+    for edit in edits:
+        text = text.replace(edit["old_text"], edit["new_text"], 1)
+    assert (root / "f.txt").read_bytes() == text.encode(encoding)
+    return result
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
 def test_an_edits_list_far_apart_is_diffed_around_each_edit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str
@@ -193,22 +206,18 @@ def test_an_edits_list_far_apart_is_diffed_around_each_edit(
             super().__init__(isjunk, a, b)
 
     monkeypatch.setattr(_diff.difflib, "SequenceMatcher", Recording)
-    (tmp_path / "big.txt").write_bytes(_numbered(10_000).encode(encoding))
-    result = call(
-        tools(tmp_path)["edit_file"],
-        path="big.txt",
-        edits=[
+    result = _edited(
+        tmp_path,
+        _numbered(10_000),
+        [
             {"old_text": "line 5\n", "new_text": "line five\n"},
             # A swap of two lines: each is both removed and added, so they are matched.
             {"old_text": "line 9995\nline 9996\n", "new_text": "line 9996\nline 9995\n"},
         ],
+        encoding,
     )
-    assert result.error is None, result.error
-    lines = _numbered(10_000).split("\n")
-    lines[4], lines[9994], lines[9995] = "line five", "line 9996", "line 9995"
-    assert (tmp_path / "big.txt").read_bytes() == "\n".join(lines).encode(encoding)
     assert result.details.diff == (
-        "diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n"
+        "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
         + _hunk(5, "line 5", "line five")
         + "@@ -9992,8 +9992,8 @@\n line 9992\n line 9993\n line 9994\n"
         + "+line 9996\n line 9995\n-line 9996\n line 9997\n line 9998\n line 9999\n"
@@ -223,20 +232,15 @@ def test_edits_that_undo_each_other_far_from_another_leave_no_hunk(
 ) -> None:
     # The last line (no final newline) changed and changed back: its window has no change
     # (it failed with "list index out of range" from the diff), and the hunk is the other.
-    text = _numbered(40).removesuffix("\n")
-    (tmp_path / "f.txt").write_bytes(text.encode(encoding))
-    result = call(
-        tools(tmp_path)["edit_file"],
-        path="f.txt",
-        edits=[
+    result = _edited(
+        tmp_path,
+        _numbered(40).removesuffix("\n"),
+        [
             {"old_text": "line 40", "new_text": "X"},
             {"old_text": "X", "new_text": "line 40"},
             {"old_text": "line 5\n", "new_text": "line five\n"},
         ],
-    )
-    assert result.error is None, result.error
-    assert (tmp_path / "f.txt").read_bytes() == text.replace("line 5\n", "line five\n").encode(
-        encoding
+        encoding,
     )
     assert result.details.diff == (
         "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n" + _hunk(5, "line 5", "line five")
@@ -248,16 +252,14 @@ def test_hunks_below_a_change_of_the_line_count_are_numbered_in_the_new_file(
 ) -> None:
     # The first edit removes two lines: the second's hunk starts two lines higher in the
     # new file (it said the old file's line, and git apply took it all the same).
-    (tmp_path / "f.txt").write_text(_numbered(60))
-    result = call(
-        tools(tmp_path)["edit_file"],
-        path="f.txt",
-        edits=[
+    result = _edited(
+        tmp_path,
+        _numbered(60),
+        [
             {"old_text": "line 5\nline 6\nline 7\n", "new_text": "line five\n"},
             {"old_text": "line 50\n", "new_text": "line fifty\nline fifty-one\n"},
         ],
     )
-    assert result.error is None, result.error
     assert result.details.diff == (
         "diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
         "@@ -2,9 +2,7 @@\n line 2\n line 3\n line 4\n-line 5\n-line 6\n-line 7\n+line five\n"
@@ -286,18 +288,12 @@ def test_a_change_sliding_to_the_end_of_a_run_keeps_its_trailing_context(
     # there and took that end for the file's: the hunk had no trailing context and git
     # apply refused it. UTF-8 takes the byte path, a BOM the text path.
     text = _numbered(30) + "end\n" + "}\n" * 7 + "".join(f"after {i}\n" for i in range(5))
-    (tmp_path / "f.txt").write_bytes(text.encode(encoding))
-    result = call(
-        tools(tmp_path)["edit_file"],
-        path="f.txt",
-        edits=[
-            {"old_text": "line 3\n", "new_text": "line three\n"},
-            {"old_text": "end\n}\n", "new_text": "end\n}\n}\n"},
-        ],
-    )
-    assert result.error is None, result.error
+    edits = [
+        {"old_text": "line 3\n", "new_text": "line three\n"},
+        {"old_text": "end\n}\n", "new_text": "end\n}\n}\n"},
+    ]
+    result = _edited(tmp_path, text, edits, encoding)
     new = text.replace("line 3\n", "line three\n").replace("end\n}\n", "end\n}\n}\n")
-    assert (tmp_path / "f.txt").read_bytes() == new.encode(encoding)
     assert result.details.diff.split("@@ -36", 1)[1] == (
         ",6 +36,7 @@\n }\n }\n }\n+}\n after 0\n after 1\n after 2\n"
     ), result.details.diff
