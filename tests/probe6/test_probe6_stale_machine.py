@@ -9,7 +9,8 @@ command through run_command.
 
 The caches' racy-clean windows (a change within the file-system clock's tick) are
 set aside here ("the clock has moved on"): otherwise nothing written a moment ago is
-cached at all. What is exercised is that every key holds enough to see every change.
+cached at all; and every file read gets a line index, however small. What is exercised
+is that every key holds enough to see every change.
 
 ``PROBE6_EXAMPLES`` / ``PROBE6_STEPS`` search harder (with ``--hypothesis-profile=explore``
 for new sequences each run)."""
@@ -43,6 +44,7 @@ from tests.probe6._tree import DIRS, IGNORE_FILES, NAMES, OLD_NS, RULES, WORDS
 from workspace_tools import ToolSession, invoke_tool_sync, workspace_tools
 from workspace_tools.search import _index
 from workspace_tools.search._index import SearchIndex
+from workspace_tools.tools import read_file
 from workspace_tools.tools.grep import INDEX_KEY
 from workspace_tools.workspace import Workspace, _fingerprint, _line_index, _walk
 
@@ -452,6 +454,9 @@ def clock_moved_on_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_fingerprint, "time_ns", lambda: time.time_ns() + ahead)
     monkeypatch.setattr(_walk, "_RACY_NS", -ahead)
     monkeypatch.setattr(_line_index, "RACY_NS", -ahead)
+    # Every file read is indexed, however small: later windows of a file read whole come
+    # from its index while the content its read recorded stands.
+    monkeypatch.setattr(read_file, "MIN_INDEXED_BYTES", 1)
 
 
 @pytest.fixture

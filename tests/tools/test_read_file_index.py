@@ -18,7 +18,7 @@ from tests.file_support import call, tools
 from workspace_tools.text import _lines
 from workspace_tools.text._lines import read_lines
 from workspace_tools.tools import read_file
-from workspace_tools.workspace import _line_index
+from workspace_tools.workspace import _line_index, _state
 from workspace_tools.workspace._line_index import IndexedFile
 
 pieces = st.sampled_from(
@@ -149,12 +149,17 @@ def test_a_whole_files_index_gives_later_windows_as_a_whole_read(
         assert _whole(data, *later, known=index)[1] == _whole(data, *later)[1]
 
 
-@pytest.fixture
-def indexed_big_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any]:
-    """A file larger than edits keep whole (so indexed), settled at once, read once whole:
-    its directory and the tools that read it."""
+@pytest.fixture(params=["kept whole", "hashed"])
+def indexed_big_file(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Any]:
+    """A file big enough to index, settled at once, read once whole: its directory and the
+    tools that read it. Its content is kept whole for staleness checks, or (larger than
+    edits keep whole) known by its hash."""
     monkeypatch.setattr(_line_index, "RACY_NS", 0)
-    monkeypatch.setattr(read_file, "KEPT_FILE_BYTES", 64)
+    monkeypatch.setattr(read_file, "MIN_INDEXED_BYTES", 64)
+    if request.param == "hashed":
+        monkeypatch.setattr(read_file, "KEPT_FILE_BYTES", 64)
     (tmp_path / "big.txt").write_bytes("".join(f"ligne {n} é\n" for n in range(1, 1001)).encode())
     workspace_tools = tools(tmp_path)
     call(workspace_tools["read_file"], path="big.txt", offset=1, limit=1)
@@ -207,3 +212,34 @@ def test_a_streamed_file_with_a_utf8_bom_but_other_bytes_is_an_encoding_error(
     result = call(tools(tmp_path, max_file_bytes=1)["read_file"], path="f.txt")
     assert result.error_code.value == "ENCODING_ERROR"
     assert result.error == "f.txt starts with a UTF-8 byte order mark but is not valid UTF-8"
+
+
+def test_a_file_whose_kept_content_was_let_go_is_read_whole_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_line_index, "RACY_NS", 0)
+    monkeypatch.setattr(read_file, "MIN_INDEXED_BYTES", 64)
+    # Room for one file's content: reading the second lets the first go (to its hash).
+    monkeypatch.setattr(_state, "KEPT_TOTAL_BYTES", 15_000)  # files of 9,893 bytes
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("".join(f"{name} {n}\n" for n in range(1, 1001)))
+    workspace_tools = tools(tmp_path)
+    read = workspace_tools["read_file"]
+    call(read, path="a.txt", offset=1, limit=1)
+    call(read, path="b.txt", offset=1, limit=1)
+    decodes = []
+    real_decode = _lines.decode_text
+
+    def decode(data: bytes, name: str) -> Any:
+        decodes.append(name)
+        return real_decode(data, name)
+
+    with mock.patch.object(_lines, "decode_text", decode):
+        again = call(read, path="a.txt", offset=500, limit=2)
+        window = call(read, path="a.txt", offset=700, limit=2)  # kept again: from the index
+    assert decodes == ["a.txt"]
+    assert again.content.startswith("   500\ta.txt 500\n   501\ta.txt 501\n")
+    assert window.content.startswith("   700\ta.txt 700\n   701\ta.txt 701\n")
+    edited = call(workspace_tools["edit_file"], path="a.txt", old_text="a.txt 701\n", new_text="")
+    assert edited.error is None, edited.error
+    assert edited.details.diff.splitlines()[3] == "@@ -698,7 +698,6 @@"

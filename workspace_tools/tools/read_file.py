@@ -12,7 +12,7 @@ from workspace_tools.text._lines import LineSlice, read_lines
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import open_read
 from workspace_tools.workspace._fingerprint import file_fingerprint
-from workspace_tools.workspace._line_index import IndexedFile
+from workspace_tools.workspace._line_index import MIN_INDEXED_BYTES, IndexedFile
 from workspace_tools.workspace._near_miss import not_found_hint
 from workspace_tools.workspace._state import KEPT_FILE_BYTES, PendingDigest
 
@@ -125,6 +125,7 @@ def execute(args: ReadFileArgs, context: ToolContext) -> object:
 def _read(workspace: Workspace, args: ReadFileArgs) -> object:
     options = workspace.options
     line_indexes = workspace.line_indexes
+    file_states = workspace.file_states
     resolved = workspace.resolve(args.path)
     rel = resolved.rel
     with open_read(workspace.root, resolved.real, rel) as (handle, info):
@@ -152,10 +153,16 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
             )
             return tool_output(content, details)
         handle.seek(0)
-        # A file edits take is read whole, as an edit decodes it; one larger than edits
-        # keep whole is indexed too, so that its later windows read only their lines.
+        # A file edits take is read whole, as an edit decodes it; one of some size is
+        # indexed too, so that its later windows read only their lines.
         whole = info.st_size <= options.max_file_bytes
         kept = line_indexes.get(info)
+        if (
+            kept is not None
+            and kept.counts is not None
+            and not file_states.still_kept(resolved.real, kept.counts)
+        ):
+            kept = None  # the record its whole read made was let go: read whole again
         lines = read_lines(
             handle,
             args.offset,
@@ -164,24 +171,27 @@ def _read(workspace: Workspace, args: ReadFileArgs) -> object:
             whole=whole and kept is None,
             name=rel,
             known=None if kept is None else kept.index,
-            index=info.st_size > KEPT_FILE_BYTES,
+            index=info.st_size >= MIN_INDEXED_BYTES,
         )
     digest: PendingDigest | None = None
+    counts = None
     if lines.content is not None:
-        if lines.line_index is not None:
+        if len(lines.content) > KEPT_FILE_BYTES:
             # As record() hashes a content this large; kept with the index for the
             # windows read from it, which see only their lines.
             digest = PendingDigest(lines.content)
-            workspace.file_states.record_digest(resolved.real, digest, lines.line_counts)
+            file_states.record_digest(resolved.real, digest, lines.line_counts)
         else:
-            workspace.file_states.record(resolved.real, lines.content, lines.line_counts)
+            file_states.record(resolved.real, lines.content, lines.line_counts)
+            counts = lines.line_counts
     elif kept is not None and kept.digest is not None:
         # The content last read here whole, unchanged since (its stat identity).
-        workspace.file_states.record_digest(resolved.real, kept.digest)
-    else:
-        workspace.file_states.forget(resolved.real)
+        file_states.record_digest(resolved.real, kept.digest)
+    elif kept is None or kept.counts is None:
+        file_states.forget(resolved.real)
+    # Else the record of the content last read here whole is still the file's.
     if kept is None and lines.line_index is not None:
-        line_indexes.put(info, IndexedFile(lines.line_index, digest))
+        line_indexes.put(info, IndexedFile(lines.line_index, digest, counts))
     if args.offset > max(lines.total_lines, 1):
         raise ToolError(
             f"offset {shown_number(args.offset)} is past the end of {rel}, which has "

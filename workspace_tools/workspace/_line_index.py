@@ -1,4 +1,5 @@
-"""Line indexes of big files read, kept by a workspace for the next window of the same file."""
+"""Line indexes of the files read_file read, kept by a workspace for the next window of the
+same file."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from workspace_tools.text._line_counts import LineCounts
 from workspace_tools.text._lines import LineIndex
 from workspace_tools.workspace._state import PendingDigest
+
+#: Files smaller than this are read whole again rather than indexed: a whole read of one
+#: costs about what a window's seek does, and their indexes would push out those of the big
+#: files an agent reads window by window.
+MIN_INDEXED_BYTES = 256 << 10
 
 #: A file whose timestamps are this close to now may still change without changing them
 #: (coarse file-system clocks); its line index is not kept.
@@ -18,23 +25,30 @@ RACY_NS = 2_000_000_000
 
 @dataclass(frozen=True)
 class IndexedFile:
-    """A file's line index, and the hash of its content when it was read whole (a staleness
-    check's record for its later windows, which read only their lines).
+    """A file's line index, and what its whole read recorded for staleness checks
+    (:class:`~._state.FileStates`), which its later windows, reading only their lines,
+    record again or leave in place (neither for a file too large for edits, which is never
+    hashed).
 
     Attributes:
         index: its lines' :class:`~workspace_tools.text._lines.LineIndex`.
-        digest: its :func:`~._state.content_hash`, being taken; ``None`` for a file too
-            large for edits, which is never hashed.
+        digest: the :func:`~._state.content_hash` of a content too large to keep whole,
+            being taken.
+        counts: the line counts recorded with a content kept whole (see
+            :meth:`~._state.FileStates.still_kept`): its later windows may be read from the
+            index only while that record is the file's.
     """
 
     index: LineIndex
     digest: PendingDigest | None = None
+    counts: LineCounts | None = None
 
 
 class LineIndexCache:
-    """Line indexes of the last few big files read, each kept for its file's stat identity
-    (device, inode, size, mtime and ctime in nanoseconds): a later window of the same
-    unchanged file seeks to its lines instead of reading the whole file.
+    """Line indexes of the last few files read (:data:`MIN_INDEXED_BYTES` or more), each
+    kept for its file's stat identity (device, inode, size, mtime and ctime in
+    nanoseconds): a later window of the same unchanged file seeks to its lines instead of
+    reading the whole file.
 
     An identity whose timestamps are within :data:`RACY_NS` of now is not kept: the file
     system's clock may not have ticked for a change made just after, which would then
@@ -44,7 +58,7 @@ class LineIndexCache:
         size: how many files' indexes are kept (the least recently read goes first).
     """
 
-    def __init__(self, size: int = 8) -> None:
+    def __init__(self, size: int = 16) -> None:
         self._size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[int, ...], IndexedFile] = OrderedDict()

@@ -149,6 +149,13 @@ class FileStates:
             ):
                 self._lines[key] = lines
 
+    def still_kept(self, real: Path, lines: LineCounts) -> bool:
+        """Whether the content recorded for ``real`` is still the one kept whole with these
+        very ``lines`` (not recorded again, changed or let go since)."""
+        key = str(real)
+        with self._guard:
+            return self._lines.get(key) is lines and key in self._kept
+
     def record_digest(
         self, real: Path, digest: bytes | PendingDigest, lines: LineCounts | None = None
     ) -> None:
