@@ -270,13 +270,13 @@ def test_index_builds_of_many_workspaces_take_turns(
     most: list[int] = []
     gate = threading.Event()
 
-    def counted(work: Any, *args: Any) -> Any:
+    def counted(control: Any, work: Any, *args: Any) -> Any:
         with guard:
             inside.append(1)
             most.append(len(inside))
         gate.wait(60)
         try:
-            return real_in_child(work, *args)
+            return real_in_child(control, work, *args)
         finally:
             with guard:
                 inside.pop()

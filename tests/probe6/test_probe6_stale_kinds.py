@@ -5,6 +5,7 @@ file's other names."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -178,6 +179,22 @@ def _link_moved_into_a_new_directory(root: Path) -> None:
     _append(root / "new" / "x.txt", b"WRITTEN_THROUGH\n")
 
 
+def _link_in_a_new_directory_renamed(root: Path) -> None:
+    _link_in_a_new_directory(root)
+    os.rename(root / "new", root / "renamed")  # found under its new name
+
+
+def _link_in_a_new_directory_removed(root: Path) -> None:
+    # A build tool's scratch directory: made, used and removed between two searches.
+    _link_in_a_new_directory(root)
+    shutil.rmtree(root / "new")
+
+
+def _link_in_a_new_directory_moved_out(root: Path) -> None:
+    _link_in_a_new_directory(root)
+    os.rename(root / "new", root.parent / f"{root.name}-out")
+
+
 def _link_written_and_removed(root: Path) -> None:
     os.link(root / "f1.txt", root / "tmp.txt")
     _append(root / "tmp.txt", b"WRITTEN_THROUGH\n")
@@ -192,8 +209,11 @@ def _link_written_and_removed(root: Path) -> None:
         (_link_in_other_directory, True),
         (_link_in_a_new_directory, True),
         (_link_moved_into_a_new_directory, True),
+        (_link_in_a_new_directory_renamed, True),
         # The name is gone: which file it was a link to cannot be told any more.
         (_link_written_and_removed, False),
+        (_link_in_a_new_directory_removed, False),
+        (_link_in_a_new_directory_moved_out, False),
     ],
 )
 def test_the_warm_index_sees_a_write_through_a_link_made_after_its_build(
@@ -226,7 +246,9 @@ def test_the_warm_index_sees_a_write_through_a_link_made_after_its_build(
         assert (index._built is built) is kept
         if kept:
             # Later links in a directory that appeared are seen as they are made.
-            where = tmp_path / ("new" if (tmp_path / "new").is_dir() else "sub")
+            where = tmp_path / next(
+                name for name in ("new", "renamed", "sub") if (tmp_path / name).is_dir()
+            )
             os.link(tmp_path / "f2.txt", where / "y.txt")
             _append(where / "y.txt", b"AGAIN_THROUGH\n")
             again = {"pattern": "AGAIN_THROUGH", "output_mode": "files_with_matches"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -386,3 +387,47 @@ def test_kept_bytes_stay_within_their_budget(indexed_tree, monkeypatch: pytest.M
         None,
         21,
     )
+
+
+# A program that greps once, leaves the index's build matching with RE2 (which lets go of
+# the GIL while it matches, as the walk's ignore rules do), and returns.
+_EXIT_DURING_BUILD = r"""
+import sys, threading, time
+import re2
+from workspace_tools import invoke_tool_sync, workspace_tools
+from workspace_tools.search import _index
+from workspace_tools.search._index import SearchIndex
+from workspace_tools.tools.grep import INDEX_KEY
+from workspace_tools.workspace import Workspace
+
+building = threading.Event()
+real_build = _index._build
+
+def matching_build(*args):
+    building.set()
+    pattern, text = re2.compile("(a|b)*c"), "ab" * 200_000
+    until = time.monotonic() + 1.5
+    while time.monotonic() < until:
+        pattern.search(text)
+    return real_build(*args)
+
+_index._build = matching_build
+workspace = Workspace(sys.argv[1])
+workspace.keep(INDEX_KEY, SearchIndex(str(workspace.root), min_files=1))
+grep = {t.name: t for t in workspace_tools(workspace)}["grep"]
+print(invoke_tool_sync(grep, {"pattern": "word"}).details.match_count)
+assert building.wait(60), "no build started"
+"""
+
+
+def test_the_interpreters_exit_during_a_build_waits_for_it(tmp_path: Path) -> None:
+    # A daemon thread inside C++ code at the interpreter's finalization is ended by
+    # pthread_exit, whose unwinding through the C++ frames aborts the process.
+    for n in range(3):
+        (tmp_path / f"f{n}.txt").write_text(f"word {n}\n")
+    script = tmp_path.parent / "exit_during_build.py"
+    script.write_text(_EXIT_DURING_BUILD)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "3\n", "")

@@ -55,6 +55,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
@@ -116,6 +117,9 @@ KEPT_BYTES = 16 << 20
 # Seconds before a build that found the user's inotify instances or watches used up is
 # tried again (a try costs the walk, cached, and a failed system call or a few watches).
 RETRY_SECONDS = 30.0
+# Longest the interpreter's exit waits for a build's thread to end (see _BuildControl):
+# with its child let go, what is left is at most one walk of the tree.
+EXIT_WAIT_SECONDS = 30.0
 # What the kernel says when the user's inotify instances (EMFILE), watches (ENOSPC) or
 # this process's descriptors (EMFILE, ENFILE) or memory (ENOMEM) are used up: none of it
 # is the tree's fault, and may be there later.
@@ -272,6 +276,9 @@ class _Built:
         appeared: set[str] = set()
         new_dirs: set[str] = set()
         deleted: set[str] = set()
+        # Directories renamed: (cookie, old name) as they left, cookies as they arrived.
+        left: set[tuple[int, str]] = set()
+        arrived: set[int] = set()
         heard = False
         while True:
             try:
@@ -298,6 +305,10 @@ class _Built:
                     self.dirty_dirs.add(rel + "/")
                     if mask & _APPEARED:
                         new_dirs.add(rel)
+                    if mask & in_flags.MOVED_FROM:
+                        left.add((event.cookie, rel))
+                    elif mask & in_flags.MOVED_TO:
+                        arrived.add(event.cookie)
                 else:
                     self.dirty.add(rel)
                     if mask & _APPEARED:
@@ -305,7 +316,8 @@ class _Built:
                     elif mask & in_flags.DELETE:
                         deleted.add(rel)
         if heard:
-            self._find_links(appeared, deleted, new_dirs)
+            moved_within = {rel for cookie, rel in left if cookie in arrived}
+            self._find_links(appeared, deleted, new_dirs - moved_within)
             self.kept.drop_changed()
 
     def _find_links(self, appeared: set[str], deleted: set[str], new_dirs: set[str]) -> None:
@@ -315,7 +327,10 @@ class _Built:
         its link count: among the names that appeared (a name gone again that was
         unlinked may have been one, written through: the index is then dropped), and in
         the directories that appeared, which are watched from now on (their files are
-        always read: the index does not know them)."""
+        always read: the index does not know them). A directory that appeared and is gone
+        again (removed, or moved out of the tree; ``new_dirs`` leaves out those renamed
+        within it, found under their new names) may have held such a name, unseen: the
+        index is dropped too."""
         for rel in appeared:
             try:
                 info = os.lstat(os.path.join(self.root, rel))
@@ -331,23 +346,36 @@ class _Built:
             # By fds, following no link, the top one included (fwalk checks it is what
             # lstat saw): a directory swapped for a link to / since its event must not
             # have this walk, and its watches, go through the host's tree.
-            for directory, _dirs, names, dir_fd in os.fwalk(top, follow_symlinks=False):
-                if len(self.wds) >= MAX_WATCHES:
-                    self.lost = True
-                    return
-                try:
-                    # The watch first: a link made after the listing below is reported.
-                    wd = self.notify.add_watch(directory, _WATCH_MASK)
-                except OSError:
-                    continue  # gone since, or no watch to be had: its files are unknown
-                self.wds[wd] = os.path.relpath(directory, self.root).replace(os.sep, "/")
-                for name in names:
+            failed: list[OSError] = []
+            walked = False
+            try:
+                for directory, _dirs, names, dir_fd in os.fwalk(
+                    top, follow_symlinks=False, onerror=failed.append
+                ):
+                    walked = True
+                    if len(self.wds) >= MAX_WATCHES:
+                        self.lost = True
+                        return
                     try:
-                        info = os.lstat(name, dir_fd=dir_fd)
+                        # The watch first: a link made after the listing below is reported.
+                        wd = self.notify.add_watch(directory, _WATCH_MASK)
                     except OSError:
-                        continue
-                    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
-                        self._mark_inode(info.st_ino)
+                        continue  # gone since, or no watch to be had: its files are unknown
+                    self.wds[wd] = os.path.relpath(directory, self.root).replace(os.sep, "/")
+                    for name in names:
+                        try:
+                            info = os.lstat(name, dir_fd=dir_fd)
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+                            self._mark_inode(info.st_ino)
+            except OSError as exc:  # the top's own stat or open
+                failed.append(exc)
+            if failed or not walked:
+                # Gone again (or no directory any more, or a part of it unreadable): what
+                # it held cannot be told.
+                self.lost = True
+                return
 
     def _mark_inode(self, inode: int) -> None:
         """Every indexed file with this inode is a candidate from now on."""
@@ -385,6 +413,9 @@ class SearchIndex:
         self._lock = threading.Lock()
         self._built: _Built | None = None
         self._building: threading.Thread | None = None
+        self._control = _BuildControl()
+        # At the interpreter's exit (or this index's collection) a build under way stops.
+        weakref.finalize(self, self._control.stop, True)
         self._failed = INotify is None or not sys.platform.startswith("linux")
         # No build before this time (time.monotonic()): the last one found no inotify
         # instance or watch to be had.
@@ -442,13 +473,16 @@ class SearchIndex:
             if built is not None and not built.stale() and not built.lost:
                 return
             self._building = threading.Thread(target=self._build, args=(walker,), daemon=True)
+            self._control.thread = self._building
             self._building.start()
 
     def close(self) -> None:
-        """Drop the index and its watches (a build under way is let finish and dropped)."""
+        """Drop the index and its watches; a build under way stops (its child is let
+        go) and is dropped."""
         with self._lock:
             built, self._built = self._built, None
             self._failed = True
+        self._control.stop(wait=False)
         if built is not None:
             built.close()
 
@@ -458,7 +492,7 @@ class SearchIndex:
             built = None
             try:
                 if not self._failed:  # else closed while it waited for a slot
-                    built = _build(self._root, walker)
+                    built = _build(self._root, walker, self._control)
             except OSError as exc:
                 short = exc.errno in _SHORT_OF
         with self._lock:
@@ -481,11 +515,58 @@ class SearchIndex:
             old.close()
 
 
-def _build(root: str, walker: Walker) -> _Built | None:
+class _BuildControl:
+    """How a build is stopped from another thread: at the interpreter's exit, or when its
+    index closes.
+
+    The exit waits for the build's thread (:data:`EXIT_WAIT_SECONDS` at most): a daemon
+    thread still running at the interpreter's finalization ends when it next takes the
+    GIL, by ``pthread_exit``, whose unwinding aborts the process ("terminate called
+    without an active exception", exit status 134) when it crosses C++ frames, as a
+    walk's ignore rules matched by RE2 (``google-re2``, which lets go of the GIL while it
+    matches) are. So the build's child (the long part: reading the tree) is let go, and
+    the walk it may be in is let finish."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self.stopping = False
+        self.thread: threading.Thread | None = None
+        self._box: Sandbox | None = None
+
+    def stop(self, wait: bool) -> None:
+        """Stop the build under way, if any, and any later one; ``wait``: for its thread."""
+        if os.getpid() != self._pid:
+            return  # a fork's copy: the build and its child are the parent's
+        with self._lock:
+            self.stopping = True
+            box, thread = self._box, self.thread
+        if box is not None:
+            box.close()  # its call raises, and the build makes no index
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join(EXIT_WAIT_SECONDS)
+
+    def start(self, box: Sandbox) -> bool:
+        """Whether a build may start its child in ``box`` (not when stopping); it is
+        :meth:`stop`'s to close until :meth:`done`."""
+        with self._lock:
+            if self.stopping:
+                return False
+            self._box = box
+            return True
+
+    def done(self, box: Sandbox) -> None:
+        """The build's child in ``box`` ended."""
+        with self._lock:
+            if self._box is box:
+                self._box = None
+
+
+def _build(root: str, walker: Walker, control: _BuildControl) -> _Built | None:
     walk = walker.walk(root, "", recursive=True, include_ignored=False)
     files = walk.files
     dirs = [""] + [rel for rel, kind in walk.entries if kind is DIRECTORY]
-    if len(dirs) > MAX_WATCHES:
+    if len(dirs) > MAX_WATCHES or control.stopping:
         return None
     notify = INotify(nonblocking=True)
     try:
@@ -501,7 +582,7 @@ def _build(root: str, walker: Walker) -> _Built | None:
                 continue
         watched = set(wds.values())
         # The limit as this process has it: the child imports the module afresh.
-        state = _in_child(_read_tree, root, files, watched, MAX_POSTINGS)
+        state = _in_child(control, _read_tree, root, files, watched, MAX_POSTINGS)
         if state is None:
             notify.close()
             return None
@@ -685,16 +766,20 @@ def _layout(built: _Built, files: list[str]) -> tuple[Any, list[int], int, int]:
     return result
 
 
-def _in_child(work: Callable[..., Any], *args: Any) -> Any:
+def _in_child(control: _BuildControl, work: Callable[..., Any], *args: Any) -> Any:
     """``work(*args)`` run in a child of a spawn server of its own (a clean interpreter:
     none of this process's memory, no lock another thread holds), its result pickled
-    back; ``None`` when it failed or no child could be started."""
+    back; ``None`` when it failed, no child could be started, or ``control`` stopped
+    it."""
     box = Sandbox(layers=False, env_allowlist=(), limits=_BUILD_LIMITS)
     try:
+        if not control.start(box):
+            return None
         return anyio.run(box.call, work, *args)
     except Exception:
         return None
     finally:
+        control.done(box)
         box.close()
 
 
