@@ -8,6 +8,15 @@ inside keeps git from listing or committing it. It is removed with the session. 
 may remove it meanwhile (``rm -rf .shell-output.*``, ``git clean -fdx``): it is made again
 (:func:`restore_area`, :func:`open_output`) before the next file goes into it.
 
+The area is in the workspace, so a command (a sandboxed one too) can change it: put a
+link where the next output file goes, or a link to a directory of the host in place of
+the area. So this process, which is not confined, never reaches into it by path: it opens
+the area from the root with ``O_NOFOLLOW`` (a link or file under the area's name is
+removed and the area made again), and its files from that directory's descriptor, each
+created anew (``O_EXCL | O_NOFOLLOW``, after unlinking what has its name), checked to be
+what it made (:func:`open_output`, :func:`open_fifo`, :func:`remove_file`). Nothing
+written for a command lands outside the area.
+
 A process killed outright (``kill -9``, the OOM killer) cannot remove its area. So each
 area names its owner in ``.owner`` (the process's pid and start time, the boot and the PID
 namespace it ran in), and :func:`make_area` first removes the areas in the root whose
@@ -19,11 +28,13 @@ is left alone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 #: The name of an output area; only such directories are ever judged stale.
@@ -41,7 +52,11 @@ def make_area(root: Path) -> Path:
     """
     remove_stale_areas(root)
     area = root / f".shell-output.{secrets.token_hex(8)}.wt-tmp"
-    _create(area)
+    fd = os.open(root, _DIRECTORY)
+    try:
+        _create(fd, area.name)
+    finally:
+        os.close(fd)
     return area
 
 
@@ -109,37 +124,126 @@ def _start_time(pid: int) -> str | None:
 
 
 def restore_area(area: Path) -> None:
-    """Make ``area`` again, as :func:`make_area` made it, when something removed it.
+    """Make ``area`` again, as :func:`make_area` made it, when something removed it or put
+    something else (a link, a file) under its name.
 
     Raises:
-        OSError: it cannot be made (the root is gone or read-only; an existing entry of
-            that name is left as it is).
+        OSError: it cannot be made (the root is gone or read-only).
     """
-    with contextlib.suppress(FileExistsError):
-        _create(area)
+    os.close(_area_fd(area))
 
 
 def open_output(path: Path) -> int:
-    """A new descriptor of ``path``, a file of the output area, created or truncated (mode
-    0600) for writing; the area is made again first when it is gone.
+    """A new descriptor of ``path``, a file of the output area, made anew (mode 0600) for
+    writing; the area is made again first when it is gone.
 
     Raises:
-        OSError: the file cannot be opened.
+        OSError: the file cannot be made (or something took its name meanwhile).
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    return _make_in_area(path, lambda name, at: os.open(name, _NEW_FILE, 0o600, dir_fd=at))
+
+
+def open_fifo(path: Path) -> int:
+    """A FIFO made anew at ``path`` in the output area, opened for reading and writing
+    without blocking (so opening it never waits for the other side, and it is not at end of
+    file before a reader opens it).
+
+    Raises:
+        OSError: it cannot be made, or what was opened is not the FIFO made.
+    """
+
+    def make(name: str, at: int) -> int:
+        os.mkfifo(name, 0o600, dir_fd=at)
+        fd = os.open(name, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=at)
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.close(fd)  # swapped meanwhile
+            raise OSError(errno.EEXIST, "not the FIFO made", str(path))
+        return fd
+
+    return _make_in_area(path, make)
+
+
+def remove_file(path: Path) -> None:
+    """Remove ``path``, a file of the output area, if it is there (in the area itself: a
+    link put in the area's place is not followed). Never raises."""
+    with contextlib.suppress(OSError):
+        root = os.open(path.parent.parent, _DIRECTORY)
+        try:
+            at = os.open(path.parent.name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+        finally:
+            os.close(root)
+        try:
+            os.unlink(path.name, dir_fd=at)
+        finally:
+            os.close(at)
+
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _make_in_area(path: Path, make: Callable[[str, int], int]) -> int:
+    """``make(name, area_fd)`` for ``path`` in its area (made again when gone), once what
+    had that name there is unlinked."""
+    at = _area_fd(path.parent)
     try:
-        return os.open(path, flags, 0o600)
-    except FileNotFoundError:
-        restore_area(path.parent)
-        return os.open(path, flags, 0o600)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=at)
+        return make(path.name, at)
+    finally:
+        os.close(at)
 
 
-def _create(area: Path) -> None:
-    os.mkdir(area, 0o700)
-    (area / ".gitignore").write_text("*\n", encoding="utf-8")
-    owner = _owner_of_this_process()
-    if owner is not None:
-        (area / OWNER_FILE).write_text(" ".join(owner) + "\n", encoding="ascii")
+def _area_fd(area: Path) -> int:
+    """A descriptor of the directory ``area`` in the root, never reached through a link:
+    made again when gone; a link or file under its name is removed first.
+
+    Raises:
+        OSError: the area cannot be made (the root is gone or read-only).
+    """
+    root = os.open(area.parent, _DIRECTORY)
+    try:
+        for _ in range(3):
+            try:
+                return os.open(area.name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(area.name, dir_fd=root)  # something else has its name
+            with contextlib.suppress(FileExistsError):
+                _create(root, area.name)
+        raise OSError(errno.EAGAIN, "the output area keeps changing", str(area))
+    finally:
+        os.close(root)
+
+
+def _create(root: int, name: str) -> None:
+    """Make the area ``name`` in the directory ``root`` with its ``.gitignore`` and owner
+    file.
+
+    Raises:
+        FileExistsError: something has that name.
+    """
+    os.mkdir(name, 0o700, dir_fd=root)
+    at = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+    try:
+        _write_new(at, ".gitignore", b"*\n")
+        owner = _owner_of_this_process()
+        if owner is not None:
+            _write_new(at, OWNER_FILE, (" ".join(owner) + "\n").encode("ascii"))
+    finally:
+        os.close(at)
+
+
+def _write_new(at: int, name: str, data: bytes) -> None:
+    fd = os.open(name, _NEW_FILE, 0o600, dir_fd=at)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def remove_area(area: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError, echoed
-from workspace_tools.shell._area import restore_area
+from workspace_tools.shell._area import remove_file, restore_area
 from workspace_tools.shell._output import OutputLog
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
 
@@ -235,4 +235,4 @@ class ProcessRegistry:
         ended = [p for p in self._processes.values() if p.state != "running"]
         for entry in ended[: max(0, len(ended) - KEPT_ENDED)]:
             del self._processes[entry.id]
-            entry.log.file.unlink(missing_ok=True)
+            remove_file(entry.log.file)

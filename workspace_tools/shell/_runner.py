@@ -29,6 +29,7 @@ from pathlib import Path
 import anyio
 
 from sandbox import ProcessResult, Sandbox, SandboxError
+from workspace_tools.shell._area import open_fifo, remove_file
 
 #: ``on_output(stream, chunk)``: ``stream`` is ``"stdout"`` or ``"stderr"``.
 OnOutput = Callable[[str, bytes], None]
@@ -66,10 +67,7 @@ class RunningProcess:
         on_exit: Callable[[RunningProcess], None],
         timeout: float | None = None,
     ) -> None:
-        os.mkfifo(stdin_fifo, 0o600)
-        # Read and write: opening never waits for the reader, and the FIFO is not at end of
-        # file before the process opens it.
-        self._stdin: int | None = os.open(stdin_fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+        self._stdin: int | None = open_fifo(stdin_fifo)
         self.stdin_fifo = stdin_fifo
         self._stdin_lock = threading.Lock()
         # Once the process holds the FIFO, stdin is this side's write end only, so that a
@@ -224,8 +222,7 @@ class RunningProcess:
                 os.close(self._wake_w)
             self.close_stdin(wait=0)
             for path in (self.stdin_fifo, ready_file(self.stdin_fifo)):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+                remove_file(path)
             self._done.set()
             self._on_exit(self)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import Sandbox, SandboxError
-from workspace_tools.shell._area import restore_area
+from workspace_tools.shell._area import remove_file, restore_area
 from workspace_tools.shell._output import StreamCapture, StreamView
 from workspace_tools.shell._runner import STOP_WAIT, RunningProcess, stdin_script
 from workspace_tools.shell._turn import ShellTurn, TurnGivenUp
@@ -361,7 +361,7 @@ class PersistentShell:
         (the disk a long session uses stays bounded)."""
         self._files += [file for file in files if file is not None]
         while len(self._files) > KEPT_FILES:
-            self._files.pop(0).unlink(missing_ok=True)
+            remove_file(self._files.pop(0))
 
     def _script(self, command: str, nonce: str) -> bytes:
         b = self._builtin
