@@ -22,6 +22,9 @@ class Arch:
 
     audit_arch: int
     socket: int
+    add_key: int
+    request_key: int
+    keyctl: int
     # Syscalls numbered 424 and up (Linux 5.1 on) have one number on every architecture.
     io_uring_setup: int = 425
     io_uring_enter: int = 426
@@ -34,8 +37,10 @@ class Arch:
     x32_bit: int | None = None
 
 
-_X86_64 = Arch(audit_arch=0xC000003E, socket=41, x32_bit=0x40000000)
-_AARCH64 = Arch(audit_arch=0xC00000B7, socket=198)
+_X86_64 = Arch(
+    audit_arch=0xC000003E, socket=41, add_key=248, request_key=249, keyctl=250, x32_bit=0x40000000
+)
+_AARCH64 = Arch(audit_arch=0xC00000B7, socket=198, add_key=217, request_key=218, keyctl=219)
 
 
 def host_arch() -> Arch | None:

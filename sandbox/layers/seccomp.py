@@ -1,4 +1,4 @@
-"""seccomp: network off by refusing to create sockets.
+"""seccomp: network off by refusing to create sockets; no kernel keyrings.
 
 A classic-BPF filter (Documentation/userspace-api/seccomp_filter.rst, `struct sock_filter`
 from `include/uapi/linux/filter.h`) that makes `socket(2)` fail with EACCES for *every*
@@ -15,6 +15,11 @@ other, and asyncio's event loop and multiprocessing's pipes need it.
 The filter also refuses `io_uring_setup` (ENOSYS, as on a kernel without io_uring, so
 programs fall back), because io_uring can create and connect sockets without the `socket`
 syscall, and `pidfd_getfd`, which could copy a connected socket out of another process.
+And it refuses the kernel keyrings' `add_key`, `request_key` and `keyctl` (ENOSYS, as on a
+kernel built without keys): keyrings are not namespaced, so a sandboxed process of the
+user's uid would otherwise search, read and add keys in the user's own keyrings
+(Kerberos tickets, disk and ecryptfs passphrases), as container runtimes' default filters
+also refuse them.
 A syscall made through another architecture's table (32-bit `int 0x80`, where
 `socketcall` lives) kills the process; x32 syscalls (numbers with bit 30 set on x86_64) fail
 with EACCES.
@@ -81,6 +86,9 @@ def network_filter(arch: Arch | None = None) -> bytes:
         (_JEQ_K, arch.io_uring_enter, 2),
         (_JEQ_K, arch.io_uring_register, 2),
         (_JEQ_K, arch.pidfd_getfd, 1),
+        (_JEQ_K, arch.add_key, 2),
+        (_JEQ_K, arch.request_key, 2),
+        (_JEQ_K, arch.keyctl, 2),
     ]
     returns = [SECCOMP_RET_ALLOW, eacces, enosys, SECCOMP_RET_KILL_PROCESS]
     program = [

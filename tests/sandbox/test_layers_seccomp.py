@@ -101,6 +101,37 @@ def test_io_uring_looks_absent() -> None:
     assert in_child(check, filtered=True) == "ENOSYS"
 
 
+# keyctl(2) operations and special keyring ids (include/uapi/linux/keyctl.h).
+_KEYCTL_GET_KEYRING_ID = 0
+_KEY_SPEC_USER_KEYRING = -4
+_KEY_SPEC_PROCESS_KEYRING = -2
+
+
+@pytest.mark.parametrize("call", ["keyctl", "add_key", "request_key"])
+def test_the_kernel_keyrings_look_absent(call: str) -> None:
+    # Not namespaced: unfiltered, the user's own keyring is found; filtered, no call of
+    # the three reaches any keyring.
+    def check() -> str:
+        arch = require_arch()
+        try:
+            if call == "keyctl":
+                found = syscall(arch.keyctl, _KEYCTL_GET_KEYRING_ID, _KEY_SPEC_USER_KEYRING, 0)
+                return "found" if found > 0 else str(found)
+            if call == "add_key":
+                syscall(arch.add_key, b"user", b"wt-test", b"secret", 6, _KEY_SPEC_PROCESS_KEYRING)
+                return "added"
+            syscall(arch.request_key, b"user", b"wt-test-absent", None, 0)
+            return "found"
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+
+    unfiltered = in_child(check, filtered=False)
+    if unfiltered == "ENOSYS":
+        pytest.skip("this kernel has no keyrings")
+    assert unfiltered == {"keyctl": "found", "add_key": "added", "request_key": "ENOKEY"}[call]
+    assert in_child(check, filtered=True) == "ENOSYS"
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="32-bit int 0x80 exists on x86_64")
 def test_syscall_through_the_32_bit_table_kills_the_process() -> None:
     # mov eax, 20 (getpid in the i386 table); int 0x80; ret
