@@ -7,8 +7,9 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
+import re2
 from pydantic import BaseModel, Field, create_model
 from wcmatch import glob as wcglob
 
@@ -99,15 +100,32 @@ def resolve_start(workspace: Workspace, path: str, *, need_dir: bool) -> Start:
     return Start(real=real, rel=rel, is_dir=is_dir)
 
 
-def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
-    """A regex matching paths (relative to the search directory) that the glob matches.
+class GlobMatcher(Protocol):
+    """What matches a path against a glob: ``match(path)`` is truthy when it matches."""
+
+    def match(self, path: str, /) -> object: ...
+
+
+#: Wildcards ``*`` (besides whole ``**`` segments) from which a glob is matched in linear
+#: time: a backtracking regex of k stars takes up to n**k steps on a path of n characters
+#: that nearly matches (8 stars over 60-character names: minutes, holding the GIL, so that
+#: no call's timeout could end it).
+LINEAR_FROM_STARS = 3
+
+
+def compile_glob(pattern: str, workspace: Workspace) -> GlobMatcher:
+    """What matches paths (relative to the search directory) that the glob matches: a
+    regex, run by RE2 (linear time, about 2 µs a path) for a pattern of
+    :data:`LINEAR_FROM_STARS` stars or more, else by Python's engine.
 
     An absolute pattern inside the root is taken relative to the root; a leading ``./`` is
     dropped.
 
     Raises:
         ToolError: ``INVALID_ARGUMENTS`` for an empty pattern, one with a ``..`` segment
-            (walked paths never climb, so it could match nothing) or one wcmatch rejects;
+            (walked paths never climb, so it could match nothing), one wcmatch rejects, or
+            one of that many stars with syntax beyond names, ``?``, ``**`` and ``{a,b}``
+            lists (character classes, escapes), which only a backtracking regex matches;
             ``OUTSIDE_WORKSPACE`` for an absolute one outside the root.
     """
     if not pattern.strip():
@@ -132,8 +150,20 @@ def compile_glob(pattern: str, workspace: Workspace) -> re.Pattern[str]:
             ErrorCode.INVALID_ARGUMENTS,
         )
     simple = _simple_glob_regex(pattern)
+    stars = sum(part.count("*") for part in pattern.split("/") if part != "**")
     if simple is not None:
+        if stars >= LINEAR_FROM_STARS:
+            # RE2's end of text is $ (no \Z), and its . spans lines only with (?s).
+            return re2.compile("(?s)" + simple.replace(r"\Z", "$"))
         return re.compile(simple, re.DOTALL)
+    if stars >= LINEAR_FROM_STARS:
+        raise ToolError(
+            f"Glob pattern {given!r} has {stars} '*' wildcards (besides '**') with syntax "
+            f"that is matched by backtracking ([...] classes, escapes, nested braces), "
+            f"which could take minutes; use at most {LINEAR_FROM_STARS - 1} there, or "
+            "write the pattern with names, '*', '?', '**' and {a,b} lists only",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     try:
         include, _exclude = wcglob.translate(pattern, flags=GLOB_FLAGS)
     except (ValueError, re.error) as exc:
@@ -244,7 +274,7 @@ AS_SYNTAX = (
 )
 
 
-def compile_literal_glob(pattern: str, workspace: Workspace) -> re.Pattern[str] | None:
+def compile_literal_glob(pattern: str, workspace: Workspace) -> GlobMatcher | None:
     """:func:`compile_glob` of ``pattern`` with its brackets and braces escaped (its ``*``,
     ``?`` and ``**`` still wildcards), for a pattern that matched nothing as written:
     ``app/[id]/*.tsx`` matches nothing when ``[id]`` is read as a class, and the model meant

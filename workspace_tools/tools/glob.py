@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import posixpath
-import re
 import stat
 
 from pydantic import BaseModel, Field
@@ -16,6 +15,7 @@ from workspace_tools.search._discovery import (
     AS_SYNTAX,
     GLOB_FLAGS,
     CompactRepr,
+    GlobMatcher,
     compile_glob,
     compile_literal_glob,
     note,
@@ -139,7 +139,7 @@ def build(workspace: Workspace) -> Tool[GlobArgs]:
 
 
 def _named(
-    workspace: Workspace, start: str, pattern: str, matcher: re.Pattern[str], cut: int
+    workspace: Workspace, start: str, pattern: str, matcher: GlobMatcher, cut: int
 ) -> list[str]:
     """The file a pattern without wildcards names, when the ignore rules kept it out of the
     walk: they never hide a named path (as read_file and grep do not), so that the model

@@ -21,6 +21,7 @@ from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
     AS_SYNTAX,
     CompactRepr,
+    GlobMatcher,
     Start,
     compile_glob,
     compile_literal_glob,
@@ -417,7 +418,7 @@ def _execute(
 
 
 def _filtered(
-    workspace: Workspace, files: list[str], glob: str, matcher: re.Pattern[str], start: Start
+    workspace: Workspace, files: list[str], glob: str, matcher: GlobMatcher, start: Start
 ) -> tuple[list[str], bool]:
     """The ``files`` the ``glob`` filter keeps (a glob without ``/`` matches names at any
     depth, else paths below ``start``), and whether they are those of the glob with its
@@ -426,7 +427,7 @@ def _filtered(
     by_name = "/" not in glob.strip("/")
     cut = len(start.lead)
 
-    def kept(pattern: re.Pattern[str]) -> list[str]:
+    def kept(pattern: GlobMatcher) -> list[str]:
         return [p for p in files if pattern.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])]
 
     matching = kept(matcher)
