@@ -28,10 +28,16 @@ CREDENTIAL_PATHS: tuple[str, ...] = (
     "~/.pgpass",  # PostgreSQL passwords
     "~/.my.cnf",  # MySQL client passwords
     "~/.git-credentials",  # git's credential store helper
+    "~/.config/git/credentials",  # the same store where $XDG_CONFIG_HOME is unset
     "~/.config/gh",  # GitHub CLI tokens (hosts.yml)
     "~/.config/hub",  # hub's GitHub token
     "~/.vault-token",  # HashiCorp Vault token
     "~/.terraform.d/credentials.tfrc.json",  # Terraform Cloud tokens
+    "~/.terraformrc",  # Terraform CLI config with credentials blocks
+    "~/.cache/huggingface/token",  # Hugging Face Hub token
+    "~/.config/huggingface/token",  # the same, older layout
+    "~/.codex/auth.json",  # Codex CLI login
+    "~/.claude/.credentials.json",  # Claude Code login
     "~/.password-store",  # pass, the standard Unix password manager
     "~/.local/share/keyrings",  # GNOME keyring
     "~/.npmrc",  # npm registry tokens

@@ -25,7 +25,7 @@ from sandbox.layers._plan import LayerPlan
 
 pytestmark = pytest.mark.anyio
 
-PLANTED = (".ssh/id_rsa", ".aws/credentials", ".netrc")
+PLANTED = (".ssh/id_rsa", ".aws/credentials", ".config/git/credentials", ".netrc")
 
 
 @pytest.fixture
