@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -426,3 +428,25 @@ def test_a_file_the_process_has_no_fd_left_for_is_an_error_not_a_silent_miss(
     assert (result.error_code, result.error) == (ErrorCode.TOOL_ERROR, expected), (
         result.model_text()
     )
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="the oracle is ripgrep")
+@pytest.mark.parametrize("glob", ["!*.py", "!sub/**", "!*.md", "*.md", "!x*"])
+def test_a_glob_filter_leaves_out_what_a_leading_bang_names_as_ripgrep_does(
+    tmp_path: Path, glob: str
+) -> None:
+    for rel in ("a.py", "notes.md", "sub/b.py", "sub/c.md", "sub/deep/x.txt", "x.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("import this\n")
+    rg = subprocess.run(
+        ["rg", "--files-with-matches", "--sort", "path", "--glob", glob, "import"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    arguments = {"pattern": "import", "glob": glob, "output_mode": "files_with_matches"}
+    result = invoke_tool_sync(tools(tmp_path)["grep"], arguments)
+    expected = rg.stdout.split()
+    assert expected and rg.returncode == 0, rg
+    assert [f.path for f in result.details.files] == expected, result.model_text()

@@ -82,7 +82,8 @@ class GrepArgs(BaseModel):
     glob: str | None = Field(
         None,
         description="Only files matching this glob: '*.py' (no '/': file names at any depth) "
-        "or 'src/**/*.ts' (paths relative to path)",
+        "or 'src/**/*.ts' (paths relative to path); a leading '!' leaves out the files it "
+        "matches instead ('!*.min.js'), as ripgrep's --glob does",
     )
     ignore_case: bool = Field(False, description="Case-insensitive match")
     output_mode: Literal["content", "files_with_matches", "count"] = Field(
@@ -321,7 +322,10 @@ def _execute(
 ) -> ToolOutput:
     walker = workspace.walker
     index = workspace.kept(INDEX_KEY, lambda: SearchIndex(str(workspace.root)))
-    file_filter = compile_glob(args.glob, workspace) if args.glob else None
+    # As ripgrep's --glob: a leading "!" leaves out what the rest matches.
+    excluding = args.glob is not None and args.glob.startswith("!")
+    glob = args.glob[1:] if excluding and args.glob is not None else args.glob
+    file_filter = compile_glob(glob, workspace) if glob else None
     start = resolve_start(workspace, args.path, need_dir=False)
     limit = args.limit
     files: list[str] = []
@@ -336,8 +340,10 @@ def _execute(
         )
         files = walk.files
         walked = len(files)
-        if file_filter is not None and args.glob is not None:
-            files, glob_read_literally = _filtered(workspace, files, args.glob, file_filter, start)
+        if file_filter is not None and glob is not None:
+            files, glob_read_literally = _filtered(
+                workspace, files, glob, file_filter, start, excluding=excluding
+            )
         ignored = walk.ignored
         unreadable = unreadable_dirs(walk)
         cut_ignore_files = walk.cut_ignore_files
@@ -418,18 +424,29 @@ def _execute(
 
 
 def _filtered(
-    workspace: Workspace, files: list[str], glob: str, matcher: GlobMatcher, start: Start
+    workspace: Workspace,
+    files: list[str],
+    glob: str,
+    matcher: GlobMatcher,
+    start: Start,
+    *,
+    excluding: bool = False,
 ) -> tuple[list[str], bool]:
     """The ``files`` the ``glob`` filter keeps (a glob without ``/`` matches names at any
-    depth, else paths below ``start``), and whether they are those of the glob with its
-    brackets and braces taken literally, which it names when as written it keeps none
-    (``app/[id]/*.tsx``)."""
+    depth, else paths below ``start``; with ``excluding``, those it does not match), and
+    whether they are those of the glob with its brackets and braces taken literally, which
+    it names when as written it keeps none (``app/[id]/*.tsx``)."""
     by_name = "/" not in glob.strip("/")
     cut = len(start.lead)
 
-    def kept(pattern: GlobMatcher) -> list[str]:
-        return [p for p in files if pattern.match(p[p.rfind("/") + 1 :] if by_name else p[cut:])]
+    def matches(pattern: GlobMatcher, path: str) -> bool:
+        return bool(pattern.match(path[path.rfind("/") + 1 :] if by_name else path[cut:]))
 
+    def kept(pattern: GlobMatcher) -> list[str]:
+        return [p for p in files if matches(pattern, p)]
+
+    if excluding:
+        return [p for p in files if not matches(matcher, p)], False
     matching = kept(matcher)
     literal = None if matching or not files else compile_literal_glob(glob, workspace)
     if literal is None:
