@@ -7,6 +7,7 @@ import contextlib
 import os
 import pwd
 import secrets
+import subprocess
 from collections.abc import Iterable, Mapping
 
 from sandbox.layers._realpath import realpath
@@ -116,6 +117,52 @@ def read_only_paths(writable: Iterable[str], names: Iterable[str]) -> tuple[str,
     """Each of ``names`` (relative paths) inside each of the ``writable`` directories."""
     names = list(names)
     return tuple(os.path.join(root, name) for root in writable for name in names)
+
+
+def git_exec_paths(writable: Iterable[str]) -> tuple[str, ...]:
+    """Paths inside the ``writable`` directories, beyond ``.git`` itself, that git's
+    configuration of the repository holding each names as what git runs: its hooks
+    directory when ``core.hooksPath`` puts it in the work tree (``.githooks``, husky's
+    ``.husky/_``), and ``core.fsmonitor`` when it names a program there. Asked of git
+    itself (``git rev-parse --git-path hooks``, ``git config``: system, global and the
+    repository's own configuration, includes followed), as the host's git will read
+    them; none where git is absent or no repository holds the directory."""
+    found: list[str] = []
+    for directory in writable:
+        top_and_hooks = _git(directory, "rev-parse", "--show-toplevel", "--git-path", "hooks")
+        if top_and_hooks is None or len(top_and_hooks.splitlines()) != 2:
+            continue
+        top, hooks = top_and_hooks.splitlines()
+        named = [os.path.join(directory, hooks)]
+        monitor = _git(directory, "config", "--get", "core.fsmonitor")
+        if monitor and monitor.strip().lower() not in _GIT_BOOLEANS:
+            named.append(os.path.join(top, monitor.strip()))
+        for path in named:
+            path = os.path.normpath(path)
+            if _within(directory, path) and not _within(os.path.join(directory, ".git"), path):
+                found.append(path)
+    return tuple(dict.fromkeys(found))
+
+
+#: What ``core.fsmonitor`` may hold besides a program (git's boolean spellings).
+_GIT_BOOLEANS = frozenset({"", "true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
+def _git(directory: str, *args: str) -> str | None:
+    """git's output for ``args`` run in ``directory``, or ``None`` when it fails."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", directory, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return None
+    return done.stdout.rstrip("\n") if done.returncode == 0 else None
 
 
 def set_aside(paths: Iterable[str]) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 from sandbox._defaults import (
     HOST_EXEC_PATHS,
     credential_paths,
+    git_exec_paths,
     homes,
     read_only_paths,
     set_aside,
@@ -144,7 +145,7 @@ class Sandbox:
                 dict.fromkeys(realpath(p) for p in denied),
                 [realpath(p) for p in allow_read],
             ),
-            read_only=read_only_paths(writable_dirs, self.host_exec_paths),
+            read_only=self._read_only(writable_dirs),
             network=network,
             max_processes=max_processes,
         )
@@ -236,7 +237,7 @@ class Sandbox:
             writable=(*self.confinement.writable, *added),
             read_only=(
                 *self.confinement.read_only,
-                *read_only_paths(added, self.host_exec_paths),
+                *self._read_only(added),
             ),
         )
         clone._caller = None  # its worker is set up for other confinement
@@ -613,6 +614,15 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _read_only(self, writable: tuple[str, ...]) -> tuple[str, ...]:
+        """The protected paths in ``writable`` directories: ``host_exec_paths`` in each,
+        and, unless those were turned off, what git's configuration names there as what
+        it runs (``git_exec_paths``)."""
+        named = read_only_paths(writable, self.host_exec_paths)
+        if not self.host_exec_paths or not writable:
+            return named
+        return (*named, *(p for p in git_exec_paths(writable) if p not in named))
 
     def _check_enforceable(self) -> None:
         """Raise for a protection asked for that commands cannot get here (see

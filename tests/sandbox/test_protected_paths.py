@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from sandbox import HOST_EXEC_PATHS, Sandbox
+from sandbox._defaults import git_exec_paths
 from sandbox.layers import (
     HOST_EXEC_PROTECTION,
     MOUNT_NAMESPACE,
@@ -246,3 +247,52 @@ async def test_call_cannot_rejoin_the_hosts_mount_namespace(
     finally:
         box.close()
     assert not hook.exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_command_cannot_rewrite_hooks_a_hooks_path_in_the_work_tree_names(
+    repo: Path, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # core.hooksPath = .githooks (a project's shared hooks, husky's .husky/_): git runs
+    # the hooks from the work tree, where the agent may write.
+    assert git(repo, "config", "core.hooksPath", ".githooks").returncode == 0
+    (repo / ".githooks").mkdir()
+    (repo / ".githooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (repo / ".githooks" / "pre-commit").chmod(0o755)
+    box = make_box(mode, repo, monkeypatch)
+    plant = f"printf '#!/bin/sh\\ntouch {tmp_path}/hook-ran\\n' > .githooks/pre-commit; echo $?"
+    result = await box.run(["bash", "-c", plant], cwd=str(repo), env=GIT_ENV)
+
+    protected = mode in ("bubblewrap", "landlock")
+    assert result.stdout.complete == (b"1\n" if protected else b"0\n"), result.stderr.complete
+    (repo / "notes.txt").write_text("work\n")
+    git(repo, "add", "notes.txt")
+    commit = git(repo, "commit", "-q", "-m", "agent work")
+    assert commit.returncode == 0, commit.stderr
+    assert (tmp_path / "hook-ran").exists() is not protected
+
+
+def test_git_exec_paths_are_what_the_repositorys_git_runs_in_the_work_tree(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", "/nonexistent")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    assert git_exec_paths([str(repo)]) == ()  # hooks in .git, no fsmonitor program
+    git(repo, "config", "core.hooksPath", ".githooks")
+    git(repo, "config", "core.fsmonitor", "tools/monitor.sh")
+    (repo / "sub").mkdir()
+    assert git_exec_paths([str(repo), str(repo / "sub")]) == (
+        f"{repo}/.githooks",
+        f"{repo}/tools/monitor.sh",
+    )
+    git(repo, "config", "core.hooksPath", "/usr/share/hooks")  # outside: nothing to keep
+    git(repo, "config", "core.fsmonitor", "true")  # git's own daemon
+    assert git_exec_paths([str(repo)]) == ()
+    assert git_exec_paths(["/nonexistent/dir"]) == ()
+    box = Sandbox(writable=[str(repo)], best_effort=True)
+    assert box.confinement.read_only == tuple(f"{repo}/{name}" for name in HOST_EXEC_PATHS)
+    git(repo, "config", "core.hooksPath", "ci/hooks")
+    box = Sandbox(writable=[str(repo)], best_effort=True)
+    assert box.confinement.read_only[-1] == f"{repo}/ci/hooks"
+    off = Sandbox(writable=[str(repo)], best_effort=True, host_exec_paths=())
+    assert off.confinement.read_only == ()
