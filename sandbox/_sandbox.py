@@ -347,6 +347,7 @@ class Sandbox:
                 cgroup=group,
                 seccomp_fd=command.seccomp_fd,
                 report_fd=REPORT_FD,
+                set_aside=tuple(absent),
             )
         else:
             group = self._cgroup(confinement.max_processes) if plan.capped else None
@@ -360,6 +361,7 @@ class Sandbox:
                 plan.layers,
                 plan.layered,
                 group,
+                tuple(absent),
             )
         refused = 0
         if group is not None and on_fork_counter is not None:

@@ -126,6 +126,9 @@ class CommandJob:
         quiet_seconds: seconds after the start at which the supervisor reports a command
             still running (:class:`StillRunning`, once), or ``None`` for no report: its
             caller waits for the job's channel alone until then, with no timer of its own.
+        set_aside: protected paths absent at the start, which the supervisor renames
+            (``sandbox._defaults.set_aside``) if the command created them, once its tree
+            is gone: before it reports the end, and when the caller is gone too.
     """
 
     kind: ClassVar[str] = "job"
@@ -141,6 +144,7 @@ class CommandJob:
     seccomp_fd: int | None = None
     report_fd: int | None = None
     quiet_seconds: float | None = None
+    set_aside: tuple[str, ...] = ()
 
     @property
     def limits(self) -> tuple[Rlimits, int | None]:
@@ -316,15 +320,13 @@ def plain_job(
     layers: tuple[str, ...],
     confinement: Confinement,
     cgroup: str | None,
+    set_aside: tuple[str, ...] = (),
 ) -> CommandJob:
     """The :class:`CommandJob` of these fields, without bubblewrap's (``seccomp_fd``,
     ``report_fd``) and without ``quiet_seconds`` (the caller's, sent with it), made as
     :func:`decode` makes one: a job is made on every command's path."""
-    job: CommandJob = _made(
-        CommandJob,
-        _FIELDS[CommandJob.kind],
-        (argv, cwd, env, rlimits, memory_bytes, layers, confinement, cgroup, None, None, None),
-    )
+    values = (argv, cwd, env, rlimits, memory_bytes, layers, confinement, cgroup, None, None)
+    job: CommandJob = _made(CommandJob, _FIELDS[CommandJob.kind], (*values, None, set_aside))
     return job
 
 

@@ -245,6 +245,12 @@ def _supervise(
         done, caller_gone = _wait(
             channel, pid, wake_r, count_left=not report, quiet_seconds=job.quiet_seconds
         )
+        if job.set_aside:
+            # Here, not by the caller after the result: a caller killed meanwhile (SIGTERM
+            # from an MCP client, the OOM killer) would leave what the command planted.
+            from sandbox._defaults import set_aside
+
+            set_aside(job.set_aside)
         if report:
             # The tree is gone, so the report is complete: every writer has exited.
             data = _read_available(report[0])

@@ -79,7 +79,7 @@ def test_a_job_travels_as_its_kind_and_values_in_field_order() -> None:
     wire = encode(CommandJob(argv=("true",), cwd="/", env=None))
     # kind, argv, cwd, env, rlimits, memory_bytes, layers, confinement (writable,
     # read_denied, read_only, network, max_processes), cgroup, seccomp_fd, report_fd,
-    # quiet_seconds
+    # quiet_seconds, set_aside
     assert wire == (
         "job",
         ("true",),
@@ -93,6 +93,7 @@ def test_a_job_travels_as_its_kind_and_values_in_field_order() -> None:
         None,
         None,
         None,
+        (),
     )
     assert marshal.loads(marshal.dumps(wire)) == wire
 

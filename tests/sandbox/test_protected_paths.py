@@ -11,7 +11,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from sandbox.layers import (
     MOUNT_NAMESPACE,
     missing,
 )
+from tests._waiting import poll
 from tests.sandbox._boxes import force_landlock
 
 pytestmark = pytest.mark.anyio
@@ -296,3 +299,36 @@ def test_git_exec_paths_are_what_the_repositorys_git_runs_in_the_work_tree(
     assert box.confinement.read_only[-1] == f"{repo}/ci/hooks"
     off = Sandbox(writable=[str(repo)], best_effort=True, host_exec_paths=())
     assert off.confinement.read_only == ()
+
+
+_CALLER = """
+import anyio, sys
+from sandbox import Sandbox
+
+async def main(workspace):
+    box = Sandbox(writable=[workspace])
+    await box.run(["bash", "-c", "git init -q && sleep 300"], cwd=workspace)
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_what_a_command_planted_is_set_aside_when_its_caller_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: signal.Signals
+) -> None:
+    # The supervisor sets it aside once the tree is gone, not the caller after the result:
+    # an MCP client stops its server with SIGTERM, which runs no cleanup.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    make_box("bubblewrap", workspace, monkeypatch).close()  # skips where it cannot protect
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(workspace)])
+    try:
+        seen = poll(lambda: sorted(p.name for p in workspace.iterdir()), lambda s: ".git" in s)
+        assert seen == [".git"], seen
+    finally:
+        caller.send_signal(stop)
+        caller.wait(60)
+    seen = poll(lambda: sorted(p.name for p in workspace.iterdir()), lambda s: ".git" not in s)
+    assert seen == [".git.sandbox-blocked"], seen
+    assert git(workspace, "status").returncode != 0  # no repository left at the root
