@@ -4,6 +4,7 @@ not through a link in an output file's place, nor through one in the area's own 
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,17 +79,19 @@ async def test_a_link_in_the_areas_place_gets_nothing_made_through_it(
 ) -> None:
     with ShellSession(tmp_path, sandbox=box) as shells:
         await call(shells, "shell", command="true")
-        swap = f"A=$(echo .shell-output.*.wt-tmp); rm -rf $A; ln -s {outside} $A"
-        assert (await call(shells, "shell", command=swap)).error is None
+        swap = f"A=$(echo .shell-output.*.wt-tmp); rm -rf $A; ln -s {outside} $A; echo $A"
+        swapped = await call(shells, "shell", command=swap)
+        area = tmp_path / swapped.content["stdout"].strip()
         started = await call(shells, "start_process", command="echo from the process")
-        assert started.error is None, started.error
-        shells.processes.get("p1").process.wait(60)
-        read = await call(shells, "read_process_output", id="p1")
-        assert read.content["output"] == "from the process\n", read.model_text()
-        area = tmp_path / started.content["output_file"].split("/")[0]
-        assert (area.is_dir(), area.is_symlink()) == (True, False)
-        assert (area / "p1.log").read_bytes() == b"from the process\n"
-        assert sorted(os.listdir(outside)) == ["target.txt"]
+        assert started.error == (
+            "Could not start 'echo from the process': its log file in "
+            f"{area.name} cannot be made (Not a directory)"
+        )
+        long = await call(shells, "shell", command="seq 1 100000")
+        assert long.error is None, long.error
+        assert long.details.stdout_file is None  # counted, and kept head and tail
+        assert long.content["stdout"].endswith("99999\n100000\n")
+        assert area.is_symlink()
     assert sorted(os.listdir(outside)) == ["target.txt"]
     assert (outside / "target.txt").read_bytes() == HOST_TEXT
 
@@ -114,14 +117,30 @@ def test_the_area_makes_its_files_anew(tmp_path: Path, outside: Path, kind: str)
     assert (target.read_bytes(), sorted(os.listdir(outside))) == (HOST_TEXT, ["target.txt"])
 
 
-def test_the_area_swapped_for_a_link_is_made_again_in_place(tmp_path: Path, outside: Path) -> None:
+def test_nothing_is_made_or_removed_through_a_link_in_the_areas_place(
+    tmp_path: Path, outside: Path
+) -> None:
     area = make_area(tmp_path)
     os.rename(area, tmp_path / "moved")
     area.symlink_to(outside)
     (outside / "gone").write_bytes(HOST_TEXT)
-    remove_file(area / "gone")  # not through the link
+    remove_file(area / "gone")
+    with pytest.raises(OSError) as raised:
+        open_output(area / "out")
+    assert raised.value.errno == errno.ENOTDIR  # O_DIRECTORY | O_NOFOLLOW on a link
+    with pytest.raises(OSError):
+        open_fifo(area / "fifo")
+    assert (area.is_symlink(), sorted(os.listdir(outside))) == (True, ["gone", "target.txt"])
     assert (outside / "gone").read_bytes() == HOST_TEXT
-    os.close(open_output(area / "out"))
-    assert (area.is_dir(), area.is_symlink()) == (True, False)
-    assert sorted(os.listdir(area)) == [".gitignore", ".owner", "out"]
-    assert sorted(os.listdir(outside)) == ["gone", "target.txt"]
+
+
+def test_a_regular_output_file_of_one_link_is_truncated_in_place(tmp_path: Path) -> None:
+    area = make_area(tmp_path)
+    (area / "out").write_bytes(b"an earlier command's output")
+    inode = (area / "out").stat().st_ino
+    fd = open_output(area / "out")
+    try:
+        os.write(fd, b"new")
+    finally:
+        os.close(fd)
+    assert ((area / "out").read_bytes(), (area / "out").stat().st_ino) == (b"new", inode)

@@ -11,11 +11,13 @@ may remove it meanwhile (``rm -rf .shell-output.*``, ``git clean -fdx``): it is 
 The area is in the workspace, so a command (a sandboxed one too) can change it: put a
 link where the next output file goes, or a link to a directory of the host in place of
 the area. So this process, which is not confined, never reaches into it by path: it opens
-the area from the root with ``O_NOFOLLOW`` (a link or file under the area's name is
-removed and the area made again), and its files from that directory's descriptor, each
-created anew (``O_EXCL | O_NOFOLLOW``, after unlinking what has its name), checked to be
-what it made (:func:`open_output`, :func:`open_fifo`, :func:`remove_file`). Nothing
-written for a command lands outside the area.
+the area from the root with ``O_NOFOLLOW`` (with a link or file under the area's name
+no file is made: the output is counted and kept head and tail, as on a full disk), and
+its files from that directory's descriptor, never through a link: an output file is
+truncated only when it is a regular file of one link, else unlinked and made anew
+(``O_EXCL | O_NOFOLLOW``), and a FIFO is made anew and checked to be the one made
+(:func:`open_output`, :func:`open_fifo`, :func:`remove_file`). Nothing written for a
+command lands outside the area.
 
 A process killed outright (``kill -9``, the OOM killer) cannot remove its area. So each
 area names its owner in ``.owner`` (the process's pid and start time, the boot and the PID
@@ -124,23 +126,52 @@ def _start_time(pid: int) -> str | None:
 
 
 def restore_area(area: Path) -> None:
-    """Make ``area`` again, as :func:`make_area` made it, when something removed it or put
-    something else (a link, a file) under its name.
+    """Make ``area`` again, as :func:`make_area` made it, when something removed it.
 
     Raises:
-        OSError: it cannot be made (the root is gone or read-only).
+        OSError: it cannot be made (the root is gone or read-only; an existing entry of
+            that name that is no directory is left as it is).
     """
-    os.close(_area_fd(area))
+    try:
+        os.close(_area_fd(area))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
 
 
 def open_output(path: Path) -> int:
-    """A new descriptor of ``path``, a file of the output area, made anew (mode 0600) for
-    writing; the area is made again first when it is gone.
+    """A descriptor of ``path``, a file of the output area, for writing from its start:
+    created (mode 0600), or truncated when it is a regular file of one link; a link in its
+    place (symbolic, or a hard link to a file elsewhere) is removed and the file made
+    anew. The area is made again first when it is gone.
 
     Raises:
-        OSError: the file cannot be made (or something took its name meanwhile).
+        OSError: the file cannot be opened (or something took its name meanwhile).
     """
-    return _make_in_area(path, lambda name, at: os.open(name, _NEW_FILE, 0o600, dir_fd=at))
+    at = _area_fd(path.parent)
+    try:
+        try:
+            fd = os.open(path.name, _OUTPUT, 0o600, dir_fd=at)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            return _made_anew(path.name, at)
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode):
+            if info.st_nlink > 1:
+                os.close(fd)
+                return _made_anew(path.name, at)
+            os.ftruncate(fd, 0)
+        return fd
+    finally:
+        os.close(at)
+
+
+def _made_anew(name: str, at: int) -> int:
+    """``name`` in the directory ``at``, unlinked and created again (never followed)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=at)
+    return os.open(name, _NEW_FILE, 0o600, dir_fd=at)
 
 
 def open_fifo(path: Path) -> int:
@@ -180,6 +211,9 @@ def remove_file(path: Path) -> None:
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Without O_TRUNC, which would empty a file elsewhere that a hard link here leads to; and
+# not waiting on a FIFO put there.
+_OUTPUT = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _make_in_area(path: Path, make: Callable[[str, int], int]) -> int:
@@ -196,26 +230,20 @@ def _make_in_area(path: Path, make: Callable[[str, int], int]) -> int:
 
 def _area_fd(area: Path) -> int:
     """A descriptor of the directory ``area`` in the root, never reached through a link:
-    made again when gone; a link or file under its name is removed first.
+    made again when gone.
 
     Raises:
-        OSError: the area cannot be made (the root is gone or read-only).
+        OSError: the area cannot be made (the root is gone or read-only), or something
+            else has its name (a link, a file: left as it is, and nothing is made).
     """
     root = os.open(area.parent, _DIRECTORY)
     try:
-        for _ in range(3):
-            try:
-                return os.open(area.name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(area.name, dir_fd=root)  # something else has its name
-            with contextlib.suppress(FileExistsError):
+        try:
+            return os.open(area.name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):  # made meanwhile by another call
                 _create(root, area.name)
-        raise OSError(errno.EAGAIN, "the output area keeps changing", str(area))
+            return os.open(area.name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
     finally:
         os.close(root)
 
