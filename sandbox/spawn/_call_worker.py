@@ -126,6 +126,10 @@ from sandbox.spawn._tree import (
     descendants,
 )
 
+#: What ``poll`` reports of a socket whose peer closed it, without reading from it (HUP
+#: and ERR are always reported; RDHUP, Linux's, when the peer closed its end).
+_HUNG_UP = getattr(select, "POLLRDHUP", 0) | select.POLLHUP | select.POLLERR
+
 #: Bytes read at a time from a socket or pipe.
 _READ_SIZE = 256 * 1024
 #: Worker to caller: ``(kind, pid, wait status)``; kind ``S``: forked the call's child,
@@ -477,6 +481,12 @@ def _serve_with_one_child(
     start = _child_start(os.getpid())
     fork = _hookless_fork()
     child: int | None = None
+    poller = select.poll()
+    poller.register(wake_r, select.POLLIN)
+    # The caller's end hung up (it died, or let this worker go) while the child runs a
+    # call and reads nothing: requests are the child's to read, a hang-up is this one's
+    # to see. Returning kills the child and what its call started (_worker_main).
+    poller.register(sock, _HUNG_UP)
     while True:
         if child is None:
             child = fork()  # this process runs no other thread
@@ -485,7 +495,8 @@ def _serve_with_one_child(
                 os.close(wake_r)
                 os.close(wake_w)
                 _reused_child(sock, nest, copies, failed, budget)
-        select.select([wake_r], [], [])
+        if any(fd != wake_r for fd, _ in poller.poll()):
+            return
         _read_ready(wake_r)
         for pid, status in _reaped():
             if pid != child:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 from sandbox import Sandbox, SandboxError, SandboxLimits
 from sandbox.layers import SIGNAL_SCOPING, WRITE_CONFINEMENT
 from sandbox.spawn._tree import descendants
-from tests._processes import survivors
+from tests._processes import command_line, survivors
 from tests._waiting import wait_until, wait_until_async
 from tests.sandbox._boxes import NewBox, call_on_a_new_worker, call_worker
 from tests.sandbox._slow_import import slow_import_module
@@ -354,3 +356,40 @@ async def test_built_in_tools_share_the_process_and_see_outside_changes(
     assert here.error is None, here
     assert path.read_bytes() == b"omega\ndelta!!\n"
     assert len(child) == 1 and same_child == child, (child, same_child)
+
+
+_CALLER = """
+import sys, time
+import anyio
+from sandbox import Sandbox
+
+def sleeper(started):
+    open(started, "w").close()
+    time.sleep(300)
+
+async def main(root, started):
+    await Sandbox().confined_to(root).call(sleeper, started, reuse_process=True)
+
+anyio.run(main, *sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_a_reused_childs_call_ends_when_its_caller_is_stopped(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    # The one child runs the call and reads nothing meanwhile: its worker sees the caller
+    # hang up, and ends, and the child with it.
+    started = tmp_path / "started"
+    caller = subprocess.Popen([sys.executable, "-c", _CALLER, str(tmp_path), str(started)])
+    try:
+        wait_until(started.exists, bool, "the call to start")
+        tree = descendants(caller.pid)  # its spawn server, the worker, the call's child
+    finally:
+        caller.send_signal(stop)
+        caller.wait(60)
+    assert len(tree) >= 3, tree
+    left = wait_until(
+        lambda: [pid for pid in tree if _alive(pid)], lambda pids: not pids, "the tree to end"
+    )
+    assert left == [], [(pid, command_line(pid)) for pid in left]
