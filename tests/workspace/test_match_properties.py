@@ -348,3 +348,80 @@ def test_the_fallbacks_look_only_at_lines_holding_old_texts_longest_unquoted_par
     with monkeypatch.context() as patch:
         patch.setattr(_match, "_starts", lambda text, count, *_: list(range(count)))
         assert searched == _outcome(text, old)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    lines=st.lists(st.sampled_from(["a", "b", ""]), max_size=30),
+    wanted=st.lists(st.sampled_from(["a", "b", ""]), min_size=1, max_size=5),
+)
+def test_occurrences_are_every_place_the_lines_occur(lines: list[str], wanted: list[str]) -> None:
+    naive = [i for i in range(len(lines) - len(wanted) + 1) if lines[i : i + len(wanted)] == wanted]
+    assert _match._occurrences(lines, wanted) == naive
+
+
+file_lines = st.lists(
+    st.tuples(st.sampled_from(["", "  ", "\t", "    "]), st.sampled_from(["x = 1", "y", "", "z "])),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lines=file_lines,
+    old=st.lists(
+        st.tuples(st.sampled_from(["", " ", "\t"]), st.sampled_from(["x = 1", "y", "", "z"])),
+        min_size=1,
+        max_size=6,
+    ),
+    ending=st.sampled_from(["\n", ""]),
+)
+def test_the_fallbacks_linear_pass_finds_what_comparing_each_candidate_finds(
+    lines: list[tuple[str, str]], old: list[tuple[str, str]], ending: str
+) -> None:
+    # Files of like lines, where the linear pass serves long old_texts: forced here on
+    # every call, it gives the same text, or the same error, as comparing each candidate.
+    text = "".join(indent + body + "\n" for indent, body in lines)
+    old_text = "\n".join(indent + body for indent, body in old) + ending
+    assume(old_text)  # edit_file refuses an empty old_text before matching
+
+    def outcome() -> object:
+        try:
+            result = replace_text(text, old_text, "w", replace_all=False, newline="\n", path="f")
+        except ToolError as exc:
+            return (exc.code, exc.message, exc.details)
+        return (result.text, result.match, result.spans)
+
+    compared = outcome()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_match, "_LINE_COMPARISONS", -1)
+        assert outcome() == compared
+
+
+def test_a_long_old_text_over_like_lines_is_matched_in_linear_time() -> None:
+    # 16,000 like lines and an old_text of 8,001 that never matches: comparing each of the
+    # 8,000 candidates took 64 million line comparisons (the call timed out, its thread
+    # going on for minutes, the file's lock held).
+    text = "    a\n" * 16_000
+    old = "a\n" * 8_000 + "b\n"
+    calls = 0
+    real = _match._occurrences
+
+    def counted(lines: list[str], wanted: list[str]) -> list[int]:
+        nonlocal calls
+        calls += 1
+        return real(lines, wanted)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_match, "_occurrences", counted)
+        with pytest.raises(ToolError) as raised:
+            replace_text(text, old, "x", replace_all=False, newline="\n", path="f")
+    assert raised.value.code is ErrorCode.NO_MATCH
+    assert calls == len(_match._FALLBACKS)
+    many = replace_text  # a file of like lines and a short old_text: ambiguous at once
+    with pytest.raises(ToolError) as raised:
+        many(text, "a\n" * 2_000, "x", replace_all=False, newline="\n", path="f")
+    assert raised.value.code is ErrorCode.AMBIGUOUS_MATCH
+    assert raised.value.details["lines"][:3] == [1, 2, 3]
+    assert len(raised.value.details["lines"]) == 14_001

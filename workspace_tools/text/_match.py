@@ -305,15 +305,30 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
     span = len(old_lines)
     starts = _starts(text, len(file_lines) - span + 1, old_lines, anchor)
     misfit: tuple[int, int] | None = None  # (first file line, old line) breaking structure
+    # Comparing each candidate's lines costs candidates x span: with many candidates and a
+    # long old_text (a file of like lines), the lines are put in each form once and the
+    # ranges found in one pass (_occurrences) instead.
+    linear = len(starts) * span > _LINE_COMPARISONS
     for name, normal in _FALLBACKS:
         wanted = [normal(line) for line in old_lines]
         fits: list[tuple[int, Shift]] = []
-        for i in starts:
-            if normal(_strip_ending(file_lines[i + anchor])) != wanted[anchor]:
-                continue
-            bare = [_strip_ending(line) for line in file_lines[i : i + span]]
-            if [normal(line) for line in bare] != wanted:
-                continue
+        candidates = starts
+        if linear:
+            formed = [normal(_strip_ending(line)) for line in file_lines]
+            candidates = _occurrences(formed, wanted)
+            if len(candidates) > _CHECKED_PLACES:
+                # That many ranges match: ambiguous whatever their structure (checking
+                # each would cost candidates x span again).
+                raise _ambiguous(path, [i + 1 for i in candidates], fallback=name)
+        for i in candidates:
+            if not linear:
+                if normal(_strip_ending(file_lines[i + anchor])) != wanted[anchor]:
+                    continue
+                bare = [_strip_ending(line) for line in file_lines[i : i + span]]
+                if [normal(line) for line in bare] != wanted:
+                    continue
+            else:
+                bare = [_strip_ending(line) for line in file_lines[i : i + span]]
             shift = shift_of(old_lines, bare)
             if isinstance(shift, Shift):
                 fits.append((i, shift))
@@ -352,6 +367,42 @@ def _fallback(text: str, old: str, new: str, newline: str, path: str) -> EditRes
     if misfit is not None:
         raise structure_mismatch(path, old_lines, shown, *misfit)
     raise no_match(path, old_lines, shown)
+
+
+#: Line comparisons past which the fallbacks find their ranges in one linear pass.
+_LINE_COMPARISONS = 200_000
+#: Ranges matching in a form past which a fallback is ambiguous without checking each
+#: range's structure.
+_CHECKED_PLACES = 64
+
+
+def _occurrences(lines: list[str], wanted: list[str]) -> list[int]:
+    """Every index where ``wanted`` occurs in ``lines`` (overlapping ones too), in order:
+    Knuth-Morris-Pratt over lines, at most ``2 * (len(lines) + len(wanted))`` line
+    comparisons whatever the lines (Knuth, Morris, Pratt, "Fast pattern matching in
+    strings", SIAM J. Comput. 6(2), 1977)."""
+    size = len(wanted)
+    if not size:
+        return []
+    border = [0] * size  # longest proper border of wanted[: i + 1]
+    k = 0
+    for i in range(1, size):
+        while k and wanted[i] != wanted[k]:
+            k = border[k - 1]
+        if wanted[i] == wanted[k]:
+            k += 1
+        border[i] = k
+    found: list[int] = []
+    k = 0
+    for i, line in enumerate(lines):
+        while k and line != wanted[k]:
+            k = border[k - 1]
+        if line == wanted[k]:
+            k += 1
+            if k == size:
+                found.append(i - size + 1)
+                k = border[k - 1]
+    return found
 
 
 def _starts(text: str, count: int, old_lines: list[str], anchor: int) -> list[int]:
