@@ -450,3 +450,13 @@ def test_a_glob_filter_leaves_out_what_a_leading_bang_names_as_ripgrep_does(
     expected = rg.stdout.split()
     assert expected and rg.returncode == 0, rg
     assert [f.path for f in result.details.files] == expected, result.model_text()
+
+
+def test_a_glob_filter_of_a_bang_alone_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import this\n")
+    result = invoke_tool_sync(tools(tmp_path)["grep"], {"pattern": "import", "glob": "!"})
+    assert (result.error_code, result.error) == (
+        ErrorCode.INVALID_ARGUMENTS,
+        "The glob filter '!' names no files to leave out: give a pattern after it "
+        "('!*.min.js'), or no glob to search every file",
+    )

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from workspace_tools._errors import ToolError
+from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import ToolOutput, ToolPresentation, tool_output
 from workspace_tools._tool import Tool, ToolContext, tool
 from workspace_tools.search._discovery import (
@@ -324,6 +324,12 @@ def _execute(
     index = workspace.kept(INDEX_KEY, lambda: SearchIndex(str(workspace.root)))
     # As ripgrep's --glob: a leading "!" leaves out what the rest matches.
     excluding = args.glob is not None and args.glob.startswith("!")
+    if excluding and not (args.glob or "!")[1:].strip():
+        raise ToolError(
+            "The glob filter '!' names no files to leave out: give a pattern after it "
+            "('!*.min.js'), or no glob to search every file",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
     glob = args.glob[1:] if excluding and args.glob is not None else args.glob
     file_filter = compile_glob(glob, workspace) if glob else None
     start = resolve_start(workspace, args.path, need_dir=False)
