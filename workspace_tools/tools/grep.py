@@ -323,14 +323,16 @@ def _execute(
     walker = workspace.walker
     index = workspace.kept(INDEX_KEY, lambda: SearchIndex(str(workspace.root)))
     # As ripgrep's --glob: a leading "!" leaves out what the rest matches.
-    excluding = args.glob is not None and args.glob.startswith("!")
-    if excluding and not (args.glob or "!")[1:].strip():
-        raise ToolError(
-            "The glob filter '!' names no files to leave out: give a pattern after it "
-            "('!*.min.js'), or no glob to search every file",
-            ErrorCode.INVALID_ARGUMENTS,
-        )
-    glob = args.glob[1:] if excluding and args.glob is not None else args.glob
+    glob = args.glob
+    excluding = glob is not None and glob.startswith("!")
+    if excluding and glob is not None:
+        glob = glob[1:]
+        if not glob.strip():
+            raise ToolError(
+                "The glob filter '!' names no files to leave out: give a pattern after it "
+                "('!*.min.js'), or no glob to search every file",
+                ErrorCode.INVALID_ARGUMENTS,
+            )
     file_filter = compile_glob(glob, workspace) if glob else None
     start = resolve_start(workspace, args.path, need_dir=False)
     limit = args.limit
