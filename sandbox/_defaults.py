@@ -7,6 +7,7 @@ import contextlib
 import os
 import pwd
 import secrets
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping
 
@@ -165,25 +166,110 @@ def _git(directory: str, *args: str) -> str | None:
     return done.stdout.rstrip("\n") if done.returncode == 0 else None
 
 
-def set_aside(paths: Iterable[str]) -> list[str]:
-    """Rename each of ``paths`` that exists to ``PATH.sandbox-blocked`` (with a random
-    suffix when that name is taken), so that no tool on the host finds it under its own
-    name; nothing is deleted. Returns the new names.
+#: A protected path as a child found it: the writable directory holding it, the path's
+#: names beneath that directory, and the identity (``st_dev``, ``st_ino``, file type) of
+#: each of those that existed, in order (none past a symbolic link).
+Guard = tuple[str, tuple[str, ...], tuple[tuple[int, int, int], ...]]
 
-    For protected paths a sandboxed child created: bind mounts can keep only existing
-    paths read-only, and binding a stand-in over an absent one would leave it on the host.
-    """
-    moved = []
+
+def guards(paths: Iterable[str], writable: Iterable[str]) -> tuple[Guard, ...]:
+    """What :func:`set_aside` compares with after a child: each of ``paths`` that lies in
+    one of the ``writable`` directories (the most specific), with what exists of it now
+    (``lstat`` of each prefix, links not followed)."""
+    roots = sorted(writable, key=len, reverse=True)
+    found = []
     for path in paths:
-        if not os.path.lexists(path):
+        root = next((r for r in roots if r != path and _within(r, path)), None)
+        if root is None:
             continue
-        target = f"{path}.sandbox-blocked"
-        if os.path.lexists(target):
-            target = f"{target}-{secrets.token_hex(4)}"
-        with contextlib.suppress(FileNotFoundError):  # gone in the meantime
-            os.rename(path, target)
-            moved.append(target)
+        names = tuple(os.path.relpath(path, root).split(os.sep))
+        known = []
+        prefix = root
+        for name in names:
+            prefix = os.path.join(prefix, name)
+            try:
+                info = os.lstat(prefix)
+            except OSError:
+                break
+            known.append(_identity(info))
+            if stat.S_ISLNK(info.st_mode):
+                break
+        found.append((root, names, tuple(known)))
+    return tuple(found)
+
+
+def set_aside(guarded: Iterable[Guard]) -> list[str]:
+    """After a child: for each protected path, rename the first of its names (from its
+    writable directory down) that is not what :func:`guards` found before the child, to
+    ``NAME.sandbox-blocked`` (with a random suffix when that name is taken), so that no
+    tool on the host finds what the child put there under its own name; nothing is
+    deleted. Returns the new paths.
+
+    That catches a protected path the child created (bind mounts keep only existing paths
+    read-only, and binding a stand-in over an absent one would leave it on the host), and
+    a name on its way that the child swapped (a directory or link put where a link or an
+    absent directory was, so that the host's tools would reach a protected path of the
+    child's making). The walk follows no link: it opens each directory beneath the one
+    before it with ``O_NOFOLLOW`` and renames within it, so a link the child made cannot
+    turn the rename onto a host path outside the writable directory. A name the child
+    removed is left gone."""
+    moved = []
+    for root, names, known in guarded:
+        try:
+            fd = os.open(root, _DIRECTORY)
+        except OSError:
+            continue
+        try:
+            for depth, name in enumerate(names):
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    break  # gone: nothing of the child's is there
+                same = depth < len(known) and _identity(info) == known[depth]
+                if not same:
+                    target = _aside(fd, name)
+                    if target is not None:
+                        moved.append(os.path.join(root, *names[:depth], target))
+                    break
+                if depth == len(names) - 1 or not stat.S_ISDIR(info.st_mode):
+                    break  # as it was (a link is not followed)
+                try:
+                    inner = os.open(name, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    break
+                os.close(fd)
+                fd = inner
+        finally:
+            os.close(fd)
     return moved
+
+
+_DIRECTORY = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _identity(info: os.stat_result) -> tuple[int, int, int]:
+    return info.st_dev, info.st_ino, stat.S_IFMT(info.st_mode)
+
+
+def _aside(fd: int, name: str) -> str | None:
+    """Rename ``name`` in the directory ``fd`` to ``NAME.sandbox-blocked`` (a random suffix
+    when that is taken); the new name, or ``None`` when it was gone meanwhile."""
+    target = f"{name}.sandbox-blocked"
+    if _exists(target, fd):
+        target = f"{target}-{secrets.token_hex(4)}"
+    try:
+        os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    return target
+
+
+def _exists(name: str, fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
 
 
 def _within(directory: str, path: str) -> bool:

@@ -16,8 +16,10 @@ from typing import Any
 
 from sandbox._defaults import (
     HOST_EXEC_PATHS,
+    Guard,
     credential_paths,
     git_exec_paths,
+    guards,
     homes,
     read_only_paths,
     set_aside,
@@ -305,7 +307,7 @@ class Sandbox:
         confinement = self._confinement_with_tmp(child_env)
         plan = self._command_plan(confinement)
         mechanisms = plan.mechanisms
-        absent = self._absent_protected(mechanisms)  # before the layers bind what exists
+        guarded = self._guards(mechanisms)  # before the layers bind what exists
         namespaced = plan.namespaced
         identity = None
         if cwd_fd is not None:
@@ -347,7 +349,7 @@ class Sandbox:
                 cgroup=group,
                 seccomp_fd=command.seccomp_fd,
                 report_fd=REPORT_FD,
-                set_aside=tuple(absent),
+                set_aside=guarded,
             )
         else:
             group = self._cgroup(confinement.max_processes) if plan.capped else None
@@ -361,7 +363,7 @@ class Sandbox:
                 plan.layers,
                 plan.layered,
                 group,
-                tuple(absent),
+                guarded,
             )
         refused = 0
         if group is not None and on_fork_counter is not None:
@@ -377,8 +379,8 @@ class Sandbox:
                 output_bytes=self.limits.output_bytes,
             )
         finally:
-            if absent:
-                set_aside(absent)
+            if guarded:
+                set_aside(guarded)
             if group is not None:
                 refused = cgroup.refused_forks(group)
                 cgroup.remove(group)
@@ -456,7 +458,7 @@ class Sandbox:
         self._check_calls()
         limits = self.limits
         mechanisms = self.call_capabilities
-        absent = self._absent_protected(mechanisms)
+        guarded = self._guards(mechanisms)
         cap = mechanisms.get(PROCESS_CAP)
         group = None
         if cap is not None:
@@ -469,7 +471,7 @@ class Sandbox:
                 self._call_setup(group, counted=1), self._launcher.call_worker, once=True
             )
         else:
-            caller = self._call_workers(absent)
+            caller = self._call_workers(self._absent_protected(mechanisms))
         try:
             return await caller.call(
                 fn,
@@ -482,7 +484,7 @@ class Sandbox:
                 on_taken=on_taken,
             )
         finally:
-            set_aside(absent)
+            set_aside(guarded)
             if cap is not None:
                 caller.close()
             if group is not None:
@@ -544,10 +546,18 @@ class Sandbox:
         self._plans = (confinement, self.limits, plan)
         return plan
 
+    def _guards(self, mechanisms: dict[str, str]) -> tuple[Guard, ...]:
+        """What each protected path (``host_exec_paths`` in the writable directories) is
+        now, when ``mechanisms`` protect them, for ``set_aside`` to compare with after the
+        child: what it created there, or swapped on the way, is set aside."""
+        if HOST_EXEC_PROTECTION not in mechanisms:
+            return ()
+        return guards(self.confinement.read_only, self.confinement.writable)
+
     def _absent_protected(self, mechanisms: dict[str, str]) -> list[str]:
         """The protected paths (``host_exec_paths`` in the writable directories) that do
         not exist now, when ``mechanisms`` protect them: a layer can only bind over what
-        exists, so one created by the child is set aside after it (see ``set_aside``)."""
+        exists: a worker set up when one was absent is replaced once it exists."""
         if HOST_EXEC_PROTECTION not in mechanisms:
             return []
         return [path for path in self.confinement.read_only if not os.path.lexists(path)]

@@ -179,3 +179,36 @@ def test_checkpoint_dir_inside_the_root_is_a_usage_error(root: Path) -> None:
         "them off)\n",
     )
     assert not (root / "kept").exists()
+
+
+@pytest.mark.parametrize("policy", [[], ["--deny", "grep"]])
+async def test_undo_leaves_what_the_sandbox_set_aside(tmp_path: Path, policy: list[str]) -> None:
+    # The persistent shell holds a `.envrc` it wrote under its own name until it ends, so
+    # the checkpoint after that step holds it; the shell's end sets it aside. An undo runs
+    # outside the sandbox: putting `.envrc` back would hand direnv what the command wrote.
+    from sandbox import Sandbox
+    from sandbox.layers import HOST_EXEC_PROTECTION
+
+    if HOST_EXEC_PROTECTION not in Sandbox().confined_to(str(tmp_path)).capabilities:
+        pytest.skip("no layer here keeps host exec paths read-only")
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"a\n")
+    marker = tmp_path / "envrc-ran"
+    args = ("--sandbox", "--shell", "--undo-tool", *policy)
+    async with connect(*workspace_server(root, *args)) as session:
+        wrote = await session.call_tool("shell", {"command": f"echo 'touch {marker}' > .envrc"})
+        held = sorted(p.name for p in root.iterdir() if not p.name.startswith(".shell-output"))
+        await session.call_tool("shell", {"command": "exit"})
+        undone = await session.call_tool("undo", {})
+        after = sorted(p.name for p in root.iterdir() if not p.name.startswith(".shell-output"))
+
+    assert wrote.isError is False, wrote.content
+    assert held == [".envrc", "a.txt"]
+    assert after == [".envrc.sandbox-blocked", "a.txt"]
+    assert (root / ".envrc.sandbox-blocked").read_text() == f"touch {marker}\n"
+    assert undone.content[0].text == (  # type: ignore[union-attr]
+        "Nothing to restore: no file changed from step 1 on.\n"
+        "Left as they are (the sandbox keeps these from commands: tools on the host run "
+        "what they hold):\n  .envrc\n  .envrc.sandbox-blocked"
+    )

@@ -36,7 +36,7 @@ from sandbox.layers import (
     seccomp,
     userns,
 )
-from sandbox.layers._confinement import Confinement
+from sandbox.layers._confinement import Confinement, pinned_directories
 
 #: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
 SECCOMP_FD = 3
@@ -278,7 +278,11 @@ def apply_child_layers(
         userns.cap_processes(confinement.max_processes)
     if MOUNT_NAMESPACE in names:
         writable = confinement.writable
-        mountns.confine(None if "/" in writable else writable, confinement.read_only)
+        mountns.confine(
+            None if "/" in writable else writable,
+            confinement.read_only,
+            pinned_directories(writable, confinement.read_only, confinement.read_denied),
+        )
     if LANDLOCK in names:
         landlock.apply(confinement)
     if SECCOMP in names:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Collection, Mapping, Sequence
 
-from sandbox.layers._confinement import Confinement
+from sandbox.layers._confinement import Confinement, pinned_directories
 from sandbox.layers._realpath import realpath
 
 INSTALL_HINT = "apt-get install bubblewrap"
@@ -238,8 +238,16 @@ _WRITABLE, _VISIBLE, _DENIED = 0, 1, 2
 def _mounts(confinement: Confinement, visible: Collection[str] = ()) -> list[str]:
     """Bind and tmpfs options, shallowest first so deeper (more specific) ones win.
     A read-only path inside a writable directory is bound over it read-only, like a
-    visible one."""
+    visible one, and the directories between them over themselves (see
+    `pinned_directories`)."""
     entries = [(path, _WRITABLE) for path in confinement.writable]
+    # Bound over themselves so that the child cannot move a protected path's parents.
+    entries += [
+        (path, _WRITABLE)
+        for path in pinned_directories(
+            confinement.writable, confinement.read_only, confinement.read_denied
+        )
+    ]
     entries += [(path, _VISIBLE) for path in (*visible, *confinement.read_only)]
     entries += [(path, _DENIED) for path in confinement.read_denied]
     resolved = {(realpath(path), kind) for path, kind in entries if os.path.lexists(path)}

@@ -61,11 +61,15 @@ _KEPT_FLAGS = (
 )
 
 
-def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
+def confine(
+    writable: Iterable[str] | None, read_only: Iterable[str], pinned: Iterable[str] = ()
+) -> None:
     """Enter a private mount namespace; unless `writable` is None, make every mount of it
     read-only but each existing directory of `writable` (bound over itself, with what is
     mounted beneath it); then bind each existing path of `read_only` read-only over itself
-    (a path that is a symbolic link: its target). Call it in a single-threaded child
+    (a path that is a symbolic link: its target), after binding each directory of `pinned`
+    over itself, writable still, so that the child cannot rename or remove it (see
+    `sandbox.layers._confinement.pinned_directories`). Call it in a single-threaded child
     (unsharing a user namespace requires one), then apply Landlock.
 
     Device nodes, pipes and sockets stay usable on a read-only mount (`> /dev/null`);
@@ -106,6 +110,8 @@ def confine(writable: Iterable[str] | None, read_only: Iterable[str]) -> None:
         # opened through, which stay writable.
         os.chdir(os.getcwd())
         _reopen_inherited(kept_open)
+    for path in _existing(pinned):
+        _mount(path, path, MS_BIND | MS_REC)
     for path in _existing(read_only):
         _mount(path, path, MS_BIND | MS_REC)
         _remount(path, MS_RDONLY)

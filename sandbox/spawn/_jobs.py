@@ -22,9 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sandbox.layers._confinement import Confinement
+
+if TYPE_CHECKING:
+    from sandbox._defaults import Guard
 
 #: ``(RLIMIT_* name, value)`` pairs.
 Rlimits = tuple[tuple[str, int], ...]
@@ -126,9 +129,10 @@ class CommandJob:
         quiet_seconds: seconds after the start at which the supervisor reports a command
             still running (:class:`StillRunning`, once), or ``None`` for no report: its
             caller waits for the job's channel alone until then, with no timer of its own.
-        set_aside: protected paths absent at the start, which the supervisor renames
-            (``sandbox._defaults.set_aside``) if the command created them, once its tree
-            is gone: before it reports the end, and when the caller is gone too.
+        set_aside: the protected paths as they were at the start
+            (``sandbox._defaults.Guard``): what the command created or swapped there the
+            supervisor renames (``sandbox._defaults.set_aside``) once its tree is gone:
+            before it reports the end, and when the caller is gone too.
     """
 
     kind: ClassVar[str] = "job"
@@ -144,7 +148,7 @@ class CommandJob:
     seccomp_fd: int | None = None
     report_fd: int | None = None
     quiet_seconds: float | None = None
-    set_aside: tuple[str, ...] = ()
+    set_aside: tuple[Guard, ...] = ()
 
     @property
     def limits(self) -> tuple[Rlimits, int | None]:
@@ -320,7 +324,7 @@ def plain_job(
     layers: tuple[str, ...],
     confinement: Confinement,
     cgroup: str | None,
-    set_aside: tuple[str, ...] = (),
+    set_aside: tuple[Guard, ...] = (),
 ) -> CommandJob:
     """The :class:`CommandJob` of these fields, without bubblewrap's (``seccomp_fd``,
     ``report_fd``) and without ``quiet_seconds`` (the caller's, sent with it), made as

@@ -34,7 +34,7 @@ from workspace_tools.session._checkpoints import Checkpoints
 from workspace_tools.session._pipeline import invoke_tool_sync, validate_arguments
 from workspace_tools.session._policy import as_typed
 from workspace_tools.session._session import ToolSession
-from workspace_tools.session._undo import CheckpointedCalls
+from workspace_tools.session._undo import CheckpointedCalls, sandbox_protected
 from workspace_tools.tools import ShellSession, shell_tools, workspace_tools
 from workspace_tools.workspace import Workspace
 
@@ -361,7 +361,9 @@ def _mcp_server(args: argparse.Namespace, owned: contextlib.ExitStack) -> Any:
     if checkpoints is not None:
         # Without a policy, calls run side by side as before; only writing ones wait for
         # each other, each with its checkpoint.
-        calls = CheckpointedCalls(checkpoints)
+        calls = CheckpointedCalls(
+            checkpoints, protected=functools.partial(sandbox_protected, str(workspace.root), [box])
+        )
         served = [*tools, calls.undo_tool] if args.undo_tool else tools
         server = create_server(served, call=calls, instructions=instructions)
     else:

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -99,6 +99,11 @@ class RestoreResult(Encodable):
         not_restorable: paths left as they are: their content was never stored (ignored
             by rules, over the size cap), or a directory to remove still holds such
             entries or entries no step made.
+        protected: paths left as they are because the session's sandbox keeps them from
+            its commands (what tools on the host run, such as ``.envrc``; see
+            ``Sandbox.host_exec_paths``), with what it set aside of them
+            (``NAME.sandbox-blocked``): a restore, which runs outside the sandbox, must not
+            put back under its own name what a sandboxed command wrote there.
         diff: for a dry run, the ``git diff`` of the change the restore would make
             (without ``index`` lines): text by git's rule (no NUL in the first 8,000
             bytes), each line shown in its file's encoding; a binary file named, a link
@@ -112,6 +117,7 @@ class RestoreResult(Encodable):
     files: list[ChangedFile] = Field(default_factory=list)
     conflicts: list[str] = Field(default_factory=list)
     not_restorable: list[str] = Field(default_factory=list)
+    protected: list[str] = Field(default_factory=list)
     diff: str = ""
 
     def model_text(self) -> str:
@@ -146,6 +152,12 @@ class RestoreResult(Encodable):
         if self.not_restorable:
             lines.append("Not restorable (never stored; left as they are):")
             lines.extend(f"  {path}" for path in self.not_restorable)
+        if self.protected:
+            lines.append(
+                "Left as they are (the sandbox keeps these from commands: tools on the host "
+                "run what they hold):"
+            )
+            lines.extend(f"  {path}" for path in self.protected)
         if self.dry_run and self.diff:
             lines.append(self.diff.rstrip("\n"))
         return "\n".join(lines)
@@ -331,6 +343,7 @@ class Checkpoints:
         *,
         dry_run: bool = False,
         overwrite: bool = False,
+        protected: Collection[str] = (),
     ) -> RestoreResult:
         """Bring back the files the steps from ``step`` on changed, as they were just
         before the first of those steps changed each.
@@ -341,6 +354,10 @@ class Checkpoints:
                 relative to the root; all when ``None``.
             dry_run: change nothing; the result carries the unified diff a restore applies.
             overwrite: restore also files changed since by someone else (conflicts).
+            protected: paths relative to the root left as they are, with everything below
+                them and what a sandbox set aside of them (``NAME.sandbox-blocked...``);
+                the result lists those the restore would have changed
+                (:attr:`RestoreResult.protected`).
 
         Returns the :class:`RestoreResult`; a restore with conflicts and without
         ``overwrite`` changes nothing and lists them.
@@ -364,7 +381,7 @@ class Checkpoints:
             )
         prefixes = None if paths is None else [self._rel(p) for p in paths]
         try:
-            return self._restore(step, prefixes, dry_run, overwrite)
+            return self._restore(step, prefixes, dry_run, overwrite, protected)
         except OSError as exc:
             # Raised before any file changed (a write's own failure is a ToolError).
             rel = exc.filename if isinstance(exc.filename, str) else ""
@@ -374,7 +391,12 @@ class Checkpoints:
             raise ToolError(f"Nothing was restored: {error.message}", error.code) from exc
 
     def _restore(
-        self, step: int, prefixes: list[str] | None, dry_run: bool, overwrite: bool
+        self,
+        step: int,
+        prefixes: list[str] | None,
+        dry_run: bool,
+        overwrite: bool,
+        protected: Collection[str],
     ) -> RestoreResult:
         """:meth:`restore` of resolved ``prefixes``.
 
@@ -397,10 +419,14 @@ class Checkpoints:
                     plan[path] = target
                 else:
                     plan[path] = target
+            for path in [p for p in plan if _guarded(p, protected)]:
+                del plan[path]
+                result.protected.append(path)
             for path in _held_directories(plan, current):
                 del plan[path]
                 result.not_restorable.append(path)
             result.not_restorable.sort()
+            result.protected.sort()
             result.conflicts = [p for p in result.conflicts if p in plan]
             result.files = changed_files({p: (current.get(p), t) for p, t in plan.items()})
             if dry_run:
@@ -410,7 +436,7 @@ class Checkpoints:
                 result.files = []
                 return result
             self._restorer.apply(plan, current)
-            kept = set(result.not_restorable)
+            kept = {*result.not_restorable, *result.protected}
             for index, path in owners:
                 if path not in kept:
                     self._steps[index].undone.add(path)
@@ -464,6 +490,15 @@ class _Record(BaseModel):
     root: str
     steps: list[_StepRecord]
     seen: dict[str, Entry | None]
+
+
+def _guarded(path: str, protected: Collection[str]) -> bool:
+    """Whether ``path`` is one of ``protected``, beneath one, or what a sandbox set aside
+    of one (``NAME.sandbox-blocked``, with a suffix when that was taken), or beneath that."""
+    for name in protected:
+        if path == name or path.startswith((f"{name}/", f"{name}.sandbox-blocked")):
+            return True
+    return False
 
 
 def _selected(path: str, prefixes: list[str] | None) -> bool:

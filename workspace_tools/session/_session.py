@@ -55,6 +55,7 @@ from workspace_tools.session._undo import (
     checkpoint_after,
     checkpoint_before,
     last_change,
+    sandbox_protected,
     undo_call,
     undo_tool,
     with_changed_files,
@@ -574,10 +575,19 @@ class ToolSession:
             raise ToolError(
                 f"step {step} is not a step of this session: {have}", ErrorCode.INVALID_ARGUMENTS
             )
-        result = self.checkpoints.restore(step, paths, dry_run=dry_run, overwrite=overwrite)
+        result = self.checkpoints.restore(
+            step, paths, dry_run=dry_run, overwrite=overwrite, protected=self._protected()
+        )
         if result.applied:
             self._cache.clear()
         return result
+
+    def _protected(self) -> list[str]:
+        """What a restore leaves alone (``sandbox_protected``): the protected paths of the
+        sandbox of the session's calls and of its shell's."""
+        assert self.workspace is not None  # checkpoints have one
+        shell = self.shell.sandbox if self.shell is not None else None
+        return sandbox_protected(str(self.workspace.root), [self._sandbox, shell])
 
     def undo(
         self, paths: Sequence[str] | None = None, *, dry_run: bool = False, overwrite: bool = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from typing import Any, Generic
 
@@ -21,6 +21,7 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
+from sandbox import Sandbox
 from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._output import (
     TextPart,
@@ -270,6 +271,30 @@ def _with_note(content: Any, note: str) -> Any:
     return {**data, "note": note}
 
 
+def sandbox_protected(root: str, sandboxes: Iterable[object]) -> list[str]:
+    """The paths, relative to the workspace ``root``, that any of ``sandboxes`` (those that
+    are a :class:`Sandbox`; ``None`` and a plain runner are skipped) keeps from its
+    commands: ``Sandbox.host_exec_paths`` and what git's configuration runs there, in path
+    order.
+
+    A restore runs outside the sandbox, so it leaves these as they are, and what the
+    sandbox set aside of them (see :meth:`Checkpoints.restore`'s ``protected``): the
+    persistent shell holds a protected path it created under its own name until it ends,
+    so a checkpoint between can hold it, and putting it back would hand the host's tools
+    (direnv, git, an editor) what a sandboxed command wrote."""
+    found: set[str] = set()
+    prefix = root.rstrip("/") + "/"
+    for box in sandboxes:
+        if not isinstance(box, Sandbox):
+            continue
+        if root not in box.confinement.writable:
+            box = box.confined_to(root)
+        found.update(
+            path[len(prefix) :] for path in box.confinement.read_only if path.startswith(prefix)
+        )
+    return sorted(found)
+
+
 class CheckpointedCalls:
     """A call function (``async (tool, arguments, call_id, on_update) -> ToolResult``, an
     adapter's ``CallFunction``) that takes a checkpoint around every call of a tool that
@@ -278,6 +303,8 @@ class CheckpointedCalls:
     Args:
         checkpoints: where the checkpoints go.
         sandbox: as for :func:`invoke_tool`, for every call.
+        protected: what a restore leaves as it is (see :func:`sandbox_protected`), asked
+            at each restore; nothing when ``None``.
 
     Calls of writing tools (and of :attr:`undo_tool`) run one at a time, numbered from 0 as
     the checkpoints' steps (what a waiting call does at once, :attr:`Tool.preempt`, it does
@@ -285,9 +312,16 @@ class CheckpointedCalls:
     A writing call's result gets ``changed_files`` in its details.
     """
 
-    def __init__(self, checkpoints: Checkpoints, *, sandbox: Any = None) -> None:
+    def __init__(
+        self,
+        checkpoints: Checkpoints,
+        *,
+        sandbox: Any = None,
+        protected: Callable[[], Collection[str]] | None = None,
+    ) -> None:
         self.checkpoints = checkpoints
         self._sandbox = sandbox
+        self._protected = protected or tuple
         self._lock: anyio.Lock | None = None
         self._count = 0
         self.undo_tool = undo_tool(self._undo)
@@ -298,7 +332,7 @@ class CheckpointedCalls:
         step = last_change(self.checkpoints, rel)
         if step is None:
             return RestoreResult(step=None, dry_run=dry_run)
-        result = self.checkpoints.restore(step, [rel], dry_run=dry_run)
+        result = self.checkpoints.restore(step, [rel], dry_run=dry_run, protected=self._protected())
         if result.applied:
             self._restored = result.files
         return result
@@ -308,7 +342,11 @@ class CheckpointedCalls:
         if last is None:
             return RestoreResult(step=None, dry_run=args.dry_run)
         return self.checkpoints.restore(
-            last, args.paths, dry_run=args.dry_run, overwrite=args.overwrite
+            last,
+            args.paths,
+            dry_run=args.dry_run,
+            overwrite=args.overwrite,
+            protected=self._protected(),
         )
 
     async def __call__(
