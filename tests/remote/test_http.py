@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -36,7 +37,7 @@ from workspace_tools import (
 from workspace_tools._output import ImagePart
 from workspace_tools.adapters import remote as remote_module
 from workspace_tools.adapters.mcp import META_PREFIX
-from workspace_tools.adapters.mcp_http import parse_address
+from workspace_tools.adapters.mcp_http import REQUEST_HEAD_SECONDS, parse_address
 from workspace_tools.adapters.openai import openai_responses_output, openai_responses_tool
 from workspace_tools.adapters.remote import RemoteWorkspace
 from workspace_tools.cli._main import build_parser
@@ -152,6 +153,41 @@ def test_health_needs_no_token(served: Served) -> None:
         {"status": "ok", "server": "workspace-tools", "version": "0.1.0"},
     )
     assert RemoteWorkspace(served.url, served.token).health()["status"] == "ok"
+
+
+def test_a_connection_without_a_whole_request_head_is_closed(served: Served) -> None:
+    # Connections that send a head a byte now and then, or nothing, held the server's
+    # descriptors for ever (uvicorn waits for a head without end): past its limit of open
+    # files, the token holder's requests and /health went unanswered.
+    host, port = served.base.removeprefix("http://").split(":")
+    margin = 30.0
+    with (
+        socket.create_connection((host, int(port)), timeout=REQUEST_HEAD_SECONDS + margin) as a,
+        socket.create_connection((host, int(port)), timeout=REQUEST_HEAD_SECONDS + margin) as b,
+    ):
+        a.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1")  # and no more
+        # Meanwhile a whole request is answered, and its connection is kept for the next.
+        b.sendall(f"GET /health HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        answer = _response(b)
+        assert answer.startswith(b"HTTP/1.1 200 OK"), answer
+        assert a.recv(1) == b""  # closed by the server, within the margin
+        assert b.recv(1) == b""  # idle after its response: closed as well
+
+
+def _response(connection: socket.socket) -> bytes:
+    """One whole response read from ``connection``: its head and ``Content-Length`` bytes."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head + b"\r\n\r\n" + body
 
 
 def test_progress_reaches_the_remote_caller(served: Served) -> None:

@@ -27,6 +27,12 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
   room, so neither does this server. Every session shares the one token, so the cap is per
   token too.
 
+A connection has :data:`REQUEST_HEAD_SECONDS` to send a whole request head (its request
+line and headers), from its opening and from the end of each response on it; one that has
+not is closed. uvicorn waits for a head for ever, so connections that send a byte now and
+then, or nothing, held the server's descriptors without a token: past its limit of open
+files, the token holder's requests and ``/health`` went unanswered.
+
 A ``tools/call`` whose HTTP connection goes away before its answer is cancelled on the
 server (``run_command`` then stops its process tree): a client that died must not leave
 work running for nobody.
@@ -34,6 +40,7 @@ work running for nobody.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import ipaddress
@@ -52,6 +59,7 @@ from workspace_tools._errors import ECHO_LIMIT, clipped
 from workspace_tools.adapters._common import missing_extra
 
 try:
+    import h11
     import uvicorn
     from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
     from mcp.server.auth.provider import AccessToken
@@ -66,11 +74,15 @@ try:
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
     from starlette.types import Message, Receive, Scope, Send
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
     from workspace_tools.adapters._jsonrpc import MAX_MESSAGE_BYTES, parse_message
     from workspace_tools.adapters.mcp import DISCONNECTED, clipped_sdk_logs
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise missing_extra("mcp", "mcp") from exc
+
+#: Seconds a connection may take to send a request head (see the module's text).
+REQUEST_HEAD_SECONDS = 10.0
 
 DEFAULT_MAX_SESSIONS = 32
 """Most MCP sessions a server keeps open at once: a workspace serves one agent or a few,
@@ -428,11 +440,50 @@ async def serve_http(
 async def _serve(app: Starlette, sock: socket.socket) -> None:
     config = uvicorn.Config(
         app,
+        http=_HeadTimedH11,
         log_level="warning",
         # Streams of calls in flight would hold a graceful shutdown open indefinitely.
         timeout_graceful_shutdown=2,
     )
     await _Server(config).serve(sockets=[sock])
+
+
+class _HeadTimedH11(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection that has not sent a whole request head
+    within :data:`REQUEST_HEAD_SECONDS` of its opening or of its last response's end."""
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_head_timer()  # the head is in
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_timer()  # for the next request on the connection
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(REQUEST_HEAD_SECONDS, self._head_late)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()
 
 
 class _Server(uvicorn.Server):
