@@ -53,6 +53,23 @@ def test_glob_semantics(project: Path, pattern: str, path: str, expected: list[s
     assert result.model_text() == ("\n".join(expected) or "No files matched")
 
 
+def test_a_leading_bang_is_literal_and_a_miss_says_so(project: Path) -> None:
+    # A model writing '!**/*.py' means "everything but Python files": glob has no
+    # exclusion (no NEGATE), so it matches names starting with '!', and says so.
+    hint = (
+        "[A leading '!' is a literal character in a glob, not an exclusion: give the files "
+        "to keep (e.g. '**/*.py'), or use grep's glob filter, where '!pattern' leaves files "
+        "out]"
+    )
+    for pattern in ["!*.py", "!**/*.py"]:
+        assert glob(project, pattern=pattern).model_text() == f"No files matched\n{hint}"
+    (project / "!keep.py").write_text("x\n")
+    (project / "src/!b.py").write_text("x\n")
+    assert glob(project, pattern="!*.py").details.matches == ["!keep.py"]
+    # Three stars and a '!' run on RE2 now (a '!' outside [...] is a plain character).
+    assert glob(project, pattern="**/!*.*y*").details.matches == ["!keep.py", "src/!b.py"]
+
+
 def test_ignored_files_are_skipped_counted_and_includable(project: Path) -> None:
     result = glob(project, pattern="**/index.py")
     assert (result.model_text(), result.details.ignored) == ("No files matched", 1)

@@ -19,8 +19,14 @@ from workspace_tools.search._discovery import (
 )
 from workspace_tools.workspace import Workspace
 
-NAMES = ["a", "b", "ab", ".hidden", "x.py", "y.ts", "a.b.py", "src", "-", "sp ace"]
-PIECES = ["a", "b", "*", "?", "**", "*.py", "{a,b}", "{x,y}.*", ".*", "src", "a*b", "*.{py,ts}"]
+NAMES = [
+    *("a", "b", "ab", ".hidden", "x.py", "y.ts", "a.b.py", "src", "-", "sp ace"),
+    *("!x.py", "@scope", "a+b", "c#", "50%", "k=v", "x:y", "~a"),
+]
+PIECES = [
+    *("a", "b", "*", "?", "**", "*.py", "{a,b}", "{x,y}.*", ".*", "src", "a*b", "*.{py,ts}"),
+    *("!*.py", "!x*", "@*", "*+*", "c#", "*%", "k=*", "*:y", "~*"),
+]
 
 paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=4).map("/".join)
 patterns = st.lists(st.sampled_from(PIECES), min_size=1, max_size=4).map("/".join)
@@ -39,7 +45,7 @@ def test_lean_glob_regex_agrees_with_wcmatch(pattern: str, candidates: list[str]
 
 
 def test_other_shapes_fall_back_to_wcmatch() -> None:
-    for pattern in ["x[12]", "{a}", "a{1..3}", "!(a)", "a//b", "src/", "a\\*"]:
+    for pattern in ["x[12]", "{a}", "a{1..3}", "!(a)", "@(a|b)", "+(a)", "a//b", "src/", "a\\*"]:
         assert _simple_glob_regex(pattern) is None
 
 

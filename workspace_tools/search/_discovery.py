@@ -173,7 +173,9 @@ def compile_glob(pattern: str, workspace: Workspace) -> GlobMatcher:
     return re.compile("|".join(f"(?:{part})" for part in include))
 
 
-_SIMPLE_GLOB = re.compile(r"[\w.\-/ *?{},]+")
+# Characters beyond these (classes, escapes, extglob's parentheses) go to wcmatch; ``!``,
+# ``@`` and ``+`` are literal here, as wcmatch reads them without NEGATE or EXTGLOB.
+_SIMPLE_GLOB = re.compile(r"[\w.\-/ *?{},!@+#%=:~]+")
 _BRACE = re.compile(r"\{([^{}]*)\}")
 
 

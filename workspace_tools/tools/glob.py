@@ -101,6 +101,14 @@ def execute(args: GlobArgs, context: ToolContext) -> ToolOutput:
                 "taken literally"
             )
         )
+    if not count and args.pattern.startswith("!"):
+        lines.append(
+            note(
+                "A leading '!' is a literal character in a glob, not an exclusion: give the "
+                "files to keep (e.g. '**/*.py'), or use grep's glob filter, where '!pattern' "
+                "leaves files out"
+            )
+        )
     if count > limit:
         lines.append(
             note(
