@@ -166,10 +166,15 @@ def _git(directory: str, *args: str) -> str | None:
     return done.stdout.rstrip("\n") if done.returncode == 0 else None
 
 
+#: A name's identity: ``st_dev``, ``st_ino``, file type, and a link's target (else
+#: ``""``). A file removed and another made at once often gets the same inode number
+#: back, so for a link, which no layer can bind, the target is what tells them apart.
+Identity = tuple[int, int, int, str]
+
 #: A protected path as a child found it: the writable directory holding it, the path's
-#: names beneath that directory, and the identity (``st_dev``, ``st_ino``, file type) of
-#: each of those that existed, in order (none past a symbolic link).
-Guard = tuple[str, tuple[str, ...], tuple[tuple[int, int, int], ...]]
+#: names beneath that directory, and the :data:`Identity` of each of those that existed,
+#: in order (none past a symbolic link).
+Guard = tuple[str, tuple[str, ...], tuple[Identity, ...]]
 
 
 def guards(paths: Iterable[str], writable: Iterable[str]) -> tuple[Guard, ...]:
@@ -189,9 +194,9 @@ def guards(paths: Iterable[str], writable: Iterable[str]) -> tuple[Guard, ...]:
             prefix = os.path.join(prefix, name)
             try:
                 info = os.lstat(prefix)
+                known.append(_identity(info, prefix))
             except OSError:
                 break
-            known.append(_identity(info))
             if stat.S_ISLNK(info.st_mode):
                 break
         found.append((root, names, tuple(known)))
@@ -223,9 +228,9 @@ def set_aside(guarded: Iterable[Guard]) -> list[str]:
             for depth, name in enumerate(names):
                 try:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    same = depth < len(known) and _identity(info, name, fd) == known[depth]
                 except OSError:
                     break  # gone: nothing of the child's is there
-                same = depth < len(known) and _identity(info) == known[depth]
                 if not same:
                     target = _aside(fd, name)
                     if target is not None:
@@ -247,8 +252,9 @@ def set_aside(guarded: Iterable[Guard]) -> list[str]:
 _DIRECTORY = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-def _identity(info: os.stat_result) -> tuple[int, int, int]:
-    return info.st_dev, info.st_ino, stat.S_IFMT(info.st_mode)
+def _identity(info: os.stat_result, path: str, fd: int | None = None) -> Identity:
+    target = os.readlink(path, dir_fd=fd) if stat.S_ISLNK(info.st_mode) else ""
+    return info.st_dev, info.st_ino, stat.S_IFMT(info.st_mode), target
 
 
 def _aside(fd: int, name: str) -> str | None:

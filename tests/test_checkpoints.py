@@ -499,3 +499,57 @@ async def test_a_cancelled_command_still_lists_what_it_changed(
     assert (step.failed, step.changed_files) == (True, rows(("started.txt", "created", "file")))
     assert session.undo().applied
     assert not (project / "started.txt").exists()
+
+
+def test_a_restore_leaves_what_a_sandbox_set_aside_whoever_restores(tmp_path: Path) -> None:
+    # A sandboxed shell wrote `.envrc` and `.vscode/tasks.json` (step 0); its end set
+    # them aside (step 1). A restore of step 1, whatever started it (the CLI's `restore`,
+    # checkpoints without a session), must not put them back where direnv and the editor
+    # run them: the set-aside copies say a sandbox kept them from its commands.
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_bytes(b"a\n")
+    checkpoints = Checkpoints(Workspace(root))
+    checkpoints.before()
+    (root / ".envrc").write_bytes(b"echo planted\n")
+    (root / ".vscode").mkdir()
+    (root / ".vscode" / "tasks.json").write_bytes(b"{}\n")
+    (root / "a.txt").write_bytes(b"b\n")
+    checkpoints.after(0)
+    checkpoints.before()
+    os.rename(root / ".envrc", root / ".envrc.sandbox-blocked")
+    os.rename(root / ".vscode", root / ".vscode.sandbox-blocked-0a1b2c3d")
+    (root / "a.txt").write_bytes(b"c\n")
+    checkpoints.after(1)
+    before = tree(root)
+
+    result = checkpoints.restore(1)
+
+    assert result.applied
+    assert [(f.change, f.path) for f in result.files] == [("changed", "a.txt")]
+    assert result.protected == [
+        ".envrc",
+        ".envrc.sandbox-blocked",
+        ".vscode",
+        ".vscode.sandbox-blocked-0a1b2c3d",
+        ".vscode.sandbox-blocked-0a1b2c3d/tasks.json",
+        ".vscode/tasks.json",
+    ]
+    assert tree(root) == {**before, "a.txt": (*before["a.txt"][:2], b"b\n")}
+    checkpoints.close()
+
+
+def test_a_restore_quotes_names_that_could_pass_for_other_lines(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    checkpoints = Checkpoints(Workspace(root))
+    checkpoints.before()
+    (root / "build.log\n  deleted auth.py").write_bytes(b"x\n")
+    checkpoints.after(0)
+
+    result = checkpoints.restore(0)
+
+    assert result.model_text() == (
+        'Restored 1 path as before step 0:\n  deleted "build.log\\n  deleted auth.py"'
+    )
+    checkpoints.close()

@@ -174,6 +174,35 @@ def test_a_connection_without_a_whole_request_head_is_closed(served: Served) -> 
         assert b.recv(1) == b""  # idle after its response: closed as well
 
 
+def test_a_request_answered_before_its_body_is_read_ends_its_connection(
+    served: Served,
+) -> None:
+    # Without the token the answer is 401 before the body is read; the rest of a body
+    # sent a byte now and then kept the connection open for ever.
+    host, port = served.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(
+            f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000000\r\n\r\n{".encode()
+        )
+        answer = _response(connection)
+        assert answer.startswith(b"HTTP/1.1 401 "), answer
+        # Keep sending the body, a byte a second (each byte put off uvicorn's keep-alive
+        # timeout), until the server closes the connection, for 20 s at most.
+        connection.settimeout(1.0)
+        closed, sent = False, 0
+        while not closed and sent < 20:
+            try:
+                connection.sendall(b" ")
+                sent += 1
+                closed = connection.recv(1) == b""
+            except TimeoutError:
+                continue
+            except OSError:  # reset: closed too
+                closed = True
+        assert closed, f"still open after {sent} bytes of body, a second apart"
+
+
 def _response(connection: socket.socket) -> bytes:
     """One whole response read from ``connection``: its head and ``Content-Length`` bytes."""
     data = b""

@@ -254,3 +254,24 @@ def test_set_aside_renames_the_first_name_that_changed_and_follows_no_link(
     assert stat.S_ISLNK(os.lstat(root / "swapped.sandbox-blocked").st_mode)
     assert sorted(os.listdir(root)) == ["kept", "made.sandbox-blocked", "swapped.sandbox-blocked"]
     assert sorted(os.listdir(root / "kept")) == ["hooks", "new.sandbox-blocked"]
+
+
+def test_a_link_swapped_for_one_to_elsewhere_is_set_aside_even_on_the_same_inode(
+    tmp_path: Path,
+) -> None:
+    # ext4 gives a link made right after one was removed the same inode number back: the
+    # identity of a link holds its target too.
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "real.git").mkdir()
+    (root / "fake.git").mkdir()
+    (root / ".git").symlink_to("real.git")
+    before = guards([str(root / ".git")], [str(root)])
+    inode = os.lstat(root / ".git").st_ino
+    (root / ".git").unlink()
+    (root / ".git").symlink_to("fake.git")
+    reused = os.lstat(root / ".git").st_ino == inode
+
+    assert set_aside(before) == [str(root / ".git.sandbox-blocked")], f"inode reused: {reused}"
+    assert os.readlink(root / ".git.sandbox-blocked") == "fake.git"
+    assert not os.path.lexists(root / ".git")

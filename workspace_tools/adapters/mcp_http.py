@@ -29,9 +29,11 @@ Layout of the HTTP application (Starlette, run by uvicorn, both dependencies of 
 
 A connection has :data:`REQUEST_HEAD_SECONDS` to send a whole request head (its request
 line and headers), from its opening and from the end of each response on it; one that has
-not is closed. uvicorn waits for a head for ever, so connections that send a byte now and
-then, or nothing, held the server's descriptors without a token: past its limit of open
-files, the token holder's requests and ``/health`` went unanswered.
+not is closed, and so is one whose request was answered before its body was read (401
+without the token, 413). uvicorn waits for a head, and for the rest of such a body, for
+ever, so connections that sent a byte now and then, or nothing, held the server's
+descriptors without a token: past its limit of open files, the token holder's requests
+and ``/health`` went unanswered.
 
 A ``tools/call`` whose HTTP connection goes away before its answer is cancelled on the
 server (``run_command`` then stops its process tree): a client that died must not leave
@@ -450,7 +452,8 @@ async def _serve(app: Starlette, sock: socket.socket) -> None:
 
 class _HeadTimedH11(H11Protocol):
     """uvicorn's h11 protocol, closing a connection that has not sent a whole request head
-    within :data:`REQUEST_HEAD_SECONDS` of its opening or of its last response's end."""
+    within :data:`REQUEST_HEAD_SECONDS` of its opening or of its last response's end, and
+    one answered before its request's body was read."""
 
     _head_timer: asyncio.TimerHandle | None = None
 
@@ -464,6 +467,10 @@ class _HeadTimedH11(H11Protocol):
             self._cancel_head_timer()  # the head is in
 
     def on_response_complete(self) -> None:
+        if self.conn.their_state is h11.SEND_BODY:
+            # Answered before its body was read (401, 413): the rest of the body would
+            # keep the connection open a byte at a time, so the connection ends here.
+            self.transport.close()
         super().on_response_complete()
         self._arm_head_timer()  # for the next request on the connection
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.workspace import ResolvedPath, Workspace
 from workspace_tools.workspace._files import open_dir, os_error, special_kind, stat_below
 from workspace_tools.workspace._near_miss import not_found_hint
+from workspace_tools.workspace._paths import shown_path
 
 # wcmatch semantics: ``**`` spans directories, braces expand, ``*`` also matches names that
 # start with a dot (hidden files are discovered like any other), ``/`` separates.
@@ -232,32 +232,6 @@ def with_limit_default(model: type[ModelT], default: int) -> type[ModelT]:
         return model
     limit = Field(default, ge=1, description=field.description)
     return create_model(model.__name__, __base__=model, limit=(int, limit))
-
-
-# Characters that would let a file name pass for something else in a listing: controls
-# (a newline starts a fake entry, CR and ESC rewrite a terminal line), the quote and
-# backslash of the quoting itself, Unicode line separators, bidirectional marks, overrides
-# and isolates ("Trojan Source"), and lone surrogates (bytes not valid UTF-8).
-_UNSAFE_NAME = re.compile(
-    r'[\x00-\x1f"\\\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]'
-)
-
-
-def _escape(match: re.Match[str]) -> str:
-    # JSON's escape of the one character: \n, \", \\, else \uXXXX (ensure_ascii).
-    return json.dumps(match.group())[1:-1]
-
-
-def shown_path(rel: str) -> str:
-    """``rel`` as a line of the model's text shows it: unchanged, or, when it holds a
-    character that could make it pass for something else (see :data:`_UNSAFE_NAME`), in
-    double quotes as git quotes such names (``core.quotePath``), with JSON's escapes for
-    those characters (``"a\\nb.txt"``, ``"\\u202egnp.exe"``), so that the line is a JSON
-    string a model can copy into a ``path`` argument as it is. Details keep the name as
-    it is."""
-    if _UNSAFE_NAME.search(rel) is None:
-        return rel
-    return '"' + _UNSAFE_NAME.sub(_escape, rel) + '"'
 
 
 def note(text: str) -> str:

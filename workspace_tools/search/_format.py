@@ -3,9 +3,10 @@ limit with a note giving the totals, and the files that could not be read."""
 
 from __future__ import annotations
 
-from workspace_tools.search._discovery import note, shown_path, unreadable_note
+from workspace_tools.search._discovery import note, unreadable_note
 from workspace_tools.search._matcher import LineMatch
 from workspace_tools.search._runner import GrepRun
+from workspace_tools.workspace._paths import shown_path
 
 
 def format_grep(run: GrepRun, output_mode: str, matching: list[str] | None = None) -> str:

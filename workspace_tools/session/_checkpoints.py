@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from workspace_tools.workspace._manifest import (
     diff_manifests,
     same,
 )
+from workspace_tools.workspace._paths import shown_path
 from workspace_tools.workspace._restore import TreeRestorer
 from workspace_tools.workspace._store import BlobStore
 
@@ -129,7 +131,7 @@ class RestoreResult(Encodable):
                 "session's steps left them (by someone else); nothing was changed. Restore "
                 "them anyway with overwrite, or leave them out with paths:"
             )
-            lines.extend(f"  {path}" for path in self.conflicts)
+            lines.extend(f"  {shown_path(path)}" for path in self.conflicts)
             return "\n".join(lines)
         if self.step is None:
             return (
@@ -141,23 +143,23 @@ class RestoreResult(Encodable):
         else:
             verb = "Would restore" if self.dry_run else "Restored"
             lines.append(f"{verb} {_counted(len(self.files), 'path')} as before step {self.step}:")
-            lines.extend(f"  {f.change} {f.path}" for f in self.files)
+            lines.extend(f"  {f.change} {shown_path(f.path)}" for f in self.files)
         if self.conflicts:
             lines.append(
                 "Changed since by someone else (overwritten):"
                 if self.applied
                 else "Changed since by someone else (a restore would refuse them):"
             )
-            lines.extend(f"  {path}" for path in self.conflicts)
+            lines.extend(f"  {shown_path(path)}" for path in self.conflicts)
         if self.not_restorable:
             lines.append("Not restorable (never stored; left as they are):")
-            lines.extend(f"  {path}" for path in self.not_restorable)
+            lines.extend(f"  {shown_path(path)}" for path in self.not_restorable)
         if self.protected:
             lines.append(
                 "Left as they are (the sandbox keeps these from commands: tools on the host "
                 "run what they hold):"
             )
-            lines.extend(f"  {path}" for path in self.protected)
+            lines.extend(f"  {shown_path(path)}" for path in self.protected)
         if self.dry_run and self.diff:
             lines.append(self.diff.rstrip("\n"))
         return "\n".join(lines)
@@ -357,7 +359,9 @@ class Checkpoints:
             protected: paths relative to the root left as they are, with everything below
                 them and what a sandbox set aside of them (``NAME.sandbox-blocked...``);
                 the result lists those the restore would have changed
-                (:attr:`RestoreResult.protected`).
+                (:attr:`RestoreResult.protected`). A path with a set-aside copy in the
+                workspace now is left too, whoever restores: a sandbox set it aside because
+                tools on the host run what it holds.
 
         Returns the :class:`RestoreResult`; a restore with conflicts and without
         ``overwrite`` changes nothing and lists them.
@@ -419,7 +423,9 @@ class Checkpoints:
                     plan[path] = target
                 else:
                     plan[path] = target
-            for path in [p for p in plan if _guarded(p, protected)]:
+            # What a sandbox set aside shows what it keeps from commands, whoever restores.
+            guarded = {*protected, *_set_aside_from(current)}
+            for path in [p for p in plan if _guarded(p, guarded)]:
                 del plan[path]
                 result.protected.append(path)
             for path in _held_directories(plan, current):
@@ -490,6 +496,17 @@ class _Record(BaseModel):
     root: str
     steps: list[_StepRecord]
     seen: dict[str, Entry | None]
+
+
+def _set_aside_from(current: Manifest) -> set[str]:
+    """The paths a sandbox set aside in ``current`` (``NAME.sandbox-blocked``, with a
+    suffix when that was taken) under their own names: it keeps those from its commands."""
+    return {m.group(1) for m in map(_SET_ASIDE.match, current) if m is not None}
+
+
+# A set-aside name (sandbox._defaults.set_aside), or a path beneath one: group 1 is the
+# name it had.
+_SET_ASIDE = re.compile(r"(.+?)\.sandbox-blocked(?:-[0-9a-f]{8})?(?:/|\Z)", re.DOTALL)
 
 
 def _guarded(path: str, protected: Collection[str]) -> bool:

@@ -584,10 +584,13 @@ class ToolSession:
 
     def _protected(self) -> list[str]:
         """What a restore leaves alone (``sandbox_protected``): the protected paths of the
-        sandbox of the session's calls and of its shell's."""
+        sandboxes the session's calls, its tools and its tools' runners (the shell
+        session's) run commands in."""
         assert self.workspace is not None  # checkpoints have one
-        shell = self.shell.sandbox if self.shell is not None else None
-        return sandbox_protected(str(self.workspace.root), [self._sandbox, shell])
+        boxes = [self._sandbox, self.shell.sandbox if self.shell is not None else None]
+        for tool in self.tools:
+            boxes += [tool.sandbox, getattr(tool.runner, "sandbox", None)]
+        return sandbox_protected(str(self.workspace.root), boxes)
 
     def undo(
         self, paths: Sequence[str] | None = None, *, dry_run: bool = False, overwrite: bool = False

@@ -284,7 +284,7 @@ def sandbox_protected(root: str, sandboxes: Iterable[object]) -> list[str]:
     (direnv, git, an editor) what a sandboxed command wrote."""
     found: set[str] = set()
     prefix = root.rstrip("/") + "/"
-    for box in sandboxes:
+    for box in {id(box): box for box in sandboxes}.values():
         if not isinstance(box, Sandbox):
             continue
         if root not in box.confinement.writable:
@@ -304,7 +304,7 @@ class CheckpointedCalls:
         checkpoints: where the checkpoints go.
         sandbox: as for :func:`invoke_tool`, for every call.
         protected: what a restore leaves as it is (see :func:`sandbox_protected`), asked
-            at each restore; nothing when ``None``.
+            at each restore; by default what ``sandbox`` protects.
 
     Calls of writing tools (and of :attr:`undo_tool`) run one at a time, numbered from 0 as
     the checkpoints' steps (what a waiting call does at once, :attr:`Tool.preempt`, it does
@@ -321,7 +321,10 @@ class CheckpointedCalls:
     ) -> None:
         self.checkpoints = checkpoints
         self._sandbox = sandbox
-        self._protected = protected or tuple
+        if protected is None:
+            root = str(checkpoints.workspace.root)
+            protected = partial(sandbox_protected, root, [sandbox])
+        self._protected = protected
         self._lock: anyio.Lock | None = None
         self._count = 0
         self.undo_tool = undo_tool(self._undo)

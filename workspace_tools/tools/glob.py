@@ -20,13 +20,13 @@ from workspace_tools.search._discovery import (
     compile_literal_glob,
     note,
     resolve_start,
-    shown_path,
     with_limit_default,
 )
 from workspace_tools.tools._walk_notes import walk_notes
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import stat_below
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._paths import shown_path
 
 DESCRIPTION = """\
 Find files whose paths match a glob pattern, e.g. '**/*.py', 'src/**/*.{ts,tsx}' or \

@@ -14,13 +14,13 @@ from workspace_tools.search._discovery import (
     ignored_hint,
     note,
     resolve_start,
-    shown_path,
     with_limit_default,
 )
 from workspace_tools.tools._walk_notes import walk_notes
 from workspace_tools.workspace import Workspace
 from workspace_tools.workspace._files import DirFds
 from workspace_tools.workspace._fingerprint import tree_fingerprint
+from workspace_tools.workspace._paths import shown_path
 from workspace_tools.workspace._walk import DIRECTORY
 
 DESCRIPTION = """\

@@ -8,7 +8,9 @@ prefixes (``/w`` vs ``/w-evil``) are outside.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,3 +288,29 @@ def _resolve(target: str) -> _Real:
         return _Real("/" + "/".join(parts), kind)
     finally:
         os.close(fd)
+
+
+# Characters that would let a file name pass for something else in a listing: controls
+# (a newline starts a fake entry, CR and ESC rewrite a terminal line), the quote and
+# backslash of the quoting itself, Unicode line separators, bidirectional marks, overrides
+# and isolates ("Trojan Source"), and lone surrogates (bytes not valid UTF-8).
+_UNSAFE_NAME = re.compile(
+    r'[\x00-\x1f"\\\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]'
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    # JSON's escape of the one character: \n, \", \\, else \uXXXX (ensure_ascii).
+    return json.dumps(match.group())[1:-1]
+
+
+def shown_path(rel: str) -> str:
+    """``rel`` as a line of the model's text shows it: unchanged, or, when it holds a
+    character that could make it pass for something else (see :data:`_UNSAFE_NAME`), in
+    double quotes as git quotes such names (``core.quotePath``), with JSON's escapes for
+    those characters (``"a\\nb.txt"``, ``"\\u202egnp.exe"``), so that the line is a JSON
+    string a model can copy into a ``path`` argument as it is. Details keep the name as
+    it is."""
+    if _UNSAFE_NAME.search(rel) is None:
+        return rel
+    return '"' + _UNSAFE_NAME.sub(_escape, rel) + '"'
