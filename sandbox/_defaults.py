@@ -180,7 +180,10 @@ Guard = tuple[str, tuple[str, ...], tuple[Identity, ...]]
 def guards(paths: Iterable[str], writable: Iterable[str]) -> tuple[Guard, ...]:
     """What :func:`set_aside` compares with after a child: each of ``paths`` that lies in
     one of the ``writable`` directories (the most specific), with what exists of it now
-    (``lstat`` of each prefix, links not followed)."""
+    (``lstat`` of each prefix, links not followed). A path that exists with no link on its
+    way is left out: the layers bind it and pin the directories above it, so no child can
+    change any of its names, and a change there is the host's own (an editor saving
+    ``.envrc`` anew), not to be set aside."""
     roots = sorted(writable, key=len, reverse=True)
     found = []
     for path in paths:
@@ -199,7 +202,9 @@ def guards(paths: Iterable[str], writable: Iterable[str]) -> tuple[Guard, ...]:
                 break
             if stat.S_ISLNK(info.st_mode):
                 break
-        found.append((root, names, tuple(known)))
+        bound = len(known) == len(names) and not stat.S_ISLNK(info.st_mode)
+        if not bound:
+            found.append((root, names, tuple(known)))
     return tuple(found)
 
 
@@ -259,13 +264,14 @@ def _identity(info: os.stat_result, path: str, fd: int | None = None) -> Identit
 
 def _aside(fd: int, name: str) -> str | None:
     """Rename ``name`` in the directory ``fd`` to ``NAME.sandbox-blocked`` (a random suffix
-    when that is taken); the new name, or ``None`` when it was gone meanwhile."""
+    when that is taken); the new name, or ``None`` when it was gone meanwhile or cannot be
+    renamed (the supervisor calling this must go on to report the command's end)."""
     target = f"{name}.sandbox-blocked"
     if _exists(target, fd):
         target = f"{target}-{secrets.token_hex(4)}"
     try:
         os.rename(name, target, src_dir_fd=fd, dst_dir_fd=fd)
-    except FileNotFoundError:
+    except OSError:
         return None
     return target
 

@@ -224,7 +224,7 @@ def test_set_aside_renames_the_first_name_that_changed_and_follows_no_link(
     outside = tmp_path / "outside"
     (outside / "hooks").mkdir(parents=True)
     protected = [
-        str(root / "kept/hooks"),  # unchanged
+        str(root / "kept/hooks"),  # exists: bound and pinned, so a change is the host's
         str(root / "swapped/hooks"),  # its directory swapped for a link out
         str(root / "made/hooks"),  # created, with its directory
         str(root / "removed"),  # absent before and after
@@ -232,7 +232,6 @@ def test_set_aside_renames_the_first_name_that_changed_and_follows_no_link(
     ]
     before: Any = guards(protected, [str(root)])
     assert [(r, names, len(known)) for r, names, known in before] == [
-        (str(root), ("kept", "hooks"), 2),
         (str(root), ("swapped", "hooks"), 1),
         (str(root), ("made", "hooks"), 0),
         (str(root), ("removed",), 0),
@@ -242,6 +241,8 @@ def test_set_aside_renames_the_first_name_that_changed_and_follows_no_link(
     (root / "swapped").symlink_to(outside)
     (root / "made/hooks").mkdir(parents=True)
     (root / "kept/new").write_text("x\n")
+    (root / "kept/hooks").rmdir()  # the host's own change (a child's would be EBUSY)
+    (root / "kept/hooks").mkdir()
 
     moved = set_aside(before)
 
