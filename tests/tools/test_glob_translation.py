@@ -57,7 +57,9 @@ def test_fallback_pattern_still_matches(tmp_path: Path) -> None:
 
 
 STARRY = ["*", "a*", "*b", "a*b*", "*.*", "**", "*?*", "{a*,*b}", "ab*.py"]
-NAMES_LONG = [*NAMES, "a\nb", "é*", "ab" * 40, "a" * 70 + "b.py"]
+# Names whose bytes are not UTF-8 are walked as lone surrogates (surrogateescape).
+UNDECODABLE = ["a\udcff", "\udcfe\udcff.py", "b\udc80a"]
+NAMES_LONG = [*NAMES, "a\nb", "é*", "ab" * 40, "a" * 70 + "b.py", *UNDECODABLE]
 
 
 @settings(max_examples=300, deadline=None)
@@ -70,6 +72,7 @@ NAMES_LONG = [*NAMES, "a\nb", "é*", "ab" * 40, "a" * 70 + "b.py"]
     ),
 )
 @example(pattern="*a*/*/**", candidates=["ab/b/a\nb", "a/a\nb/x"])
+@example(pattern="*a*/*?*", candidates=["ab/\udcfe\udcff.py", "a\udcff/b\udc80a", "a/a\udcff"])
 def test_a_glob_of_many_stars_matches_in_linear_time_as_wcmatch_does(
     pattern: str, candidates: list[str]
 ) -> None:
@@ -106,3 +109,17 @@ def test_many_stars_with_syntax_only_a_backtracking_regex_matches_are_refused(
     )
     fewer = invoke_tool_sync(tools(tmp_path)["glob"], {"pattern": "[ab]*_*.py"})
     assert fewer.error is None, fewer.error
+
+
+def test_a_glob_of_many_stars_over_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ok.py").write_text("x = 1\n")
+    with open(bytes(tmp_path) + b"/src/r\xff\xfe.py", "wb") as raw:
+        raw.write(b"x = 2\n")
+    listed = tools(tmp_path)
+    result = invoke_tool_sync(listed["glob"], {"pattern": "*/*?*.py"})
+    assert result.error is None, result.error
+    assert result.details.matches == ["src/ok.py", "src/r\udcff\udcfe.py"]
+    result = invoke_tool_sync(listed["grep"], {"pattern": "x", "glob": "*r*??.py*"})
+    assert result.error is None, result.error
+    assert [m.path for m in result.details.matches] == ["src/r\udcff\udcfe.py"]

@@ -154,7 +154,7 @@ def compile_glob(pattern: str, workspace: Workspace) -> GlobMatcher:
     if simple is not None:
         if stars >= LINEAR_FROM_STARS:
             # RE2's end of text is $ (no \Z), and its . spans lines only with (?s).
-            return re2.compile("(?s)" + simple.replace(r"\Z", "$"))
+            return _LinearGlob(re2.compile("(?s)" + simple.replace(r"\Z", "$")))
         return re.compile(simple, re.DOTALL)
     if stars >= LINEAR_FROM_STARS:
         raise ToolError(
@@ -171,6 +171,27 @@ def compile_glob(pattern: str, workspace: Workspace) -> GlobMatcher:
             f"Invalid glob pattern {pattern!r}: {exc}", ErrorCode.INVALID_ARGUMENTS
         ) from None
     return re.compile("|".join(f"(?:{part})" for part in include))
+
+
+# A name's bytes that are not UTF-8 reach us as lone surrogates (os.fsdecode's
+# surrogateescape), which RE2 cannot take; each becomes one private-use character, still
+# one character for '?' and '*' (a lean pattern holds none: they are not word characters).
+_UNDECODABLE = {0xDC80 + b: 0xF780 + b for b in range(128)}
+
+
+class _LinearGlob:
+    """An RE2 program matched against walked paths, names that are not UTF-8 included."""
+
+    __slots__ = ("_program",)
+
+    def __init__(self, program: re2._Regexp) -> None:
+        self._program = program
+
+    def match(self, path: str, /) -> object:
+        try:
+            return self._program.match(path)
+        except UnicodeEncodeError:
+            return self._program.match(path.translate(_UNDECODABLE))
 
 
 # Characters beyond these (classes, escapes, extglob's parentheses) go to wcmatch; ``!``,
