@@ -615,8 +615,9 @@ def test_repeated_call_gives_the_same_answer_after_a_move_to_the_worker(tmp_path
 
 BACKTRACKING_TIMEOUT = (
     "grep timed out after 2 s: this pattern needs Python's backtracking regex engine "
-    "(lookaround, backreference, or \\b on non-ASCII text), on which nested repeats such as "
-    "(a+)+ can take exponential time. Simplify the pattern or narrow the path."
+    "(for lookaround, a backreference, \\b on non-ASCII text, or a repeat count over 1000), "
+    "on which nested repeats such as (a+)+ can take exponential time and a long counted "
+    "repeat retries from every character. Simplify the pattern or narrow the path."
 )
 
 

@@ -11,17 +11,20 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from workspace_tools.search import _reading
 from workspace_tools.search._matcher import Matcher
+from workspace_tools.search._pattern import searched_line_by_line
 
 Row = tuple[int, int, str, int]
 
 # Literals (the plain-literal path: bytes.find, re's literal[^\n]*) and patterns that take
 # RE2 or Python's engine, over texts made of the same few characters so that they match.
 PATTERNS = ["a", "ab", "b a", "aa", "Type", "a$", "^b", r"b\s", "a|é", "é", r"\d+", "b*", "x"]
+# Python's engine (lookaround) with classes that hold a newline: searched line by line.
+PATTERNS += [r"(?<=a)\s*b", r"(?<!b)[^a]{2}", r"(?:\w\s?){300}(?<=a)"]
 ALPHABET = "ab \n\r\té1Ty"
 
 TEXTS = st.text(alphabet=ALPHABET, max_size=120) | st.lists(
@@ -156,6 +159,14 @@ LITERAL_PIECES = ["TypeVar", "x TypeVar TypeVar", "é", "€ TypeVar", "𝄞Type
     keep=st.sampled_from([0, 1, 2, 10_000]),
     context=st.integers(0, 1),
 )
+@example(
+    pieces=["x TypeVar TypeVar", "\r"],
+    separators=["\r"] * 12,
+    final="",
+    encoding="utf-8",
+    keep=10_000,
+    context=0,
+)
 def test_literal_lines_match_a_naive_reference(
     pieces: list[str],
     separators: list[str],
@@ -187,10 +198,35 @@ def test_literal_lines_match_a_naive_reference(
     if encoding == "utf-8-sig" or not rows:
         return
     # The same file searched where grep reads it, in a reused buffer whose bytes past
-    # the file are another file's (CRLFs not read as LFs before).
-    buffer = bytearray(data + b"TypeVar\r\n\xff TypeVar\n")
-    matcher = Matcher("TypeVar")
-    assert matcher.plain and matcher.find_required is not None
-    first = matcher.find_required(buffer, 0, len(data))
-    found = matcher.find_plain(buffer, len(data), first, keep)
-    assert scanned(found)[:2] == (len(rows), rows[:keep] if keep else []), data
+    # the file are another file's (CRLFs not read as LFs before): one that goes on, and
+    # one whose next byte is a LF, which must not end a last line ending in a lone CR.
+    for stale in (b"TypeVar\r\n\xff TypeVar\n", b"\nTypeVar\n"):
+        buffer = bytearray(data + stale)
+        matcher = Matcher("TypeVar")
+        assert matcher.plain and matcher.find_required is not None
+        first = matcher.find_required(buffer, 0, len(data))
+        found = matcher.find_plain(buffer, len(data), first, keep)
+        assert scanned(found)[:2] == (len(rows), rows[:keep] if keep else []), (data, stale)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "by_line"),
+    [
+        ("foo", False),
+        (r"(?:ab|c){0,1500}x", False),
+        (r"(?:\w+ ){127}", False),
+        (r"(?:\w+ ){128}", True),
+        (r"(?<=def )\w+", True),
+        (r"(\w+) \1", True),
+        (r"(?:\w+\s){1001}", True),
+        (r"a[^b]c", True),
+        (r"a(?=\n)", True),
+        (r"\Aimport", True),
+        (r"(?-m:^)x", True),
+    ],
+)
+def test_patterns_searched_line_by_line(pattern: str, by_line: bool) -> None:
+    # By line where a whole buffer would differ (text ends, a newline, a lookaround that
+    # could see the next line) or cost more (a shortest match longer than nearly every
+    # line, which re's length check skips).
+    assert searched_line_by_line(pattern, re.MULTILINE) is by_line

@@ -35,13 +35,13 @@ from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools.search._pattern import (
     LineSlices,
     LiteralSearch,
-    anchors_text_ends,
     bytes_twin,
     compile_pattern,
     line_counter,
     line_counter_shape,
     plain_literal,
     required_literal,
+    searched_line_by_line,
 )
 from workspace_tools.search._re2 import (
     Re2LineCounter,
@@ -183,8 +183,8 @@ class Matcher:
                 self._utf8 = self._ascii
                 self._utf8_counter = self.bytes_counter
         self.needs_worker = self._ascii is None or self._unicode_source is None
-        # Python's engine: \A and \Z mean a line's ends, as in RE2's form.
-        per_line = not multiline and anchors_text_ends(pattern, flags)
+        # Python's engine: by line where a whole buffer would differ or cost more.
+        per_line = not multiline and searched_line_by_line(pattern, flags)
         if per_line:
             self._text_search = LineSlices(self.text_rx)
         if self._ascii is None:
@@ -569,7 +569,7 @@ def _scan_literal(  # type: ignore[no-untyped-def]
     if crlf and joined.find(b"\r") >= 0:
         # A line's CR before its LF ends up before the LF of the next line's slice.
         joined = joined.replace(b"\r\n", b"\n")
-        if joined.endswith(b"\r") and buf[ends[-1] : ends[-1] + 1] == b"\n":
+        if joined.endswith(b"\r") and ends[-1] < size and buf[ends[-1] : ends[-1] + 1] == b"\n":
             joined = joined[:-1]
     decode = _same
     if not isinstance(joined, str):

@@ -746,8 +746,9 @@ def worker_timeout(seconds: float) -> ToolError:
     that long, and what to do."""
     return ToolError(
         f"grep timed out after {seconds:g} s: this pattern needs Python's backtracking "
-        "regex engine (lookaround, backreference, or \\b on non-ASCII text), on which "
-        "nested repeats such as (a+)+ can take exponential time. Simplify the pattern "
-        "or narrow the path.",
+        "regex engine (for lookaround, a backreference, \\b on non-ASCII text, or a "
+        "repeat count over 1000), on which nested repeats such as (a+)+ can take "
+        "exponential time and a long counted repeat retries from every character. "
+        "Simplify the pattern or narrow the path.",
         ErrorCode.TOOL_TIMEOUT,
     )
