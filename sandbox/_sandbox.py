@@ -404,7 +404,10 @@ class Sandbox:
         **kwargs: Any,
     ) -> Any:
         """Run ``fn(*args, **kwargs)`` in a child process under this sandbox's limits and
-        layers; an awaitable result is awaited in the child. Returns the (pickled) result.
+        layers; an awaitable result is awaited in the child. Returns the result, pickled
+        in the child and rebuilt here as data only (``sandbox.spawn._results``: plain
+        values, the standard library's value types, and exceptions, enums, dataclasses,
+        named tuples and pydantic models of modules already imported here).
 
         ``fn`` may be any callable, a closure or a lambda included. It runs in a fresh
         child of a warm worker that this sandbox's spawn server forked (a clean
@@ -453,6 +456,9 @@ class Sandbox:
                 within ``limits.start_seconds`` ("the sandbox could not start a worker
                 for the call within N s (SandboxLimits.start_seconds); nothing ran").
             TimeoutError: ``limits.timeout_seconds`` passed once the call was taken.
+            SandboxError: the result names a function or a class that is not data (it
+                could run code here, outside the sandbox); or ``fn`` raised an exception
+                that is no ``Exception`` (``SystemExit``), which is not raised here.
             Exception: whatever ``fn`` raised.
         """
         self._check_calls()

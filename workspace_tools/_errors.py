@@ -62,14 +62,9 @@ class ToolError(Exception):
         self.details = details
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keeps code and details when the error crosses a process boundary (sandbox).
-        return (_rebuild_tool_error, (type(self), self.message, self.code, self.details))
-
-
-def _rebuild_tool_error(
-    cls: type[ToolError], message: str, code: ErrorCode, details: Any
-) -> ToolError:
-    return cls(message, code, details=details)
+        # Keeps code and details when the error crosses a process boundary (sandbox): by
+        # its class alone, which is all a sandboxed call's outcome may name.
+        return (type(self), (self.message, self.code), {"details": self.details})
 
 
 ECHO_LIMIT = 200

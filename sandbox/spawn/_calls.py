@@ -62,6 +62,7 @@ from sandbox.spawn._call_worker import (
 )
 from sandbox.spawn._jobs import CallSetup, WantCallWorker
 from sandbox.spawn._process import signal_name
+from sandbox.spawn._results import load_outcome
 from sandbox.spawn._tree import (
     descendants,
     session_tree,
@@ -809,7 +810,7 @@ def _outcome(data: bytes | None, status: int | None) -> Any:
             )
         code = os.waitstatus_to_exitcode(status)
         raise SandboxError(f"the sandboxed call exited (status {code}) without a result")
-    kind, value = pickle.loads(data)
+    kind, value = load_outcome(data)
     if kind == "error":
         raise value
     if kind == "unservable":
