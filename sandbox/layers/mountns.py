@@ -115,6 +115,21 @@ def confine(
     for path in _existing(read_only):
         _mount(path, path, MS_BIND | MS_REC)
         _remount(path, MS_RDONLY)
+    if writable is not None:
+        _hide_other_processes()
+
+
+def _hide_other_processes() -> None:
+    """Mount a read-only procfs of its own over ``/proc`` that lists only the processes
+    this one may ptrace (proc(5): ``hidepid=ptraceable``, Linux 5.8). Under Landlock,
+    which denies ptrace outside the child's domain whatever its capabilities, that hides
+    every process of the host: otherwise the child reads their environments
+    (``/proc/PID/environ``: an agent's API keys) and memory maps. Only a process that
+    may mount a procfs of the host's PID namespace (root) can; elsewhere, and on an older
+    kernel, ``/proc`` stays as it is."""
+    options = b"hidepid=ptraceable"
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    libc().mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(flags), options)
 
 
 def works() -> Verdict:

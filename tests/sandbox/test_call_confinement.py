@@ -332,6 +332,53 @@ async def test_command_cannot_signal_a_host_process(
         assert host_process.poll() is None
 
 
+def read_environ(pid: int) -> str:
+    """What ``/proc/PID/environ`` shows of ``pid``: its secret, or why it could not."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return "secret" if b"HOST_SECRET=" in handle.read() else "no secret"
+    except OSError as exc:
+        return errno.errorcode[exc.errno or 0]
+
+
+@pytest.fixture
+def secret_holder() -> Iterator[subprocess.Popen[bytes]]:
+    """A host process of the same user holding a secret in its environment."""
+    process = subprocess.Popen(["sleep", "300"], env={"HOST_SECRET": "hunter2"})
+    yield process
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.parametrize("mode", ["plain", "call", "landlock command", "bubblewrap command"])
+async def test_sandboxed_code_cannot_read_a_host_processs_environment(
+    new_box: NewBox,
+    workspace: Path,
+    secret_holder: subprocess.Popen[bytes],
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc/PID/environ of a process of the same user is readable to it, Landlock or not:
+    # a call's mount namespace gets a procfs of its own listing only what it may ptrace
+    # (under Landlock, no host process), which only root may mount; bubblewrap's commands
+    # get a PID namespace of their own.
+    if mode in ("call", "landlock command") and os.geteuid() != 0:
+        pytest.skip("a procfs of a call's own needs root; as another user /proc stays the host's")
+    pid = secret_holder.pid
+    if mode == "plain":
+        seen = await new_box(layers=False, network=True).call(read_environ, pid)
+    elif mode == "call":
+        seen = await new_box(writable=[str(workspace)]).call(read_environ, pid)
+    else:
+        box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
+        main = f"print(read_environ({pid}), end='')\n"
+        result = await box.run(
+            [sys.executable, "-c", _script(read_environ, main=main)], cwd=str(workspace)
+        )
+        seen = result.stdout.complete.decode() or result.stderr.complete.decode()
+    assert seen == ("secret" if mode == "plain" else "ENOENT")
+
+
 # --- what is not enforceable is not claimed -------------------------------------------
 
 
