@@ -9,7 +9,8 @@ unpickler resolves a name (``find_class``) only to
 
 - the builtin value types (numbers, strings, bytes, containers, ``slice``, ``range``)
   and the builtin exception classes;
-- the standard library's value types (:data:`_VALUE_TYPES`);
+- the standard library's value types (:data:`_VALUE_TYPES`, with the functions that
+  build them, :data:`_BUILDERS`);
 - a class defined in a module the caller has already imported (none is imported for a
   pickle) that is an exception, an ``enum.Enum``, a dataclass, a named tuple or a
   ``pydantic.BaseModel``: rebuilding one runs its own constructor or ``__setstate__``,
@@ -46,7 +47,11 @@ _VALUE_TYPES = {
     "fractions": frozenset({"Fraction"}),
     "uuid": frozenset({"UUID"}),
     "collections": frozenset({"OrderedDict", "deque", "Counter", "defaultdict"}),
+    "array": frozenset({"array"}),
 }
+
+#: Functions that only build a value of those types from data, as their pickles name them.
+_BUILDERS = {("array", "_array_reconstructor")}
 
 
 class _OutcomeUnpickler(pickle.Unpickler):
@@ -78,6 +83,8 @@ def _allowed(module: str, name: str) -> Any:
     loaded = sys.modules.get(module)
     if loaded is None:
         return None
+    if (module, name) in _BUILDERS:
+        return getattr(loaded, name)
     found = loaded
     for part in name.split("."):
         if part.startswith("__"):

@@ -14,6 +14,7 @@ import pathlib
 import subprocess
 import sys
 import uuid
+from array import array
 from collections import Counter, OrderedDict, namedtuple
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def data_of_every_kind() -> dict[str, Any]:
         "path": pathlib.PurePosixPath("/a/b"),
         "numbers": [decimal.Decimal("1.10")],
         "id": uuid.UUID(int=7),
-        "collections": [OrderedDict(a=1), Counter("aab")],
+        "collections": [OrderedDict(a=1), Counter("aab"), array("Q", [2**40])],
         "own": [Colour.RED, Point(1, 2), Pair(1, 2), Model(name="m", sizes=[1])],
         "error": ToolError("gone", ErrorCode.NOT_FOUND, details={"path": "x"}),
     }

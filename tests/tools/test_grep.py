@@ -460,3 +460,38 @@ def test_a_glob_filter_of_a_bang_alone_is_refused(tmp_path: Path) -> None:
         "The glob filter '!' names no files to leave out: give a pattern after it "
         "('!*.min.js'), or no glob to search every file",
     )
+
+
+MULTILINE_TEXT = (
+    "x = 1\n    if a and self.b and self.c:\n        pass\nself\n\nfoo\nbar self  \n"
+    "class A:\n    x\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="the oracle is ripgrep")
+@pytest.mark.parametrize(
+    "pattern", ["self", r"\w+", r"self\.b.*\n.*pass", r"c:\n\s+pass\nself", r"\n", r"\s+\n", "x"]
+)
+def test_multiline_lines_are_the_lines_ripgrep_shows(tmp_path: Path, pattern: str) -> None:
+    # Each line once, with its own text, however many matches start on it (a match that
+    # starts after an earlier one on the same line used to be shown from that point on).
+    (tmp_path / "a.py").write_text(MULTILINE_TEXT)
+    rg = subprocess.run(
+        ["rg", "-U", "--multiline-dotall", "-n", "--no-heading", "--no-filename", pattern],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert rg.returncode == 0, rg
+    expected = [tuple(line.split(":", 1)) for line in rg.stdout.splitlines()]
+    grep = tools(tmp_path)["grep"]
+    result = invoke_tool_sync(grep, {"pattern": pattern, "multiline": True})
+    got = [
+        (str(match.line + offset), text)
+        for match in result.details.matches
+        for offset, text in enumerate(match.text.split("\n"))
+    ]
+    assert got == expected, result.model_text()
+    counted = invoke_tool_sync(grep, {"pattern": pattern, "multiline": True, "limit": 1})
+    assert counted.details.match_count == len(result.details.matches), counted.model_text()

@@ -85,9 +85,11 @@ LineMatch = tuple[int, int, str, int]
 
 @dataclass
 class FileMatches:
-    """Matches in one file: ``count`` counts every matching line (every match in multiline
-    mode); ``lines`` holds at most the number asked for (as :data:`LineMatch` tuples),
-    ``context`` maps line numbers to the text of context lines around them."""
+    """Matches in one file: ``count`` counts every matching line (in multiline mode, each
+    line a match starts on that no earlier match's lines hold, as ripgrep shows them once:
+    the lines ``lines`` would hold without a limit); ``lines`` holds at most the number
+    asked for (as :data:`LineMatch` tuples), ``context`` maps line numbers to the text of
+    context lines around them."""
 
     count: int = 0
     lines: list[LineMatch] = field(default_factory=list)
@@ -465,13 +467,14 @@ def _scan(  # type: ignore[no-untyped-def]
     pos = lo
     line_no = first_line
     counted_to = 0
+    shown_to = -1  # where the text of the last line kept ends
     while pos < hi:
-        if len(result.lines) >= keep:
+        if len(result.lines) >= keep and not multiline:
             # Nothing more to keep: only count, without line numbers.
             if counter is not None:
                 result.count += _count_by_line(counter, buf, nl, pos, hi)
             else:
-                result.count += _count_lines(buf, search, nl, multiline, pos, hi)
+                result.count += _count_lines(buf, search, nl, pos, hi)
             break
         if m is None or m.start() < pos:  # the first search's match is used once
             m = search(buf, pos)
@@ -481,8 +484,10 @@ def _scan(  # type: ignore[no-untyped-def]
         # A match at the very end belongs to the last line only if that line has no newline.
         if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
             break
-        back = buf.rfind(nl, pos, start)
-        line_start = pos if back < 0 else back + 1
+        # In multiline mode ``pos`` may lie within a line (the end of the last match).
+        first = lo if multiline else pos
+        back = buf.rfind(nl, first, start)
+        line_start = first if back < 0 else back + 1
         line_end = buf.find(nl, start)
         if line_end < 0:
             line_end = n
@@ -493,6 +498,12 @@ def _scan(  # type: ignore[no-untyped-def]
                 pos = line_end + 1
                 continue
             start = m.start()
+        if multiline:
+            if line_start < shown_to:
+                # Its line is part of an earlier match's lines (rg shows a line once).
+                pos = m.end() if m.end() > start else _next_char(buf, start)
+                continue
+            shown_to = _line_end(buf, nl, m.end()) if m.end() > line_end else line_end
         line_no += buf.count(nl, counted_to, line_start)
         counted_to = line_start
         result.count += 1
@@ -505,7 +516,7 @@ def _scan(  # type: ignore[no-untyped-def]
                 column = len(to_str(buf[line_start:start])) + 1
                 length = len(to_str(buf[start : min(m.end(), line_end)]))
             if multiline and m.end() > line_end:
-                text = buf[line_start : _line_end(buf, nl, m.end())]
+                text = buf[line_start:shown_to]
             result.lines.append((line_no, column, to_str(text), length))
         pos = (
             (m.end() if m.end() > start else _next_char(buf, start)) if multiline else line_end + 1
@@ -618,9 +629,8 @@ def _count_by_line(counter, buf, nl, pos: int, hi: int) -> int:  # type: ignore[
     return found
 
 
-def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
-    """Matching lines (matches, in multiline mode) starting in ``[pos, hi)``, as ``_scan``
-    counts them."""
+def _count_lines(buf, search, nl, pos: int, hi: int) -> int:  # type: ignore[no-untyped-def]
+    """Matching lines starting in ``[pos, hi)`` (no multiline), as ``_scan`` counts them."""
     n = len(buf)
     count = 0
     while pos < hi:
@@ -630,10 +640,6 @@ def _count_lines(buf, search, nl, multiline: bool, pos: int, hi: int) -> int:  #
         start = m.start()
         if start >= hi and (hi < n or not n or buf[n - 1 : n] == nl):
             break
-        if multiline:
-            count += 1
-            pos = m.end() if m.end() > start else _next_char(buf, start)
-            continue
         line_end = buf.find(nl, start)
         if line_end < 0:
             line_end = n
