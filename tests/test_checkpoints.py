@@ -553,3 +553,24 @@ def test_a_restore_quotes_names_that_could_pass_for_other_lines(tmp_path: Path) 
         'Restored 1 path as before step 0:\n  deleted "build.log\\n  deleted auth.py"'
     )
     checkpoints.close()
+
+
+def test_a_restored_file_loses_its_set_id_bits(session: ToolSession, project: Path) -> None:
+    # The restored file is a new one, the restorer's (root's, as agents often run): with
+    # its set-user-ID bit a program of another user's would run as root for anyone.
+    for name, mode in (("suid", 0o4755), ("sgid", 0o2750), ("plain", 0o750)):
+        (project / name).write_bytes(b"#!/bin/sh\nid\n")
+        os.chmod(project / name, mode)
+    result = session.call_sync("run_command", {"command": "rm suid sgid plain"})
+    assert result.content["exit_code"] == 0, result.model_text()
+    undone = session.undo()
+    assert (undone.applied, undone.conflicts) == (True, []), undone
+    modes = {name: stat.S_IMODE((project / name).stat().st_mode) for name in ("suid", "sgid")}
+    assert modes == {"suid": 0o755, "sgid": 0o750}
+    assert stat.S_IMODE((project / "plain").stat().st_mode) == 0o750
+    assert (project / "suid").read_bytes() == b"#!/bin/sh\nid\n"
+    # The next step's changes are still the step's own, and undone as well.
+    session.call_sync("run_command", {"command": "printf x > new.txt"})
+    assert [f.path for f in session.steps[-1].changed_files] == ["new.txt"]
+    assert session.undo().applied
+    assert not (project / "new.txt").exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator
 
 from workspace_tools._errors import ErrorCode, ToolError
@@ -24,6 +25,7 @@ from workspace_tools.workspace._tempfiles import TEMP_SUFFIX, create_temp
 from workspace_tools.workspace._workspace import Workspace
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SET_ID = stat.S_ISUID | stat.S_ISGID
 
 
 class TreeRestorer:
@@ -162,7 +164,8 @@ class TreeRestorer:
 
     def _write(self, dirs: DirFds, path: str, target: Entry, data: bytes) -> None:
         """Put ``data``, ``target``'s content, at ``path`` by a temp file renamed over it
-        (a symlink by a temp link), with its mode; crash-safe as any atomic write."""
+        (a symlink by a temp link), with its mode but for the set-user-ID and set-group-ID
+        bits (the file is this process's now); crash-safe as any atomic write."""
         head, _, name = path.rpartition("/")
         with _at(dirs, head, path) as dir_fd:
             if target.type == "symlink":
@@ -174,7 +177,10 @@ class TreeRestorer:
                 temp, fd = create_temp(dir_fd, name, 0o600)
                 try:
                     _write_all(fd, data)
-                    os.fchmod(fd, target.mode)
+                    # Without set-id bits: the new file is the restorer's (root's, as
+                    # an agent often runs), not its recorded owner's, whose program
+                    # would then run as the restorer for whoever starts it.
+                    os.fchmod(fd, target.mode & ~_SET_ID)
                     if self.workspace.options.fsync:
                         os.fsync(fd)
                 finally:
