@@ -17,7 +17,8 @@ from anthropic.types import ToolResultBlockParam
 
 from sandbox import Sandbox
 from tests.adapters._sdk import sdk_valid
-from workspace_tools import ErrorCode, ToolResult, ToolSession, workspace_tools
+from workspace_tools import ErrorCode, ToolResult, ToolSession, invoke_tool_sync, workspace_tools
+from workspace_tools.adapters import anthropic_text_editor
 from workspace_tools.adapters.anthropic import anthropic_tool_result
 from workspace_tools.adapters.anthropic_text_editor import text_editor_tool
 from workspace_tools.session._checkpoints import Checkpoints
@@ -221,6 +222,34 @@ def test_without_checkpoints_undo_edit_uses_the_tool_s_own_history(root: Path) -
     edit(session, "end", "END")
     assert undo_edit(session).content == "Last edit to u.txt undone successfully."
     assert (root / "u.txt").read_bytes() == LATIN1_CRLF
+
+
+def test_the_tool_s_own_history_keeps_its_byte_budget_letting_the_oldest_go(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Room for the contents before two changes of u.txt (34 bytes each) and 5 bytes more:
+    # other.txt's change (6 bytes before) lets the first change of u.txt go.
+    monkeypatch.setattr(anthropic_text_editor, "HISTORY_BYTES", 2 * len(LATIN1_CRLF) + 5)
+    tool = text_editor_tool(root, version="20250124")
+
+    def call(arguments: dict[str, Any]) -> ToolResult:
+        return invoke_tool_sync(tool, arguments)
+
+    for old, new in (("end", "END"), ("name", "NAME")):
+        call({"command": "str_replace", "path": "u.txt", "old_str": old, "new_str": new})
+    call({"command": "str_replace", "path": "other.txt", "old_str": "other", "new_str": "x"})
+    assert call({"command": "undo_edit", "path": "other.txt"}).content == (
+        "Last edit to other.txt undone successfully."
+    )
+    assert call({"command": "undo_edit", "path": "u.txt"}).content == (
+        "Last edit to u.txt undone successfully."
+    )
+    assert (root / "u.txt").read_bytes() == LATIN1_CRLF.replace(b"end", b"END")
+    gone = call({"command": "undo_edit", "path": "u.txt"})
+    assert (gone.error_code, gone.error) == (
+        ErrorCode.NOT_FOUND,
+        "Error: No edit history found for u.txt.",
+    )
 
 
 def test_an_mcp_server_s_checkpointed_calls_serve_undo_edit_too(root: Path, tmp_path: Path) -> None:

@@ -47,7 +47,9 @@ the next lines by what this package knows more (the nearest lines, the matching 
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import hashlib
 import os
 import re
 import stat
@@ -228,7 +230,7 @@ def text_editor_tool(
                 working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
             )
             if args.command == "undo_edit":
-                return _undo(working, resolved, args.path, history.changes, history.lock, context)
+                return _undo(working, resolved, args.path, history, context)
             if args.command == "create":
                 output = _create(working, resolved, args, context)
             elif args.command == "str_replace":
@@ -238,8 +240,9 @@ def text_editor_tool(
             after = read_bytes(
                 working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
             )
-            with history.lock:
-                history.changes.setdefault(str(resolved.real), []).append((before, after))
+            if version in _UNDO_VERSIONS:  # what undo_edit needs; later versions lack it
+                with history.lock:
+                    history.add(str(resolved.real), before, after)
             return output
 
     def present(args: TextEditorArgs) -> ToolPresentation:
@@ -266,18 +269,54 @@ def text_editor_tool(
     return undoing_tool(editor, undoes=lambda args: args.command == "undo_edit", undo=undo)
 
 
+#: Bytes of earlier contents ``undo_edit``'s history keeps, over all files: past it the
+#: oldest changes are let go (a model inserting line by line into a 20 MB file would
+#: otherwise hold 20 MB a change, 1 GB after 25).
+HISTORY_BYTES = 64 << 20
+
+
 class _History:
     """Per file, each change the tool made: (its bytes before, or None when the change
-    created it; its bytes after). It stays in the process it was made in: a sandboxed
-    call's child gets an empty one (it pickles as such), as what the child adds to it
-    never came back."""
+    created it; the SHA-256 of its bytes after, or None when it was gone), at most
+    :data:`HISTORY_BYTES` of bytes before in all, the oldest changes let go first. It stays
+    in the process it was made in: a sandboxed call's child gets an empty one (it pickles
+    as such), as what the child adds to it never came back."""
 
     def __init__(self) -> None:
         self.changes: dict[str, list[tuple[bytes | None, bytes | None]]] = {}
         self.lock = threading.Lock()
+        self._order: collections.deque[str] = collections.deque()  # a file per change
+        self._held = 0
 
     def __reduce__(self) -> tuple[type[_History], tuple[()]]:
         return (_History, ())
+
+    def add(self, key: str, before: bytes | None, after: bytes | None) -> None:
+        """Record a change of the file ``key`` (call with :attr:`lock` held)."""
+        self.changes.setdefault(key, []).append((before, _digest(after)))
+        self._order.append(key)
+        self._held += len(before or b"")
+        while self._held > HISTORY_BYTES and self._order:
+            oldest = self.changes[self._order.popleft()]
+            dropped, _ = oldest.pop(0)
+            self._held -= len(dropped or b"")
+
+    def pop(self, key: str) -> None:
+        """Forget the last change of ``key``, undone (call with :attr:`lock` held)."""
+        stack = self.changes.get(key)
+        if not stack:
+            return  # let go meanwhile, past the budget
+        dropped, _ = stack.pop()
+        self._held -= len(dropped or b"")
+        # Its place in the order: the last one naming key.
+        for index in range(len(self._order) - 1, -1, -1):
+            if self._order[index] == key:
+                del self._order[index]
+                break
+
+
+def _digest(data: bytes | None) -> bytes | None:
+    return None if data is None else hashlib.sha256(data).digest()
 
 
 def _named(workspace: Workspace, path: str) -> tuple[str, ...]:
@@ -658,22 +697,22 @@ def _undo(
     workspace: Workspace,
     resolved: ResolvedPath,
     path: str,
-    history: dict[str, list[tuple[bytes | None, bytes | None]]],
-    lock: threading.Lock,
+    history: _History,
     context: ToolContext,
 ) -> object:
     """``path`` back as before this tool's last change to it, from ``history``; refused,
     changing nothing, when its bytes are not those that change left (someone else changed
     it since: the undo would silently lose that)."""
-    with lock:
-        stack = history.get(str(resolved.real)) or []
+    key = str(resolved.real)
+    with history.lock:
+        stack = history.changes.get(key) or []
         if not stack:
             raise ToolError(f"Error: No edit history found for {path}.", ErrorCode.NOT_FOUND)
         previous, left = stack[-1]
     now = read_bytes(
         workspace.root, resolved.real, resolved.rel, limit=workspace.options.max_file_bytes
     )
-    if now != left:
+    if _digest(now) != left:
         raise ToolError(
             f"Error: {path} was changed since this tool's last edit of it (by someone else); "
             "undo_edit left it as it is. View it and make the change you want with "
@@ -691,8 +730,8 @@ def _undo(
     details = _change(
         workspace, resolved, "undo_edit", current, decoded.text, context, fmt=decoded.format
     )
-    with lock:
-        stack.pop()
+    with history.lock:
+        history.pop(key)
     return tool_output(f"Last edit to {path} undone successfully.", details)
 
 
