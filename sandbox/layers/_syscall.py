@@ -35,12 +35,47 @@ class Arch:
     landlock_restrict_self: int = 446
     # x86_64 also accepts x32 syscalls: the native number with this bit set.
     x32_bit: int | None = None
+    #: Syscalls that set a new or existing file's mode, each ``(number, index of the mode
+    #: argument, index of the open flags or None where the call always creates)``.
+    mode_setters: tuple[tuple[int, int, int | None], ...] = ()
+    openat2: int = 437
 
 
+# Numbers from the kernel's syscall tables (arch/x86/entry/syscalls/syscall_64.tbl,
+# include/uapi/asm-generic/unistd.h); chmod(2), open(2) and mknod(2) give the arguments.
 _X86_64 = Arch(
-    audit_arch=0xC000003E, socket=41, add_key=248, request_key=249, keyctl=250, x32_bit=0x40000000
+    audit_arch=0xC000003E,
+    socket=41,
+    add_key=248,
+    request_key=249,
+    keyctl=250,
+    x32_bit=0x40000000,
+    mode_setters=(
+        (90, 1, None),  # chmod(path, mode)
+        (91, 1, None),  # fchmod(fd, mode)
+        (268, 2, None),  # fchmodat(dirfd, path, mode)
+        (452, 2, None),  # fchmodat2(dirfd, path, mode, flags)
+        (133, 1, None),  # mknod(path, mode, dev)
+        (259, 2, None),  # mknodat(dirfd, path, mode, dev)
+        (85, 1, None),  # creat(path, mode)
+        (2, 2, 1),  # open(path, flags, mode)
+        (257, 3, 2),  # openat(dirfd, path, flags, mode)
+    ),
 )
-_AARCH64 = Arch(audit_arch=0xC00000B7, socket=198, add_key=217, request_key=218, keyctl=219)
+_AARCH64 = Arch(
+    audit_arch=0xC00000B7,
+    socket=198,
+    add_key=217,
+    request_key=218,
+    keyctl=219,
+    mode_setters=(
+        (52, 1, None),  # fchmod
+        (53, 2, None),  # fchmodat
+        (452, 2, None),  # fchmodat2
+        (33, 2, None),  # mknodat
+        (56, 3, 2),  # openat
+    ),
+)
 
 
 def host_arch() -> Arch | None:

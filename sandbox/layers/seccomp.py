@@ -1,4 +1,4 @@
-"""seccomp: network off by refusing to create sockets; no kernel keyrings.
+"""seccomp: network off by refusing to create sockets; no kernel keyrings; no set-id bits.
 
 A classic-BPF filter (Documentation/userspace-api/seccomp_filter.rst, `struct sock_filter`
 from `include/uapi/linux/filter.h`) that makes `socket(2)` fail with EACCES for *every*
@@ -20,6 +20,12 @@ kernel built without keys): keyrings are not namespaced, so a sandboxed process 
 user's uid would otherwise search, read and add keys in the user's own keyrings
 (Kerberos tickets, disk and ecryptfs passphrases), as container runtimes' default filters
 also refuse them.
+And it refuses (EPERM) to set a set-user-ID or set-group-ID bit, as `chmod`, `fchmod`,
+`fchmodat(2)`, `mknod(at)`, `creat` or a creating `open(at)` (`O_CREAT`, `O_TMPFILE`) with
+such a mode: a command run as root (bubblewrap keeps the uid, dropping capabilities) could
+otherwise leave `cp /bin/sh x; chmod 4755 x` in the workspace, a root shell for any user of
+the host. `openat2`, whose mode a filter cannot read, fails with ENOSYS (callers fall back
+to `openat`).
 A syscall made through another architecture's table (32-bit `int 0x80`, where
 `socketcall` lives) kills the process; x32 syscalls (numbers with bit 30 set on x86_64) fail
 with EACCES.
@@ -58,6 +64,11 @@ _RET_K = 0x06  # BPF_RET | BPF_K
 # Offsets in struct seccomp_data.
 _NR = 0
 _ARCH = 4
+_ARGS = 16
+
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+_CREATING = 0o100 | 0o20000000  # O_CREAT | __O_TMPFILE (x86_64 and aarch64)
 
 _SOCK_FILTER = struct.Struct("=HBBI")
 
@@ -74,34 +85,82 @@ def network_filter(arch: Arch | None = None) -> bytes:
     raises OSError(ENOSYS) on an architecture this package has no syscall table for.
     """
     arch = arch or require_arch()
-    eacces = SECCOMP_RET_ERRNO | errno.EACCES
-    enosys = SECCOMP_RET_ERRNO | errno.ENOSYS
-    # Each check jumps forward to one of the three returns at the end.
-    checks: list[tuple[int, int, int]] = []  # (opcode, constant, return index)
-    if arch.x32_bit is not None:
-        checks.append((_JGE_K, arch.x32_bit, 1))
-    checks += [
-        (_JEQ_K, arch.socket, 1),
-        (_JEQ_K, arch.io_uring_setup, 2),
-        (_JEQ_K, arch.io_uring_enter, 2),
-        (_JEQ_K, arch.io_uring_register, 2),
-        (_JEQ_K, arch.pidfd_getfd, 1),
-        (_JEQ_K, arch.add_key, 2),
-        (_JEQ_K, arch.request_key, 2),
-        (_JEQ_K, arch.keyctl, 2),
-    ]
-    returns = [SECCOMP_RET_ALLOW, eacces, enosys, SECCOMP_RET_KILL_PROCESS]
-    program = [
+    # Each line: (opcode, jump if true, jump if false, constant), jumps by label.
+    program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_W_ABS, 0, 0, _ARCH),
-        # Wrong architecture: jump past the whole body to the kill return.
-        (_JEQ_K, 0, len(checks) + 4, arch.audit_arch),
+        # Wrong architecture: the kill return.
+        (_JEQ_K, 0, "kill", arch.audit_arch),
         (_LD_W_ABS, 0, 0, _NR),
     ]
-    for index, (opcode, constant, target) in enumerate(checks):
-        remaining = len(checks) - index - 1
-        program.append((opcode, remaining + target, 0, constant))
-    program += [(_RET_K, 0, 0, value) for value in returns]
-    return b"".join(_SOCK_FILTER.pack(*instruction) for instruction in program)
+    if arch.x32_bit is not None:
+        program.append((_JGE_K, "eacces", 0, arch.x32_bit))
+    for number, target in (
+        (arch.socket, "eacces"),
+        (arch.io_uring_setup, "enosys"),
+        (arch.io_uring_enter, "enosys"),
+        (arch.io_uring_register, "enosys"),
+        (arch.pidfd_getfd, "eacces"),
+        (arch.add_key, "enosys"),
+        (arch.request_key, "enosys"),
+        (arch.keyctl, "enosys"),
+        # openat2's flags and mode are in a struct a filter cannot read: as on a kernel
+        # before 5.6, so that callers fall back to openat.
+        (arch.openat2, "enosys"),
+    ):
+        program.append((_JEQ_K, target, 0, number))
+    # No set-user-ID or set-group-ID bit on a file made or changed here: a program a
+    # sandboxed root made setuid would run as root for any user of the host.
+    for index, (number, mode_at, flags_at) in enumerate(arch.mode_setters):
+        skip = f"after {index}"
+        program.append((_JEQ_K, 0, skip, number))
+        if flags_at is not None:
+            # open and openat set a mode only when they create (O_CREAT, O_TMPFILE).
+            program.append((_LD_W_ABS, 0, 0, _argument(flags_at)))
+            program.append((_JSET_K, 0, "allow", _CREATING))
+        program.append((_LD_W_ABS, 0, 0, _argument(mode_at)))
+        program.append((_JSET_K, "eperm", "allow", _SET_ID_BITS))
+        program.append((skip, 0, 0, 0))  # a label, not an instruction
+    returns = {
+        "allow": SECCOMP_RET_ALLOW,
+        "eacces": SECCOMP_RET_ERRNO | errno.EACCES,
+        "enosys": SECCOMP_RET_ERRNO | errno.ENOSYS,
+        "eperm": SECCOMP_RET_ERRNO | errno.EPERM,
+        "kill": SECCOMP_RET_KILL_PROCESS,
+    }
+    # Labels, each put before its return; the checks fall through to the first, "allow".
+    program += [(name, 0, 0, 0) for name in returns]
+    return _assemble(program, returns)
+
+
+def _assemble(
+    program: list[tuple[int | str, str | int, str | int, int]], returns: dict[str, int]
+) -> bytes:
+    """The instructions of ``program`` with each label resolved to the offset of the
+    instruction after it (a classic-BPF jump counts the instructions it skips); a return's
+    label is followed by its return."""
+    labels: dict[str, int] = {}
+    instructions: list[tuple[int, str | int, str | int, int]] = []
+    for opcode, true, false, constant in program:
+        if isinstance(opcode, str):
+            labels[opcode] = len(instructions)
+            if opcode in returns:
+                instructions.append((_RET_K, 0, 0, returns[opcode]))
+            continue
+        instructions.append((opcode, true, false, constant))
+
+    def offset(at: int, target: str | int) -> int:
+        return target if isinstance(target, int) else labels[target] - at - 1
+
+    return b"".join(
+        _SOCK_FILTER.pack(opcode, offset(at, true), offset(at, false), constant)
+        for at, (opcode, true, false, constant) in enumerate(instructions)
+    )
+
+
+def _argument(index: int) -> int:
+    # struct seccomp_data: nr, arch, instruction_pointer, then six 64-bit arguments; the
+    # low 32 bits (mode and flags fit there) come first on these little-endian machines.
+    return _ARGS + 8 * index
 
 
 def deny_network() -> None:

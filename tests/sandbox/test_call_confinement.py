@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -48,8 +49,7 @@ pytestmark = pytest.mark.anyio
 #: still reaches the kernel's check (and a read-only mount's refusal).
 NEW_OWNER = 12345 if os.geteuid() == 0 else os.getuid()
 NEW_GROUP = 12345 if os.geteuid() == 0 else os.getgid()
-# chown clears the set-user-ID bit, so it comes before chmod; writing updates the mtime,
-# so utime comes last.
+# Writing updates the mtime, so utime comes last.
 KINDS = ("chown", "chmod", "setxattr", "removexattr", "append", "utime")
 
 
@@ -57,7 +57,7 @@ def tamper(path: str) -> dict[str, str]:
     """Each kind of change to ``path``: "ok", or the errno name it failed with."""
     attempts: dict[str, Callable[[], object]] = {
         "chown": lambda: os.chown(path, NEW_OWNER, NEW_GROUP),
-        "chmod": lambda: os.chmod(path, 0o4755),
+        "chmod": lambda: os.chmod(path, 0o751),
         "setxattr": lambda: os.setxattr(path, "user.x", b"planted"),
         "removexattr": lambda: os.removexattr(path, "user.kept"),
         "append": lambda: _append(path),
@@ -94,8 +94,8 @@ def tampered(before: dict[str, Any], capable: bool = os.geteuid() == 0) -> dict[
     """The snapshot of a file every change of ``tamper`` went through; ``capable``: by root
     with its capabilities (CAP_CHOWN gives the file away; else chown is to itself or fails)."""
     return {
-        # Writing clears the set-user-ID bit, unless the writer has CAP_FSETID.
-        "mode": oct(0o104755) if capable else oct(0o100755),
+        # No set-id bit: the sandbox refuses those anywhere (see the set-id test below).
+        "mode": oct(0o100751),
         "owner": (NEW_OWNER, NEW_GROUP) if capable else before["owner"],
         "mtime_ns": 0,
         "xattrs": {"user.x": b"planted"},
@@ -377,6 +377,40 @@ async def test_sandboxed_code_cannot_read_a_host_processs_environment(
         )
         seen = result.stdout.complete.decode() or result.stderr.complete.decode()
     assert seen == ("secret" if mode == "plain" else "ENOENT")
+
+
+def make_setuid(path: str) -> str:
+    """Copy a shell to ``path`` and try to make it set-user-ID: its mode after, or why not."""
+    shutil.copyfile("/bin/sh", path)
+    try:
+        os.chmod(path, 0o4755)
+    except OSError as exc:
+        return f"{errno.errorcode[exc.errno or 0]} {oct(os.stat(path).st_mode & 0o7777)}"
+    return oct(os.stat(path).st_mode & 0o7777)
+
+
+@pytest.mark.parametrize("mode", ["plain", "call", "landlock command", "bubblewrap command"])
+async def test_sandboxed_code_leaves_no_set_id_program(
+    new_box: NewBox, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run by root, whose uid the sandbox keeps, a setuid copy of a shell left in the
+    # workspace would give any user of the host a root shell.
+    target = str(workspace / "rootsh")
+    if mode == "plain":
+        seen = await new_box(layers=False, network=True).call(make_setuid, target)
+    elif mode == "call":
+        seen = await new_box(writable=[str(workspace)]).call(make_setuid, target)
+    else:
+        box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
+        main = f"print(make_setuid({target!r}), end='')\n"
+        head = "import shutil\n"
+        result = await box.run(
+            [sys.executable, "-c", head + _script(make_setuid, main=main)], cwd=str(workspace)
+        )
+        seen = result.stdout.complete.decode() or result.stderr.complete.decode()
+    assert seen == ("0o4755" if mode == "plain" else "EPERM 0o644")
+    expected = 0o4755 if mode == "plain" else 0o644
+    assert stat.S_IMODE(os.stat(target).st_mode) == expected  # the host's view
 
 
 # --- what is not enforceable is not claimed -------------------------------------------

@@ -12,6 +12,7 @@ import signal
 import socket
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,89 @@ def test_syscall_through_the_32_bit_table_kills_the_process() -> None:
 
     assert in_child(check, filtered=False) == "same pid"
     assert in_child(check, filtered=True) == f"signal {signal.SIGSYS.value}"
+
+
+def set_id_attempts(directory: str) -> Callable[[], str]:
+    """Each way to give a file in ``directory`` a set-id bit, and the mode it then has
+    (or the errno name it failed with); and the plain modes that must still work."""
+
+    def check() -> str:
+        seen = []
+        target = os.path.join(directory, "shell")
+        with open(target, "wb") as handle:
+            handle.write(b"#!/bin/sh\n")
+
+        def mode_of(path: str) -> str:
+            return oct(os.stat(path).st_mode & 0o7777)
+
+        attempts: list[tuple[str, Callable[[], str]]] = [
+            ("chmod", lambda: (os.chmod(target, 0o4755), mode_of(target))[1]),
+            ("chmod g+s", lambda: (os.chmod(target, 0o2755), mode_of(target))[1]),
+            ("fchmod", lambda: _fchmod(target, 0o4755)),
+            ("open", lambda: _created(os.path.join(directory, "o"), 0o4755)),
+            ("mknod", lambda: (os.mknod(os.path.join(directory, "n"), 0o104755), "made")[1]),
+            ("chmod 755", lambda: (os.chmod(target, 0o755), mode_of(target))[1]),
+            ("open 755", lambda: _created(os.path.join(directory, "p"), 0o755)),
+            ("open existing", lambda: _opened(target, 0o4755)),
+        ]
+        for name, attempt in attempts:
+            try:
+                seen.append(f"{name}: {attempt()}")
+            except OSError as exc:
+                seen.append(f"{name}: {errno.errorcode[exc.errno or 0]}")
+        return "; ".join(seen)
+
+    return check
+
+
+def _fchmod(path: str, mode: int) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return oct(os.stat(path).st_mode & 0o7777)
+
+
+def _created(path: str, mode: int) -> str:
+    os.umask(0o022)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    return oct(os.stat(path).st_mode & 0o7777)
+
+
+def _opened(path: str, mode: int) -> str:
+    # A mode without O_CREAT is ignored by the kernel: no reason to refuse the open.
+    os.close(os.open(path, os.O_RDONLY, mode))
+    return "opened"
+
+
+def test_no_file_gets_a_set_id_bit(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    filtered = tmp_path / "filtered"
+    plain.mkdir()
+    filtered.mkdir()
+    assert in_child(set_id_attempts(str(plain)), filtered=False) == (
+        "chmod: 0o4755; chmod g+s: 0o2755; fchmod: 0o4755; open: 0o4755; mknod: made; "
+        "chmod 755: 0o755; open 755: 0o755; open existing: opened"
+    )
+    assert in_child(set_id_attempts(str(filtered)), filtered=True) == (
+        "chmod: EPERM; chmod g+s: EPERM; fchmod: EPERM; open: EPERM; mknod: EPERM; "
+        "chmod 755: 0o755; open 755: 0o755; open existing: opened"
+    )
+    assert not (filtered / "o").exists() and not (filtered / "n").exists()
+
+
+def test_openat2_looks_absent() -> None:
+    # Its mode is in a struct the filter cannot read: ENOSYS, so that callers use openat.
+    def check() -> str:
+        try:
+            syscall(require_arch().openat2, -100, b"/", None, 0)
+        except OSError as exc:
+            return errno.errorcode[exc.errno or 0]
+        return "opened"
+
+    unfiltered = in_child(check, filtered=False)
+    if unfiltered == "ENOSYS":
+        pytest.skip("this kernel has no openat2")
+    assert unfiltered == "EINVAL"  # a struct open_how of size 0
+    assert in_child(check, filtered=True) == "ENOSYS"
