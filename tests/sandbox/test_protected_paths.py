@@ -28,6 +28,8 @@ from sandbox.layers import (
 )
 from tests._waiting import poll
 from tests.sandbox._boxes import force_landlock
+from workspace_tools import ErrorCode, invoke_tool
+from workspace_tools.tools import workspace_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -334,3 +336,44 @@ def test_what_a_command_planted_is_set_aside_when_its_caller_is_stopped(
     seen = poll(lambda: sorted(p.name for p in workspace.iterdir()), lambda s: ".git" not in s)
     assert seen == [".git.sandbox-blocked"], seen
     assert git(workspace, "status").returncode != 0  # no repository left at the root
+
+
+KEPT_TEXT = (
+    "{} is kept from tools and commands in the sandbox (tools on the host, such as git, "
+    "direnv or an editor, run what it holds), so it was not written; leave the change to "
+    "the user"
+)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "shown"),
+    [
+        ("write_file", {"path": ".vscode/tasks.json", "content": "{}"}, ".vscode/tasks.json"),
+        ("write_file", {"path": "sub/../.husky/pre-commit", "content": "x"}, ".husky/pre-commit"),
+        ("edit_file", {"path": ".envrc", "old_text": "A=1", "new_text": "A=2"}, ".envrc"),
+        ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}, ".git/hooks/pre-commit"),
+    ],
+)
+async def test_a_sandboxed_file_tool_refuses_a_kept_path_and_says_so(
+    repo: Path, tool: str, arguments: dict[str, Any], shown: str
+) -> None:
+    # Before: one the child created was set aside after the call (NAME.sandbox-blocked)
+    # while its result said it was written.
+    (repo / "sub").mkdir()
+    box = Sandbox(writable=[str(repo)])
+    try:
+        tools = {t.name: t for t in workspace_tools(repo, sandbox=box)}
+        before = sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*"))
+        result = await invoke_tool(tools[tool], arguments)
+        assert (result.error_code, result.error) == (
+            ErrorCode.PERMISSION_DENIED,
+            KEPT_TEXT.format(shown),
+        )
+        assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*")) == before
+        assert (repo / ".envrc").read_text() == "export A=1\n"
+        read = await invoke_tool(tools["read_file"], {"path": ".envrc"})
+        assert read.error is None, read.error
+        written = await invoke_tool(tools["write_file"], {"path": "notes.txt", "content": "x"})
+        assert written.error is None, written.error
+    finally:
+        box.close()

@@ -16,7 +16,9 @@ from pydantic import BaseModel
 
 from sandbox import Sandbox, UnpicklableCall
 from workspace_tools._child_call import PortableArgs, execute_in_child
+from workspace_tools._errors import ErrorCode, ToolError
 from workspace_tools._tool import Tool
+from workspace_tools.workspace._paths import shown_path
 
 
 class _PausedDeadline:
@@ -79,6 +81,8 @@ async def call_in_sandbox(
     locks: list[threading.Lock] = []
     if workspace is not None and tool.paths is not None:
         reals = workspace.named_files(tool.paths(args))
+        if not tool.read_only:
+            _refuse_kept(sandbox, workspace.root, reals)
         if tool.locks_paths:
             locks = [workspace.file_states.lock(real) for real in reals]
     if state is not None and state.lock is not None:
@@ -123,6 +127,33 @@ async def call_in_sandbox(
     finally:
         for lock in reversed(held):
             lock.release()
+
+
+def _refuse_kept(sandbox: Sandbox, root: Path, reals: list[Path]) -> None:
+    """Refuse a writing call naming a path the sandbox keeps from its children (a host
+    exec path such as ``.envrc`` or ``.git``, a denied one): the child would fail on one
+    that exists, and one it created would be set aside after it (``NAME.sandbox-blocked``)
+    while its result said it was written.
+
+    Raises:
+        ToolError: ``PERMISSION_DENIED`` naming the path.
+    """
+    confinement = sandbox.confinement
+    kept = (*confinement.read_only, *confinement.read_denied)
+    for real in reals:
+        text = str(real)
+        for path in kept:
+            if text == path or text.startswith(path.rstrip("/") + "/"):
+                try:
+                    shown = shown_path(real.relative_to(root).as_posix())
+                except ValueError:
+                    shown = shown_path(text)
+                raise ToolError(
+                    f"{shown} is kept from tools and commands in the sandbox (tools on the "
+                    "host, such as git, direnv or an editor, run what it holds), so it was "
+                    "not written; leave the change to the user",
+                    ErrorCode.PERMISSION_DENIED,
+                )
 
 
 async def _acquire(lock: threading.Lock, held: list[threading.Lock]) -> None:
