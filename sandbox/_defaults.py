@@ -68,6 +68,10 @@ HOST_EXEC_PATHS: tuple[str, ...] = (
     ".devcontainer",  # initializeCommand runs on the host
     ".husky",  # git hooks installed by husky (core.hooksPath)
     ".pre-commit-config.yaml",  # commands the pre-commit hook runs
+    ".claude",  # Claude Code: settings.json hooks run shell commands on the host
+    ".mcp.json",  # MCP servers a coding assistant starts for the project
+    ".cursor",  # Cursor: mcp.json servers, as above
+    ".gemini",  # Gemini CLI: settings.json MCP servers and tool discovery commands
 )
 
 
