@@ -37,6 +37,7 @@ from sandbox.layers import (
     userns,
 )
 from sandbox.layers._confinement import Confinement, pinned_directories
+from sandbox.layers._syscall import drop_capabilities
 
 #: The descriptor a bubblewrapped command's supervisor puts the seccomp filter on.
 SECCOMP_FD = 3
@@ -287,6 +288,12 @@ def apply_child_layers(
         landlock.apply(confinement)
     if SECCOMP in names:
         seccomp.deny_network()
+    elif MOUNT_NAMESPACE in names:
+        # Network on: the filter's other refusals still keep the mounts read-only (the new
+        # mount API) and files without set-id bits.
+        seccomp.deny_network(network_off=False)
+    if MOUNT_NAMESPACE in names:
+        drop_capabilities()
 
 
 def seccomp_filter() -> bytes:

@@ -39,6 +39,8 @@ class Arch:
     #: argument, index of the open flags or None where the call always creates)``.
     mode_setters: tuple[tuple[int, int, int | None], ...] = ()
     openat2: int = 437
+    #: Syscalls that change mounts (the classic ones, then the new mount API of 5.2 on).
+    mounting: tuple[int, ...] = ()
 
 
 # Numbers from the kernel's syscall tables (arch/x86/entry/syscalls/syscall_64.tbl,
@@ -50,6 +52,9 @@ _X86_64 = Arch(
     request_key=249,
     keyctl=250,
     x32_bit=0x40000000,
+    # mount, umount2, pivot_root; open_tree, move_mount, fsopen, fsconfig, fsmount, fspick,
+    # mount_setattr, open_tree_attr
+    mounting=(165, 166, 155, 428, 429, 430, 431, 432, 433, 442, 467),
     mode_setters=(
         (90, 1, None),  # chmod(path, mode)
         (91, 1, None),  # fchmod(fd, mode)
@@ -68,6 +73,7 @@ _AARCH64 = Arch(
     add_key=217,
     request_key=218,
     keyctl=219,
+    mounting=(40, 39, 41, 428, 429, 430, 431, 432, 433, 442, 467),
     mode_setters=(
         (52, 1, None),  # fchmod
         (53, 2, None),  # fchmodat
@@ -134,6 +140,38 @@ def set_no_new_privs() -> None:
     no_new_privs.rst).
     """
     prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522  # include/uapi/linux/capability.h
+
+
+def drop_capabilities() -> None:
+    """Give up every capability for good (capabilities(7)): the bounding set (so that no
+    exec, a root one included, gets any back), the ambient set, then the effective,
+    permitted and inheritable sets. A root child keeps its uid but may then do only what
+    the files' modes let it, as under bubblewrap: no ``setxattr`` of file capabilities,
+    no device node, no chown to another user, no mount.
+
+    Raises:
+        OSError: the kernel refused (the child must not go on to run untrusted work).
+    """
+    c = libc()
+    for capability in range(64):
+        if c.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(capability), 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            if code == errno.EINVAL:
+                break  # past the last capability this kernel knows
+            raise OSError(code, f"prctl(PR_CAPBSET_DROP): {os.strerror(code)}")
+    # EINVAL on a kernel before 4.3, which has no ambient set.
+    c.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: twice 32 bits
+    if c.capset(header, data) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"capset: {os.strerror(code)}")
 
 
 def require_arch() -> Arch:

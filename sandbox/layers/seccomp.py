@@ -84,7 +84,17 @@ def network_filter(arch: Arch | None = None) -> bytes:
     This is the format bubblewrap's `--seccomp FD` reads. `arch` defaults to the host's;
     raises OSError(ENOSYS) on an architecture this package has no syscall table for.
     """
-    arch = arch or require_arch()
+    return _program(arch or require_arch(), network_off=True)
+
+
+@functools.lru_cache(maxsize=4)
+def hardening_filter(arch: Arch | None = None) -> bytes:
+    """`network_filter` without its refusal of sockets: for a child with network on whose
+    mount namespace and files the rest of the filter must still keep (see the module)."""
+    return _program(arch or require_arch(), network_off=False)
+
+
+def _program(arch: Arch, network_off: bool) -> bytes:
     # Each line: (opcode, jump if true, jump if false, constant), jumps by label.
     program: list[tuple[int, str | int, str | int, int]] = [
         (_LD_W_ABS, 0, 0, _ARCH),
@@ -94,8 +104,9 @@ def network_filter(arch: Arch | None = None) -> bytes:
     ]
     if arch.x32_bit is not None:
         program.append((_JGE_K, "eacces", 0, arch.x32_bit))
+    if network_off:
+        program.append((_JEQ_K, "eacces", 0, arch.socket))
     for number, target in (
-        (arch.socket, "eacces"),
         (arch.io_uring_setup, "enosys"),
         (arch.io_uring_enter, "enosys"),
         (arch.io_uring_register, "enosys"),
@@ -106,6 +117,10 @@ def network_filter(arch: Arch | None = None) -> bytes:
         # openat2's flags and mode are in a struct a filter cannot read: as on a kernel
         # before 5.6, so that callers fall back to openat.
         (arch.openat2, "enosys"),
+        # The mount namespace's read-only mounts hold only while no mount changes:
+        # Landlock refuses mount(2) but not the new mount API (open_tree a copy of a
+        # read-only mount, mount_setattr it writable).
+        *((number, "eperm") for number in arch.mounting),
     ):
         program.append((_JEQ_K, target, 0, number))
     # No set-user-ID or set-group-ID bit on a file made or changed here: a program a
@@ -163,8 +178,9 @@ def _argument(index: int) -> int:
     return _ARGS + 8 * index
 
 
-def deny_network() -> None:
-    """Install `network_filter()` on the calling thread and everything it execs or forks.
+def deny_network(network_off: bool = True) -> None:
+    """Install `network_filter()` (`hardening_filter()` when not `network_off`) on the
+    calling thread and everything it execs or forks.
 
     Call it in a single-threaded child right before exec (a filter installed with prctl
     binds only the calling thread). Sets PR_SET_NO_NEW_PRIVS first, which an unprivileged
@@ -172,7 +188,7 @@ def deny_network() -> None:
     CONFIG_SECCOMP_FILTER, ENOSYS on an unknown architecture).
     """
     # The program is built once per process (cached): a forked child then only installs it.
-    program = network_filter()
+    program = network_filter() if network_off else hardening_filter()
     instructions = len(program) // _SOCK_FILTER.size
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(instructions, ctypes.cast(buffer, ctypes.c_void_p))

@@ -149,12 +149,14 @@ async def test_call_cannot_change_metadata_outside_the_workspace(
     seen = await box.call(lambda: (tamper(str(outside)), tamper(str(inside))))
 
     confined = mode == "sandbox"
-    assert seen == (
-        dict.fromkeys(KINDS, "EROFS" if confined else "ok"),
-        dict.fromkeys(KINDS, "ok"),
-    )
+    # A sandboxed call has no capability left: root cannot give a file away, even its own.
+    capable = os.geteuid() == 0 and not confined
+    inside_seen = dict.fromkeys(KINDS, "ok")
+    if os.geteuid() == 0 and not capable:
+        inside_seen["chown"] = "EPERM"
+    assert seen == (dict.fromkeys(KINDS, "EROFS" if confined else "ok"), inside_seen)
     assert snapshot(outside) == (before if confined else tampered(before))
-    assert snapshot(inside) == tampered(before)
+    assert snapshot(inside) == tampered(before, capable)
 
 
 def command_box(
@@ -195,8 +197,8 @@ async def test_command_cannot_change_metadata_outside_the_workspace(
     )
 
     confined = mode != "plain"
-    # Bubblewrap drops every capability: root cannot give a file away, even its own.
-    capable = os.geteuid() == 0 and mode != "bubblewrap"
+    # The layers drop every capability: root cannot give a file away, even its own.
+    capable = os.geteuid() == 0 and not confined
     inside_seen = dict.fromkeys(KINDS, "ok")
     if os.geteuid() == 0 and not capable:
         inside_seen["chown"] = "EPERM"
@@ -411,6 +413,55 @@ async def test_sandboxed_code_leaves_no_set_id_program(
     assert seen == ("0o4755" if mode == "plain" else "EPERM 0o644")
     expected = 0o4755 if mode == "plain" else 0o644
     assert stat.S_IMODE(os.stat(target).st_mode) == expected  # the host's view
+
+
+def privileged_attempts(directory: str) -> dict[str, str]:
+    """What root's capabilities would allow in ``directory``, each "ok" or its errno name:
+    file capabilities on a program, a device node, a mount by the new mount API."""
+    import ctypes
+
+    seen = {}
+    program = os.path.join(directory, "program")
+    with open(program, "wb") as handle:
+        handle.write(b"#!/bin/sh\n")
+    # cap_setuid+ep as a VFS_CAP_REVISION_2 structure (linux/capability.h).
+    caps = (0x02000001).to_bytes(4, "little") + (1 << 7).to_bytes(4, "little") + bytes(12)
+    attempts = {
+        "setxattr": lambda: os.setxattr(program, "security.capability", caps),
+        "mknod": lambda: os.mknod(os.path.join(directory, "disk"), 0o60666, os.makedev(8, 0)),
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            seen[name] = "ok"
+        except OSError as exc:
+            seen[name] = errno.errorcode[exc.errno or 0]
+    libc = ctypes.CDLL(None, use_errno=True)
+    # open_tree(AT_FDCWD, "/", OPEN_TREE_CLONE | AT_RECURSIVE): a copy of a read-only mount
+    # that mount_setattr could make writable.
+    fd = libc.syscall(428, -100, b"/", 1 | 0x8000)
+    seen["open_tree"] = "ok" if fd >= 0 else errno.errorcode[ctypes.get_errno()]
+    if fd >= 0:
+        os.close(fd)
+    return seen
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root has these capabilities to lose")
+@pytest.mark.parametrize("mode", ["plain", "call", "call with network"])
+async def test_a_root_call_has_no_capability_left(
+    new_box: NewBox, workspace: Path, mode: str
+) -> None:
+    if mode == "plain":
+        box = new_box(layers=False, network=True)
+    else:
+        box = new_box(writable=[str(workspace)], network=mode == "call with network")
+    seen = await box.call(privileged_attempts, str(workspace))
+    if mode == "plain":
+        assert seen == {"setxattr": "ok", "mknod": "ok", "open_tree": "ok"}
+    else:
+        assert seen == {"setxattr": "EPERM", "mknod": "EPERM", "open_tree": "EPERM"}
+        assert "security.capability" not in os.listxattr(workspace / "program")
+        assert not (workspace / "disk").exists()
 
 
 # --- what is not enforceable is not claimed -------------------------------------------
