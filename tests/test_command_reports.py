@@ -78,6 +78,10 @@ def test_git_is_told_not_to_prompt_for_credentials(tmp_path: Path) -> None:
 
 # Background processes holding the output pipes
 
+#: Ends a command once its background job has exec'd sleep: until then the job is a copy
+#: of bash (or nohup, setsid), and the note names what is running when the command ends.
+EXECED = '; until [ "$(cat /proc/$!/comm 2>/dev/null)" = sleep ]; do sleep 0.01; done'
+
 
 @pytest.mark.parametrize(
     ("report", "command", "stdout"),
@@ -100,7 +104,7 @@ def test_git_is_told_not_to_prompt_for_credentials(tmp_path: Path) -> None:
 def test_a_process_left_running_does_not_hold_the_call(
     tmp_path: Path, marker: str, report: str, command: str, stdout: str
 ) -> None:
-    out = content(tmp_path, command)
+    out = content(tmp_path, command + EXECED)
     assert out == {"exit_code": 0, "stdout": stdout, "stderr": "", "note": STOPPED_SLEEP}, report
     assert survivors(marker) == []
 
