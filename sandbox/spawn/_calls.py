@@ -530,6 +530,12 @@ async def _run_on_worker(
         while True:
             if result_open and _read_available(result_r, received):
                 result_open = False
+            if len(received) >= 8 and int.from_bytes(received[:8], "big") > RESULT_BYTES:
+                raise SandboxError(
+                    f"the sandboxed call's result is {int.from_bytes(received[:8], 'big'):,} "
+                    f"bytes, over the {RESULT_BYTES:,} bytes a result may have; it was "
+                    "stopped"
+                )
             if _complete(received):
                 finished = True
                 return bytes(received[8:]), None
@@ -771,6 +777,11 @@ def _unserved(fn: Callable[..., Any], exc: Exception) -> str:
             "another function or in __main__ goes by value)"
         )
     return "the sandbox's worker process ended before the call started, twice"
+
+
+#: The most bytes a call's pickled outcome may have: the caller holds it, twice while it
+#: is loaded, whatever the call's own memory limit (a child may stream what it never held).
+RESULT_BYTES = 512 << 20
 
 
 def _complete(received: bytearray) -> bool:

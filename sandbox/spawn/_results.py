@@ -30,21 +30,19 @@ import enum
 import io
 import pickle
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from sandbox._errors import SandboxError
 
-_BUILTIN_TYPES = frozenset(
-    {bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset}
-    | {slice, range}
-)
+#: Builtin types a pickle names (the rest have opcodes of their own). Not ``range`` nor
+#: the containers: called with one, ``deque`` or ``Counter`` would fill the caller's memory.
+_BUILTIN_TYPES = frozenset({complex, slice})
 
 #: Value types of the standard library, by module and name, as pickles name them.
 _VALUE_TYPES = {
     "datetime": frozenset({"date", "time", "datetime", "timedelta", "timezone"}),
     "pathlib": frozenset({"PurePath", "PurePosixPath", "PureWindowsPath", "Path", "PosixPath"}),
     "decimal": frozenset({"Decimal"}),
-    "fractions": frozenset({"Fraction"}),
     "uuid": frozenset({"UUID"}),
     "collections": frozenset({"OrderedDict", "deque", "Counter", "defaultdict"}),
     "array": frozenset({"array"}),
@@ -54,7 +52,24 @@ _VALUE_TYPES = {
 _BUILDERS = {("array", "_array_reconstructor")}
 
 
-class _OutcomeUnpickler(pickle.Unpickler):
+class _OutcomeUnpickler(pickle._Unpickler):  # type: ignore[name-defined]
+    """Python's own unpickler (the C one cannot be told what BUILD may change), resolving
+    names by :func:`_allowed` and refusing to BUILD a class: a pickle's BUILD sets the
+    attributes of the object below it, and on a class object itself that would change the
+    class in the caller (``SandboxLimits.rlimits`` made to return nothing)."""
+
+    dispatch: ClassVar[dict[int, Any]] = dict(pickle._Unpickler.dispatch)  # type: ignore[attr-defined]
+
+    def load_build(self) -> None:
+        if isinstance(self.stack[-2], type):
+            raise SandboxError(
+                "the sandboxed call's result changes the class "
+                f"{self.stack[-2].__qualname__}, which the sandbox does not do in this process"
+            )
+        pickle._Unpickler.load_build(self)  # type: ignore[attr-defined]
+
+    dispatch[pickle.BUILD[0]] = load_build
+
     def find_class(self, module: str, name: str) -> Any:
         found = _allowed(module, name)
         if found is None:

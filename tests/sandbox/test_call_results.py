@@ -11,6 +11,7 @@ import decimal
 import enum
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import uuid
@@ -23,6 +24,8 @@ import pydantic
 import pytest
 
 from sandbox import SandboxError
+from sandbox.spawn import _calls
+from sandbox.spawn._results import load_outcome
 from tests.sandbox._boxes import NewBox
 from workspace_tools import ErrorCode, ToolError, invoke_tool
 from workspace_tools.tools import workspace_tools
@@ -51,7 +54,7 @@ class Model(pydantic.BaseModel):
 def data_of_every_kind() -> dict[str, Any]:
     return {
         "plain": [1, 2.5, 3j, "é", b"\xff", bytearray(b"x"), (1,), {1}, frozenset({2}), None],
-        "ranges": [slice(1, 2), range(3)],
+        "slices": [slice(1, 2, 3)],
         "time": [datetime.datetime(2026, 12, 4, 21, 0), datetime.timedelta(seconds=3)],
         "path": pathlib.PurePosixPath("/a/b"),
         "numbers": [decimal.Decimal("1.10")],
@@ -165,3 +168,68 @@ async def test_a_command_forging_its_calls_result_runs_nothing_in_the_caller(
         run, {"command": f"{sys.executable} forge.py {marker}; sleep 0.2"}, sandbox=box
     )
     assert not marker.exists(), (f"{marker} was made by the caller", result)
+
+
+def pickled_class_change(cls: type, name: str, value: int) -> bytes:
+    """An outcome pickle whose BUILD sets ``cls.name = value`` on the class object itself
+    (a slot state), as a hostile child may write one by hand."""
+    text = pickle.SHORT_BINUNICODE
+    return b"".join(
+        [
+            pickle.PROTO + b"\x04",
+            text + b"\x02ok",
+            pickle.GLOBAL + f"{cls.__module__}\n{cls.__qualname__}\n".encode(),
+            pickle.NONE + pickle.EMPTY_DICT,
+            text + bytes([len(name)]) + name.encode() + pickle.BININT1 + bytes([value]),
+            pickle.SETITEM + pickle.TUPLE2 + pickle.BUILD + pickle.TUPLE2 + pickle.STOP,
+        ]
+    )
+
+
+def test_a_result_changing_a_class_is_refused_and_the_class_stays() -> None:
+    data = pickled_class_change(Point, "x", 99)
+    with pytest.raises(SandboxError) as refused:
+        load_outcome(data)
+    assert str(refused.value) == (
+        "the sandboxed call's result changes the class Point, which the sandbox does not "
+        "do in this process"
+    )
+    assert "x" not in vars(Point)
+    # The pickle is what it says: unrestricted, it changes the class.
+    try:
+        assert pickle.loads(data)[1] is Point and vars(Point)["x"] == 99
+    finally:
+        del Point.x
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("builtins", "range"), ("builtins", "list"), ("fractions", "Fraction")],
+)
+def test_a_result_cannot_make_the_caller_compute_or_allocate(module: str, name: str) -> None:
+    # deque(range(10**12)) or Fraction("1e30000000") would hold the caller for minutes.
+    data = pickle.PROTO + b"\x04" + pickle.GLOBAL + f"{module}\n{name}\n".encode() + pickle.STOP
+    with pytest.raises(SandboxError) as refused:
+        load_outcome(data)
+    assert f"result names {module}.{name}, which the sandbox does not rebuild" in str(refused.value)
+
+
+def returns_bytes(size: int) -> bytes:
+    return b"x" * size
+
+
+async def test_a_result_over_its_size_is_refused_and_the_next_call_runs(
+    new_box: NewBox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The caller holds a result whole, whatever the call's memory limit: a child that
+    # streams a length of 2**62 would otherwise fill the caller's memory.
+    monkeypatch.setattr(_calls, "RESULT_BYTES", 4096)
+    box = new_box(writable=[str(tmp_path)])
+    with pytest.raises(SandboxError) as refused:
+        await box.call(returns_bytes, 8192)
+    size = len(pickle.dumps(("ok", b"x" * 8192), protocol=pickle.HIGHEST_PROTOCOL))
+    assert str(refused.value) == (
+        f"the sandboxed call's result is {size:,} bytes, over the 4,096 bytes a result may have; "
+        "it was stopped"
+    )
+    assert await box.call(returns_bytes, 10) == b"x" * 10
