@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from tests._processes import survivors
 from tests._waiting import poll
-from workspace_tools import ToolContext, ToolSession, invoke_tool_sync, tool
+from workspace_tools import ToolContext, ToolSession, invoke_tool_sync, tool, workspace_tools
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -317,3 +317,33 @@ def test_an_exception_of_a_sync_tool_is_its_calls_error() -> None:
     result = invoke_tool_sync(failing, {})
     assert result.error_code == "TOOL_ERROR"
     assert "no such thing" in (result.error or "")
+
+
+@pytest.mark.parametrize(
+    ("limits", "error", "message"),
+    [
+        ({"timeout": "3"}, TypeError, "timeout must be seconds as a number (or None), not str '3'"),
+        (
+            {"timeout": True},
+            TypeError,
+            "timeout must be seconds as a number (or None), not bool True",
+        ),
+        ({"timeout": 0}, ValueError, "timeout must be above 0 seconds and finite, not 0"),
+        ({"timeout": -1.5}, ValueError, "timeout must be above 0 seconds and finite, not -1.5"),
+        ({"max_result_length": -1}, ValueError, "max_result_length must be 0 or more, not -1"),
+        (
+            {"max_result_length": 2.5},
+            TypeError,
+            "max_result_length must be a whole number of characters (or None), not float 2.5",
+        ),
+    ],
+)
+def test_a_callers_limits_of_the_wrong_kind_are_refused_before_anything_runs(
+    tmp_path: Path, limits: dict[str, object], error: type[Exception], message: str
+) -> None:
+    # A value from a configuration file ("3") gave a bare TypeError from deep inside.
+    write = {t.name: t for t in workspace_tools(tmp_path)}["write_file"]
+    with pytest.raises(error) as raised:
+        invoke_tool_sync(write, {"path": "a.txt", "content": "x"}, **limits)
+    assert str(raised.value) == message
+    assert not (tmp_path / "a.txt").exists()

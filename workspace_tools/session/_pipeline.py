@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -351,7 +352,9 @@ async def invoke_tool(
     exception is ``TOOL_ERROR`` with its message; a crashed sandbox child is ``SANDBOX_ERROR``.
 
     Raises:
-        TypeError: ``on_update`` is an ``async def`` function (see :func:`check_on_update`).
+        TypeError: ``on_update`` is an ``async def`` function (see :func:`check_on_update`);
+            ``timeout`` is not a number, ``max_result_length`` not an int.
+        ValueError: ``timeout`` is not above 0 and finite; ``max_result_length`` below 0.
     """
     check_on_update(on_update)
     call = prepare(tool, arguments, call_id)
@@ -362,6 +365,32 @@ async def invoke_tool(
         max_result_length=max_result_length,
         sandbox=sandbox,
     )
+
+
+def _check_limits(timeout: object, max_result_length: object) -> None:
+    """Refuse a caller's timeout that is not a number of seconds above 0, or a
+    ``max_result_length`` that is not a whole number of characters from 0 (a string from a
+    configuration file, say), before anything runs.
+
+    Raises:
+        TypeError: of the wrong type; ValueError: out of range.
+    """
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(
+                f"timeout must be seconds as a number (or None), not {type(timeout).__name__} "
+                f"{timeout!r}"
+            )
+        if not 0 < timeout < math.inf:
+            raise ValueError(f"timeout must be above 0 seconds and finite, not {timeout!r}")
+    if max_result_length is not None:
+        if isinstance(max_result_length, bool) or not isinstance(max_result_length, int):
+            raise TypeError(
+                "max_result_length must be a whole number of characters (or None), not "
+                f"{type(max_result_length).__name__} {max_result_length!r}"
+            )
+        if max_result_length < 0:
+            raise ValueError(f"max_result_length must be 0 or more, not {max_result_length}")
 
 
 async def run_call(
@@ -376,6 +405,7 @@ async def run_call(
     the tool's own :attr:`Tool.sandbox`, else in process) and build its result; a call whose
     arguments did not validate gives its error and never executes. Arguments as for
     :func:`invoke_tool`."""
+    _check_limits(timeout, max_result_length)
     tool = call.tool
     started = time.perf_counter()
     limit = DEFAULT_MAX_RESULT_LENGTH if max_result_length is None else max_result_length
