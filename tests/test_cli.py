@@ -495,3 +495,13 @@ def test_a_pattern_over_lines_gets_no_caret_that_cannot_line_up(tmp_path: Path) 
         "The pattern is a Python regex; escape special characters such as ( [ { . * + ? with "
         "a backslash to match them literally."
     )
+
+
+def test_call_without_a_tool_names_only_the_tool_as_required() -> None:
+    # key=value pairs are optional (a tool may take none, or --json): the usage error said
+    # they were required too.
+    done = cli("call")
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (
+        2,
+        "workspace-tools call: error: the following arguments are required: tool",
+    )

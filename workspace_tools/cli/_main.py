@@ -555,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     call = sub.add_parser("call", help="run one tool call and print its result")
     call.add_argument("tool", help="tool name, e.g. read_file")
-    call.add_argument("pairs", nargs="*", metavar="key=value", help="tool arguments")
+    call.add_argument("pairs", nargs="*", default=[], metavar="key=value", help="tool arguments")
     call.add_argument(
         "--json", help="tool arguments as one JSON object (key=value pairs may add others)"
     )
