@@ -366,19 +366,30 @@ async def test_sandboxed_code_cannot_read_a_host_processs_environment(
     # get a PID namespace of their own.
     if mode in ("call", "landlock command") and os.geteuid() != 0:
         pytest.skip("a procfs of a call's own needs root; as another user /proc stays the host's")
-    pid = secret_holder.pid
-    if mode == "plain":
-        seen = await new_box(layers=False, network=True).call(read_environ, pid)
-    elif mode == "call":
-        seen = await new_box(writable=[str(workspace)]).call(read_environ, pid)
-    else:
-        box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
-        main = f"print(read_environ({pid}), end='')\n"
-        result = await box.run(
-            [sys.executable, "-c", _script(read_environ, main=main)], cwd=str(workspace)
-        )
-        seen = result.stdout.complete.decode() or result.stderr.complete.decode()
+    seen = await run_where(mode, read_environ, secret_holder.pid, new_box, workspace, monkeypatch)
     assert seen == ("secret" if mode == "plain" else "ENOENT")
+
+
+async def run_where(
+    mode: str,
+    fn: Callable[..., str],
+    argument: object,
+    new_box: NewBox,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    """``fn(argument)`` run with no layers (``"plain"``), as a sandboxed call, or in a
+    sandboxed command (``"landlock command"``, ``"bubblewrap command"``, printing it)."""
+    if mode == "plain":
+        return str(await new_box(layers=False, network=True).call(fn, argument))
+    if mode == "call":
+        return str(await new_box(writable=[str(workspace)]).call(fn, argument))
+    box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
+    main = f"print({fn.__name__}({argument!r}), end='')\n"
+    result = await box.run(
+        [sys.executable, "-c", "import shutil\n" + _script(fn, main=main)], cwd=str(workspace)
+    )
+    return result.stdout.complete.decode() or result.stderr.complete.decode()
 
 
 def make_setuid(path: str) -> str:
@@ -398,18 +409,7 @@ async def test_sandboxed_code_leaves_no_set_id_program(
     # Run by root, whose uid the sandbox keeps, a setuid copy of a shell left in the
     # workspace would give any user of the host a root shell.
     target = str(workspace / "rootsh")
-    if mode == "plain":
-        seen = await new_box(layers=False, network=True).call(make_setuid, target)
-    elif mode == "call":
-        seen = await new_box(writable=[str(workspace)]).call(make_setuid, target)
-    else:
-        box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
-        main = f"print(make_setuid({target!r}), end='')\n"
-        head = "import shutil\n"
-        result = await box.run(
-            [sys.executable, "-c", head + _script(make_setuid, main=main)], cwd=str(workspace)
-        )
-        seen = result.stdout.complete.decode() or result.stderr.complete.decode()
+    seen = await run_where(mode, make_setuid, target, new_box, workspace, monkeypatch)
     assert seen == ("0o4755" if mode == "plain" else "EPERM 0o644")
     expected = 0o4755 if mode == "plain" else 0o644
     assert stat.S_IMODE(os.stat(target).st_mode) == expected  # the host's view
