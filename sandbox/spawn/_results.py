@@ -7,8 +7,8 @@ layer. So could any process of the call that writes to the result pipe first (it
 reach the call child's descriptors). :func:`load_outcome` rebuilds data only: its
 unpickler resolves a name (``find_class``) only to
 
-- the builtin value types (numbers, strings, bytes, containers, ``slice``, ``range``)
-  and the builtin exception classes;
+- ``complex`` and ``slice`` (numbers, strings, bytes and containers have opcodes of
+  their own) and the builtin exception classes;
 - the standard library's value types (:data:`_VALUE_TYPES`, with the functions that
   build them, :data:`_BUILDERS`);
 - a class defined in a module the caller has already imported (none is imported for a
@@ -17,7 +17,8 @@ unpickler resolves a name (``find_class``) only to
   code its author wrote to take data, and no function the pickle chose.
 
 A function, or a class of any other kind (``subprocess.Popen``), is refused: the call
-fails with a :class:`~sandbox.SandboxError` naming it. An exception the call raised that
+fails with a :class:`~sandbox.SandboxError` naming it; so is a BUILD of a class object
+(see :class:`_OutcomeUnpickler`). An exception the call raised that
 is no ``Exception`` (``SystemExit``, ``KeyboardInterrupt``) is not raised in the caller,
 where it would end the caller: it becomes a ``SandboxError`` saying so.
 """
