@@ -34,6 +34,7 @@ from sandbox.layers import (
     CGROUP_V2,
     HOST_EXEC_PROTECTION,
     LANDLOCK,
+    MOUNT_NAMESPACE,
     NETWORK_OFF,
     PROCESS_CAP,
     PROTECTIONS,
@@ -576,8 +577,9 @@ class Sandbox:
         confinement = self._confinement_with_tmp(tmp_env)
         mechanisms = enforced(self._plan.calls, confinement)
         layers = tuple(child_layers(mechanisms))
-        if SECCOMP in layers:
-            seccomp_filter()  # built (and cached) here, not in every child
+        if SECCOMP in layers or MOUNT_NAMESPACE in layers:
+            # Built (and cached) here, not in every child.
+            seccomp_filter(network_off=SECCOMP in layers)
         layered = layer_confinement(confinement, mechanisms)
         if counted and layered.max_processes is not None:
             layered = dataclasses.replace(layered, max_processes=layered.max_processes + counted)

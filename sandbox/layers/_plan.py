@@ -207,7 +207,7 @@ class LayeredCommand:
             the command's), else the command's.
         layers: layers the child applies to itself before exec (:func:`child_layers`).
         confinement: what the layers enforce (:func:`layer_confinement`).
-        seccomp_fd: where bubblewrap reads the network filter (:data:`SECCOMP_FD`), or
+        seccomp_fd: where bubblewrap reads the seccomp filter (:data:`SECCOMP_FD`), or
             ``None``.
     """
 
@@ -234,7 +234,8 @@ def layered_command(
     if BUBBLEWRAP not in mechanisms.values():
         return LayeredCommand(tuple(argv), env, layers, layered)
     network_off = mechanisms.get(NETWORK_OFF) == BUBBLEWRAP
-    seccomp_fd = SECCOMP_FD if network_off else None
+    # The filter with network on too: no set-id bit (bubblewrap keeps root's uid).
+    seccomp_fd = SECCOMP_FD
     wrapped = bwrap.wrap_argv(
         dataclasses.replace(layered, network=not network_off),
         argv,
@@ -296,6 +297,7 @@ def apply_child_layers(
         drop_capabilities()
 
 
-def seccomp_filter() -> bytes:
-    """The network filter bubblewrap installs from :data:`SECCOMP_FD`."""
-    return seccomp.network_filter()
+def seccomp_filter(network_off: bool = True) -> bytes:
+    """The filter bubblewrap installs from :data:`SECCOMP_FD`: the network filter, or with
+    network on the hardening one (``seccomp.hardening_filter``)."""
+    return seccomp.network_filter() if network_off else seccomp.hardening_filter()

@@ -136,11 +136,12 @@ def wrap_argv(
         env: the command's whole environment, passed with `--clearenv`/`--setenv` so the
             wrapped argv does not depend on bwrap's own environment. Values appear in
             bwrap's command line (/proc/PID/cmdline): pass an allowlisted environment.
-        seccomp_fd: with `network=False`, a readable descriptor holding
-            `seccomp.network_filter()`, inherited by bwrap (e.g. a pipe passed in
-            `pass_fds`); bwrap installs it right before exec. Required then: a network
-            namespace cuts TCP, UDP and abstract Unix sockets, but a socket *file* on the
-            read-only `/` (a Docker or D-Bus socket) still accepts connections.
+        seccomp_fd: a readable descriptor holding `seccomp.network_filter()` (with
+            `network=False`) or `seccomp.hardening_filter()`, inherited by bwrap (e.g. a
+            pipe passed in `pass_fds`); bwrap installs it right before exec. Required with
+            `network=False`: a network namespace cuts TCP, UDP and abstract Unix sockets,
+            but a socket *file* on the read-only `/` (a Docker or D-Bus socket) still
+            accepts connections.
         cwd_identity: `(st_dev, st_ino)` of the directory `cwd` must be, taken from a
             descriptor the caller opened without following links. bubblewrap changes
             directory by path, so a directory swapped for a link meanwhile would start
@@ -186,7 +187,9 @@ def wrap_argv(
         mounts = mounts[3:]
     args = [executable, *base, *mounts]
     if not confinement.network:
-        args += ["--unshare-net", "--seccomp", str(seccomp_fd)]
+        args += ["--unshare-net"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--chdir", cwd if cwd_identity is None else "/", "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]

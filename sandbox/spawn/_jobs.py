@@ -122,7 +122,7 @@ class CommandJob:
             namespace, Landlock, seccomp; see ``sandbox.layers._plan.child_layers``).
         confinement: what those layers enforce.
         cgroup: a cgroup directory the child joins before exec, or ``None``.
-        seccomp_fd: the descriptor bubblewrap reads the network filter from, or ``None``.
+        seccomp_fd: the descriptor bubblewrap reads the seccomp filter from, or ``None``.
         report_fd: the descriptor on which the command's tree reports what the command
             left running (``spawn._tree.reporting_argv``, under bubblewrap, whose PID
             namespace ends those processes itself), or ``None``.

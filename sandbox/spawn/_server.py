@@ -298,7 +298,7 @@ def _start(
     ours: list[int] = []  # the child's copies, closed here once it started
     try:
         if job.seccomp_fd is not None:
-            ours.append(_filter_pipe())
+            ours.append(_filter_pipe(network_off=not job.confinement.network))
             remap.append((job.seccomp_fd, ours[-1]))
         if job.report_fd is not None:
             report_r, report_w = os.pipe()
@@ -333,10 +333,10 @@ def _spawn(job: CommandJob, env: Mapping[str, str], remap: list[tuple[int, int]]
     )
 
 
-def _filter_pipe() -> int:
+def _filter_pipe(network_off: bool) -> int:
     from sandbox.layers._plan import seccomp_filter
 
-    program = seccomp_filter()
+    program = seccomp_filter(network_off)
     read_end, write_end = os.pipe()
     os.write(write_end, program)  # a few hundred bytes: fits in the pipe buffer
     os.close(write_end)

@@ -160,7 +160,11 @@ async def test_call_cannot_change_metadata_outside_the_workspace(
 
 
 def command_box(
-    new_box: NewBox, mode: str, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    new_box: NewBox,
+    mode: str,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    network: bool = False,
 ) -> Sandbox:
     if mode == "plain":
         return new_box(layers=False, network=True)
@@ -168,7 +172,7 @@ def command_box(
         force_landlock(monkeypatch)
     elif bwrap.available() is not None:
         pytest.skip(f"bubblewrap does not work here: {bwrap.available()}")
-    return new_box(writable=[str(workspace)])
+    return new_box(writable=[str(workspace)], network=network)
 
 
 def _script(*functions: Callable[..., object], main: str) -> str:
@@ -379,12 +383,14 @@ async def run_where(
     monkeypatch: pytest.MonkeyPatch,
 ) -> str:
     """``fn(argument)`` run with no layers (``"plain"``), as a sandboxed call, or in a
-    sandboxed command (``"landlock command"``, ``"bubblewrap command"``, printing it)."""
+    sandboxed command (``"landlock command"``, ``"bubblewrap command"``, printing it); with
+    network on where the mode ends in ``"with network"``."""
+    network = mode.endswith("with network")
     if mode == "plain":
         return str(await new_box(layers=False, network=True).call(fn, argument))
-    if mode == "call":
-        return str(await new_box(writable=[str(workspace)]).call(fn, argument))
-    box = command_box(new_box, mode.split()[0], workspace, monkeypatch)
+    if mode.startswith("call"):
+        return str(await new_box(writable=[str(workspace)], network=network).call(fn, argument))
+    box = command_box(new_box, mode.split()[0], workspace, monkeypatch, network)
     main = f"print({fn.__name__}({argument!r}), end='')\n"
     result = await box.run(
         [sys.executable, "-c", "import shutil\n" + _script(fn, main=main)], cwd=str(workspace)
@@ -402,7 +408,17 @@ def make_setuid(path: str) -> str:
     return oct(os.stat(path).st_mode & 0o7777)
 
 
-@pytest.mark.parametrize("mode", ["plain", "call", "landlock command", "bubblewrap command"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "plain",
+        "call",
+        "call with network",
+        "landlock command",
+        "bubblewrap command",
+        "bubblewrap command with network",
+    ],
+)
 async def test_sandboxed_code_leaves_no_set_id_program(
     new_box: NewBox, workspace: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
