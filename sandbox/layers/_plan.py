@@ -288,11 +288,11 @@ def apply_child_layers(
     if LANDLOCK in names:
         landlock.apply(confinement)
     if SECCOMP in names:
-        seccomp.deny_network()
+        seccomp.install_filter()
     elif MOUNT_NAMESPACE in names:
         # Network on: the filter's other refusals still keep the mounts read-only (the new
         # mount API) and files without set-id bits.
-        seccomp.deny_network(network_off=False)
+        seccomp.install_filter(network_off=False)
     if MOUNT_NAMESPACE in names:
         drop_capabilities()
 

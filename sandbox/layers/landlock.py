@@ -240,7 +240,7 @@ def apply(confinement: Confinement) -> None:
     With `network=False` on ABI >= 4, TCP bind and connect are denied; on ABI >= 6,
     connecting to abstract Unix sockets created outside the sandbox is denied. UDP and
     filesystem Unix sockets are not covered by Landlock: pair it with
-    `seccomp.deny_network`. `max_processes` is not Landlock's. Nor are a file's mode,
+    `seccomp.install_filter`. `max_processes` is not Landlock's. Nor are a file's mode,
     owner, timestamps and extended attributes: `mountns.confine` keeps those read-only.
 
     Raises OSError (ENOSYS/EOPNOTSUPP when Landlock is absent or disabled, EINVAL for a

@@ -178,7 +178,7 @@ def _argument(index: int) -> int:
     return _ARGS + 8 * index
 
 
-def deny_network(network_off: bool = True) -> None:
+def install_filter(network_off: bool = True) -> None:
     """Install `network_filter()` (`hardening_filter()` when not `network_off`) on the
     calling thread and everything it execs or forks.
 
@@ -201,7 +201,7 @@ def deny_network(network_off: bool = True) -> None:
 
 
 def works() -> Verdict:
-    """Whether `deny_network` really refuses a UDP socket here (`denies_socket`, in a child
+    """Whether `install_filter` really refuses a UDP socket here (`denies_socket`, in a child
     of a spawned interpreter): a verdict that is True when it does, else says why not."""
     return run_checks([check()])[0]
 
@@ -212,9 +212,9 @@ def check() -> Check:
 
 
 def denies_socket() -> bool:
-    """Apply `deny_network`, then try a UDP socket: True when refused. Irreversible: only
+    """Apply `install_filter`, then try a UDP socket: True when refused. Irreversible: only
     for a child of its own."""
-    deny_network()
+    install_filter()
     try:
         socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()
     except PermissionError:

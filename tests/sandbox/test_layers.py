@@ -70,7 +70,7 @@ def run_landlock(
 def run_seccomp(
     confinement: Confinement, argv: list[str], cwd: str
 ) -> subprocess.CompletedProcess[str]:
-    return _run(argv, cwd, preexec_fn=seccomp.deny_network)
+    return _run(argv, cwd, preexec_fn=seccomp.install_filter)
 
 
 def run_landlock_seccomp(
@@ -78,7 +78,7 @@ def run_landlock_seccomp(
 ) -> subprocess.CompletedProcess[str]:
     def confine() -> None:
         landlock.apply(confinement)
-        seccomp.deny_network()
+        seccomp.install_filter()
 
     return _run(argv, cwd, preexec_fn=confine)
 

@@ -237,10 +237,10 @@ def text_editor_tool(
                 output = _str_replace(working, resolved, args, context, before)
             else:
                 output = _insert(working, resolved, args, context)
-            after = read_bytes(
-                working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
-            )
             if version in _UNDO_VERSIONS:  # what undo_edit needs; later versions lack it
+                after = read_bytes(
+                    working.root, resolved.real, resolved.rel, limit=working.options.max_file_bytes
+                )
                 with history.lock:
                     history.add(str(resolved.real), before, after)
             return output
