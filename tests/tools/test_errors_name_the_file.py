@@ -3,6 +3,7 @@ must tell which one was refused without matching results to calls."""
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,36 @@ def test_a_streamed_file_with_a_false_byte_order_mark_is_named(tmp_path: Path) -
         ErrorCode.ENCODING_ERROR,
         "odd.txt starts with a utf-16-le byte order mark but is not valid utf-16-le",
     )
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        # A UTF-16 file cut after one byte of its last character.
+        (
+            "one\ntwo\n".encode("utf-16") + b"x",
+            "its utf-16-le byte order mark is followed by bytes that are not utf-16-le, "
+            "from offset 18: truncated data",
+        ),
+        (
+            codecs.BOM_UTF32_BE + "one\n".encode("utf-32-be") + b"\x00\x11\x00\x00",
+            "its utf-32-be byte order mark is followed by bytes that are not utf-32-be, "
+            "from offset 20: code point not in range(0x110000)",
+        ),
+    ],
+    ids=["utf-16-odd-length", "utf-32-out-of-range"],
+)
+@pytest.mark.parametrize("tool", ["read_file", "edit_file"])
+def test_a_file_its_bom_does_not_explain_says_so(
+    tmp_path: Path, data: bytes, why: str, tool: str
+) -> None:
+    # Its NULs make it binary once its BOM's encoding fails; the message says which part
+    # of the file failed, not only that NULs were found.
+    (tmp_path / "wide.txt").write_bytes(data)
+    arguments = {"old_text": "one", "new_text": "two"} if tool == "edit_file" else {}
+    result = call(tools(tmp_path)[tool], path="wide.txt", **arguments)
+    assert (result.error_code, result.error) == (
+        ErrorCode.BINARY_FILE,
+        f"wide.txt is binary ({why}); {TEXT_TOOLS}",
+    )
+    assert (tmp_path / "wide.txt").read_bytes() == data

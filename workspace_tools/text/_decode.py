@@ -130,14 +130,20 @@ def decode_text(data: bytes, name: str | None = None) -> DecodedText:
         ToolError: ``BINARY_FILE`` when the content is binary.
     """
     fmt = bom_format(data)
+    why = "NUL bytes in its first 8 KiB"
     if fmt is not None:
         try:
             return DecodedText(data[len(fmt.bom) :].decode(fmt.codec), fmt)
-        except UnicodeDecodeError:
-            pass  # a BOM followed by invalid data: judge the bytes as if it were absent
+        except UnicodeDecodeError as exc:
+            # A BOM followed by invalid data: judge the bytes as if it were absent, and
+            # say why the BOM's encoding was not taken (a truncated UTF-16 file holds NULs).
+            why = (
+                f"its {fmt.label} byte order mark is followed by bytes that are not "
+                f"{fmt.label}, from offset {len(fmt.bom) + exc.start:,}: {exc.reason}"
+            )
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ToolError(
-            f"{clipped(name) if name else 'The file'} is binary (NUL bytes in its first 8 KiB); "
+            f"{clipped(name) if name else 'The file'} is binary ({why}); "
             "the text tools neither show nor change binary files",
             ErrorCode.BINARY_FILE,
         )
