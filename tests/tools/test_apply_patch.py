@@ -223,6 +223,17 @@ def test_a_chunk_line_that_is_part_of_a_long_line_says_patches_take_whole_lines(
             "*** Begin Patch\n*** Add File: \n+x\n*** End Patch\n",
             "invalid patch: line 2 names no path after '*** Add File: '",
         ),
+        # Invisible characters in a quoted line are shown escaped (a tab is kept).
+        (
+            "\ufeff*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\n",
+            "invalid patch: the first line of the patch must be '*** Begin Patch', not "
+            "'\\ufeff*** Begin Patch'",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a\n@@\n-x\n\u200b+\ty\x1b\n*** End Patch\n",
+            "invalid patch: line 5 of the update of 'a', '\\u200b+\ty\\x1b', starts with none "
+            "of ' ' (context), '-' (removed), '+' (added) or '@@' (anchor)",
+        ),
     ],
 )
 def test_parse_errors_say_what_is_wrong_and_where(text: str, message: str) -> None:

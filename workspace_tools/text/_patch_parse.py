@@ -41,6 +41,19 @@ END_OF_FILE = "*** End of File"
 _QUOTE_LIMIT = 80
 """Characters of a wrong first or last line a syntax error quotes."""
 
+
+def _quoted(line: str, limit: int | None = None) -> str:
+    """``line`` in quotes for a syntax error, its invisible characters escaped (a BOM, a
+    zero-width space or a control character would be quoted as nothing, and the line
+    would look right); tabs are kept, as the code they indent shows them."""
+    if not line.replace("\t", " ").isprintable():
+        line = "".join(
+            c if c.isprintable() or c == "\t" else c.encode("unicode_escape").decode("ascii")
+            for c in line
+        )
+    return f"'{line if limit is None else clipped(line, limit)}'"
+
+
 _BODY = frozenset(" -+")
 _UNIFIED_RANGE = re.compile(r"-\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _HEREDOC_START = re.compile(r"""^(?:[\w./-]+\s+)?<<-?\s*(['"]?)(\w+)\1\s*$""")
@@ -143,12 +156,12 @@ def parse_patch(text: str) -> list[FileOp]:
     if start == end or lines[start].strip() != BEGIN:
         # Quoting the line shows what was sent instead (a Markdown fence, text before the
         # patch, literal \n escapes on one line).
-        found = f", not '{clipped(lines[start].strip(), _QUOTE_LIMIT)}'" if start < end else ""
+        found = f", not {_quoted(lines[start].strip(), _QUOTE_LIMIT)}" if start < end else ""
         raise PatchSyntaxError(
             f"invalid patch: the first line of the patch must be '{BEGIN}'{found}"
         )
     if end - 1 == start or lines[end - 1].strip() != END:
-        found = f", not '{clipped(lines[end - 1].strip(), _QUOTE_LIMIT)}'"
+        found = f", not {_quoted(lines[end - 1].strip(), _QUOTE_LIMIT)}"
         raise PatchSyntaxError(f"invalid patch: the last line of the patch must be '{END}'{found}")
     while end - 2 > start and lines[end - 2].strip() == END:
         end -= 1  # the end marker repeated (a V4A diff that ends with its own)
@@ -190,7 +203,7 @@ def parse_patch(text: str) -> list[FileOp]:
             ops.append(FileOp("update", path, move_to=move_to, chunks=tuple(chunks)))
         else:
             raise PatchSyntaxError(
-                f"invalid patch: line {i + 1}, '{line}', is not an operation header; each "
+                f"invalid patch: line {i + 1}, {_quoted(line)}, is not an operation header; each "
                 f"operation starts with '{ADD}<path>', '{DELETE}<path>' or '{UPDATE}<path>'"
             )
     if not ops:
@@ -265,7 +278,7 @@ def parse_chunks(lines: list[str], path: str, *, first_line: int = 1) -> list[Ch
             body.append((" ", "") if line == "" else (line[0], line[1:]))
         else:
             raise PatchSyntaxError(
-                f"invalid patch: line {number} of the update of '{path}', '{line}', starts "
+                f"invalid patch: line {number} of the update of '{path}', {_quoted(line)}, starts "
                 "with none of ' ' (context), '-' (removed), '+' (added) or '@@' (anchor)"
             )
     if body or headed:
@@ -296,8 +309,8 @@ def parse_v4a_create(diff: str, path: str) -> str:
     for number, line in enumerate(_lines(diff), 1):
         if not line.startswith("+"):
             raise PatchSyntaxError(
-                f"invalid diff for creating '{path}': line {number}, '{line}', does not start "
-                "with '+'; every line of a new file is written as '+' and its text"
+                f"invalid diff for creating '{path}': line {number}, {_quoted(line)}, does not "
+                "start with '+'; every line of a new file is written as '+' and its text"
             )
         out.append(line[1:] + "\n")
     return "".join(out)
