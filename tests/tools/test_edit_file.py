@@ -34,6 +34,40 @@ EDITS = [
         "exact",
     ),
     (
+        # old_text starting with an LF (deleting the blank line before a line, joining a
+        # line onto the one before) takes the CRLF whole, not its LF alone.
+        "crlf_blank_line_deleted_whole",
+        b"import os\r\n\r\n\r\ndef f():\r\n    pass\r\n",
+        "\ndef f():",
+        "def f():",
+        b"import os\r\n\r\ndef f():\r\n    pass\r\n",
+        "exact",
+    ),
+    (
+        "crlf_lines_joined_whole",
+        b"x = (1,\r\n     2)\r\n",
+        "\n     2)",
+        " 2)",
+        b"x = (1, 2)\r\n",
+        "exact",
+    ),
+    (
+        "crlf_break_replaced_by_lines_keeps_crlf",
+        b"\tt\r\n",
+        "\n",
+        "Q\nR",
+        b"\ttQ\r\nR",
+        "exact",
+    ),
+    (
+        "utf16_crlf_blank_line_deleted_whole",
+        "a\r\n\r\nc\r\n".encode("utf-16"),
+        "\nc",
+        "c",
+        "a\r\nc\r\n".encode("utf-16"),
+        "exact",
+    ),
+    (
         "latin1_bytes_outside_edit_kept",
         b"// opera\xe7\xe3o\nx = 1\n",
         "x = 1",

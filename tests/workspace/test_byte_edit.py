@@ -166,6 +166,35 @@ def test_edits_made_in_their_window_are_the_whole_texts_edits(
             assert count == final.count("\n", 0, at), (at, carried._known)
 
 
+@settings(max_examples=600, deadline=None)
+@given(
+    lines=st.lists(st.text(alphabet=" \tab\u00e9", max_size=5), min_size=1, max_size=10),
+    data=st.data(),
+)
+def test_an_edit_of_a_crlf_text_keeps_every_break_whole(lines: list[str], data: Any) -> None:
+    """An ``old_text`` as a model copies it from a CRLF file (LF breaks), starting or
+    ending anywhere, and a ``new_text`` with LF breaks: the edit, on the whole text and on
+    the bytes, writes CRLF breaks only, never a lone CR or a bare LF."""
+    text = "".join(line + "\r\n" for line in lines)
+    copied = text.replace("\r\n", "\n")
+    start = data.draw(st.integers(0, len(copied) - 1))
+    old = copied[start : data.draw(st.integers(start + 1, len(copied)))]
+    new = data.draw(st.text(alphabet="ab\n", max_size=6))
+    replace_all = data.draw(st.booleans())
+    try:
+        result = replace_text(text, old, new, replace_all=replace_all, newline="\r\n", path="f")
+    except ToolError:
+        return  # nowhere or ambiguous (the table tests pin those)
+    assert result.text.replace("\r\n", "").count("\n") == 0, (text, old, new, result.text)
+    assert result.text.replace("\r\n", "").count("\r") == 0, (text, old, new, result.text)
+    window = replace_in_window(
+        text.encode(), [Replacement(old, new, replace_all)], newline="\r\n", path="f"
+    )
+    if window is not None:
+        spliced = text.encode()[: window.start] + window.new.encode()
+        assert spliced + text.encode()[window.stop :] == result.text.encode()
+
+
 @pytest.mark.parametrize(
     ("text", "old", "why"),
     [

@@ -15,7 +15,11 @@ Order of attempts:
    where ``new_text``'s lines go: the splice is literal.
    Occurrences that overlap count as places too: ``foo\nfoo\n`` in three ``foo`` lines
    is ambiguous, never the first taken (``replace_all`` replaces them left to right
-   without overlap, as ``str.replace`` does).
+   without overlap, as ``str.replace`` does). An occurrence that would cut a CRLF in two
+   (``old_text`` starting with an LF that is a CRLF's, or ending with its CR) is no place:
+   the text with the file's breaks is the one that matches there, so that no lone CR is
+   left and no LF written into a CRLF line (``"\ndef f():"`` deleting the blank line
+   before ``def f():`` takes the CRLF whole).
 2. Fallbacks, each only when the exact text is absent and only when exactly one range of
    whole lines matches; each tolerates more than the one before:
    ``line_endings`` (CR before LF), ``trailing_whitespace``, ``indentation`` (leading spaces
@@ -130,6 +134,8 @@ def replace_text(
             # that does not overlap it was looked for already.
             size = len(candidate)
             second = text.find(candidate, starts[0] + 1, starts[0] + 2 * size - 1)
+            while second != -1 and splits_crlf(text, second, second + size):
+                second = text.find(candidate, second + 1, starts[0] + 2 * size - 1)
             if second != -1:
                 starts.append(second)
         if len(starts) > 1 and not replace_all:
@@ -173,12 +179,27 @@ def with_endings(new: str, matched: str, newline: str) -> str:
     return "".join(out) + lines[-1]
 
 
+def splits_crlf(text: str | bytes, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` (not empty) starts on the LF of a CRLF or ends on its
+    CR: replacing it would cut that line break in two."""
+    crlf = "\r\n" if isinstance(text, str) else b"\r\n"
+    return (start > 0 and text.startswith(crlf, start - 1)) or text.startswith(crlf, end - 1)  # type: ignore[arg-type]
+
+
 def _find_all(text: str, needle: str) -> list[int]:
+    """Where ``needle`` occurs in ``text``, left to right without overlap, leaving out
+    the places that would cut a CRLF in two (see :func:`splits_crlf`)."""
     starts: list[int] = []
+    size = len(needle)
+    # Only a needle starting with an LF or ending with a CR can cut a CRLF.
+    check = needle.startswith("\n") or needle.endswith("\r")
     at = text.find(needle)
     while at != -1:
+        if check and splits_crlf(text, at, at + size):
+            at = text.find(needle, at + 1)
+            continue
         starts.append(at)
-        at = text.find(needle, at + len(needle))
+        at = text.find(needle, at + size)
     return starts
 
 

@@ -162,31 +162,56 @@ class _Spliced:
         return None
 
     def _places(self, needle: bytes) -> list[int]:
-        """Offsets of ``needle`` in the text's bytes, overlapping ones too, up to two."""
+        """Offsets of ``needle`` in the text's bytes, overlapping ones too, up to two;
+        not those that would cut a CRLF in two (see ``replace_text``)."""
         data, start, stop, middle = self.data, self.start, self.stop, self.middle_bytes
         found: list[int] = []
+        check = needle.startswith(b"\n") or needle.endswith(b"\r")
+        size = len(needle)
         # Wholly before the middle.
         at = data.find(needle, 0, start)
         while at != -1 and len(found) < 2:
-            found.append(at)
+            if not (check and self._splits_crlf(at, size)):
+                found.append(at)
             at = data.find(needle, at + 1, start)
         # Touching the middle, or across where it meets the bytes around it: searched in
         # the middle and the bytes short of the needle's length on each side of it, where
         # no place is wholly outside it.
-        reach = len(needle) - 1
+        reach = size - 1
         low = max(0, start - reach)
         joined = data[low:start] + middle + data[stop : stop + reach]
         at = joined.find(needle)
         while at != -1 and len(found) < 2:
-            found.append(low + at)
+            if not (check and self._splits_crlf(low + at, size)):
+                found.append(low + at)
             at = joined.find(needle, at + 1)
         # Wholly after it.
         shift = start + len(middle) - stop
         at = data.find(needle, stop)
         while at != -1 and len(found) < 2:
-            found.append(at + shift)
+            if not (check and self._splits_crlf(at + shift, size)):
+                found.append(at + shift)
             at = data.find(needle, at + 1)
         return found
+
+    def _splits_crlf(self, offset: int, size: int) -> bool:
+        """``replace_text``'s ``splits_crlf`` of the text's bytes ``offset:offset + size``
+        (the text being the bytes before the middle, the middle and the bytes after it)."""
+        return (offset > 0 and self._bytes_at(offset - 1, 2) == b"\r\n") or (
+            self._bytes_at(offset + size - 1, 2) == b"\r\n"
+        )
+
+    def _bytes_at(self, offset: int, count: int) -> bytes:
+        """The text's ``count`` bytes from ``offset`` (fewer at its end)."""
+        data, start, middle = self.data, self.start, self.middle_bytes
+        end, middle_end = offset + count, start + len(middle)
+        out = data[offset : min(end, start)] if offset < start else b""
+        if offset < middle_end and end > start:
+            out += middle[max(offset, start) - start : min(end, middle_end) - start]
+        if end > middle_end:
+            shift = self.stop - middle_end
+            out += data[max(offset, middle_end) + shift : end + shift]
+        return out
 
     def cover(self, offset: int, end: int) -> int:
         """Grow the middle to hold the text's bytes ``offset:end``, the start of the line
