@@ -246,6 +246,41 @@ def test_added_lines_follow_the_files_indentation_when_matched_without_it(
     said_in_readme("its added lines are re-indented as `edit_file`'s fallback does")
 
 
+def test_tabs_for_spaces_past_a_deeper_base_are_re_indented_where_the_sdk_writes_spaces(
+    files: Files,
+) -> None:
+    # The chunk starts at depth 0 where the file's block is one tab deep, and indents by
+    # four spaces where the file has a tab: the base and the unit both change.
+    data = b"func f() {\n\tif x {\n\t\ty = 1\n\t}\n}\n"
+    diff = "@@\n if x {\n-    y = 1\n+    y = 2\n+    z = 3\n }\n"
+    assert theirs(data, diff) == b"func f() {\n\tif x {\n    y = 2\n    z = 3\n\t}\n}\n"
+    ours, output = files.update(data, diff)
+    assert (ours, output["status"]) == (
+        b"func f() {\n\tif x {\n\t\ty = 2\n\t\tz = 3\n\t}\n}\n",
+        "completed",
+    ), output
+
+
+def test_added_lines_at_depths_the_file_does_not_have_are_refused_where_the_sdk_writes_them(
+    files: Files,
+) -> None:
+    # The chunk's body is 4 spaces deeper than its `if`; the file's is 2: no rule places
+    # `y = 2`, and the SDK's copy leaves the `if` without a body.
+    data = b"def f():\n    if x:\n      y = 1\n"
+    diff = "@@\n if x:\n-    y = 1\n+    y = 2\n"
+    assert theirs(data, diff) == b"def f():\n    if x:\n    y = 2\n"
+    ours, output = files.update(data, diff)
+    assert ours == data
+    assert output["output"] == (
+        "F: chunk 1 (diff line 2): its expected lines match the file's at line 2 only with "
+        "leading whitespace ignored, and not at the same depths: its line '    y = 1' is "
+        "indented 4 spaces past the chunk's shallowest indentation, where the file's line 3 "
+        "has 2 spaces, so the depth of its added lines cannot be told. Write the ' ', '-' and "
+        "'+' lines with the file's indentation; the file's lines 2-3 are:\n"
+        "     2\t    if x:\n     3\t      y = 1" + UNCHANGED
+    )
+
+
 @pytest.mark.parametrize(
     ("diff", "expected"),
     [("+# New\n+text\n", b"# New\ntext\n"), ("+# New\n+text", b"# New\ntext\n"), ("", b"")],

@@ -29,7 +29,9 @@ Line endings never take part (a line is compared without its LF or CRLF).
 The new text. A context line is the file's own line, byte for byte, whatever level matched.
 When the match ignored leading whitespace, an added line's indentation is re-based as
 ``edit_file``'s fallback does: the chunk's base indentation becomes the file's (a patch
-written with spaces adds tab-indented lines to a tab-indented file).
+written with spaces adds tab-indented lines to a tab-indented file); a chunk whose lines
+are at other relative depths than the file's is refused when it adds lines, as
+``edit_file`` refuses such a range, since no rule tells their depth.
 An added line takes the line ending of the removed line it stands in for (in order, within
 a run of removed then added lines), else the file's newline style. The file's final
 newline state is kept: a file that ended without a line break still does, one that ended
@@ -52,9 +54,9 @@ from functools import partial
 from itertools import accumulate
 
 from workspace_tools._errors import ErrorCode, ToolError
-from workspace_tools.text._indentation import Shift, indent_of, shift_of
+from workspace_tools.text._indentation import Shift, common_indent, indent_of, shift_of
 from workspace_tools.text._lines import lines_holding
-from workspace_tools.text._match_hint import HINT_MAX_LINES, escape
+from workspace_tools.text._match_hint import HINT_MAX_LINES, describe, escape
 from workspace_tools.text._patch_parse import Chunk
 
 _FOLD = str.maketrans(
@@ -310,7 +312,11 @@ def apply_chunks(text: str, chunks: tuple[Chunk, ...], *, newline: str, path: st
         expected = lines.full_lines(start_at, len(chunk.old))
         removed: list[str] = []
         k = 0
-        rebase = _rebase(expected, chunk) if level >= _LEADING_IGNORED else None
+        rebase = (
+            _rebase(expected, chunk, start, f"{path}: chunk {number} (patch line {chunk.line})")
+            if level >= _LEADING_IGNORED
+            else None
+        )
         for kind, body in chunk.lines:
             if kind == " ":
                 out.append(expected[k])
@@ -361,14 +367,23 @@ def _ending(line: str) -> str:
     return "\n" if line.endswith("\n") else ""
 
 
-def _rebase(expected: list[str], chunk: Chunk) -> Callable[[str], str] | None:
-    """How a chunk matched with leading whitespace ignored maps its indentation onto the
-    file's, applied to each added line; ``None`` when it needs no mapping or none is clear.
+def _rebase(
+    expected: list[str], chunk: Chunk, start: int, where: str
+) -> Callable[[str], str] | None:
+    """How a chunk matched with leading whitespace ignored (at file line index ``start``)
+    maps its indentation onto the file's, applied to each added line; ``None`` when it
+    needs no mapping.
 
     Either the chunk's base indentation becomes the file's (the relative indentation of
-    its lines is the file's), or the chunk indents by ``w`` spaces where the file has a tab
-    (every paired line says so, for one ``w``): then an added line's run of spaces becomes
-    tabs, as many as it holds ``w``'s.
+    its lines is the file's), or, past the bases, the chunk indents by ``w`` spaces where
+    the file has a tab (every paired line says so, for one ``w``): then the base becomes the
+    file's and the run of spaces after it tabs, as many as it holds ``w``'s.
+
+    Raises:
+        ToolError: ``NO_MATCH`` when neither holds and the chunk adds a line that is not
+            blank: its lines are not at the file's relative depths, so where an added line
+            goes cannot be told, and written as it is it could land at the wrong depth (as
+            ``edit_file`` refuses such a range).
     """
     old = chunk.old
     found = [_bare(line) for line in expected]
@@ -376,33 +391,50 @@ def _rebase(expected: list[str], chunk: Chunk) -> Callable[[str], str] | None:
     if isinstance(shift, Shift):
         if shift.old_base == shift.file_base:
             return None
-        base, into = shift.old_base, shift.file_base
-
-        def rebased(line: str) -> str:
-            if line.strip() and line.startswith(base):
-                return into + line[len(base) :]
-            return line
-
-        return rebased
+        return partial(_rebased, shift.old_base, shift.file_base, 0)
+    pairs = [(o, f) for o, f in zip(old, found, strict=True) if o.strip()]
+    base = common_indent([o for o, _ in pairs])
+    into = common_indent([f for _, f in pairs])
     widths: set[int] = set()
-    for o, f in zip(old, found, strict=True):
-        ours, theirs = indent_of(o), indent_of(f)
-        if not o.strip() or ours == theirs:
+    for o, f in pairs:
+        ours, theirs = indent_of(o)[len(base) :], indent_of(f)[len(into) :]
+        if ours == theirs:
             continue
         if set(ours) != {" "} or set(theirs) != {"\t"} or len(ours) % len(theirs):
-            return None
+            widths.clear()
+            break
         widths.add(len(ours) // len(theirs))
-    if len(widths) != 1:
-        return None
-    width = widths.pop()
+    if len(widths) == 1:
+        return partial(_rebased, base, into, widths.pop())
+    if not any(body.strip() for kind, body in chunk.lines if kind == "+"):
+        return None  # nothing to place: the lines it removes are the file's own
+    k = shift
+    message = (
+        f"{where}: its expected lines match the file's at line {start + 1} only with "
+        "leading whitespace ignored, and not at the same depths: its line "
+        f"'{escape(old[k])}' is indented {describe(indent_of(old[k])[len(base) :])} past "
+        f"the chunk's shallowest indentation, where the file's line {start + k + 1} has "
+        f"{describe(indent_of(found[k])[len(into) :])}, so the depth of its added lines "
+        "cannot be told. Write the ' ', '-' and '+' lines with the file's indentation; "
+        f"the file's lines {start + 1}-{start + len(found)} are:\n"
+    )
+    block = "\n".join(f"{start + i + 1:6}\t{escape(line)}" for i, line in enumerate(found))
+    raise ToolError(message + block, ErrorCode.NO_MATCH, details={"nearest_line": start + 1})
 
-    def tabs(line: str) -> str:
-        ours = indent_of(line)
-        if set(ours) != {" "} or len(ours) % width:
-            return line
-        return "\t" * (len(ours) // width) + line[len(ours) :]
 
-    return tabs
+def _rebased(base: str, into: str, width: int, line: str) -> str:
+    """``line`` with its indentation ``base`` written as ``into`` and, with ``width``, the
+    spaces after it as tabs (one a ``width``); other lines (blank, or not starting with
+    ``base``) as they are."""
+    if not line.strip() or not line.startswith(base):
+        return line
+    rest = line[len(base) :]
+    if width:
+        spaces = len(rest) - len(rest.lstrip(" "))
+        if spaces % width:
+            return into + rest
+        rest = "\t" * (spaces // width) + rest[spaces:]
+    return into + rest
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
