@@ -160,6 +160,24 @@ def test_no_matches(project: Path) -> None:
     assert result.details.match_count == 0
 
 
+def test_a_search_of_binary_files_alone_says_they_were_not_searched(tmp_path: Path) -> None:
+    # "No matches" alone would tell the model the text is absent from a file that holds it
+    # (ripgrep: "binary file matches"); among text files they are only counted, as rg
+    # skips them silently.
+    (tmp_path / "bin.dat").write_bytes(b"foo\x00bar\nfoo\n")
+    (tmp_path / "a.txt").write_text("bar\n")
+    named = grep(tmp_path, pattern="foo", path="bin.dat")
+    assert named.model_text() == (
+        "No matches\n[1 binary file was skipped, not searched (a NUL byte in the first 8,192 "
+        "bytes); the pattern may occur in it: run_command can search binary files (e.g. "
+        "grep -c)]"
+    )
+    assert (named.details.binary_skipped, named.details.files_searched) == (1, 0)
+    among_text = grep(tmp_path, pattern="foo")
+    assert among_text.model_text() == "No matches"
+    assert (among_text.details.binary_skipped, among_text.details.files_searched) == (1, 1)
+
+
 def test_large_generated_file_and_binaries(tmp_path: Path) -> None:
     line = b"generated value = 123456789 abcdefghijklmnopqrstuvwxyz 0123456789 ABCDEFGH\n"
     (tmp_path / "big.txt").write_bytes(line * (50 * 1024 * 1024 // len(line)))

@@ -31,7 +31,7 @@ from workspace_tools.search._discovery import (
 )
 from workspace_tools.search._format import format_grep, matching_lines
 from workspace_tools.search._index import SearchIndex
-from workspace_tools.search._matcher import LineMatch, Matcher, NeedsWorker
+from workspace_tools.search._matcher import BINARY_PROBE, LineMatch, Matcher, NeedsWorker
 from workspace_tools.search._runner import GrepRun
 from workspace_tools.search._worker import (
     Searchers,
@@ -255,8 +255,26 @@ def execute(args: GrepArgs, context: ToolContext) -> ToolOutput:
         pool.give(matcher)
     details = output.details
     if isinstance(details, GrepDetails) and not details.match_count:
-        return _with_literal_hint(workspace, args, context, output)
+        output = _with_literal_hint(workspace, args, context, output)
+        if details.binary_skipped and not details.files_searched:
+            output = tool_output(
+                f"{output.content}\n{_binary_note(details.binary_skipped)}", output.details
+            )
     return output
+
+
+def _binary_note(skipped: int) -> str:
+    """The note under "No matches" when every file the search found was binary (a named
+    binary file, say): the text may be in them, and "No matches" alone says it is nowhere
+    (ripgrep says "binary file matches" of a named one). Among text files, skipped binary
+    files are only counted, as ripgrep skips them silently."""
+    files = "1 binary file was" if skipped == 1 else f"{skipped:,} binary files were"
+    return note(
+        f"{files} skipped, not searched (a NUL byte in the first {BINARY_PROBE:,} bytes); "
+        "the pattern may occur in "
+        + ("it" if skipped == 1 else "them")
+        + ": run_command can search binary files (e.g. grep -c)"
+    )
 
 
 # Regex syntax that can make a pattern miss text it spells out literally (a group's
