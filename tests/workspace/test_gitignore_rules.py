@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,30 @@ def test_ignore_file_rules_apply_above_gitignore(tmp_path: Path) -> None:
     build(tmp_path, b"*.log\n")
     (tmp_path / ".ignore").write_bytes(b"!keep.log\nroot.txt\n")
     expected = git_listed(tmp_path) - {"root.txt", "a/root.txt"} | {"keep.log", "a/keep.log"}
+    assert discovered(tmp_path) == (expected, expected, expected)
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="the oracle is ripgrep")
+def test_ignore_files_rank_above_gitignore_files_at_any_depth_as_ripgrep_ranks_them(
+    tmp_path: Path,
+) -> None:
+    # A root .ignore's rule beats a deeper .gitignore's re-include, a deeper .ignore's
+    # re-include beats a root .gitignore's rule, and a deeper .ignore beats a shallower one.
+    build(tmp_path, b"*.log\n")
+    (tmp_path / ".ignore").write_bytes(b"root.txt\ndeep.py\n")
+    (tmp_path / "a" / ".gitignore").write_bytes(b"!root.txt\n")
+    (tmp_path / "a" / ".ignore").write_bytes(b"!keep.log\n")
+    (tmp_path / "a" / "b" / ".ignore").write_bytes(b"!deep.py\n")
+    listed = subprocess.run(
+        ["rg", "--files", "--hidden", "--glob", "!.git"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    expected = set(listed)
+    assert {"a/keep.log", "a/b/deep.py"} <= expected
+    assert not {"a/root.txt", "a/deep.py"} & expected
     assert discovered(tmp_path) == (expected, expected, expected)
 
 

@@ -51,12 +51,15 @@ class GitignoreRule:
         negated: the line began with ``!`` (a match re-includes the path).
         dir_only: the line ended with ``/`` (only directories match).
         source: the pattern line as written, for messages.
+        ranked: the line is an ``.ignore`` file's: it ranks above every ``.gitignore``
+            rule, at any depth, as ripgrep ranks them (see ``_ignore.IgnoreRules``).
     """
 
     regex: str
     negated: bool
     dir_only: bool
     source: str
+    ranked: bool = False
 
 
 def parse_gitignore(data: bytes, base: str) -> list[GitignoreRule]:

@@ -3,7 +3,10 @@
 Precedence is git's, lowest first: ``.git/info/exclude``, then each directory's
 ``.gitignore`` from the top down (a deeper file beats a shallower one), and within a file the
 last matching line wins. ``.ignore`` files (ripgrep's convention, which git does not read)
-rank just above the ``.gitignore`` of the same directory.
+rank above all of those, among themselves as ``.gitignore`` files do: ripgrep's ``ignore``
+crate asks the ``.ignore`` files first, the deepest first, and the ``.gitignore`` files only
+when none of them matches (``Ignore::matched_ignore``), so a root ``.ignore``'s ``*.txt``
+leaves out ``sub/a.txt`` whatever ``sub/.gitignore`` re-includes.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import re2
@@ -166,8 +169,19 @@ class IgnoreRules:
         return bool(self.rules)
 
     def extend(self, rules: list[GitignoreRule]) -> IgnoreRules:
-        """These rules followed by ``rules`` (which then take precedence)."""
-        return IgnoreRules((*self.rules, *rules)) if rules else self
+        """These rules followed by ``rules`` (which then take precedence), the ``ranked``
+        ones (``.ignore`` files') kept above all others."""
+        if not rules:
+            return self
+        ours, theirs = self.rules, tuple(rules)
+        return IgnoreRules(
+            (
+                *(r for r in ours if not r.ranked),
+                *(r for r in theirs if not r.ranked),
+                *(r for r in ours if r.ranked),
+                *(r for r in theirs if r.ranked),
+            )
+        )
 
     def ignored(self, path: bytes, is_dir: bool) -> bool:
         """Whether the last rule matching ``path`` ignores it (``False`` if none matches)."""
@@ -234,6 +248,14 @@ def _compile(parts: list[str]) -> list[_Matcher]:
     return _compile(parts[:half]) + _compile(parts[half:])
 
 
+def ranked(name: str, rules: list[GitignoreRule]) -> list[GitignoreRule]:
+    """``rules`` of the ignore file ``name`` (one of :data:`IGNORE_FILE_NAMES`), marked
+    ``ranked`` when it is an ``.ignore`` file."""
+    if name != ".ignore":
+        return rules
+    return [replace(rule, ranked=True) for rule in rules]
+
+
 def rules_in_directory(
     abs_dir: str, base: str, cut: list[str] | None = None, *, dir_fd: int | None = None
 ) -> tuple[list[GitignoreRule], list[FileStamp]]:
@@ -257,7 +279,7 @@ def rules_in_directory(
             continue
         read = read_ignore_file(path) if dir_fd is None else read_ignore_file(name, dir_fd=dir_fd)
         if read is not None:
-            rules.extend(parse_gitignore(read[0], base))
+            rules.extend(ranked(name, parse_gitignore(read[0], base)))
             if read[1] and cut is not None:
                 cut.append(path)
     return rules, stamps

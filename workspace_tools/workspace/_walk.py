@@ -50,6 +50,7 @@ from workspace_tools.workspace._ignore import (
     IGNORE_FILE_NAMES,
     FileStamp,
     IgnoreRules,
+    ranked,
     read_ignore_file,
     rules_in_directory,
     stat_at,
@@ -144,7 +145,7 @@ def _ancestors(
                     continue
                 read = read_ignore_file(name, dir_fd=fd)
                 if read is not None:
-                    rules.extend(parse_gitignore(read[0], "/".join(parts[:depth])))
+                    rules.extend(ranked(name, parse_gitignore(read[0], "/".join(parts[:depth]))))
                     if read[1]:
                         cut.append(os.path.join(top, *parts[:depth], name))
             if depth + 1 == len(parts):
