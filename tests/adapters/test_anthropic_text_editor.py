@@ -79,7 +79,13 @@ def test_view_numbers_lines_like_cat_n_and_takes_a_range(tmp_path: Path) -> None
     bad = run(tmp_path, command="view", path="a.py", view_range=[2, 9])
     assert block(bad)["is_error"] is True
     assert bad.error == (
-        "Error: Invalid `view_range`: [2, 9]. Its second element `9` should be -1 or within [2, 3]"
+        "Error: Invalid `view_range`: [2, 9]. Its second element `9` should be smaller than "
+        "the number of lines in the file: `3`"
+    )
+    backwards = run(tmp_path, command="view", path="a.py", view_range=[3, 2])
+    assert backwards.error == (
+        "Error: Invalid `view_range`: [3, 2]. Its second element `2` should be larger or "
+        "equal than its first `3`"
     )
 
 

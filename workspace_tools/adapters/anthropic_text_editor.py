@@ -396,10 +396,18 @@ def _view_range(view_range: list[int], count: int) -> tuple[int, int]:
         )
     if end == -1:
         return start, count
-    if end < start or end > count:
+    # The reference implementation's two texts (anthropic-quickstarts' edit.py), checked
+    # in its order.
+    if end > count:
         raise ToolError(
             f"Error: Invalid `view_range`: {given}. Its second element `{shown_number(end)}` "
-            f"should be -1 or within [{start}, {count}]",
+            f"should be smaller than the number of lines in the file: `{count}`",
+            ErrorCode.INVALID_ARGUMENTS,
+        )
+    if end < start:
+        raise ToolError(
+            f"Error: Invalid `view_range`: {given}. Its second element `{shown_number(end)}` "
+            f"should be larger or equal than its first `{start}`",
             ErrorCode.INVALID_ARGUMENTS,
         )
     return start, end
