@@ -45,7 +45,7 @@ def root(tmp_path: Path) -> Path:
         (
             {"command": "view", "path": "a.txt", "view_range": [1, HUGE]},
             f"Error: Invalid `view_range`: [1, {SHOWN}]. Its second element `{SHOWN}` should "
-            "be -1 or within [1, 3]",
+            "be smaller than the number of lines in the file: `3`",
         ),
         (
             {"command": "view", "path": "a.txt", "view_range": [-HUGE, 2]},

@@ -261,21 +261,35 @@ def test_tabs_for_spaces_past_a_deeper_base_are_re_indented_where_the_sdk_writes
     ), output
 
 
-def test_added_lines_at_depths_the_file_does_not_have_are_refused_where_the_sdk_writes_them(
+def test_added_lines_take_the_files_depths_where_the_chunks_unit_differs_and_the_sdk_copies(
     files: Files,
 ) -> None:
-    # The chunk's body is 4 spaces deeper than its `if`; the file's is 2: no rule places
-    # `y = 2`, and the SDK's copy leaves the `if` without a body.
+    # The chunk's body is 4 spaces deeper than its `if`; the file's is 2. The added line
+    # goes where the file has the line it stands in for; the SDK's copy leaves the `if`
+    # without a body.
     data = b"def f():\n    if x:\n      y = 1\n"
     diff = "@@\n if x:\n-    y = 1\n+    y = 2\n"
     assert theirs(data, diff) == b"def f():\n    if x:\n    y = 2\n"
     ours, output = files.update(data, diff)
+    assert (ours, output["status"]) == (b"def f():\n    if x:\n      y = 2\n", "completed")
+
+
+def test_an_added_line_at_a_depth_no_rule_tells_is_refused_where_the_sdk_writes_it(
+    files: Files,
+) -> None:
+    # A new block deeper than any of the chunk's lines, in a file of another unit: where
+    # `y = 2` goes in the file cannot be told.
+    data = b"def f():\n    if x:\n      y = 1\n"
+    diff = "@@\n if x:\n-    y = 1\n+    if z:\n+        y = 2\n"
+    assert theirs(data, diff) == b"def f():\n    if x:\n    if z:\n        y = 2\n"
+    ours, output = files.update(data, diff)
     assert ours == data
     assert output["output"] == (
         "F: chunk 1 (diff line 2): its expected lines match the file's at line 2 only with "
-        "leading whitespace ignored, and not at the same depths: its line '    y = 1' is "
-        "indented 4 spaces past the chunk's shallowest indentation, where the file's line 3 "
-        "has 2 spaces, so the depth of its added lines cannot be told. Write the ' ', '-' and "
+        "leading whitespace ignored, and not at the same relative depths (its line "
+        "'    y = 1' is indented 4 spaces past the chunk's shallowest line, where the file's "
+        "line 3 has 2 spaces); its added line '        y = 2' is indented as none of its ' ' "
+        "and '-' lines is, so its depth in the file cannot be told. Write the ' ', '-' and "
         "'+' lines with the file's indentation; the file's lines 2-3 are:\n"
         "     2\t    if x:\n     3\t      y = 1" + UNCHANGED
     )

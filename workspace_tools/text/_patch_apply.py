@@ -29,9 +29,10 @@ Line endings never take part (a line is compared without its LF or CRLF).
 The new text. A context line is the file's own line, byte for byte, whatever level matched.
 When the match ignored leading whitespace, an added line's indentation is re-based as
 ``edit_file``'s fallback does: the chunk's base indentation becomes the file's (a patch
-written with spaces adds tab-indented lines to a tab-indented file); a chunk whose lines
-are at other relative depths than the file's is refused when it adds lines, as
-``edit_file`` refuses such a range, since no rule tells their depth.
+written with spaces adds tab-indented lines to a tab-indented file); where the chunk's
+relative depths are not the file's, an added line goes where the file has the chunk's lines
+of its indentation, and a chunk adding a line at an indentation none of its ``' '`` and
+``'-'`` lines has is refused (no rule tells its depth).
 An added line takes the line ending of the removed line it stands in for (in order, within
 a run of removed then added lines), else the file's newline style. The file's final
 newline state is kept: a file that ended without a line break still does, one that ended
@@ -375,15 +376,19 @@ def _rebase(
     needs no mapping.
 
     Either the chunk's base indentation becomes the file's (the relative indentation of
-    its lines is the file's), or, past the bases, the chunk indents by ``w`` spaces where
+    its lines is the file's); or, past the bases, the chunk indents by ``w`` spaces where
     the file has a tab (every paired line says so, for one ``w``): then the base becomes the
-    file's and the run of spaces after it tabs, as many as it holds ``w``'s.
+    file's and the run of spaces after it tabs, as many as it holds ``w``'s; or else, the
+    chunk's depths being other than the file's (its body 4 spaces deeper than its ``if``
+    where the file's is 2), an added line goes where the file has the chunk's ``' '`` and
+    ``'-'`` lines of its indentation, and stays as it is where those are at several (a
+    file that mixes tabs and spaces: nothing is guessed).
 
     Raises:
-        ToolError: ``NO_MATCH`` when neither holds and the chunk adds a line that is not
-            blank: its lines are not at the file's relative depths, so where an added line
-            goes cannot be told, and written as it is it could land at the wrong depth (as
-            ``edit_file`` refuses such a range).
+        ToolError: ``NO_MATCH`` when, by that last rule, an added line that is not blank
+            has an indentation that none of the chunk's ``' '`` and ``'-'`` lines has: its
+            depth in the file cannot be told, and written as it is it could land at a
+            wrong one.
     """
     old = chunk.old
     found = [_bare(line) for line in expected]
@@ -406,20 +411,39 @@ def _rebase(
         widths.add(len(ours) // len(theirs))
     if len(widths) == 1:
         return partial(_rebased, base, into, widths.pop())
-    if not any(body.strip() for kind, body in chunk.lines if kind == "+"):
-        return None  # nothing to place: the lines it removes are the file's own
-    k = shift
+    depths: dict[str, set[str]] = {}
+    for o, f in pairs:
+        depths.setdefault(indent_of(o), set()).add(indent_of(f))
+    for kind, body in chunk.lines:
+        if kind == "+" and body.strip() and indent_of(body) not in depths:
+            raise _depth_unknown(where, old, found, start, shift, body, base, into)
+    return partial(_at_depth, {k: v.pop() for k, v in depths.items() if len(v) == 1})
+
+
+def _depth_unknown(
+    where: str,
+    old: list[str],
+    found: list[str],
+    start: int,
+    k: int,
+    added: str,
+    base: str,
+    into: str,
+) -> ToolError:
+    """``NO_MATCH`` for an added line whose depth in the file no rule tells (see
+    :func:`_rebase`): ``old[k]`` is the first line whose relative depth is not the file's."""
     message = (
         f"{where}: its expected lines match the file's at line {start + 1} only with "
-        "leading whitespace ignored, and not at the same depths: its line "
+        "leading whitespace ignored, and not at the same relative depths (its line "
         f"'{escape(old[k])}' is indented {describe(indent_of(old[k])[len(base) :])} past "
-        f"the chunk's shallowest indentation, where the file's line {start + k + 1} has "
-        f"{describe(indent_of(found[k])[len(into) :])}, so the depth of its added lines "
-        "cannot be told. Write the ' ', '-' and '+' lines with the file's indentation; "
-        f"the file's lines {start + 1}-{start + len(found)} are:\n"
+        f"the chunk's shallowest line, where the file's line {start + k + 1} has "
+        f"{describe(indent_of(found[k])[len(into) :])}); its added line '{escape(added)}' "
+        "is indented as none of its ' ' and '-' lines is, so its depth in the file cannot "
+        "be told. Write the ' ', '-' and '+' lines with the file's indentation; the file's "
+        f"lines {start + 1}-{start + len(found)} are:\n"
     )
     block = "\n".join(f"{start + i + 1:6}\t{escape(line)}" for i, line in enumerate(found))
-    raise ToolError(message + block, ErrorCode.NO_MATCH, details={"nearest_line": start + 1})
+    return ToolError(message + block, ErrorCode.NO_MATCH, details={"nearest_line": start + 1})
 
 
 def _rebased(base: str, into: str, width: int, line: str) -> str:
@@ -435,6 +459,15 @@ def _rebased(base: str, into: str, width: int, line: str) -> str:
             return into + rest
         rest = "\t" * (spaces // width) + rest[spaces:]
     return into + rest
+
+
+def _at_depth(depths: dict[str, str], line: str) -> str:
+    """``line`` with its indentation written as ``depths`` maps it; as it is when blank or
+    not mapped."""
+    indent = indent_of(line)
+    if not line.strip() or indent not in depths:
+        return line
+    return depths[indent] + line[len(indent) :]
 
 
 def _keep_final_newline(text: str, out: list[str], newline: str) -> str:
