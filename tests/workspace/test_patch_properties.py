@@ -409,3 +409,54 @@ def test_the_nearest_place_is_the_one_most_lines_agree_with(
     after = {s: n for s, n in votes.items() if s >= cursor} or votes
     expected = max(after, key=lambda s: (after[s], -s)) if after else None
     assert _patch_apply._nearest(_patch_apply._Lines(text), old, cursor) == expected, text
+
+
+@st.composite
+def reindented_blocks(draw: st.DrawFn) -> tuple[list[int], list[int], int, str, str, str]:
+    """Depths of a nested block's lines (each at most one deeper than the one before),
+    the depths of the lines a chunk adds (among those of its other lines), where they
+    replace one line, and the indent units and base: the file's unit and base, the
+    chunk's unit (its base is none, as a model copying the block writes it)."""
+    depths = [0]
+    for _ in range(draw(st.integers(1, 6))):
+        depths.append(draw(st.integers(0, depths[-1] + 1)))
+    added = draw(st.lists(st.sampled_from(sorted(set(depths))), min_size=1, max_size=3))
+    at = draw(st.integers(1, len(depths) - 1))
+    file_unit = draw(st.sampled_from(["  ", "    ", "\t"]))
+    chunk_unit = draw(st.sampled_from(["  ", "    ", "   "]))
+    base = draw(st.sampled_from(["", "    ", "\t"]))
+    return depths, added, at, file_unit, chunk_unit, base
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=reindented_blocks())
+def test_lines_added_at_the_chunks_depths_land_at_the_files(
+    case: tuple[list[int], list[int], int, str, str, str],
+) -> None:
+    """A chunk copied from a block with another indent unit and no base, replacing one line
+    by lines at depths its other lines have, writes each added line at the file's
+    indentation of that depth, whichever rule (a shift, tabs for spaces, the depths of its
+    lines) maps them."""
+    depths, added, at, file_unit, chunk_unit, base = case
+    body = [f"line{n} = {n}" for n in range(len(depths))]
+    extra = [f"new{n} = {n}" for n in range(len(added))]
+    in_file = [base + file_unit * d + text for d, text in zip(depths, body, strict=True)]
+    copied = [chunk_unit * d + text for d, text in zip(depths, body, strict=True)]
+    chunk = [" " + line for line in copied[:at]]
+    chunk += [
+        "-" + copied[at],
+        *("+" + chunk_unit * d + t for d, t in zip(added, extra, strict=True)),
+    ]
+    chunk += [" " + line for line in copied[at + 1 :]]
+    expected = [
+        *in_file[:at],
+        *(base + file_unit * d + t for d, t in zip(added, extra, strict=True)),
+        *in_file[at + 1 :],
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "f.py").write_text("\n".join(in_file) + "\n")
+        patch = envelope("*** Update File: f.py\n@@\n" + "\n".join(chunk) + "\n")
+        result = call(tools(root)["apply_patch"], patch=patch)
+        assert result.error is None, (result.error, patch)
+        assert (root / "f.py").read_text() == "\n".join(expected) + "\n", patch
