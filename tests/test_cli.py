@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import Sandbox, SandboxUnavailable
 from workspace_tools import workspace_tools
 from workspace_tools.adapters.anthropic import anthropic_tool
 from workspace_tools.adapters.mcp import mcp_tool
@@ -96,6 +97,15 @@ def cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
             "(choose from 'call', 'mcp', 'serve', 'schema', 'demo', 'checkpoints', 'restore')",
         ),
         (["--bogus"], "workspace-tools: error: unrecognized arguments: --bogus"),
+        (
+            ["call", "list_files", "--max-processes", "4"],
+            "workspace-tools: error: --deny-read, --allow-read and --max-processes need --sandbox",
+        ),
+        (
+            ["mcp", "--sandbox", "--max-processes", "0"],
+            "workspace-tools mcp: error: argument --max-processes: expected a whole number of at "
+            "least 1, got '0'",
+        ),
         (
             ["call", "read_file", "path=a.txt", "--bogus"],
             "workspace-tools: error: unrecognized arguments: --bogus",
@@ -505,3 +515,19 @@ def test_call_without_a_tool_names_only_the_tool_as_required() -> None:
         2,
         "workspace-tools call: error: the following arguments are required: tool",
     )
+
+
+def test_max_processes_caps_a_sandboxed_commands_processes(tmp_path: Path) -> None:
+    try:
+        Sandbox(max_processes=4).close()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no process cap on this host: {exc}")
+    done = cli(
+        "call", "run_command", "command=for i in 1 2 3 4 5 6 7 8; do sleep 5 & done; wait",
+        "--root", str(tmp_path), "--sandbox", "--max-processes", "4",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "This command's sandbox allows 4 processes and threads at once "
+        "(Sandbox(max_processes=4))" in done.stdout
+    ), done.stdout

@@ -212,7 +212,9 @@ def test_cli_sandbox_takes_deny_read_and_allow_read(
 def test_cli_read_flags_need_the_sandbox(tmp_path: Path) -> None:
     done = cli("call", "list_files", "--root", str(tmp_path), "--deny-read", "/x", home="/")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == "workspace-tools: error: --deny-read and --allow-read need --sandbox\n"
+    assert done.stderr == (
+        "workspace-tools: error: --deny-read, --allow-read and --max-processes need --sandbox\n"
+    )
 
 
 async def test_hiding_credentials_leaves_writes_open_to_a_call(

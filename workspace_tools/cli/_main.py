@@ -192,21 +192,21 @@ def run_call(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
-    """The :class:`Sandbox` arguments of ``--sandbox``, ``--deny-read`` and
-    ``--allow-read``; None without ``--sandbox``.
+def _sandbox_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The :class:`Sandbox` arguments of ``--sandbox``, ``--deny-read``, ``--allow-read``
+    and ``--max-processes``; None without ``--sandbox``.
 
     A relative PATH is taken from ``--root``, as every path a tool is given; ``~`` is the
     home directory.
 
     Raises:
-        UsageError: ``--deny-read`` or ``--allow-read`` without ``--sandbox``; a
-            ``--deny-read`` path that does not exist (there is nothing to hide, and a file
-            made there later would not be hidden).
+        UsageError: ``--deny-read``, ``--allow-read`` or ``--max-processes`` without
+            ``--sandbox``; a ``--deny-read`` path that does not exist (there is nothing to
+            hide, and a file made there later would not be hidden).
     """
     if not args.sandbox:
-        if args.deny_read or args.allow_read:
-            raise UsageError("--deny-read and --allow-read need --sandbox")
+        if args.deny_read or args.allow_read or args.max_processes is not None:
+            raise UsageError("--deny-read, --allow-read and --max-processes need --sandbox")
         return None
 
     def absolute(path: str) -> str:
@@ -220,7 +220,22 @@ def _sandbox_options(args: argparse.Namespace) -> dict[str, list[str]] | None:
                 "nothing to hide "
                 "(a relative path is taken from --root)"
             )
-    return {"read_denied": denied, "allow_read": [absolute(p) for p in args.allow_read or []]}
+    return {
+        "read_denied": denied,
+        "allow_read": [absolute(p) for p in args.allow_read or []],
+        "max_processes": args.max_processes,
+    }
+
+
+def _process_count(text: str) -> int:
+    """``--max-processes``'s value: a whole number of at least 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return count
 
 
 def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -238,6 +253,13 @@ def _add_sandbox_arguments(parser: argparse.ArgumentParser, help_text: str) -> N
         metavar="PATH",
         help="with --sandbox, let the call read PATH although it is a credential path "
         "hidden by default, e.g. ~/.netrc (repeatable)",
+    )
+    parser.add_argument(
+        "--max-processes",
+        type=_process_count,
+        metavar="N",
+        help="with --sandbox, cap the processes of each command or call at N (a fork bomb "
+        "stops there); no cap by default",
     )
 
 
