@@ -179,11 +179,10 @@ def with_endings(new: str, matched: str, newline: str) -> str:
     return "".join(out) + lines[-1]
 
 
-def splits_crlf(text: str | bytes, start: int, end: int) -> bool:
+def splits_crlf(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` (not empty) starts on the LF of a CRLF or ends on its
     CR: replacing it would cut that line break in two."""
-    crlf = "\r\n" if isinstance(text, str) else b"\r\n"
-    return (start > 0 and text.startswith(crlf, start - 1)) or text.startswith(crlf, end - 1)  # type: ignore[arg-type]
+    return (start > 0 and text.startswith("\r\n", start - 1)) or text.startswith("\r\n", end - 1)
 
 
 def _find_all(text: str, needle: str) -> list[int]:
